@@ -27,8 +27,6 @@ STAMP = VENV / ".tickwork-installed"
 
 
 def _ensure_venv() -> None:
-    if sys.version_info < (3, 11):
-        sys.exit(f"tickwork needs Python 3.11 or newer, this is {sys.version.split()[0]}")
     if not PY.exists():
         print(f"creating {VENV.relative_to(ROOT)} ...", flush=True)
         venv.EnvBuilder(with_pip=True, clear=True).create(VENV)
@@ -37,7 +35,8 @@ def _ensure_venv() -> None:
         return
     print("installing tickwork and its dev tools into .venv ...", flush=True)
     pip = [str(PY), "-m", "pip", "--disable-pip-version-check", "-q"]
-    subprocess.run([*pip, "install", "-e", f"{ROOT}[dev]"], check=True)
+    if subprocess.run([*pip, "install", "-e", f"{ROOT}[dev]"]).returncode != 0:
+        sys.exit("dev.py: installing into .venv failed (see pip's output above)")
     STAMP.write_text(want)
 
 

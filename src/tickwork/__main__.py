@@ -1,0 +1,37 @@
+"""The ``tickwork`` command line (also ``python -m tickwork``)."""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from collections.abc import Sequence
+
+from . import __version__
+
+
+def build_parser() -> argparse.ArgumentParser:
+    """The argument parser for every subcommand."""
+    parser = argparse.ArgumentParser(
+        prog="tickwork", description="Delayed and recurring jobs, and a cron replacement."
+    )
+    parser.add_argument("--version", action="version", version=f"tickwork {__version__}")
+    sub = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
+    demo = sub.add_parser("demo", help="play SPEC Example 1 on a real clock (about 10 s)")
+    demo.add_argument(
+        "--speed", type=float, default=2.0, help="time compression factor (default 2)"
+    )
+    return parser
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    """Run the command line; return the process exit status."""
+    args = build_parser().parse_args(argv)
+    if args.command == "demo":
+        from ._demo import run_demo
+
+        return run_demo(sys.stdout, speed=args.speed)
+    raise AssertionError(f"unhandled command {args.command!r}")  # argparse prevents this
+
+
+if __name__ == "__main__":
+    sys.exit(main())

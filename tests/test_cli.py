@@ -1,0 +1,61 @@
+from __future__ import annotations
+
+import io
+import subprocess
+import sys
+
+import pytest
+
+from tickwork.__main__ import main
+from tickwork._demo import run_demo
+
+EXAMPLE_1 = """\
+t=0    s.schedule(5, job("backup"))               -> 1
+t=0    s.schedule(2, job("rotate"))               -> 2
+t=0    s.schedule(3, job("probe"), interval=3)    -> 3
+t=0    s.schedule(4, job("noop"))                 -> 4
+t=0    s.cancel(4)                                -> True
+t=1    s.run_pending()                            -> 0
+t=2    s.run_pending()                            -> 1
+t=6    s.run_pending()                            -> 2
+t=9    s.run_pending()                            -> 1
+t=9    s.next_run_in()                            -> 3.0
+t=9    s.cancel(3)                                -> True
+t=20   s.run_pending()                            -> 0
+t=20   s.cancel(3)                                -> False
+t=20   s.next_run_in()                            -> None
+"""
+
+
+def test_demo_reproduces_example_1_on_a_real_clock() -> None:
+    out = io.StringIO()
+    assert run_demo(out, speed=200.0) == 0  # 20 schedule-seconds in 0.1 s
+    lines = out.getvalue().splitlines()
+    calls = "\n".join(line for line in lines if line.startswith("t=")) + "\n"
+    assert calls == EXAMPLE_1
+    ran = [line.split()[1] for line in lines if line.lstrip().startswith("ran ")]
+    assert ran == ["rotate", "probe", "backup", "probe"]
+    assert lines[-1] == "log == ['rotate', 'probe', 'backup', 'probe']"
+
+
+def test_demo_rejects_bad_speed() -> None:
+    with pytest.raises(ValueError, match=r"^speed must be > 0, got 0$"):
+        run_demo(io.StringIO(), speed=0)
+
+
+def test_main_demo_and_module_entry_point() -> None:
+    proc = subprocess.run(
+        [sys.executable, "-m", "tickwork", "demo", "--speed", "400"],
+        capture_output=True,
+        text=True,
+        check=True,
+        timeout=60,
+    )
+    assert "log == ['rotate', 'probe', 'backup', 'probe']" in proc.stdout
+
+
+def test_main_requires_a_command(capsys: pytest.CaptureFixture[str]) -> None:
+    with pytest.raises(SystemExit) as exc:
+        main([])
+    assert exc.value.code == 2
+    assert "COMMAND" in capsys.readouterr().err

@@ -1,0 +1,44 @@
+"""The public surface is small and pinned: a change here is a deliberate API change."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+
+import tickwork
+
+
+def test_all_is_pinned_and_sorted() -> None:
+    assert tickwork.__all__ == [
+        "EventKind",
+        "RunEvent",
+        "Scheduler",
+        "TaskInfo",
+        "__version__",
+    ]
+    assert tickwork.__all__ == sorted(tickwork.__all__)
+
+
+def test_every_export_exists_and_is_documented() -> None:
+    for name in tickwork.__all__:
+        obj = getattr(tickwork, name)
+        if name != "__version__":
+            assert obj.__doc__, f"{name} has no docstring"
+
+
+def test_version() -> None:
+    assert tickwork.__version__ == "0.1.0.dev0"
+
+
+def test_core_imports_no_threading_asyncio_or_databases() -> None:
+    # A clean interpreter: importing the core must not pull in any driver machinery.
+    code = (
+        "import sys, tickwork, tickwork.testing\n"
+        "bad = sorted(m for m in ('threading', 'asyncio', 'sqlite3', '_sqlite3', 'psycopg',"
+        " 'argparse', 'concurrent.futures') if m in sys.modules)\n"
+        "print(','.join(bad))\n"
+    )
+    out = subprocess.run(
+        [sys.executable, "-I", "-c", code], capture_output=True, text=True, check=True
+    )
+    assert out.stdout.strip() == ""
