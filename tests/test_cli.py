@@ -59,3 +59,18 @@ def test_main_requires_a_command(capsys: pytest.CaptureFixture[str]) -> None:
         main([])
     assert exc.value.code == 2
     assert "COMMAND" in capsys.readouterr().err
+
+
+def test_main_next_prints_fire_times(capsys: pytest.CaptureFixture[str]) -> None:
+    argv = ["next", "0 9 * * 1-5", "--tz", "Europe/Berlin", "-n", "2"]
+    assert main([*argv, "--after", "2026-12-02T00:00Z"]) == 0
+    out = capsys.readouterr().out
+    assert "2026-12-02T09:00:00+01:00" in out
+    assert "2026-12-03T08:00:00Z" in out
+
+
+def test_main_next_bad_expression_exits_2(capsys: pytest.CaptureFixture[str]) -> None:
+    assert main(["next", "0 0 30 2 *"]) == 2
+    assert capsys.readouterr().err == (
+        "tickwork next: error: day-of-month: 30 never occurs in February in `0 0 30 2 *`\n"
+    )

@@ -13,10 +13,11 @@ from zoneinfo import ZoneInfo
 import pytest
 from croniter import croniter
 
-from cron_reference import reference_fires, transitions
 from tickwork._cli_next import add_parser, main, run
 from tickwork._cron import CronExpression
 from tickwork._errors import CronError, TickworkError
+
+from .cron_reference import reference_fires, transitions
 
 
 def z(s: str) -> datetime:

@@ -20,17 +20,25 @@ def build_parser() -> argparse.ArgumentParser:
     demo.add_argument(
         "--speed", type=float, default=2.0, help="time compression factor (default 2)"
     )
+    demo.set_defaults(func=_demo)
+
+    from ._cli_next import add_parser as add_next
+
+    add_next(sub)
     return parser
+
+
+def _demo(args: argparse.Namespace) -> int:
+    from ._demo import run_demo
+
+    return run_demo(sys.stdout, speed=args.speed)
 
 
 def main(argv: Sequence[str] | None = None) -> int:
     """Run the command line; return the process exit status."""
     args = build_parser().parse_args(argv)
-    if args.command == "demo":
-        from ._demo import run_demo
-
-        return run_demo(sys.stdout, speed=args.speed)
-    raise AssertionError(f"unhandled command {args.command!r}")  # argparse prevents this
+    status: int = args.func(args)
+    return status
 
 
 if __name__ == "__main__":
