@@ -10,10 +10,17 @@ import tickwork
 
 def test_all_is_pinned_and_sorted() -> None:
     assert tickwork.__all__ == [
+        "At",
+        "Cron",
+        "CronError",
         "EventKind",
+        "Every",
+        "Once",
         "RunEvent",
+        "Schedule",
         "Scheduler",
         "TaskInfo",
+        "TickworkError",
         "__version__",
     ]
     assert tickwork.__all__ == sorted(tickwork.__all__)

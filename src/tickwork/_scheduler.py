@@ -1,32 +1,44 @@
 """The tick-driven core: `Scheduler`.
 
-The core never sleeps, never starts a thread and never reads a clock except the one it
+The core never sleeps, never starts a thread and never reads a clock except the ones it
 is given. Something outside (a test, a thread driver, an asyncio task) calls
 `Scheduler.run_pending` and it runs whatever is due. The contract is ``SPEC.md``.
 
-Data structure: a binary heap of entries ``[due, task_id, fn, interval, fixed_delay]``
-plus a dict ``task_id -> entry``. Heap order is ``(due, task_id)``, so equal due
-times run in the order the tasks were scheduled. ``cancel`` is O(1): it drops the
-dict entry and marks the heap entry dead (``fn = None``); dead entries are discarded
-when they reach the top of the heap, and the heap is compacted whenever dead entries
-outnumber live ones by more than `COMPACT_SLACK` (see `Scheduler._maybe_compact`).
+Data structure: a binary heap of entries ``[due, task_id, fn, rec]`` plus a dict
+``task_id -> entry``. Heap order is ``(due, task_id)``, so equal due times run in the
+order the tasks were scheduled. ``rec`` says what happens after a run: ``None`` for a
+plain one-shot, a float for a plain fixed-rate interval (the two fast paths), or a
+`_Plan` from `tickwork._schedules` for everything else (fixed-delay, jitter, cron,
+wall-clock one-shots). ``cancel`` is O(1): it drops the dict entry and marks the heap
+entry dead (``fn = None``); dead entries are discarded when they reach the top of the
+heap, and the heap is rebuilt without them whenever they outnumber the live tasks by
+more than `COMPACT_SLACK`.
 """
 
 from __future__ import annotations
 
 import math
+import random
 import time
 from collections.abc import Callable
 from dataclasses import dataclass
 from enum import Enum
 from heapq import heapify, heappop, heappush
-from numbers import Real
 from typing import TYPE_CHECKING, Any, Final
+
+from ._schedules import Schedule, _DelayPlan, _OncePlan, _Plan, _RatePlan, seconds_arg
 
 if TYPE_CHECKING:
     import logging
 
-__all__ = ["COMPACT_SLACK", "EventKind", "RunEvent", "Scheduler", "TaskInfo"]
+__all__ = [
+    "COMPACT_SLACK",
+    "WALL_CHECK_INTERVAL",
+    "EventKind",
+    "RunEvent",
+    "Scheduler",
+    "TaskInfo",
+]
 
 
 def _log() -> logging.Logger:
@@ -50,14 +62,24 @@ COMPACT_SLACK: Final = 1024
 #: Default bound on `Scheduler.errors`: a job that fails forever must not grow memory.
 DEFAULT_MAX_ERRORS: Final = 1000
 
-# Heap entry layout. A list (not a tuple) so cancel can mark it dead in place and a
-# recurring task can be re-pushed without allocating; lists compare element-wise in C,
-# and ``(due, task_id)`` is unique, so ``fn`` is never compared.
+#: While wall-clock schedules (cron, `At`) exist, drivers wake at least this often
+#: (`Scheduler.next_wakeup_in`), so a wall-clock step or a resume from suspend, which
+#: the monotonic clock does not see, is noticed within this many seconds.
+WALL_CHECK_INTERVAL: Final = 30.0
+
+#: A change of the wall-minus-monotonic offset beyond this many seconds is a wall-clock
+#: jump: wall-clock schedules are re-anchored to the new wall time. Smaller changes
+#: (NTP slewing) are absorbed: they move calendar runs by less than this.
+WALL_JUMP_TOLERANCE: Final = 1.0
+
+# Heap entry layout: [due, task_id, fn, rec]. A list (not a tuple) so cancel can mark
+# it dead in place and a recurring task can be re-pushed without allocating; lists
+# compare element-wise in C, and (due, task_id) is unique, so fn is never compared.
+# The hot loops index with literals (a module constant would be a global lookup).
 _DUE: Final = 0
 _ID: Final = 1
 _FN: Final = 2
-_INTERVAL: Final = 3
-_FIXED_DELAY: Final = 4
+_REC: Final = 3
 
 Clock = Callable[[], float]
 ErrorHook = Callable[[int, Exception], object]
@@ -117,26 +139,9 @@ class TaskInfo:
     fn: Callable[[], object]
     """The job."""
     interval: float | None
-    """Seconds between runs, or ``None`` for a one-shot task."""
+    """Seconds between runs for an interval schedule, else ``None``."""
     fixed_delay: bool
     """Whether the interval is measured from the end of a run (else fixed-rate)."""
-
-
-def _seconds(name: str, value: object, *, positive: bool) -> float:
-    """Validate a duration argument and return it as a float."""
-    if type(value) is float or type(value) is int:
-        seconds = float(value)
-    elif isinstance(value, bool) or not isinstance(value, Real):
-        # bool is an int, but ``schedule(True, fn)`` is a bug, not a one-second delay.
-        raise TypeError(f"{name} must be a number of seconds, got {value!r}")
-    else:
-        seconds = float(value)
-    if positive:
-        if not (seconds > 0.0 and seconds != math.inf):
-            raise ValueError(f"{name} must be a finite number > 0, got {value!r}")
-    elif not (seconds >= 0.0 and seconds != math.inf):
-        raise ValueError(f"{name} must be a finite number >= 0, got {value!r}")
-    return seconds
 
 
 class Scheduler:
@@ -152,10 +157,15 @@ class Scheduler:
             `run_pending` and once per `schedule`. Defaults to `time.monotonic`. If it
             ever goes backwards, the scheduler keeps using the largest reading so far
             (time never runs backwards for the schedule; a warning is logged).
+        wall_clock: Zero-argument callable returning POSIX seconds, read only while
+            wall-clock schedules (`Cron`, `At`) exist, at most once per tick. Defaults to
+            ``clock.wall`` if the clock has one (`tickwork.testing.FakeClock` does),
+            else `time.time`.
         max_errors: How many entries `errors` keeps (the newest); ``None`` for no bound.
         on_error: Called as ``on_error(task_id, exc)`` after each failed run. If the
             hook itself raises, that is logged and ignored.
-
+        rng: The random source for jitter; pass a seeded `random.Random` for
+            reproducible runs.
     """
 
     __slots__ = (
@@ -168,9 +178,13 @@ class Scheduler:
         "_listeners",
         "_max_errors",
         "_next_id",
+        "_offset",
         "_on_error",
+        "_rng",
         "_tasks",
         "_tick_now",
+        "_wall",
+        "_wall_clock",
         "errors",
     )
 
@@ -178,20 +192,30 @@ class Scheduler:
         self,
         clock: Clock = time.monotonic,
         *,
+        wall_clock: Clock | None = None,
         max_errors: int | None = DEFAULT_MAX_ERRORS,
         on_error: ErrorHook | None = None,
+        rng: random.Random | None = None,
     ) -> None:
         if not callable(clock):
             raise TypeError(f"clock must be a zero-argument callable, got {clock!r}")
+        if wall_clock is None:
+            wall_clock = getattr(clock, "wall", time.time)
+        if not callable(wall_clock):
+            raise TypeError(f"wall_clock must be a zero-argument callable, got {wall_clock!r}")
         if max_errors is not None and (
             isinstance(max_errors, bool) or not isinstance(max_errors, int) or max_errors < 0
         ):
             raise ValueError(f"max_errors must be an int >= 0 or None, got {max_errors!r}")
         if on_error is not None and not callable(on_error):
             raise TypeError(f"on_error must be callable or None, got {on_error!r}")
+        if rng is not None and not isinstance(rng, random.Random):
+            raise TypeError(f"rng must be a random.Random or None, got {rng!r}")
         self._clock = clock
+        self._wall_clock = wall_clock
         self._max_errors = max_errors
         self._on_error = on_error
+        self._rng = rng if rng is not None else random.Random()
         self._heap: list[list[Any]] = []
         self._tasks: dict[int, list[Any]] = {}
         self._dead = 0
@@ -203,6 +227,10 @@ class Scheduler:
         self._held: dict[int, list[Any]] = {}
         # The recurring entry being run right now: popped from the heap, still live.
         self._current: list[Any] | None = None
+        # Live tasks on wall-clock schedules, and the wall-minus-monotonic offset their
+        # due times were computed with (re-anchored when it jumps).
+        self._wall: dict[int, list[Any]] = {}
+        self._offset = 0.0
         self._listeners: list[Listener] = []
         self.errors: list[str] = []
         """``"task <id>: <message>"`` for each failed run, oldest first (bounded)."""
@@ -219,6 +247,8 @@ class Scheduler:
     ) -> int:
         """Schedule ``fn`` to run ``delay`` seconds from now; return its task id.
 
+        The shorthand for `add` with `Once` or `Every`.
+
         Args:
             delay: Seconds from now until the first run (finite, >= 0).
             fn: Zero-argument callable.
@@ -233,27 +263,57 @@ class Scheduler:
             TypeError: ``fn`` is not callable, or ``delay``/``interval`` is not a number.
             ValueError: ``delay`` is negative or not finite, ``interval`` is not > 0
                 and finite, or ``fixed_delay`` is given without ``interval``.
-
         """
-        seconds = _seconds("delay", delay, positive=False)
+        # Plain floats skip the validation call: this is the hot path of timeouts.
+        if type(delay) is float and 0.0 <= delay < math.inf:
+            seconds = delay
+        else:
+            seconds = seconds_arg("delay", delay, positive=False)
         if not callable(fn):
             raise TypeError(f"fn must be callable, got {fn!r}")
-        every = None if interval is None else _seconds("interval", interval, positive=True)
+        every: float | None = None
+        if interval is not None:
+            if type(interval) is float and 0.0 < interval < math.inf:
+                every = interval
+            else:
+                every = seconds_arg("interval", interval, positive=True)
+        rec: float | _Plan | None = every
         if fixed_delay is not False:
             if fixed_delay is not True:
                 raise TypeError(f"fixed_delay must be a bool, got {fixed_delay!r}")
             if every is None:
                 raise ValueError("fixed_delay=True needs an interval, got interval=None")
-        due = self._now() + seconds
-        task_id = self._next_id
-        self._next_id = task_id + 1
-        entry = [due, task_id, fn, every, fixed_delay]
-        self._tasks[task_id] = entry
-        tick_now = self._tick_now
-        if tick_now is not None and due <= tick_now:
-            self._held[task_id] = entry
+            rec = _DelayPlan(seconds, every, 0.0, self._rng)
+        now = self._clock()
+        if type(now) is float and now >= self._last_now:
+            self._last_now = now
         else:
-            heappush(self._heap, entry)
+            now = self._now(now)
+        return self._insert(now + seconds, fn, rec)
+
+    def add(self, schedule: Schedule, fn: Callable[[], object]) -> int:
+        """Run ``fn`` on ``schedule`` (`Once`, `At`, `Every` or `Cron`); return its task id.
+
+        Raises:
+            TypeError: ``schedule`` is not a schedule value, or ``fn`` is not callable.
+        """
+        if not isinstance(schedule, Schedule):
+            raise TypeError(f"schedule must be a Once, At, Every or Cron value, got {schedule!r}")
+        if not callable(fn):
+            raise TypeError(f"fn must be callable, got {fn!r}")
+        plan = schedule._plan(self._rng)
+        now = self._now()
+        if plan.wall:
+            self._sync_wall(now)
+        due = plan.first(now, self._offset)
+        rec: float | _Plan | None = plan
+        if type(plan) is _OncePlan:
+            rec = None
+        elif isinstance(plan, _RatePlan) and not plan.jitter:
+            rec = plan.every
+        task_id = self._insert(due, fn, rec)
+        if plan.wall:
+            self._wall[task_id] = self._tasks[task_id]
         return task_id
 
     def cancel(self, task_id: int) -> bool:
@@ -266,7 +326,9 @@ class Scheduler:
         entry = self._tasks.pop(task_id, None)
         if entry is None:
             return False
-        entry[_FN] = None  # dead; also frees the callable (and what it holds) now
+        entry[2] = None  # dead; also frees the callable (and what it holds) now
+        if self._wall:
+            self._wall.pop(task_id, None)
         if self._held and self._held.pop(task_id, None) is not None:
             return True
         if entry is not self._current:
@@ -293,45 +355,50 @@ class Scheduler:
 
         Raises:
             RuntimeError: Called from inside a job of the same scheduler.
-
         """
         if self._tick_now is not None:
             raise RuntimeError("run_pending() called from inside a job of the same scheduler")
-        now = self._now()
+        now = self._clock()
+        if type(now) is float and now >= self._last_now:
+            self._last_now = now
+        else:
+            now = self._now(now)
+        if self._wall:
+            self._sync_wall(now)
         heap = self._heap
-        if not heap or heap[0][_DUE] > now:
+        if not heap or heap[0][0] > now:
             return 0
-        if self._listeners:
-            return self._run_observed(now)
         tasks = self._tasks
+        observed = bool(self._listeners)
         ran = 0
         self._tick_now = now
         try:
-            while heap and heap[0][_DUE] <= now:
+            while heap and heap[0][0] <= now:
                 entry = heappop(heap)
-                fn = entry[_FN]
+                fn = entry[2]
                 if fn is None:
                     self._dead -= 1
                     continue
                 ran += 1
-                every = entry[_INTERVAL]
-                if every is None:
-                    del tasks[entry[_ID]]
-                    entry[_FN] = None
+                rec = entry[3]
+                if observed or (rec is not None and type(rec) is not float):
+                    self._run_slow(entry, now)
+                elif rec is None:
+                    del tasks[entry[1]]
                     try:
                         fn()
                     except Exception as exc:
-                        self._failed(entry[_ID], exc)
-                    continue
-                self._current = entry
-                try:
-                    fn()
-                except Exception as exc:
-                    self._failed(entry[_ID], exc)
-                finally:
-                    self._current = None
-                    if entry[_FN] is not None:
-                        self._reschedule(entry, now, every)
+                        self._failed(entry[1], exc)
+                else:
+                    # Plain fixed-rate: the next slot does not depend on the run, so the
+                    # entry goes back before the call (a self-cancel marks it dead there).
+                    due = entry[0] + rec
+                    entry[0] = due if due > now else now + rec
+                    heappush(heap, entry)
+                    try:
+                        fn()
+                    except Exception as exc:
+                        self._failed(entry[1], exc)
         finally:
             self._tick_now = None
             if self._held:
@@ -345,15 +412,31 @@ class Scheduler:
     def next_run_in(self) -> float | None:
         """Seconds until the next task is due: 0.0 if overdue, ``None`` if none."""
         heap = self._heap
-        while heap and heap[0][_FN] is None:
+        while heap and heap[0][2] is None:
             heappop(heap)
             self._dead -= 1
         if self._held:
             return 0.0
         if not heap:
             return None
-        wait = heap[0][_DUE] - self._now()
-        return float(wait) if wait > 0.0 else 0.0
+        now = self._clock()
+        if type(now) is float and now >= self._last_now:
+            self._last_now = now
+        else:
+            now = self._now(now)
+        wait: float = heap[0][0] - now
+        return wait if wait > 0.0 else 0.0
+
+    def next_wakeup_in(self) -> float | None:
+        """How long a driver may wait before the next `run_pending`; ``None``: until told.
+
+        `next_run_in`, capped at `WALL_CHECK_INTERVAL` while wall-clock schedules exist,
+        so that a wall-clock step or a resume from suspend is noticed in time.
+        """
+        wait = self.next_run_in()
+        if self._wall and (wait is None or wait > WALL_CHECK_INTERVAL):
+            return WALL_CHECK_INTERVAL
+        return wait
 
     # -- introspection -----------------------------------------------------------
 
@@ -367,8 +450,12 @@ class Scheduler:
 
     def tasks(self) -> list[TaskInfo]:
         """The live tasks with their next due time, in the order they will run."""
-        entries = sorted(self._tasks.values(), key=lambda e: (e[_DUE], e[_ID]))
-        return [TaskInfo(e[_ID], e[_DUE], e[_FN], e[_INTERVAL], e[_FIXED_DELAY]) for e in entries]
+        infos = []
+        for e in sorted(self._tasks.values(), key=lambda e: (e[0], e[1])):
+            rec = e[3]
+            interval = rec if rec is None or type(rec) is float else rec.interval
+            infos.append(TaskInfo(e[1], e[0], e[2], interval, type(rec) is _DelayPlan))
+        return infos
 
     def add_listener(self, listener: Listener) -> None:
         """Deliver a `RunEvent` to ``listener`` for every run from now on.
@@ -388,13 +475,27 @@ class Scheduler:
 
     # -- internals ---------------------------------------------------------------
 
-    def _now(self) -> float:
-        """Read the clock; never let the schedule see time go backwards."""
-        now = self._clock()
+    def _insert(self, due: float, fn: Callable[[], object], rec: float | _Plan | None) -> int:
+        """Issue the next id and place a new entry (held if a running tick already passed it)."""
+        task_id = self._next_id
+        self._next_id = task_id + 1
+        entry = [due, task_id, fn, rec]
+        self._tasks[task_id] = entry
+        tick_now = self._tick_now
+        if tick_now is not None and due <= tick_now:
+            self._held[task_id] = entry
+        else:
+            heappush(self._heap, entry)
+        return task_id
+
+    def _now(self, now: Any = None) -> float:
+        """Read the clock (or check a reading); never let time go backwards for the schedule."""
+        if now is None:
+            now = self._clock()
         try:
-            if now >= self._last_now:
+            if now >= self._last_now and now == now and not isinstance(now, bool):
                 self._last_now = now
-                return now
+                return float(now)
         except TypeError:
             pass
         if now != now or isinstance(now, bool) or not isinstance(now, (int, float)):
@@ -405,27 +506,89 @@ class Scheduler:
             self._last_now - now,
             self._last_now,
         )
-        return self._last_now
+        return float(self._last_now)
 
-    def _reschedule(self, entry: list[Any], now: float, every: float) -> None:
-        """Put a recurring entry that just ran back on the heap (rule 4 / fixed-delay)."""
-        if entry[_FIXED_DELAY]:
-            due = self._now() + every  # never below ``now``: _now() does not go back
+    def _sync_wall(self, now: float) -> None:
+        """Read the wall clock; on a jump, move every wall-clock task to the new wall time."""
+        offset = self._wall_clock() - now
+        if not self._wall:
+            self._offset = offset
+            return
+        if abs(offset - self._offset) <= WALL_JUMP_TOLERANCE:
+            return
+        _log().info(
+            "wall clock moved %+.3f s against the monotonic clock; re-anchoring %d task(s)",
+            offset - self._offset,
+            len(self._wall),
+        )
+        self._offset = offset
+        # A jump is rare (an NTP step, a resume): fix the due times in place and rebuild
+        # the heap, O(n) like a compaction, rather than leave moved copies behind.
+        for task_id, entry in self._wall.items():
+            if entry is not self._current and task_id not in self._held:
+                entry[0] = entry[3].reanchor(offset)
+        self._compact()
+
+    def _run_slow(self, entry: list[Any], now: float) -> None:
+        """Run one entry off the fast path: with listeners, or with a `_Plan`."""
+        task_id, due, fn, rec = entry[1], entry[0], entry[2], entry[3]
+        repeats = rec is not None and (type(rec) is float or rec.repeats)
+        if repeats:
+            self._current = entry
         else:
-            due = entry[_DUE] + every
+            del self._tasks[task_id]
+            entry[2] = None
+            if self._wall:
+                self._wall.pop(task_id, None)
+        observed = bool(self._listeners)
+        started = 0.0
+        if observed:
+            started = self._clock()
+            self._emit(RunEvent(EventKind.STARTED, task_id, due, started))
+        try:
+            fn()
+        except Exception as exc:
+            self._failed(task_id, exc)
+            if observed:
+                self._emit(
+                    RunEvent(EventKind.FAILED, task_id, due, started, self._clock() - started, exc)
+                )
+        else:
+            if observed:
+                self._emit(
+                    RunEvent(EventKind.FINISHED, task_id, due, started, self._clock() - started)
+                )
+        finally:
+            if repeats:
+                self._current = None
+                if entry[2] is not None:
+                    self._advance(entry, now)
+
+    def _advance(self, entry: list[Any], now: float) -> None:
+        """Reschedule a recurring entry after its run (rule 4, or its plan)."""
+        rec = entry[3]
+        if type(rec) is float:
+            due = entry[0] + rec
             if due <= now:
                 if self._listeners:
-                    self._emit(
-                        RunEvent(
-                            EventKind.MISSED,
-                            entry[_ID],
-                            due,
-                            missed=int((now - due) // every) + 1,
-                        )
-                    )
-                due = now + every
-        entry[_DUE] = due
-        heappush(self._heap, entry)
+                    missed = int((now - due) // rec) + 1
+                    self._emit(RunEvent(EventKind.MISSED, entry[1], due, missed=missed))
+                due = now + rec
+        else:
+            after = self._now() if rec.after_finish else now
+            nxt = rec.next(entry[0], after, self._offset)
+            if nxt is None:  # the plan is exhausted: the task is finished
+                del self._tasks[entry[1]]
+                self._wall.pop(entry[1], None)
+                entry[2] = None
+                return
+            due = nxt
+        entry[0] = due
+        tick_now = self._tick_now
+        if tick_now is not None and due <= tick_now:
+            self._held[entry[1]] = entry
+        else:
+            heappush(self._heap, entry)
 
     def _failed(self, task_id: int, exc: Exception) -> None:
         """Record a failed run: `errors`, the log, then the ``on_error`` hook."""
@@ -441,55 +604,6 @@ class Scheduler:
             except Exception:
                 _log().exception("on_error hook raised while handling task %d", task_id)
 
-    def _run_observed(self, now: float) -> int:
-        """`run_pending` with listeners: the same loop, timing each job and emitting events."""
-        heap = self._heap
-        tasks = self._tasks
-        clock = self._clock
-        ran = 0
-        self._tick_now = now
-        try:
-            while heap and heap[0][_DUE] <= now:
-                entry = heappop(heap)
-                fn = entry[_FN]
-                if fn is None:
-                    self._dead -= 1
-                    continue
-                ran += 1
-                task_id, due, every = entry[_ID], entry[_DUE], entry[_INTERVAL]
-                if every is None:
-                    del tasks[task_id]
-                    entry[_FN] = None
-                else:
-                    self._current = entry
-                started = clock()
-                self._emit(RunEvent(EventKind.STARTED, task_id, due, started))
-                try:
-                    fn()
-                except Exception as exc:
-                    self._failed(task_id, exc)
-                    self._emit(
-                        RunEvent(EventKind.FAILED, task_id, due, started, clock() - started, exc)
-                    )
-                else:
-                    self._emit(
-                        RunEvent(EventKind.FINISHED, task_id, due, started, clock() - started)
-                    )
-                finally:
-                    if every is not None:
-                        self._current = None
-                        if entry[_FN] is not None:
-                            self._reschedule(entry, now, every)
-        finally:
-            self._tick_now = None
-            if self._held:
-                for held in self._held.values():
-                    heappush(heap, held)
-                self._held.clear()
-            if self._dead > len(tasks) + COMPACT_SLACK:
-                self._compact()
-        return ran
-
     def _emit(self, event: RunEvent) -> None:
         """Deliver ``event`` to every listener; a listener that raises is only logged."""
         for listener in tuple(self._listeners):
@@ -501,7 +615,7 @@ class Scheduler:
     def _compact(self) -> None:
         """Rebuild the heap without dead entries, in place (a running loop holds it)."""
         heap = self._heap
-        heap[:] = [entry for entry in heap if entry[_FN] is not None]
+        heap[:] = [entry for entry in heap if entry[2] is not None]
         heapify(heap)
         self._dead = 0
 
@@ -514,9 +628,9 @@ class Scheduler:
         for i in range(1, len(heap)):
             parent = heap[(i - 1) // 2]
             assert parent[:2] <= heap[i][:2], f"heap order broken at {i}"
-        dead = sum(1 for entry in heap if entry[_FN] is None)
+        dead = sum(1 for entry in heap if entry[2] is None)
         assert dead == self._dead, f"dead counter {self._dead} != {dead} dead entries"
-        live = [entry for entry in heap if entry[_FN] is not None]
+        live = [entry for entry in heap if entry[2] is not None]
         assert len({id(e) for e in live}) == len(live), "a live entry is in the heap twice"
         expected = {id(e) for e in self._tasks.values()}
         placed = {id(e) for e in live} | {id(e) for e in self._held.values()}
@@ -524,8 +638,14 @@ class Scheduler:
             placed.add(id(self._current))
         assert placed == expected, "live tasks and heap entries disagree"
         for task_id, entry in self._tasks.items():
-            assert entry[_ID] == task_id and entry[_FN] is not None, f"bad entry {entry!r}"
+            assert entry[1] == task_id and entry[2] is not None, f"bad entry {entry!r}"
             assert task_id < self._next_id, f"task id {task_id} not yet issued"
+            rec = entry[3]
+            assert rec is None or type(rec) is float or isinstance(rec, _Plan), rec
+            is_wall = isinstance(rec, _Plan) and rec.wall
+            assert is_wall == (task_id in self._wall), f"wall registry wrong for {task_id}"
+            assert not is_wall or self._wall[task_id] is entry, f"stale wall entry {task_id}"
+        assert len(self._wall) <= len(self._tasks), "wall registry holds dead tasks"
         assert dead <= len(self._tasks) + COMPACT_SLACK, (
             f"{dead} dead entries exceed {len(self._tasks)} live + {COMPACT_SLACK}"
         )

@@ -1,0 +1,356 @@
+"""Schedules as values: `Once`, `At`, `Every` and `Cron`.
+
+A schedule is a small immutable value that answers "when is the next run?". It is
+plain data (a store can save it, the CLI can parse it) and knows nothing about tasks.
+When a schedule is given to a scheduler, it makes a *plan*: the per-task mutable state
+(the current grid slot, the current jitter draw, the current wall-clock target) that the
+core consults after each run. Plans are private; the core calls them only off its fast
+path (plain one-shots and plain fixed-rate intervals never make one).
+
+Two clocks meet here. Due times in the core are on its monotonic clock; calendar
+schedules (`At`, `Cron`) are about the wall clock. A plan is told ``offset``, the wall
+clock minus the monotonic clock at the current tick, to convert between the two; when
+that offset jumps (NTP step, suspend/resume) the core re-anchors wall plans with it.
+"""
+
+from __future__ import annotations
+
+import math
+import random
+import re
+from dataclasses import dataclass, field
+from datetime import datetime
+from numbers import Real
+from typing import TYPE_CHECKING, ClassVar, Final
+from zoneinfo import ZoneInfo
+
+if TYPE_CHECKING:
+    from ._cron import CronExpression
+
+__all__ = ["At", "Cron", "Every", "Once", "Schedule", "parse_duration"]
+
+
+def seconds_arg(name: str, value: object, *, positive: bool) -> float:
+    """Validate a duration argument and return it as a float.
+
+    Raises:
+        TypeError: ``value`` is not a real number (a `bool` is refused too).
+        ValueError: ``value`` is negative (or zero when ``positive``), NaN or infinite.
+    """
+    if type(value) is float or type(value) is int:
+        seconds = float(value)
+    elif isinstance(value, bool) or not isinstance(value, Real):
+        # bool is an int, but ``schedule(True, fn)`` is a bug, not a one-second delay.
+        raise TypeError(f"{name} must be a number of seconds, got {value!r}")
+    else:
+        seconds = float(value)
+    if positive:
+        if not (seconds > 0.0 and seconds != math.inf):
+            raise ValueError(f"{name} must be a finite number > 0, got {value!r}")
+    elif not (seconds >= 0.0 and seconds != math.inf):
+        raise ValueError(f"{name} must be a finite number >= 0, got {value!r}")
+    return seconds
+
+
+_UNITS: Final = {"ms": 0.001, "s": 1.0, "m": 60.0, "h": 3600.0, "d": 86400.0, "w": 604800.0}
+_DURATION: Final = re.compile(r"(\d+(?:\.\d*)?|\.\d+)(ms|s|m|h|d|w)")
+
+
+def parse_duration(text: str) -> float:
+    """Parse a human duration such as ``"30s"``, ``"5m"``, ``"1h30m"`` or ``"250ms"``.
+
+    Units: ``ms``, ``s``, ``m``, ``h``, ``d``, ``w``; parts add up. A bare number is
+    seconds.
+
+    Raises:
+        ValueError: the text is not a duration; the message shows it.
+    """
+    if not isinstance(text, str):
+        raise TypeError(f"duration must be a string like '30s', got {text!r}")
+    s = text.strip().replace(" ", "")
+    try:
+        return seconds_arg("duration", float(s), positive=False)
+    except (ValueError, TypeError):
+        pass
+    pos, total = 0, 0.0
+    for m in _DURATION.finditer(s):
+        if m.start() != pos:
+            break
+        total += float(m.group(1)) * _UNITS[m.group(2)]
+        pos = m.end()
+    if pos != len(s) or not s:
+        raise ValueError(f"duration must look like '30s', '5m', '1h30m' or '250ms', got {text!r}")
+    return total
+
+
+def _jitter_arg(value: object) -> float:
+    return seconds_arg("jitter", value, positive=False)
+
+
+class Schedule:
+    """Base class of the schedule values; use `Once`, `At`, `Every` or `Cron`."""
+
+    __slots__ = ()
+
+    #: Whether the schedule is about the wall clock (re-anchored when it jumps).
+    wall: ClassVar[bool] = False
+
+    def _plan(self, rng: random.Random) -> _Plan:
+        raise NotImplementedError
+
+
+@dataclass(frozen=True, slots=True)
+class Once(Schedule):
+    """Run once, ``delay`` seconds after the task is added (on the monotonic clock)."""
+
+    delay: float
+    """Seconds from now (finite, >= 0)."""
+
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "delay", seconds_arg("delay", self.delay, positive=False))
+
+    def _plan(self, rng: random.Random) -> _Plan:
+        return _OncePlan(self.delay)
+
+
+@dataclass(frozen=True, slots=True)
+class At(Schedule):
+    """Run once at a wall-clock instant (an aware `datetime` or POSIX seconds).
+
+    If the instant is already past when the task is added, it runs at the next tick.
+    The run follows the wall clock: if the system time is stepped, the task moves with it.
+    """
+
+    when: float
+    """POSIX seconds (UTC). An aware `datetime` is converted on construction."""
+
+    wall: ClassVar[bool] = True
+
+    def __post_init__(self) -> None:
+        when: object = self.when
+        if isinstance(when, datetime):
+            if when.tzinfo is None or when.utcoffset() is None:
+                raise ValueError(f"when must be an aware datetime (with a time zone), got {when!r}")
+            when = when.timestamp()
+        if isinstance(when, bool) or not isinstance(when, Real) or not math.isfinite(when):
+            raise TypeError(
+                f"when must be an aware datetime or finite POSIX seconds, got {self.when!r}"
+            )
+        object.__setattr__(self, "when", float(when))
+
+    def _plan(self, rng: random.Random) -> _Plan:
+        return _AtPlan(self.when)
+
+
+@dataclass(frozen=True, slots=True)
+class Every(Schedule):
+    """Run every ``interval`` seconds, fixed-rate (default) or fixed-delay.
+
+    Fixed-rate keeps a grid (``first``, ``first + interval``, ...); when the scheduler
+    is late past the next slot, missed slots are skipped and the task goes to
+    ``now + interval``. Fixed-delay starts the next interval when a run finishes.
+    """
+
+    interval: float
+    """Seconds between runs (finite, > 0)."""
+    fixed_delay: bool = False
+    """Measure ``interval`` from the end of each run instead of from its due time."""
+    jitter: float = 0.0
+    """Delay each run by a fresh random amount in ``[0, jitter)`` seconds; the grid does
+    not drift (the next slot is computed from the un-jittered one)."""
+    first: float | None = None
+    """Seconds until the first run; default ``interval``."""
+
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "interval", seconds_arg("interval", self.interval, positive=True))
+        if self.fixed_delay is not True and self.fixed_delay is not False:
+            raise TypeError(f"fixed_delay must be a bool, got {self.fixed_delay!r}")
+        object.__setattr__(self, "jitter", _jitter_arg(self.jitter))
+        if self.first is not None:
+            object.__setattr__(self, "first", seconds_arg("first", self.first, positive=False))
+
+    def _plan(self, rng: random.Random) -> _Plan:
+        first = self.interval if self.first is None else self.first
+        if self.fixed_delay:
+            return _DelayPlan(first, self.interval, self.jitter, rng)
+        return _RatePlan(first, self.interval, self.jitter, rng)
+
+
+@dataclass(frozen=True, slots=True)
+class Cron(Schedule):
+    """Run at the times a 5-field cron expression names, in an IANA time zone.
+
+    ``Cron("0 3 * * *", tz="Europe/Berlin")``. DST follows Debian/Vixie cron (see
+    ``docs/cron.md``). The time zone defaults to UTC; ``tz="local"`` uses the
+    system's zone, only when asked.
+
+    Raises:
+        CronError: the expression or the zone is invalid, or the expression can never
+            fire; the message names the field.
+    """
+
+    expr: str
+    """The expression as given (``"*/5 * * * *"``, ``"@daily"``, ...)."""
+    tz: str = "UTC"
+    """IANA zone name, or ``"local"``."""
+    jitter: float = 0.0
+    """Delay each run by a fresh random amount in ``[0, jitter)`` seconds."""
+    expression: CronExpression = field(init=False, repr=False, compare=False)
+    """The parsed expression (`next_after`, `iter_after`, ...)."""
+
+    wall: ClassVar[bool] = True
+
+    def __post_init__(self) -> None:
+        from ._cron import CronExpression
+
+        tz: object = self.tz
+        if isinstance(tz, ZoneInfo):
+            tz = tz.key
+        if not isinstance(tz, str):
+            raise TypeError(f"tz must be an IANA zone name or 'local', got {self.tz!r}")
+        object.__setattr__(self, "tz", tz)
+        object.__setattr__(self, "expression", CronExpression(self.expr, tz))
+        object.__setattr__(self, "jitter", _jitter_arg(self.jitter))
+
+    def _plan(self, rng: random.Random) -> _Plan:
+        return _CronPlan(self.expression, self.jitter, rng)
+
+
+# -- plans: per-task state, private to the core -----------------------------------------
+
+
+class _Plan:
+    """Per-task schedule state. Times: ``now``/``due`` monotonic; ``offset`` = wall - mono."""
+
+    __slots__ = ()
+    repeats: ClassVar[bool] = True
+    wall: ClassVar[bool] = False
+    after_finish: ClassVar[bool] = False
+
+    @property
+    def interval(self) -> float | None:
+        """Seconds between runs, for interval plans (shown by `Scheduler.tasks`)."""
+        return None
+
+    def first(self, now: float, offset: float) -> float:
+        """The first due time, for a task added at ``now``."""
+        raise NotImplementedError
+
+    def next(self, due: float, now: float, offset: float) -> float | None:
+        """The due time after a run that was due at ``due``; ``None`` when done.
+
+        ``now`` is the tick's clock reading, or the reading after the run for a plan
+        whose `after_finish` is true.
+        """
+        raise NotImplementedError
+
+    def reanchor(self, offset: float) -> float:
+        """The current due time again, for a wall clock now ``offset`` from monotonic."""
+        raise NotImplementedError
+
+
+class _OncePlan(_Plan):
+    __slots__ = ("delay",)
+    repeats = False
+
+    def __init__(self, delay: float) -> None:
+        self.delay = delay
+
+    def first(self, now: float, offset: float) -> float:
+        return now + self.delay
+
+    def next(self, due: float, now: float, offset: float) -> float | None:
+        return None
+
+
+class _AtPlan(_Plan):
+    __slots__ = ("when",)
+    repeats = False
+    wall = True
+
+    def __init__(self, when: float) -> None:
+        self.when = when
+
+    def first(self, now: float, offset: float) -> float:
+        return self.when - offset
+
+    def next(self, due: float, now: float, offset: float) -> float | None:
+        return None
+
+    def reanchor(self, offset: float) -> float:
+        return self.when - offset
+
+
+class _RatePlan(_Plan):
+    """Fixed-rate with jitter: the grid is kept apart from the jittered due time."""
+
+    __slots__ = ("_first", "every", "grid", "jitter", "rng")
+
+    def __init__(self, first: float, every: float, jitter: float, rng: random.Random) -> None:
+        self._first, self.every, self.jitter, self.rng = first, every, jitter, rng
+        self.grid = 0.0
+
+    @property
+    def interval(self) -> float | None:
+        return self.every
+
+    def _draw(self) -> float:
+        return self.rng.random() * self.jitter if self.jitter else 0.0
+
+    def first(self, now: float, offset: float) -> float:
+        self.grid = now + self._first
+        return self.grid + self._draw()
+
+    def next(self, due: float, now: float, offset: float) -> float | None:
+        grid = self.grid + self.every
+        self.grid = grid if grid > now else now + self.every
+        return self.grid + self._draw()
+
+
+class _DelayPlan(_Plan):
+    __slots__ = ("_first", "every", "jitter", "rng")
+    after_finish = True
+
+    def __init__(self, first: float, every: float, jitter: float, rng: random.Random) -> None:
+        self._first, self.every, self.jitter, self.rng = first, every, jitter, rng
+
+    @property
+    def interval(self) -> float | None:
+        return self.every
+
+    def _draw(self) -> float:
+        return self.rng.random() * self.jitter if self.jitter else 0.0
+
+    def first(self, now: float, offset: float) -> float:
+        return now + self._first + self._draw()
+
+    def next(self, due: float, now: float, offset: float) -> float | None:
+        return now + self.every + self._draw()
+
+
+class _CronPlan(_Plan):
+    """The current target is a wall-clock instant; the due time follows the offset."""
+
+    __slots__ = ("draw", "expression", "jitter", "rng", "target")
+    wall = True
+
+    def __init__(self, expression: CronExpression, jitter: float, rng: random.Random) -> None:
+        self.expression, self.jitter, self.rng = expression, jitter, rng
+        self.target = 0.0
+        self.draw = 0.0
+
+    def _aim(self, after_wall: float, offset: float) -> float:
+        self.target = self.expression.next_after_timestamp(after_wall)
+        self.draw = self.rng.random() * self.jitter if self.jitter else 0.0
+        return self.target - offset + self.draw
+
+    def first(self, now: float, offset: float) -> float:
+        return self._aim(now + offset, offset)
+
+    def next(self, due: float, now: float, offset: float) -> float | None:
+        # A late run fired once; the next slot is the first one after now (and after
+        # the slot that just ran, should the wall clock have been stepped back).
+        return self._aim(max(now + offset, self.target), offset)
+
+    def reanchor(self, offset: float) -> float:
+        return self.target - offset + self.draw
