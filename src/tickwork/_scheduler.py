@@ -289,7 +289,18 @@ class Scheduler:
             self._last_now = now
         else:
             now = self._now(now)
-        return self._insert(now + seconds, fn, rec)
+        # _insert(), inlined: schedule() is the hot path of timers and timeouts.
+        due = now + seconds
+        task_id = self._next_id
+        self._next_id = task_id + 1
+        entry = [due, task_id, fn, rec]
+        self._tasks[task_id] = entry
+        tick_now = self._tick_now
+        if tick_now is not None and due <= tick_now:
+            self._held[task_id] = entry
+        else:
+            heappush(self._heap, entry)
+        return task_id
 
     def add(self, schedule: Schedule, fn: Callable[[], object]) -> int:
         """Run ``fn`` on ``schedule`` (`Once`, `At`, `Every` or `Cron`); return its task id.
