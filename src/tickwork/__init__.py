@@ -16,6 +16,7 @@ from ._schedules import Cron as Cron
 from ._schedules import Every as Every
 from ._schedules import Once as Once
 from ._schedules import Schedule as Schedule
+from ._schedules import parse_duration as parse_duration
 
 __version__ = "0.1.0.dev0"
 
@@ -32,4 +33,5 @@ __all__ = [
     "TaskInfo",
     "TickworkError",
     "__version__",
+    "parse_duration",
 ]
