@@ -106,6 +106,19 @@ class RunEvent:
 Listener = Callable[[RunEvent], object]
 
 
+def _deliver(listeners: tuple[Listener, ...] | list[Listener], event: RunEvent) -> None:
+    """Call every listener with ``event``; one that raises is logged and skipped.
+
+    Shared by the core (`Scheduler._emit`) and the drivers (``tickwork._policy``), so
+    every event source contains a failing listener the same way.
+    """
+    for listener in tuple(listeners):
+        try:
+            listener(event)
+        except Exception:
+            _log().exception("event listener %r raised on %s", listener, event)
+
+
 @dataclass(frozen=True, slots=True)
 class TaskInfo:
     """A read-only view of one live task, as returned by `Scheduler.tasks`."""
@@ -169,6 +182,7 @@ class Scheduler:
         "_max_errors",
         "_next_id",
         "_on_error",
+        "_parked",
         "_tasks",
         "_tick_now",
         "errors",
@@ -203,6 +217,9 @@ class Scheduler:
         self._held: dict[int, list[Any]] = {}
         # The recurring entry being run right now: popped from the heap, still live.
         self._current: list[Any] | None = None
+        # Recurring entries a driver took out of the schedule while their run goes on in
+        # a worker pool (fixed-delay): live, in no heap, until `_unpark` puts them back.
+        self._parked: dict[int, list[Any]] = {}
         self._listeners: list[Listener] = []
         self.errors: list[str] = []
         """``"task <id>: <message>"`` for each failed run, oldest first (bounded)."""
@@ -269,6 +286,8 @@ class Scheduler:
         entry[_FN] = None  # dead; also frees the callable (and what it holds) now
         if self._held and self._held.pop(task_id, None) is not None:
             return True
+        if self._parked and self._parked.pop(task_id, None) is not None:
+            return True
         if entry is not self._current:
             self._dead += 1
             if self._dead > len(self._tasks) + COMPACT_SLACK:
@@ -330,7 +349,7 @@ class Scheduler:
                     self._failed(entry[_ID], exc)
                 finally:
                     self._current = None
-                    if entry[_FN] is not None:
+                    if entry[_FN] is not None and not (self._parked and entry[_ID] in self._parked):
                         self._reschedule(entry, now, every)
         finally:
             self._tick_now = None
@@ -429,11 +448,22 @@ class Scheduler:
 
     def _failed(self, task_id: int, exc: Exception) -> None:
         """Record a failed run: `errors`, the log, then the ``on_error`` hook."""
+        self._record_error(task_id, exc)
+        self._report_error(task_id, exc)
+
+    # Drivers split `_failed` in two: `_record_error` under their lock (``errors`` is
+    # shared state), `_report_error` after releasing it (the hook is user code).
+
+    def _record_error(self, task_id: int, exc: Exception) -> None:
+        """Append ``"task <id>: <message>"`` to `errors`, keeping the newest `max_errors`."""
         errors = self.errors
         errors.append(f"task {task_id}: {exc}")
         limit = self._max_errors
         if limit is not None and len(errors) > limit:
             del errors[: len(errors) - limit]
+
+    def _report_error(self, task_id: int, exc: Exception) -> None:
+        """Log a failed run with its traceback, then call the ``on_error`` hook."""
         _log().error("task %d failed: %s", task_id, exc, exc_info=exc)
         if self._on_error is not None:
             try:
@@ -478,7 +508,9 @@ class Scheduler:
                 finally:
                     if every is not None:
                         self._current = None
-                        if entry[_FN] is not None:
+                        if entry[_FN] is not None and not (
+                            self._parked and entry[_ID] in self._parked
+                        ):
                             self._reschedule(entry, now, every)
         finally:
             self._tick_now = None
@@ -492,11 +524,38 @@ class Scheduler:
 
     def _emit(self, event: RunEvent) -> None:
         """Deliver ``event`` to every listener; a listener that raises is only logged."""
-        for listener in tuple(self._listeners):
-            try:
-                listener(event)
-            except Exception:
-                _log().exception("event listener %r raised on %s", listener, event)
+        _deliver(self._listeners, event)
+
+    # -- driver hooks: tickwork._policy runs fixed-delay tasks on a pool with these ----
+
+    def _park_current(self) -> None:
+        """Keep the recurring task being run out of the schedule until `_unpark`.
+
+        Called from inside its job (a driver's dispatch function): when the job
+        returns, the task is not rescheduled; it stays live (``cancel`` works, O(1))
+        while the real run goes on elsewhere.
+        """
+        entry = self._current
+        if entry is None:
+            raise RuntimeError("_park_current() called outside a recurring task's run")
+        self._parked[entry[_ID]] = entry
+
+    def _unpark(self, task_id: int, delay: float) -> float | None:
+        """Put a parked task back, due ``delay`` seconds from now; return that due time.
+
+        Returns ``None`` if the task is not parked (it was cancelled meanwhile).
+        """
+        entry = self._parked.pop(task_id, None)
+        if entry is None:
+            return None
+        due = self._now() + delay
+        entry[_DUE] = due
+        tick_now = self._tick_now
+        if tick_now is not None and due <= tick_now:
+            self._held[task_id] = entry
+        else:
+            heappush(self._heap, entry)
+        return due
 
     def _compact(self) -> None:
         """Rebuild the heap without dead entries, in place (a running loop holds it)."""
@@ -519,7 +578,11 @@ class Scheduler:
         live = [entry for entry in heap if entry[_FN] is not None]
         assert len({id(e) for e in live}) == len(live), "a live entry is in the heap twice"
         expected = {id(e) for e in self._tasks.values()}
-        placed = {id(e) for e in live} | {id(e) for e in self._held.values()}
+        parked = {id(e) for e in self._parked.values()}
+        assert not parked & {id(e) for e in live}, "a parked entry is also in the heap"
+        for task_id, entry in self._parked.items():
+            assert entry[_ID] == task_id, f"parked under the wrong id: {entry!r}"
+        placed = {id(e) for e in live} | {id(e) for e in self._held.values()} | parked
         if self._current is not None:
             placed.add(id(self._current))
         assert placed == expected, "live tasks and heap entries disagree"
