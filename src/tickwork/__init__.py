@@ -1,14 +1,21 @@
 """tickwork: delayed and recurring jobs on a deterministic, tick-driven core.
 
 The public surface is re-exported here; everything else lives in private modules.
+`ThreadScheduler` is imported on first access, so ``import tickwork`` alone loads no
+thread machinery (the core is pure; see ``tests/test_exports.py``).
 """
 
 from __future__ import annotations
+
+from typing import TYPE_CHECKING
 
 from ._scheduler import EventKind as EventKind
 from ._scheduler import RunEvent as RunEvent
 from ._scheduler import Scheduler as Scheduler
 from ._scheduler import TaskInfo as TaskInfo
+
+if TYPE_CHECKING:
+    from ._thread import ThreadScheduler as ThreadScheduler
 
 __version__ = "0.1.0.dev0"
 
@@ -17,5 +24,16 @@ __all__ = [
     "RunEvent",
     "Scheduler",
     "TaskInfo",
+    "ThreadScheduler",
     "__version__",
 ]
+
+
+def __getattr__(name: str) -> object:
+    """Import the drivers lazily: ``from tickwork import ThreadScheduler`` works as usual."""
+    if name == "ThreadScheduler":
+        from ._thread import ThreadScheduler
+
+        globals()["ThreadScheduler"] = ThreadScheduler
+        return ThreadScheduler
+    raise AttributeError(f"module 'tickwork' has no attribute {name!r}")
