@@ -13,6 +13,7 @@ any thread. The only user code called under it is the clock.
 
 from __future__ import annotations
 
+import logging
 import math
 import threading
 import time
@@ -342,7 +343,9 @@ class ThreadScheduler:
                 with self._lock:
                     for dropped in runs[i:]:
                         self._policy.abandon(dropped)
-                _log().warning("executor refused %d run(s): %s", len(runs) - i, exc)
+                # At interpreter exit (a scheduler nobody stopped) this is expected.
+                level = logging.DEBUG if "interpreter shutdown" in str(exc) else logging.WARNING
+                _log().log(level, "executor refused %d run(s): %s", len(runs) - i, exc)
                 return
 
     def _execute(self, run: Run) -> None:
