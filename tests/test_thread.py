@@ -630,3 +630,35 @@ def test_real_process_that_forgets_to_stop_still_exits() -> None:
         [sys.executable, "-c", code], capture_output=True, text=True, timeout=50, check=True
     )
     assert out.stdout == "bye\n"
+
+
+@pytest.mark.timeout(30)
+def test_real_base_exception_in_a_job_does_not_stall_the_pool() -> None:
+    ran = threading.Event()
+
+    def bail() -> None:
+        raise SystemExit(3)
+
+    with ThreadScheduler(max_workers=1) as ts:
+        ts.schedule(0, bail)
+        ts.schedule(0.01, ran.set)
+        assert ran.wait(10)
+        assert ts.running() == {} or ran.is_set()
+    assert ts.errors == []  # not an Exception: not recorded, as in the core
+
+
+def test_own_pool_refusing_work_is_contained(
+    clock: FakeClock, caplog: pytest.LogCaptureFixture
+) -> None:
+    ts = ThreadScheduler(clock, max_workers=2)
+    ts.schedule(1, lambda: None)
+    ts.schedule(1, lambda: None, interval=1)
+    ts._executor.shutdown()  # shut behind the scheduler's back
+    clock.set(1)
+    with caplog.at_level(logging.WARNING, logger="tickwork"):
+        ts._step()
+    assert ts.running() == {} and ts._drainers == 0
+    assert caplog.messages == [
+        "executor refused 2 run(s): cannot schedule new futures after shutdown"
+    ]
+    ts._check()

@@ -17,6 +17,7 @@ import logging
 import math
 import threading
 import time
+from collections import deque
 from collections.abc import Callable
 from concurrent.futures import Executor, ThreadPoolExecutor
 from types import TracebackType
@@ -90,9 +91,15 @@ class ThreadScheduler:
         self._cond = threading.Condition(self._lock)  # the timing thread waits here
         self._idle = threading.Condition(self._lock)  # stop() waits here for running jobs
         self._own_executor = executor is None
-        self._executor: Executor = executor or ThreadPoolExecutor(
-            max_workers, thread_name_prefix="tickwork-worker"
-        )
+        pool = ThreadPoolExecutor(max_workers, thread_name_prefix="tickwork-worker")
+        self._executor: Executor = executor or pool
+        # With its own pool the driver knows the pool's size: runs wait in ``_backlog``
+        # and at most that many pool items drain it, so a burst costs one deque append
+        # per run instead of a Future per run. A slow job holds one drainer; a run
+        # waits only while every worker is busy, exactly as with one item per run.
+        self._backlog: deque[Run] = deque()
+        self._drainers = 0
+        self._max_drainers = pool._max_workers if executor is None else 0  # its real size
         self._thread: threading.Thread | None = None
         self._stopping = False
         self._local = threading.local()  # .depth: how many jobs this thread is inside
@@ -334,6 +341,25 @@ class ThreadScheduler:
 
     def _submit(self, runs: list[Run]) -> None:
         """Hand runs to the executor (without the lock: it may run them inline)."""
+        if self._max_drainers:
+            with self._lock:
+                self._backlog.extend(runs)
+                more = min(len(self._backlog), self._max_drainers - self._drainers)
+                self._drainers += more
+            for submitted in range(more):
+                try:
+                    self._executor.submit(self._drain)
+                except RuntimeError as exc:
+                    with self._lock:
+                        self._drainers -= more - submitted
+                        dropped = list(self._backlog)
+                        self._backlog.clear()
+                        for run in dropped:
+                            self._policy.abandon(run)
+                    level = logging.DEBUG if "interpreter shutdown" in str(exc) else logging.WARNING
+                    _log().log(level, "executor refused %d run(s): %s", len(dropped), exc)
+                    return
+            return
         submit, execute = self._executor.submit, self._execute
         for i, run in enumerate(runs):
             try:
@@ -341,12 +367,33 @@ class ThreadScheduler:
             except RuntimeError as exc:
                 # The executor was shut down (by its owner, or at interpreter exit).
                 with self._lock:
-                    for dropped in runs[i:]:
-                        self._policy.abandon(dropped)
+                    for lost in runs[i:]:
+                        self._policy.abandon(lost)
                 # At interpreter exit (a scheduler nobody stopped) this is expected.
                 level = logging.DEBUG if "interpreter shutdown" in str(exc) else logging.WARNING
                 _log().log(level, "executor refused %d run(s): %s", len(runs) - i, exc)
                 return
+
+    def _drain(self) -> None:
+        """A pool item of the driver's own pool: run backlog runs until none is left."""
+        backlog, lock, execute = self._backlog, self._lock, self._execute
+        while True:
+            try:
+                run = backlog.popleft()
+            except IndexError:
+                with lock:
+                    if backlog:
+                        continue
+                    self._drainers -= 1
+                    return
+            try:
+                execute(run)
+            except BaseException:
+                # The job raised e.g. SystemExit: this pool item ends, another takes over.
+                with lock:
+                    self._drainers -= 1
+                self._submit([])
+                raise
 
     def _execute(self, run: Run) -> None:
         """A worker's part of a run: start check, the job, bookkeeping, reports."""
