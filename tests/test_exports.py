@@ -5,6 +5,8 @@ from __future__ import annotations
 import subprocess
 import sys
 
+import pytest
+
 import tickwork
 
 
@@ -20,6 +22,7 @@ def test_all_is_pinned_and_sorted() -> None:
         "Schedule",
         "Scheduler",
         "TaskInfo",
+        "ThreadScheduler",
         "TickworkError",
         "__version__",
         "parse_duration",
@@ -32,6 +35,16 @@ def test_every_export_exists_and_is_documented() -> None:
         obj = getattr(tickwork, name)
         if name != "__version__":
             assert obj.__doc__, f"{name} has no docstring"
+
+
+def test_thread_driver_is_exported_lazily() -> None:
+    # Attribute access imports the driver; a bare ``import tickwork`` does not (below).
+    from tickwork import ThreadScheduler
+    from tickwork._thread import ThreadScheduler as direct
+
+    assert ThreadScheduler is direct is tickwork.ThreadScheduler
+    with pytest.raises(AttributeError, match=r"^module 'tickwork' has no attribute 'nope'$"):
+        tickwork.nope  # noqa: B018
 
 
 def test_version() -> None:

@@ -1,9 +1,13 @@
 """tickwork: delayed and recurring jobs on a deterministic, tick-driven core.
 
 The public surface is re-exported here; everything else lives in private modules.
+`ThreadScheduler` is imported on first access, so ``import tickwork`` alone loads no
+thread machinery (the core is pure; see ``tests/test_exports.py``).
 """
 
 from __future__ import annotations
+
+from typing import TYPE_CHECKING
 
 from ._errors import CronError as CronError
 from ._errors import TickworkError as TickworkError
@@ -18,6 +22,9 @@ from ._schedules import Once as Once
 from ._schedules import Schedule as Schedule
 from ._schedules import parse_duration as parse_duration
 
+if TYPE_CHECKING:
+    from ._thread import ThreadScheduler as ThreadScheduler
+
 __version__ = "0.1.0.dev0"
 
 __all__ = [
@@ -31,7 +38,18 @@ __all__ = [
     "Schedule",
     "Scheduler",
     "TaskInfo",
+    "ThreadScheduler",
     "TickworkError",
     "__version__",
     "parse_duration",
 ]
+
+
+def __getattr__(name: str) -> object:
+    """Import the drivers lazily: ``from tickwork import ThreadScheduler`` works as usual."""
+    if name == "ThreadScheduler":
+        from ._thread import ThreadScheduler
+
+        globals()["ThreadScheduler"] = ThreadScheduler
+        return ThreadScheduler
+    raise AttributeError(f"module 'tickwork' has no attribute {name!r}")

@@ -128,6 +128,19 @@ class RunEvent:
 Listener = Callable[[RunEvent], object]
 
 
+def _deliver(listeners: tuple[Listener, ...] | list[Listener], event: RunEvent) -> None:
+    """Call every listener with ``event``; one that raises is logged and skipped.
+
+    Shared by the core (`Scheduler._emit`) and the drivers (``tickwork._policy``), so
+    every event source contains a failing listener the same way.
+    """
+    for listener in tuple(listeners):
+        try:
+            listener(event)
+        except Exception:
+            _log().exception("event listener %r raised on %s", listener, event)
+
+
 @dataclass(frozen=True, slots=True)
 class TaskInfo:
     """A read-only view of one live task, as returned by `Scheduler.tasks`."""
@@ -180,6 +193,7 @@ class Scheduler:
         "_next_id",
         "_offset",
         "_on_error",
+        "_parked",
         "_rng",
         "_tasks",
         "_tick_now",
@@ -227,6 +241,9 @@ class Scheduler:
         self._held: dict[int, list[Any]] = {}
         # The recurring entry being run right now: popped from the heap, still live.
         self._current: list[Any] | None = None
+        # Recurring entries a driver took out of the schedule while their run goes on in
+        # a worker pool (fixed-delay): live, in no heap, until `_unpark` puts them back.
+        self._parked: dict[int, list[Any]] = {}
         # Live tasks on wall-clock schedules, and the wall-minus-monotonic offset their
         # due times were computed with (re-anchored when it jumps).
         self._wall: dict[int, list[Any]] = {}
@@ -341,6 +358,8 @@ class Scheduler:
         if self._wall:
             self._wall.pop(task_id, None)
         if self._held and self._held.pop(task_id, None) is not None:
+            return True
+        if self._parked and self._parked.pop(task_id, None) is not None:
             return True
         if entry is not self._current:
             self._dead += 1
@@ -537,7 +556,7 @@ class Scheduler:
         # the heap, O(n) like a compaction, rather than leave moved copies behind.
         for task_id, entry in self._wall.items():
             if entry is not self._current and task_id not in self._held:
-                entry[0] = entry[3].reanchor(offset)
+                entry[0] = entry[3].reanchor(offset)  # parked ones get a due on _unpark
         self._compact()
 
     def _run_slow(self, entry: list[Any], now: float) -> None:
@@ -572,7 +591,7 @@ class Scheduler:
         finally:
             if repeats:
                 self._current = None
-                if entry[2] is not None:
+                if entry[2] is not None and not (self._parked and task_id in self._parked):
                     self._advance(entry, now)
 
     def _advance(self, entry: list[Any], now: float) -> None:
@@ -603,11 +622,22 @@ class Scheduler:
 
     def _failed(self, task_id: int, exc: Exception) -> None:
         """Record a failed run: `errors`, the log, then the ``on_error`` hook."""
+        self._record_error(task_id, exc)
+        self._report_error(task_id, exc)
+
+    # Drivers split `_failed` in two: `_record_error` under their lock (``errors`` is
+    # shared state), `_report_error` after releasing it (the hook is user code).
+
+    def _record_error(self, task_id: int, exc: Exception) -> None:
+        """Append ``"task <id>: <message>"`` to `errors`, keeping the newest `max_errors`."""
         errors = self.errors
         errors.append(f"task {task_id}: {exc}")
         limit = self._max_errors
         if limit is not None and len(errors) > limit:
             del errors[: len(errors) - limit]
+
+    def _report_error(self, task_id: int, exc: Exception) -> None:
+        """Log a failed run with its traceback, then call the ``on_error`` hook."""
         _log().error("task %d failed: %s", task_id, exc, exc_info=exc)
         if self._on_error is not None:
             try:
@@ -617,11 +647,37 @@ class Scheduler:
 
     def _emit(self, event: RunEvent) -> None:
         """Deliver ``event`` to every listener; a listener that raises is only logged."""
-        for listener in tuple(self._listeners):
-            try:
-                listener(event)
-            except Exception:
-                _log().exception("event listener %r raised on %s", listener, event)
+        _deliver(self._listeners, event)
+
+    # -- driver hooks: tickwork._policy runs fixed-delay tasks on a pool with these ----
+
+    def _park_current(self) -> None:
+        """Keep the recurring task being run out of the schedule until `_unpark`.
+
+        Called from inside its job (a driver's dispatch function): when the job
+        returns, the task is not rescheduled; it stays live (``cancel`` works, O(1))
+        while the real run goes on elsewhere.
+        """
+        entry = self._current
+        if entry is None:
+            raise RuntimeError("_park_current() called outside a recurring task's run")
+        self._parked[entry[1]] = entry
+
+    def _unpark(self, task_id: int) -> float | None:
+        """Put a parked task back after its run ended elsewhere; return its new due time.
+
+        The plan decides the due time, as if the run had just ended here (fixed-delay:
+        ``interval`` after now). Returns ``None`` if the task is not parked (it was
+        cancelled meanwhile) or its schedule is exhausted.
+        """
+        entry = self._parked.pop(task_id, None)
+        if entry is None:
+            return None
+        rec = entry[3]
+        if rec is not None and type(rec) is not float and rec.wall:
+            self._sync_wall(self._now())
+        self._advance(entry, self._now())
+        return entry[0] if entry[2] is not None else None
 
     def _compact(self) -> None:
         """Rebuild the heap without dead entries, in place (a running loop holds it)."""
@@ -644,7 +700,11 @@ class Scheduler:
         live = [entry for entry in heap if entry[2] is not None]
         assert len({id(e) for e in live}) == len(live), "a live entry is in the heap twice"
         expected = {id(e) for e in self._tasks.values()}
-        placed = {id(e) for e in live} | {id(e) for e in self._held.values()}
+        parked = {id(e) for e in self._parked.values()}
+        assert not parked & {id(e) for e in live}, "a parked entry is also in the heap"
+        for task_id, entry in self._parked.items():
+            assert entry[1] == task_id, f"parked under the wrong id: {entry!r}"
+        placed = {id(e) for e in live} | {id(e) for e in self._held.values()} | parked
         if self._current is not None:
             placed.add(id(self._current))
         assert placed == expected, "live tasks and heap entries disagree"

@@ -1,0 +1,377 @@
+"""What happens when a run is due and when it finishes, for drivers that use a pool.
+
+Shared by every driver (thread now, asyncio next), so this module imports neither
+`threading` nor `asyncio`. The driver owns the mutual exclusion and the hand-off:
+
+- Methods marked *locked* must be called with the driver's lock held (thread driver) or
+  from the one task that owns the core (asyncio driver). They never call user code.
+- Methods marked *unlocked* call user code (the job, listeners, ``on_error``) and must be
+  called without that lock, so a job, a listener or a hook may call back into the
+  driver from any thread without deadlocking.
+
+The life of a run:
+
+1. The core finds a task due and calls its `_Task.dispatch` (*locked*, inside
+   ``Scheduler.run_pending``). Dispatch applies the overlap policy and, if the run may
+   go, appends a `Run` to `Policy.ready` (the driver submits it after unlocking).
+2. A worker calls `Policy.begin` (*locked*): a run of a cancelled task or of a stopped
+   driver is dropped here, so no run starts after ``cancel`` returned True or after
+   ``stop``.
+3. The worker calls `Policy.call` (*unlocked*): STARTED, the job, the timing.
+4. The worker calls `Policy.end` (*locked*): the running set, errors, the next run of a
+   fixed-delay task, a queued run; then `Policy.report` (*unlocked*): the log, the
+   ``on_error`` hook, FINISHED or FAILED.
+
+Events produced while locked (SKIPPED, MISSED) wait in `Policy.outbox`; the driver
+delivers them with `Policy.deliver` after unlocking.
+"""
+
+from __future__ import annotations
+
+import logging
+import math
+from collections.abc import Callable
+from typing import Any, Final, Literal
+
+from ._scheduler import _DUE, _REC, EventKind, Listener, RunEvent, Scheduler, _deliver
+from ._schedules import Schedule, _DelayPlan, _Plan
+
+__all__ = ["OVERLAP_POLICIES", "Overlap", "Policy", "Run"]
+
+Overlap = Literal["skip", "queue", "allow"]
+
+#: The overlap policies, in the order error messages list them.
+OVERLAP_POLICIES: Final = ("skip", "queue", "allow")
+
+_log = logging.getLogger("tickwork")
+
+
+class _Task:
+    """A driver's view of one task: its job, overlap policy and run state."""
+
+    __slots__ = (
+        "cancelled",
+        "entry",
+        "fixed_delay",
+        "fn",
+        "max_running",
+        "overlap",
+        "policy",
+        "queued",
+        "repeats",
+        "running",
+        "skipped",
+        "task_id",
+    )
+
+    def __init__(
+        self,
+        policy: Policy,
+        fn: Callable[[], object],
+        overlap: Overlap,
+        max_running: int | None,
+    ) -> None:
+        self.policy = policy
+        self.fn = fn
+        # Set from the core's entry once the task is in the core (see Policy._attach).
+        self.repeats = False
+        self.fixed_delay = False
+        self.overlap = overlap
+        self.max_running = max_running
+        self.task_id = 0
+        # The core's heap entry; only its due time (slot _DUE) is read, for event
+        # timestamps and for deciding whether the driver must wake up early.
+        self.entry: list[Any] = []
+        self.running = 0  # runs handed to the pool and not yet finished
+        self.queued: float | None = None  # due time of the one run waiting (queue)
+        self.skipped = 0
+        self.cancelled = False
+
+    def dispatch(self) -> None:
+        """The function the core runs when this task is due (*locked*)."""
+        self.policy._due(self)
+
+
+class Run:
+    """One run of a task on the pool: what a driver submits to its executor."""
+
+    __slots__ = ("duration", "error", "scheduled", "started", "task")
+
+    def __init__(self, task: _Task, scheduled: float) -> None:
+        self.task = task
+        self.scheduled = scheduled
+        self.started: float | None = None
+        self.duration = 0.0
+        self.error: Exception | None = None
+
+
+class Policy:
+    """Overlap, fixed-delay, the running set, counters and events for a pooled driver.
+
+    Args:
+        core: The core scheduler the driver owns (its clock, errors and hooks are used).
+        clock: The same clock as the core's, read to time runs.
+
+    """
+
+    def __init__(self, core: Scheduler, clock: Callable[[], float]) -> None:
+        self.core = core
+        self.clock = clock
+        self.tasks: dict[int, _Task] = {}
+        self.running: dict[int, int] = {}
+        self.in_progress = 0  # runs whose job has been called and has not returned
+        self.skipped_total = 0
+        self.stopped = False
+        self.ready: list[Run] = []
+        self.outbox: list[RunEvent] = []
+        self.listeners: list[Listener] = []
+        # The driver sets ``deadline`` to the clock time it sleeps until (-inf while it
+        # is awake and will look again anyway). Anything that becomes due before it
+        # sets ``wake``, and the driver wakes its timer.
+        self.deadline = -math.inf
+        self.wake = False
+
+    # -- locked: the driver's entry points --------------------------------------
+
+    def schedule(
+        self,
+        delay: float,
+        fn: Callable[[], object],
+        interval: float | None,
+        fixed_delay: bool,
+        overlap: Overlap,
+        max_running: int | None,
+    ) -> int:
+        """Schedule a task on the core with the shorthand arguments (*locked*)."""
+        task = self._new_task(fn, overlap, max_running)
+        return self._attach(
+            task, self.core.schedule(delay, task.dispatch, interval, fixed_delay=fixed_delay)
+        )
+
+    def add(
+        self,
+        schedule: Schedule,
+        fn: Callable[[], object],
+        overlap: Overlap,
+        max_running: int | None,
+    ) -> int:
+        """Schedule a task on the core with a schedule value (*locked*)."""
+        task = self._new_task(fn, overlap, max_running)
+        return self._attach(task, self.core.add(schedule, task.dispatch))
+
+    def _new_task(
+        self, fn: Callable[[], object], overlap: Overlap, max_running: int | None
+    ) -> _Task:
+        """Validate the driver's options and make the task (nothing is scheduled yet)."""
+        if overlap not in OVERLAP_POLICIES:
+            choices = ", ".join(repr(p) for p in OVERLAP_POLICIES)
+            raise ValueError(f"overlap must be one of {choices}, got {overlap!r}")
+        if max_running is not None:
+            if isinstance(max_running, bool) or not isinstance(max_running, int):
+                raise TypeError(f"max_running must be an int or None, got {max_running!r}")
+            if max_running < 1:
+                raise ValueError(f"max_running must be >= 1, got {max_running!r}")
+            if overlap != "allow":
+                raise ValueError(f"max_running needs overlap='allow', got overlap={overlap!r}")
+        if not callable(fn):
+            raise TypeError(f"fn must be callable, got {fn!r}")
+        return _Task(self, fn, overlap, max_running)
+
+    def _attach(self, task: _Task, task_id: int) -> int:
+        """Bind a task to the core entry that now runs its dispatch; wake if it is sooner."""
+        entry = self.core._tasks[task_id]
+        rec = entry[_REC]
+        task.task_id = task_id
+        task.entry = entry
+        task.repeats = rec is not None and (not isinstance(rec, _Plan) or rec.repeats)
+        task.fixed_delay = type(rec) is _DelayPlan
+        self.tasks[task_id] = task
+        if entry[_DUE] < self.deadline:
+            self.wake = True
+        return task_id
+
+    def cancel(self, task_id: int) -> bool:
+        """Cancel a task; no run of it starts after this returns True (*locked*)."""
+        if not self.core.cancel(task_id):
+            return False
+        task = self.tasks.pop(task_id)
+        task.cancelled = True
+        task.queued = None
+        return True
+
+    def take(self) -> tuple[list[Run], list[RunEvent]]:
+        """Hand over the runs to submit and the events to deliver (*locked*)."""
+        ready, outbox = self.ready, self.outbox
+        if ready:
+            self.ready = []
+        if outbox:
+            self.outbox = []
+        return ready, outbox
+
+    def add_listener(self, listener: Listener) -> None:
+        """Deliver every run's events to ``listener`` from now on (*locked*)."""
+        if not callable(listener):
+            raise TypeError(f"listener must be callable, got {listener!r}")
+        if not self.listeners:
+            self.core.add_listener(self.watch_missed)
+        # Copy on write: unlocked readers iterate whichever list they picked up.
+        self.listeners = [*self.listeners, listener]
+
+    def remove_listener(self, listener: Listener) -> None:
+        """Stop delivering events to ``listener``; unknown listeners are ignored (*locked*)."""
+        if listener in self.listeners:
+            listeners = list(self.listeners)
+            listeners.remove(listener)
+            self.listeners = listeners
+            if not listeners:
+                self.core.remove_listener(self.watch_missed)
+
+    def watch_missed(self, event: RunEvent) -> None:
+        """Core listener: keep the core's MISSED events for `deliver` (*locked*).
+
+        The core only computes MISSED events while it has a listener, so the driver
+        registers this one only while it has listeners of its own. The core's other
+        events describe `_Task.dispatch`, not the job, and are dropped.
+        """
+        if event.kind is EventKind.MISSED:
+            self.outbox.append(event)
+
+    def _due(self, task: _Task) -> None:
+        """A task is due: start a run, queue one, or skip it (*locked*)."""
+        scheduled = task.entry[_DUE]
+        if not task.repeats:
+            # The core has retired a one-shot task's id as it calls dispatch.
+            del self.tasks[task.task_id]
+        elif task.fixed_delay:
+            # Off the heap until the run ends, so it can never overlap itself.
+            self.core._park_current()
+        elif task.running:
+            overlap = task.overlap
+            if overlap == "queue" and task.queued is None:
+                task.queued = scheduled
+                return
+            if overlap != "allow" or (
+                task.max_running is not None and task.running >= task.max_running
+            ):
+                task.skipped += 1
+                self.skipped_total += 1
+                _log.debug(
+                    "task %d: run due at %r skipped, %d still running",
+                    task.task_id,
+                    scheduled,
+                    task.running,
+                )
+                if self.listeners:
+                    self.outbox.append(RunEvent(EventKind.SKIPPED, task.task_id, scheduled))
+                return
+        self._add_run(task, scheduled)
+
+    def _add_run(self, task: _Task, scheduled: float) -> None:
+        task.running += 1
+        task_id = task.task_id
+        running = self.running
+        running[task_id] = running.get(task_id, 0) + 1
+        self.ready.append(Run(task, scheduled))
+
+    # -- the worker's steps ------------------------------------------------------
+
+    def begin(self, run: Run) -> bool:
+        """Whether the run may start; if not, it is dropped here (*locked*)."""
+        if self.stopped or run.task.cancelled:
+            self.abandon(run)
+            return False
+        self.in_progress += 1
+        return True
+
+    def call(self, run: Run) -> None:
+        """Run the job: STARTED, the call, its duration and `Exception` (*unlocked*).
+
+        A `BaseException` that is not an `Exception` propagates; the driver must still
+        call `end` (in a ``finally``).
+        """
+        if not self.listeners:
+            # Times only feed events: with no listener, skip the two clock reads.
+            try:
+                run.task.fn()
+            except Exception as exc:
+                run.error = exc
+            return
+        clock = self.clock
+        started = run.started = clock()
+        if self.listeners:
+            _deliver(
+                self.listeners,
+                RunEvent(EventKind.STARTED, run.task.task_id, run.scheduled, started),
+            )
+        try:
+            run.task.fn()
+        except Exception as exc:
+            run.error = exc
+        finally:
+            run.duration = clock() - started
+
+    def end(self, run: Run) -> None:
+        """Book a finished run: errors, running set, next fixed-delay run, queue (*locked*)."""
+        self.in_progress -= 1
+        task = run.task
+        if run.error is not None:
+            self.core._record_error(task.task_id, run.error)
+        self._release(run)
+        if task.cancelled or self.stopped:
+            return
+        if not task.repeats:
+            return
+        if task.fixed_delay:
+            due = self.core._unpark(task.task_id)
+            if due is not None and due < self.deadline:
+                self.wake = True
+        elif task.queued is not None:
+            scheduled, task.queued = task.queued, None
+            self._add_run(task, scheduled)
+
+    def abandon(self, run: Run) -> None:
+        """Forget a run that never started: dropped or refused by the executor (*locked*).
+
+        A fixed-delay task whose run is dropped this way stays parked; that only happens
+        when it was cancelled or the driver stopped.
+        """
+        self._release(run)
+
+    def _release(self, run: Run) -> None:
+        task = run.task
+        task.running -= 1
+        task_id = task.task_id
+        running = self.running
+        left = running[task_id] - 1
+        if left:
+            running[task_id] = left
+        else:
+            del running[task_id]
+
+    def report(self, run: Run) -> None:
+        """Log and hook a failure, then emit FINISHED or FAILED (*unlocked*)."""
+        error = run.error
+        task_id = run.task.task_id
+        if error is not None:
+            self.core._report_error(task_id, error)
+        if self.listeners:
+            kind = EventKind.FINISHED if error is None else EventKind.FAILED
+            _deliver(
+                self.listeners,
+                RunEvent(kind, task_id, run.scheduled, run.started, run.duration, error),
+            )
+
+    def deliver(self, events: list[RunEvent]) -> None:
+        """Deliver events taken from the outbox (*unlocked*)."""
+        listeners = self.listeners
+        for event in events:
+            _deliver(listeners, event)
+
+    # -- introspection (locked) ---------------------------------------------------
+
+    def skipped(self, task_id: int | None) -> int:
+        """Runs skipped by overlap: for one live task, or in total."""
+        if task_id is None:
+            return self.skipped_total
+        task = self.tasks.get(task_id)
+        return 0 if task is None else task.skipped

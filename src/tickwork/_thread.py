@@ -1,0 +1,478 @@
+"""The thread driver: `ThreadScheduler`, a real background loop around the core.
+
+One timing thread waits on a `threading.Condition` until the next task is due (forever
+when none is), runs the core's tick, and hands each due run to an executor; it never
+runs job code itself. What happens when a run is due or finishes (overlap, fixed-delay,
+counters, events, errors) lives in ``tickwork._policy``, shared with the other drivers.
+
+Locking: one lock (`ThreadScheduler._lock`, an `RLock`) guards the core and the policy
+state. It is never held while user code runs: jobs, listeners and the ``on_error`` hook
+are called after it is released, so any of them may call back into the scheduler from
+any thread. The only user code called under it is the clock.
+"""
+
+from __future__ import annotations
+
+import logging
+import math
+import random
+import threading
+import time
+from collections import deque
+from collections.abc import Callable
+from concurrent.futures import Executor, ThreadPoolExecutor
+from types import TracebackType
+
+from ._policy import Overlap, Policy, Run
+from ._scheduler import DEFAULT_MAX_ERRORS, Clock, ErrorHook, Listener, Scheduler, TaskInfo, _log
+from ._schedules import Schedule
+
+__all__ = ["ThreadScheduler"]
+
+
+class ThreadScheduler:
+    """Delayed and recurring jobs run by a background thread on a worker pool.
+
+    The same contract as `Scheduler` (due times, fixed-rate rescheduling, ``errors``),
+    driven by a timing thread instead of calls to ``run_pending``. Every method is
+    safe to call from any thread, including from inside a job, a listener or the
+    ``on_error`` hook. Use it as a context manager, or call `start` and `stop`::
+
+        with ThreadScheduler() as s:
+            s.schedule(3, probe, interval=3)
+            ...
+
+    Tasks may be scheduled before `start`; their delays count from when they were
+    scheduled. The timing thread is a daemon thread, so a process that never calls
+    `stop` can still exit (see ``docs/drivers.md``).
+
+    Args:
+        clock: Zero-argument callable returning seconds, the same scale the timing
+            thread waits in (default `time.monotonic`).
+        executor: Where runs go: any `concurrent.futures.Executor`. The scheduler
+            does not shut down an executor it was given. Default: its own
+            `ThreadPoolExecutor`, shut down by `stop`.
+        max_workers: Size of the default pool (default: the standard library's,
+            ``min(32, cpu_count + 4)``). Not allowed together with ``executor``.
+        max_errors: How many entries `errors` keeps (the newest); ``None`` for no bound.
+        on_error: Called as ``on_error(task_id, exc)`` after each failed run, on the
+            worker thread that ran the job, without any scheduler lock held.
+
+    Raises:
+        TypeError: ``clock``, ``executor`` or ``on_error`` is of the wrong kind.
+        ValueError: ``max_workers`` is not an int >= 1, or is given with ``executor``.
+
+    """
+
+    def __init__(
+        self,
+        clock: Clock = time.monotonic,
+        *,
+        executor: Executor | None = None,
+        max_workers: int | None = None,
+        max_errors: int | None = DEFAULT_MAX_ERRORS,
+        on_error: ErrorHook | None = None,
+        wall_clock: Clock | None = None,
+        rng: random.Random | None = None,
+    ) -> None:
+        if executor is not None and not isinstance(executor, Executor):
+            raise TypeError(
+                f"executor must be a concurrent.futures.Executor or None, got {executor!r}"
+            )
+        if max_workers is not None:
+            if isinstance(max_workers, bool) or not isinstance(max_workers, int):
+                raise TypeError(f"max_workers must be an int or None, got {max_workers!r}")
+            if max_workers < 1:
+                raise ValueError(f"max_workers must be >= 1, got {max_workers!r}")
+            if executor is not None:
+                raise ValueError(
+                    f"max_workers sizes the default pool; with an executor, got {max_workers!r}"
+                )
+        self._core = Scheduler(
+            clock, wall_clock=wall_clock, max_errors=max_errors, on_error=on_error, rng=rng
+        )
+        self._clock = clock
+        self._policy = Policy(self._core, clock)
+        self._lock = threading.RLock()
+        self._cond = threading.Condition(self._lock)  # the timing thread waits here
+        self._idle = threading.Condition(self._lock)  # stop() waits here for running jobs
+        self._own_executor = executor is None
+        pool = ThreadPoolExecutor(max_workers, thread_name_prefix="tickwork-worker")
+        self._executor: Executor = executor or pool
+        # With its own pool the driver knows the pool's size: runs wait in ``_backlog``
+        # and at most that many pool items drain it, so a burst costs one deque append
+        # per run instead of a Future per run. A slow job holds one drainer; a run
+        # waits only while every worker is busy, exactly as with one item per run.
+        self._backlog: deque[Run] = deque()
+        self._drainers = 0
+        self._max_drainers = pool._max_workers if executor is None else 0  # its real size
+        self._thread: threading.Thread | None = None
+        self._stopping = False
+        self._local = threading.local()  # .depth: how many jobs this thread is inside
+
+    # -- the core's contract -----------------------------------------------------
+
+    def schedule(
+        self,
+        delay: float,
+        fn: Callable[[], object],
+        interval: float | None = None,
+        *,
+        fixed_delay: bool = False,
+        overlap: Overlap = "skip",
+        max_running: int | None = None,
+    ) -> int:
+        """Schedule ``fn`` to run ``delay`` seconds from now; return its task id.
+
+        Args:
+            delay: Seconds from now until the first run (finite, >= 0).
+            fn: Zero-argument callable; it runs on the executor.
+            interval: For a recurring task, seconds between runs (finite, > 0).
+            fixed_delay: Measure ``interval`` from the end of each run instead of from
+                its due time. Such a task can never overlap itself.
+            overlap: What a fixed-rate recurring task does when a run is due while
+                its previous run is still going: ``"skip"`` the run (the default),
+                ``"queue"`` one run to start right after the current one ends, or
+                ``"allow"`` runs side by side.
+            max_running: With ``overlap="allow"``, at most this many runs at once;
+                due runs over the cap are skipped. ``None``: no cap.
+
+        Returns:
+            The task id: 1, 2, 3, ... in scheduling order (failed calls use none).
+
+        Raises:
+            TypeError: A bad argument type (see `Scheduler.schedule`), or
+                ``max_running`` is not an int.
+            ValueError: A bad value (see `Scheduler.schedule`), an unknown
+                ``overlap``, or ``max_running`` < 1 or without ``overlap="allow"``.
+            RuntimeError: The scheduler has been stopped.
+
+        """
+        with self._lock:
+            if self._stopping:
+                raise RuntimeError(f"schedule() on a stopped ThreadScheduler, got fn={fn!r}")
+            policy = self._policy
+            task_id = policy.schedule(delay, fn, interval, fixed_delay, overlap, max_running)
+            if policy.wake:
+                policy.wake = False
+                self._cond.notify()
+            return task_id
+
+    def add(
+        self,
+        schedule: Schedule,
+        fn: Callable[[], object],
+        *,
+        overlap: Overlap = "skip",
+        max_running: int | None = None,
+    ) -> int:
+        """Run ``fn`` on ``schedule`` (`Once`, `At`, `Every` or `Cron`); return its task id.
+
+        ``overlap`` and ``max_running`` are as for `schedule`.
+
+        Raises:
+            TypeError: ``schedule`` is not a schedule value, or ``fn`` is not callable.
+            ValueError: An unknown ``overlap`` or a bad ``max_running``.
+            RuntimeError: The scheduler has been stopped.
+        """
+        with self._lock:
+            if self._stopping:
+                raise RuntimeError(f"add() on a stopped ThreadScheduler, got fn={fn!r}")
+            policy = self._policy
+            task_id = policy.add(schedule, fn, overlap, max_running)
+            if policy.wake:
+                policy.wake = False
+                self._cond.notify()
+            return task_id
+
+    def cancel(self, task_id: int) -> bool:
+        """Cancel a task; return whether a live task was cancelled.
+
+        After it returns True, no run of the task starts (a run already going is not
+        interrupted). Returns False for an unknown id, a cancelled task, and a one-shot
+        task that is due and handed to the pool, running or done.
+        """
+        with self._lock:
+            # No wake-up needed: a cancel only ever makes the next due time later. The
+            # timing thread wakes at most once for the cancelled task and finds nothing.
+            return self._policy.cancel(task_id)
+
+    def next_run_in(self) -> float | None:
+        """Seconds until the next task is due: 0.0 if overdue, ``None`` if none."""
+        with self._lock:
+            return self._core.next_run_in()
+
+    @property
+    def errors(self) -> list[str]:
+        """``"task <id>: <message>"`` for each failed run, oldest first (bounded)."""
+        return self._core.errors
+
+    # -- lifecycle ---------------------------------------------------------------
+
+    def start(self) -> None:
+        """Start the timing thread.
+
+        Raises:
+            RuntimeError: Already started, or stopped (a scheduler does not restart).
+
+        """
+        with self._lock:
+            if self._stopping:
+                raise RuntimeError("start() on a stopped ThreadScheduler (it does not restart)")
+            if self._thread is not None:
+                raise RuntimeError("start() on a ThreadScheduler that is already running")
+            self._thread = threading.Thread(target=self._loop, name="tickwork-timer", daemon=True)
+            self._thread.start()
+
+    def stop(self, wait: bool = True, timeout: float | None = None) -> bool:
+        """Stop: no run starts after this returns; optionally wait for running jobs.
+
+        Runs already handed to the pool but not started are dropped. Calling it again
+        is harmless (it waits again if asked). It may be called from inside a job or
+        a listener: the calling job is not waited for.
+
+        Args:
+            wait: Wait for the jobs that are running to finish.
+            timeout: With ``wait``, give up after this many seconds (real time);
+                ``None`` waits as long as it takes.
+
+        Returns:
+            Whether no job (other than the caller's own) is still running.
+
+        Raises:
+            ValueError: ``timeout`` is not ``None`` or a finite number >= 0.
+
+        """
+        if timeout is not None and (
+            isinstance(timeout, bool)
+            or not isinstance(timeout, (int, float))
+            or not 0 <= timeout < math.inf
+        ):
+            raise ValueError(f"timeout must be None or a finite number >= 0, got {timeout!r}")
+        give_up = None if timeout is None else time.monotonic() + timeout
+        with self._lock:
+            self._stopping = True
+            self._policy.stopped = True
+            self._cond.notify_all()
+            thread = self._thread
+        if thread is not None and thread is not threading.current_thread():
+            thread.join(None if give_up is None else max(0.0, give_up - time.monotonic()))
+        own = getattr(self._local, "depth", 0)
+        policy = self._policy
+        with self._lock:
+            if wait:
+                left = None if give_up is None else max(0.0, give_up - time.monotonic())
+                finished = self._idle.wait_for(lambda: policy.in_progress <= own, left)
+            else:
+                finished = policy.in_progress <= own
+        if self._own_executor:
+            # Runs still queued in the pool are dropped by Policy.begin as they come up.
+            self._executor.shutdown(wait=False)
+        return finished
+
+    def __enter__(self) -> ThreadScheduler:
+        """Start the scheduler; return it."""
+        self.start()
+        return self
+
+    def __exit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        tb: TracebackType | None,
+    ) -> None:
+        """Stop the scheduler and wait for running jobs."""
+        self.stop()
+
+    # -- introspection and events ------------------------------------------------
+
+    def __len__(self) -> int:
+        """The number of live tasks (scheduled, not cancelled, not finished)."""
+        with self._lock:
+            return len(self._core)
+
+    def __contains__(self, task_id: object) -> bool:
+        """Whether ``task_id`` is a live task."""
+        with self._lock:
+            return task_id in self._core
+
+    def tasks(self) -> list[TaskInfo]:
+        """The live tasks with their next due time, in the order they will run.
+
+        A fixed-delay task whose run is going on shows the due time of that run.
+        """
+        with self._lock:
+            jobs = self._policy.tasks
+            return [
+                TaskInfo(t.task_id, t.due, jobs[t.task_id].fn, t.interval, t.fixed_delay)
+                for t in self._core.tasks()
+            ]
+
+    def running(self) -> dict[int, int]:
+        """Task id -> how many of its runs are in the pool right now (started or about to)."""
+        with self._lock:
+            return dict(self._policy.running)
+
+    def skipped_runs(self, task_id: int | None = None) -> int:
+        """How many due runs the overlap policy skipped: of one live task, or in total."""
+        with self._lock:
+            return self._policy.skipped(task_id)
+
+    def add_listener(self, listener: Listener) -> None:
+        """Deliver a `RunEvent` to ``listener`` for every run from now on.
+
+        STARTED, FINISHED and FAILED are delivered on the worker thread that runs the
+        job; SKIPPED and MISSED on the timing thread. Listeners are called without any
+        scheduler lock held and should be quick; one that raises is logged and skipped.
+        """
+        with self._lock:
+            self._policy.add_listener(listener)
+
+    def remove_listener(self, listener: Listener) -> None:
+        """Stop delivering events to ``listener``; unknown listeners are ignored."""
+        with self._lock:
+            self._policy.remove_listener(listener)
+
+    # -- internals ---------------------------------------------------------------
+
+    def _loop(self) -> None:
+        """The timing thread: tick, then wait until the next due time or a notify."""
+        cond, core, policy, clock = self._cond, self._core, self._policy, self._clock
+        try:
+            while True:
+                self._step()
+                with cond:
+                    if self._stopping:
+                        return
+                    # Capped while calendar tasks exist, to notice wall-clock jumps.
+                    timeout = core.next_wakeup_in()
+                    if timeout == 0.0:
+                        continue
+                    policy.deadline = math.inf if timeout is None else clock() + timeout
+                    policy.wake = False
+                    self._wait(timeout)
+                    policy.deadline = -math.inf
+        except BaseException:
+            _log().critical("tickwork timing thread died; no more runs start", exc_info=True)
+            raise
+
+    def _wait(self, timeout: float | None) -> None:
+        """Wait for a notify or ``timeout`` seconds, with the lock held (tests replace it)."""
+        self._cond.wait(None if timeout is None else min(timeout, threading.TIMEOUT_MAX))
+
+    def _step(self) -> None:
+        """One tick: hand every due run to the executor and deliver pending events."""
+        policy = self._policy
+        with self._lock:
+            if self._stopping:
+                return
+            self._core.run_pending()
+            ready, events = policy.take()
+        if events:
+            policy.deliver(events)
+        if ready:
+            self._submit(ready)
+
+    def _submit(self, runs: list[Run]) -> None:
+        """Hand runs to the executor (without the lock: it may run them inline)."""
+        if self._max_drainers:
+            with self._lock:
+                self._backlog.extend(runs)
+                more = min(len(self._backlog), self._max_drainers - self._drainers)
+                self._drainers += more
+            for submitted in range(more):
+                try:
+                    self._executor.submit(self._drain)
+                except RuntimeError as exc:
+                    with self._lock:
+                        self._drainers -= more - submitted
+                        dropped = list(self._backlog)
+                        self._backlog.clear()
+                        for run in dropped:
+                            self._policy.abandon(run)
+                    level = logging.DEBUG if "interpreter shutdown" in str(exc) else logging.WARNING
+                    _log().log(level, "executor refused %d run(s): %s", len(dropped), exc)
+                    return
+            return
+        submit, execute = self._executor.submit, self._execute
+        for i, run in enumerate(runs):
+            try:
+                submit(execute, run)
+            except RuntimeError as exc:
+                # The executor was shut down (by its owner, or at interpreter exit).
+                with self._lock:
+                    for lost in runs[i:]:
+                        self._policy.abandon(lost)
+                # At interpreter exit (a scheduler nobody stopped) this is expected.
+                level = logging.DEBUG if "interpreter shutdown" in str(exc) else logging.WARNING
+                _log().log(level, "executor refused %d run(s): %s", len(runs) - i, exc)
+                return
+
+    def _drain(self) -> None:
+        """A pool item of the driver's own pool: run backlog runs until none is left."""
+        backlog, lock, execute = self._backlog, self._lock, self._execute
+        while True:
+            try:
+                run = backlog.popleft()
+            except IndexError:
+                with lock:
+                    if backlog:
+                        continue
+                    self._drainers -= 1
+                    return
+            try:
+                execute(run)
+            except BaseException:
+                # The job raised e.g. SystemExit: this pool item ends, another takes over.
+                with lock:
+                    self._drainers -= 1
+                self._submit([])
+                raise
+
+    def _execute(self, run: Run) -> None:
+        """A worker's part of a run: start check, the job, bookkeeping, reports."""
+        policy, lock = self._policy, self._lock
+        with lock:
+            if not policy.begin(run):
+                return
+        local = self._local
+        local.depth = getattr(local, "depth", 0) + 1
+        try:
+            policy.call(run)
+        except BaseException:
+            local.depth -= 1
+            with lock:
+                policy.end(run)
+                self._after_end()
+            raise
+        local.depth -= 1
+        with lock:
+            policy.end(run)
+            self._after_end()
+            ready, events = policy.take()
+        policy.report(run)
+        if events:
+            policy.deliver(events)
+        if ready:
+            self._submit(ready)
+
+    def _after_end(self) -> None:
+        """Wake whoever waits on a finished run (lock held)."""
+        policy = self._policy
+        if policy.wake:
+            policy.wake = False
+            self._cond.notify()
+        if self._stopping:
+            self._idle.notify_all()
+
+    def _check(self) -> None:
+        """Verify the driver's invariants and the core's; for tests (lock taken)."""
+        with self._lock:
+            core, policy = self._core, self._policy
+            core._check()
+            assert set(policy.tasks) == set(core._tasks), "driver and core tasks disagree"
+            for task_id, task in policy.tasks.items():
+                assert task.task_id == task_id and not task.cancelled, f"bad task {task_id}"
+                assert task.running == policy.running.get(task_id, 0), f"task {task_id} count"
+            assert all(n > 0 for n in policy.running.values()), "zero count kept in running"
+            assert 0 <= policy.in_progress <= sum(policy.running.values()), "in_progress"
