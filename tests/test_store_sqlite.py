@@ -392,3 +392,63 @@ def test_two_processes_claim_every_due_job_exactly_once(db: Path) -> None:
         states = s.jobs()
     assert all(j.last_run is not None and j.last_run.outcome == "ok" for j in states)
     assert all(j.claims == () and j.next_run is None for j in states)
+
+
+# -- a real SIGKILL at each point of a run ----------------------------------------------
+
+KILLED = textwrap.dedent(
+    """
+    import os, signal, sys
+    from tickwork.stores.sqlite import SQLiteStore
+    path, point = sys.argv[1:3]
+    store = SQLiteStore(path)
+
+    def advance(state, now):
+        if point == "in-claim":
+            os.kill(os.getpid(), signal.SIGKILL)  # inside the claim's transaction
+        return None
+
+    claims = store.claim_due(100.0, owner="doomed", lease_seconds=30, limit=10, advance=advance)
+    for c in claims:
+        if point != "before-start":
+            assert store.start(c, started=100.0)
+    os.kill(os.getpid(), signal.SIGKILL)  # mid-run, or after the run before finish
+    """
+)
+
+
+@pytest.mark.parametrize(
+    ("point", "most", "least"),
+    [
+        ("in-claim", None, None),
+        ("before-start", "released", "released"),
+        ("after-start", "abandoned", "requeued"),
+    ],
+)
+def test_sigkill_at_each_point_of_a_run(
+    db: Path, point: str, most: str | None, least: str | None
+) -> None:
+    with SQLiteStore(db) as s:
+        s.upsert(JobSpec("most", FUNC, AtSchedule(100.0)), 100.0)
+        s.upsert(JobSpec("least", FUNC, AtSchedule(100.0), delivery="at_least_once"), 100.0)
+    proc = subprocess.run(
+        [sys.executable, "-c", KILLED, str(db), point], capture_output=True, text=True, timeout=60
+    )
+    assert proc.returncode == -9, proc.stderr
+    with SQLiteStore(db, busy_timeout=1) as s:  # the dead process left no lock behind
+        if most is None:  # the claim rolled back: nothing taken, both still due
+            assert [(j.id, j.next_run, j.claims) for j in s.jobs()] == [
+                ("least", 100.0, ()),
+                ("most", 100.0, ()),
+            ]
+            assert s.recover_expired(1000.0) == []
+            return
+        assert all(len(j.claims) == 1 for j in s.jobs())
+        actions = {r.claim.job_id: r.action for r in s.recover_expired(130.0)}
+        assert actions == {"most": most, "least": least}
+        due = sorted(c.job_id for c in claim(s, 130.0, "survivor", advance=once))
+        expected = {"released": True, "requeued": True, "abandoned": False}
+        assert due == sorted(j for j, a in actions.items() if expected[a])
+        if most == "abandoned":
+            last = s.get("most").last_run  # type: ignore[union-attr]
+            assert last is not None and last.outcome == "abandoned" and last.started == 100.0
