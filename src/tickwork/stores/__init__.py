@@ -1,0 +1,78 @@
+"""Durable jobs: the store contract, its plain-data records, and their errors.
+
+A store keeps durable jobs in a database so they survive the process. This package
+holds what every store shares; the stores themselves are separate modules imported
+only by the programs that use them (``tickwork.stores.sqlite``), so importing this
+package loads no database driver. See ``docs/durability.md``.
+"""
+
+from __future__ import annotations
+
+from tickwork._errors import TickworkError as TickworkError
+
+from ._errors import JobNotFoundError as JobNotFoundError
+from ._errors import JobSpecError as JobSpecError
+from ._errors import SchemaVersionError as SchemaVersionError
+from ._errors import StoreError as StoreError
+from ._model import DELIVERIES as DELIVERIES
+from ._model import KEEP as KEEP
+from ._model import MISSED_POLICIES as MISSED_POLICIES
+from ._model import OUTCOMES as OUTCOMES
+from ._model import OVERLAP_POLICIES as OVERLAP_POLICIES
+from ._model import SPEC_VERSION as SPEC_VERSION
+from ._model import Advance as Advance
+from ._model import AtSchedule as AtSchedule
+from ._model import Claim as Claim
+from ._model import CronSchedule as CronSchedule
+from ._model import Delivery as Delivery
+from ._model import EverySchedule as EverySchedule
+from ._model import JobSpec as JobSpec
+from ._model import JobState as JobState
+from ._model import Keep as Keep
+from ._model import LastRun as LastRun
+from ._model import Missed as Missed
+from ._model import Outcome as Outcome
+from ._model import Overlap as Overlap
+from ._model import Recovered as Recovered
+from ._model import Schedule as Schedule
+from ._model import Upsert as Upsert
+from ._model import resolve_func as resolve_func
+from ._model import schedule_from_dict as schedule_from_dict
+from ._model import spec_from_json as spec_from_json
+from ._model import spec_to_json as spec_to_json
+from ._protocol import Store as Store
+
+__all__ = [
+    "DELIVERIES",
+    "KEEP",
+    "MISSED_POLICIES",
+    "OUTCOMES",
+    "OVERLAP_POLICIES",
+    "SPEC_VERSION",
+    "Advance",
+    "AtSchedule",
+    "Claim",
+    "CronSchedule",
+    "Delivery",
+    "EverySchedule",
+    "JobNotFoundError",
+    "JobSpec",
+    "JobSpecError",
+    "JobState",
+    "Keep",
+    "LastRun",
+    "Missed",
+    "Outcome",
+    "Overlap",
+    "Recovered",
+    "Schedule",
+    "SchemaVersionError",
+    "Store",
+    "StoreError",
+    "TickworkError",
+    "Upsert",
+    "resolve_func",
+    "schedule_from_dict",
+    "spec_from_json",
+    "spec_to_json",
+]

@@ -1,0 +1,673 @@
+"""Plain-data records of durable jobs, their validation and their JSON encoding.
+
+Everything a store keeps is built from the values here: schedules, the declared
+`JobSpec`, the live `JobState`, claims and last runs. They are frozen, hold only
+JSON-compatible data, and encode to versioned JSON text (never pickle: a writable
+database must not become code execution).
+
+Nothing here imports a database driver, so a PostgreSQL-only program never loads sqlite3.
+"""
+
+from __future__ import annotations
+
+import importlib
+import json
+import math
+from collections.abc import Callable, Mapping
+from dataclasses import KW_ONLY, dataclass, field
+from enum import Enum
+from types import MappingProxyType
+from typing import Any, ClassVar, Final, Literal, TypeAlias
+
+from ._errors import JobSpecError, SchemaVersionError, StoreError
+
+__all__ = [
+    "DELIVERIES",
+    "KEEP",
+    "MISSED_POLICIES",
+    "OUTCOMES",
+    "OVERLAP_POLICIES",
+    "SPEC_VERSION",
+    "Advance",
+    "AtSchedule",
+    "Claim",
+    "CronSchedule",
+    "Delivery",
+    "EverySchedule",
+    "JobSpec",
+    "JobState",
+    "Keep",
+    "LastRun",
+    "Missed",
+    "Outcome",
+    "Overlap",
+    "Recovered",
+    "Schedule",
+    "Upsert",
+    "resolve_func",
+    "schedule_from_dict",
+    "spec_from_json",
+    "spec_to_json",
+]
+
+#: Version of the JSON encoding of a `JobSpec` (its ``"v"`` field). Bump it, and teach
+#: `spec_from_json` to read the old shape, whenever a field changes meaning.
+SPEC_VERSION: Final = 1
+
+Overlap: TypeAlias = Literal["skip", "queue", "allow"]
+Missed: TypeAlias = Literal["skip", "once", "all"]
+Delivery: TypeAlias = Literal["at_most_once", "at_least_once"]
+Outcome: TypeAlias = Literal["ok", "failed", "missed", "skipped", "abandoned", "cancelled"]
+
+#: What to do with a run that comes due while the previous run of the job is going.
+OVERLAP_POLICIES: Final[tuple[Overlap, ...]] = ("skip", "queue", "allow")
+#: What to do with runs whose time passed while nothing was running the schedule.
+MISSED_POLICIES: Final[tuple[Missed, ...]] = ("skip", "once", "all")
+#: What happens to a run that had started when its runner died (see docs/durability.md).
+DELIVERIES: Final[tuple[Delivery, ...]] = ("at_most_once", "at_least_once")
+#: Outcomes a finished (or given up) run can record.
+OUTCOMES: Final[tuple[Outcome, ...]] = (
+    "ok",
+    "failed",
+    "missed",
+    "skipped",
+    "abandoned",
+    "cancelled",
+)
+
+#: Nesting bound for JSON arguments: deeper values (or cycles) are refused, not recursed.
+_MAX_DEPTH: Final = 64
+#: Longest job id a store accepts (fits any index, reads well in logs).
+_MAX_ID: Final = 200
+
+
+def _number(name: str, value: object) -> float:
+    """``value`` as a finite float; bools and non-numbers are refused."""
+    if isinstance(value, bool) or not isinstance(value, int | float):
+        raise JobSpecError(f"{name} must be a number, got {value!r}")
+    number = float(value)
+    if not math.isfinite(number):
+        raise JobSpecError(f"{name} must be a finite number, got {value!r}")
+    return number
+
+
+def _choice(name: str, value: object, allowed: tuple[str, ...]) -> None:
+    if not isinstance(value, str) or value not in allowed:
+        raise JobSpecError(f"{name} must be one of {', '.join(map(repr, allowed))}, got {value!r}")
+
+
+# -- schedules -------------------------------------------------------------------------
+
+
+@dataclass(frozen=True, slots=True)
+class AtSchedule:
+    """Run once, at a wall-clock instant.
+
+    Args:
+        at: UTC POSIX seconds (``datetime.timestamp()``) of the run.
+
+    Raises:
+        JobSpecError: ``at`` is not a finite number.
+
+    """
+
+    kind: ClassVar[str] = "at"
+    at: float
+
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "at", _number("schedule.at", self.at))
+
+    def to_dict(self) -> dict[str, Any]:
+        """The JSON form: ``{"kind": "at", "at": seconds}``."""
+        return {"kind": "at", "at": self.at}
+
+
+@dataclass(frozen=True, slots=True)
+class EverySchedule:
+    """Run every ``seconds``: fixed-rate on a grid, or fixed-delay after each run ends.
+
+    Args:
+        seconds: The interval, a finite number > 0.
+        fixed_delay: Measure the interval from the end of a run instead of the grid.
+
+    Raises:
+        JobSpecError: ``seconds`` is not a finite number > 0, or ``fixed_delay`` not a bool.
+
+    """
+
+    kind: ClassVar[str] = "every"
+    seconds: float
+    fixed_delay: bool = False
+
+    def __post_init__(self) -> None:
+        seconds = _number("schedule.seconds", self.seconds)
+        if seconds <= 0.0:
+            raise JobSpecError(
+                f"schedule.seconds must be a finite number > 0, got {self.seconds!r}"
+            )
+        if not isinstance(self.fixed_delay, bool):
+            raise JobSpecError(f"schedule.fixed_delay must be a bool, got {self.fixed_delay!r}")
+        object.__setattr__(self, "seconds", seconds)
+
+    def to_dict(self) -> dict[str, Any]:
+        """The JSON form: ``{"kind": "every", "seconds": s, "fixed_delay": bool}``."""
+        return {"kind": "every", "seconds": self.seconds, "fixed_delay": self.fixed_delay}
+
+
+@dataclass(frozen=True, slots=True)
+class CronSchedule:
+    """Run at the times a cron expression names, read in a time zone.
+
+    Only the shape is checked here (non-empty strings); the cron layer parses the
+    expression and loads the zone when the scheduler computes run times, so a store can
+    hold a job whose zone this host lacks without failing for every other job.
+
+    Args:
+        expr: The cron expression, e.g. ``"0 3 * * *"``.
+        tz: An IANA time zone name, e.g. ``"Europe/Berlin"``.
+
+    Raises:
+        JobSpecError: ``expr`` or ``tz`` is not a non-empty string.
+
+    """
+
+    kind: ClassVar[str] = "cron"
+    expr: str
+    tz: str = "UTC"
+
+    def __post_init__(self) -> None:
+        if not isinstance(self.expr, str) or not self.expr.strip():
+            raise JobSpecError(f"schedule.expr must be a non-empty string, got {self.expr!r}")
+        if not isinstance(self.tz, str) or not self.tz or self.tz != self.tz.strip():
+            raise JobSpecError(
+                f"schedule.tz must be a time zone name without spaces around it, got {self.tz!r}"
+            )
+
+    def to_dict(self) -> dict[str, Any]:
+        """The JSON form: ``{"kind": "cron", "expr": "...", "tz": "Area/City"}``."""
+        return {"kind": "cron", "expr": self.expr, "tz": self.tz}
+
+
+Schedule: TypeAlias = AtSchedule | EverySchedule | CronSchedule
+_KINDS: Final[dict[str, tuple[type[Schedule], tuple[str, ...], tuple[str, ...]]]] = {
+    # kind: (class, required keys, optional keys)
+    "at": (AtSchedule, ("at",), ()),
+    "every": (EverySchedule, ("seconds",), ("fixed_delay",)),
+    "cron": (CronSchedule, ("expr",), ("tz",)),
+}
+
+
+def schedule_from_dict(data: object) -> Schedule:
+    """Build a schedule from its JSON form (the inverse of ``schedule.to_dict()``).
+
+    Args:
+        data: A dict with a ``"kind"`` of ``"at"``, ``"every"`` or ``"cron"`` and that
+            kind's fields.
+
+    Returns:
+        The schedule value.
+
+    Raises:
+        JobSpecError: Not a dict, unknown kind, missing or unknown keys, or bad values.
+
+    """
+    if not isinstance(data, Mapping):
+        raise JobSpecError(f"schedule must be a dict with a 'kind', got {data!r}")
+    kind = data.get("kind")
+    if not isinstance(kind, str) or kind not in _KINDS:
+        raise JobSpecError(f"schedule.kind must be one of 'at', 'every', 'cron', got {kind!r}")
+    cls, required, optional = _KINDS[kind]
+    missing = [k for k in required if k not in data]
+    if missing:
+        raise JobSpecError(f"schedule of kind {kind!r} needs {missing[0]!r}, got {dict(data)!r}")
+    unknown = sorted(str(k) for k in data if k not in {"kind", *required, *optional})
+    if unknown:
+        raise JobSpecError(f"schedule of kind {kind!r} has unknown key {unknown[0]!r}")
+    return cls(**{k: data[k] for k in (*required, *optional) if k in data})
+
+
+# -- validation helpers ----------------------------------------------------------------
+
+
+def _json_copy(value: object, where: str, depth: int = 0) -> Any:
+    """A deep copy of ``value`` made of JSON types only (tuples become lists).
+
+    Refuses anything `json` would reject or silently change: NaN and infinities, non-str
+    dict keys (json turns ``1`` into ``"1"``), sets, bytes, objects.
+    """
+    if depth > _MAX_DEPTH:
+        raise JobSpecError(f"{where} is nested deeper than {_MAX_DEPTH} levels (or is a cycle)")
+    if value is None or isinstance(value, bool | str):
+        return value
+    if isinstance(value, int):
+        return int(value)
+    if isinstance(value, float):
+        if not math.isfinite(value):
+            raise JobSpecError(f"{where} must be JSON-serialisable, got {value!r}")
+        return float(value)
+    if isinstance(value, list | tuple):
+        return [_json_copy(v, f"{where}[{i}]", depth + 1) for i, v in enumerate(value)]
+    if isinstance(value, dict):
+        out: dict[str, Any] = {}
+        for k, v in value.items():
+            if not isinstance(k, str):
+                raise JobSpecError(f"{where} must have str keys to be JSON, got key {k!r}")
+            out[k] = _json_copy(v, f"{where}[{k!r}]", depth + 1)
+        return out
+    raise JobSpecError(
+        f"{where} must be JSON-serialisable (None, bool, int, float, str, list, dict),"
+        f" got {value!r} of type {type(value).__name__}"
+    )
+
+
+def _check_func_path(path: object) -> tuple[str, list[str]]:
+    """Split ``"package.module:qualname"`` into the module and the attribute chain."""
+    rule = "func must be an import path 'package.module:function'"
+    if not isinstance(path, str):
+        raise JobSpecError(f"{rule}, got {path!r}")
+    module, sep, qualname = path.partition(":")
+    parts = qualname.split(".")
+    if (
+        not sep
+        or not all(p.isidentifier() for p in module.split("."))
+        or not all(p.isidentifier() for p in parts)
+    ):
+        raise JobSpecError(f"{rule}, got {path!r}")
+    return module, parts
+
+
+def resolve_func(path: str) -> Callable[..., object]:
+    """Import ``"package.module:function"`` and return the callable it names.
+
+    The scheduler calls this when a job is added (so a typo fails there, changing
+    nothing) and again before each run. Stores never import anything.
+
+    Args:
+        path: ``module:qualname``; the qualname may be dotted (``mod:Class.method``).
+
+    Returns:
+        The callable.
+
+    Raises:
+        JobSpecError: Bad syntax, the module does not import, the attribute is missing,
+            or it is not callable. The message names the path and why.
+
+    """
+    module_name, parts = _check_func_path(path)
+    try:
+        obj: object = importlib.import_module(module_name)
+    except Exception as exc:  # an import can raise anything; the message says what
+        raise JobSpecError(
+            f"func {path!r} cannot be imported: {type(exc).__name__}: {exc}"
+        ) from exc
+    for i, part in enumerate(parts):
+        try:
+            obj = getattr(obj, part)
+        except AttributeError as exc:
+            owner = module_name if i == 0 else f"{module_name}:{'.'.join(parts[:i])}"
+            raise JobSpecError(
+                f"func {path!r} cannot be resolved: {owner} has no {part!r}"
+            ) from exc
+    if not callable(obj):
+        raise JobSpecError(f"func {path!r} must name a callable, got {obj!r}")
+    return obj
+
+
+def _job_id(value: object, name: str = "id") -> str:
+    if not isinstance(value, str) or not value or len(value) > _MAX_ID or not value.isprintable():
+        raise JobSpecError(
+            f"{name} must be a non-empty printable string of at most {_MAX_ID} characters,"
+            f" got {value!r}"
+        )
+    return value
+
+
+# -- the declared job ------------------------------------------------------------------
+
+
+@dataclass(frozen=True, slots=True)
+class JobSpec:
+    """A durable job as its user declares it: what to run, when, and the policies.
+
+    Construction validates every field and copies the arguments into plain JSON data,
+    so a `JobSpec` can always be stored. It does not import ``func``: call
+    `resolve_func` for that (the scheduler does, when the job is added).
+
+    Args:
+        id: Stable id chosen by the user; upserts are keyed by it.
+        func: Import path ``"package.module:function"``.
+        schedule: When to run: `AtSchedule`, `EverySchedule` or `CronSchedule`.
+        args: Positional arguments, JSON values.
+        kwargs: Keyword arguments, JSON values under str keys.
+        overlap: A run due while the previous one is going: ``"skip"`` it,
+            ``"queue"`` it until the previous ends, or ``"allow"`` both at once.
+        missed: Runs missed while nothing ran the schedule: ``"skip"`` them, run
+            ``"once"``, or run ``"all"`` of them (up to ``missed_cap``).
+        missed_cap: Most missed runs replayed by ``missed="all"``, an int >= 1.
+        grace: Seconds a run may start late and still count as on time; ``None``
+            for no limit.
+        delivery: A run whose runner died after starting it is given up
+            (``"at_most_once"``) or run again (``"at_least_once"``).
+        paused: Declared paused: no runs until resumed.
+
+    Raises:
+        JobSpecError: A field is invalid; the message names it and shows the value.
+
+    """
+
+    id: str
+    func: str
+    schedule: Schedule
+    _: KW_ONLY
+    args: tuple[Any, ...] = ()
+    kwargs: Mapping[str, Any] = field(default_factory=dict)
+    overlap: Overlap = "skip"
+    missed: Missed = "skip"
+    missed_cap: int = 100
+    grace: float | None = None
+    delivery: Delivery = "at_most_once"
+    paused: bool = False
+
+    def __post_init__(self) -> None:
+        _job_id(self.id)
+        _check_func_path(self.func)
+        if not isinstance(self.schedule, AtSchedule | EverySchedule | CronSchedule):
+            raise JobSpecError(
+                "schedule must be an AtSchedule, EverySchedule or CronSchedule,"
+                f" got {self.schedule!r}"
+            )
+        if not isinstance(self.args, list | tuple):
+            raise JobSpecError(f"args must be a list or tuple, got {self.args!r}")
+        args = tuple(_json_copy(a, f"args[{i}]") for i, a in enumerate(self.args))
+        if not isinstance(self.kwargs, Mapping):
+            raise JobSpecError(f"kwargs must be a dict, got {self.kwargs!r}")
+        kwargs: dict[str, Any] = {}
+        for k, v in self.kwargs.items():
+            if not isinstance(k, str) or not k.isidentifier():
+                raise JobSpecError(f"kwargs keys must be identifiers, got {k!r}")
+            kwargs[k] = _json_copy(v, f"kwargs[{k!r}]")
+        _choice("overlap", self.overlap, OVERLAP_POLICIES)
+        _choice("missed", self.missed, MISSED_POLICIES)
+        if isinstance(self.missed_cap, bool) or not isinstance(self.missed_cap, int):
+            raise JobSpecError(f"missed_cap must be an int >= 1, got {self.missed_cap!r}")
+        if self.missed_cap < 1:
+            raise JobSpecError(f"missed_cap must be an int >= 1, got {self.missed_cap!r}")
+        grace = self.grace
+        if grace is not None:
+            grace = _number("grace", grace)
+            if grace < 0.0:
+                raise JobSpecError(
+                    f"grace must be a finite number >= 0 or None, got {self.grace!r}"
+                )
+        _choice("delivery", self.delivery, DELIVERIES)
+        if not isinstance(self.paused, bool):
+            raise JobSpecError(f"paused must be a bool, got {self.paused!r}")
+        object.__setattr__(self, "args", args)
+        object.__setattr__(self, "kwargs", MappingProxyType(kwargs))
+        object.__setattr__(self, "grace", grace)
+
+    def __hash__(self) -> int:
+        return hash(spec_to_json(self))
+
+    def to_dict(self) -> dict[str, Any]:
+        """The versioned JSON form (``"v"`` is `SPEC_VERSION`), as stored."""
+        return {
+            "v": SPEC_VERSION,
+            "id": self.id,
+            "func": self.func,
+            "schedule": self.schedule.to_dict(),
+            "args": list(self.args),
+            "kwargs": dict(self.kwargs),
+            "overlap": self.overlap,
+            "missed": self.missed,
+            "missed_cap": self.missed_cap,
+            "grace": self.grace,
+            "delivery": self.delivery,
+            "paused": self.paused,
+        }
+
+
+_SPEC_KEYS: Final = frozenset(JobSpec("x", "m:f", AtSchedule(0)).to_dict())
+
+
+def spec_to_json(spec: JobSpec) -> str:
+    """Encode a spec as canonical JSON text (sorted keys, no spaces), the stored form.
+
+    Two equal specs encode to the same text, so stores compare declarations by it.
+    """
+    return json.dumps(
+        spec.to_dict(), sort_keys=True, separators=(",", ":"), ensure_ascii=False, allow_nan=False
+    )
+
+
+def spec_from_json(text: str | bytes) -> JobSpec:
+    """Decode a spec stored by `spec_to_json` (any version this tickwork knows).
+
+    Args:
+        text: The stored JSON text.
+
+    Returns:
+        The spec.
+
+    Raises:
+        SchemaVersionError: It was written by a newer tickwork (``"v"`` too high).
+        StoreError: It is not a valid encoded spec; the message says what is wrong.
+
+    """
+    try:
+        data = json.loads(text)
+    except ValueError as exc:
+        raise StoreError(f"stored job spec is not valid JSON: {exc}: {text!r:.200}") from exc
+    if not isinstance(data, dict):
+        raise StoreError(f"stored job spec must be a JSON object, got {text!r:.200}")
+    version = data.get("v")
+    if isinstance(version, bool) or not isinstance(version, int) or version < 1:
+        raise StoreError(f"stored job spec has no valid 'v' version field, got {version!r}")
+    if version > SPEC_VERSION:
+        raise SchemaVersionError(
+            f"stored job spec {data.get('id')!r} has version {version}; this tickwork reads"
+            f" up to {SPEC_VERSION}: upgrade tickwork"
+        )
+    # Version 1 is the only one so far; older shapes would be upgraded here, in order.
+    if set(data) != _SPEC_KEYS:
+        raise StoreError(
+            f"stored job spec {data.get('id')!r} has keys {sorted(data)}, expected"
+            f" {sorted(_SPEC_KEYS)}"
+        )
+    try:
+        return JobSpec(
+            data["id"],
+            data["func"],
+            schedule_from_dict(data["schedule"]),
+            args=data["args"],
+            kwargs=data["kwargs"],
+            overlap=data["overlap"],
+            missed=data["missed"],
+            missed_cap=data["missed_cap"],
+            grace=data["grace"],
+            delivery=data["delivery"],
+            paused=data["paused"],
+        )
+    except JobSpecError as exc:
+        raise StoreError(f"stored job spec {data.get('id')!r} is invalid: {exc}") from exc
+
+
+# -- live state ------------------------------------------------------------------------
+
+
+class Upsert(Enum):
+    """What `Store.upsert` did."""
+
+    CREATED = "created"
+    """The job was new; it was stored with the given next run."""
+    UPDATED = "updated"
+    """The declaration changed; a changed schedule took the given next run, other
+    changes kept the stored one."""
+    UNCHANGED = "unchanged"
+    """The same declaration was stored already; nothing changed (next run, last run
+    and a pause made at run time are all kept)."""
+
+
+class Keep(Enum):
+    """Type of `KEEP`."""
+
+    KEEP = "keep"
+    """Leave the stored next run as it is."""
+
+
+#: Pass as ``next_run`` to `Store.finish` to leave the job's next run as it is.
+KEEP: Final = Keep.KEEP
+
+
+@dataclass(frozen=True, slots=True)
+class LastRun:
+    """The most recent run of a job that ended (or was given up).
+
+    Times are UTC POSIX seconds as given by the caller.
+    """
+
+    scheduled: float
+    """The due time of the run."""
+    started: float | None
+    """When it started, or ``None`` if it never did (e.g. ``"missed"``)."""
+    ended: float | None
+    """When it ended, or ``None`` if its runner died (``"abandoned"``)."""
+    outcome: Outcome
+    """How it went."""
+    error: str | None
+    """Error text for ``"failed"`` and ``"abandoned"`` (a short traceback summary)."""
+
+
+@dataclass(frozen=True, slots=True)
+class Claim:
+    """One run taken by one owner under a lease, as returned by `Store.claim_due`.
+
+    The ``token`` is the claim's identity: `Store.start`, `Store.renew` and
+    `Store.finish` only act while the store still holds this token, so a node that
+    lost its lease cannot report a run as its own.
+    """
+
+    token: str
+    """Unguessable identity of this claim."""
+    job_id: str
+    """The job."""
+    owner: str
+    """Who claimed it (a stable name per process: host, pid, ...)."""
+    scheduled: float
+    """The due time being run (the job's next run when it was claimed)."""
+    claimed_at: float
+    """The ``now`` given to `Store.claim_due`."""
+    lease_until: float
+    """When the lease expires unless renewed."""
+    started: float | None
+    """When `Store.start` recorded the run as started, else ``None``."""
+    spec: JobSpec
+    """The declaration at the time of the claim (what to call, how)."""
+
+
+@dataclass(frozen=True, slots=True)
+class JobState:
+    """A stored job: its declaration plus everything the store tracks about it."""
+
+    spec: JobSpec
+    """The declaration, as last upserted."""
+    next_run: float | None
+    """Next due time (UTC POSIX seconds), or ``None`` when no run is planned."""
+    paused: bool
+    """Whether the job is paused now (declared, or set at run time)."""
+    last_run: LastRun | None
+    """The most recent ended or given-up run, if any."""
+    claims: tuple[Claim, ...] = ()
+    """Runs currently claimed (at most one unless ``overlap="allow"``)."""
+
+    @property
+    def id(self) -> str:
+        """The job id (``spec.id``)."""
+        return self.spec.id
+
+
+@dataclass(frozen=True, slots=True)
+class Recovered:
+    """A claim whose lease had expired, and what recovery did with it."""
+
+    claim: Claim
+    """The expired claim (now released)."""
+    action: Literal["released", "requeued", "abandoned"]
+    """``"released"``: it had not started, so its time is due again.
+    ``"requeued"``: it had started and the job is at-least-once: due again.
+    ``"abandoned"``: it had started and the job is at-most-once: recorded as
+    ``"abandoned"`` in the last run and not run again."""
+
+
+#: The caller's policy, called by `Store.claim_due` inside its transaction as
+#: ``advance(state, now)`` for every job it claims; returns the job's new next run
+#: (``None``: no further run planned, e.g. a one-shot).
+Advance: TypeAlias = Callable[[JobState, float], float | None]
+
+
+# -- argument checks shared by the store implementations --------------------------------
+
+
+def check_time(name: str, value: object) -> float:
+    """``value`` as a finite float (seconds), else `ValueError`/`TypeError` naming it."""
+    if isinstance(value, bool) or not isinstance(value, int | float):
+        raise TypeError(f"{name} must be a number of seconds, got {value!r}")
+    if not math.isfinite(value):
+        raise ValueError(f"{name} must be a finite number, got {value!r}")
+    return float(value)
+
+
+def check_optional_time(name: str, value: object) -> float | None:
+    """Like `check_time`, but ``None`` passes."""
+    return None if value is None else check_time(name, value)
+
+
+def check_positive(name: str, value: object) -> float:
+    """A finite number of seconds > 0."""
+    seconds = check_time(name, value)
+    if seconds <= 0.0:
+        raise ValueError(f"{name} must be a finite number > 0, got {value!r}")
+    return seconds
+
+
+def check_job_id(value: object) -> str:
+    """A valid job id, else `ValueError` naming ``job_id``."""
+    try:
+        return _job_id(value, "job_id")
+    except JobSpecError as exc:
+        raise ValueError(str(exc)) from None
+
+
+def check_owner(value: object) -> str:
+    """A non-empty owner name."""
+    if not isinstance(value, str) or not value:
+        raise ValueError(f"owner must be a non-empty string, got {value!r}")
+    return value
+
+
+def check_limit(value: object) -> int:
+    """A claim batch size, an int >= 1."""
+    if isinstance(value, bool) or not isinstance(value, int) or value < 1:
+        raise ValueError(f"limit must be an int >= 1, got {value!r}")
+    return value
+
+
+def check_outcome(value: object) -> Outcome:
+    """One of `OUTCOMES`."""
+    if not isinstance(value, str) or value not in OUTCOMES:
+        raise ValueError(f"outcome must be one of {', '.join(map(repr, OUTCOMES))}, got {value!r}")
+    return value
+
+
+def check_spec(value: object) -> JobSpec:
+    """A `JobSpec`, else `TypeError`."""
+    if not isinstance(value, JobSpec):
+        raise TypeError(f"spec must be a JobSpec, got {value!r}")
+    return value
+
+
+def check_claim(value: object) -> Claim:
+    """A `Claim`, else `TypeError`."""
+    if not isinstance(value, Claim):
+        raise TypeError(f"claim must be a Claim from claim_due(), got {value!r}")
+    return value

@@ -1,0 +1,173 @@
+"""The store contract: what the durable scheduler needs from a database.
+
+Every method is one transaction: it either does everything it says or raises and changes
+nothing. Stores never read a clock (the caller passes ``now``, ``started``, ``ended``)
+and never import job functions. ``tests/store_contract.py`` is the executable form of
+this contract; every store runs it.
+"""
+
+from __future__ import annotations
+
+from typing import Protocol, runtime_checkable
+
+from ._model import Advance, Claim, JobSpec, JobState, Keep, Outcome, Recovered, Upsert
+
+__all__ = ["Store"]
+
+
+@runtime_checkable
+class Store(Protocol):
+    """A durable, shareable home for jobs: the scheduler's source of truth.
+
+    Times are UTC POSIX seconds (wall clock). Several schedulers (threads, processes,
+    or hosts, as the store allows) may share one store: `claim_due` hands each due run
+    to exactly one of them under a lease.
+    """
+
+    def upsert(self, spec: JobSpec, next_run: float | None) -> Upsert:
+        """Declare a job, idempotently by id.
+
+        New id: stored with ``next_run``. Same declaration as stored: nothing changes.
+        Changed schedule: the declaration and ``next_run`` are stored. Other changes:
+        the declaration is stored and the next run kept. A changed ``paused`` in the
+        declaration is applied; an unchanged one leaves a pause made at run time alone.
+
+        Args:
+            spec: The declaration.
+            next_run: The first due time computed by the caller for this schedule
+                (``None``: nothing planned). Used only if the job is new or its
+                schedule changed.
+
+        Returns:
+            What happened.
+
+        """
+        ...
+
+    def remove(self, job_id: str) -> None:
+        """Delete a job and any claims on it (their `finish` then returns False).
+
+        Raises:
+            JobNotFoundError: No such job.
+
+        """
+        ...
+
+    def get(self, job_id: str) -> JobState | None:
+        """The job's state, or ``None`` if there is no such job."""
+        ...
+
+    def jobs(self) -> list[JobState]:
+        """Every job, ordered by id."""
+        ...
+
+    def set_paused(self, job_id: str, paused: bool) -> None:
+        """Pause or resume a job; its next run is kept (the caller may reset it).
+
+        A claim already made is not affected.
+
+        Raises:
+            JobNotFoundError: No such job.
+
+        """
+        ...
+
+    def set_next_run(self, job_id: str, next_run: float | None) -> None:
+        """Set a job's next due time (``None``: nothing planned).
+
+        Raises:
+            JobNotFoundError: No such job.
+
+        """
+        ...
+
+    def claim_due(
+        self, now: float, *, owner: str, lease_seconds: float, limit: int, advance: Advance
+    ) -> list[Claim]:
+        """Take up to ``limit`` due runs, earliest first, and advance their jobs.
+
+        In one transaction: first recover every expired lease (as `recover_expired`),
+        then take jobs with ``next_run <= now`` that are not paused and not claimed
+        (unless ``overlap="allow"``); for each, record a claim (owner, token, lease
+        until ``now + lease_seconds``, the scheduled time = the old next run) and set
+        the job's next run to ``advance(state, now)``. If ``advance`` raises, the
+        transaction rolls back and the error propagates.
+
+        Returns:
+            The claims, in due order. The caller must `start` each before running it.
+
+        """
+        ...
+
+    def start(self, claim: Claim, *, started: float) -> bool:
+        """Record that the claimed run starts now: call right before running the job.
+
+        Returns:
+            False if the run must not start: the claim is gone (recovered, removed) or
+            its lease expired at ``started``, or it was started already. Nothing is
+            changed then.
+
+        """
+        ...
+
+    def renew(self, claim: Claim, *, now: float, lease_seconds: float) -> bool:
+        """Extend the claim's lease to ``now + lease_seconds`` while the run goes on.
+
+        Returns:
+            False if the claim is no longer held (nothing is changed then).
+
+        """
+        ...
+
+    def finish(
+        self,
+        claim: Claim,
+        *,
+        outcome: Outcome,
+        ended: float,
+        error: str | None = None,
+        next_run: float | Keep | None = ...,
+    ) -> bool:
+        """Record how the claimed run ended and release the claim.
+
+        Args:
+            claim: The claim from `claim_due`.
+            outcome: How the run went (``"missed"``/``"skipped"`` for a claim given
+                up by policy without starting).
+            ended: When it ended.
+            error: Error text for a failure.
+            next_run: A new next run to store with it (a fixed-delay schedule knows
+                it only now); `KEEP` (the default) leaves the stored one.
+
+        Returns:
+            False if the claim is no longer held (its lease expired and was recovered,
+            or the job was removed); nothing is recorded then.
+
+        """
+        ...
+
+    def recover_expired(self, now: float) -> list[Recovered]:
+        """Release every claim whose lease ended before ``now``, per delivery semantics.
+
+        Not started: released, its scheduled time is due again. Started and
+        ``at_least_once``: due again (next run set back to the scheduled time), the
+        last run records ``"abandoned"``. Started and ``at_most_once``: the last run
+        records ``"abandoned"``; the run is not repeated.
+
+        Returns:
+            What was recovered.
+
+        """
+        ...
+
+    def next_wakeup(self) -> float | None:
+        """The earliest time something needs doing: a claimable due time or a lease end.
+
+        Lease ends count, so a schedule held by a dead node is recovered on time even
+        when nothing else is due.
+        """
+        ...
+
+    def close(self) -> None:
+        """Release the store's resources; later calls raise `StoreError`. Idempotent."""
+        ...

@@ -1,0 +1,659 @@
+"""`SQLiteStore`: durable jobs in one SQLite file (stdlib `sqlite3`), the embedded default.
+
+Import this module explicitly (``from tickwork.stores.sqlite import SQLiteStore``);
+``import tickwork`` never loads `sqlite3`.
+
+The file is in WAL mode and every state change is one ``BEGIN IMMEDIATE`` transaction,
+so several processes on one host may share a file (each due run is claimed by exactly
+one of them). A file this module did not create is inspected read-only first: a
+non-SQLite, corrupt or foreign database, or one written by a newer tickwork, is refused
+with an error and never modified.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import os
+import secrets
+import sqlite3
+import stat
+import threading
+from collections.abc import Callable, Iterator, Sequence
+from contextlib import contextmanager, suppress
+from typing import Any, Final, Literal
+
+from ._errors import JobNotFoundError, SchemaVersionError, StoreError
+from ._model import (
+    KEEP,
+    SPEC_VERSION,
+    Advance,
+    Claim,
+    JobSpec,
+    JobState,
+    Keep,
+    LastRun,
+    Outcome,
+    Recovered,
+    Upsert,
+    check_claim,
+    check_job_id,
+    check_limit,
+    check_optional_time,
+    check_outcome,
+    check_owner,
+    check_positive,
+    check_spec,
+    check_time,
+    spec_from_json,
+    spec_to_json,
+)
+
+__all__ = ["APPLICATION_ID", "MIGRATIONS", "SQLiteStore"]
+
+_log = logging.getLogger("tickwork.stores")
+
+#: ``PRAGMA application_id`` of a tickwork database (ASCII "tick"): how a file is
+#: recognised as ours, and anything else as foreign.
+APPLICATION_ID: Final = 0x7469636B
+
+_MAGIC: Final = b"SQLite format 3\x00"
+
+
+def _create_v1(conn: sqlite3.Connection) -> None:
+    """Schema 1: jobs (declaration as JSON text + tracked state) and live claims."""
+    conn.execute(
+        """
+        CREATE TABLE jobs (
+            id TEXT PRIMARY KEY NOT NULL,
+            spec TEXT NOT NULL CHECK (typeof(spec) = 'text'),
+            schedule TEXT NOT NULL CHECK (typeof(schedule) = 'text'),
+            overlap TEXT NOT NULL,
+            paused INTEGER NOT NULL,
+            next_run REAL,
+            last_scheduled REAL,
+            last_started REAL,
+            last_ended REAL,
+            last_outcome TEXT,
+            last_error TEXT
+        )
+        """
+    )
+    conn.execute(
+        "CREATE INDEX jobs_due ON jobs (next_run) WHERE next_run IS NOT NULL AND paused = 0"
+    )
+    conn.execute(
+        """
+        CREATE TABLE claims (
+            token TEXT PRIMARY KEY NOT NULL,
+            job_id TEXT NOT NULL REFERENCES jobs (id) ON DELETE CASCADE,
+            owner TEXT NOT NULL,
+            scheduled REAL NOT NULL,
+            claimed_at REAL NOT NULL,
+            lease_until REAL NOT NULL,
+            started REAL
+        )
+        """
+    )
+    conn.execute("CREATE INDEX claims_job ON claims (job_id)")
+    conn.execute("CREATE INDEX claims_lease ON claims (lease_until)")
+
+
+#: ``MIGRATIONS[i]`` takes a database from schema version ``i`` to ``i + 1`` inside the
+#: opening transaction; the current version is ``len(MIGRATIONS)``. Append only: a
+#: released step is never edited.
+MIGRATIONS: list[Callable[[sqlite3.Connection], None]] = [_create_v1]
+
+_JOB_COLUMNS: Final = (
+    "id, spec, paused, next_run, last_scheduled, last_started, last_ended, last_outcome, last_error"
+)
+_CLAIM_COLUMNS: Final = "token, job_id, owner, scheduled, claimed_at, lease_until, started"
+# A job is claimable when due, not paused and not claimed, unless it allows overlap.
+_CLAIMABLE: Final = (
+    "next_run IS NOT NULL AND paused = 0"
+    " AND (overlap = 'allow' OR NOT EXISTS (SELECT 1 FROM claims c WHERE c.job_id = j.id))"
+)
+
+
+def _schedule_json(spec: JobSpec) -> str:
+    return json.dumps(spec.schedule.to_dict(), sort_keys=True, separators=(",", ":"))
+
+
+def _check_header(path: str) -> None:
+    """Refuse a non-empty file that is not SQLite, by its header only (nothing opened)."""
+    try:
+        with open(path, "rb") as f:
+            head = f.read(len(_MAGIC))
+    except OSError as exc:
+        raise StoreError(f"cannot read database file {path!r}: {exc}") from exc
+    if head and head != _MAGIC:
+        raise StoreError(
+            f"{path!r} is not a SQLite database (it starts with {head[:16]!r});"
+            " refusing to use it, the file was not modified"
+        )
+
+
+class SQLiteStore:
+    """Durable jobs in one SQLite file; implements the `tickwork.stores.Store` protocol.
+
+    A new file is created with owner-only permissions (0600; SQLite gives its ``-wal``
+    and ``-shm`` files the same mode). An existing file must be a tickwork database
+    of this or an older schema version (older ones are migrated in one transaction).
+
+    Thread-safety: one store object may be shared by threads; it holds one connection
+    and runs one operation at a time. Processes each open their own store on the same
+    file. Do not carry an open store across ``fork()``.
+
+    Args:
+        path: The database file (``":memory:"`` for a private, non-durable store).
+        busy_timeout: Seconds to wait for another process's transaction before
+            failing with `StoreError`.
+
+    Raises:
+        StoreError: The file cannot be created or read, or is not a tickwork
+            database (non-SQLite, corrupt, or another application's). It is not
+            modified.
+        SchemaVersionError: The file was written by a newer tickwork.
+
+    """
+
+    def __init__(self, path: str | os.PathLike[str], *, busy_timeout: float = 5.0) -> None:
+        self._path = os.fspath(path)
+        if not isinstance(self._path, str):
+            raise TypeError(f"path must be a str or os.PathLike[str], got {path!r}")
+        busy_timeout = check_positive("busy_timeout", busy_timeout)
+        self._lock = threading.RLock()
+        self._busy = False
+        self._warned: set[tuple[str, str]] = set()
+        self._conn: sqlite3.Connection | None = None
+        memory = self._path == ":memory:"
+        if not memory:
+            self._prepare_file()
+        try:
+            conn = sqlite3.connect(
+                self._path, timeout=busy_timeout, isolation_level=None, check_same_thread=False
+            )
+        except sqlite3.Error as exc:
+            raise StoreError(f"cannot open database {self._path!r}: {exc}") from exc
+        try:
+            self._open(conn, memory=memory)
+        except BaseException:
+            conn.close()
+            raise
+        self._conn = conn
+
+    def __repr__(self) -> str:
+        return f"SQLiteStore({self._path!r})"
+
+    def __enter__(self) -> SQLiteStore:
+        return self
+
+    def __exit__(self, *exc_info: object) -> None:
+        self.close()
+
+    @property
+    def path(self) -> str:
+        """The database file."""
+        return self._path
+
+    # -- opening ----------------------------------------------------------------------
+
+    def _prepare_file(self) -> None:
+        """Create the file 0600 if absent (no umask race); check an existing one's header."""
+        path = self._path
+        try:
+            fd = os.open(path, os.O_RDWR | os.O_CREAT | os.O_EXCL, 0o600)
+        except FileExistsError:
+            self._check_existing()
+            return
+        except OSError as exc:
+            raise StoreError(f"cannot create database file {path!r}: {exc}") from exc
+        try:
+            # The umask may have removed bits from 0o600, never added: make it exact.
+            os.fchmod(fd, 0o600)
+        finally:
+            os.close(fd)
+
+    def _check_existing(self) -> None:
+        path = self._path
+        try:
+            mode = os.stat(path).st_mode
+        except OSError as exc:
+            raise StoreError(f"cannot stat database file {path!r}: {exc}") from exc
+        if not stat.S_ISREG(mode):
+            raise StoreError(f"database path {path!r} is not a regular file")
+        _check_header(path)
+        if mode & 0o077:
+            _log.warning(
+                "database file %r is accessible to other users (mode %o); job"
+                " functions and arguments are read from it",
+                path,
+                stat.S_IMODE(mode),
+            )
+
+    def _inspect(self, conn: sqlite3.Connection) -> int:
+        """Read-only: the schema version if the database is ours (0 if empty), else raise."""
+        try:
+            app_id = conn.execute("PRAGMA application_id").fetchone()[0]
+            version = conn.execute("PRAGMA user_version").fetchone()[0]
+            objects = conn.execute("SELECT count(*) FROM sqlite_master").fetchone()[0]
+        except sqlite3.DatabaseError as exc:
+            raise StoreError(
+                f"{self._path!r} is not a usable SQLite database ({exc}); refusing to use"
+                " it, the file was not modified"
+            ) from exc
+        latest = len(MIGRATIONS)
+        if app_id == 0 and version == 0 and objects == 0:
+            return 0
+        if app_id != APPLICATION_ID:
+            raise StoreError(
+                f"{self._path!r} is a SQLite database of another application"
+                f" (application_id {app_id:#x}, {objects} schema objects); refusing to use"
+                " it, the file was not modified"
+            )
+        if version > latest:
+            raise SchemaVersionError(
+                f"{self._path!r} has tickwork schema version {version}; this tickwork"
+                f" supports up to {latest}: upgrade tickwork (the file was not modified)"
+            )
+        if version < 1:
+            raise StoreError(f"{self._path!r} is a tickwork database without a schema version")
+        return int(version)
+
+    def _open(self, conn: sqlite3.Connection, *, memory: bool) -> None:
+        version = self._inspect(conn)
+        try:
+            mode = conn.execute("PRAGMA journal_mode=WAL").fetchone()[0]
+            if not memory and str(mode).lower() != "wal":
+                _log.warning("database %r could not use WAL mode (got %r)", self._path, mode)
+            conn.execute("PRAGMA foreign_keys=ON")
+            if version == len(MIGRATIONS):
+                return
+            conn.execute("BEGIN IMMEDIATE")
+            try:
+                # Another process may have created or migrated it since the first look.
+                version = self._inspect(conn)
+                for step in range(version, len(MIGRATIONS)):
+                    MIGRATIONS[step](conn)
+                    _log.info("database %r migrated to schema version %d", self._path, step + 1)
+                conn.execute(f"PRAGMA application_id={APPLICATION_ID:d}")
+                conn.execute(f"PRAGMA user_version={len(MIGRATIONS):d}")
+                conn.execute("COMMIT")
+            except BaseException:
+                conn.execute("ROLLBACK")
+                raise
+        except sqlite3.Error as exc:
+            raise StoreError(f"cannot prepare database {self._path!r}: {exc}") from exc
+
+    # -- transactions -----------------------------------------------------------------
+
+    @contextmanager
+    def _tx(self, what: str, *, write: bool = True) -> Iterator[sqlite3.Connection]:
+        """One transaction: commit if the body returns, roll back if it raises."""
+        with self._lock:
+            conn = self._conn
+            if conn is None:
+                raise StoreError(f"cannot {what}: the store is closed")
+            if self._busy:
+                raise StoreError(f"cannot {what} from inside another store call (advance?)")
+            self._busy = True
+            try:
+                try:
+                    conn.execute("BEGIN IMMEDIATE" if write else "BEGIN")
+                except sqlite3.Error as exc:
+                    raise StoreError(f"cannot {what}: {exc}") from exc
+                try:
+                    yield conn
+                    conn.execute("COMMIT")
+                except BaseException as exc:
+                    # SQLite may have rolled back already; the original error matters.
+                    with suppress(sqlite3.Error):
+                        conn.execute("ROLLBACK")
+                    if isinstance(exc, sqlite3.Error):
+                        raise StoreError(f"cannot {what}: {exc}") from exc
+                    raise
+            finally:
+                self._busy = False
+
+    # -- reading rows -----------------------------------------------------------------
+
+    def _decode(self, job_id: str, text: str, *, strict: bool) -> JobSpec | None:
+        """Decode a stored spec; unreadable ones raise (strict) or are logged once."""
+        try:
+            return spec_from_json(text)
+        except StoreError as exc:
+            if strict:
+                raise
+            if (job_id, text) not in self._warned:
+                self._warned.add((job_id, text))
+                _log.warning("skipping job %r: %s", job_id, exc)
+            return None
+
+    @staticmethod
+    def _claim(row: Sequence[Any], spec: JobSpec) -> Claim:
+        token, job_id, owner, scheduled, claimed_at, lease_until, started = row
+        return Claim(token, job_id, owner, scheduled, claimed_at, lease_until, started, spec)
+
+    def _state(self, row: Sequence[Any], spec: JobSpec, claims: list[Sequence[Any]]) -> JobState:
+        _, _, paused, next_run, l_sched, l_start, l_end, l_outcome, l_error = row
+        last = None
+        if l_outcome is not None:
+            last = LastRun(l_sched, l_start, l_end, l_outcome, l_error)
+        return JobState(
+            spec=spec,
+            next_run=next_run,
+            paused=bool(paused),
+            last_run=last,
+            claims=tuple(self._claim(c, spec) for c in claims),
+        )
+
+    def _claims_of(self, conn: sqlite3.Connection, job_id: str) -> list[Sequence[Any]]:
+        return conn.execute(
+            f"SELECT {_CLAIM_COLUMNS} FROM claims WHERE job_id = ? ORDER BY scheduled, token",
+            (job_id,),
+        ).fetchall()
+
+    # -- the Store protocol -----------------------------------------------------------
+
+    def upsert(self, spec: JobSpec, next_run: float | None) -> Upsert:
+        """Declare a job, idempotently by id (see `tickwork.stores.Store.upsert`).
+
+        Raises:
+            SchemaVersionError: The stored declaration was written by a newer tickwork
+                (it is not overwritten).
+
+        """
+        spec = check_spec(spec)
+        next_run = check_optional_time("next_run", next_run)
+        text = spec_to_json(spec)
+        schedule = _schedule_json(spec)
+        with self._tx(f"upsert job {spec.id!r}") as conn:
+            row = conn.execute(
+                "SELECT spec, schedule, paused FROM jobs WHERE id = ?", (spec.id,)
+            ).fetchone()
+            if row is None:
+                conn.execute(
+                    "INSERT INTO jobs (id, spec, schedule, overlap, paused, next_run)"
+                    " VALUES (?, ?, ?, ?, ?, ?)",
+                    (spec.id, text, schedule, spec.overlap, int(spec.paused), next_run),
+                )
+                return Upsert.CREATED
+            old_text, old_schedule, paused = row
+            if old_text == text:
+                return Upsert.UNCHANGED
+            old_declared_paused = self._declared_paused(spec.id, old_text)
+            if old_declared_paused != spec.paused:
+                paused = int(spec.paused)
+            if old_schedule == schedule:
+                conn.execute(
+                    "UPDATE jobs SET spec = ?, overlap = ?, paused = ? WHERE id = ?",
+                    (text, spec.overlap, paused, spec.id),
+                )
+            else:
+                conn.execute(
+                    "UPDATE jobs SET spec = ?, schedule = ?, overlap = ?, paused = ?,"
+                    " next_run = ? WHERE id = ?",
+                    (text, schedule, spec.overlap, paused, next_run, spec.id),
+                )
+            return Upsert.UPDATED
+
+    @staticmethod
+    def _declared_paused(job_id: str, old_text: str) -> object:
+        """``paused`` of a stored declaration; refuses to overwrite a newer version's."""
+        try:
+            old = json.loads(old_text)
+        except ValueError:
+            return None  # unreadable: the new declaration repairs the row
+        if not isinstance(old, dict):
+            return None
+        version = old.get("v")
+        if isinstance(version, int) and version > SPEC_VERSION:
+            raise SchemaVersionError(
+                f"job {job_id!r} was stored by a newer tickwork (spec version {version});"
+                " refusing to overwrite it"
+            )
+        return old.get("paused")
+
+    def remove(self, job_id: str) -> None:
+        """Delete a job and its claims (see `tickwork.stores.Store.remove`)."""
+        job_id = check_job_id(job_id)
+        with self._tx(f"remove job {job_id!r}") as conn:
+            conn.execute("DELETE FROM claims WHERE job_id = ?", (job_id,))
+            if conn.execute("DELETE FROM jobs WHERE id = ?", (job_id,)).rowcount == 0:
+                raise JobNotFoundError(f"no job with id {job_id!r}")
+
+    def get(self, job_id: str) -> JobState | None:
+        """The job's state, or ``None`` (see `tickwork.stores.Store.get`).
+
+        Raises:
+            StoreError: The stored declaration cannot be read.
+
+        """
+        job_id = check_job_id(job_id)
+        with self._tx(f"get job {job_id!r}", write=False) as conn:
+            row = conn.execute(
+                f"SELECT {_JOB_COLUMNS} FROM jobs WHERE id = ?", (job_id,)
+            ).fetchone()
+            if row is None:
+                return None
+            spec = self._decode(job_id, row[1], strict=True)
+            assert spec is not None  # strict decoding raises instead
+            return self._state(row, spec, self._claims_of(conn, job_id))
+
+    def jobs(self) -> list[JobState]:
+        """Every job, ordered by id.
+
+        A job whose stored declaration cannot be read is skipped, with a warning logged
+        on ``tickwork.stores``.
+        """
+        with self._tx("list jobs", write=False) as conn:
+            claims: dict[str, list[Sequence[Any]]] = {}
+            for c in conn.execute(f"SELECT {_CLAIM_COLUMNS} FROM claims ORDER BY scheduled, token"):
+                claims.setdefault(c[1], []).append(c)
+            out = []
+            for row in conn.execute(f"SELECT {_JOB_COLUMNS} FROM jobs ORDER BY id"):
+                spec = self._decode(row[0], row[1], strict=False)
+                if spec is not None:
+                    out.append(self._state(row, spec, claims.get(row[0], [])))
+            return out
+
+    def set_paused(self, job_id: str, paused: bool) -> None:
+        """Pause or resume a job (see `tickwork.stores.Store.set_paused`)."""
+        job_id = check_job_id(job_id)
+        if not isinstance(paused, bool):
+            raise TypeError(f"paused must be a bool, got {paused!r}")
+        with self._tx(f"pause job {job_id!r}") as conn:
+            cur = conn.execute("UPDATE jobs SET paused = ? WHERE id = ?", (int(paused), job_id))
+            if cur.rowcount == 0:
+                raise JobNotFoundError(f"no job with id {job_id!r}")
+
+    def set_next_run(self, job_id: str, next_run: float | None) -> None:
+        """Set a job's next due time (see `tickwork.stores.Store.set_next_run`)."""
+        job_id = check_job_id(job_id)
+        next_run = check_optional_time("next_run", next_run)
+        with self._tx(f"set next run of job {job_id!r}") as conn:
+            cur = conn.execute("UPDATE jobs SET next_run = ? WHERE id = ?", (next_run, job_id))
+            if cur.rowcount == 0:
+                raise JobNotFoundError(f"no job with id {job_id!r}")
+
+    def claim_due(
+        self, now: float, *, owner: str, lease_seconds: float, limit: int, advance: Advance
+    ) -> list[Claim]:
+        """Take due runs under a lease and advance their jobs, atomically.
+
+        See `tickwork.stores.Store.claim_due`. Jobs whose stored declaration cannot be
+        read are skipped (and logged once); they never block the others.
+
+        Raises:
+            ValueError: ``advance`` returned something other than a finite number or
+                ``None`` (nothing is claimed then).
+
+        """
+        now = check_time("now", now)
+        owner = check_owner(owner)
+        lease = check_positive("lease_seconds", lease_seconds)
+        limit = check_limit(limit)
+        if not callable(advance):
+            raise TypeError(f"advance must be callable as advance(state, now), got {advance!r}")
+        claims: list[Claim] = []
+        with self._tx("claim due jobs") as conn:
+            self._recover(conn, now)
+            seen: list[str] = []  # claimed or unreadable this call: never looked at twice
+            while len(claims) < limit:
+                marks = ",".join("?" * len(seen))
+                rows = conn.execute(
+                    f"SELECT {_JOB_COLUMNS} FROM jobs j WHERE {_CLAIMABLE} AND next_run <= ?"
+                    f" AND id NOT IN ({marks}) ORDER BY next_run, id LIMIT ?",
+                    (now, *seen, limit - len(claims)),
+                ).fetchall()
+                if not rows:
+                    break
+                for row in rows:
+                    job_id, text = row[0], row[1]
+                    seen.append(job_id)
+                    spec = self._decode(job_id, text, strict=False)
+                    if spec is None:
+                        continue
+                    state = self._state(row, spec, self._claims_of(conn, job_id))
+                    result = advance(state, now)
+                    try:
+                        new_next = check_optional_time("advance() result", result)
+                    except (TypeError, ValueError):
+                        raise ValueError(
+                            "advance() must return a finite number of seconds or None,"
+                            f" got {result!r} for job {job_id!r}"
+                        ) from None
+                    token = secrets.token_hex(16)
+                    scheduled = row[3]
+                    conn.execute(
+                        f"INSERT INTO claims ({_CLAIM_COLUMNS}) VALUES (?, ?, ?, ?, ?, ?, NULL)",
+                        (token, job_id, owner, scheduled, now, now + lease),
+                    )
+                    conn.execute("UPDATE jobs SET next_run = ? WHERE id = ?", (new_next, job_id))
+                    claims.append(
+                        Claim(token, job_id, owner, scheduled, now, now + lease, None, spec)
+                    )
+        return claims
+
+    def start(self, claim: Claim, *, started: float) -> bool:
+        """Record the claimed run as started (see `tickwork.stores.Store.start`)."""
+        claim = check_claim(claim)
+        started = check_time("started", started)
+        with self._tx(f"start a run of job {claim.job_id!r}") as conn:
+            cur = conn.execute(
+                "UPDATE claims SET started = ? WHERE token = ? AND owner = ?"
+                " AND started IS NULL AND lease_until > ?",
+                (started, claim.token, claim.owner, started),
+            )
+            return cur.rowcount == 1
+
+    def renew(self, claim: Claim, *, now: float, lease_seconds: float) -> bool:
+        """Extend the claim's lease (see `tickwork.stores.Store.renew`); never shortens it."""
+        claim = check_claim(claim)
+        now = check_time("now", now)
+        lease = check_positive("lease_seconds", lease_seconds)
+        with self._tx(f"renew the lease on job {claim.job_id!r}") as conn:
+            cur = conn.execute(
+                "UPDATE claims SET lease_until = max(lease_until, ?) WHERE token = ? AND owner = ?",
+                (now + lease, claim.token, claim.owner),
+            )
+            return cur.rowcount == 1
+
+    def finish(
+        self,
+        claim: Claim,
+        *,
+        outcome: Outcome,
+        ended: float,
+        error: str | None = None,
+        next_run: float | Keep | None = KEEP,
+    ) -> bool:
+        """Record the run's end and release the claim (see `tickwork.stores.Store.finish`)."""
+        claim = check_claim(claim)
+        outcome = check_outcome(outcome)
+        ended = check_time("ended", ended)
+        if error is not None and not isinstance(error, str):
+            raise TypeError(f"error must be a str or None, got {error!r}")
+        if next_run is not KEEP:
+            next_run = check_optional_time("next_run", next_run)
+        with self._tx(f"finish a run of job {claim.job_id!r}") as conn:
+            row = conn.execute(
+                "SELECT started FROM claims WHERE token = ? AND owner = ?",
+                (claim.token, claim.owner),
+            ).fetchone()
+            if row is None:
+                return False
+            conn.execute("DELETE FROM claims WHERE token = ?", (claim.token,))
+            conn.execute(
+                "UPDATE jobs SET last_scheduled = ?, last_started = ?, last_ended = ?,"
+                " last_outcome = ?, last_error = ? WHERE id = ?",
+                (claim.scheduled, row[0], ended, outcome, error, claim.job_id),
+            )
+            if next_run is not KEEP:
+                conn.execute("UPDATE jobs SET next_run = ? WHERE id = ?", (next_run, claim.job_id))
+            return True
+
+    def recover_expired(self, now: float) -> list[Recovered]:
+        """Release expired claims per delivery semantics (see the protocol)."""
+        now = check_time("now", now)
+        with self._tx("recover expired claims") as conn:
+            return self._recover(conn, now)
+
+    def _recover(self, conn: sqlite3.Connection, now: float) -> list[Recovered]:
+        out: list[Recovered] = []
+        expired = conn.execute(
+            f"SELECT {_CLAIM_COLUMNS} FROM claims WHERE lease_until <= ? ORDER BY lease_until",
+            (now,),
+        ).fetchall()
+        for row in expired:
+            token, job_id, owner, scheduled, _, lease_until, started = row
+            conn.execute("DELETE FROM claims WHERE token = ?", (token,))
+            job = conn.execute("SELECT spec FROM jobs WHERE id = ?", (job_id,)).fetchone()
+            spec = None if job is None else self._decode(job_id, job[0], strict=False)
+            if spec is None:
+                continue
+            if started is not None:
+                conn.execute(
+                    "UPDATE jobs SET last_scheduled = ?, last_started = ?, last_ended = NULL,"
+                    " last_outcome = 'abandoned', last_error = ? WHERE id = ?"
+                    " AND (last_scheduled IS NULL OR last_scheduled <= ?)",
+                    (
+                        scheduled,
+                        started,
+                        f"lease of {owner!r} expired at {lease_until!r} before the run ended",
+                        job_id,
+                        scheduled,
+                    ),
+                )
+            action: Literal["released", "requeued", "abandoned"]
+            if started is None or spec.delivery == "at_least_once":
+                # Due again: nothing ran (released), or it must run to completion.
+                conn.execute(
+                    "UPDATE jobs SET next_run = ? WHERE id = ?"
+                    " AND (next_run IS NULL OR next_run > ?)",
+                    (scheduled, job_id, scheduled),
+                )
+                action = "released" if started is None else "requeued"
+            else:
+                action = "abandoned"
+            claim = self._claim(row, spec)
+            _log.warning(
+                "claim on job %r (scheduled %r) by %r expired: %s", job_id, scheduled, owner, action
+            )
+            out.append(Recovered(claim, action))
+        return out
+
+    def next_wakeup(self) -> float | None:
+        """The earliest claimable due time or lease end (see the protocol)."""
+        with self._tx("find the next wakeup", write=False) as conn:
+            due = conn.execute(f"SELECT min(next_run) FROM jobs j WHERE {_CLAIMABLE}").fetchone()
+            lease = conn.execute("SELECT min(lease_until) FROM claims").fetchone()
+        times = [t for t in (due[0], lease[0]) if t is not None]
+        return min(times) if times else None
+
+    def close(self) -> None:
+        """Close the connection; later calls raise `StoreError`. Idempotent."""
+        with self._lock:
+            if self._conn is not None:
+                self._conn.close()
+                self._conn = None

@@ -1,0 +1,545 @@
+"""The store contract as tests: every store runs this same suite.
+
+Use it by subclassing `StoreContract` in a ``test_*.py`` module and providing the
+``open_store`` fixture: a zero-argument factory that opens a *new* store object on the
+same, initially empty, backing database each time it is called (two objects stand for
+two processes or hosts), and closes them all at teardown. Times are plain numbers; no
+test sleeps.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Callable
+from typing import Any
+
+import pytest
+
+from tickwork.stores import (
+    KEEP,
+    AtSchedule,
+    Claim,
+    CronSchedule,
+    EverySchedule,
+    JobNotFoundError,
+    JobSpec,
+    JobState,
+    LastRun,
+    Store,
+    StoreError,
+    Upsert,
+)
+
+OpenStore = Callable[[], Store]
+
+LEASE = 30.0
+
+
+def noop() -> None:
+    """A job function that exists (the store never imports it; the scheduler would)."""
+
+
+FUNC = "tests.store_contract:noop"
+
+
+def spec(job_id: str = "job", schedule: Any = None, **kw: Any) -> JobSpec:
+    return JobSpec(job_id, FUNC, schedule or EverySchedule(10), **kw)
+
+
+def once(state: JobState, now: float) -> float | None:
+    """Advance policy of a one-shot: nothing after this run."""
+    return None
+
+
+def grid(state: JobState, now: float) -> float | None:
+    """Advance policy of a fixed-rate job: the next grid point after ``now``."""
+    assert state.next_run is not None
+    step = state.spec.schedule.seconds  # type: ignore[union-attr]
+    return state.next_run + step * (math.floor((now - state.next_run) / step) + 1)
+
+
+def claim(store: Store, now: float, owner: str = "A", **kw: Any) -> list[Claim]:
+    kw.setdefault("lease_seconds", LEASE)
+    kw.setdefault("limit", 100)
+    kw.setdefault("advance", grid)
+    return store.claim_due(now, owner=owner, **kw)
+
+
+class StoreContract:
+    """Contract tests; subclasses provide ``open_store``."""
+
+    @pytest.fixture
+    def open_store(self) -> OpenStore:
+        raise NotImplementedError("a store test module must override the open_store fixture")
+
+    @pytest.fixture
+    def store(self, open_store: OpenStore) -> Store:
+        return open_store()
+
+    # -- declaring jobs ---------------------------------------------------------------
+
+    def test_is_a_store(self, store: Store) -> None:
+        assert isinstance(store, Store)
+
+    def test_upsert_creates_and_get_returns_the_state(self, store: Store) -> None:
+        s = spec(args=(1, [2]), kwargs={"x": {"y": None}})
+        assert store.upsert(s, 100.0) is Upsert.CREATED
+        state = store.get("job")
+        assert state == JobState(spec=s, next_run=100.0, paused=False, last_run=None)
+        assert state.id == "job"
+        assert store.get("other") is None
+
+    def test_same_declaration_twice_is_unchanged_and_keeps_the_state(self, store: Store) -> None:
+        store.upsert(spec(), 100.0)
+        (c,) = claim(store, 100.0)
+        assert store.start(c, started=100.5)
+        assert store.finish(c, outcome="ok", ended=101.0)
+        before = store.get("job")
+        assert before is not None and before.next_run == 110.0
+        # a restart re-declares the same job with a freshly computed first run
+        assert store.upsert(spec(), 500.0) is Upsert.UNCHANGED
+        assert store.get("job") == before
+        assert len(store.jobs()) == 1
+
+    def test_changed_schedule_takes_the_new_next_run(self, store: Store) -> None:
+        store.upsert(spec(), 100.0)
+        assert store.upsert(spec(schedule=EverySchedule(60)), 160.0) is Upsert.UPDATED
+        state = store.get("job")
+        assert state is not None
+        assert state.next_run == 160.0
+        assert state.spec.schedule == EverySchedule(60)
+
+    @pytest.mark.parametrize(
+        "change",
+        [
+            {"kwargs": {"x": 1}},
+            {"args": ("a",)},
+            {"overlap": "allow"},
+            {"missed": "all", "missed_cap": 5},
+            {"grace": 2.5},
+            {"delivery": "at_least_once"},
+        ],
+    )
+    def test_changed_non_schedule_field_keeps_next_run(
+        self, store: Store, change: dict[str, Any]
+    ) -> None:
+        store.upsert(spec(), 100.0)
+        store.set_next_run("job", 123.0)
+        assert store.upsert(spec(**change), 999.0) is Upsert.UPDATED
+        state = store.get("job")
+        assert state is not None
+        assert state.next_run == 123.0
+        assert state.spec == spec(**change)
+
+    def test_changed_func_updates(self, store: Store) -> None:
+        store.upsert(spec(), 100.0)
+        new = JobSpec("job", "tests.store_contract:other", EverySchedule(10))
+        assert store.upsert(new, 5.0) is Upsert.UPDATED
+        state = store.get("job")
+        assert state is not None and state.spec.func == new.func and state.next_run == 100.0
+
+    def test_runtime_pause_survives_an_unchanged_redeclaration(self, store: Store) -> None:
+        store.upsert(spec(), 100.0)
+        store.set_paused("job", True)
+        assert store.upsert(spec(), 100.0) is Upsert.UNCHANGED
+        assert store.get("job").paused  # type: ignore[union-attr]
+        # ...and an update of another field does not resume it either
+        assert store.upsert(spec(grace=1.0), 100.0) is Upsert.UPDATED
+        assert store.get("job").paused  # type: ignore[union-attr]
+
+    def test_a_changed_declared_pause_is_applied(self, store: Store) -> None:
+        store.upsert(spec(), 100.0)
+        assert store.upsert(spec(paused=True), 100.0) is Upsert.UPDATED
+        assert store.get("job").paused  # type: ignore[union-attr]
+        assert store.upsert(spec(paused=False), 100.0) is Upsert.UPDATED
+        assert not store.get("job").paused  # type: ignore[union-attr]
+        store.upsert(spec("p", paused=True), 100.0)
+        assert store.get("p").paused  # type: ignore[union-attr]
+
+    def test_jobs_lists_all_ordered_by_id(self, store: Store) -> None:
+        for job_id in ["b", "c", "a"]:
+            store.upsert(spec(job_id), 100.0)
+        assert [j.id for j in store.jobs()] == ["a", "b", "c"]
+
+    def test_all_schedule_kinds_round_trip(self, store: Store) -> None:
+        kinds = [
+            AtSchedule(1.5e9),
+            EverySchedule(0.5, fixed_delay=True),
+            CronSchedule("0 3 * * *", "Europe/Berlin"),
+        ]
+        for i, sched in enumerate(kinds):
+            store.upsert(spec(f"j{i}", sched), None)
+        assert [j.spec.schedule for j in store.jobs()] == kinds
+        assert all(j.next_run is None for j in store.jobs())
+
+    def test_remove(self, store: Store) -> None:
+        store.upsert(spec("a"), 100.0)
+        store.upsert(spec("b"), 100.0)
+        store.remove("a")
+        assert store.get("a") is None
+        assert [j.id for j in store.jobs()] == ["b"]
+        with pytest.raises(JobNotFoundError, match=r"^no job with id 'a'$"):
+            store.remove("a")
+
+    def test_unknown_ids_raise_job_not_found(self, store: Store) -> None:
+        with pytest.raises(JobNotFoundError, match="'nope'"):
+            store.set_paused("nope", True)
+        with pytest.raises(LookupError, match="'nope'"):
+            store.set_next_run("nope", 1.0)
+        assert store.jobs() == []
+
+    def test_invalid_arguments_change_nothing(self, store: Store) -> None:
+        store.upsert(spec(), 100.0)
+        before = store.jobs()
+        bad_spec: Any = {"id": "x"}
+        with pytest.raises(TypeError, match=r"^spec must be a JobSpec, got \{'id': 'x'\}$"):
+            store.upsert(bad_spec, 1.0)
+        with pytest.raises(ValueError, match=r"^next_run must be a finite number, got nan$"):
+            store.upsert(spec("n"), math.nan)
+        with pytest.raises(ValueError, match=r"^next_run must be a finite number, got inf$"):
+            store.set_next_run("job", math.inf)
+        with pytest.raises(TypeError, match=r"^paused must be a bool, got 1$"):
+            store.set_paused("job", 1)  # type: ignore[arg-type]
+        with pytest.raises(ValueError, match=r"^job_id must be a non-empty .*, got ''$"):
+            store.remove("")
+        with pytest.raises(ValueError, match=r"^lease_seconds must be a finite number > 0, got 0$"):
+            claim(store, 200.0, lease_seconds=0)
+        with pytest.raises(ValueError, match=r"^limit must be an int >= 1, got 0$"):
+            claim(store, 200.0, limit=0)
+        with pytest.raises(ValueError, match=r"^owner must be a non-empty string, got ''$"):
+            claim(store, 200.0, owner="")
+        with pytest.raises(TypeError, match=r"^now must be a number of seconds, got '200'$"):
+            claim(store, "200")  # type: ignore[arg-type]
+        with pytest.raises(TypeError, match=r"^advance must be callable as advance\(state, now\)"):
+            claim(store, 200.0, advance=None)
+        assert store.jobs() == before
+
+    # -- claiming ---------------------------------------------------------------------
+
+    def test_claim_takes_due_jobs_in_order_and_advances_them(self, store: Store) -> None:
+        store.upsert(spec("late", AtSchedule(120.0)), 120.0)
+        store.upsert(spec("first"), 90.0)
+        store.upsert(spec("second"), 100.0)
+        store.upsert(spec("future"), 101.0)
+        claims = claim(store, 100.0, owner="A")
+        assert [c.job_id for c in claims] == ["first", "second"]
+        c = claims[0]
+        assert (c.owner, c.scheduled, c.claimed_at, c.lease_until, c.started) == (
+            "A", 90.0, 100.0, 100.0 + LEASE, None,
+        )  # fmt: skip
+        assert c.spec == spec("first")
+        assert claims[0].token != claims[1].token
+        first = store.get("first")
+        assert first is not None
+        assert first.next_run == 110.0  # the grid point after now, set with the claim
+        assert first.claims == (c,)
+        assert store.get("future").next_run == 101.0  # type: ignore[union-attr]
+
+    def test_claim_respects_limit(self, store: Store) -> None:
+        for i in range(5):
+            store.upsert(spec(f"j{i}"), 100.0 + i)
+        assert [c.job_id for c in claim(store, 200.0, limit=2)] == ["j0", "j1"]
+        assert [c.job_id for c in claim(store, 200.0, limit=10)] == ["j2", "j3", "j4"]
+        assert claim(store, 200.0) == []
+
+    def test_advance_sees_the_state_and_now(self, store: Store) -> None:
+        store.upsert(spec(kwargs={"k": 1}), 100.0)
+        seen: list[tuple[JobState, float]] = []
+
+        def advance(state: JobState, now: float) -> float | None:
+            seen.append((state, now))
+            return 777.0
+
+        claim(store, 150.0, advance=advance)
+        ((state, now),) = seen
+        assert now == 150.0
+        assert state.next_run == 100.0 and state.spec == spec(kwargs={"k": 1})
+        assert store.get("job").next_run == 777.0  # type: ignore[union-attr]
+
+    def test_one_shot_has_no_next_run_after_its_claim(self, store: Store) -> None:
+        store.upsert(spec(schedule=AtSchedule(100.0)), 100.0)
+        (c,) = claim(store, 100.0, advance=once)
+        assert store.get("job").next_run is None  # type: ignore[union-attr]
+        assert claim(store, 110.0, advance=once) == []
+        assert store.finish(c, outcome="ok", ended=101.0)
+        assert claim(store, 1e9, advance=once) == []
+
+    def test_paused_jobs_are_not_claimed_until_resumed(self, store: Store) -> None:
+        store.upsert(spec(), 100.0)
+        store.set_paused("job", True)
+        assert claim(store, 200.0) == []
+        store.set_paused("job", False)
+        assert [c.job_id for c in claim(store, 200.0)] == ["job"]
+
+    def test_jobs_without_next_run_are_never_claimed(self, store: Store) -> None:
+        store.upsert(spec(), None)
+        assert claim(store, 1e12) == []
+        store.set_next_run("job", 5.0)
+        assert len(claim(store, 5.0)) == 1
+
+    def test_claims_are_exclusive_between_owners(self, open_store: OpenStore) -> None:
+        a, b = open_store(), open_store()
+        for i in range(10):
+            a.upsert(spec(f"j{i}"), 100.0)
+        got_a = claim(a, 100.0, "A", limit=4)
+        got_b = claim(b, 100.0, "B")
+        assert len(got_a) == 4 and len(got_b) == 6
+        assert {c.job_id for c in got_a}.isdisjoint({c.job_id for c in got_b})
+        # the next slots (110) are due, but each job is still claimed: nobody gets them
+        assert claim(a, 115.0, "A") == [] and claim(b, 115.0, "B") == []
+
+    def test_a_claimed_job_is_claimable_again_after_finish(self, store: Store) -> None:
+        store.upsert(spec(), 100.0)
+        (c,) = claim(store, 100.0)
+        assert claim(store, 110.0) == []
+        store.finish(c, outcome="ok", ended=111.0)
+        (c2,) = claim(store, 111.0, owner="B")
+        assert c2.scheduled == 110.0
+
+    def test_overlap_allow_can_be_claimed_while_claimed(self, store: Store) -> None:
+        store.upsert(spec(overlap="allow"), 100.0)
+        (c1,) = claim(store, 100.0)
+        (c2,) = claim(store, 110.0)
+        assert (c1.scheduled, c2.scheduled) == (100.0, 110.0)
+        state = store.get("job")
+        assert state is not None and [c.token for c in state.claims] == [c1.token, c2.token]
+
+    def test_advance_that_raises_claims_nothing(self, store: Store) -> None:
+        store.upsert(spec("a"), 100.0)
+        store.upsert(spec("b"), 100.0)
+        before = store.jobs()
+
+        def advance(state: JobState, now: float) -> float | None:
+            if state.id == "b":
+                raise RuntimeError("policy bug")
+            return 200.0
+
+        with pytest.raises(RuntimeError, match="policy bug"):
+            claim(store, 100.0, advance=advance)
+        assert store.jobs() == before
+
+    @pytest.mark.parametrize("result", [math.nan, math.inf, "200", True])
+    def test_advance_returning_a_bad_time_claims_nothing(
+        self, store: Store, result: object
+    ) -> None:
+        store.upsert(spec(), 100.0)
+        before = store.jobs()
+        message = (
+            r"^advance\(\) must return a finite number of seconds or None, got .* for job 'job'$"
+        )
+        with pytest.raises(ValueError, match=message):
+            claim(store, 100.0, advance=lambda s, n: result)
+        assert store.jobs() == before
+
+    # -- starting, renewing, finishing ------------------------------------------------
+
+    def test_start_records_the_start_once(self, store: Store) -> None:
+        store.upsert(spec(), 100.0)
+        (c,) = claim(store, 100.0)
+        assert store.start(c, started=101.0)
+        assert store.get("job").claims[0].started == 101.0  # type: ignore[union-attr]
+        assert not store.start(c, started=102.0)
+        assert store.get("job").claims[0].started == 101.0  # type: ignore[union-attr]
+
+    def test_start_after_the_lease_ended_is_refused(self, store: Store) -> None:
+        store.upsert(spec(), 100.0)
+        (c,) = claim(store, 100.0)
+        assert not store.start(c, started=100.0 + LEASE)
+        assert store.get("job").claims[0].started is None  # type: ignore[union-attr]
+
+    def test_finish_records_the_last_run_and_releases(self, store: Store) -> None:
+        store.upsert(spec(), 100.0)
+        (c,) = claim(store, 100.0)
+        store.start(c, started=100.5)
+        assert store.finish(c, outcome="failed", ended=102.0, error="ZeroDivisionError: x")
+        state = store.get("job")
+        assert state is not None
+        assert state.claims == ()
+        assert state.last_run == LastRun(100.0, 100.5, 102.0, "failed", "ZeroDivisionError: x")
+        assert state.next_run == 110.0
+
+    def test_finish_without_start_records_a_run_that_never_started(self, store: Store) -> None:
+        store.upsert(spec(grace=1.0), 100.0)
+        (c,) = claim(store, 150.0)  # far too late for the grace: the policy gives it up
+        assert store.finish(c, outcome="missed", ended=150.0)
+        assert store.get("job").last_run == LastRun(100.0, None, 150.0, "missed", None)  # type: ignore[union-attr]
+
+    def test_finish_can_set_the_next_run(self, store: Store) -> None:
+        store.upsert(spec(schedule=EverySchedule(5, fixed_delay=True)), 100.0)
+        (c,) = claim(store, 100.0, advance=lambda s, n: n + 5)
+        assert store.get("job").next_run == 105.0  # type: ignore[union-attr]
+        store.start(c, started=100.0)
+        assert store.finish(c, outcome="ok", ended=112.0, next_run=117.0)
+        assert store.get("job").next_run == 117.0  # type: ignore[union-attr]
+        (c,) = claim(store, 117.0, advance=lambda s, n: n + 5)
+        assert store.finish(c, outcome="ok", ended=118.0, next_run=KEEP)
+        assert store.get("job").next_run == 122.0  # type: ignore[union-attr]
+        (c,) = claim(store, 122.0, advance=lambda s, n: n + 5)
+        assert store.finish(c, outcome="ok", ended=123.0, next_run=None)
+        assert store.get("job").next_run is None  # type: ignore[union-attr]
+
+    def test_finish_with_a_stale_token_returns_false_and_changes_nothing(
+        self, store: Store
+    ) -> None:
+        store.upsert(spec(), 100.0)
+        (c,) = claim(store, 100.0)
+        store.start(c, started=100.0)
+        store.finish(c, outcome="ok", ended=101.0)
+        (c2,) = claim(store, 110.0, owner="B")
+        before = store.jobs()
+        assert not store.finish(c, outcome="failed", ended=111.0, error="stale", next_run=1.0)
+        assert not store.renew(c, now=111.0, lease_seconds=60.0)
+        assert not store.start(c, started=111.0)
+        assert store.jobs() == before
+        assert store.get("job").claims == (c2,)  # type: ignore[union-attr]
+
+    def test_finish_rejects_bad_arguments_and_keeps_the_claim(self, store: Store) -> None:
+        store.upsert(spec(), 100.0)
+        (c,) = claim(store, 100.0)
+        before = store.jobs()
+        with pytest.raises(ValueError, match=r"^outcome must be one of 'ok', .*, got 'great'$"):
+            store.finish(c, outcome="great", ended=101.0)  # type: ignore[arg-type]
+        with pytest.raises(TypeError, match=r"^claim must be a Claim"):
+            store.finish(c.token, outcome="ok", ended=101.0)  # type: ignore[arg-type]
+        with pytest.raises(ValueError, match=r"^ended must be a finite number, got nan$"):
+            store.finish(c, outcome="ok", ended=math.nan)
+        assert store.jobs() == before
+
+    def test_renew_extends_the_lease(self, store: Store) -> None:
+        store.upsert(spec(), 100.0)
+        (c,) = claim(store, 100.0)
+        assert store.renew(c, now=120.0, lease_seconds=LEASE)
+        assert store.get("job").claims[0].lease_until == 150.0  # type: ignore[union-attr]
+        assert store.recover_expired(149.0) == []
+        assert store.renew(c, now=121.0, lease_seconds=1.0)  # never shortens
+        assert store.get("job").claims[0].lease_until == 150.0  # type: ignore[union-attr]
+
+    def test_remove_while_claimed_makes_finish_return_false(self, store: Store) -> None:
+        store.upsert(spec(), 100.0)
+        (c,) = claim(store, 100.0)
+        store.remove("job")
+        assert not store.finish(c, outcome="ok", ended=101.0)
+        assert store.jobs() == []
+
+    # -- leases, recovery, delivery semantics -----------------------------------------
+
+    def test_expired_claim_that_never_started_is_released(self, store: Store) -> None:
+        # killed after the claim, before the run: nothing ran, so the time is due again
+        store.upsert(spec(schedule=AtSchedule(100.0)), 100.0)
+        (c,) = claim(store, 100.0, advance=once)
+        assert store.recover_expired(100.0 + LEASE - 0.001) == []
+        (r,) = store.recover_expired(100.0 + LEASE)
+        assert r.action == "released" and r.claim.token == c.token
+        state = store.get("job")
+        assert state is not None
+        assert (state.next_run, state.claims, state.last_run) == (100.0, (), None)
+
+    def test_at_most_once_started_run_is_abandoned_not_repeated(self, store: Store) -> None:
+        # killed mid-run, or after the run but before finish: recorded, never re-run
+        store.upsert(spec(schedule=AtSchedule(100.0)), 100.0)
+        (c,) = claim(store, 100.0, advance=once)
+        store.start(c, started=100.5)
+        (r,) = store.recover_expired(200.0)
+        assert r.action == "abandoned"
+        state = store.get("job")
+        assert state is not None
+        assert state.next_run is None and state.claims == ()
+        assert state.last_run is not None
+        assert (state.last_run.outcome, state.last_run.started, state.last_run.ended) == (
+            "abandoned", 100.5, None,
+        )  # fmt: skip
+        assert "'A'" in (state.last_run.error or "")
+        assert claim(store, 1e9, advance=once) == []
+
+    def test_at_least_once_started_run_is_due_again(self, store: Store) -> None:
+        store.upsert(spec(schedule=AtSchedule(100.0), delivery="at_least_once"), 100.0)
+        (c,) = claim(store, 100.0, advance=once)
+        store.start(c, started=100.5)
+        (r,) = store.recover_expired(200.0)
+        assert r.action == "requeued"
+        state = store.get("job")
+        assert state is not None and state.next_run == 100.0
+        assert state.last_run is not None and state.last_run.outcome == "abandoned"
+        (again,) = claim(store, 200.0, owner="B", advance=once)
+        assert again.scheduled == 100.0  # the same slot: an idempotency key for the job
+
+    def test_recurring_at_most_once_keeps_its_next_slot(self, store: Store) -> None:
+        store.upsert(spec(), 100.0)
+        (c,) = claim(store, 100.0)
+        store.start(c, started=100.0)
+        store.recover_expired(140.0)
+        assert store.get("job").next_run == 110.0  # type: ignore[union-attr]
+
+    def test_recurring_at_least_once_goes_back_to_the_lost_slot(self, store: Store) -> None:
+        store.upsert(spec(delivery="at_least_once"), 100.0)
+        (c,) = claim(store, 100.0)
+        store.start(c, started=100.0)
+        store.recover_expired(140.0)
+        assert store.get("job").next_run == 100.0  # type: ignore[union-attr]
+
+    def test_claim_due_recovers_expired_leases_itself(self, open_store: OpenStore) -> None:
+        a, b = open_store(), open_store()
+        a.upsert(spec(schedule=AtSchedule(100.0), delivery="at_least_once"), 100.0)
+        (lost,) = claim(a, 100.0, "A", advance=once)
+        assert a.start(lost, started=100.0)
+        assert claim(b, 100.0 + LEASE - 1, "B", advance=once) == []  # still A's
+        (taken,) = claim(b, 100.0 + LEASE, "B", advance=once)
+        assert taken.scheduled == 100.0 and taken.owner == "B"
+        # A wakes up: it must not report the run as its own
+        assert not a.finish(lost, outcome="ok", ended=200.0)
+        assert not a.renew(lost, now=200.0, lease_seconds=LEASE)
+        assert b.start(taken, started=131.0)
+        assert b.finish(taken, outcome="ok", ended=132.0)
+        assert a.get("job").last_run.outcome == "ok"  # type: ignore[union-attr]
+
+    def test_stalled_owner_loses_the_claim_before_starting(self, store: Store) -> None:
+        store.upsert(spec(schedule=AtSchedule(100.0)), 100.0)
+        (c,) = claim(store, 100.0, advance=once)
+        store.recover_expired(200.0)
+        assert not store.start(c, started=201.0)  # so it never runs the job late and twice
+
+    def test_recovery_only_touches_expired_claims(self, store: Store) -> None:
+        store.upsert(spec("a"), 100.0)
+        store.upsert(spec("b"), 120.0)
+        (ca,) = claim(store, 100.0)
+        (cb,) = claim(store, 120.0)
+        (r,) = store.recover_expired(135.0)
+        assert r.claim.token == ca.token
+        assert store.get("b").claims == (cb,)  # type: ignore[union-attr]
+
+    def test_next_wakeup_covers_due_times_and_lease_ends(self, store: Store) -> None:
+        assert store.next_wakeup() is None
+        store.upsert(spec("a"), 100.0)
+        store.upsert(spec("paused", paused=True), 50.0)
+        store.upsert(spec("none"), None)
+        assert store.next_wakeup() == 100.0
+        claim(store, 100.0)
+        # a's next slot (110) cannot be claimed while a is held; its lease ends at 130
+        assert store.next_wakeup() == 100.0 + LEASE
+        store.upsert(spec("b"), 120.0)
+        assert store.next_wakeup() == 120.0
+
+    # -- durability -------------------------------------------------------------------
+
+    def test_state_is_shared_and_survives_reopening(self, open_store: OpenStore) -> None:
+        a = open_store()
+        a.upsert(spec(kwargs={"n": [1, 2.5, "x", None, True]}), 100.0)
+        (c,) = claim(a, 100.0)
+        a.start(c, started=100.0)
+        a.finish(c, outcome="ok", ended=101.0)
+        a.close()
+        b = open_store()
+        state = b.get("job")
+        assert state is not None
+        assert state.spec == spec(kwargs={"n": [1, 2.5, "x", None, True]})
+        assert state.last_run == LastRun(100.0, 100.0, 101.0, "ok", None)
+        assert state.next_run == 110.0
+
+    def test_closed_store_refuses_calls(self, open_store: OpenStore) -> None:
+        s = open_store()
+        s.close()
+        s.close()  # idempotent
+        with pytest.raises(StoreError, match="closed"):
+            s.jobs()
+        with pytest.raises(StoreError, match="closed"):
+            s.upsert(spec(), 1.0)

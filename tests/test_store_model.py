@@ -1,0 +1,277 @@
+"""Records of durable jobs: validation (messages pinned), JSON encoding, import paths."""
+
+from __future__ import annotations
+
+import inspect
+import json
+import math
+import os.path
+from typing import Any
+
+import pytest
+
+import tickwork.stores
+from tickwork.stores import (
+    AtSchedule,
+    CronSchedule,
+    EverySchedule,
+    JobSpec,
+    JobSpecError,
+    SchemaVersionError,
+    StoreError,
+    TickworkError,
+    resolve_func,
+    schedule_from_dict,
+    spec_from_json,
+    spec_to_json,
+)
+
+
+def test_public_surface_is_pinned() -> None:
+    assert tickwork.stores.__all__ == [
+        "DELIVERIES", "KEEP", "MISSED_POLICIES", "OUTCOMES", "OVERLAP_POLICIES", "SPEC_VERSION",
+        "Advance", "AtSchedule", "Claim", "CronSchedule", "Delivery", "EverySchedule",
+        "JobNotFoundError", "JobSpec", "JobSpecError", "JobState", "Keep", "LastRun", "Missed",
+        "Outcome", "Overlap", "Recovered", "Schedule", "SchemaVersionError", "Store",
+        "StoreError", "TickworkError", "Upsert", "resolve_func", "schedule_from_dict",
+        "spec_from_json", "spec_to_json",
+    ]  # fmt: skip
+    for name in tickwork.stores.__all__:
+        obj = getattr(tickwork.stores, name)
+        if isinstance(obj, type) or inspect.isfunction(obj):
+            assert obj.__doc__, f"{name} has no docstring"
+
+
+def test_error_hierarchy() -> None:
+    assert issubclass(JobSpecError, TickworkError) and issubclass(JobSpecError, ValueError)
+    assert issubclass(SchemaVersionError, StoreError) and issubclass(StoreError, TickworkError)
+    assert issubclass(tickwork.stores.JobNotFoundError, LookupError)
+
+
+# -- schedules --------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    "sched",
+    [
+        AtSchedule(1_700_000_000.25),
+        AtSchedule(0),
+        EverySchedule(30),
+        EverySchedule(0.001, fixed_delay=True),
+        CronSchedule("*/5 * * * *"),
+        CronSchedule("0 3 * * 1-5", "America/New_York"),
+    ],
+)
+def test_schedule_round_trips_through_json(sched: Any) -> None:
+    data = json.loads(json.dumps(sched.to_dict()))
+    assert schedule_from_dict(data) == sched
+
+
+def test_numbers_become_floats() -> None:
+    assert AtSchedule(5).at == 5.0 and isinstance(AtSchedule(5).at, float)
+    assert isinstance(EverySchedule(2).seconds, float)
+
+
+@pytest.mark.parametrize(
+    ("data", "message"),
+    [
+        ([1], r"^schedule must be a dict with a 'kind', got \[1\]$"),
+        ({"kind": "weekly"}, r"^schedule.kind must be one of 'at', 'every', 'cron', got 'weekly'$"),
+        ({}, r"^schedule.kind must be one of 'at', 'every', 'cron', got None$"),
+        ({"kind": "at"}, r"^schedule of kind 'at' needs 'at', got \{'kind': 'at'\}$"),
+        ({"kind": "at", "at": 1, "tz": "UTC"}, r"^schedule of kind 'at' has unknown key 'tz'$"),
+        ({"kind": "at", "at": math.nan}, r"^schedule.at must be a finite number, got nan$"),
+        ({"kind": "at", "at": "soon"}, r"^schedule.at must be a number, got 'soon'$"),
+        ({"kind": "at", "at": True}, r"^schedule.at must be a number, got True$"),
+        ({"kind": "every", "seconds": 0}, r"^schedule.seconds must be a finite number > 0, got 0$"),
+        ({"kind": "every", "seconds": -1.5}, r"^schedule.seconds must be .* > 0, got -1.5$"),
+        (
+            {"kind": "every", "seconds": math.inf},
+            r"^schedule.seconds must be a finite number, got inf$",
+        ),
+        (
+            {"kind": "every", "seconds": 1, "fixed_delay": "yes"},
+            r"^schedule.fixed_delay must be a bool, got 'yes'$",
+        ),
+        ({"kind": "cron", "expr": " "}, r"^schedule.expr must be a non-empty string, got ' '$"),
+        ({"kind": "cron", "expr": 5}, r"^schedule.expr must be a non-empty string, got 5$"),
+        (
+            {"kind": "cron", "expr": "* * * * *", "tz": " UTC"},
+            r"^schedule.tz must be a time zone name without spaces around it, got ' UTC'$",
+        ),
+    ],
+)
+def test_bad_schedules_name_the_field_and_value(data: object, message: str) -> None:
+    with pytest.raises(JobSpecError, match=message):
+        schedule_from_dict(data)
+
+
+def test_schedules_are_frozen() -> None:
+    s = EverySchedule(5)
+    with pytest.raises(AttributeError):
+        s.seconds = 6  # type: ignore[misc]
+
+
+# -- job specs --------------------------------------------------------------------------
+
+
+def make(**kw: Any) -> JobSpec:
+    return JobSpec(kw.pop("id", "job"), kw.pop("func", "pkg.mod:fn"), EverySchedule(60), **kw)
+
+
+def test_defaults() -> None:
+    s = make()
+    assert (s.overlap, s.missed, s.missed_cap, s.grace, s.delivery, s.paused) == (
+        "skip", "skip", 100, None, "at_most_once", False,
+    )  # fmt: skip
+    assert s.args == () and dict(s.kwargs) == {}
+
+
+def test_arguments_are_copied_into_plain_json() -> None:
+    inner = [1, 2]
+    kwargs = {"x": (1, {"y": inner})}
+    s = make(args=[inner, (3, 4)], kwargs=kwargs)
+    inner.append(99)
+    kwargs["z"] = 1
+    assert s.args == ([1, 2], [3, 4])
+    assert dict(s.kwargs) == {"x": [1, {"y": [1, 2]}]}
+    with pytest.raises(TypeError):
+        s.kwargs["new"] = 1  # type: ignore[index]
+
+
+@pytest.mark.parametrize(
+    ("kw", "message"),
+    [
+        ({"id": ""}, r"^id must be a non-empty printable string of at most 200 .*, got ''$"),
+        ({"id": "a\nb"}, r"^id must be .*, got 'a\\nb'$"),
+        ({"id": "x" * 201}, r"^id must be .* at most 200 characters"),
+        ({"id": 7}, r"^id must be .*, got 7$"),
+        ({"func": "os.path.join"}, r"^func must be an import path 'package.module:function', got"),
+        ({"func": "os:"}, r"^func must be an import path .*, got 'os:'$"),
+        ({"func": "os path:join"}, r"^func must be an import path .*, got 'os path:join'$"),
+        ({"func": "a:b:c"}, r"^func must be an import path .*, got 'a:b:c'$"),
+        ({"func": None}, r"^func must be an import path .*, got None$"),
+        ({"args": [{1, 2}]}, r"^args\[0\] must be JSON-serialisable .*, got \{1, 2\} of type set$"),
+        ({"args": [b"x"]}, r"^args\[0\] must be JSON-serialisable .* of type bytes$"),
+        ({"args": [1, [2, math.nan]]}, r"^args\[1\]\[1\] must be JSON-serialisable, got nan$"),
+        ({"args": "abc"}, r"^args must be a list or tuple, got 'abc'$"),
+        ({"kwargs": {"when": object}}, r"^kwargs\['when'\] must be JSON-.* of type type$"),
+        ({"kwargs": {"d": {1: "x"}}}, r"^kwargs\['d'\] must have str keys to be JSON, got key 1$"),
+        ({"kwargs": {"not-ident": 1}}, r"^kwargs keys must be identifiers, got 'not-ident'$"),
+        ({"kwargs": [("a", 1)]}, r"^kwargs must be a dict, got \[\('a', 1\)\]$"),
+        ({"overlap": "bump"}, r"^overlap must be one of 'skip', 'queue', 'allow', got 'bump'$"),
+        ({"missed": "latest"}, r"^missed must be one of 'skip', 'once', 'all', got 'latest'$"),
+        ({"missed_cap": 0}, r"^missed_cap must be an int >= 1, got 0$"),
+        ({"missed_cap": 2.0}, r"^missed_cap must be an int >= 1, got 2.0$"),
+        ({"missed_cap": True}, r"^missed_cap must be an int >= 1, got True$"),
+        ({"grace": -1}, r"^grace must be a finite number >= 0 or None, got -1$"),
+        ({"grace": math.inf}, r"^grace must be a finite number, got inf$"),
+        ({"delivery": "once"}, r"^delivery must be one of 'at_most_once', 'at_least_once', got"),
+        ({"paused": 0}, r"^paused must be a bool, got 0$"),
+    ],
+)  # fmt: skip
+def test_bad_specs_name_the_field_and_value(kw: dict[str, Any], message: str) -> None:
+    with pytest.raises(JobSpecError, match=message):
+        make(**kw)
+
+
+def test_schedule_must_be_a_schedule_value() -> None:
+    with pytest.raises(JobSpecError, match=r"^schedule must be an AtSchedule, .*, got \{'kind'"):
+        JobSpec("j", "m:f", {"kind": "at", "at": 1})  # type: ignore[arg-type]
+
+
+def test_cyclic_arguments_are_refused_not_recursed() -> None:
+    cycle: list[Any] = []
+    cycle.append(cycle)
+    with pytest.raises(JobSpecError, match=r"nested deeper than 64 levels \(or is a cycle\)"):
+        make(args=[cycle])
+
+
+def test_spec_is_hashable_and_compares_by_value() -> None:
+    assert make(kwargs={"a": [1]}) == make(kwargs={"a": (1,)})
+    assert len({make(), make(), make(grace=1)}) == 2
+
+
+# -- the stored encoding ----------------------------------------------------------------
+
+
+def test_encoding_is_canonical_versioned_json() -> None:
+    s = JobSpec("j", "m:f", CronSchedule("0 3 * * *", "Europe/Berlin"), kwargs={"b": 1, "a": 2})
+    text = spec_to_json(s)
+    assert text == (
+        '{"args":[],"delivery":"at_most_once","func":"m:f","grace":null,"id":"j",'
+        '"kwargs":{"a":2,"b":1},"missed":"skip","missed_cap":100,"overlap":"skip",'
+        '"paused":false,"schedule":{"expr":"0 3 * * *","kind":"cron","tz":"Europe/Berlin"},'
+        '"v":1}'
+    )
+    assert spec_from_json(text) == s
+    assert spec_from_json(text.encode()) == s
+
+
+def test_non_ascii_survives() -> None:
+    s = make(id="Zürich-backup", kwargs={"msg": "grüße ✓"})
+    assert spec_from_json(spec_to_json(s)) == s
+
+
+def test_newer_encoding_is_refused_with_a_version_error() -> None:
+    data = make().to_dict() | {"v": 2}
+    with pytest.raises(
+        SchemaVersionError, match=r"^stored job spec 'job' has version 2; .* up to 1"
+    ):
+        spec_from_json(json.dumps(data))
+
+
+@pytest.mark.parametrize(
+    ("text", "message"),
+    [
+        ("nope", r"^stored job spec is not valid JSON"),
+        ("[1]", r"^stored job spec must be a JSON object, got '\[1\]'$"),
+        ('{"id": "j"}', r"^stored job spec has no valid 'v' version field, got None$"),
+        ('{"v": true}', r"^stored job spec has no valid 'v' version field, got True$"),
+        ('{"v": 1, "id": "j"}', r"^stored job spec 'j' has keys \['id', 'v'\], expected"),
+    ],
+)
+def test_malformed_encodings_raise_store_error(text: str, message: str) -> None:
+    with pytest.raises(StoreError, match=message):
+        spec_from_json(text)
+
+
+def test_invalid_values_in_an_encoding_raise_store_error() -> None:
+    data = make().to_dict() | {"overlap": "sometimes"}
+    with pytest.raises(StoreError, match=r"^stored job spec 'job' is invalid: overlap must be"):
+        spec_from_json(json.dumps(data))
+
+
+# -- import paths ----------------------------------------------------------------------
+
+
+def test_resolve_func_returns_the_callable() -> None:
+    assert resolve_func("os.path:join") is os.path.join
+    assert resolve_func("tickwork.stores:JobSpec.to_dict") is JobSpec.to_dict
+
+
+@pytest.mark.parametrize(
+    ("path", "message"),
+    [
+        ("no_such_mod:run", r"^func 'no_such_mod:run' cannot be imported: ModuleNotFoundError: No"),
+        ("os.path:nope", r"^func 'os.path:nope' cannot be resolved: os.path has no 'nope'$"),
+        ("tickwork.stores:JobSpec.x", r"resolved: tickwork.stores:JobSpec has no 'x'$"),
+        ("os:sep", r"^func 'os:sep' must name a callable, got '/'$"),
+        ("os.path.join", r"^func must be an import path 'package.module:function', got 'os"),
+    ],
+)  # fmt: skip
+def test_resolve_func_errors_name_the_path_and_why(path: str, message: str) -> None:
+    with pytest.raises(JobSpecError, match=message):
+        resolve_func(path)
+
+
+def test_resolve_func_reports_a_module_that_fails_to_import(
+    tmp_path: Any, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    (tmp_path / "broken_jobs_mod.py").write_text("raise RuntimeError('config missing')\n")
+    monkeypatch.syspath_prepend(str(tmp_path))
+    with pytest.raises(
+        JobSpecError,
+        match=r"^func 'broken_jobs_mod:run' cannot be imported: RuntimeError: config missing$",
+    ):
+        resolve_func("broken_jobs_mod:run")

@@ -1,0 +1,454 @@
+"""SQLiteStore: the store contract, plus what only a SQLite file has to prove."""
+
+from __future__ import annotations
+
+import json
+import logging
+import os
+import sqlite3
+import stat
+import subprocess
+import sys
+import textwrap
+import threading
+import time
+from collections.abc import Callable, Iterator
+from pathlib import Path
+
+import pytest
+
+from tickwork.stores import (
+    AtSchedule,
+    JobSpec,
+    JobState,
+    SchemaVersionError,
+    Store,
+    StoreError,
+    Upsert,
+)
+from tickwork.stores import sqlite as sqlite_mod
+from tickwork.stores.sqlite import APPLICATION_ID, SQLiteStore
+
+from .store_contract import FUNC, StoreContract, claim, once, spec
+
+
+class TestSQLiteContract(StoreContract):
+    @pytest.fixture
+    def open_store(self, tmp_path: Path) -> Iterator[Callable[[], Store]]:
+        opened: list[SQLiteStore] = []
+
+        def open_store() -> Store:
+            opened.append(SQLiteStore(tmp_path / "jobs.db"))
+            return opened[-1]
+
+        yield open_store
+        for s in opened:
+            s.close()
+
+
+@pytest.fixture
+def db(tmp_path: Path) -> Path:
+    return tmp_path / "jobs.db"
+
+
+def raw(path: Path) -> sqlite3.Connection:
+    return sqlite3.connect(path, isolation_level=None)
+
+
+def files_of(path: Path) -> dict[str, bytes]:
+    """Every file next to ``path`` (the database and any -wal/-shm/-journal) and its bytes."""
+    return {p.name: p.read_bytes() for p in sorted(path.parent.iterdir())}
+
+
+def make_store_file(db: Path, *jobs: str) -> None:
+    with SQLiteStore(db) as s:
+        for job_id in jobs:
+            s.upsert(spec(job_id), 100.0)
+
+
+# -- the file ---------------------------------------------------------------------------
+
+
+def test_wal_mode_and_application_id(db: Path) -> None:
+    with SQLiteStore(db) as s:
+        s.upsert(spec(), 1.0)
+        conn = raw(db)
+        assert conn.execute("PRAGMA journal_mode").fetchone()[0] == "wal"
+        assert conn.execute("PRAGMA application_id").fetchone()[0] == APPLICATION_ID
+        assert conn.execute("PRAGMA user_version").fetchone()[0] == len(sqlite_mod.MIGRATIONS)
+        conn.close()
+
+
+def test_files_are_owner_only_whatever_the_umask(db: Path) -> None:
+    old = os.umask(0o002)
+    try:
+        with SQLiteStore(db) as s:
+            s.upsert(spec(), 1.0)  # a write creates the -wal and -shm files
+            names = {p.name for p in db.parent.iterdir()}
+            assert names == {"jobs.db", "jobs.db-wal", "jobs.db-shm"}
+            for p in db.parent.iterdir():
+                assert stat.S_IMODE(p.stat().st_mode) == 0o600, p.name
+    finally:
+        os.umask(old)
+
+
+def test_an_existing_file_keeps_its_mode_and_a_loose_one_is_warned_about(
+    db: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    db.touch()
+    db.chmod(0o644)
+    with caplog.at_level(logging.WARNING, logger="tickwork.stores"), SQLiteStore(db) as s:
+        s.upsert(spec(), 1.0)
+    assert stat.S_IMODE(db.stat().st_mode) == 0o644
+    assert "accessible to other users (mode 644)" in caplog.text
+
+
+def test_the_row_is_json_text_never_pickle(db: Path) -> None:
+    with SQLiteStore(db) as s:
+        s.upsert(spec(args=(1, "two"), kwargs={"three": [3.0]}), 1.0)
+        (c,) = claim(s, 1.0)
+        s.start(c, started=1.0)
+        s.finish(c, outcome="failed", ended=2.0, error="boom")
+    conn = raw(db)
+    for table in ("jobs", "claims"):
+        columns = [r[1] for r in conn.execute(f"PRAGMA table_info({table})")]
+        for col in columns:
+            blobs = conn.execute(f"SELECT count(*) FROM {table} WHERE typeof({col}) = 'blob'")
+            assert blobs.fetchone()[0] == 0, f"{table}.{col} holds a blob"
+    kind, text = conn.execute("SELECT typeof(spec), spec FROM jobs").fetchone()
+    conn.close()
+    assert kind == "text"
+    data = json.loads(text)
+    assert data["v"] == 1 and data["args"] == [1, "two"] and data["kwargs"] == {"three": [3.0]}
+    assert data["func"] == FUNC
+
+
+def test_memory_store_works(tmp_path: Path) -> None:
+    with SQLiteStore(":memory:") as s:
+        assert s.upsert(spec(), 1.0) is Upsert.CREATED
+        assert len(claim(s, 1.0)) == 1
+    assert list(tmp_path.iterdir()) == []
+
+
+def test_missing_directory_and_directory_path_are_refused(tmp_path: Path) -> None:
+    with pytest.raises(StoreError, match=r"^cannot create database file '.*nope/jobs.db': "):
+        SQLiteStore(tmp_path / "nope" / "jobs.db")
+    with pytest.raises(StoreError, match=r"is not a regular file$"):
+        SQLiteStore(tmp_path)
+
+
+def test_busy_timeout_is_validated(db: Path) -> None:
+    with pytest.raises(ValueError, match=r"^busy_timeout must be a finite number > 0, got -1$"):
+        SQLiteStore(db, busy_timeout=-1)
+    assert not db.exists()
+
+
+def test_importing_the_package_does_not_load_sqlite() -> None:
+    code = "import sys, tickwork.stores; print('sqlite3' in sys.modules)"
+    out = subprocess.run([sys.executable, "-I", "-c", code], capture_output=True, text=True)
+    assert out.stdout.strip() == "False", out.stderr
+
+
+# -- foreign, corrupt and newer files are refused and left untouched ---------------------
+
+
+def test_non_sqlite_file_is_refused_untouched(db: Path) -> None:
+    db.write_bytes(b"name,when\nbackup,03:00\n")
+    before = files_of(db)
+    with pytest.raises(StoreError, match=r"is not a SQLite database \(it starts with b'name,when"):
+        SQLiteStore(db)
+    assert files_of(db) == before
+
+
+def test_foreign_sqlite_database_is_refused_untouched(db: Path) -> None:
+    conn = raw(db)
+    conn.execute("CREATE TABLE invoices (id INTEGER PRIMARY KEY, total REAL)")
+    conn.execute("INSERT INTO invoices (total) VALUES (9.5)")
+    conn.close()
+    before = files_of(db)
+    with pytest.raises(StoreError, match=r"another application \(application_id 0x0, 1 schema"):
+        SQLiteStore(db)
+    assert files_of(db) == before
+
+
+def test_other_application_id_is_refused_even_when_empty(db: Path) -> None:
+    conn = raw(db)
+    conn.execute("PRAGMA application_id = 42")
+    conn.close()
+    before = files_of(db)
+    with pytest.raises(StoreError, match=r"application_id 0x2a"):
+        SQLiteStore(db)
+    assert files_of(db) == before
+
+
+@pytest.mark.parametrize(
+    "damage",
+    [
+        pytest.param(lambda b: b[:100] + b"\x5a\xa5" * (len(b) // 2), id="garbage-after-header"),
+        pytest.param(lambda b: b[:50], id="truncated-header"),
+        pytest.param(lambda b: b[:20] + b"\xff" * (len(b) - 20), id="overwritten"),
+    ],
+)  # fmt: skip
+def test_corrupt_database_is_refused_untouched(db: Path, damage: Callable[[bytes], bytes]) -> None:
+    make_store_file(db, "a", "b")
+    db.write_bytes(damage(db.read_bytes()))
+    before = files_of(db)
+    with pytest.raises(StoreError, match=r"the file was not modified$"):
+        SQLiteStore(db)
+    assert files_of(db) == before
+
+
+def test_newer_schema_is_refused_untouched(db: Path) -> None:
+    make_store_file(db, "a")
+    conn = raw(db)
+    conn.execute("PRAGMA user_version = 99")
+    conn.close()
+    before = files_of(db)
+    with pytest.raises(
+        SchemaVersionError, match=r"schema version 99; this tickwork supports up to 1"
+    ):
+        SQLiteStore(db)
+    assert files_of(db) == before
+
+
+# -- migrations -------------------------------------------------------------------------
+
+
+def test_an_older_schema_is_migrated_keeping_the_data(
+    db: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    make_store_file(db, "a", "b")
+
+    def v2(conn: sqlite3.Connection) -> None:
+        conn.execute("ALTER TABLE jobs ADD COLUMN note TEXT")
+        conn.execute("UPDATE jobs SET note = 'from v1'")
+
+    monkeypatch.setattr(sqlite_mod, "MIGRATIONS", [*sqlite_mod.MIGRATIONS, v2])
+    with SQLiteStore(db) as s:
+        assert [j.id for j in s.jobs()] == ["a", "b"]
+        assert s.upsert(spec("c"), 1.0) is Upsert.CREATED
+    conn = raw(db)
+    assert conn.execute("PRAGMA user_version").fetchone()[0] == 2
+    assert conn.execute("SELECT note FROM jobs WHERE id = 'a'").fetchone()[0] == "from v1"
+    conn.close()
+    with SQLiteStore(db) as s:  # already current: opening again changes nothing
+        assert len(s.jobs()) == 3
+
+
+def test_a_failing_migration_leaves_the_old_version(
+    db: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    make_store_file(db, "a")
+
+    def broken(conn: sqlite3.Connection) -> None:
+        conn.execute("ALTER TABLE jobs ADD COLUMN half_done TEXT")
+        conn.execute("THIS IS NOT SQL")
+
+    monkeypatch.setattr(sqlite_mod, "MIGRATIONS", [*sqlite_mod.MIGRATIONS, broken])
+    with pytest.raises(StoreError, match=r"^cannot prepare database .*syntax error"):
+        SQLiteStore(db)
+    monkeypatch.undo()
+    conn = raw(db)
+    assert conn.execute("PRAGMA user_version").fetchone()[0] == 1
+    columns = [r[1] for r in conn.execute("PRAGMA table_info(jobs)")]
+    conn.close()
+    assert "half_done" not in columns
+    with SQLiteStore(db) as s:
+        assert [j.id for j in s.jobs()] == ["a"]
+
+
+# -- rows this version cannot read ------------------------------------------------------
+
+
+def write_raw_spec(db: Path, job_id: str, text: str) -> None:
+    conn = raw(db)
+    conn.execute("UPDATE jobs SET spec = ? WHERE id = ?", (text, job_id))
+    conn.close()
+
+
+def test_a_row_from_a_newer_version_is_skipped_not_destroyed(
+    db: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    make_store_file(db, "new", "old")
+    newer = json.dumps({"v": 2, "id": "new", "something": "else"})
+    write_raw_spec(db, "new", newer)
+    with SQLiteStore(db) as s, caplog.at_level(logging.WARNING, logger="tickwork.stores"):
+        with pytest.raises(SchemaVersionError, match=r"'new' has version 2"):
+            s.get("new")
+        assert [j.id for j in s.jobs()] == ["old"]
+        assert [c.job_id for c in claim(s, 100.0)] == ["old"]  # "new" never blocks "old"
+        with pytest.raises(SchemaVersionError, match=r"refusing to overwrite it"):
+            s.upsert(spec("new"), 1.0)
+    assert caplog.text.count("skipping job 'new'") == 1  # logged once, not on every poll
+    conn = raw(db)
+    assert conn.execute("SELECT spec FROM jobs WHERE id = 'new'").fetchone()[0] == newer
+    conn.close()
+
+
+def test_a_corrupt_row_is_skipped_and_repaired_by_a_redeclaration(db: Path) -> None:
+    make_store_file(db, "bad", "good")
+    write_raw_spec(db, "bad", "{not json")
+    with SQLiteStore(db) as s:
+        with pytest.raises(StoreError, match=r"^stored job spec is not valid JSON"):
+            s.get("bad")
+        assert [c.job_id for c in claim(s, 100.0, limit=1)] == ["good"]
+        assert s.upsert(spec("bad"), 100.0) is Upsert.UPDATED
+        assert s.get("bad") is not None
+
+
+# -- concurrency ------------------------------------------------------------------------
+
+
+def test_reentrant_call_from_advance_is_refused_and_claims_nothing(db: Path) -> None:
+    with SQLiteStore(db) as s:
+        s.upsert(spec(), 100.0)
+        before = s.jobs()
+
+        def advance(state: JobState, now: float) -> float | None:
+            s.get("job")
+            return None
+
+        with pytest.raises(StoreError, match=r"from inside another store call"):
+            claim(s, 100.0, advance=advance)
+        assert s.jobs() == before
+
+
+def test_threads_sharing_one_store_claim_each_job_once(db: Path) -> None:
+    with SQLiteStore(db) as s:
+        for i in range(60):
+            s.upsert(JobSpec(f"j{i:02}", FUNC, AtSchedule(100.0)), 100.0)
+        got: list[str] = []
+        lock = threading.Lock()
+
+        def worker(owner: str) -> None:
+            while batch := claim(s, 100.0, owner, limit=3, advance=once):
+                for c in batch:
+                    assert s.start(c, started=100.0)
+                    assert s.finish(c, outcome="ok", ended=100.0)
+                with lock:
+                    got.extend(c.job_id for c in batch)
+
+        threads = [threading.Thread(target=worker, args=(f"t{i}",)) for i in range(4)]
+        for t in threads:
+            t.start()
+        for t in threads:
+            t.join()
+        assert sorted(got) == [f"j{i:02}" for i in range(60)]
+
+
+WORKER = textwrap.dedent(
+    """
+    import json, os, sys, time
+    from tickwork.stores.sqlite import SQLiteStore
+    path, owner, go = sys.argv[1:4]
+    store = SQLiteStore(path, busy_timeout=30)
+    open(go + "." + owner, "w").close()  # ready
+    while not os.path.exists(go):
+        time.sleep(0.001)
+    got = []
+    while batch := store.claim_due(
+        100.0, owner=owner, lease_seconds=300, limit=3, advance=lambda s, n: None
+    ):
+        for c in batch:
+            assert store.start(c, started=100.0)
+            time.sleep(0.002)  # the job runs outside any transaction
+            assert store.finish(c, outcome="ok", ended=100.0)
+            got.append(c.job_id)
+    store.close()
+    print(json.dumps(got))
+    """
+)
+
+
+def test_two_processes_claim_every_due_job_exactly_once(db: Path) -> None:
+    jobs = [f"j{i:03}" for i in range(150)]
+    with SQLiteStore(db) as s:
+        for job_id in jobs:
+            s.upsert(JobSpec(job_id, FUNC, AtSchedule(100.0)), 100.0)
+    go = db.parent / "go"
+    procs = [
+        subprocess.Popen(
+            [sys.executable, "-c", WORKER, str(db), owner, str(go)],
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+            text=True,
+        )
+        for owner in ("P1", "P2")
+    ]
+    deadline = time.monotonic() + 60
+    while not all((db.parent / f"go.{o}").exists() for o in ("P1", "P2")):
+        assert time.monotonic() < deadline, "workers did not start"
+        time.sleep(0.005)
+    go.touch()  # both have the store open: start claiming together
+    results = []
+    for p in procs:
+        out, err = p.communicate(timeout=120)
+        assert p.returncode == 0, err
+        results.append(json.loads(out))
+    claimed = results[0] + results[1]
+    assert sorted(claimed) == jobs  # every job once: none lost, none twice
+    assert all(results), f"one process got nothing: {[len(r) for r in results]}"
+    with SQLiteStore(db) as s:
+        states = s.jobs()
+    assert all(j.last_run is not None and j.last_run.outcome == "ok" for j in states)
+    assert all(j.claims == () and j.next_run is None for j in states)
+
+
+# -- a real SIGKILL at each point of a run ----------------------------------------------
+
+KILLED = textwrap.dedent(
+    """
+    import os, signal, sys
+    from tickwork.stores.sqlite import SQLiteStore
+    path, point = sys.argv[1:3]
+    store = SQLiteStore(path)
+
+    def advance(state, now):
+        if point == "in-claim":
+            os.kill(os.getpid(), signal.SIGKILL)  # inside the claim's transaction
+        return None
+
+    claims = store.claim_due(100.0, owner="doomed", lease_seconds=30, limit=10, advance=advance)
+    for c in claims:
+        if point != "before-start":
+            assert store.start(c, started=100.0)
+    os.kill(os.getpid(), signal.SIGKILL)  # mid-run, or after the run before finish
+    """
+)
+
+
+@pytest.mark.parametrize(
+    ("point", "most", "least"),
+    [
+        ("in-claim", None, None),
+        ("before-start", "released", "released"),
+        ("after-start", "abandoned", "requeued"),
+    ],
+)
+def test_sigkill_at_each_point_of_a_run(
+    db: Path, point: str, most: str | None, least: str | None
+) -> None:
+    with SQLiteStore(db) as s:
+        s.upsert(JobSpec("most", FUNC, AtSchedule(100.0)), 100.0)
+        s.upsert(JobSpec("least", FUNC, AtSchedule(100.0), delivery="at_least_once"), 100.0)
+    proc = subprocess.run(
+        [sys.executable, "-c", KILLED, str(db), point], capture_output=True, text=True, timeout=60
+    )
+    assert proc.returncode == -9, proc.stderr
+    with SQLiteStore(db, busy_timeout=1) as s:  # the dead process left no lock behind
+        if most is None:  # the claim rolled back: nothing taken, both still due
+            assert [(j.id, j.next_run, j.claims) for j in s.jobs()] == [
+                ("least", 100.0, ()),
+                ("most", 100.0, ()),
+            ]
+            assert s.recover_expired(1000.0) == []
+            return
+        assert all(len(j.claims) == 1 for j in s.jobs())
+        actions = {r.claim.job_id: r.action for r in s.recover_expired(130.0)}
+        assert actions == {"most": most, "least": least}
+        due = sorted(c.job_id for c in claim(s, 130.0, "survivor", advance=once))
+        expected = {"released": True, "requeued": True, "abandoned": False}
+        assert due == sorted(j for j, a in actions.items() if expected[a])
+        if most == "abandoned":
+            last = s.get("most").last_run  # type: ignore[union-attr]
+            assert last is not None and last.outcome == "abandoned" and last.started == 100.0
