@@ -281,14 +281,13 @@ class _AtPlan(_Plan):
         return self.when - offset
 
 
-class _RatePlan(_Plan):
-    """Fixed-rate with jitter: the grid is kept apart from the jittered due time."""
+class _IntervalPlan(_Plan):
+    """Shared state of the two interval plans: first delay, interval, jitter."""
 
-    __slots__ = ("_first", "every", "grid", "jitter", "rng")
+    __slots__ = ("_first", "every", "jitter", "rng")
 
     def __init__(self, first: float, every: float, jitter: float, rng: random.Random) -> None:
         self._first, self.every, self.jitter, self.rng = first, every, jitter, rng
-        self.grid = 0.0
 
     @property
     def interval(self) -> float | None:
@@ -296,6 +295,16 @@ class _RatePlan(_Plan):
 
     def _draw(self) -> float:
         return self.rng.random() * self.jitter if self.jitter else 0.0
+
+
+class _RatePlan(_IntervalPlan):
+    """Fixed-rate with jitter: the grid is kept apart from the jittered due time."""
+
+    __slots__ = ("grid",)
+
+    def __init__(self, first: float, every: float, jitter: float, rng: random.Random) -> None:
+        super().__init__(first, every, jitter, rng)
+        self.grid = 0.0
 
     def first(self, now: float, offset: float) -> float:
         self.grid = now + self._first
@@ -307,19 +316,11 @@ class _RatePlan(_Plan):
         return self.grid + self._draw()
 
 
-class _DelayPlan(_Plan):
-    __slots__ = ("_first", "every", "jitter", "rng")
+class _DelayPlan(_IntervalPlan):
+    """Fixed-delay: the next run is due ``interval`` (plus jitter) after a run ends."""
+
+    __slots__ = ()
     after_finish = True
-
-    def __init__(self, first: float, every: float, jitter: float, rng: random.Random) -> None:
-        self._first, self.every, self.jitter, self.rng = first, every, jitter, rng
-
-    @property
-    def interval(self) -> float | None:
-        return self.every
-
-    def _draw(self) -> float:
-        return self.rng.random() * self.jitter if self.jitter else 0.0
 
     def first(self, now: float, offset: float) -> float:
         return now + self._first + self._draw()
