@@ -376,7 +376,7 @@ class _Checker:
         schedule = self.schedule(where, at, table, defaults)
         merged = {**{k: v for k, v in defaults.items() if k != "env"}, **table}
         options = self.options(where, at, table, kind=kind, merged=merged)
-        env = dict(self.options_env(defaults))
+        env = dict(self.options_env(defaults)) if kind == "command" else {}
         env.update(cast(Mapping[str, str], options.pop("env", {})))
         if len(self.issues) > before or schedule is None or kind is None:
             return None
@@ -525,6 +525,7 @@ class _Checker:
             jitter = _duration(jitter_raw)
         except _Invalid:
             ok = False  # reported by options()
+        schedule: Schedule | None = None
         try:
             if key == "every":
                 fixed = table.get("fixed_delay", False)
@@ -535,27 +536,29 @@ class _Checker:
                         "fixed_delay",
                         f"must be true or false, got {_show(fixed)}",
                     )
-                    return None
+                    ok = False
                 interval = _duration(value, positive=True)
-                return Every(interval, fixed_delay=fixed, jitter=jitter) if ok else None
-            if key == "cron":
+                schedule = Every(interval, fixed_delay=fixed is True, jitter=jitter)
+            elif key == "cron":
                 tz = table.get("timezone", defaults.get("timezone", "UTC"))
                 if not isinstance(value, str):
                     raise _Invalid(f"must be a string such as '0 3 * * *', got {_show(value)}")
                 if not isinstance(tz, str):
                     return None  # reported by options()
                 try:
-                    return Cron(value, tz=tz, jitter=jitter) if ok else None
+                    schedule = Cron(value, tz=tz, jitter=jitter)
                 except CronError as exc:
                     if str(exc).startswith("tz:"):
                         return None  # reported by options(), where the zone is written
                     raise _Invalid(str(exc)) from None
-            if key == "at":
-                return At(_instant(value).timestamp()) if ok else None
-            return Once(_duration(value)) if ok else None
+            elif key == "at":
+                schedule = At(_instant(value).timestamp())
+            else:
+                schedule = Once(_duration(value))
         except _Invalid as exc:
             self.add(where, (*at, key), key, str(exc))
             return None
+        return schedule if ok else None
 
     def options(
         self,

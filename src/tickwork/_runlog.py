@@ -52,7 +52,13 @@ def iso(ts: float, *, millis: bool = False) -> str:
 
 
 def _seconds(value: float) -> str:
-    return f"{value:.2f}s" if value < 10 else f"{value:.1f}s"
+    if value < 10:
+        return f"{value:.2f}s"
+    if value < 60:
+        return f"{value:.1f}s"
+    minutes, seconds = divmod(round(value), 60)
+    hours, minutes = divmod(minutes, 60)
+    return f"{hours}h{minutes:02d}m{seconds:02d}s" if hours else f"{minutes}m{seconds:02d}s"
 
 
 def _one_line(text: str, limit: int) -> str:
