@@ -72,8 +72,10 @@ def test_exit_status_and_combined_output() -> None:
 def test_timeout_kills_the_whole_group_even_when_sigterm_is_ignored(tmp_path: Path) -> None:
     pids = tmp_path / "pids"
     start = time.monotonic()
-    r = run_command([sys.executable, "-c", HANG, str(pids)], timeout=1.0, kill_grace=0.3)
-    assert time.monotonic() - start < 10
+    # 3 s: time for two interpreters to start on a loaded machine before the timeout.
+    r = run_command([sys.executable, "-c", HANG, str(pids)], timeout=3.0, kill_grace=0.3)
+    assert time.monotonic() - start < 15
+    assert pids.exists(), f"the hanging job never got going: {r}"
     assert r.timed_out and r.status == "timeout" and not r.ok
     assert r.signal == signal.SIGKILL and r.exit_code is None
     assert "ready" in r.output
@@ -155,7 +157,8 @@ def test_terminate_all_ends_running_groups_and_refuses_new_ones() -> None:
     for t in threads:
         t.join(10)
     assert [r.status for r in results] == ["cancelled", "cancelled"]
-    assert all(r.signal == signal.SIGKILL for r in results)
+    # SIGKILL once the trap is set; SIGTERM if the shell had not got that far yet.
+    assert all(r.signal in (signal.SIGTERM, signal.SIGKILL) for r in results)
     assert len(groups) == 0 and groups.closed
     late = run_command(["true"], groups=groups)
     assert late.cancelled and late.error == "not started: shutting down"
