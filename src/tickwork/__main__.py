@@ -25,6 +25,10 @@ def build_parser() -> argparse.ArgumentParser:
     from ._cli_next import add_parser as add_next
 
     add_next(sub)
+
+    from ._cli_validate import add_parser as add_validate
+
+    add_validate(sub)
     return parser
 
 

@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
-__all__ = ["CronError", "TickworkError"]
+from dataclasses import dataclass
+
+__all__ = ["ConfigError", "ConfigIssue", "CronError", "TickworkError"]
 
 
 class TickworkError(Exception):
@@ -14,3 +16,38 @@ class CronError(TickworkError, ValueError):
 
     The message names the offending field (or ``tz``) and shows the bad value.
     """
+
+
+@dataclass(frozen=True, slots=True)
+class ConfigIssue:
+    """One problem in a jobs file: where it is and what is wrong.
+
+    ``str(issue)`` reads ``jobs.toml:14: job "rotate": every: <message>``.
+    """
+
+    path: str
+    """The file, as it was named to the loader."""
+    line: int
+    """1-based line of the offending key (0 when the file could not be read)."""
+    where: str
+    """The table: ``job "rotate"``, ``job #3`` (no usable name), ``defaults``, or ``""``."""
+    key: str
+    """The dotted key inside that table (``every``, ``env.PORT``), or ``""``."""
+    message: str
+    """The rule that is broken, showing the bad value."""
+
+    def __str__(self) -> str:
+        head = f"{self.path}:{self.line}" if self.line else self.path
+        return ": ".join(part for part in (head, self.where, self.key, self.message) if part)
+
+
+class ConfigError(TickworkError, ValueError):
+    """A jobs file is unreadable or invalid; `errors` lists every problem found.
+
+    The message is one ``file:line: ...`` line per problem, in line order.
+    """
+
+    def __init__(self, errors: list[ConfigIssue]) -> None:
+        super().__init__("\n".join(str(e) for e in errors))
+        self.errors = errors
+        """Every problem, in line order (never empty)."""

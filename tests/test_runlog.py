@@ -1,0 +1,113 @@
+from __future__ import annotations
+
+import io
+import json
+import signal
+from datetime import UTC, datetime
+
+import pytest
+
+from tickwork._runlog import JSON_KEYS, RunLog, iso
+from tickwork._runner import RunResult
+
+T = datetime(2026, 12, 2, 17, tzinfo=UTC).timestamp()
+
+
+class Stream(io.StringIO):
+    flushes = 0
+
+    def flush(self) -> None:
+        self.flushes += 1
+        super().flush()
+
+
+def events(log: RunLog) -> None:
+    log.started("rotate", T)
+    log.finished("rotate", T, RunResult(exit_code=0, duration=0.123))
+    log.started("probe", T, attempt=2)
+    log.finished(
+        "probe",
+        T,
+        RunResult(exit_code=3, duration=1.25, output="connecting\nrefused\n", attempt=2),
+    )
+    log.finished(
+        "hang",
+        T,
+        RunResult(signal=signal.SIGKILL, timed_out=True, duration=65.4, output="ready\n"),
+    )
+    log.finished("missing", T, RunResult(error="cannot start 'x': No such file or directory"))
+    log.finished("stopped", T, RunResult(cancelled=True, signal=signal.SIGTERM, duration=0.5))
+    log.skipped("slow", T, reason="overlap")
+
+
+def test_text_lines() -> None:
+    out = Stream()
+    events(RunLog(out, wall=lambda: T + 3723.0))
+    assert out.getvalue().splitlines() == [
+        "2026-12-02T17:00:00Z rotate started (1h02m03s late)",
+        "2026-12-02T17:00:00Z rotate finished ok in 0.12s",
+        "2026-12-02T17:00:00Z probe started (attempt 2, 1h02m03s late)",
+        "2026-12-02T17:00:00Z probe failed exit=3 (attempt 2) in 1.25s: connecting | refused",
+        "2026-12-02T17:00:00Z hang failed timeout in 1m05s: ended by SIGKILL | ready",
+        "2026-12-02T17:00:00Z missing failed error in 0.00s: cannot start 'x': No such file or"
+        " directory",
+        "2026-12-02T17:00:00Z stopped failed cancelled in 0.50s",
+        "2026-12-02T17:00:00Z slow skipped (overlap: the previous run is still running)",
+    ]
+    assert out.flushes == 8
+
+
+def test_text_on_time_start_has_no_lateness_and_long_output_is_cut() -> None:
+    out = io.StringIO()
+    log = RunLog(out, wall=lambda: T + 0.5)
+    log.started("a", T)
+    log.finished("a", T, RunResult(exit_code=1, output="x" * 1000 + "\nlast words\n"))
+    first, second = out.getvalue().splitlines()
+    assert first == "2026-12-02T17:00:00Z a started"
+    assert second.endswith("| last words") and len(second) < 400
+
+
+def test_json_lines_parse_with_stable_keys() -> None:
+    out = Stream()
+    events(RunLog(out, format="json", wall=lambda: T + 2.5))
+    records = [json.loads(line) for line in out.getvalue().splitlines()]
+    assert len(records) == 8 and out.flushes == 8
+    assert all(list(r) == list(JSON_KEYS) for r in records)
+    assert all(r["time"] == "2026-12-02T17:00:02.500Z" for r in records)
+    assert all(r["scheduled"] == "2026-12-02T17:00:00.000Z" for r in records)
+    assert [r["event"] for r in records] == [
+        "started",
+        "finished",
+        "started",
+        "failed",
+        "failed",
+        "failed",
+        "failed",
+        "skipped",
+    ]
+    assert records[0] | {"time": None, "scheduled": None} == dict.fromkeys(JSON_KEYS) | {
+        "event": "started",
+        "job": "rotate",
+        "attempt": 1,
+        "late": 2.5,
+    }
+    assert records[1]["status"] == "ok" and records[1]["output"] is None
+    assert records[3] | {"time": None, "scheduled": None} == dict.fromkeys(JSON_KEYS) | {
+        "event": "failed",
+        "job": "probe",
+        "attempt": 2,
+        "status": "exit=3",
+        "exit_code": 3,
+        "duration": 1.25,
+        "output": "connecting\nrefused\n",
+    }
+    assert (records[4]["status"], records[4]["signal"]) == ("timeout", "SIGKILL")
+    assert records[5]["error"].startswith("cannot start")
+    assert (records[7]["event"], records[7]["reason"]) == ("skipped", "overlap")
+
+
+def test_iso_and_bad_format() -> None:
+    assert iso(T) == "2026-12-02T17:00:00Z"
+    assert iso(T + 0.25, millis=True) == "2026-12-02T17:00:00.250Z"
+    with pytest.raises(ValueError, match=r"^format must be 'text' or 'json', got 'xml'$"):
+        RunLog(io.StringIO(), format="xml")  # type: ignore[arg-type]

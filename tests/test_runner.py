@@ -1,0 +1,251 @@
+"""The runner with real processes: process groups, timeouts, output, env, retries."""
+
+from __future__ import annotations
+
+import os
+import signal
+import sys
+import threading
+import time
+from pathlib import Path
+
+import pytest
+
+from tickwork._config import parse_config
+from tickwork._runner import (
+    ProcessGroups,
+    RunResult,
+    backoff_delay,
+    resolve_callable,
+    run_call,
+    run_command,
+    run_job,
+    run_with_retries,
+)
+
+pytestmark = pytest.mark.skipif(os.name != "posix", reason="process groups are POSIX")
+
+# Writes the pids of itself and of a child it spawned, then hangs ignoring SIGTERM
+# (the child too): only SIGKILL to the whole group ends both.
+HANG = """
+import os, signal, subprocess, sys, time
+signal.signal(signal.SIGTERM, signal.SIG_IGN)
+child = subprocess.Popen([sys.executable, "-c",
+    "import signal, time; signal.signal(signal.SIGTERM, signal.SIG_IGN); time.sleep(100)"])
+with open(sys.argv[1], "w") as f:
+    f.write(f"{os.getpid()} {child.pid}")
+print("ready", flush=True)
+time.sleep(100)
+"""
+
+
+def alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    # A zombie (killed, not yet reaped by its new parent) counts as gone.
+    try:
+        with open(f"/proc/{pid}/stat") as f:
+            return f.read().rsplit(")", 1)[1].split()[0] != "Z"
+    except FileNotFoundError:
+        return False
+
+
+def wait_gone(pids: list[int], within: float = 5.0) -> list[int]:
+    end = time.monotonic() + within
+    while time.monotonic() < end:
+        left = [p for p in pids if alive(p)]
+        if not left:
+            return []
+        time.sleep(0.02)
+    return [p for p in pids if alive(p)]
+
+
+def test_exit_status_and_combined_output() -> None:
+    r = run_command(["sh", "-c", "echo out; echo err >&2; exit 3"])
+    assert (r.exit_code, r.signal, r.timed_out, r.ok, r.status) == (3, None, False, False, "exit=3")
+    assert r.output == "out\nerr\n" and r.output_bytes == 8
+    assert run_command(["true"]).status == "ok"
+
+
+def test_timeout_kills_the_whole_group_even_when_sigterm_is_ignored(tmp_path: Path) -> None:
+    pids = tmp_path / "pids"
+    start = time.monotonic()
+    # 3 s: time for two interpreters to start on a loaded machine before the timeout.
+    r = run_command([sys.executable, "-c", HANG, str(pids)], timeout=3.0, kill_grace=0.3)
+    assert time.monotonic() - start < 15
+    assert pids.exists(), f"the hanging job never got going: {r}"
+    assert r.timed_out and r.status == "timeout" and not r.ok
+    assert r.signal == signal.SIGKILL and r.exit_code is None
+    assert "ready" in r.output
+    leader, child = map(int, pids.read_text().split())
+    assert wait_gone([leader, child]) == []
+
+
+def test_timeout_sigterm_is_enough_for_a_polite_group() -> None:
+    r = run_command(["sh", "-c", "sleep 100 & sleep 100"], timeout=0.2, kill_grace=30)
+    assert r.timed_out and r.signal == signal.SIGTERM
+    assert r.duration < 10  # did not wait out the kill grace
+
+
+def test_leftover_children_get_sigterm_when_the_leader_exits(tmp_path: Path) -> None:
+    pidfile = tmp_path / "pid"
+    r = run_command(["sh", "-c", f"sleep 100 >/dev/null 2>&1 & echo $! > {pidfile}"])
+    assert r.ok
+    assert wait_gone([int(pidfile.read_text())]) == []
+
+
+def test_output_tail_is_bounded() -> None:
+    code = "import sys\nfor i in range(200000): sys.stdout.write(f'{i}\\n')\nprint('end')"
+    r = run_command([sys.executable, "-c", code], tail_bytes=64)
+    assert r.ok and r.output.endswith("199999\nend\n")
+    assert len(r.output.encode()) <= 64 and r.output_bytes > 1_000_000
+
+
+def test_tail_does_not_start_inside_a_utf8_sequence() -> None:
+    r = run_command([sys.executable, "-c", "print('é' * 100, end='')"], tail_bytes=9)
+    assert r.output == "éééé"
+
+
+def test_env_is_merged_over_base_and_cwd_applies(tmp_path: Path) -> None:
+    script = 'printf "%s %s %s" "$A" "$B" "$(pwd)"'
+    r = run_command(
+        ["sh", "-c", script], env={"B": "job"}, cwd=str(tmp_path), base_env={"A": "base", "B": "x"}
+    )
+    assert r.output == f"base job {tmp_path}"
+    os.environ["TICKWORK_TEST_VAR"] = "daemon"
+    try:
+        assert run_command(["sh", "-c", "echo $TICKWORK_TEST_VAR"]).output == "daemon\n"
+    finally:
+        del os.environ["TICKWORK_TEST_VAR"]
+
+
+def test_no_shell_unless_asked() -> None:
+    r = run_command(["echo", "$HOME; false"])
+    assert r.output == "$HOME; false\n"
+    assert run_command("echo a && echo b", shell=True).output == "a\nb\n"
+    with pytest.raises(TypeError, match="shell is false"):
+        run_command("echo a")
+
+
+def test_a_command_that_cannot_start_is_a_result(tmp_path: Path) -> None:
+    r = run_command(["tickwork-no-such-program"])
+    assert r.status == "error" and r.error is not None
+    assert r.error.startswith("cannot start 'tickwork-no-such-program': ")
+    r = run_command(["true"], cwd=str(tmp_path / "missing"))
+    assert r.error is not None and "in '" in r.error
+
+
+def test_terminate_all_ends_running_groups_and_refuses_new_ones() -> None:
+    groups = ProcessGroups()
+    results: list[RunResult] = []
+    threads = [
+        threading.Thread(
+            target=lambda: results.append(
+                run_command(["sh", "-c", "trap '' TERM; sleep 100"], groups=groups, kill_grace=0.3)
+            )
+        )
+        for _ in range(2)
+    ]
+    for t in threads:
+        t.start()
+    deadline = time.monotonic() + 10
+    while len(groups) < 2 and time.monotonic() < deadline:
+        time.sleep(0.01)
+    assert groups.terminate_all() == 2
+    for t in threads:
+        t.join(10)
+    assert [r.status for r in results] == ["cancelled", "cancelled"]
+    # SIGKILL once the trap is set; SIGTERM if the shell had not got that far yet.
+    assert all(r.signal in (signal.SIGTERM, signal.SIGKILL) for r in results)
+    assert len(groups) == 0 and groups.closed
+    late = run_command(["true"], groups=groups)
+    assert late.cancelled and late.error == "not started: shutting down"
+
+
+def job_target(x: int, *, y: int = 0) -> int:
+    if x < 0:
+        raise ValueError(f"bad x {x}")
+    return x + y
+
+
+async def async_target(box: list[int]) -> None:
+    box.append(1)
+
+
+def test_callables_run_in_process() -> None:
+    assert resolve_callable("tests.test_runner:job_target") is job_target
+    assert run_call("tests.test_runner:job_target", [1], {"y": 2}).ok
+    failed = run_call(job_target, [-1])
+    assert failed.status == "error" and failed.error == "ValueError: bad x -1"
+    assert failed.output.rstrip().endswith("ValueError: bad x -1")
+    box: list[int] = []
+    assert run_call(async_target, [box]).ok and box == [1]
+    assert run_call(sys.exit, [4]).status == "exit=4"
+    missing = run_call("tests.test_runner:nope")
+    assert missing.error is not None and missing.error.startswith("AttributeError")
+    with pytest.raises(TypeError, match=r"package\.module:function"):
+        resolve_callable("no_colon")
+
+
+def test_backoff_doubles_and_is_capped() -> None:
+    assert [backoff_delay(n, base=1.5, cap=10) for n in range(1, 6)] == [1.5, 3, 6, 10, 10]
+    assert backoff_delay(10_000, base=1, cap=300) == 300
+
+
+def test_retries_with_injected_sleep() -> None:
+    delays: list[float] = []
+    outcomes = iter([1, 1, 1, 0])
+
+    def attempt(n: int) -> RunResult:
+        return RunResult(exit_code=next(outcomes))
+
+    r = run_with_retries(attempt, retries=5, backoff=2, backoff_max=5, sleep=delays.append)
+    assert r.ok and r.attempt == 4 and delays == [2, 4, 5]
+    delays.clear()
+    r = run_with_retries(
+        lambda n: RunResult(exit_code=1), retries=2, backoff=1, sleep=delays.append
+    )
+    assert r.attempt == 3 and r.status == "exit=1" and delays == [1, 2]
+    r = run_with_retries(
+        lambda n: RunResult(cancelled=True), retries=2, backoff=1, sleep=delays.append
+    )
+    assert r.attempt == 1
+
+
+def test_stop_event_interrupts_a_backoff() -> None:
+    stop = threading.Event()
+    threading.Timer(0.2, stop.set).start()
+    calls: list[int] = []
+    start = time.monotonic()
+    r = run_with_retries(
+        lambda n: calls.append(n) or RunResult(exit_code=1), retries=3, backoff=60, stop=stop
+    )
+    assert time.monotonic() - start < 10
+    assert calls == [1] and r.attempt == 1 and not r.ok
+
+
+def test_run_job_reports_every_attempt(tmp_path: Path) -> None:
+    text = f"""
+        [[job]]
+        name = "flaky"
+        every = "1m"
+        shell = true
+        command = 'n=$(cat count 2>/dev/null || echo 0); echo $((n + 1)) > count; [ $n -ge 2 ]'
+        cwd = "{tmp_path}"
+        retries = 4
+        retry_backoff = "1s"
+        env = {{ X = "1" }}
+    """
+    [job] = parse_config(text).jobs
+    events: list[str] = []
+    delays: list[float] = []
+    r = run_job(
+        job,
+        sleep=delays.append,
+        on_start=lambda n: events.append(f"start {n}"),
+        on_end=lambda res: events.append(f"end {res.attempt} {res.status}"),
+    )
+    assert r.ok and r.attempt == 3 and delays == [1, 2]
+    assert events == ["start 1", "end 1 exit=1", "start 2", "end 2 exit=1", "start 3", "end 3 ok"]
