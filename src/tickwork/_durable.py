@@ -64,7 +64,7 @@ def _error_text(exc: BaseException) -> str:
     """``Type: message`` plus the innermost frames: short enough for a database row."""
     frames = traceback.extract_tb(exc.__traceback__)[-3:]
     where = "".join(traceback.format_list(frames))
-    head = "".join(traceback.format_exception_only(type(exc), exc)).strip()
+    head = f"{type(exc).__name__}: {exc}"
     text = head if not where else f"{head}\n{where.rstrip()}"
     return text[:_MAX_ERROR_TEXT]
 
