@@ -187,7 +187,7 @@ def main() -> None:
         core_s = res["core"]
         for key in ("declare", "restart", "first run", "list"):
             secs = res[key]
-            print(f"    {key:<10} {secs:>8.3f} s   ({secs / core_s:,.0f}x the core's scheduling)")
+            print(f"    {key:<10} {secs:>8.3f} s   ({secs / core_s:.3g}x the core's scheduling)")
         print(f"    core       {core_s:>8.3f} s   (schedule {m:,} tasks in memory)")
 
 
