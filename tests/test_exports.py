@@ -15,6 +15,7 @@ def test_all_is_pinned_and_sorted() -> None:
         "At",
         "Cron",
         "CronError",
+        "DurableScheduler",
         "EventKind",
         "Every",
         "Once",
@@ -45,6 +46,13 @@ def test_thread_driver_is_exported_lazily() -> None:
     assert ThreadScheduler is direct is tickwork.ThreadScheduler
     with pytest.raises(AttributeError, match=r"^module 'tickwork' has no attribute 'nope'$"):
         tickwork.nope  # noqa: B018
+
+
+def test_durable_scheduler_is_exported_lazily() -> None:
+    from tickwork import DurableScheduler
+    from tickwork._durable import DurableScheduler as direct
+
+    assert DurableScheduler is direct is tickwork.DurableScheduler
 
 
 def test_version() -> None:

@@ -1,8 +1,9 @@
 """tickwork: delayed and recurring jobs on a deterministic, tick-driven core.
 
 The public surface is re-exported here; everything else lives in private modules.
-`ThreadScheduler` is imported on first access, so ``import tickwork`` alone loads no
-thread machinery (the core is pure; see ``tests/test_exports.py``).
+`ThreadScheduler` and `DurableScheduler` are imported on first access, so ``import
+tickwork`` alone loads no thread machinery and no database driver (the core is pure;
+see ``tests/test_exports.py``).
 """
 
 from __future__ import annotations
@@ -23,6 +24,7 @@ from ._schedules import Schedule as Schedule
 from ._schedules import parse_duration as parse_duration
 
 if TYPE_CHECKING:
+    from ._durable import DurableScheduler as DurableScheduler
     from ._thread import ThreadScheduler as ThreadScheduler
 
 __version__ = "0.1.0.dev0"
@@ -31,6 +33,7 @@ __all__ = [
     "At",
     "Cron",
     "CronError",
+    "DurableScheduler",
     "EventKind",
     "Every",
     "Once",
@@ -47,6 +50,11 @@ __all__ = [
 
 def __getattr__(name: str) -> object:
     """Import the drivers lazily: ``from tickwork import ThreadScheduler`` works as usual."""
+    if name == "DurableScheduler":
+        from ._durable import DurableScheduler
+
+        globals()["DurableScheduler"] = DurableScheduler
+        return DurableScheduler
     if name == "ThreadScheduler":
         from ._thread import ThreadScheduler
 

@@ -122,7 +122,11 @@ class RunEvent:
     error: Exception | None = None
     """The exception, for FAILED."""
     missed: int = 0
-    """How many fixed-rate slots were skipped, for MISSED."""
+    """How many fixed-rate slots were skipped, for MISSED (and, from the durable
+    scheduler, how many slots a SKIPPED event gave up)."""
+    job_id: str | None = None
+    """The durable job's id, for events of `DurableScheduler` (its ``task_id`` is 0
+    and its times are wall-clock POSIX seconds); ``None`` for the other schedulers."""
 
 
 Listener = Callable[[RunEvent], object]

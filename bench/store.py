@@ -1,0 +1,195 @@
+"""Benchmark of durable jobs through `SQLiteStore` against the in-memory drivers.
+
+Run ``python bench/store.py`` (``--quick`` for a short run; ``--n`` and ``--startup-n``
+choose the sizes).
+
+Workloads, measured in one process, one after the other, on a fresh database file in a
+temporary directory (the file system the temporary directory is on matters: every
+state change is a committed SQLite transaction with ``synchronous=FULL``):
+
+(a) burst     N = 10,000 no-op one-shots, all due at once, executed to completion.
+              - core:     `tickwork.Scheduler` with N `Once(0)` tasks, one ``run_pending``;
+              - thread:   `ThreadScheduler` (own pool, default size) with N due tasks,
+                          from ``start()`` until the N-th run finished;
+              - durable:  `DurableScheduler` (own pool, default size) on `SQLiteStore`,
+                          N one-shot jobs stored as due before it starts (storing them
+                          is not timed), from ``start()`` until the N-th run finished
+                          (each run: a share of a batched claim, a start and a finish
+                          transaction). Unit: jobs/s.
+(b) startup   M = 100,000 stored jobs (one-shots a day ahead):
+              - declare:  the first ``declare()`` of all M jobs (one upsert each);
+              - restart:  a new store + scheduler declaring the same M jobs again
+                          (all unchanged: the restart path of a program);
+              - first run: from ``start()`` of that scheduler until a job due now (one
+                          among the M) ran: the scheduler never loads all jobs, it asks
+                          the store for the next due time;
+              - list:     ``jobs()``, every job decoded;
+              - core:     scheduling M tasks on the in-memory core, the baseline.
+
+Ratios are printed in the same run; absolute numbers depend on the machine and disk.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import sys
+import tempfile
+import threading
+import time
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(ROOT / "src"))
+sys.path.insert(0, str(ROOT))
+
+from tickwork import (  # noqa: E402
+    DurableScheduler,
+    EventKind,
+    Once,
+    RunEvent,
+    Scheduler,
+    ThreadScheduler,
+)
+from tickwork.stores import AtSchedule, JobSpec  # noqa: E402
+from tickwork.stores.sqlite import SQLiteStore  # noqa: E402
+
+NOOP = "bench.store:noop"
+
+
+def noop() -> None:
+    """The job."""
+
+
+def burst_core(n: int) -> float:
+    s = Scheduler()
+    for _ in range(n):
+        s.add(Once(0), noop)
+    t = time.perf_counter()
+    assert s.run_pending() == n
+    return n / (time.perf_counter() - t)
+
+
+def _finished_counter(n: int) -> tuple[threading.Event, list[int], object]:
+    done = threading.Event()
+    count = [0]
+    lock = threading.Lock()
+
+    def listener(event: RunEvent) -> None:
+        if event.kind is EventKind.FINISHED:
+            with lock:
+                count[0] += 1
+                if count[0] == n:
+                    done.set()
+
+    return done, count, listener
+
+
+def burst_thread(n: int) -> float:
+    ts = ThreadScheduler()
+    done, _, listener = _finished_counter(n)
+    ts.add_listener(listener)  # type: ignore[arg-type]
+    for _ in range(n):
+        ts.schedule(0, noop)
+    t = time.perf_counter()
+    ts.start()
+    assert done.wait(600)
+    rate = n / (time.perf_counter() - t)
+    ts.stop()
+    return rate
+
+
+def burst_durable(n: int, tmp: Path) -> float:
+    store = SQLiteStore(tmp / "burst.db")
+    now = time.time()
+    for i in range(n):
+        store.upsert(JobSpec(f"job-{i:06d}", NOOP, AtSchedule(now)), now)
+    ds = DurableScheduler(store)
+    ds.declare(JobSpec("job-000000", NOOP, AtSchedule(now)))  # allow the function
+    done, _, listener = _finished_counter(n)
+    ds.add_listener(listener)  # type: ignore[arg-type]
+    t = time.perf_counter()
+    ds.start()
+    assert done.wait(600)
+    rate = n / (time.perf_counter() - t)
+    ds.stop()
+    assert all(j.last_run is not None and j.last_run.outcome == "ok" for j in ds.jobs())
+    store.close()
+    return rate
+
+
+def startup(m: int, tmp: Path) -> dict[str, float]:
+    out: dict[str, float] = {}
+    ahead = time.time() + 86400
+    specs = [JobSpec(f"job-{i:06d}", NOOP, AtSchedule(ahead + i)) for i in range(m)]
+    path = tmp / "startup.db"
+
+    store = SQLiteStore(path)
+    ds = DurableScheduler(store)
+    t = time.perf_counter()
+    for spec in specs:
+        ds.declare(spec)
+    out["declare"] = time.perf_counter() - t
+    store.close()
+
+    t = time.perf_counter()
+    store = SQLiteStore(path)
+    ds = DurableScheduler(store)
+    for spec in specs:
+        ds.declare(spec)
+    out["restart"] = time.perf_counter() - t
+
+    done, _, listener = _finished_counter(1)
+    ds.add_listener(listener)  # type: ignore[arg-type]
+    ds.declare(JobSpec("due-now", NOOP, AtSchedule(time.time())))
+    t = time.perf_counter()
+    ds.start()
+    assert done.wait(60)
+    out["first run"] = time.perf_counter() - t
+    ds.stop()
+
+    t = time.perf_counter()
+    assert len(ds.jobs()) == m + 1
+    out["list"] = time.perf_counter() - t
+    store.close()
+
+    core = Scheduler()
+    t = time.perf_counter()
+    for i in range(m):
+        core.add(Once(86400 + i), noop)
+    out["core"] = time.perf_counter() - t
+    return out
+
+
+def main() -> None:
+    """Run both workloads and print figures with ratios."""
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--quick", action="store_true", help="small sizes, for a smoke run")
+    parser.add_argument("--n", type=int, default=10_000, help="burst size (default 10,000)")
+    parser.add_argument("--startup-n", type=int, default=100_000, help="stored jobs (100,000)")
+    args = parser.parse_args()
+    n, m = (1000, 5000) if args.quick else (args.n, args.startup_n)
+    with tempfile.TemporaryDirectory(prefix="tickwork-bench-") as d:
+        tmp = Path(d)
+        print(f"python {sys.version.split()[0]}, {os.cpu_count()} cpus, database in {tmp}")
+        print(f"(a) burst: {n:,} no-op one-shots due at once")
+        core = burst_core(n)
+        thread = burst_thread(n)
+        durable = burst_durable(n, tmp)
+        print(f"    core     {core:>12,.0f} jobs/s")
+        print(f"    thread   {thread:>12,.0f} jobs/s")
+        print(
+            f"    durable  {durable:>12,.0f} jobs/s   ({thread / durable:.0f}x slower than"
+            f" thread, {core / durable:.0f}x slower than core)"
+        )
+        print(f"(b) startup: {m:,} stored jobs")
+        res = startup(m, tmp)
+        core_s = res["core"]
+        for key in ("declare", "restart", "first run", "list"):
+            secs = res[key]
+            print(f"    {key:<10} {secs:>8.3f} s   ({secs / core_s:.3g}x the core's scheduling)")
+        print(f"    core       {core_s:>8.3f} s   (schedule {m:,} tasks in memory)")
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,778 @@
+"""`DurableScheduler`: durable jobs kept in a `Store`, run on a worker pool.
+
+The store is the source of truth. One timing thread sleeps on a `threading.Condition`
+until the earliest of: the store's next wake-up (a due run or a lease end), the next
+lease renewal of a run it holds, and a safety poll (another process may change the
+store). Then it claims due runs with `Store.claim_due`, whose ``advance`` is the pure
+policy of ``tickwork._missed`` (missed runs, overlap, next run), hands the runs to the
+pool and sleeps again. A worker records each run with `Store.start` right before
+calling the job and `Store.finish` after it. See ``docs/durability.md``.
+
+Locking: one lock guards the scheduler's own bookkeeping (runs in flight, listeners,
+errors). It is never held while a job, a listener or the ``on_error`` hook runs, nor
+during store calls, so all of them may call back into the scheduler from any thread.
+"""
+
+from __future__ import annotations
+
+import logging
+import math
+import os
+import secrets
+import socket
+import threading
+import time
+import traceback
+from collections import deque
+from collections.abc import Callable, Iterable
+from concurrent.futures import Executor, ThreadPoolExecutor
+from dataclasses import replace
+from types import TracebackType
+from typing import Final
+
+from ._missed import Decision, decide, first_run
+from ._scheduler import DEFAULT_MAX_ERRORS, EventKind, Listener, RunEvent, _deliver
+from .stores._errors import JobNotFoundError, JobSpecError
+from .stores._model import (
+    KEEP,
+    Claim,
+    EverySchedule,
+    JobSpec,
+    JobState,
+    Keep,
+    Outcome,
+    Schedule,
+    Upsert,
+    check_job_id,
+    resolve_func,
+)
+from .stores._protocol import Store
+
+__all__ = ["DurableScheduler"]
+
+_log = logging.getLogger("tickwork.durable")
+
+#: Longest error text recorded in a job's last run.
+_MAX_ERROR_TEXT: Final = 2000
+
+DurableErrorHook = Callable[[str, Exception], object]
+
+_current = threading.local()
+
+
+def _error_text(exc: BaseException) -> str:
+    """``Type: message`` plus the innermost frames: short enough for a database row."""
+    frames = traceback.extract_tb(exc.__traceback__)[-3:]
+    where = "".join(traceback.format_list(frames))
+    head = f"{type(exc).__name__}: {exc}"
+    text = head if not where else f"{head}\n{where.rstrip()}"
+    return text[:_MAX_ERROR_TEXT]
+
+
+def _positive(name: str, value: object) -> float:
+    if isinstance(value, bool) or not isinstance(value, int | float):
+        raise TypeError(f"{name} must be a number of seconds, got {value!r}")
+    if not (0.0 < value < math.inf):
+        raise ValueError(f"{name} must be a finite number > 0, got {value!r}")
+    return float(value)
+
+
+class _Run:
+    """One claimed slot this scheduler holds: its claim and when to renew its lease."""
+
+    __slots__ = ("claim", "decision", "renew_at", "started")
+
+    def __init__(self, claim: Claim, decision: Decision, renew_at: float) -> None:
+        self.claim = claim
+        self.decision = decision
+        self.renew_at = renew_at
+        self.started = False
+
+
+class DurableScheduler:
+    """Durable jobs: declared by id, kept in a `Store`, run by a thread on a pool.
+
+    Jobs are `JobSpec` values naming their function by import path with JSON
+    arguments; they survive the process in the store. Declare them at start-up (an
+    upsert by id: restarting with the same declarations changes nothing), then
+    `start`::
+
+        store = SQLiteStore("jobs.db")
+        with DurableScheduler(store) as s:
+            s.declare(JobSpec("report", "myapp.jobs:report", CronSchedule("0 3 * * *")))
+            ...
+
+    Every method is safe to call from any thread, including from inside a job. Adding,
+    removing, pausing, resuming and rescheduling go through the store, so several
+    schedulers sharing one store see them (within ``poll`` seconds).
+
+    Only functions this process allows are ever imported: the functions of the jobs
+    it declared or added itself, plus the modules named in ``allowed_modules``. A job
+    naming anything else (written into the database by someone else) fails with a
+    clear error and its function is never imported.
+
+    Args:
+        store: Where the jobs live; the scheduler does not close it.
+        owner: This scheduler's name in claims (default ``host:pid:random``); unique
+            per running scheduler.
+        lease: Seconds a claimed run stays reserved for this scheduler; renewed every
+            third of it while the run goes on. A crashed scheduler's runs are
+            recovered after at most this long.
+        poll: The longest the timing thread sleeps without looking at the store, so
+            changes made by other processes are seen within this many seconds.
+        executor: Where runs go (any `concurrent.futures.Executor`); not shut down by
+            the scheduler. Default: its own `ThreadPoolExecutor`, shut down by `stop`.
+        max_workers: Size of the default pool; with an ``executor``, how many runs may
+            be in it at once. Default: the standard library's ``min(32, cpus + 4)``.
+            At most twice this many runs are claimed ahead.
+        wall_clock: Zero-argument callable returning UTC POSIX seconds; every time
+            stored or compared with the store comes from it (default `time.time`).
+        max_errors: How many entries `errors` keeps (the newest); ``None``: no bound.
+        on_error: Called as ``on_error(job_id, exc)`` after each failed run, on the
+            worker thread, without any scheduler lock held.
+        allowed_modules: Module prefixes whose functions may run although this
+            process did not declare them (``"myapp.jobs"`` allows ``myapp.jobs`` and
+            ``myapp.jobs.*``); ``"*"`` allows every module (unsafe if others can write
+            the database).
+
+    Raises:
+        TypeError: An argument of the wrong kind (``store`` not a `Store`, ...).
+        ValueError: A bad value; the message names the argument and shows it.
+
+    """
+
+    def __init__(
+        self,
+        store: Store,
+        *,
+        owner: str | None = None,
+        lease: float = 30.0,
+        poll: float = 1.0,
+        executor: Executor | None = None,
+        max_workers: int | None = None,
+        wall_clock: Callable[[], float] = time.time,
+        max_errors: int | None = DEFAULT_MAX_ERRORS,
+        on_error: DurableErrorHook | None = None,
+        allowed_modules: Iterable[str] | None = None,
+    ) -> None:
+        if not isinstance(store, Store):
+            raise TypeError(f"store must implement tickwork.stores.Store, got {store!r}")
+        if owner is None:
+            owner = f"{socket.gethostname()}:{os.getpid()}:{secrets.token_hex(4)}"
+        elif not isinstance(owner, str) or not owner:
+            raise ValueError(f"owner must be a non-empty string or None, got {owner!r}")
+        if executor is not None and not isinstance(executor, Executor):
+            raise TypeError(
+                f"executor must be a concurrent.futures.Executor or None, got {executor!r}"
+            )
+        if max_workers is not None and (
+            isinstance(max_workers, bool) or not isinstance(max_workers, int) or max_workers < 1
+        ):
+            raise ValueError(f"max_workers must be an int >= 1 or None, got {max_workers!r}")
+        if not callable(wall_clock):
+            raise TypeError(f"wall_clock must be callable, got {wall_clock!r}")
+        if max_errors is not None and (
+            isinstance(max_errors, bool) or not isinstance(max_errors, int) or max_errors < 0
+        ):
+            raise ValueError(f"max_errors must be an int >= 0 or None, got {max_errors!r}")
+        if on_error is not None and not callable(on_error):
+            raise TypeError(f"on_error must be callable or None, got {on_error!r}")
+        prefixes: tuple[str, ...] = ()
+        if allowed_modules is not None:
+            if isinstance(allowed_modules, str):
+                raise TypeError(
+                    f"allowed_modules must be a list of module prefixes, got {allowed_modules!r}"
+                )
+            prefixes = tuple(allowed_modules)
+            for p in prefixes:
+                if not isinstance(p, str) or not p or p != p.strip() or ":" in p:
+                    raise ValueError(
+                        "allowed_modules entries must be module names like 'myapp.jobs'"
+                        f" or '*', got {p!r}"
+                    )
+        self._store = store
+        self._owner = owner
+        self._lease = _positive("lease", lease)
+        self._poll = _positive("poll", poll)
+        self._wall = wall_clock
+        self._on_error = on_error
+        self._prefixes = prefixes
+        self._declared: set[str] = set()  # func paths this process declared
+        self._funcs: dict[str, Callable[..., object]] = {}
+        self._own_executor = executor is None
+        if executor is None:
+            pool = ThreadPoolExecutor(max_workers, thread_name_prefix="tickwork-durable")
+            self._capacity = pool._max_workers
+            executor = pool
+        else:
+            self._capacity = max_workers or min(32, (os.cpu_count() or 1) + 4)
+        self._executor: Executor = executor
+        self._lock = threading.RLock()
+        self._cond = threading.Condition(self._lock)  # the timing thread waits here
+        self._idle = threading.Condition(self._lock)  # stop() waits here
+        self._runs: dict[str, _Run] = {}  # token -> claimed slot held here
+        self._in_job = 0  # runs whose job function is being called
+        self._wake = False
+        self._thread: threading.Thread | None = None
+        self._stopping = False
+        self._errors: deque[str] = deque(maxlen=max_errors)
+        self._listeners: list[Listener] = []
+        self._local = threading.local()  # .depth: jobs this thread is inside
+        self._last_recover = -math.inf
+
+    def __repr__(self) -> str:
+        return f"DurableScheduler({self._store!r}, owner={self._owner!r})"
+
+    # -- jobs ----------------------------------------------------------------------
+
+    @property
+    def store(self) -> Store:
+        """The store the jobs live in."""
+        return self._store
+
+    @property
+    def owner(self) -> str:
+        """This scheduler's name in the claims it makes."""
+        return self._owner
+
+    def declare(self, spec: JobSpec) -> Upsert:
+        """Declare a job, idempotently by id: create it, update it, or change nothing.
+
+        Call it at start-up for every job the program defines. The same declaration
+        as stored changes nothing (not the next run, not a pause made at run time);
+        a changed schedule restarts the job's schedule from now; other changes keep
+        the next run. The job's function is imported here, so a typo fails now.
+
+        Args:
+            spec: The job.
+
+        Returns:
+            What the store did.
+
+        Raises:
+            TypeError: ``spec`` is not a `JobSpec`.
+            JobSpecError: The function cannot be imported, or the cron expression or
+                zone is invalid here. Nothing is stored then.
+            StoreError: The store failed (nothing is stored).
+
+        """
+        spec, first = self._prepare(spec)
+        result = self._store.upsert(spec, first)
+        self._allow(spec.func)
+        self._poke()
+        return result
+
+    def add(self, spec: JobSpec) -> None:
+        """Add a new job at run time (`declare` if it may exist already).
+
+        Raises:
+            ValueError: A job with this id exists (nothing is changed).
+            TypeError: ``spec`` is not a `JobSpec`.
+            JobSpecError: As for `declare`.
+
+        """
+        spec, first = self._prepare(spec)
+        if self._store.get(spec.id) is not None:
+            raise ValueError(f"a job with id {spec.id!r} exists already; declare() updates it")
+        self._store.upsert(spec, first)
+        self._allow(spec.func)
+        self._poke()
+
+    def remove(self, job_id: str) -> None:
+        """Delete a job. A run of it already going completes but is not recorded.
+
+        Raises:
+            JobNotFoundError: No such job.
+
+        """
+        self._store.remove(check_job_id(job_id))
+
+    def pause(self, job_id: str) -> None:
+        """Stop starting runs of a job until `resume` (a run already claimed goes on).
+
+        Raises:
+            JobNotFoundError: No such job.
+
+        """
+        self._store.set_paused(check_job_id(job_id), True)
+
+    def resume(self, job_id: str) -> None:
+        """Resume a paused job; the runs that came due while it was paused are missed.
+
+        The job's ``missed`` policy decides what happens to them: skip them, run one
+        now, or replay them.
+
+        Raises:
+            JobNotFoundError: No such job.
+
+        """
+        self._store.set_paused(check_job_id(job_id), False)
+        self._poke()
+
+    def reschedule(self, job_id: str, schedule: Schedule) -> None:
+        """Give a job a new schedule; its next run is computed afresh from now.
+
+        A later `declare` with the program's original declaration sets it back (the
+        declaration at start-up wins).
+
+        Raises:
+            JobNotFoundError: No such job.
+            JobSpecError: ``schedule`` is not a schedule value, or an invalid cron
+                expression or zone (nothing is changed).
+
+        """
+        state = self._store.get(check_job_id(job_id))
+        if state is None:
+            raise JobNotFoundError(f"no job with id {job_id!r}")
+        spec, first = self._prepare(replace(state.spec, schedule=schedule))
+        self._store.upsert(spec, first)
+        self._poke()
+
+    def get(self, job_id: str) -> JobState | None:
+        """The job's stored state (next run, last run, live claims), or ``None``."""
+        return self._store.get(check_job_id(job_id))
+
+    def jobs(self) -> list[JobState]:
+        """Every stored job, ordered by id; finished one-shots stay with their last run."""
+        return self._store.jobs()
+
+    @staticmethod
+    def current_claim() -> Claim | None:
+        """Inside a running durable job: its `Claim` (``job_id``, ``scheduled``, ...).
+
+        ``(claim.job_id, claim.scheduled)`` identifies the run across restarts, which
+        makes it the natural idempotency key of an ``at_least_once`` job. ``None``
+        outside a durable job.
+        """
+        claim: Claim | None = getattr(_current, "claim", None)
+        return claim
+
+    def _prepare(self, spec: JobSpec) -> tuple[JobSpec, float]:
+        """Check what a store does not: the function imports, the schedule computes."""
+        if not isinstance(spec, JobSpec):
+            raise TypeError(f"spec must be a tickwork.stores.JobSpec, got {spec!r}")
+        resolve_func(spec.func)  # raises JobSpecError naming the path and why
+        try:
+            first = first_run(spec.schedule, self._wall())
+        except ValueError as exc:  # CronError is a ValueError
+            raise JobSpecError(f"job {spec.id!r}: {exc}") from exc
+        return spec, first
+
+    def _allow(self, func: str) -> None:
+        with self._lock:
+            self._declared.add(func)
+
+    def _allowed(self, func: str) -> bool:
+        if func in self._declared:
+            return True
+        module = func.partition(":")[0]
+        return any(p == "*" or module == p or module.startswith(p + ".") for p in self._prefixes)
+
+    def _poke(self) -> None:
+        """Make the timing thread look at the store again now."""
+        with self._lock:
+            self._wake = True
+            self._cond.notify()
+
+    # -- lifecycle -----------------------------------------------------------------
+
+    def start(self) -> None:
+        """Start the timing thread; missed runs found now follow each job's policy.
+
+        Raises:
+            RuntimeError: Already started, or stopped (a scheduler does not restart).
+
+        """
+        with self._lock:
+            if self._stopping:
+                raise RuntimeError("start() on a stopped DurableScheduler (it does not restart)")
+            if self._thread is not None:
+                raise RuntimeError("start() on a DurableScheduler that is already running")
+            self._thread = threading.Thread(
+                target=self._loop, name="tickwork-durable-timer", daemon=True
+            )
+            self._thread.start()
+
+    def stop(self, wait: bool = True, timeout: float | None = None) -> bool:
+        """Stop: no run starts after this returns; optionally wait for running jobs.
+
+        Runs claimed but not started are handed back to the store at once (recorded
+        ``"cancelled"``, their slot due again), so another scheduler or the next start
+        runs them without waiting for the lease. The store is not closed.
+
+        Args:
+            wait: Wait for the running jobs to finish (and their outcome recorded).
+            timeout: With ``wait``, give up after this many seconds; ``None``: no limit.
+
+        Returns:
+            Whether no job (other than the caller's own) is still running.
+
+        Raises:
+            ValueError: ``timeout`` is not ``None`` or a finite number >= 0.
+
+        """
+        if timeout is not None and (
+            isinstance(timeout, bool)
+            or not isinstance(timeout, int | float)
+            or not 0 <= timeout < math.inf
+        ):
+            raise ValueError(f"timeout must be None or a finite number >= 0, got {timeout!r}")
+        give_up = None if timeout is None else time.monotonic() + timeout
+        with self._lock:
+            self._stopping = True
+            self._cond.notify_all()
+            thread = self._thread
+        if thread is not None and thread is not threading.current_thread():
+            thread.join(None if give_up is None else max(0.0, give_up - time.monotonic()))
+        own = getattr(self._local, "depth", 0)
+        with self._lock:
+            if wait:
+                left = None if give_up is None else max(0.0, give_up - time.monotonic())
+                finished = self._idle.wait_for(lambda: len(self._runs) <= own, left)
+            else:
+                finished = self._in_job <= own
+        if self._own_executor:
+            self._executor.shutdown(wait=False)
+        return finished
+
+    def __enter__(self) -> DurableScheduler:
+        """Start the scheduler; return it."""
+        self.start()
+        return self
+
+    def __exit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        tb: TracebackType | None,
+    ) -> None:
+        """Stop the scheduler and wait for running jobs."""
+        self.stop()
+
+    # -- introspection and events ----------------------------------------------------
+
+    @property
+    def errors(self) -> list[str]:
+        """``"job <id>: <error>"`` for each failed run of this scheduler, oldest first."""
+        with self._lock:
+            return list(self._errors)
+
+    def running(self) -> dict[str, int]:
+        """Job id -> how many of its runs this scheduler holds (claimed or running)."""
+        with self._lock:
+            out: dict[str, int] = {}
+            for run in self._runs.values():
+                out[run.claim.job_id] = out.get(run.claim.job_id, 0) + 1
+            return out
+
+    def add_listener(self, listener: Listener) -> None:
+        """Deliver a `RunEvent` (with ``job_id`` set) to ``listener`` for every run.
+
+        STARTED, FINISHED and FAILED come from the worker thread; MISSED and SKIPPED
+        (slots given up by policy, ``missed`` = how many) from the timing thread. Times
+        are wall-clock POSIX seconds. A listener that raises is logged and skipped.
+        """
+        if not callable(listener):
+            raise TypeError(f"listener must be callable, got {listener!r}")
+        with self._lock:
+            self._listeners = [*self._listeners, listener]
+
+    def remove_listener(self, listener: Listener) -> None:
+        """Stop delivering events to ``listener``; unknown listeners are ignored."""
+        with self._lock:
+            if listener in self._listeners:
+                listeners = list(self._listeners)
+                listeners.remove(listener)
+                self._listeners = listeners
+
+    def _emit(self, event: RunEvent) -> None:
+        listeners = self._listeners
+        if listeners:
+            _deliver(listeners, event)
+
+    # -- the timing thread -----------------------------------------------------------
+
+    def _loop(self) -> None:
+        try:
+            while True:
+                timeout = self._step()
+                with self._cond:
+                    if self._stopping:
+                        return
+                    if self._wake:
+                        self._wake = False
+                        continue
+                    if timeout > 0.0:
+                        self._wait(timeout)
+                    self._wake = False
+        except BaseException:
+            _log.critical("tickwork durable timing thread died; no more runs start", exc_info=True)
+            raise
+
+    def _wait(self, timeout: float) -> None:
+        """Wait for a notify or ``timeout`` seconds with the lock held (tests replace it)."""
+        self._cond.wait(min(timeout, threading.TIMEOUT_MAX))
+
+    def _step(self) -> float:
+        """One look at the store: renew, claim, dispatch; return seconds to sleep."""
+        with self._lock:
+            if self._stopping:
+                return 0.0
+        try:
+            return self._step_store()
+        except Exception:
+            # A busy or unreachable database: try again later, keep the thread alive.
+            _log.exception("durable scheduler %r: store call failed; retrying", self._owner)
+            return self._poll
+
+    def _step_store(self) -> float:
+        store, lease = self._store, self._lease
+        now = self._wall()
+        self._renew_due(now)
+        with self._lock:
+            free = 2 * self._capacity - len(self._runs)
+            can_claim = len(self._runs) < self._capacity
+        claims: list[Claim] = []
+        decisions: dict[str, Decision] = {}
+        if can_claim:
+
+            def advance(state: JobState, at: float) -> float | None:
+                decision = decide(state, at)
+                decisions[state.id] = decision
+                return decision.next_run
+
+            claims = store.claim_due(
+                now, owner=self._owner, lease_seconds=lease, limit=free, advance=advance
+            )
+            self._last_recover = now
+        elif now - self._last_recover >= lease / 2:
+            store.recover_expired(now)  # claim_due is not called while the pool is full
+            self._last_recover = now
+        for claim in claims:
+            self._dispatch(claim, decisions[claim.job_id], now)
+        if claims and len(claims) == free:
+            return 0.0  # a full batch: more may be due
+        now = self._wall()
+        wake = store.next_wakeup()
+        with self._lock:
+            renew = min((r.renew_at for r in self._runs.values()), default=math.inf)
+            full = len(self._runs) >= self._capacity
+        timeout = self._poll
+        if wake is not None and not full:
+            if wake > now:
+                timeout = min(timeout, wake - now)
+            elif claims:
+                timeout = 0.0  # progress was made and more is due (a replay, say)
+            # Else due but not claimable (an unreadable row): poll, never spin.
+        return max(0.0, min(timeout, renew - now))
+
+    def _renew_due(self, now: float) -> None:
+        with self._lock:
+            due = [r for r in self._runs.values() if r.renew_at <= now]
+        for run in due:
+            if self._store.renew(run.claim, now=now, lease_seconds=self._lease):
+                run.renew_at = now + self._lease / 3
+            else:
+                _log.warning(
+                    "lost the claim on job %r (scheduled %r): its lease expired and was"
+                    " recovered elsewhere",
+                    run.claim.job_id,
+                    run.claim.scheduled,
+                )
+                run.renew_at = math.inf
+
+    def _dispatch(self, claim: Claim, decision: Decision, now: float) -> None:
+        """Hand a claimed slot to the pool, or record it as given up (timing thread)."""
+        job_id = claim.job_id
+        if decision.missed:
+            _log.info(
+                "job %r: %d run(s) missed (policy %r)", job_id, decision.missed, claim.spec.missed
+            )
+            self._emit(
+                RunEvent(
+                    EventKind.MISSED, 0, claim.scheduled, missed=decision.missed, job_id=job_id
+                )
+            )
+        if decision.skipped:
+            _log.debug(
+                "job %r: %d run(s) skipped, the previous run was going", job_id, decision.skipped
+            )
+            self._emit(
+                RunEvent(
+                    EventKind.SKIPPED, 0, claim.scheduled, missed=decision.skipped, job_id=job_id
+                )
+            )
+        if decision.action != "run":
+            outcome: Outcome = "failed" if decision.action == "failed" else decision.action
+            if decision.action == "failed":
+                self._failed(job_id, JobSpecError(f"job {job_id!r}: {decision.error}"), None)
+            self._store.finish(claim, outcome=outcome, ended=now, error=decision.error)
+            return
+        run = _Run(claim, decision, claim.claimed_at + self._lease / 3)
+        with self._lock:
+            self._runs[claim.token] = run
+        try:
+            self._executor.submit(self._execute, run)
+        except RuntimeError as exc:  # the executor was shut down by its owner
+            _log.warning("executor refused the run of job %r: %s", job_id, exc)
+            self._release(run)
+
+    # -- the worker's part -------------------------------------------------------------
+
+    def _execute(self, run: _Run) -> None:
+        claim = run.claim
+        spec = claim.spec
+        store = self._store
+        with self._lock:
+            stopping = self._stopping
+        if stopping:
+            self._release(run)
+            return
+        fn = self._resolve(spec)
+        if isinstance(fn, Exception):
+            self._failed(claim.job_id, fn, claim.scheduled)
+            self._end(run, "failed", None, _error_text(fn), None)
+            return
+        started = self._wall()
+        try:
+            ok = store.start(claim, started=started)
+        except Exception:
+            _log.exception("cannot record the start of job %r; not running it", claim.job_id)
+            ok = False
+        if not ok:
+            _log.warning(
+                "job %r (scheduled %r): the claim is gone or expired; not running it",
+                claim.job_id,
+                claim.scheduled,
+            )
+            self._forget(run)
+            return
+        with self._lock:
+            run.started = True
+            self._in_job += 1
+        self._emit(RunEvent(EventKind.STARTED, 0, claim.scheduled, started, job_id=claim.job_id))
+        local = self._local
+        local.depth = getattr(local, "depth", 0) + 1
+        _current.claim = claim
+        error: BaseException | None = None
+        try:
+            fn(*spec.args, **spec.kwargs)
+        except BaseException as exc:
+            error = exc
+        finally:
+            _current.claim = None
+            local.depth -= 1
+        ended = self._wall()
+        if error is not None and isinstance(error, Exception):
+            self._failed(claim.job_id, error, claim.scheduled, started, ended - started)
+        elif error is None:
+            self._emit(
+                RunEvent(
+                    EventKind.FINISHED,
+                    0,
+                    claim.scheduled,
+                    started,
+                    ended - started,
+                    job_id=claim.job_id,
+                )
+            )
+        schedule = spec.schedule
+        next_run: float | Keep = KEEP
+        if isinstance(schedule, EverySchedule) and schedule.fixed_delay:
+            next_run = ended + schedule.seconds
+        text = None if error is None else _error_text(error)
+        self._end(run, "ok" if error is None else "failed", ended, text, next_run)
+        if error is not None and not isinstance(error, Exception):
+            raise error  # SystemExit and friends: recorded, then let them go
+
+    def _resolve(self, spec: JobSpec) -> Callable[..., object] | Exception:
+        """The job's function, or why it may not or cannot run (never imported then)."""
+        func = spec.func
+        if not self._allowed(func):
+            return JobSpecError(
+                f"job {spec.id!r}: func {func!r} is not allowed here: declare the job in this"
+                " process or list its module in allowed_modules; it was not imported"
+            )
+        fn = self._funcs.get(func)
+        if fn is None:
+            try:
+                fn = resolve_func(func)
+            except JobSpecError as exc:
+                return exc
+            self._funcs[func] = fn
+        return fn
+
+    def _end(
+        self,
+        run: _Run,
+        outcome: Outcome,
+        ended: float | None,
+        error: str | None,
+        next_run: float | Keep | None,
+    ) -> None:
+        claim = run.claim
+        try:
+            ok = self._store.finish(
+                claim,
+                outcome=outcome,
+                ended=self._wall() if ended is None else ended,
+                error=error,
+                next_run=KEEP if next_run is None else next_run,
+            )
+        except Exception:
+            _log.exception("cannot record the end of job %r; its lease will expire", claim.job_id)
+            ok = True
+        if not ok:
+            _log.warning(
+                "job %r (scheduled %r) ended but its claim was gone (lease expired or job"
+                " removed); the outcome %r was not recorded",
+                claim.job_id,
+                claim.scheduled,
+                outcome,
+            )
+        self._forget(run)
+
+    def _release(self, run: _Run) -> None:
+        """Hand an unstarted claim back: recorded ``"cancelled"``, its slot due again."""
+        claim = run.claim
+        try:
+            self._store.finish(
+                claim, outcome="cancelled", ended=self._wall(), next_run=claim.scheduled
+            )
+        except Exception:
+            _log.exception(
+                "cannot hand back the claim on job %r; its lease will expire", claim.job_id
+            )
+        self._forget(run)
+
+    def _forget(self, run: _Run) -> None:
+        with self._lock:
+            if self._runs.pop(run.claim.token, None) is not None and run.started:
+                self._in_job -= 1
+            if len(self._runs) < self._capacity:
+                # Room to claim again (and the job itself may be claimable now).
+                self._wake = True
+                self._cond.notify()
+            if self._stopping:
+                self._idle.notify_all()
+
+    def _failed(
+        self,
+        job_id: str,
+        exc: Exception,
+        scheduled: float | None,
+        started: float | None = None,
+        duration: float | None = None,
+    ) -> None:
+        with self._lock:
+            self._errors.append(f"job {job_id}: {type(exc).__name__}: {exc}")
+        _log.error("job %r failed: %s: %s", job_id, type(exc).__name__, exc, exc_info=exc)
+        if self._on_error is not None:
+            try:
+                self._on_error(job_id, exc)
+            except Exception:
+                _log.exception("on_error hook failed for job %r", job_id)
+        if scheduled is not None:
+            self._emit(
+                RunEvent(EventKind.FAILED, 0, scheduled, started, duration, exc, job_id=job_id)
+            )

@@ -1,0 +1,227 @@
+"""The durable scheduler's run policy: what a claimed slot does, and the job's next run.
+
+`decide` is pure (no clock, no I/O, no store): given a job's stored state and ``now``
+(UTC POSIX seconds) it returns a `Decision`: run the claimed slot, or give it up as
+``"missed"`` / ``"skipped"`` (or ``"failed"`` when no run time can be computed), and
+the job's next run. The durable scheduler calls it as the ``advance`` of
+`Store.claim_due`, inside the claim transaction, so the slot taken and the schedule
+moved past it are always one atomic step.
+
+Terms (see ``docs/durability.md``, "Missed runs"): the claimed slot ``s`` is the job's
+stored next run. The *passed slots* are the schedule's slots from ``s`` up to ``now``.
+The job is **on time** when ``s`` is the only passed slot and, if the job has a
+``grace``, ``now - s <= grace``. Otherwise it is **behind** and every passed slot
+counts as missed; the job's ``missed`` policy says what happens to them.
+"""
+
+from __future__ import annotations
+
+import logging
+import math
+from collections import deque
+from dataclasses import dataclass
+from functools import lru_cache
+from typing import Final, Literal
+
+from ._cron import CronExpression
+from .stores._model import AtSchedule, CronSchedule, EverySchedule, JobState, Schedule
+
+__all__ = ["COUNT_LIMIT", "Decision", "decide", "first_run"]
+
+_log = logging.getLogger("tickwork.durable")
+
+#: Missed slots are counted (for events and logs) up to this many; beyond it the count
+#: says "at least this many". Counting a per-minute cron across a year of downtime
+#: would otherwise walk half a million slots.
+COUNT_LIMIT: Final = 10_000
+
+Action = Literal["run", "missed", "skipped", "failed"]
+
+
+@dataclass(frozen=True, slots=True)
+class Decision:
+    """What to do with one claimed slot, and where the job's schedule goes next."""
+
+    action: Action
+    """``"run"`` the claimed slot; give it up as ``"missed"`` (missed-run policy) or
+    ``"skipped"`` (overlap policy) without running it; or ``"failed"``: no run time
+    could be computed (see ``error``)."""
+    next_run: float | None
+    """The job's new next run (``None``: nothing further is planned)."""
+    missed: int = 0
+    """Slots given up by the missed-run policy in this decision (the claimed one
+    included when ``action`` is ``"missed"``); at most `COUNT_LIMIT`."""
+    skipped: int = 0
+    """Slots given up by the overlap policy in this decision."""
+    capped: bool = False
+    """``missed="all"`` found more missed slots than ``missed_cap`` and dropped the
+    oldest (a warning is logged)."""
+    error: str | None = None
+    """Why no run time could be computed, for ``"failed"``."""
+
+
+@lru_cache(maxsize=256)
+def _cron(expr: str, tz: str) -> CronExpression:
+    return CronExpression(expr, tz)
+
+
+class _Grid:
+    """The slots of a fixed-rate or cron schedule, as seen from one slot ``s``."""
+
+    def __init__(self, schedule: EverySchedule | CronSchedule, s: float) -> None:
+        self.s = s
+        self.step: float | None = None
+        self.expr: CronExpression | None = None
+        if isinstance(schedule, EverySchedule):
+            self.step = schedule.seconds
+        else:
+            self.expr = _cron(schedule.expr, schedule.tz)
+
+    def after(self, t: float) -> float:
+        """The first slot strictly after ``t`` (``t >= s``)."""
+        step = self.step
+        if step is None:
+            assert self.expr is not None
+            return self.expr.next_after_timestamp(t)
+        s = self.s
+        k = math.floor((t - s) / step) + 1
+        slot = s + k * step
+        while slot <= t:  # float rounding can land one step short
+            k += 1
+            slot = s + k * step
+        return slot
+
+    def count(self, now: float, limit: int) -> int:
+        """Passed slots from ``s`` to ``now`` inclusive, at most ``limit``."""
+        step = self.step
+        if step is not None:
+            return min(limit, math.floor((now - self.s) / step) + 1)
+        n, t = 1, self.s
+        while n < limit:
+            t = self.after(t)
+            if t > now:
+                break
+            n += 1
+        return n
+
+    def tail(self, now: float, n: int) -> float:
+        """The first of the last ``n`` passed slots (the schedule has more than ``n``)."""
+        step = self.step
+        if step is not None:
+            total = math.floor((now - self.s) / step) + 1
+            return self.s + (total - n) * step
+        # Cron has no backwards step: walk forward from a start that gallops back from
+        # now until the walk sees at least n slots, keeping only the last n.
+        span = 60.0
+        while True:
+            start = max(self.s - 1.0, now - span)
+            window: deque[float] = deque(maxlen=n)
+            t = start
+            while True:
+                t = self.after(t)
+                if t > now:
+                    break
+                window.append(t)
+            if len(window) == n or start < self.s:
+                return window[0]
+            span *= 2
+
+
+def first_run(schedule: Schedule, now: float) -> float:
+    """The first due time of a newly declared schedule: UTC POSIX seconds.
+
+    A one-shot is due at its instant (already past: due at once, as late); an interval
+    one interval from ``now``; a cron schedule at its first fire time after ``now``.
+
+    Raises:
+        CronError: The cron expression or its zone is invalid here.
+
+    """
+    if isinstance(schedule, AtSchedule):
+        return schedule.at
+    if isinstance(schedule, EverySchedule):
+        return now + schedule.seconds
+    return _cron(schedule.expr, schedule.tz).next_after_timestamp(now)
+
+
+def decide(state: JobState, now: float) -> Decision:
+    """Apply the job's overlap and missed-run policy to its due slot (pure).
+
+    Args:
+        state: The job as stored, with ``next_run <= now`` (the slot being claimed).
+        now: The claim time, UTC POSIX seconds.
+
+    Returns:
+        The decision; never raises for a bad schedule (``"failed"`` instead, with no
+        next run, so one broken job cannot block a claim of the others).
+
+    """
+    try:
+        return _decide(state, now)
+    except Exception as exc:  # a cron zone missing on this host, say
+        return Decision("failed", None, error=f"cannot compute run times: {exc}")
+
+
+def _decide(state: JobState, now: float) -> Decision:
+    spec = state.spec
+    s = state.next_run
+    if s is None:  # stores only claim jobs with a next run; be total anyway
+        return Decision("skipped", None)
+    schedule = spec.schedule
+    grace = spec.grace
+    late = grace is not None and now - s > grace
+    if isinstance(schedule, AtSchedule):
+        if late and spec.missed == "skip":
+            return Decision("missed", None, missed=1)
+        return Decision("run", None, missed=int(late))
+    if isinstance(schedule, EverySchedule) and schedule.fixed_delay:
+        step = schedule.seconds
+        # Provisional: the real next run is set when the run ends (end + interval). If
+        # the runner dies, this one keeps the job alive.
+        if state.claims:  # overlap="allow": a fixed-delay job still never overlaps
+            return Decision("skipped", now + step, skipped=1)
+        if late and spec.missed == "skip":
+            return Decision("missed", now + step, missed=1)
+        return Decision("run", now + step, missed=int(late))
+    grid = _Grid(schedule, s)
+    following = grid.after(s)
+
+    last = state.last_run
+    if (
+        spec.overlap != "allow"
+        and last is not None
+        and last.started is not None
+        and last.ended is not None
+        and last.outcome in ("ok", "failed")
+        and last.started <= s < last.ended
+    ):
+        # The slot came due while the previous run of this job was going (the store
+        # kept it unclaimed until that run ended).
+        if spec.overlap == "skip":
+            during = grid.count(min(last.ended, now), COUNT_LIMIT)
+            return Decision("skipped", grid.after(last.ended), skipped=during)
+        # queue: this one slot runs now; others that passed meanwhile are skipped.
+        upto = grid.after(now)
+        return Decision("run", upto, skipped=grid.count(now, COUNT_LIMIT) - 1)
+
+    if following > now and not late:
+        return Decision("run", following)  # on time
+    passed = grid.count(now, COUNT_LIMIT)
+    if spec.missed == "skip":
+        return Decision("missed", grid.after(now), missed=passed)
+    if spec.missed == "once":
+        return Decision("run", grid.after(now), missed=passed - 1)
+    cap = spec.missed_cap
+    if passed > cap:
+        # Replay only the newest `cap` slots; never stop the job (K8s's >100 rule did).
+        _log.warning(
+            "job %r is %s%d runs behind, more than missed_cap=%d: the oldest are dropped,"
+            " the last %d replayed",
+            spec.id,
+            "at least " if passed >= COUNT_LIMIT else "",
+            passed,
+            cap,
+            cap,
+        )
+        return Decision("missed", grid.tail(now, cap), missed=passed - cap, capped=True)
+    return Decision("run", following if following <= now else grid.after(now))

@@ -1,0 +1,73 @@
+"""Child process of tests/test_durable_crash.py: runs durable jobs until killed.
+
+Run as ``python -m tests.durable_crash_child DB RUNS_DB PLAN_JSON`` from the project
+root. It declares the jobs of the plan (the same every time: restarts are idempotent),
+starts a `DurableScheduler`, prints ``ready`` and runs until SIGKILLed or, on SIGTERM,
+stops cleanly. Each run is recorded by `record` in a table of a separate database.
+"""
+
+from __future__ import annotations
+
+import json
+import signal
+import sqlite3
+import sys
+import threading
+import time
+from typing import Any
+
+from tickwork import DurableScheduler
+from tickwork.stores import AtSchedule, EverySchedule, JobSpec
+from tickwork.stores.sqlite import SQLiteStore
+
+FUNC = "tests.durable_crash_child:record"
+
+
+def record(job_id: str, runs_db: str, pause: float) -> None:
+    """Record this run (job, slot, claim time) in the runs table; widen the kill windows."""
+    claim = DurableScheduler.current_claim()
+    assert claim is not None
+    time.sleep(pause)  # started, not yet recorded
+    conn = sqlite3.connect(runs_db, timeout=30, isolation_level=None)
+    try:
+        conn.execute(
+            "INSERT INTO runs (job_id, scheduled, claimed_at, recorded) VALUES (?, ?, ?, ?)",
+            (job_id, claim.scheduled, claim.claimed_at, time.time()),
+        )
+    finally:
+        conn.close()
+    time.sleep(pause)  # recorded, not yet finished
+
+
+def spec(job: dict[str, Any], runs_db: str) -> JobSpec:
+    """The job of one plan entry."""
+    schedule = AtSchedule(job["at"]) if "at" in job else EverySchedule(job["every"])
+    return JobSpec(
+        job["id"],
+        FUNC,
+        schedule,
+        args=[job["id"], runs_db, job.get("pause", 0.01)],
+        missed=job.get("missed", "skip"),
+        delivery=job.get("delivery", "at_most_once"),
+    )
+
+
+def main(db: str, runs_db: str, plan_path: str) -> None:
+    """Declare the plan's jobs, run them, print ``ready``; stop on SIGTERM."""
+    with open(plan_path) as f:
+        plan = json.load(f)
+    store = SQLiteStore(db, busy_timeout=30)
+    ds = DurableScheduler(store, lease=1.0, poll=0.2, max_workers=8)
+    for job in plan["jobs"]:
+        ds.declare(spec(job, runs_db))
+    stop = threading.Event()
+    signal.signal(signal.SIGTERM, lambda *_: stop.set())
+    ds.start()
+    print("ready", flush=True)
+    stop.wait()
+    ds.stop(timeout=10)
+    store.close()
+
+
+if __name__ == "__main__":
+    main(*sys.argv[1:4])

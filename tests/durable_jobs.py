@@ -1,0 +1,31 @@
+"""Job functions for the durable scheduler tests, named by import path."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from tickwork import DurableScheduler
+from tickwork.testing import FakeClock
+
+#: (args, kwargs, scheduled) of every call, in order.
+CALLS: list[tuple[tuple[Any, ...], dict[str, Any], float | None]] = []
+#: The test's clock, for jobs that take (fake) time.
+CLOCK: FakeClock | None = None
+
+
+def record(*args: Any, **kwargs: Any) -> None:
+    """Note the call and the slot it runs."""
+    claim = DurableScheduler.current_claim()
+    CALLS.append((args, kwargs, None if claim is None else claim.scheduled))
+
+
+def slow(seconds: float) -> None:
+    """A job that takes ``seconds`` of the test's fake time."""
+    assert CLOCK is not None
+    CLOCK.advance(seconds)
+    record(seconds)
+
+
+def boom() -> None:
+    """A job that fails."""
+    raise RuntimeError("boom")

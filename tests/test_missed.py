@@ -1,0 +1,195 @@
+"""The durable run policy (`tickwork._missed.decide`) in isolation: table-driven, pure."""
+
+from __future__ import annotations
+
+import logging
+from datetime import UTC, datetime
+from typing import Any
+
+import pytest
+
+from tickwork._missed import COUNT_LIMIT, Decision, decide, first_run
+from tickwork.stores import (
+    AtSchedule,
+    Claim,
+    CronSchedule,
+    EverySchedule,
+    JobSpec,
+    JobState,
+    LastRun,
+)
+
+FUNC = "tests.store_contract:noop"
+EVERY10 = EverySchedule(10)
+# 2024-01-01T00:00:00Z: a 5-minute cron slot.
+T0 = datetime(2024, 1, 1, tzinfo=UTC).timestamp()
+CRON5 = CronSchedule("*/5 * * * *", "UTC")
+
+
+def state(
+    schedule: Any = EVERY10,
+    next_run: float | None = 100.0,
+    last: LastRun | None = None,
+    claims: tuple[Claim, ...] = (),
+    **kw: Any,
+) -> JobState:
+    spec = JobSpec("j", FUNC, schedule, **kw)
+    return JobState(spec=spec, next_run=next_run, paused=False, last_run=last, claims=claims)
+
+
+def ran(started: float, ended: float, scheduled: float = 90.0) -> LastRun:
+    return LastRun(scheduled, started, ended, "ok", None)
+
+
+# (name, state kwargs, now, expected decision)
+CASES: list[tuple[str, dict[str, Any], float, Decision]] = [
+    # on time: the only passed slot, no grace limit
+    ("on time", {}, 100.5, Decision("run", 110.0)),
+    ("on time exactly at the slot", {}, 100.0, Decision("run", 110.0)),
+    ("on time, late but no grace", {}, 109.9, Decision("run", 110.0)),
+    # behind by whole slots (100, 110, 120, 130 passed at 135)
+    ("skip: go to the next slot after now", {}, 135.0, Decision("missed", 140.0, missed=4)),
+    ("once: one catch-up, back on the grid", {"missed": "once"}, 135, Decision("run", 140.0, 3)),
+    ("all: replay the oldest first", {"missed": "all"}, 135.0, Decision("run", 110.0)),
+    ("all: the last replay", {"missed": "all", "next_run": 130.0}, 135.0, Decision("run", 140.0)),
+    (
+        "all: over the cap drops the oldest",
+        {"missed": "all", "missed_cap": 2},
+        135.0,
+        Decision("missed", 120.0, missed=2, capped=True),
+    ),
+    ("all: at the cap replays", {"missed": "all", "missed_cap": 4}, 135.0, Decision("run", 110.0)),
+    # grace: a late run beyond it counts as missed
+    ("grace: within", {"grace": 5.0}, 104.0, Decision("run", 110.0)),
+    ("grace: beyond, skip", {"grace": 5.0}, 106.0, Decision("missed", 110.0, missed=1)),
+    ("grace: beyond, once", {"grace": 5.0, "missed": "once"}, 106.0, Decision("run", 110.0)),
+    ("grace: beyond, all", {"grace": 5.0, "missed": "all"}, 106.0, Decision("run", 110.0)),
+    ("grace 0: any lateness", {"grace": 0.0}, 100.001, Decision("missed", 110.0, missed=1)),
+    # one-shots: nothing after; late beyond grace + skip is given up
+    ("at: late, no grace", {"schedule": AtSchedule(100)}, 5000.0, Decision("run", None)),
+    (
+        "at: beyond grace, skip",
+        {"schedule": AtSchedule(100), "grace": 60.0},
+        161.0,
+        Decision("missed", None, missed=1),
+    ),
+    (
+        "at: beyond grace, once",
+        {"schedule": AtSchedule(100), "grace": 60.0, "missed": "once"},
+        161.0,
+        Decision("run", None, missed=1),
+    ),
+    # fixed delay: provisional next run (the real one is set when the run ends)
+    (
+        "fixed delay: on time",
+        {"schedule": EverySchedule(10, fixed_delay=True)},
+        100.5,
+        Decision("run", 110.5),
+    ),
+    (
+        "fixed delay: beyond grace, skip",
+        {"schedule": EverySchedule(10, fixed_delay=True), "grace": 1.0},
+        150.0,
+        Decision("missed", 160.0, missed=1),
+    ),
+    # overlap: slot 110 (and 120) came due while the run of 90 went on (started 95, ended 125)
+    (
+        "overlap skip",
+        {"last": ran(95, 125), "next_run": 110.0},
+        126.0,
+        Decision("skipped", 130.0, skipped=2),
+    ),
+    (
+        "overlap queue: one run, the rest skipped",
+        {"last": ran(95, 125), "overlap": "queue", "next_run": 110.0},
+        126.0,
+        Decision("run", 130.0, skipped=1),
+    ),
+    (
+        "overlap allow ignores the last run",
+        {"last": ran(95, 125), "overlap": "allow", "next_run": 120.0},
+        126.0,
+        Decision("run", 130.0),
+    ),
+    (
+        "a missed last run is no overlap",
+        {"last": LastRun(90, None, 95, "missed", None)},
+        101,
+        Decision("run", 110.0),
+    ),
+    (
+        "an abandoned run is no overlap",
+        {"last": LastRun(90, 95, None, "abandoned", "x")},
+        101,
+        Decision("run", 110.0),
+    ),
+    # cron: slots from the expression, in its zone
+    ("cron on time", {"schedule": CRON5, "next_run": T0}, T0 + 1, Decision("run", T0 + 300)),
+    (
+        "cron skip after an hour down",
+        {"schedule": CRON5, "next_run": T0},
+        T0 + 3610,
+        Decision("missed", T0 + 3900, missed=13),
+    ),
+    (
+        "cron once after an hour down",
+        {"schedule": CRON5, "next_run": T0, "missed": "once"},
+        T0 + 3610,
+        Decision("run", T0 + 3900, missed=12),
+    ),
+    (
+        "cron all replays the next slot",
+        {"schedule": CRON5, "next_run": T0, "missed": "all"},
+        T0 + 3610,
+        Decision("run", T0 + 300),
+    ),
+    (
+        "cron all over the cap: the newest 5 of 13",
+        {"schedule": CRON5, "next_run": T0, "missed": "all", "missed_cap": 5},
+        T0 + 3610,
+        Decision("missed", T0 + 8 * 300, missed=8, capped=True),
+    ),
+]
+
+
+@pytest.mark.parametrize(("kw", "now", "want"), [c[1:] for c in CASES], ids=[c[0] for c in CASES])
+def test_decide(kw: dict[str, Any], now: float, want: Decision) -> None:
+    assert decide(state(**kw), now) == want
+
+
+def test_cap_logs_a_warning_and_never_stops_the_job(caplog: pytest.LogCaptureFixture) -> None:
+    with caplog.at_level(logging.WARNING, "tickwork.durable"):
+        d = decide(state(missed="all", missed_cap=100), 100.0 + 10 * 1000)
+    assert d.action == "missed" and d.capped and d.next_run == 100.0 + 10 * 901
+    assert "more than missed_cap=100" in caplog.text
+    # the replays then follow, one per claim, in order
+    d2 = decide(state(missed="all", missed_cap=100, next_run=d.next_run), 100.0 + 10 * 1000)
+    assert d2 == Decision("run", 100.0 + 10 * 902)
+
+
+def test_huge_downtime_is_counted_with_a_limit() -> None:
+    # a per-minute cron after a year away: counted up to COUNT_LIMIT, not walked to the end
+    year = 365 * 86400.0
+    d = decide(state(CronSchedule("* * * * *"), next_run=T0), T0 + year)
+    assert d.action == "missed" and d.missed == COUNT_LIMIT
+    assert d.next_run == T0 + year + 60  # T0 + year is itself a minute boundary
+    d = decide(state(CronSchedule("* * * * *"), next_run=T0, missed="all", missed_cap=3), T0 + year)
+    assert d == Decision("missed", T0 + year - 120, missed=COUNT_LIMIT - 3, capped=True)
+
+
+def test_the_next_slot_is_strictly_after_now_despite_rounding() -> None:
+    d = decide(state(EverySchedule(0.1), next_run=0.3), 0.3 + 0.1 * 7)
+    assert d.next_run is not None and d.next_run > 0.3 + 0.1 * 7
+
+
+def test_a_bad_zone_fails_the_job_instead_of_raising() -> None:
+    d = decide(state(CronSchedule("0 3 * * *", "Mars/Olympus"), next_run=T0), T0 + 1)
+    assert d.action == "failed" and d.next_run is None
+    assert d.error is not None and "Mars/Olympus" in d.error
+
+
+def test_first_run() -> None:
+    assert first_run(AtSchedule(5.0), 100.0) == 5.0
+    assert first_run(EverySchedule(10), 100.0) == 110.0
+    assert first_run(CRON5, T0 + 1) == T0 + 300
+    assert first_run(CronSchedule("0 3 * * *", "Europe/Berlin"), T0) == T0 + 2 * 3600
