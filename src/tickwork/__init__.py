@@ -1,8 +1,9 @@
 """tickwork: delayed and recurring jobs on a deterministic, tick-driven core.
 
 The public surface is re-exported here; everything else lives in private modules.
-`ThreadScheduler` is imported on first access, so ``import tickwork`` alone loads no
-thread machinery (the core is pure; see ``tests/test_exports.py``).
+The drivers (`ThreadScheduler`, `AsyncScheduler`) are imported on first access, so
+``import tickwork`` alone loads no thread or asyncio machinery (the core is pure; see
+``tests/test_exports.py``).
 """
 
 from __future__ import annotations
@@ -23,11 +24,13 @@ from ._schedules import Schedule as Schedule
 from ._schedules import parse_duration as parse_duration
 
 if TYPE_CHECKING:
+    from ._asyncio import AsyncScheduler as AsyncScheduler
     from ._thread import ThreadScheduler as ThreadScheduler
 
 __version__ = "0.1.0.dev0"
 
 __all__ = [
+    "AsyncScheduler",
     "At",
     "Cron",
     "CronError",
@@ -52,4 +55,9 @@ def __getattr__(name: str) -> object:
 
         globals()["ThreadScheduler"] = ThreadScheduler
         return ThreadScheduler
+    if name == "AsyncScheduler":
+        from ._asyncio import AsyncScheduler
+
+        globals()["AsyncScheduler"] = AsyncScheduler
+        return AsyncScheduler
     raise AttributeError(f"module 'tickwork' has no attribute {name!r}")

@@ -407,6 +407,16 @@ class Policy:
         """
         self._release(run)
 
+    def drop(self, run: Run) -> None:
+        """Forget a run that `begin` let through but whose job was never called (*locked*).
+
+        For a driver that calls `begin` when it hands the run over and checks again
+        where the job would start (the asyncio driver's executor runs), or whose
+        executor refused the run. Like `abandon`, a fixed-delay task stays parked.
+        """
+        self.in_progress -= 1
+        self._release(run)
+
     def _release(self, run: Run) -> None:
         task = run.task
         task.running -= 1
