@@ -116,6 +116,19 @@ class Harness:
         """Tear down what the harness made."""
 
 
+def count_steps(s: Any) -> list[int]:
+    """Count the driver's ticks (``len`` of the returned list) from now on."""
+    steps: list[int] = []
+    real_step = s._step
+
+    def counting_step() -> None:
+        steps.append(1)
+        real_step()
+
+    s._step = counting_step
+    return steps
+
+
 def events_of(s: Any) -> list[RunEvent]:
     events: list[RunEvent] = []
     s.add_listener(events.append)

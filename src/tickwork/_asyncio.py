@@ -215,13 +215,10 @@ class AsyncScheduler:
             RuntimeError: The scheduler has been stopped.
 
         """
+        args = (delay, fn, interval, fixed_delay, overlap, max_running)
         if threading.get_ident() == self._thread_id:
-            return self._schedule(
-                delay, fn, interval, fixed_delay, overlap, max_running, timeout, inline
-            )
-        return self._on_loop(
-            self._schedule, delay, fn, interval, fixed_delay, overlap, max_running, timeout, inline
-        )
+            return self._new("schedule", fn, timeout, inline, args)
+        return self._on_loop(self._new, "schedule", fn, timeout, inline, args)
 
     def add(
         self,
@@ -242,7 +239,8 @@ class AsyncScheduler:
             ValueError: A bad option (see `schedule`).
             RuntimeError: The scheduler has been stopped.
         """
-        return self._on_loop(self._add, schedule, fn, overlap, max_running, timeout, inline)
+        args = (schedule, fn, overlap, max_running)
+        return self._on_loop(self._new, "add", fn, timeout, inline, args)
 
     def cancel(self, task_id: int) -> bool:
         """Cancel a task; return whether a live task was cancelled.
@@ -422,42 +420,18 @@ class AsyncScheduler:
 
     # -- on the loop: requests ---------------------------------------------------------
 
-    def _schedule(
-        self,
-        delay: float,
-        fn: Callable[[], object],
-        interval: float | None,
-        fixed_delay: bool,
-        overlap: Overlap,
-        max_running: int | None,
-        timeout: float | None,
-        inline: bool,
+    def _new(
+        self, what: str, fn: object, timeout: object, inline: object, args: tuple[Any, ...]
     ) -> int:
+        """`schedule` or `add` (``what``) with the policy's ``args``, on the loop."""
         if self._stopping:
-            raise RuntimeError(f"schedule() on a stopped AsyncScheduler, got fn={fn!r}")
-        how = self._how(fn, timeout, inline)
+            raise RuntimeError(f"{what}() on a stopped AsyncScheduler, got fn={fn!r}")
         policy = self._policy
-        task_id = policy.schedule(delay, fn, interval, fixed_delay, overlap, max_running)
-        policy.tasks[task_id].driver = how
-        if policy.wake:
-            self._wake()
-        return task_id
-
-    def _add(
-        self,
-        schedule: Schedule,
-        fn: Callable[[], object],
-        overlap: Overlap,
-        max_running: int | None,
-        timeout: float | None,
-        inline: bool,
-    ) -> int:
-        if self._stopping:
-            raise RuntimeError(f"add() on a stopped AsyncScheduler, got fn={fn!r}")
         how = self._how(fn, timeout, inline)
-        policy = self._policy
-        task_id = policy.add(schedule, fn, overlap, max_running)
-        policy.tasks[task_id].driver = how
+        if what == "schedule":
+            task_id = policy.schedule(*args, driver=how)
+        else:
+            task_id = policy.add(*args, driver=how)
         if policy.wake:
             self._wake()
         return task_id

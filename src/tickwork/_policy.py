@@ -176,9 +176,13 @@ class Policy:
         fixed_delay: bool,
         overlap: Overlap,
         max_running: int | None,
+        driver: object = None,
     ) -> int:
-        """Schedule a task on the core with the shorthand arguments (*locked*)."""
-        task = self._new_task(fn, overlap, max_running)
+        """Schedule a task on the core with the shorthand arguments (*locked*).
+
+        ``driver`` is kept on the task for the driver (`_Task.driver`).
+        """
+        task = self._new_task(fn, overlap, max_running, driver)
         return self._attach(
             task, self.core.schedule(delay, task.dispatch, interval, fixed_delay=fixed_delay)
         )
@@ -189,13 +193,14 @@ class Policy:
         fn: Callable[[], object],
         overlap: Overlap,
         max_running: int | None,
+        driver: object = None,
     ) -> int:
-        """Schedule a task on the core with a schedule value (*locked*)."""
-        task = self._new_task(fn, overlap, max_running)
+        """Schedule a task on the core with a schedule value (*locked*); ``driver`` as above."""
+        task = self._new_task(fn, overlap, max_running, driver)
         return self._attach(task, self.core.add(schedule, task.dispatch))
 
     def _new_task(
-        self, fn: Callable[[], object], overlap: Overlap, max_running: int | None
+        self, fn: Callable[[], object], overlap: Overlap, max_running: int | None, driver: object
     ) -> _Task:
         """Validate the driver's options and make the task (nothing is scheduled yet)."""
         if overlap not in OVERLAP_POLICIES:
@@ -210,7 +215,9 @@ class Policy:
                 raise ValueError(f"max_running needs overlap='allow', got overlap={overlap!r}")
         if not callable(fn):
             raise TypeError(f"fn must be callable, got {fn!r}")
-        return _Task(self, fn, overlap, max_running)
+        task = _Task(self, fn, overlap, max_running)
+        task.driver = driver
+        return task
 
     def _attach(self, task: _Task, task_id: int) -> int:
         """Bind a task to the core entry that now runs its dispatch; wake if it is sooner."""
