@@ -215,10 +215,12 @@ class AsyncScheduler:
             RuntimeError: The scheduler has been stopped.
 
         """
-        args = (delay, fn, interval, fixed_delay, overlap, max_running)
+        make = functools.partial(
+            self._policy.schedule, delay, fn, interval, fixed_delay, overlap, max_running
+        )
         if threading.get_ident() == self._thread_id:
-            return self._new("schedule", fn, timeout, inline, args)
-        return self._on_loop(self._new, "schedule", fn, timeout, inline, args)
+            return self._new("schedule", fn, timeout, inline, make)
+        return self._on_loop(self._new, "schedule", fn, timeout, inline, make)
 
     def add(
         self,
@@ -239,8 +241,8 @@ class AsyncScheduler:
             ValueError: A bad option (see `schedule`).
             RuntimeError: The scheduler has been stopped.
         """
-        args = (schedule, fn, overlap, max_running)
-        return self._on_loop(self._new, "add", fn, timeout, inline, args)
+        make = functools.partial(self._policy.add, schedule, fn, overlap, max_running)
+        return self._on_loop(self._new, "add", fn, timeout, inline, make)
 
     def cancel(self, task_id: int) -> bool:
         """Cancel a task; return whether a live task was cancelled.
@@ -421,17 +423,14 @@ class AsyncScheduler:
     # -- on the loop: requests ---------------------------------------------------------
 
     def _new(
-        self, what: str, fn: object, timeout: object, inline: object, args: tuple[Any, ...]
+        self, what: str, fn: object, timeout: object, inline: object, make: Callable[..., int]
     ) -> int:
-        """`schedule` or `add` (``what``) with the policy's ``args``, on the loop."""
+        """`schedule` or `add` (``what``): ``make(driver=...)`` schedules it in the policy."""
         if self._stopping:
             raise RuntimeError(f"{what}() on a stopped AsyncScheduler, got fn={fn!r}")
         policy = self._policy
         how = self._how(fn, timeout, inline)
-        if what == "schedule":
-            task_id = policy.schedule(*args, driver=how)
-        else:
-            task_id = policy.add(*args, driver=how)
+        task_id = make(driver=how)
         if policy.wake:
             self._wake()
         return task_id
