@@ -24,33 +24,17 @@ from __future__ import annotations
 import argparse
 import asyncio
 import logging
-import statistics
 import sys
 import time
 from collections.abc import Awaitable, Callable
-from datetime import UTC, datetime
 from typing import Any
 
+from driver import Result, at, lateness_summary  # bench/driver.py, beside this file
 from tickwork import AsyncScheduler
 
 LATE_JOBS = 2_000
 LATE_SPAN = 2.0
 BURST = 100_000
-
-Result = dict[str, float]
-
-
-def percentile(values: list[float], q: float) -> float:
-    ordered = sorted(values)
-    return ordered[min(len(ordered) - 1, int(q * len(ordered)))]
-
-
-def lateness_summary(late: list[float]) -> Result:
-    return {
-        "p50": statistics.median(late) * 1e3,
-        "p99": percentile(late, 0.99) * 1e3,
-        "max": max(late) * 1e3,
-    }
 
 
 class Lateness:
@@ -156,10 +140,6 @@ def aps() -> Any:
         timezone="UTC",
         job_defaults={"misfire_grace_time": None, "coalesce": False, "max_instances": 1},
     )
-
-
-def at(ts: float) -> datetime:
-    return datetime.fromtimestamp(ts, tz=UTC)
 
 
 async def aps_lateness() -> Result:
