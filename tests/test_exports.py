@@ -12,6 +12,7 @@ import tickwork
 
 def test_all_is_pinned_and_sorted() -> None:
     assert tickwork.__all__ == [
+        "AsyncScheduler",
         "At",
         "Cron",
         "CronError",
@@ -38,12 +39,14 @@ def test_every_export_exists_and_is_documented() -> None:
             assert obj.__doc__, f"{name} has no docstring"
 
 
-def test_thread_driver_is_exported_lazily() -> None:
-    # Attribute access imports the driver; a bare ``import tickwork`` does not (below).
-    from tickwork import ThreadScheduler
+def test_drivers_are_exported_lazily() -> None:
+    # Attribute access imports a driver; a bare ``import tickwork`` does not (below).
+    from tickwork import AsyncScheduler, ThreadScheduler
+    from tickwork._asyncio import AsyncScheduler as direct_async
     from tickwork._thread import ThreadScheduler as direct
 
     assert ThreadScheduler is direct is tickwork.ThreadScheduler
+    assert AsyncScheduler is direct_async is tickwork.AsyncScheduler
     with pytest.raises(AttributeError, match=r"^module 'tickwork' has no attribute 'nope'$"):
         tickwork.nope  # noqa: B018
 

@@ -1,9 +1,9 @@
 """tickwork: delayed and recurring jobs on a deterministic, tick-driven core.
 
 The public surface is re-exported here; everything else lives in private modules.
-`ThreadScheduler` and `DurableScheduler` are imported on first access, so ``import
-tickwork`` alone loads no thread machinery and no database driver (the core is pure;
-see ``tests/test_exports.py``).
+The drivers (`ThreadScheduler`, `AsyncScheduler`, `DurableScheduler`) are imported on
+first access, so ``import tickwork`` alone loads no thread or asyncio machinery and no
+database driver (the core is pure; see ``tests/test_exports.py``).
 """
 
 from __future__ import annotations
@@ -24,12 +24,14 @@ from ._schedules import Schedule as Schedule
 from ._schedules import parse_duration as parse_duration
 
 if TYPE_CHECKING:
+    from ._asyncio import AsyncScheduler as AsyncScheduler
     from ._durable import DurableScheduler as DurableScheduler
     from ._thread import ThreadScheduler as ThreadScheduler
 
 __version__ = "0.1.0.dev0"
 
 __all__ = [
+    "AsyncScheduler",
     "At",
     "Cron",
     "CronError",
@@ -48,16 +50,21 @@ __all__ = [
 ]
 
 
+# Public names whose modules import threading, asyncio or a database driver.
+_LAZY = {
+    "AsyncScheduler": "._asyncio",
+    "DurableScheduler": "._durable",
+    "ThreadScheduler": "._thread",
+}
+
+
 def __getattr__(name: str) -> object:
     """Import the drivers lazily: ``from tickwork import ThreadScheduler`` works as usual."""
-    if name == "DurableScheduler":
-        from ._durable import DurableScheduler
+    module = _LAZY.get(name)
+    if module is None:
+        raise AttributeError(f"module 'tickwork' has no attribute {name!r}")
+    from importlib import import_module
 
-        globals()["DurableScheduler"] = DurableScheduler
-        return DurableScheduler
-    if name == "ThreadScheduler":
-        from ._thread import ThreadScheduler
-
-        globals()["ThreadScheduler"] = ThreadScheduler
-        return ThreadScheduler
-    raise AttributeError(f"module 'tickwork' has no attribute {name!r}")
+    value = getattr(import_module(module, __name__), name)
+    globals()[name] = value
+    return value

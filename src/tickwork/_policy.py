@@ -17,7 +17,8 @@ The life of a run:
 2. A worker calls `Policy.begin` (*locked*): a run of a cancelled task or of a stopped
    driver is dropped here, so no run starts after ``cancel`` returned True or after
    ``stop``.
-3. The worker calls `Policy.call` (*unlocked*): STARTED, the job, the timing.
+3. The worker calls `Policy.call` (*unlocked*): STARTED, the job, the timing. A
+   driver that awaits coroutine jobs uses `Policy.call_async`, the same step awaited.
 4. The worker calls `Policy.end` (*locked*): the running set, errors, the next run of a
    fixed-delay task, a queued run; then `Policy.report` (*unlocked*): the log, the
    ``on_error`` hook, FINISHED or FAILED.
@@ -30,13 +31,22 @@ from __future__ import annotations
 
 import logging
 import math
-from collections.abc import Callable
+from collections.abc import Awaitable, Callable
 from typing import Any, Final, Literal
 
-from ._scheduler import _DUE, _REC, EventKind, Listener, RunEvent, Scheduler, _deliver
+from ._scheduler import (
+    _DUE,
+    _REC,
+    EventKind,
+    Listener,
+    RunEvent,
+    Scheduler,
+    TaskInfo,
+    _deliver,
+)
 from ._schedules import Schedule, _DelayPlan, _Plan
 
-__all__ = ["OVERLAP_POLICIES", "Overlap", "Policy", "Run"]
+__all__ = ["OVERLAP_POLICIES", "Overlap", "Policy", "Run", "seconds_or_none"]
 
 Overlap = Literal["skip", "queue", "allow"]
 
@@ -46,11 +56,33 @@ OVERLAP_POLICIES: Final = ("skip", "queue", "allow")
 _log = logging.getLogger("tickwork")
 
 
+def seconds_or_none(name: str, value: object, *, positive: bool) -> float | None:
+    """Check a driver's optional timeout argument: ``None`` or a finite number of seconds.
+
+    Raises:
+        ValueError: ``value`` is not ``None`` or a finite number ``>= 0`` (``> 0`` with
+            ``positive``); the message names ``name`` and shows the value.
+
+    """
+    if value is None:
+        return None
+    if (
+        isinstance(value, bool)
+        or not isinstance(value, (int, float))
+        or not 0 <= value < math.inf
+        or (positive and value == 0)
+    ):
+        rule = "> 0" if positive else ">= 0"
+        raise ValueError(f"{name} must be None or a finite number {rule}, got {value!r}")
+    return float(value)
+
+
 class _Task:
     """A driver's view of one task: its job, overlap policy and run state."""
 
     __slots__ = (
         "cancelled",
+        "driver",
         "entry",
         "fixed_delay",
         "fn",
@@ -86,6 +118,9 @@ class _Task:
         self.queued: float | None = None  # due time of the one run waiting (queue)
         self.skipped = 0
         self.cancelled = False
+        # What the driver needs to know to run it (the asyncio driver: how to call fn
+        # and its timeout); never read by the policy.
+        self.driver: Any = None
 
     def dispatch(self) -> None:
         """The function the core runs when this task is due (*locked*)."""
@@ -141,9 +176,13 @@ class Policy:
         fixed_delay: bool,
         overlap: Overlap,
         max_running: int | None,
+        driver: object = None,
     ) -> int:
-        """Schedule a task on the core with the shorthand arguments (*locked*)."""
-        task = self._new_task(fn, overlap, max_running)
+        """Schedule a task on the core with the shorthand arguments (*locked*).
+
+        ``driver`` is kept on the task for the driver (`_Task.driver`).
+        """
+        task = self._new_task(fn, overlap, max_running, driver)
         return self._attach(
             task, self.core.schedule(delay, task.dispatch, interval, fixed_delay=fixed_delay)
         )
@@ -154,13 +193,14 @@ class Policy:
         fn: Callable[[], object],
         overlap: Overlap,
         max_running: int | None,
+        driver: object = None,
     ) -> int:
-        """Schedule a task on the core with a schedule value (*locked*)."""
-        task = self._new_task(fn, overlap, max_running)
+        """Schedule a task on the core with a schedule value (*locked*); ``driver`` as above."""
+        task = self._new_task(fn, overlap, max_running, driver)
         return self._attach(task, self.core.add(schedule, task.dispatch))
 
     def _new_task(
-        self, fn: Callable[[], object], overlap: Overlap, max_running: int | None
+        self, fn: Callable[[], object], overlap: Overlap, max_running: int | None, driver: object
     ) -> _Task:
         """Validate the driver's options and make the task (nothing is scheduled yet)."""
         if overlap not in OVERLAP_POLICIES:
@@ -175,7 +215,9 @@ class Policy:
                 raise ValueError(f"max_running needs overlap='allow', got overlap={overlap!r}")
         if not callable(fn):
             raise TypeError(f"fn must be callable, got {fn!r}")
-        return _Task(self, fn, overlap, max_running)
+        task = _Task(self, fn, overlap, max_running)
+        task.driver = driver
+        return task
 
     def _attach(self, task: _Task, task_id: int) -> int:
         """Bind a task to the core entry that now runs its dispatch; wake if it is sooner."""
@@ -283,11 +325,18 @@ class Policy:
         self.in_progress += 1
         return True
 
-    def call(self, run: Run) -> None:
+    def call(self, run: Run, announce: Callable[[RunEvent], object] | None = None) -> None:
         """Run the job: STARTED, the call, its duration and `Exception` (*unlocked*).
 
         A `BaseException` that is not an `Exception` propagates; the driver must still
         call `end` (in a ``finally``).
+
+        Args:
+            run: The run, after `begin` said it may start.
+            announce: How the STARTED event reaches the listeners. Default: delivered
+                here, on the calling thread. A driver whose listeners run elsewhere (the
+                asyncio driver, on its loop) passes a hand-off.
+
         """
         if not self.listeners:
             # Times only feed events: with no listener, skip the two clock reads.
@@ -297,18 +346,46 @@ class Policy:
                 run.error = exc
             return
         clock = self.clock
-        started = run.started = clock()
-        if self.listeners:
-            _deliver(
-                self.listeners,
-                RunEvent(EventKind.STARTED, run.task.task_id, run.scheduled, started),
-            )
+        started = self._started(run, announce)
         try:
             run.task.fn()
         except Exception as exc:
             run.error = exc
         finally:
             run.duration = clock() - started
+
+    async def call_async(self, run: Run, job: Callable[[], Awaitable[object]]) -> None:
+        """`call` for a coroutine job: ``await job()`` in place of ``fn()`` (*unlocked*).
+
+        For a driver whose owner task is the lock: it runs on that loop, so STARTED is
+        delivered here. ``job`` is the task's function, or a wrapper of it (a timeout).
+        A `BaseException` that is not an `Exception` (``CancelledError`` included)
+        propagates; the driver must still call `end`.
+        """
+        if not self.listeners:
+            try:
+                await job()
+            except Exception as exc:
+                run.error = exc
+            return
+        clock = self.clock
+        started = self._started(run, None)
+        try:
+            await job()
+        except Exception as exc:
+            run.error = exc
+        finally:
+            run.duration = clock() - started
+
+    def _started(self, run: Run, announce: Callable[[RunEvent], object] | None) -> float:
+        """Read the start time and announce STARTED (there is at least one listener)."""
+        started = run.started = self.clock()
+        event = RunEvent(EventKind.STARTED, run.task.task_id, run.scheduled, started)
+        if announce is None:
+            _deliver(self.listeners, event)
+        else:
+            announce(event)
+        return started
 
     def end(self, run: Run) -> None:
         """Book a finished run: errors, running set, next fixed-delay run, queue (*locked*)."""
@@ -335,6 +412,16 @@ class Policy:
         A fixed-delay task whose run is dropped this way stays parked; that only happens
         when it was cancelled or the driver stopped.
         """
+        self._release(run)
+
+    def drop(self, run: Run) -> None:
+        """Forget a run that `begin` let through but whose job was never called (*locked*).
+
+        For a driver that calls `begin` when it hands the run over and checks again
+        where the job would start (the asyncio driver's executor runs), or whose
+        executor refused the run. Like `abandon`, a fixed-delay task stays parked.
+        """
+        self.in_progress -= 1
         self._release(run)
 
     def _release(self, run: Run) -> None:
@@ -375,3 +462,25 @@ class Policy:
             return self.skipped_total
         task = self.tasks.get(task_id)
         return 0 if task is None else task.skipped
+
+    def infos(self) -> list[TaskInfo]:
+        """The live tasks in run order, each with the user's job (not the dispatch).
+
+        A fixed-delay task whose run is going on shows the due time of that run.
+        """
+        jobs = self.tasks
+        return [
+            TaskInfo(t.task_id, t.due, jobs[t.task_id].fn, t.interval, t.fixed_delay)
+            for t in self.core.tasks()
+        ]
+
+    def check(self) -> None:
+        """Verify the policy's invariants and the core's; for tests (O(n))."""
+        core = self.core
+        core._check()
+        assert set(self.tasks) == set(core._tasks), "driver and core tasks disagree"
+        for task_id, task in self.tasks.items():
+            assert task.task_id == task_id and not task.cancelled, f"bad task {task_id}"
+            assert task.running == self.running.get(task_id, 0), f"task {task_id} count"
+        assert all(n > 0 for n in self.running.values()), "zero count kept in running"
+        assert 0 <= self.in_progress <= sum(self.running.values()), "in_progress"

@@ -23,7 +23,7 @@ from collections.abc import Callable
 from concurrent.futures import Executor, ThreadPoolExecutor
 from types import TracebackType
 
-from ._policy import Overlap, Policy, Run
+from ._policy import Overlap, Policy, Run, seconds_or_none
 from ._scheduler import DEFAULT_MAX_ERRORS, Clock, ErrorHook, Listener, Scheduler, TaskInfo, _log
 from ._schedules import Schedule
 
@@ -243,12 +243,7 @@ class ThreadScheduler:
             ValueError: ``timeout`` is not ``None`` or a finite number >= 0.
 
         """
-        if timeout is not None and (
-            isinstance(timeout, bool)
-            or not isinstance(timeout, (int, float))
-            or not 0 <= timeout < math.inf
-        ):
-            raise ValueError(f"timeout must be None or a finite number >= 0, got {timeout!r}")
+        timeout = seconds_or_none("timeout", timeout, positive=False)
         give_up = None if timeout is None else time.monotonic() + timeout
         with self._lock:
             self._stopping = True
@@ -302,11 +297,7 @@ class ThreadScheduler:
         A fixed-delay task whose run is going on shows the due time of that run.
         """
         with self._lock:
-            jobs = self._policy.tasks
-            return [
-                TaskInfo(t.task_id, t.due, jobs[t.task_id].fn, t.interval, t.fixed_delay)
-                for t in self._core.tasks()
-            ]
+            return self._policy.infos()
 
     def running(self) -> dict[int, int]:
         """Task id -> how many of its runs are in the pool right now (started or about to)."""
@@ -468,11 +459,4 @@ class ThreadScheduler:
     def _check(self) -> None:
         """Verify the driver's invariants and the core's; for tests (lock taken)."""
         with self._lock:
-            core, policy = self._core, self._policy
-            core._check()
-            assert set(policy.tasks) == set(core._tasks), "driver and core tasks disagree"
-            for task_id, task in policy.tasks.items():
-                assert task.task_id == task_id and not task.cancelled, f"bad task {task_id}"
-                assert task.running == policy.running.get(task_id, 0), f"task {task_id} count"
-            assert all(n > 0 for n in policy.running.values()), "zero count kept in running"
-            assert 0 <= policy.in_progress <= sum(policy.running.values()), "in_progress"
+            self._policy.check()
