@@ -286,3 +286,20 @@ def test_own_pool_refusing_work_is_contained(
         "executor refused 2 run(s): cannot schedule new futures after shutdown"
     ]
     ts._check()
+
+
+def test_cancel_of_the_task_it_sleeps_for_wakes_the_loop(
+    clock: FakeClock, pool: ManualExecutor
+) -> None:
+    ts = ThreadScheduler(clock, executor=pool)
+    notified: list[int] = []
+    ts._cond.notify = lambda n=1: notified.append(n)  # type: ignore[method-assign]
+    head = ts.schedule(10, lambda: None)
+    later = ts.schedule(500, lambda: None)
+    ts._policy.deadline = 10.0  # the loop sleeps until the head is due
+    assert ts.cancel(later)
+    assert notified == []  # not the one it waits for: nothing changes for the loop
+    assert ts.cancel(head)
+    assert notified == [1]  # re-arm for the next task instead of waking for nothing
+    assert not ts.cancel(head)
+    assert notified == [1]

@@ -193,9 +193,15 @@ class ThreadScheduler:
         task that is due and handed to the pool, running or done.
         """
         with self._lock:
-            # No wake-up needed: a cancel only ever makes the next due time later. The
-            # timing thread wakes at most once for the cancelled task and finds nothing.
-            return self._policy.cancel(task_id)
+            policy = self._policy
+            entry = self._core._tasks.get(task_id)
+            if not policy.cancel(task_id):
+                return False
+            # The timing thread sleeps until the head's due time: if it sleeps for this
+            # task, wake it to re-arm for the next one rather than wake later for nothing.
+            if entry is not None and entry[0] <= policy.deadline + 1e-6:
+                self._cond.notify()
+            return True
 
     def next_run_in(self) -> float | None:
         """Seconds until the next task is due: 0.0 if overdue, ``None`` if none."""
