@@ -423,6 +423,7 @@ class PostgresStore:
     ) -> T:
         began = time.monotonic()
         delay = self._backoff_min
+        slept = 0.0  # counted too, so an injected sleep that returns at once still ends
         unknown = False
         while True:
             try:
@@ -430,7 +431,7 @@ class PostgresStore:
             except _Retry as retry:
                 unknown = unknown or (retry.unknown and write)
                 error = self._scrub(f"{type(retry.cause).__name__}: {retry.cause}".strip())
-                waited = time.monotonic() - began
+                waited = max(time.monotonic() - began, slept)
                 if self._closed:
                     raise StoreError(f"cannot {what}: the store is closed") from retry.cause
                 if waited + delay > self._reconnect_timeout:
@@ -448,6 +449,7 @@ class PostgresStore:
                     delay,
                 )
                 self._sleep(delay)
+                slept += delay
                 delay = min(delay * 2, self._backoff_max)
                 if self._closed:
                     raise StoreError(f"cannot {what}: the store is closed") from retry.cause
