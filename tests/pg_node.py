@@ -53,6 +53,16 @@ def advance(state: JobState, now: float) -> float | None:
     return following if following < float(state.spec.kwargs["until"]) else None
 
 
+def record(**kwargs: Any) -> None:
+    """The job function the test specs name (``tests.pg_node:record``); importable.
+
+    The store-level loop runs `Recorder` instead, which knows the claim. When the durable
+    scheduler replaces `run_loop`, this function must record (job id, scheduled time,
+    claim token or another per-run id) in tw_results from whatever run context the
+    scheduler offers.
+    """
+
+
 class Recorder:
     """The job: record the run in tw_results on its own connection, reconnecting if cut."""
 
