@@ -1,6 +1,8 @@
 from __future__ import annotations
 
-from collections.abc import Callable
+import os
+import secrets
+from collections.abc import Callable, Iterator
 
 import pytest
 
@@ -32,3 +34,51 @@ class Log(list[str]):
 @pytest.fixture
 def log() -> Log:
     return Log()
+
+
+# -- PostgreSQL ---------------------------------------------------------------------------
+
+PG_HOWTO = (
+    "start PostgreSQL (15 or later), create a database (createdb tickwork_test) and set"
+    " TICKWORK_PG_DSN=postgresql:///tickwork_test to run them (.ci/run does all of this)"
+)
+
+
+@pytest.fixture(scope="session")
+def pg_dsn() -> str:
+    """The DSN of a reachable PostgreSQL server; skips (or fails in CI) without one.
+
+    ``TICKWORK_REQUIRE_POSTGRES=1`` (set by .ci/run) turns a missing server into a failure:
+    CI must never pass by skipping the PostgreSQL store.
+    """
+    dsn = os.environ.get("TICKWORK_PG_DSN", "")
+    required = os.environ.get("TICKWORK_REQUIRE_POSTGRES", "") == "1"
+    problem = "TICKWORK_PG_DSN is not set"
+    if dsn:
+        try:
+            import psycopg
+        except ImportError:
+            problem = "psycopg is not installed (pip install -e '.[dev]')"
+        else:
+            try:
+                psycopg.connect(dsn, connect_timeout=5).close()
+                return dsn
+            except psycopg.Error as exc:
+                from tickwork.stores.postgres import redact_dsn
+
+                problem = f"cannot connect to {redact_dsn(dsn)!r}: {exc}"
+    if required:
+        pytest.fail(f"TICKWORK_REQUIRE_POSTGRES=1 but {problem}", pytrace=False)
+    pytest.skip(f"PostgreSQL tests skipped: {problem}; {PG_HOWTO}")
+
+
+@pytest.fixture
+def pg_schema(pg_dsn: str) -> Iterator[str]:
+    """A fresh, uniquely named schema for one test, dropped afterwards."""
+    import psycopg
+    from psycopg import sql
+
+    name = f"tw_test_{secrets.token_hex(6)}"
+    yield name
+    with psycopg.connect(pg_dsn, autocommit=True) as conn:
+        conn.execute(sql.SQL("DROP SCHEMA IF EXISTS {} CASCADE").format(sql.Identifier(name)))

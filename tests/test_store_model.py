@@ -30,8 +30,9 @@ from tickwork.stores import (
 def test_public_surface_is_pinned() -> None:
     assert tickwork.stores.__all__ == [
         "DELIVERIES", "KEEP", "MISSED_POLICIES", "OUTCOMES", "OVERLAP_POLICIES", "SPEC_VERSION",
-        "Advance", "AtSchedule", "Claim", "CronSchedule", "Delivery", "EverySchedule",
-        "JobNotFoundError", "JobSpec", "JobSpecError", "JobState", "Keep", "LastRun", "Missed",
+        "Advance", "AtSchedule", "ChangeNotifier", "Claim", "CronSchedule", "Delivery",
+        "EverySchedule", "JobNotFoundError", "JobSpec", "JobSpecError", "JobState", "Keep",
+        "LastRun", "Missed",
         "Outcome", "Overlap", "Recovered", "Schedule", "SchemaVersionError", "Store",
         "StoreError", "TickworkError", "Upsert", "resolve_func", "schedule_from_dict",
         "spec_from_json", "spec_to_json",

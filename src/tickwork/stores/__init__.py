@@ -2,8 +2,9 @@
 
 A store keeps durable jobs in a database so they survive the process. This package
 holds what every store shares; the stores themselves are separate modules imported
-only by the programs that use them (``tickwork.stores.sqlite``), so importing this
-package loads no database driver. See ``docs/durability.md``.
+only by the programs that use them (``tickwork.stores.sqlite``,
+``tickwork.stores.postgres``), so importing this package loads no database driver.
+See ``docs/durability.md`` and ``docs/postgres.md``.
 """
 
 from __future__ import annotations
@@ -40,6 +41,7 @@ from ._model import resolve_func as resolve_func
 from ._model import schedule_from_dict as schedule_from_dict
 from ._model import spec_from_json as spec_from_json
 from ._model import spec_to_json as spec_to_json
+from ._protocol import ChangeNotifier as ChangeNotifier
 from ._protocol import Store as Store
 
 __all__ = [
@@ -51,6 +53,7 @@ __all__ = [
     "SPEC_VERSION",
     "Advance",
     "AtSchedule",
+    "ChangeNotifier",
     "Claim",
     "CronSchedule",
     "Delivery",

@@ -12,7 +12,7 @@ from typing import Protocol, runtime_checkable
 
 from ._model import Advance, Claim, JobSpec, JobState, Keep, Outcome, Recovered, Upsert
 
-__all__ = ["Store"]
+__all__ = ["ChangeNotifier", "Store"]
 
 
 @runtime_checkable
@@ -170,4 +170,51 @@ class Store(Protocol):
 
     def close(self) -> None:
         """Release the store's resources; later calls raise `StoreError`. Idempotent."""
+        ...
+
+
+@runtime_checkable
+class ChangeNotifier(Protocol):
+    """Optional store capability: block until another process changes the jobs.
+
+    A scheduler detects it with ``isinstance(store, ChangeNotifier)`` and, where it is
+    missing, sleeps until `Store.next_wakeup` (or its safety poll) instead. A store that
+    has it announces every committed change that can make a run due sooner: a new or
+    changed job (`Store.upsert` unless unchanged), `Store.set_next_run`,
+    `Store.set_paused`, `Store.remove`, a `Store.finish` that stores a next run, and a
+    recovery that makes a run due again. Changes made through any store object on the
+    same database count, this one's included.
+
+    Use::
+
+        while running:
+            ...claim and run what is due...
+            wakeup = store.next_wakeup()
+            timeout = poll if wakeup is None else min(poll, max(0.0, wakeup - now()))
+            store.wait_for_change(timeout)
+    """
+
+    def wait_for_change(self, timeout: float) -> bool:
+        """Wait up to ``timeout`` seconds for a change; never raises for a lost connection.
+
+        Returns:
+            True when the caller should read the store again: a change was announced,
+            `interrupt_wait` was called, or the notifications may have been missed (the
+            first call, which starts listening, and the first call after the listening
+            connection was lost return True at once). False when the timeout passed with
+            nothing announced. Spurious True results are allowed; a missed change is not
+            (once a call has returned, every later committed change makes a later call
+            return True).
+
+        Raises:
+            StoreError: The store is closed.
+
+        """
+        ...
+
+    def interrupt_wait(self) -> None:
+        """Make the current (or else the next) `wait_for_change` return True promptly.
+
+        Safe to call from any thread, e.g. by a scheduler that is stopping.
+        """
         ...

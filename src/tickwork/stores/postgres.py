@@ -1,0 +1,1161 @@
+"""`PostgresStore`: durable jobs in PostgreSQL, shared by schedulers on many hosts.
+
+Import this module explicitly (``from tickwork.stores.postgres import PostgresStore``);
+it needs psycopg 3 (``pip install 'tickwork[postgres]'``). ``import tickwork`` and
+``import tickwork.stores`` never load psycopg.
+
+Every state change is one READ COMMITTED transaction. Due jobs are claimed with
+``SELECT ... FOR NO KEY UPDATE SKIP LOCKED`` and re-read under their row locks, so
+several schedulers on one database take each due run exactly once. Every change that
+can make a run due sooner is announced with ``NOTIFY`` and can be waited for with
+`PostgresStore.wait_for_change`. A lost connection is re-opened with exponential
+backoff; an operation is retried only when that cannot run anything twice (see
+``docs/postgres.md``). The DSN's password is never logged nor shown in errors.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import logging
+import secrets
+import select
+import socket
+import threading
+import time
+from collections.abc import Callable, Sequence
+from contextlib import suppress
+from dataclasses import dataclass
+from typing import Any, Final, Literal, TypeVar
+
+import psycopg
+from psycopg import sql
+from psycopg.conninfo import conninfo_to_dict, make_conninfo
+
+from ._errors import JobNotFoundError, SchemaVersionError, StoreError
+from ._model import (
+    KEEP,
+    SPEC_VERSION,
+    Advance,
+    Claim,
+    JobSpec,
+    JobState,
+    Keep,
+    LastRun,
+    Outcome,
+    Recovered,
+    Upsert,
+    check_claim,
+    check_job_id,
+    check_limit,
+    check_optional_time,
+    check_outcome,
+    check_owner,
+    check_positive,
+    check_spec,
+    check_time,
+    spec_from_json,
+    spec_to_json,
+)
+
+__all__ = ["APPLICATION", "MIGRATIONS", "PostgresStore", "redact_dsn"]
+
+_log = logging.getLogger("tickwork.stores")
+
+T = TypeVar("T")
+Cursor = psycopg.Cursor[Any]
+
+#: The ``application`` value in ``tickwork_meta``: how a schema is recognised as ours.
+APPLICATION: Final = "tickwork"
+
+_MAX_IDENTIFIER: Final = 63  # PostgreSQL's NAMEDATALEN - 1, in bytes
+
+
+def _create_v1(cur: Cursor) -> None:
+    """Schema 1: jobs (declaration as JSON text + tracked state) and live claims."""
+    cur.execute(
+        """
+        CREATE TABLE tickwork_jobs (
+            id text PRIMARY KEY,
+            spec text NOT NULL,
+            schedule text NOT NULL,
+            overlap text NOT NULL,
+            paused boolean NOT NULL,
+            next_run double precision,
+            last_scheduled double precision,
+            last_started double precision,
+            last_ended double precision,
+            last_outcome text,
+            last_error text,
+            last_token text
+        )
+        """
+    )
+    cur.execute(
+        "CREATE INDEX tickwork_jobs_due ON tickwork_jobs (next_run, id)"
+        " WHERE next_run IS NOT NULL AND NOT paused"
+    )
+    cur.execute(
+        """
+        CREATE TABLE tickwork_claims (
+            token text PRIMARY KEY,
+            job_id text NOT NULL REFERENCES tickwork_jobs (id) ON DELETE CASCADE,
+            owner text NOT NULL,
+            scheduled double precision NOT NULL,
+            claimed_at double precision NOT NULL,
+            lease_until double precision NOT NULL,
+            started double precision
+        )
+        """
+    )
+    cur.execute("CREATE INDEX tickwork_claims_job ON tickwork_claims (job_id)")
+    cur.execute("CREATE INDEX tickwork_claims_lease ON tickwork_claims (lease_until)")
+
+
+#: ``MIGRATIONS[i]`` takes a schema from version ``i`` to ``i + 1`` inside the opening
+#: transaction (under an advisory lock, so concurrent openers migrate once); the
+#: current version is ``len(MIGRATIONS)``. Append only: a released step is never edited.
+MIGRATIONS: list[Callable[[Cursor], None]] = [_create_v1]
+
+_TABLES: Final = ("tickwork_meta", "tickwork_jobs", "tickwork_claims")
+_JOB_COLUMNS: Final = (
+    "id, spec, paused, next_run, last_scheduled, last_started, last_ended, last_outcome, last_error"
+)
+_CLAIM_COLUMNS: Final = "token, job_id, owner, scheduled, claimed_at, lease_until, started"
+# A job is claimable when due, not paused and not claimed, unless it allows overlap.
+_CLAIMABLE: Final = (
+    "j.next_run IS NOT NULL AND NOT j.paused AND (j.overlap = 'allow'"
+    " OR NOT EXISTS (SELECT 1 FROM tickwork_claims c WHERE c.job_id = j.id))"
+)
+# Step 1 of a claim: lock due rows nobody else holds. Under READ COMMITTED the row a
+# lock returns may be newer than the snapshot the filter saw, so step 2 re-reads the
+# locked rows with a fresh statement (a new snapshot) before anything is decided.
+_LOCK_DUE: Final = (
+    f"SELECT j.id FROM tickwork_jobs j WHERE {_CLAIMABLE} AND j.next_run <= %s"
+    " AND j.id <> ALL(%s) ORDER BY j.next_run, j.id LIMIT %s"
+    " FOR NO KEY UPDATE OF j SKIP LOCKED"
+)
+_REREAD_DUE: Final = (
+    f"SELECT {_JOB_COLUMNS} FROM tickwork_jobs j WHERE j.id = ANY(%s) AND {_CLAIMABLE}"
+    " AND j.next_run <= %s ORDER BY j.next_run, j.id"
+)
+
+
+def _schedule_json(spec: JobSpec) -> str:
+    return json.dumps(spec.schedule.to_dict(), sort_keys=True, separators=(",", ":"))
+
+
+def redact_dsn(dsn: str) -> str:
+    """The connection string with its password replaced by ``***``, for logs and errors.
+
+    Args:
+        dsn: A libpq connection string or ``postgresql://`` URL.
+
+    Returns:
+        The same connection parameters in key=value form, password masked. A string
+        libpq cannot parse is not echoed at all.
+
+    """
+    try:
+        params = conninfo_to_dict(dsn)
+    except psycopg.Error:
+        return "<unparsable connection string>"
+    if params.get("password"):
+        params["password"] = "***"
+    return make_conninfo("", **params)
+
+
+@dataclass
+class _Retry(Exception):
+    """Internal: the connection failed; ``unknown`` if it failed while committing."""
+
+    cause: BaseException
+    unknown: bool
+
+
+def _transient(exc: BaseException, conn: psycopg.Connection[Any] | None) -> bool:
+    """Whether ``exc`` means "the connection or this transaction failed, try again"."""
+    if conn is not None and (conn.closed or conn.broken):
+        return True
+    return isinstance(exc, psycopg.OperationalError | psycopg.errors.TransactionRollback)
+
+
+class PostgresStore:
+    """Durable jobs in PostgreSQL; implements `tickwork.stores.Store` and `ChangeNotifier`.
+
+    Tables ``tickwork_meta``, ``tickwork_jobs`` and ``tickwork_claims`` are created (or
+    migrated) on first use in ``schema`` or, without one, in the first schema of the
+    connection's ``search_path``. A schema holding tables of those names without our
+    metadata, or written by a newer tickwork, is refused and left untouched.
+
+    Connection loss: each operation re-opens the connection with exponential backoff
+    (``backoff_min`` doubling up to ``backoff_max``) for up to ``reconnect_timeout``
+    seconds, then raises `StoreError`; a scheduler treats that as "try again later".
+    A transaction that failed before its commit is simply retried. One whose commit was
+    cut off is checked instead of repeated: `claim_due` looks for its own claim tokens
+    (generated by this process) and returns exactly the claims that committed; `start`
+    and `finish` look at their claim. So a lost connection never makes a run happen twice.
+
+    Thread-safety: one store object may be shared by threads; it runs one operation at a
+    time on its connection (`wait_for_change` uses a second one, opened on first use).
+    Processes and hosts each open their own store.
+
+    Args:
+        dsn: libpq connection string or URL (``"postgresql://user@host/db"``). Its
+            password never appears in logs, ``repr`` or error messages.
+        schema: Schema for the tables, created if missing; ``None`` uses the
+            ``search_path``. Lets several independent schedules share a database.
+        reconnect_timeout: Seconds an operation keeps reconnecting before it fails.
+        backoff_min: First wait between reconnection attempts, in seconds.
+        backoff_max: Longest wait between attempts.
+        connect_timeout: libpq's ``connect_timeout`` for each attempt, unless the DSN
+            sets one.
+        sleep: How to wait between attempts (tests inject a fake); the default wait is
+            cut short by `close`.
+
+    Raises:
+        StoreError: The database cannot be reached within ``reconnect_timeout``, the
+            schema cannot be prepared, or it holds tables that are not tickwork's.
+        SchemaVersionError: The schema was written by a newer tickwork.
+
+    """
+
+    def __init__(
+        self,
+        dsn: str,
+        *,
+        schema: str | None = None,
+        reconnect_timeout: float = 30.0,
+        backoff_min: float = 0.05,
+        backoff_max: float = 5.0,
+        connect_timeout: float = 10.0,
+        sleep: Callable[[float], object] | None = None,
+    ) -> None:
+        if not isinstance(dsn, str):
+            raise TypeError(f"dsn must be a str, got {type(dsn).__name__}")
+        try:
+            params = conninfo_to_dict(dsn)
+        except psycopg.Error as exc:
+            raise ValueError(f"dsn is not a valid connection string: {exc}") from None
+        self._password = str(params.get("password") or "")
+        self._redacted = redact_dsn(dsn)
+        if schema is not None and (
+            not isinstance(schema, str)
+            or not schema
+            or not schema.isprintable()
+            or len(schema.encode()) > _MAX_IDENTIFIER
+        ):
+            raise ValueError(
+                "schema must be a non-empty printable name of at most 63 bytes or None,"
+                f" got {schema!r}"
+            )
+        self._schema = schema
+        self._reconnect_timeout = check_time("reconnect_timeout", reconnect_timeout)
+        if self._reconnect_timeout < 0:
+            raise ValueError(
+                f"reconnect_timeout must be a finite number >= 0, got {reconnect_timeout!r}"
+            )
+        self._backoff_min = check_positive("backoff_min", backoff_min)
+        self._backoff_max = check_positive("backoff_max", backoff_max)
+        if self._backoff_max < self._backoff_min:
+            raise ValueError(
+                f"backoff_max must be >= backoff_min ({backoff_min!r}), got {backoff_max!r}"
+            )
+        connect_timeout = check_positive("connect_timeout", connect_timeout)
+        if sleep is not None and not callable(sleep):
+            raise TypeError(f"sleep must be callable as sleep(seconds), got {sleep!r}")
+        self._closing = threading.Event()
+        self._sleep: Callable[[float], object] = sleep or self._closing.wait
+        self._dsn = dsn
+        self._connect_kwargs: dict[str, Any] = {"autocommit": False}
+        if "connect_timeout" not in params:
+            self._connect_kwargs["connect_timeout"] = max(1, round(connect_timeout))
+        if "application_name" not in params:
+            self._connect_kwargs["application_name"] = "tickwork"
+        self._lock = threading.RLock()
+        self._busy = False
+        self._closed = False
+        self._warned: set[tuple[str, str]] = set()
+        self._conn: psycopg.Connection[Any] | None = None
+        self._channel = ""
+        # The listener: its own connection, and a socket pair to interrupt its wait.
+        self._listen_lock = threading.Lock()
+        self._listen_conn: psycopg.Connection[Any] | None = None
+        self._wake_r, self._wake_w = socket.socketpair()
+        self._wake_r.setblocking(False)
+        self._wake_w.setblocking(False)
+        try:
+            self._run("open the store", self._prepare, write=False)
+        except BaseException:
+            self._closed = True
+            self._drop()
+            self._wake_r.close()
+            self._wake_w.close()
+            raise
+
+    def __repr__(self) -> str:
+        schema = "" if self._schema is None else f", schema={self._schema!r}"
+        return f"PostgresStore({self._redacted!r}{schema})"
+
+    def __enter__(self) -> PostgresStore:
+        return self
+
+    def __exit__(self, *exc_info: object) -> None:
+        self.close()
+
+    @property
+    def schema(self) -> str | None:
+        """The schema given to the constructor (``None``: the ``search_path``)."""
+        return self._schema
+
+    @property
+    def channel(self) -> str:
+        """The ``LISTEN``/``NOTIFY`` channel on which this store's changes are announced."""
+        return self._channel
+
+    # -- connections --------------------------------------------------------------------
+
+    def _scrub(self, text: str) -> str:
+        """``text`` with the password masked, in case a driver message ever quotes it."""
+        return text.replace(self._password, "***") if self._password else text
+
+    def _connect(self) -> psycopg.Connection[Any]:
+        """A new connection with the search path set (raises psycopg errors)."""
+        conn = psycopg.connect(self._dsn, **self._connect_kwargs)
+        try:
+            if self._schema is not None:
+                conn.execute(
+                    sql.SQL("SELECT set_config('search_path', {}, false)").format(
+                        sql.Literal(sql.Identifier(self._schema).as_string(conn))
+                    )
+                )
+            conn.commit()
+        except BaseException:
+            conn.close()
+            raise
+        return conn
+
+    def _drop(self) -> None:
+        """Forget the main connection (it is broken, or the store is closing)."""
+        conn, self._conn = self._conn, None
+        if conn is not None:
+            try:
+                conn.close()
+            except Exception:  # a broken connection may fail to close; it is gone anyway
+                _log.debug("closing a broken connection failed", exc_info=True)
+
+    def _commit(self, conn: psycopg.Connection[Any]) -> None:
+        """Commit (a seam for tests that cut the connection during the commit)."""
+        conn.commit()
+
+    def _attempt(self, what: str, fn: Callable[[Cursor], T]) -> T:
+        """Run ``fn`` in one transaction on the current connection; raise `_Retry` if it broke."""
+        conn = self._conn
+        if conn is None:
+            try:
+                conn = self._conn = self._connect()
+            except psycopg.Error as exc:
+                raise _Retry(exc, unknown=False) from exc
+        try:
+            with conn.cursor() as cur:
+                result = fn(cur)
+        except BaseException as exc:
+            try:
+                conn.rollback()
+            except psycopg.Error:
+                self._drop()
+            if isinstance(exc, psycopg.Error):
+                if _transient(exc, conn):
+                    if conn.closed or conn.broken:
+                        self._drop()
+                    raise _Retry(exc, unknown=False) from exc
+                raise StoreError(f"cannot {what}: {self._scrub(str(exc))}") from exc
+            raise
+        try:
+            self._commit(conn)
+        except psycopg.Error as exc:
+            if (
+                conn.closed
+                or conn.broken
+                or (
+                    isinstance(exc, psycopg.OperationalError)
+                    and not isinstance(exc, psycopg.errors.TransactionRollback)
+                )
+            ):
+                self._drop()
+                raise _Retry(exc, unknown=True) from exc
+            try:
+                conn.rollback()
+            except psycopg.Error:
+                self._drop()
+            if isinstance(exc, psycopg.errors.TransactionRollback):
+                raise _Retry(exc, unknown=False) from exc
+            raise StoreError(f"cannot {what}: {self._scrub(str(exc))}") from exc
+        return result
+
+    def _run(
+        self,
+        what: str,
+        fn: Callable[[Cursor], T],
+        *,
+        write: bool = True,
+        resolve: Callable[[Cursor], T] | None = None,
+    ) -> T:
+        """One operation: a transaction, retried across reconnections where that is safe.
+
+        A failure before the commit changed nothing, so ``fn`` runs again. A failure
+        during the commit leaves the outcome unknown; then ``resolve`` (default: ``fn``,
+        for operations whose repetition is harmless) runs instead, in a new transaction.
+        """
+        with self._lock:
+            if self._closed:
+                raise StoreError(f"cannot {what}: the store is closed")
+            if self._busy:
+                raise StoreError(f"cannot {what} from inside another store call (advance?)")
+            self._busy = True
+            try:
+                return self._retrying(what, fn, resolve if resolve is not None else fn, write)
+            finally:
+                self._busy = False
+
+    def _retrying(
+        self, what: str, fn: Callable[[Cursor], T], resolve: Callable[[Cursor], T], write: bool
+    ) -> T:
+        began = time.monotonic()
+        delay = self._backoff_min
+        slept = 0.0  # counted too, so an injected sleep that returns at once still ends
+        unknown = False
+        while True:
+            try:
+                return self._attempt(what, resolve if unknown else fn)
+            except _Retry as retry:
+                unknown = unknown or (retry.unknown and write)
+                error = self._scrub(f"{type(retry.cause).__name__}: {retry.cause}".strip())
+                waited = max(time.monotonic() - began, slept)
+                if self._closed:
+                    raise StoreError(f"cannot {what}: the store is closed") from retry.cause
+                if waited + delay > self._reconnect_timeout:
+                    raise StoreError(
+                        f"cannot {what}: database {self._redacted!r} unreachable for"
+                        f" {waited:.1f} s (reconnect_timeout={self._reconnect_timeout!r}):"
+                        f" {error}"
+                    ) from retry.cause
+                _log.warning(
+                    "cannot %s (%s)%s; reconnecting to %r in %.2f s",
+                    what,
+                    error,
+                    ", commit outcome unknown: will check it" if unknown else "",
+                    self._redacted,
+                    delay,
+                )
+                self._sleep(delay)
+                slept += delay
+                delay = min(delay * 2, self._backoff_max)
+                if self._closed:
+                    raise StoreError(f"cannot {what}: the store is closed") from retry.cause
+
+    # -- the schema ---------------------------------------------------------------------
+
+    def _inspect(self, cur: Cursor) -> int:
+        """The schema version of our tables (0: none yet); refuses foreign tables."""
+        found = [
+            name
+            for name in _TABLES
+            if cur.execute("SELECT to_regclass(%s)", (name,)).fetchone() != (None,)
+        ]
+        where = self._schema if self._schema is not None else "the search_path"
+        if "tickwork_meta" not in found:
+            if found:
+                raise StoreError(
+                    f"schema {where!r} has tables {found} but no tickwork_meta: they are not"
+                    " tickwork's; refusing to use them (nothing was modified)"
+                )
+            return 0
+        rows = dict(cur.execute("SELECT key, value FROM tickwork_meta").fetchall())
+        if rows.get("application") != APPLICATION:
+            raise StoreError(
+                f"tickwork_meta in {where!r} belongs to another application"
+                f" ({rows.get('application')!r}); refusing to use it (nothing was modified)"
+            )
+        try:
+            version = int(rows["schema_version"])
+        except (KeyError, ValueError):
+            raise StoreError(
+                f"tickwork_meta in {where!r} has no valid schema_version"
+                f" ({rows.get('schema_version')!r})"
+            ) from None
+        if version > len(MIGRATIONS):
+            raise SchemaVersionError(
+                f"schema {where!r} has tickwork schema version {version}; this tickwork"
+                f" supports up to {len(MIGRATIONS)}: upgrade tickwork (nothing was modified)"
+            )
+        return version
+
+    def _prepare(self, cur: Cursor) -> None:
+        """Create or migrate the tables (under an advisory lock) and learn the channel."""
+        if self._schema is not None:
+            exists = cur.execute(
+                "SELECT 1 FROM pg_namespace WHERE nspname = %s", (self._schema,)
+            ).fetchone()
+        else:
+            exists = (1,)
+        if exists is None or self._inspect(cur) < len(MIGRATIONS):
+            name = self._schema if self._schema is not None else ""
+            cur.execute(
+                "SELECT pg_advisory_xact_lock(hashtextextended(%s, 0))", (f"tickwork:{name}",)
+            )
+            if self._schema is not None:
+                cur.execute(
+                    sql.SQL("CREATE SCHEMA IF NOT EXISTS {}").format(sql.Identifier(self._schema))
+                )
+            version = self._inspect(cur)  # another process may have done it meanwhile
+            if version == 0:
+                cur.execute(
+                    "CREATE TABLE tickwork_meta (key text PRIMARY KEY, value text NOT NULL)"
+                )
+                cur.execute("INSERT INTO tickwork_meta VALUES ('application', %s)", (APPLICATION,))
+            for step in range(version, len(MIGRATIONS)):
+                MIGRATIONS[step](cur)
+                _log.info("tickwork schema in %r migrated to version %d", name, step + 1)
+            cur.execute(
+                "INSERT INTO tickwork_meta VALUES ('schema_version', %s) ON CONFLICT (key)"
+                " DO UPDATE SET value = excluded.value",
+                (str(len(MIGRATIONS)),),
+            )
+        row = cur.execute("SELECT current_schema()").fetchone()
+        current = str(row[0]) if row is not None else ""
+        channel = f"tickwork:{current}"
+        if len(channel.encode()) > _MAX_IDENTIFIER:
+            channel = "tickwork:" + hashlib.sha256(current.encode()).hexdigest()[:32]
+        self._channel = channel
+
+    # -- reading rows -------------------------------------------------------------------
+
+    def _decode(self, job_id: str, text: str, *, strict: bool) -> JobSpec | None:
+        """Decode a stored spec; unreadable ones raise (strict) or are logged once."""
+        try:
+            return spec_from_json(text)
+        except StoreError as exc:
+            if strict:
+                raise
+            if (job_id, text) not in self._warned:
+                self._warned.add((job_id, text))
+                _log.warning("skipping job %r: %s", job_id, exc)
+            return None
+
+    @staticmethod
+    def _claim(row: Sequence[Any], spec: JobSpec) -> Claim:
+        token, job_id, owner, scheduled, claimed_at, lease_until, started = row
+        return Claim(token, job_id, owner, scheduled, claimed_at, lease_until, started, spec)
+
+    def _state(
+        self, row: Sequence[Any], spec: JobSpec, claims: Sequence[Sequence[Any]]
+    ) -> JobState:
+        _, _, paused, next_run, l_sched, l_start, l_end, l_outcome, l_error = row
+        last = None
+        if l_outcome is not None:
+            last = LastRun(l_sched, l_start, l_end, l_outcome, l_error)
+        return JobState(
+            spec=spec,
+            next_run=next_run,
+            paused=bool(paused),
+            last_run=last,
+            claims=tuple(self._claim(c, spec) for c in claims),
+        )
+
+    @staticmethod
+    def _claims_of(cur: Cursor, job_ids: list[str]) -> dict[str, list[Sequence[Any]]]:
+        out: dict[str, list[Sequence[Any]]] = {}
+        rows = cur.execute(
+            f"SELECT {_CLAIM_COLUMNS} FROM tickwork_claims WHERE job_id = ANY(%s)"
+            " ORDER BY scheduled, token",
+            (job_ids,),
+        ).fetchall()
+        for c in rows:
+            out.setdefault(c[1], []).append(c)
+        return out
+
+    def _notify(self, cur: Cursor, job_id: str) -> None:
+        """Announce a change; PostgreSQL delivers it only if the transaction commits."""
+        cur.execute("SELECT pg_notify(%s, %s)", (self._channel, job_id))
+
+    # -- the Store protocol -------------------------------------------------------------
+
+    def upsert(self, spec: JobSpec, next_run: float | None) -> Upsert:
+        """Declare a job, idempotently by id (see `tickwork.stores.Store.upsert`).
+
+        Raises:
+            SchemaVersionError: The stored declaration was written by a newer tickwork
+                (it is not overwritten).
+
+        """
+        spec = check_spec(spec)
+        next_run = check_optional_time("next_run", next_run)
+        text = spec_to_json(spec)
+        schedule = _schedule_json(spec)
+        intended: list[Upsert] = []
+
+        def body(cur: Cursor) -> Upsert:
+            inserted = cur.execute(
+                "INSERT INTO tickwork_jobs (id, spec, schedule, overlap, paused, next_run)"
+                " VALUES (%s, %s, %s, %s, %s, %s) ON CONFLICT (id) DO NOTHING RETURNING id",
+                (spec.id, text, schedule, spec.overlap, spec.paused, next_run),
+            ).fetchone()
+            if inserted is not None:
+                self._notify(cur, spec.id)
+                intended.append(Upsert.CREATED)
+                return Upsert.CREATED
+            row = cur.execute(
+                "SELECT spec, schedule, paused FROM tickwork_jobs WHERE id = %s FOR NO KEY UPDATE",
+                (spec.id,),
+            ).fetchone()
+            assert row is not None  # the insert conflicted, and nothing deletes under our lock
+            old_text, old_schedule, paused = row
+            if old_text == text:
+                return Upsert.UNCHANGED
+            if self._declared_paused(spec.id, old_text) != spec.paused:
+                paused = spec.paused
+            if old_schedule == schedule:
+                cur.execute(
+                    "UPDATE tickwork_jobs SET spec = %s, overlap = %s, paused = %s WHERE id = %s",
+                    (text, spec.overlap, paused, spec.id),
+                )
+            else:
+                cur.execute(
+                    "UPDATE tickwork_jobs SET spec = %s, schedule = %s, overlap = %s,"
+                    " paused = %s, next_run = %s WHERE id = %s",
+                    (text, schedule, spec.overlap, paused, next_run, spec.id),
+                )
+            self._notify(cur, spec.id)
+            intended.append(Upsert.UPDATED)
+            return Upsert.UPDATED
+
+        def resolve(cur: Cursor) -> Upsert:
+            # Our write may have committed: then the row holds our declaration already.
+            result = body(cur)
+            return intended[0] if result is Upsert.UNCHANGED and intended else result
+
+        return self._run(f"upsert job {spec.id!r}", body, resolve=resolve)
+
+    @staticmethod
+    def _declared_paused(job_id: str, old_text: str) -> object:
+        """``paused`` of a stored declaration; refuses to overwrite a newer version's."""
+        try:
+            old = json.loads(old_text)
+        except ValueError:
+            return None  # unreadable: the new declaration repairs the row
+        if not isinstance(old, dict):
+            return None
+        version = old.get("v")
+        if isinstance(version, int) and version > SPEC_VERSION:
+            raise SchemaVersionError(
+                f"job {job_id!r} was stored by a newer tickwork (spec version {version});"
+                " refusing to overwrite it"
+            )
+        return old.get("paused")
+
+    def remove(self, job_id: str) -> None:
+        """Delete a job and its claims (see `tickwork.stores.Store.remove`)."""
+        job_id = check_job_id(job_id)
+
+        def body(cur: Cursor) -> None:
+            if cur.execute("DELETE FROM tickwork_jobs WHERE id = %s", (job_id,)).rowcount == 0:
+                raise JobNotFoundError(f"no job with id {job_id!r}")
+            self._notify(cur, job_id)
+
+        def resolve(cur: Cursor) -> None:
+            # The first attempt found the job and reached its commit: "not found" now
+            # means that commit went through.
+            try:
+                body(cur)
+            except JobNotFoundError:
+                return
+
+        self._run(f"remove job {job_id!r}", body, resolve=resolve)
+
+    def get(self, job_id: str) -> JobState | None:
+        """The job's state, or ``None`` (see `tickwork.stores.Store.get`).
+
+        Raises:
+            StoreError: The stored declaration cannot be read.
+
+        """
+        job_id = check_job_id(job_id)
+
+        def body(cur: Cursor) -> JobState | None:
+            row = cur.execute(
+                f"SELECT {_JOB_COLUMNS} FROM tickwork_jobs WHERE id = %s", (job_id,)
+            ).fetchone()
+            if row is None:
+                return None
+            spec = self._decode(job_id, row[1], strict=True)
+            assert spec is not None  # strict decoding raises instead
+            return self._state(row, spec, self._claims_of(cur, [job_id]).get(job_id, []))
+
+        return self._run(f"get job {job_id!r}", body, write=False)
+
+    def jobs(self) -> list[JobState]:
+        """Every job, ordered by id.
+
+        A job whose stored declaration cannot be read is skipped, with a warning logged
+        on ``tickwork.stores``.
+        """
+
+        def body(cur: Cursor) -> list[JobState]:
+            # One snapshot for both reads, so claims and jobs agree.
+            cur.execute("SET TRANSACTION ISOLATION LEVEL REPEATABLE READ READ ONLY")
+            claims: dict[str, list[Sequence[Any]]] = {}
+            for c in cur.execute(
+                f"SELECT {_CLAIM_COLUMNS} FROM tickwork_claims ORDER BY scheduled, token"
+            ).fetchall():
+                claims.setdefault(c[1], []).append(c)
+            out = []
+            for row in cur.execute(
+                f'SELECT {_JOB_COLUMNS} FROM tickwork_jobs ORDER BY id COLLATE "C"'
+            ).fetchall():
+                spec = self._decode(row[0], row[1], strict=False)
+                if spec is not None:
+                    out.append(self._state(row, spec, claims.get(row[0], [])))
+            return out
+
+        return self._run("list jobs", body, write=False)
+
+    def set_paused(self, job_id: str, paused: bool) -> None:
+        """Pause or resume a job (see `tickwork.stores.Store.set_paused`)."""
+        job_id = check_job_id(job_id)
+        if not isinstance(paused, bool):
+            raise TypeError(f"paused must be a bool, got {paused!r}")
+
+        def body(cur: Cursor) -> None:
+            cur.execute("UPDATE tickwork_jobs SET paused = %s WHERE id = %s", (paused, job_id))
+            if cur.rowcount == 0:
+                raise JobNotFoundError(f"no job with id {job_id!r}")
+            self._notify(cur, job_id)
+
+        self._run(f"pause job {job_id!r}", body)
+
+    def set_next_run(self, job_id: str, next_run: float | None) -> None:
+        """Set a job's next due time (see `tickwork.stores.Store.set_next_run`)."""
+        job_id = check_job_id(job_id)
+        next_run = check_optional_time("next_run", next_run)
+
+        def body(cur: Cursor) -> None:
+            cur.execute("UPDATE tickwork_jobs SET next_run = %s WHERE id = %s", (next_run, job_id))
+            if cur.rowcount == 0:
+                raise JobNotFoundError(f"no job with id {job_id!r}")
+            self._notify(cur, job_id)
+
+        self._run(f"set next run of job {job_id!r}", body)
+
+    def claim_due(
+        self, now: float, *, owner: str, lease_seconds: float, limit: int, advance: Advance
+    ) -> list[Claim]:
+        """Take due runs under a lease and advance their jobs, atomically.
+
+        See `tickwork.stores.Store.claim_due`. Rows are locked with ``FOR NO KEY UPDATE
+        SKIP LOCKED``, so concurrent schedulers never wait for each other's claims and
+        never take the same run. Jobs whose stored declaration cannot be read are
+        skipped (and logged once). If the connection breaks while committing, the store
+        reconnects and returns exactly the claims that committed (found by their
+        tokens, which this process generated), so none is lost or run twice.
+
+        Raises:
+            ValueError: ``advance`` returned something other than a finite number or
+                ``None`` (nothing is claimed then).
+
+        """
+        now = check_time("now", now)
+        owner = check_owner(owner)
+        lease = check_positive("lease_seconds", lease_seconds)
+        limit = check_limit(limit)
+        if not callable(advance):
+            raise TypeError(f"advance must be callable as advance(state, now), got {advance!r}")
+        pending: list[Claim] = []
+
+        def body(cur: Cursor) -> list[Claim]:
+            pending.clear()
+            self._recover(cur, now)
+            seen: list[str] = []  # locked or unreadable this call: never looked at twice
+            while len(pending) < limit:
+                locked = [
+                    r[0]
+                    for r in cur.execute(_LOCK_DUE, (now, seen, limit - len(pending))).fetchall()
+                ]
+                if not locked:
+                    break
+                seen.extend(locked)
+                rows = cur.execute(_REREAD_DUE, (locked, now)).fetchall()
+                claims_of = self._claims_of(cur, [r[0] for r in rows])
+                new_claims: list[tuple[Any, ...]] = []
+                advanced: list[tuple[float | None, str]] = []
+                for row in rows:
+                    job_id = row[0]
+                    spec = self._decode(job_id, row[1], strict=False)
+                    if spec is None:
+                        continue
+                    state = self._state(row, spec, claims_of.get(job_id, []))
+                    result = advance(state, now)
+                    try:
+                        new_next = check_optional_time("advance() result", result)
+                    except (TypeError, ValueError):
+                        raise ValueError(
+                            "advance() must return a finite number of seconds or None,"
+                            f" got {result!r} for job {job_id!r}"
+                        ) from None
+                    token = secrets.token_hex(16)
+                    scheduled = row[3]
+                    new_claims.append((token, job_id, owner, scheduled, now, now + lease))
+                    advanced.append((new_next, job_id))
+                    pending.append(
+                        Claim(token, job_id, owner, scheduled, now, now + lease, None, spec)
+                    )
+                if new_claims:
+                    cur.executemany(
+                        f"INSERT INTO tickwork_claims ({_CLAIM_COLUMNS})"
+                        " VALUES (%s, %s, %s, %s, %s, %s, NULL)",
+                        new_claims,
+                    )
+                    cur.executemany(
+                        "UPDATE tickwork_jobs SET next_run = %s WHERE id = %s", advanced
+                    )
+            return list(pending)
+
+        def resolve(cur: Cursor) -> list[Claim]:
+            # The commit was cut off: the claims are ours exactly if their tokens exist.
+            if not pending:
+                return []
+            rows = cur.execute(
+                "SELECT token FROM tickwork_claims WHERE token = ANY(%s) AND started IS NULL",
+                ([c.token for c in pending],),
+            ).fetchall()
+            committed = {r[0] for r in rows}
+            _log.warning(
+                "claim commit outcome was unknown: %d of %d claims had committed",
+                len(committed),
+                len(pending),
+            )
+            return [c for c in pending if c.token in committed]
+
+        return self._run("claim due jobs", body, resolve=resolve)
+
+    def start(self, claim: Claim, *, started: float) -> bool:
+        """Record the claimed run as started (see `tickwork.stores.Store.start`).
+
+        If the connection breaks while committing, the claim is read back after
+        reconnecting: True if it holds this start time, else the start is tried again.
+        """
+        claim = check_claim(claim)
+        started = check_time("started", started)
+
+        def body(cur: Cursor) -> bool:
+            cur.execute(
+                "UPDATE tickwork_claims SET started = %s WHERE token = %s AND owner = %s"
+                " AND started IS NULL AND lease_until > %s",
+                (started, claim.token, claim.owner, started),
+            )
+            return cur.rowcount == 1
+
+        def resolve(cur: Cursor) -> bool:
+            row = cur.execute(
+                "SELECT started FROM tickwork_claims WHERE token = %s AND owner = %s",
+                (claim.token, claim.owner),
+            ).fetchone()
+            if row is None:
+                return False
+            if row[0] is None:
+                return body(cur)
+            return bool(row[0] == started)
+
+        return self._run(f"start a run of job {claim.job_id!r}", body, resolve=resolve)
+
+    def renew(self, claim: Claim, *, now: float, lease_seconds: float) -> bool:
+        """Extend the claim's lease (see `tickwork.stores.Store.renew`); never shortens it."""
+        claim = check_claim(claim)
+        now = check_time("now", now)
+        lease = check_positive("lease_seconds", lease_seconds)
+
+        def body(cur: Cursor) -> bool:
+            cur.execute(
+                "UPDATE tickwork_claims SET lease_until = greatest(lease_until, %s)"
+                " WHERE token = %s AND owner = %s",
+                (now + lease, claim.token, claim.owner),
+            )
+            return cur.rowcount == 1
+
+        return self._run(f"renew the lease on job {claim.job_id!r}", body)
+
+    def finish(
+        self,
+        claim: Claim,
+        *,
+        outcome: Outcome,
+        ended: float,
+        error: str | None = None,
+        next_run: float | Keep | None = KEEP,
+    ) -> bool:
+        """Record the run's end and release the claim (see `tickwork.stores.Store.finish`).
+
+        If the connection breaks while committing, the job row is read back after
+        reconnecting: the finish counts as done only if the row records this claim's
+        token and end, and is tried again if the claim is still held.
+        """
+        claim = check_claim(claim)
+        outcome = check_outcome(outcome)
+        ended = check_time("ended", ended)
+        if error is not None and not isinstance(error, str):
+            raise TypeError(f"error must be a str or None, got {error!r}")
+        if next_run is not KEEP:
+            next_run = check_optional_time("next_run", next_run)
+
+        def body(cur: Cursor) -> bool:
+            # Lock order everywhere: the job row, then its claims (no deadlocks).
+            if (
+                cur.execute(
+                    "SELECT 1 FROM tickwork_jobs WHERE id = %s FOR NO KEY UPDATE", (claim.job_id,)
+                ).fetchone()
+                is None
+            ):
+                return False
+            row = cur.execute(
+                "DELETE FROM tickwork_claims WHERE token = %s AND owner = %s RETURNING started",
+                (claim.token, claim.owner),
+            ).fetchone()
+            if row is None:
+                return False
+            cur.execute(
+                "UPDATE tickwork_jobs SET last_scheduled = %s, last_started = %s,"
+                " last_ended = %s, last_outcome = %s, last_error = %s, last_token = %s"
+                " WHERE id = %s",
+                (claim.scheduled, row[0], ended, outcome, error, claim.token, claim.job_id),
+            )
+            if next_run is not KEEP:
+                cur.execute(
+                    "UPDATE tickwork_jobs SET next_run = %s WHERE id = %s",
+                    (next_run, claim.job_id),
+                )
+                self._notify(cur, claim.job_id)
+            return True
+
+        def resolve(cur: Cursor) -> bool:
+            held = cur.execute(
+                "SELECT 1 FROM tickwork_claims WHERE token = %s AND owner = %s",
+                (claim.token, claim.owner),
+            ).fetchone()
+            if held is not None:
+                return body(cur)
+            row = cur.execute(
+                "SELECT last_token, last_ended, last_outcome FROM tickwork_jobs WHERE id = %s",
+                (claim.job_id,),
+            ).fetchone()
+            return row is not None and tuple(row) == (claim.token, ended, outcome)
+
+        return self._run(f"finish a run of job {claim.job_id!r}", body, resolve=resolve)
+
+    def recover_expired(self, now: float) -> list[Recovered]:
+        """Release expired claims per delivery semantics (see the protocol).
+
+        A job whose row another transaction holds right now (a `finish` in flight) is
+        left for the next call: ``next_wakeup`` still reports its lease end.
+        """
+        now = check_time("now", now)
+        return self._run("recover expired claims", lambda cur: self._recover(cur, now))
+
+    def _recover(self, cur: Cursor, now: float) -> list[Recovered]:
+        ids = [
+            r[0]
+            for r in cur.execute(
+                "SELECT j.id FROM tickwork_jobs j WHERE EXISTS (SELECT 1 FROM tickwork_claims c"
+                " WHERE c.job_id = j.id AND c.lease_until <= %s)"
+                " FOR NO KEY UPDATE OF j SKIP LOCKED",
+                (now,),
+            ).fetchall()
+        ]
+        if not ids:
+            return []
+        expired = cur.execute(
+            f"DELETE FROM tickwork_claims WHERE job_id = ANY(%s) AND lease_until <= %s"
+            f" RETURNING {_CLAIM_COLUMNS}",
+            (ids, now),
+        ).fetchall()
+        specs = dict(
+            cur.execute("SELECT id, spec FROM tickwork_jobs WHERE id = ANY(%s)", (ids,)).fetchall()
+        )
+        out: list[Recovered] = []
+        for row in sorted(expired, key=lambda r: (r[5], r[0])):
+            token, job_id, owner, scheduled, _, lease_until, started = row
+            spec = self._decode(job_id, specs[job_id], strict=False)
+            if spec is None:
+                continue
+            if started is not None:
+                cur.execute(
+                    "UPDATE tickwork_jobs SET last_scheduled = %s, last_started = %s,"
+                    " last_ended = NULL, last_outcome = 'abandoned', last_error = %s,"
+                    " last_token = %s WHERE id = %s"
+                    " AND (last_scheduled IS NULL OR last_scheduled <= %s)",
+                    (
+                        scheduled,
+                        started,
+                        f"lease of {owner!r} expired at {lease_until!r} before the run ended",
+                        token,
+                        job_id,
+                        scheduled,
+                    ),
+                )
+            action: Literal["released", "requeued", "abandoned"]
+            if started is None or spec.delivery == "at_least_once":
+                # Due again: nothing ran (released), or it must run to completion.
+                cur.execute(
+                    "UPDATE tickwork_jobs SET next_run = %s WHERE id = %s"
+                    " AND (next_run IS NULL OR next_run > %s)",
+                    (scheduled, job_id, scheduled),
+                )
+                self._notify(cur, job_id)
+                action = "released" if started is None else "requeued"
+            else:
+                action = "abandoned"
+            _log.warning(
+                "claim on job %r (scheduled %r) by %r expired: %s", job_id, scheduled, owner, action
+            )
+            out.append(Recovered(self._claim(row, spec), action))
+        return out
+
+    def next_wakeup(self) -> float | None:
+        """The earliest claimable due time or lease end (see the protocol)."""
+
+        def body(cur: Cursor) -> float | None:
+            row = cur.execute(
+                f"SELECT (SELECT min(j.next_run) FROM tickwork_jobs j WHERE {_CLAIMABLE}),"
+                " (SELECT min(lease_until) FROM tickwork_claims)"
+            ).fetchone()
+            assert row is not None
+            times = [t for t in row if t is not None]
+            return min(times) if times else None
+
+        return self._run("find the next wakeup", body, write=False)
+
+    # -- ChangeNotifier -----------------------------------------------------------------
+
+    def wait_for_change(self, timeout: float) -> bool:
+        """Wait up to ``timeout`` seconds for a change announced on `channel`.
+
+        See `tickwork.stores.ChangeNotifier.wait_for_change`. The first call opens a
+        second connection that ``LISTEN``s and returns True at once (changes before it
+        were not watched). A lost listening connection is reopened by the next call,
+        which then returns True; while the database is unreachable, a call waits out its
+        timeout (retrying with backoff) and returns False. Calls from several threads
+        take turns.
+
+        Raises:
+            StoreError: The store is closed.
+            ValueError: ``timeout`` is negative or not finite.
+
+        """
+        timeout = check_time("timeout", timeout)
+        if timeout < 0:
+            raise ValueError(f"timeout must be a finite number >= 0, got {timeout!r}")
+        deadline = time.monotonic() + timeout
+        with self._listen_lock:
+            if self._closed:
+                raise StoreError("cannot wait for changes: the store is closed")
+            if self._take_wakeup():
+                return True
+            if self._listen_conn is None:
+                return self._start_listening(deadline)
+            conn = self._listen_conn
+            try:
+                if any(True for _ in conn.notifies(timeout=0)):
+                    return True
+                while True:
+                    remaining = deadline - time.monotonic()
+                    ready, _, _ = select.select(
+                        [conn.fileno(), self._wake_r.fileno()], [], [], max(0.0, remaining)
+                    )
+                    if self._wake_r.fileno() in ready:
+                        self._take_wakeup()
+                        return True
+                    if ready and any(True for _ in conn.notifies(timeout=0)):
+                        return True
+                    if remaining <= 0:
+                        return False
+            except (psycopg.Error, OSError, ValueError) as exc:
+                if self._closed:
+                    raise StoreError("cannot wait for changes: the store is closed") from None
+                _log.warning(
+                    "lost the listening connection to %r (%s); reconnecting",
+                    self._redacted,
+                    self._scrub(f"{type(exc).__name__}: {exc}"),
+                )
+                self._drop_listener()
+                return True
+
+    def _start_listening(self, deadline: float) -> bool:
+        """Open the listening connection (called with the listen lock held)."""
+        delay = self._backoff_min
+        while True:
+            try:
+                conn = psycopg.connect(self._dsn, **{**self._connect_kwargs, "autocommit": True})
+            except psycopg.Error as exc:
+                remaining = deadline - time.monotonic()
+                _log.warning(
+                    "cannot listen for changes on %r (%s); retrying in %.2f s",
+                    self._redacted,
+                    self._scrub(f"{type(exc).__name__}: {exc}"),
+                    min(delay, max(remaining, 0.0)),
+                )
+                if remaining <= 0:
+                    return False
+                ready, _, _ = select.select([self._wake_r], [], [], min(delay, remaining))
+                if ready or self._closed:
+                    self._take_wakeup()
+                    return True
+                delay = min(delay * 2, self._backoff_max)
+                continue
+            try:
+                conn.execute(sql.SQL("LISTEN {}").format(sql.Identifier(self._channel)))
+            except psycopg.Error:
+                conn.close()
+                return True  # the next call tries again
+            self._listen_conn = conn
+            return True
+
+    def _drop_listener(self) -> None:
+        conn, self._listen_conn = self._listen_conn, None
+        if conn is not None:
+            try:
+                conn.close()
+            except Exception:  # already broken
+                _log.debug("closing the listening connection failed", exc_info=True)
+
+    def _take_wakeup(self) -> bool:
+        """Consume pending `interrupt_wait` calls; whether there were any."""
+        woken = False
+        with suppress(OSError):  # BlockingIOError: drained
+            while self._wake_r.recv(4096):
+                woken = True
+        return woken
+
+    def interrupt_wait(self) -> None:
+        """Make the current (or next) `wait_for_change` return True promptly; any thread."""
+        # Fails only when a wake-up is pending already, or the store is closed.
+        with suppress(OSError):
+            self._wake_w.send(b"\0")
+
+    # -- closing ------------------------------------------------------------------------
+
+    def close(self) -> None:
+        """Close both connections; later calls raise `StoreError`. Idempotent.
+
+        A reconnection wait in another thread is cut short, and a `wait_for_change`
+        in another thread returns (then raises on its next call).
+        """
+        if self._closed:
+            return
+        self._closed = True
+        self._closing.set()
+        self.interrupt_wait()
+        with self._lock:
+            self._drop()
+        with self._listen_lock:
+            self._drop_listener()
+            self._wake_r.close()
+            self._wake_w.close()

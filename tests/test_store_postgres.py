@@ -1,0 +1,494 @@
+"""PostgresStore: the store contract, plus what only a shared PostgreSQL server has to prove."""
+
+from __future__ import annotations
+
+import logging
+import secrets
+import subprocess
+import sys
+import threading
+import time
+from collections.abc import Callable, Iterator
+from typing import Any
+
+import pytest
+
+psycopg = pytest.importorskip(
+    "psycopg", reason="psycopg is not installed (pip install -e '.[dev]')"
+)
+
+from psycopg import sql  # noqa: E402
+from psycopg.conninfo import conninfo_to_dict, make_conninfo  # noqa: E402
+
+from tickwork.stores import (  # noqa: E402
+    AtSchedule,
+    ChangeNotifier,
+    EverySchedule,
+    JobState,
+    LastRun,
+    SchemaVersionError,
+    Store,
+    StoreError,
+    Upsert,
+)
+from tickwork.stores import postgres as pg_mod  # noqa: E402
+from tickwork.stores.postgres import PostgresStore, redact_dsn  # noqa: E402
+
+from .store_contract import StoreContract, claim, once, spec  # noqa: E402
+
+
+class TestPostgresContract(StoreContract):
+    @pytest.fixture
+    def open_store(self, pg_dsn: str, pg_schema: str) -> Iterator[Callable[[], Store]]:
+        opened: list[PostgresStore] = []
+
+        def open_store() -> Store:
+            opened.append(PostgresStore(pg_dsn, schema=pg_schema))
+            return opened[-1]
+
+        yield open_store
+        for s in opened:
+            s.close()
+
+
+# -- helpers ------------------------------------------------------------------------------
+
+
+@pytest.fixture
+def open_pg(pg_dsn: str, pg_schema: str) -> Iterator[Callable[..., PostgresStore]]:
+    opened: list[PostgresStore] = []
+
+    def open_pg(**kw: Any) -> PostgresStore:
+        kw.setdefault("schema", pg_schema)
+        opened.append(PostgresStore(kw.pop("dsn", pg_dsn), **kw))
+        return opened[-1]
+
+    yield open_pg
+    for s in opened:
+        s.close()
+
+
+def admin(dsn: str) -> psycopg.Connection[Any]:
+    return psycopg.connect(dsn, autocommit=True)
+
+
+def rows(dsn: str, schema: str, query: str) -> list[tuple[Any, ...]]:
+    with admin(dsn) as conn:
+        conn.execute(sql.SQL("SET search_path TO {}").format(sql.Identifier(schema)))
+        cur = conn.execute(query)
+        return cur.fetchall() if cur.description else []
+
+
+def terminate(dsn: str, app: str) -> int:
+    """pg_terminate_backend every session with this application_name; how many."""
+    with admin(dsn) as conn:
+        got = conn.execute(
+            "SELECT count(pg_terminate_backend(pid)) FROM pg_stat_activity"
+            " WHERE application_name = %s",
+            (app,),
+        ).fetchone()
+    return int(got[0]) if got else 0
+
+
+def with_app(dsn: str, app: str, password: str | None = None) -> str:
+    params = conninfo_to_dict(dsn)
+    params["application_name"] = app
+    if password is not None:
+        params["password"] = password
+    return make_conninfo("", **params)
+
+
+# -- importing, the DSN and its password ------------------------------------------------------
+
+
+def test_importing_tickwork_stores_does_not_load_psycopg() -> None:
+    code = "import sys, tickwork, tickwork.stores; print('psycopg' in sys.modules)"
+    out = subprocess.run([sys.executable, "-I", "-c", code], capture_output=True, text=True)
+    assert out.stdout.strip() == "False", out.stderr
+
+
+def test_redact_dsn_masks_the_password_in_every_form() -> None:
+    assert "s3cr3t" not in redact_dsn("postgresql://bob:s3cr3t@db.example/app")
+    assert "password=***" in redact_dsn("host=db user=bob password=s3cr3t dbname=app")
+    assert redact_dsn("host=db dbname=app") == "dbname=app host=db"
+    assert redact_dsn("host=db password='s3cr3t") == "<unparsable connection string>"
+
+
+def test_an_unreachable_server_fails_with_a_redacted_message(
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    dsn = "postgresql://bob:hunter2-pw@127.0.0.1:1/app"  # nothing listens on port 1
+    sleeps: list[float] = []
+    with (
+        caplog.at_level(logging.DEBUG, logger="tickwork.stores"),
+        pytest.raises(StoreError, match=r"^cannot open the store: database .* unreachable") as err,
+    ):
+        PostgresStore(dsn, reconnect_timeout=0.5, backoff_min=0.1, sleep=sleeps.append)
+    assert "hunter2-pw" not in str(err.value) and "hunter2-pw" not in caplog.text
+    assert "password=***" in str(err.value)
+    assert sleeps == [0.1, 0.2]  # exponential backoff, bounded by reconnect_timeout
+    assert "reconnecting to" in caplog.text
+
+
+def test_repr_and_logs_never_show_the_password(
+    pg_dsn: str, pg_schema: str, caplog: pytest.LogCaptureFixture
+) -> None:
+    app = f"tw-{secrets.token_hex(4)}"
+    dsn = with_app(pg_dsn, app, password="hunter2-pw")  # the local socket ignores it
+    with PostgresStore(dsn, schema=pg_schema, sleep=lambda s: None) as store:
+        assert "hunter2-pw" not in repr(store) and "***" in repr(store)
+        store.upsert(spec(), 100.0)
+        with caplog.at_level(logging.DEBUG):
+            assert terminate(pg_dsn, app) == 1
+            assert store.get("job") is not None  # reconnected
+    assert "reconnecting to" in caplog.text
+    assert "hunter2-pw" not in caplog.text
+
+
+@pytest.mark.parametrize(
+    ("kw", "message"),
+    [
+        ({"schema": ""}, r"^schema must be a non-empty printable name of at most 63 bytes"),
+        ({"schema": "x" * 64}, r"^schema must be .*, got 'xxx"),
+        ({"reconnect_timeout": -1}, r"^reconnect_timeout must be a finite number >= 0, got -1$"),
+        ({"backoff_min": 0}, r"^backoff_min must be a finite number > 0, got 0$"),
+        ({"backoff_max": 0.01}, r"^backoff_max must be >= backoff_min \(0.05\), got 0.01$"),
+    ],
+)
+def test_bad_arguments_name_themselves(pg_dsn: str, kw: dict[str, Any], message: str) -> None:
+    with pytest.raises(ValueError, match=message):
+        PostgresStore(pg_dsn, **kw)
+
+
+def test_a_bad_dsn_is_refused_without_echoing_it() -> None:
+    with pytest.raises(ValueError, match=r"^dsn is not a valid connection string") as err:
+        PostgresStore("host=db password='hunter2-pw")
+    assert "hunter2-pw" not in str(err.value)
+    with pytest.raises(TypeError, match=r"^dsn must be a str, got bytes$"):
+        PostgresStore(b"host=db")  # type: ignore[arg-type]
+
+
+# -- the schema ---------------------------------------------------------------------------
+
+
+def test_tables_and_schema_version(open_pg: Callable[..., PostgresStore], pg_dsn: str) -> None:
+    store = open_pg()
+    store.upsert(spec(), 1.0)
+    assert store.schema is not None
+    meta = dict(rows(pg_dsn, store.schema, "SELECT key, value FROM tickwork_meta"))
+    assert meta == {"application": "tickwork", "schema_version": str(len(pg_mod.MIGRATIONS))}
+    assert store.channel == f"tickwork:{store.schema}"
+    (kind,) = rows(pg_dsn, store.schema, "SELECT pg_typeof(spec)::text FROM tickwork_jobs")[0]
+    assert kind == "text"  # JSON text, never a pickled blob
+
+
+def test_a_newer_schema_is_refused_untouched(
+    open_pg: Callable[..., PostgresStore], pg_dsn: str, pg_schema: str
+) -> None:
+    open_pg().upsert(spec(), 1.0)
+    rows(pg_dsn, pg_schema, "UPDATE tickwork_meta SET value = '99' WHERE key = 'schema_version'")
+    before = rows(pg_dsn, pg_schema, "SELECT * FROM tickwork_jobs")
+    with pytest.raises(SchemaVersionError, match=r"schema version 99; this tickwork supports up"):
+        open_pg()
+    assert rows(pg_dsn, pg_schema, "SELECT * FROM tickwork_jobs") == before
+
+
+def test_foreign_tables_are_refused_untouched(
+    open_pg: Callable[..., PostgresStore], pg_dsn: str, pg_schema: str
+) -> None:
+    with admin(pg_dsn) as conn:
+        conn.execute(sql.SQL("CREATE SCHEMA {}").format(sql.Identifier(pg_schema)))
+    rows(pg_dsn, pg_schema, "CREATE TABLE tickwork_jobs (invoice int)")
+    with pytest.raises(StoreError, match=r"has tables \['tickwork_jobs'\] but no tickwork_meta"):
+        open_pg()
+    tables = rows(
+        pg_dsn, pg_schema, "SELECT tablename FROM pg_tables WHERE schemaname = current_schema()"
+    )
+    assert tables == [("tickwork_jobs",)]
+
+
+def test_an_older_schema_is_migrated_once(
+    open_pg: Callable[..., PostgresStore],
+    pg_dsn: str,
+    pg_schema: str,
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    open_pg().upsert(spec("a"), 1.0)
+
+    def v2(cur: Any) -> None:
+        cur.execute("ALTER TABLE tickwork_jobs ADD COLUMN note text")
+        cur.execute("UPDATE tickwork_jobs SET note = 'from v1'")
+
+    monkeypatch.setattr(pg_mod, "MIGRATIONS", [*pg_mod.MIGRATIONS, v2])
+    assert [j.id for j in open_pg().jobs()] == ["a"]
+    open_pg()  # current already: nothing runs twice
+    assert rows(pg_dsn, pg_schema, "SELECT note FROM tickwork_jobs") == [("from v1",)]
+    meta = dict(rows(pg_dsn, pg_schema, "SELECT key, value FROM tickwork_meta"))
+    assert meta["schema_version"] == "2"
+
+
+def test_concurrent_first_opens_create_the_schema_once(pg_dsn: str, pg_schema: str) -> None:
+    errors: list[BaseException] = []
+
+    def open_one() -> None:
+        try:
+            PostgresStore(pg_dsn, schema=pg_schema).close()
+        except BaseException as exc:
+            errors.append(exc)
+
+    threads = [threading.Thread(target=open_one) for _ in range(4)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    assert errors == []
+
+
+# -- connection loss and unknown commit outcomes -----------------------------------------------
+
+
+class CutCommit:
+    """Cut the connection at the next commit of ``store``: before or after the server did it."""
+
+    def __init__(self, store: PostgresStore, *, committed: bool) -> None:
+        self.store, self.committed, self.armed = store, committed, True
+        self.real = store._commit
+
+    def __call__(self, conn: psycopg.Connection[Any]) -> None:
+        if not self.armed:
+            return self.real(conn)
+        self.armed = False
+        if self.committed:
+            conn.commit()
+        conn.close()  # the client never hears the answer
+        raise psycopg.OperationalError("the connection was cut during COMMIT (test)")
+
+
+def cut_next_commit(store: PostgresStore, *, committed: bool) -> CutCommit:
+    cut = CutCommit(store, committed=committed)
+    store._commit = cut  # type: ignore[method-assign]
+    return cut
+
+
+@pytest.mark.parametrize("committed", [True, False])
+def test_a_claim_whose_commit_was_cut_returns_exactly_what_committed(
+    open_pg: Callable[..., PostgresStore], committed: bool
+) -> None:
+    store = open_pg(sleep=lambda s: None)
+    for i in range(3):
+        store.upsert(spec(f"j{i}", AtSchedule(100.0)), 100.0)
+    cut_next_commit(store, committed=committed)
+    got = claim(store, 100.0, advance=once)
+    if committed:
+        assert [c.job_id for c in got] == ["j0", "j1", "j2"]
+        assert all(store.start(c, started=100.0) for c in got)
+        assert claim(store, 100.0, advance=once) == []
+    else:
+        assert got == []  # nothing claimed, so nothing lost: all three are still due
+        assert [c.job_id for c in claim(store, 100.0, advance=once)] == ["j0", "j1", "j2"]
+
+
+@pytest.mark.parametrize("committed", [True, False])
+def test_start_and_finish_whose_commit_was_cut_are_resolved(
+    open_pg: Callable[..., PostgresStore], committed: bool
+) -> None:
+    store = open_pg(sleep=lambda s: None)
+    store.upsert(spec(), 100.0)
+    (c,) = claim(store, 100.0)
+    cut_next_commit(store, committed=committed)
+    assert store.start(c, started=100.5)  # either way the run is started exactly once
+    assert store.get("job").claims[0].started == 100.5  # type: ignore[union-attr]
+    cut_next_commit(store, committed=committed)
+    assert store.finish(c, outcome="ok", ended=101.0)
+    state = store.get("job")
+    assert state is not None and state.claims == ()
+    assert state.last_run == LastRun(100.0, 100.5, 101.0, "ok", None)
+    assert not store.finish(c, outcome="ok", ended=101.0)  # and only once
+
+
+@pytest.mark.parametrize("committed", [True, False])
+def test_upsert_and_remove_whose_commit_was_cut_report_what_they_did(
+    open_pg: Callable[..., PostgresStore], committed: bool
+) -> None:
+    store = open_pg(sleep=lambda s: None)
+    cut_next_commit(store, committed=committed)
+    assert store.upsert(spec(), 100.0) is Upsert.CREATED
+    cut_next_commit(store, committed=committed)
+    assert store.upsert(spec(grace=1.0), 100.0) is Upsert.UPDATED
+    cut_next_commit(store, committed=committed)
+    store.remove("job")
+    assert store.jobs() == []
+
+
+def test_a_terminated_connection_is_reopened_for_every_operation(
+    pg_dsn: str, pg_schema: str, caplog: pytest.LogCaptureFixture
+) -> None:
+    app = f"tw-{secrets.token_hex(4)}"
+    sleeps: list[float] = []
+    with PostgresStore(with_app(pg_dsn, app), schema=pg_schema, sleep=sleeps.append) as store:
+        steps: list[Callable[[], object]] = [
+            lambda: store.upsert(spec(), 100.0),
+            lambda: store.jobs(),
+            lambda: claim(store, 100.0),
+            lambda: store.next_wakeup(),
+            lambda: store.recover_expired(100.0),
+        ]
+        for step in steps:
+            assert terminate(pg_dsn, app) == 1
+            step()
+        assert len(store.get("job").claims) == 1  # type: ignore[union-attr]
+    assert sleeps == [0.05] * len(steps)
+
+
+def test_an_operation_gives_up_after_reconnect_timeout(
+    open_pg: Callable[..., PostgresStore], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    store = open_pg(reconnect_timeout=1.0, backoff_min=0.2, backoff_max=0.3)
+    sleeps: list[float] = []
+    store._sleep = sleeps.append
+    store._drop()
+
+    def refuse(*a: object, **kw: object) -> None:
+        raise psycopg.OperationalError("connection refused (test)")
+
+    monkeypatch.setattr(psycopg, "connect", refuse)
+    with pytest.raises(StoreError, match=r"^cannot list jobs: database .* unreachable for"):
+        store.jobs()
+    assert sleeps == [0.2, 0.3, 0.3]
+    monkeypatch.undo()
+    assert store.jobs() == []  # and it recovers when the server is back
+
+
+def test_advance_errors_are_not_retried(open_pg: Callable[..., PostgresStore]) -> None:
+    store = open_pg()
+    store.upsert(spec(), 100.0)
+    calls = []
+
+    def advance(state: JobState, now: float) -> float | None:
+        calls.append(now)
+        raise RuntimeError("policy bug")
+
+    with pytest.raises(RuntimeError, match="policy bug"):
+        claim(store, 100.0, advance=advance)
+    assert calls == [100.0]
+
+
+def test_reentrant_call_from_advance_is_refused(open_pg: Callable[..., PostgresStore]) -> None:
+    store = open_pg()
+    store.upsert(spec(), 100.0)
+
+    def advance(state: JobState, now: float) -> float | None:
+        store.get("job")
+        return None
+
+    with pytest.raises(StoreError, match=r"from inside another store call"):
+        claim(store, 100.0, advance=advance)
+
+
+# -- LISTEN/NOTIFY -----------------------------------------------------------------------
+
+
+def test_is_a_change_notifier_and_sqlite_is_not(
+    open_pg: Callable[..., PostgresStore], tmp_path: Any
+) -> None:
+    from tickwork.stores.sqlite import SQLiteStore
+
+    assert isinstance(open_pg(), ChangeNotifier)
+    with SQLiteStore(tmp_path / "x.db") as s:
+        assert not isinstance(s, ChangeNotifier)
+
+
+def test_wait_for_change_wakes_on_every_kind_of_change(
+    open_pg: Callable[..., PostgresStore],
+) -> None:
+    waiter, writer = open_pg(), open_pg()
+    assert waiter.wait_for_change(5.0)  # the first call starts listening
+    t0 = time.monotonic()
+    assert not waiter.wait_for_change(0.2)
+    assert time.monotonic() - t0 >= 0.19
+    writer.upsert(spec(schedule=EverySchedule(5, fixed_delay=True)), 100.0)
+    (c,) = claim(writer, 100.0, advance=lambda s, n: None)
+    changes: list[Callable[[], object]] = [
+        lambda: writer.upsert(spec(grace=2.0), 100.0),
+        lambda: writer.set_next_run("job", 50.0),
+        lambda: writer.set_paused("job", True),
+        lambda: writer.finish(c, outcome="ok", ended=101.0, next_run=106.0),
+        lambda: writer.remove("job"),
+    ]
+    for change in changes:
+        change()
+        t0 = time.monotonic()
+        assert waiter.wait_for_change(5.0)
+        assert time.monotonic() - t0 < 2.0
+        assert not waiter.wait_for_change(0.0)  # drained: one change, one wake-up
+    writer.upsert(spec("x"), 1.0)
+    writer.upsert(spec("x"), 1.0)  # unchanged: no announcement
+    assert waiter.wait_for_change(1.0)
+    assert not waiter.wait_for_change(0.1)
+
+
+def test_wait_for_change_is_scoped_to_the_schema(
+    open_pg: Callable[..., PostgresStore], pg_dsn: str
+) -> None:
+    waiter = open_pg()
+    other_schema = f"tw_test_{secrets.token_hex(6)}"
+    try:
+        other = open_pg(schema=other_schema)
+        assert waiter.wait_for_change(1.0)
+        other.upsert(spec(), 1.0)
+        assert not waiter.wait_for_change(0.3)
+    finally:
+        with admin(pg_dsn) as conn:
+            conn.execute(sql.SQL("DROP SCHEMA {} CASCADE").format(sql.Identifier(other_schema)))
+
+
+def test_interrupt_wait_and_close_wake_a_waiting_thread(
+    open_pg: Callable[..., PostgresStore],
+) -> None:
+    store = open_pg()
+    assert store.wait_for_change(1.0)
+    results: list[object] = []
+
+    def wait() -> None:
+        t0 = time.monotonic()
+        results.append(store.wait_for_change(30.0))
+        results.append(time.monotonic() - t0)
+
+    t = threading.Thread(target=wait)
+    t.start()
+    time.sleep(0.1)
+    store.interrupt_wait()
+    t.join(5)
+    assert results[0] is True and results[1] < 5  # type: ignore[operator]
+    store.interrupt_wait()  # before a wait: the next one returns at once
+    assert store.wait_for_change(30.0)
+    results.clear()
+    t = threading.Thread(target=wait)
+    t.start()
+    time.sleep(0.1)
+    store.close()
+    t.join(5)
+    assert not t.is_alive() and results[0] is True
+    with pytest.raises(StoreError, match=r"^cannot wait for changes: the store is closed$"):
+        store.wait_for_change(0.0)
+
+
+def test_a_lost_listening_connection_is_reopened(
+    pg_dsn: str, pg_schema: str, caplog: pytest.LogCaptureFixture
+) -> None:
+    app = f"tw-{secrets.token_hex(4)}"
+    with (
+        PostgresStore(with_app(pg_dsn, app, "hunter2-pw"), schema=pg_schema) as waiter,
+        PostgresStore(pg_dsn, schema=pg_schema) as writer,
+    ):
+        assert waiter.wait_for_change(1.0)
+        waiter.jobs()  # both connections exist
+        assert terminate(pg_dsn, app) == 2
+        with caplog.at_level(logging.WARNING, logger="tickwork.stores"):
+            assert waiter.wait_for_change(5.0)  # lost: tell the caller to look again
+        assert "lost the listening connection" in caplog.text
+        assert "hunter2-pw" not in caplog.text
+        assert waiter.wait_for_change(5.0)  # reopened: notifications may have been missed
+        writer.upsert(spec(), 1.0)
+        assert waiter.wait_for_change(5.0)
+        assert waiter.get("job") is not None  # the main connection reconnects too
