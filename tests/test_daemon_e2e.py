@@ -316,6 +316,24 @@ def test_sighup_applies_a_change_and_a_broken_reload_keeps_the_old_config(
     assert run.wait() == 0
 
 
+def test_watch_reloads_a_changed_file(tmp_path: Path, start: Callable[..., Run]) -> None:
+    job = """
+        [[job]]
+        name = "w"
+        every = "200ms"
+        command = ["sh", "-c", "echo x >> before.txt"]
+        """
+    write_jobs(tmp_path, job)
+    run = start("--watch")
+    wait_until("before.txt", lambda: lines_of(tmp_path / "before.txt"))
+    mark = len(run.lines)
+    write_jobs(tmp_path, job.replace("before.txt", "after.txt"))
+    assert "1 updated" in run.wait_line("reloaded", after=mark)
+    wait_until("after.txt", lambda: lines_of(tmp_path / "after.txt"))
+    run.signal(signal.SIGTERM)
+    assert run.wait() == 0
+
+
 def test_state_survives_a_sigkill_restart(tmp_path: Path, start: Callable[..., Run]) -> None:
     write_jobs(
         tmp_path,

@@ -21,7 +21,7 @@ from pathlib import Path
 from typing import Any, TextIO
 
 from ._config import Config, load_config
-from ._errors import ConfigError
+from ._errors import ConfigError, TickworkError
 from ._schedules import parse_duration
 
 __all__ = ["add_parsers", "run", "run_jobs"]
@@ -219,7 +219,7 @@ def run(args: argparse.Namespace, *, err: TextIO | None = None) -> int:
         try:
             daemon.check_store()
             result = daemon.apply(config)
-        except DaemonError as exc:
+        except TickworkError as exc:  # DaemonError, or a StoreError reading the state
             store.close()
             print(f"tickwork run: {exc}", file=err)
             return 1
