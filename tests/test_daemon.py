@@ -236,3 +236,36 @@ def test_jobs_lists_file_jobs_not_in_the_state_yet(
     assert "a\n  schedule  every 30s\n  next run  " in out
     assert "b\n  schedule  cron '0 3 * * *' Europe/Berlin\n" in out
     assert "d [paused]\n  next run  -\n  last run  - (not in the state yet)\n" in out
+
+
+def test_reload_keeps_the_old_config_when_the_file_or_the_state_fails(
+    tmp_path: Path,
+    store: SQLiteStore,
+    monkeypatch: pytest.MonkeyPatch,
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    from tickwork.stores import StoreError
+
+    jobs = tmp_path / "jobs.toml"
+    jobs.write_text(FILE)
+    d = Daemon(str(jobs), store, namespace="jobs", log=RunLog(sys.stderr), wall_clock=lambda: NOW)
+    assert d.reload()
+    old = d.config
+    jobs.write_text(FILE.replace('every = "30s"', 'every = "soon"'))
+    with caplog.at_level("ERROR", logger="tickwork.daemon"):
+        assert not d.reload()
+    assert d.config is old
+    assert "still running the previous configuration" in caplog.text
+    assert f'{jobs}:4: job "a": every:' in caplog.text
+
+    jobs.write_text(FILE.replace('every = "30s"', 'every = "45s"'))
+
+    def broken() -> None:
+        raise StoreError("database is down")
+
+    monkeypatch.setattr(store, "jobs", broken)
+    caplog.clear()
+    with caplog.at_level("ERROR", logger="tickwork.daemon"):
+        assert not d.reload()
+    assert d.config is old
+    assert "the state cannot be read: database is down" in caplog.text

@@ -483,7 +483,16 @@ class Daemon:
             for issue in exc.errors:
                 _log.error("%s", issue)
             return False
-        result = self.apply(config)
+        try:
+            result = self.apply(config)
+        except Exception as exc:  # the state is unreachable (a database restart, say)
+            _log.error(
+                "reload of %s failed: the state cannot be read: %s; still running the"
+                " previous configuration",
+                self.config_path,
+                exc,
+            )
+            return False
         _log.info("reloaded %s: %s", self.config_path, result.summary())
         return True
 
