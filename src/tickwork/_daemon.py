@@ -190,8 +190,8 @@ def open_store(*, state: str | None = None, database: str | None = None) -> Stor
             ) from exc
         try:
             store: Store = PostgresStore(database)
-        except (StoreError, OSError) as exc:
-            raise DaemonError(f"--database {shown}: {exc}") from exc
+        except Exception as exc:  # the driver's own connection errors included
+            raise DaemonError(f"--database {shown}: cannot use the database: {exc}") from exc
         return store
     assert state is not None
     from .stores.sqlite import SQLiteStore
