@@ -1,13 +1,18 @@
 #!/usr/bin/env python3
 """Developer entry point: the only commands a fresh clone needs.
 
-    python3 dev.py demo     run tickwork's main job (see README)
+    python3 dev.py demo     run tickwork's main job: examples/housekeeping.toml for 20 s
     python3 dev.py test     run the whole test suite
     python3 dev.py lint     ruff (lint + format check) and mypy --strict on src/
 
 Each command creates ``.venv`` next to this file on first use (stdlib ``venv``
 and ``pip`` only) and reinstalls the project into it whenever ``pyproject.toml``
-changes. Extra arguments after ``test`` go to pytest.
+changes. Extra arguments after ``test`` go to pytest, after ``demo`` to ``tickwork run``.
+
+``demo`` runs ``tickwork run examples/housekeeping.toml --for 20s`` with its state and
+the jobs' files in a fresh temporary directory, so every demo starts from nothing and
+shows runs, an overlap skip and a failing probe being retried. ``python -m tickwork
+demo`` still plays the core's SPEC Example 1.
 """
 
 from __future__ import annotations
@@ -16,6 +21,7 @@ import hashlib
 import os
 import subprocess
 import sys
+import tempfile
 import venv
 from pathlib import Path
 
@@ -40,8 +46,18 @@ def _ensure_venv() -> None:
     STAMP.write_text(want)
 
 
-def _run(*args: str) -> int:
-    return subprocess.run([str(PY), *args], cwd=ROOT).returncode
+def _run(*args: str, env: dict[str, str] | None = None) -> int:
+    return subprocess.run([str(PY), *args], cwd=ROOT, env=env).returncode
+
+
+def _demo(rest: list[str]) -> int:
+    with tempfile.TemporaryDirectory(prefix="tickwork-demo-") as tmp:
+        env = {**os.environ, "HOUSEKEEPING_DIR": tmp}
+        example = "examples/housekeeping.toml"
+        state = os.path.join(tmp, "state.sqlite3")
+        print(f"$ tickwork run {example} --for 20s --state {state}", flush=True)
+        args = ["-m", "tickwork", "run", example, "--for", "20s", "--state", state, *rest]
+        return _run(*args, env=env)
 
 
 def main(argv: list[str]) -> int:
@@ -52,7 +68,7 @@ def main(argv: list[str]) -> int:
     cmd, rest = argv[0], argv[1:]
     _ensure_venv()
     if cmd == "demo":
-        return _run("-m", "tickwork", "demo", *rest)
+        return _demo(rest)
     if cmd == "test":
         return _run("-m", "pytest", *rest)
     status = 0

@@ -29,3 +29,10 @@ def slow(seconds: float) -> None:
 def boom() -> None:
     """A job that fails."""
     raise RuntimeError("boom")
+
+
+def reported() -> None:
+    """A job that reports its own failure, already described."""
+    from tickwork._errors import JobFailed
+
+    raise JobFailed("exit=3\nthe end of its output")

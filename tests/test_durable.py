@@ -330,6 +330,18 @@ def test_failure_is_recorded_reported_and_the_schedule_goes_on(
     assert calls() == [("e",)]
 
 
+def test_job_failed_is_recorded_as_its_message_alone(make: Make, clock: FakeClock) -> None:
+    ds, pool = make()
+    ds.declare(JobSpec("r", "tests.durable_jobs:reported", EverySchedule(10)))
+    clock.advance(10)
+    drain(ds, pool)
+    state = ds.get("r")
+    assert state is not None and state.last_run is not None
+    assert state.last_run.outcome == "failed"
+    assert state.last_run.error == "exit=3\nthe end of its output"  # no type, no frames
+    assert ds.errors == ["job r: JobFailed: exit=3\nthe end of its output"]
+
+
 def test_vanished_function_fails_that_job_only(
     make: Make, clock: FakeClock, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:

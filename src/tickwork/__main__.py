@@ -29,6 +29,10 @@ def build_parser() -> argparse.ArgumentParser:
     from ._cli_validate import add_parser as add_validate
 
     add_validate(sub)
+
+    from ._cli_daemon import add_parsers as add_daemon
+
+    add_daemon(sub)
     return parser
 
 

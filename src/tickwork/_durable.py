@@ -30,6 +30,7 @@ from dataclasses import replace
 from types import TracebackType
 from typing import Final
 
+from ._errors import JobFailed
 from ._missed import Decision, decide, first_run
 from ._scheduler import DEFAULT_MAX_ERRORS, EventKind, Listener, RunEvent, _deliver
 from .stores._errors import JobNotFoundError, JobSpecError
@@ -61,7 +62,12 @@ _current = threading.local()
 
 
 def _error_text(exc: BaseException) -> str:
-    """``Type: message`` plus the innermost frames: short enough for a database row."""
+    """``Type: message`` plus the innermost frames: short enough for a database row.
+
+    A `JobFailed` is its message alone: the job has described its failure already.
+    """
+    if isinstance(exc, JobFailed):
+        return str(exc)[:_MAX_ERROR_TEXT]
     frames = traceback.extract_tb(exc.__traceback__)[-3:]
     where = "".join(traceback.format_list(frames))
     head = f"{type(exc).__name__}: {exc}"

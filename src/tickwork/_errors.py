@@ -4,11 +4,21 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-__all__ = ["ConfigError", "ConfigIssue", "CronError", "TickworkError"]
+__all__ = ["ConfigError", "ConfigIssue", "CronError", "JobFailed", "TickworkError"]
 
 
 class TickworkError(Exception):
     """Base class of every exception tickwork raises on purpose."""
+
+
+class JobFailed(TickworkError):
+    """A job's own way to report a failure it has already described.
+
+    A durable job that raises it is recorded as failed with ``str(exc)`` as the error,
+    without the exception type or traceback frames (which would only point at the
+    code that raised it). ``tickwork run`` raises it with the run's outcome and the
+    end of its output.
+    """
 
 
 class CronError(TickworkError, ValueError):

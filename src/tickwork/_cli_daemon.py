@@ -1,0 +1,401 @@
+"""``tickwork run`` (the daemon) and ``tickwork jobs`` (what its state says).
+
+Examples::
+
+    tickwork run examples/housekeeping.toml --for 20s
+    tickwork run jobs.toml --database postgresql://tickwork@db/tickwork --log-format json
+    tickwork jobs examples/housekeeping.toml
+
+``run`` exits 0 after SIGTERM, SIGINT or ``--for``; 2 for a broken file or a bad
+option; 1 when the store cannot be used. Every line it logs goes to stderr.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import sys
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import Any, TextIO
+
+from ._config import Config, load_config
+from ._errors import ConfigError, TickworkError
+from ._schedules import parse_duration
+
+__all__ = ["add_parsers", "run", "run_jobs"]
+
+
+def _duration(option: str) -> Any:
+    def parse(text: str) -> float:
+        try:
+            return parse_duration(text)
+        except ValueError as exc:
+            raise argparse.ArgumentTypeError(f"{option}: {exc}") from None
+
+    return parse
+
+
+def _positive_duration(option: str) -> Any:
+    base = _duration(option)
+
+    def parse(text: str) -> float:
+        value: float = base(text)
+        if value <= 0:
+            raise argparse.ArgumentTypeError(f"{option} must be a duration > 0, got {text!r}")
+        return value
+
+    return parse
+
+
+def _workers(text: str) -> int:
+    try:
+        value = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"must be an integer >= 1, got {text!r}") from None
+    if value < 1:
+        raise argparse.ArgumentTypeError(f"must be an integer >= 1, got {value}")
+    return value
+
+
+def _add_store_options(p: argparse.ArgumentParser) -> None:
+    where = p.add_mutually_exclusive_group()
+    where.add_argument(
+        "--state",
+        metavar="PATH",
+        help="SQLite file for the state (default: $XDG_STATE_HOME/tickwork/"
+        "<file-stem>-<hash>.sqlite3, i.e. under ~/.local/state; its directory is created 0700)",
+    )
+    where.add_argument(
+        "--database",
+        metavar="DSN",
+        help="a postgresql:// URL: keep the state in PostgreSQL so that several hosts "
+        "run one schedule, each run once",
+    )
+    p.add_argument(
+        "--namespace",
+        metavar="NAME",
+        help="id prefix of this file's jobs in the state (default: the file's stem)",
+    )
+
+
+def add_parsers(subparsers: Any) -> None:
+    """Add the ``run`` and ``jobs`` sub-commands to an argparse ``subparsers`` object.
+
+    Args:
+        subparsers: The object returned by ``ArgumentParser.add_subparsers()``.
+    """
+    p: argparse.ArgumentParser = subparsers.add_parser(
+        "run",
+        help="run the jobs of a TOML file until SIGTERM/SIGINT (a cron replacement)",
+        description="Run the jobs of a jobs file (see docs/daemon.md) with durable state. "
+        "SIGTERM/SIGINT: stop starting runs, wait up to --shutdown-grace, terminate what "
+        "is left, exit 0. SIGHUP: reload the file (a broken file keeps the old "
+        "configuration). Run log lines go to stderr.",
+    )
+    p.add_argument("file", help="the jobs file, e.g. jobs.toml")
+    _add_store_options(p)
+    p.add_argument(
+        "--log-format",
+        choices=("text", "json"),
+        default="text",
+        help="text for people (default) or json: one object per line",
+    )
+    p.add_argument(
+        "--shutdown-grace",
+        type=_duration("--shutdown-grace"),
+        default=30.0,
+        metavar="DURATION",
+        help="after SIGTERM/SIGINT, how long running jobs may go on before their process "
+        "groups are terminated (default: 30s)",
+    )
+    p.add_argument(
+        "--for",
+        dest="run_for",
+        type=_positive_duration("--for"),
+        metavar="DURATION",
+        help="stop by itself after this long, as on SIGTERM (e.g. 20s)",
+    )
+    p.add_argument(
+        "--watch",
+        action="store_true",
+        help="also reload when the file changes (checked every second)",
+    )
+    p.add_argument(
+        "--lease",
+        type=_positive_duration("--lease"),
+        default=30.0,
+        metavar="DURATION",
+        help="how long a claimed run stays reserved for this process; after a crash its "
+        "runs are recovered within this time (default: 30s)",
+    )
+    p.add_argument(
+        "--poll",
+        type=_positive_duration("--poll"),
+        default=1.0,
+        metavar="DURATION",
+        help="the longest the daemon goes without looking at the state, so changes made "
+        "by other hosts are seen (default: 1s)",
+    )
+    p.add_argument(
+        "--workers",
+        type=_workers,
+        default=32,
+        metavar="N",
+        help="most runs at once (default: 32)",
+    )
+    p.set_defaults(func=run)
+
+    j: argparse.ArgumentParser = subparsers.add_parser(
+        "jobs",
+        help="show each job's next run, last run and outcome from the state",
+        description="Show what the state of `tickwork run` says about each job: its "
+        "schedule, next run (local time and UTC), last run and outcome. Give the jobs "
+        "file (to find its default state and list jobs not run yet), --state or "
+        "--database, or both.",
+    )
+    j.add_argument("file", nargs="?", help="the jobs file (optional with --state/--database)")
+    _add_store_options(j)
+    j.add_argument("--json", action="store_true", help="one JSON array, for machines")
+    j.set_defaults(func=run_jobs)
+
+
+def _store_args(args: argparse.Namespace) -> tuple[str | None, str | None]:
+    """(state, database) from the options, the state defaulting from the file."""
+    from ._daemon import default_state_path
+
+    if args.database is not None:
+        return None, args.database
+    if args.state is not None:
+        return args.state, None
+    return str(default_state_path(args.file)), None
+
+
+def run(args: argparse.Namespace, *, err: TextIO | None = None) -> int:
+    """Run ``tickwork run`` for parsed arguments; return the exit status."""
+    from ._daemon import (
+        Daemon,
+        DaemonError,
+        check_namespace,
+        default_namespace,
+        open_store,
+        setup_logging,
+    )
+    from ._runlog import RunLog
+
+    err = sys.stderr if err is None else err
+    try:
+        config = load_config(args.file)
+    except ConfigError as exc:
+        for issue in exc.errors:
+            print(issue, file=err)
+        print(f"tickwork run: {args.file}: not started, fix the file first", file=err)
+        return 2
+    try:
+        namespace = check_namespace(args.namespace or default_namespace(args.file))
+    except DaemonError as exc:
+        print(f"tickwork run: {exc}", file=err)
+        return 2
+    state, database = _store_args(args)
+    try:
+        store = open_store(state=state, database=database)
+    except DaemonError as exc:
+        print(f"tickwork run: {exc}", file=err)
+        return 1
+    undo = setup_logging(err, args.log_format)
+    try:
+        daemon = Daemon(
+            args.file,
+            store,
+            namespace=namespace,
+            log=RunLog(err, format=args.log_format),
+            shutdown_grace=args.shutdown_grace,
+            lease=args.lease,
+            poll=args.poll,
+            workers=args.workers,
+            watch=args.watch,
+        )
+        try:
+            daemon.check_store()
+            result = daemon.apply(config)
+        except TickworkError as exc:  # DaemonError, or a StoreError reading the state
+            store.close()
+            print(f"tickwork run: {exc}", file=err)
+            return 1
+        where = f"state {state}" if state is not None else f"database {_shown(database)}"
+        enabled = sum(job.enabled for job in config.jobs)
+        _info(
+            f"running {enabled} job{'s' if enabled != 1 else ''} from {args.file}"
+            f" ({result.summary()}; {where}; pid {os.getpid()})"
+        )
+        return daemon.serve(run_for=args.run_for)
+    finally:
+        undo()
+
+
+def _shown(dsn: str | None) -> str:
+    from ._daemon import redact_dsn
+
+    return redact_dsn(dsn or "")
+
+
+def _info(message: str) -> None:
+    import logging
+
+    logging.getLogger("tickwork.daemon").info("%s", message)
+
+
+# -- tickwork jobs ---------------------------------------------------------------------
+
+
+def _when(ts: float | None) -> str:
+    if ts is None:
+        return "-"
+    local = datetime.fromtimestamp(ts).astimezone()
+    utc = datetime.fromtimestamp(ts, UTC)
+    return f"{local:%Y-%m-%d %H:%M:%S %Z} ({utc:%H:%M:%SZ})"
+
+
+def _iso(ts: float | None) -> str | None:
+    if ts is None:
+        return None
+    return datetime.fromtimestamp(ts, UTC).isoformat(timespec="milliseconds").replace("+00:00", "Z")
+
+
+def _schedule_text(schedule: Any) -> str:
+    from .stores._model import AtSchedule, CronSchedule
+
+    if isinstance(schedule, CronSchedule):
+        return f"cron {schedule.expr!r} {schedule.tz}"
+    if isinstance(schedule, AtSchedule):
+        return f"once at {_iso(schedule.at)}"
+    text = f"every {schedule.seconds:g}s"
+    return text + " (fixed delay)" if schedule.fixed_delay else text
+
+
+def run_jobs(
+    args: argparse.Namespace, *, out: TextIO | None = None, err: TextIO | None = None
+) -> int:
+    """Run ``tickwork jobs`` for parsed arguments; return the exit status."""
+    from ._daemon import DaemonError, default_namespace, open_store, owned
+
+    out = sys.stdout if out is None else out
+    err = sys.stderr if err is None else err
+    if args.file is None and args.state is None and args.database is None:
+        print("tickwork jobs: give the jobs file, --state PATH or --database DSN", file=err)
+        return 2
+    config: Config | None = None
+    if args.file is not None:
+        try:
+            config = load_config(args.file)
+        except ConfigError as exc:
+            for issue in exc.errors:
+                print(issue, file=err)
+            return 2
+    state, database = _store_args(args)
+    if state is not None and not Path(state).expanduser().exists():
+        print(
+            f"tickwork jobs: no state at {state} (has `tickwork run` run with it?)",
+            file=err,
+        )
+        return 1
+    try:
+        store = open_store(state=state, database=database)
+    except DaemonError as exc:
+        print(f"tickwork jobs: {exc}", file=err)
+        return 1
+    try:
+        states = store.jobs()
+    finally:
+        store.close()
+    namespace = args.namespace or (default_namespace(args.file) if args.file else None)
+    if namespace is not None:
+        states = [s for s in states if owned(s, namespace)]
+    rows: list[dict[str, Any]] = []
+    seen: set[str] = set()
+    for s in states:
+        name = s.spec.kwargs.get("job", s.id) if s.spec.kwargs else s.id
+        seen.add(str(name))
+        last = s.last_run
+        rows.append(
+            {
+                "job": name,
+                "id": s.id,
+                "schedule": _schedule_text(s.spec.schedule),
+                "paused": s.paused,
+                "running": len(s.claims),
+                "next_run": _iso(s.next_run),
+                "last_scheduled": _iso(last.scheduled) if last else None,
+                "last_started": _iso(last.started) if last else None,
+                "last_ended": _iso(last.ended) if last else None,
+                "outcome": last.outcome if last else None,
+                "error": last.error if last else None,
+                "_next": s.next_run,
+                "_last": last,
+            }
+        )
+    if config is not None:
+        for job in config.jobs:
+            if job.name not in seen:
+                rows.append(
+                    {
+                        "job": job.name,
+                        "id": None,
+                        "schedule": None,
+                        "paused": not job.enabled,
+                        "running": 0,
+                        "next_run": None,
+                        "last_scheduled": None,
+                        "last_started": None,
+                        "last_ended": None,
+                        "outcome": "not in the state yet",
+                        "error": None,
+                        "_next": None,
+                        "_last": None,
+                    }
+                )
+    if args.json:
+        json.dump(
+            [{k: v for k, v in row.items() if not k.startswith("_")} for row in rows],
+            out,
+            indent=2,
+        )
+        out.write("\n")
+        return 0
+    if not rows:
+        print("no jobs in the state", file=out)
+        return 0
+    for row in rows:
+        _print_row(row, out)
+    return 0
+
+
+def _print_row(row: dict[str, Any], out: TextIO) -> None:
+    flags = []
+    if row["paused"]:
+        flags.append("paused")
+    if row["running"]:
+        flags.append("running now")
+    flag = f" [{', '.join(flags)}]" if flags else ""
+    print(f"{row['job']}{flag}", file=out)
+    if row["schedule"]:
+        print(f"  schedule  {row['schedule']}", file=out)
+    print(f"  next run  {_when(row['_next'])}", file=out)
+    last = row["_last"]
+    if last is None:
+        print(f"  last run  - ({row['outcome'] or 'never ran'})", file=out)
+    else:
+        took = ""
+        if last.started is not None and last.ended is not None:
+            took = f", took {last.ended - last.started:.2f}s"
+        started = "" if last.started is None else f", started {_when(last.started)}"
+        print(f"  last run  {_when(last.scheduled)}{started}{took}", file=out)
+        print(f"  outcome   {last.outcome}", file=out)
+        if last.error:
+            lines = last.error.strip().splitlines()
+            tail = lines[-5:]
+            if len(lines) > 5:
+                tail.insert(0, "...")
+            for i, line in enumerate(tail):
+                print(f"  {'error' if i == 0 else '':<8}  {line}", file=out)

@@ -1,0 +1,741 @@
+"""The ``tickwork run`` daemon: the jobs of a file as durable jobs, run until a signal.
+
+Each enabled or disabled `JobConfig` of the file becomes one durable job on a
+`DurableScheduler` over a store (SQLite by default, PostgreSQL for several hosts), so
+the store's state, the missed-run and overlap policy, leases and "a restart neither
+loses nor double-runs anything" all come from the durable layer:
+
+- the job id is ``<namespace>/<name>`` (the namespace defaults to the file's stem);
+- the function is this module's `run_configured_job`, the only function the daemon's
+  scheduler admits, with JSON kwargs naming the job and a fingerprint of its options;
+- that entry point looks the job's *current* `JobConfig` up in the running `Daemon`
+  and runs it with `run_job` (command or callable, timeout, retries), writing the run
+  log lines, and raises `JobFailed` when the run failed so the store records it.
+
+Declarations are upserts keyed by id: a restart with the same file changes nothing, a
+changed job is updated, and a job gone from the file is removed from the store (only
+ids in the daemon's namespace whose function is the entry point: nothing else in the
+store is ever removed). See ``docs/daemon.md``.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import hashlib
+import json
+import logging
+import math
+import os
+import random
+import re
+import select
+import signal
+import sys
+import threading
+import time
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, fields
+from pathlib import Path
+from types import FrameType
+from typing import Any, Final, TextIO
+from urllib.parse import urlsplit, urlunsplit
+
+from ._config import Config, JobConfig, load_config
+from ._durable import DurableScheduler
+from ._errors import ConfigError, JobFailed, TickworkError
+from ._runlog import LogFormat, RunLog, iso
+from ._runner import ProcessGroups, RunResult, run_job
+from ._scheduler import EventKind, RunEvent
+from ._schedules import At, Cron, Every, Once
+from .stores._model import (
+    AtSchedule,
+    CronSchedule,
+    EverySchedule,
+    JobSpec,
+    JobState,
+    Schedule,
+    Upsert,
+)
+from .stores._protocol import Store
+
+__all__ = [
+    "ENTRY_POINT",
+    "Daemon",
+    "DaemonError",
+    "JobFailed",
+    "Reload",
+    "default_namespace",
+    "default_state_path",
+    "fingerprint",
+    "open_store",
+    "redact_dsn",
+    "run_configured_job",
+    "spec_for",
+]
+
+_log = logging.getLogger("tickwork.daemon")
+
+ENTRY_POINT: Final = "tickwork._daemon:run_configured_job"
+"""The function every daemon job names in the store; the only one the daemon admits."""
+
+_NAMESPACE: Final = re.compile(r"[A-Za-z0-9][A-Za-z0-9_.@:-]{0,59}")
+_STOP_SIGNALS: Final = (signal.SIGTERM, signal.SIGINT)
+_ERROR_TAIL: Final = 1000  # characters of output kept in a failed run's stored error
+_SETTLE: Final = 5.0  # after terminate_all: seconds beyond the longest kill_grace
+
+
+class DaemonError(TickworkError):
+    """The daemon cannot start: a bad option, an unusable store, a foreign state.
+
+    The message names the option and shows the value.
+    """
+
+
+# -- paths, names and stores ------------------------------------------------------------
+
+
+def default_state_path(config_path: str | os.PathLike[str]) -> Path:
+    """Where ``tickwork run FILE`` keeps its state when ``--state`` is not given.
+
+    ``$XDG_STATE_HOME/tickwork/<stem>-<hash>.sqlite3`` (``$XDG_STATE_HOME`` defaults to
+    ``~/.local/state``), where ``<hash>`` is 8 hex digits of the file's absolute path:
+    two files called ``jobs.toml`` in different directories never share a state.
+    """
+    path = Path(config_path).resolve()
+    base = os.environ.get("XDG_STATE_HOME") or ""
+    root = Path(base) if os.path.isabs(base) else Path.home() / ".local" / "state"
+    digest = hashlib.sha256(str(path).encode()).hexdigest()[:8]
+    return root / "tickwork" / f"{_slug(path.stem)}-{digest}.sqlite3"
+
+
+def _slug(text: str) -> str:
+    slug = re.sub(r"[^A-Za-z0-9_.@:-]+", "-", text).strip("-.")
+    return slug[:60] or "jobs"
+
+
+def default_namespace(config_path: str | os.PathLike[str]) -> str:
+    """The namespace of a file's jobs in the store: its stem (``jobs`` for jobs.toml)."""
+    return _slug(Path(config_path).stem)
+
+
+def check_namespace(value: str) -> str:
+    """``value`` if it is a valid namespace, else `DaemonError` naming ``--namespace``."""
+    if not _NAMESPACE.fullmatch(value):
+        raise DaemonError(
+            "--namespace must be 1-60 letters, digits or '_.@:-', starting with a letter or"
+            f" digit, got {value!r}"
+        )
+    return value
+
+
+def redact_dsn(dsn: str) -> str:
+    """``dsn`` with its password replaced by ``***``, for messages."""
+    try:
+        parts = urlsplit(dsn)
+    except ValueError:
+        return "<unparsable DSN>"
+    if parts.password is None:
+        return dsn
+    user = parts.username or ""
+    host = parts.hostname or ""
+    port = f":{parts.port}" if parts.port else ""
+    return urlunsplit(parts._replace(netloc=f"{user}:***@{host}{port}"))
+
+
+def _make_private_dir(directory: Path) -> None:
+    """Create ``directory`` (and parents) with mode 0700 for the part that is new."""
+    missing = []
+    d = directory
+    while not d.exists():
+        missing.append(d)
+        d = d.parent
+    for d in reversed(missing):
+        with contextlib.suppress(FileExistsError):
+            d.mkdir(mode=0o700)
+        os.chmod(d, 0o700)  # the umask may have taken bits away
+
+
+def open_store(*, state: str | None = None, database: str | None = None) -> Store:
+    """Open the daemon's store: ``--database`` (PostgreSQL) if given, else ``--state``.
+
+    Args:
+        state: SQLite file; its directory is created with mode 0700 if missing.
+        database: A ``postgresql://`` (or ``postgres://``) URL.
+
+    Returns:
+        The open store; the caller closes it.
+
+    Raises:
+        DaemonError: Both or neither given, an unsupported URL, PostgreSQL support not
+            installed, or the store cannot be opened (the message says which option).
+    """
+    from .stores._errors import StoreError
+
+    if (state is None) == (database is None):
+        raise DaemonError("give exactly one of --state and --database")
+    if database is not None:
+        scheme = database.partition(":")[0].lower()
+        shown = redact_dsn(database)
+        if scheme not in ("postgresql", "postgres"):
+            raise DaemonError(
+                f"--database must be a postgresql:// URL (SQLite: use --state PATH), got {shown!r}"
+            )
+        try:
+            from .stores.postgres import PostgresStore  # type: ignore[import-not-found,unused-ignore]
+        except ImportError as exc:
+            raise DaemonError(
+                f"--database {shown}: PostgreSQL support is not available in this"
+                f" installation ({exc}); install tickwork with PostgreSQL support"
+                " (pip install 'tickwork[postgres]') or use --state PATH for SQLite"
+            ) from exc
+        try:
+            store: Store = PostgresStore(database)
+        except Exception as exc:  # the driver's own connection errors included
+            raise DaemonError(f"--database {shown}: cannot use the database: {exc}") from exc
+        return store
+    assert state is not None
+    from .stores.sqlite import SQLiteStore
+
+    path = Path(state).expanduser()
+    try:
+        _make_private_dir(path.parent)
+    except OSError as exc:
+        raise DaemonError(f"--state {state}: cannot create its directory: {exc}") from exc
+    try:
+        return SQLiteStore(path)
+    except StoreError as exc:
+        raise DaemonError(f"--state {state}: {exc}") from exc
+
+
+# -- the mapping: JobConfig -> JobSpec ----------------------------------------------------
+
+
+def _plain(value: object) -> Any:
+    """``value`` as JSON data, for fingerprints (schedules by their repr)."""
+    if isinstance(value, Mapping):
+        return {str(k): _plain(v) for k, v in sorted(value.items())}
+    if isinstance(value, (list, tuple)):
+        return [_plain(v) for v in value]
+    if value is None or isinstance(value, (str, int, float, bool)):
+        return value
+    return repr(value)
+
+
+def fingerprint(job: JobConfig) -> str:
+    """12 hex digits that change whenever any option of ``job`` changes.
+
+    Stored in the job's kwargs, so a changed job is an ``UPDATED`` declaration and a
+    host running an older file can tell (it logs a warning and runs its own version).
+    """
+    data = {f.name: _plain(getattr(job, f.name)) for f in fields(job) if f.name != "line"}
+    text = json.dumps(data, sort_keys=True, separators=(",", ":"), ensure_ascii=False)
+    return hashlib.sha256(text.encode()).hexdigest()[:12]
+
+
+def job_id(namespace: str, name: str) -> str:
+    """The store id of job ``name``: ``<namespace>/<name>``."""
+    return f"{namespace}/{name}"
+
+
+def spec_for(
+    job: JobConfig, *, namespace: str, now: float, stored: JobState | None = None
+) -> JobSpec:
+    """The durable declaration of one job of the file.
+
+    Args:
+        job: The job.
+        namespace: The daemon's namespace (the id prefix).
+        now: UTC POSIX seconds; an ``in`` one-shot is due ``now + delay``...
+        stored: ...unless the store holds this same job (same fingerprint) already:
+            then its stored instant is kept, so a restart never re-runs a one-shot.
+
+    Returns:
+        The spec to `DurableScheduler.declare`.
+    """
+    fp = fingerprint(job)
+    s = job.schedule
+    schedule: Schedule
+    if isinstance(s, Every):
+        schedule = EverySchedule(s.interval, fixed_delay=s.fixed_delay)
+    elif isinstance(s, Cron):
+        schedule = CronSchedule(s.expr, s.tz)
+    elif isinstance(s, At):
+        schedule = AtSchedule(s.when)
+    elif isinstance(s, Once):
+        if (
+            stored is not None
+            and stored.spec.kwargs.get("fingerprint") == fp
+            and isinstance(stored.spec.schedule, AtSchedule)
+        ):
+            schedule = stored.spec.schedule
+        else:
+            schedule = AtSchedule(now + s.delay)
+    else:  # pragma: no cover - load_config makes only the four kinds
+        raise TypeError(f"unsupported schedule {s!r}")
+    return JobSpec(
+        job_id(namespace, job.name),
+        ENTRY_POINT,
+        schedule,
+        kwargs={"job": job.name, "fingerprint": fp},
+        overlap=job.overlap,
+        missed=job.missed,
+        grace=job.grace,
+        delivery="at_most_once",
+        paused=not job.enabled,
+    )
+
+
+def owned(state: JobState, namespace: str) -> bool:
+    """Whether a stored job belongs to the daemon of ``namespace``."""
+    return state.spec.func == ENTRY_POINT and state.id.startswith(namespace + "/")
+
+
+@dataclass(frozen=True, slots=True)
+class Reload:
+    """What applying a configuration did to the store, by job name."""
+
+    created: tuple[str, ...] = ()
+    """Jobs new to the store."""
+    updated: tuple[str, ...] = ()
+    """Jobs whose options changed."""
+    unchanged: tuple[str, ...] = ()
+    """Jobs stored exactly as declared."""
+    removed: tuple[str, ...] = ()
+    """Jobs gone from the file, removed from the store."""
+    failed: tuple[str, ...] = ()
+    """Jobs the store refused (logged); they keep their previous declaration."""
+
+    def summary(self) -> str:
+        """``"2 created, 1 updated, 3 unchanged, 1 removed"`` (empty parts left out)."""
+        parts = [
+            f"{len(names)} {word}"
+            for word, names in (
+                ("created", self.created),
+                ("updated", self.updated),
+                ("unchanged", self.unchanged),
+                ("removed", self.removed),
+                ("failed", self.failed),
+            )
+            if names
+        ]
+        return ", ".join(parts) or "no jobs"
+
+
+# -- the daemon ------------------------------------------------------------------------
+
+_active: Daemon | None = None
+_active_lock = threading.Lock()
+
+
+def run_configured_job(job: str, fingerprint: str = "") -> None:
+    """The durable entry point of every ``tickwork run`` job: run job ``job`` now.
+
+    Called by the daemon's `DurableScheduler` on a worker thread. Outside a running
+    daemon it refuses.
+
+    Args:
+        job: The job's name in the file.
+        fingerprint: The fingerprint of the options it was declared with.
+
+    Raises:
+        JobFailed: The run failed (the message is what the store records).
+        RuntimeError: No daemon is running in this process.
+    """
+    daemon = _active
+    if daemon is None:
+        raise RuntimeError(f"{ENTRY_POINT} runs only inside `tickwork run`")
+    daemon.run_one(job, fingerprint)
+
+
+class Daemon:
+    """The jobs of one file on a `DurableScheduler`, with signals, reload and shutdown.
+
+    Create it, `apply` a configuration (or let `serve` do it), then `serve` until a
+    signal or the ``run_for`` time ends. One per process (the entry point finds it).
+
+    Args:
+        config_path: The jobs file (read again on SIGHUP).
+        store: Where the state lives; closed by `serve` when it returns.
+        namespace: Id prefix of this file's jobs in the store.
+        log: The run log.
+        shutdown_grace: Seconds to let running jobs finish after SIGTERM/SIGINT.
+        lease: Seconds a claimed run stays reserved (see `DurableScheduler`).
+        poll: The longest the scheduler goes without looking at the store.
+        workers: Size of the worker pool (runs at once).
+        watch: Also reload when the file changes (checked every second).
+        wall_clock: UTC POSIX seconds (tests pass a fake).
+    """
+
+    def __init__(
+        self,
+        config_path: str,
+        store: Store,
+        *,
+        namespace: str,
+        log: RunLog,
+        shutdown_grace: float = 30.0,
+        lease: float = 30.0,
+        poll: float = 1.0,
+        workers: int = 32,
+        watch: bool = False,
+        wall_clock: Callable[[], float] = time.time,
+    ) -> None:
+        self.config_path = config_path
+        self.store = store
+        self.namespace = check_namespace(namespace)
+        self.log = log
+        self.shutdown_grace = shutdown_grace
+        self.watch = watch
+        self._wall = wall_clock
+        self._jobs: dict[str, JobConfig] = {}
+        self._config: Config | None = None
+        self._groups = ProcessGroups()
+        self._stop = threading.Event()
+        self.scheduler = DurableScheduler(
+            store, lease=lease, poll=poll, max_workers=workers, wall_clock=wall_clock
+        )
+        self.scheduler.add_listener(self._on_event)
+        self._signals: list[int] = []
+        self._wake_r = self._wake_w = -1
+
+    # -- configuration -------------------------------------------------------------
+
+    @property
+    def config(self) -> Config | None:
+        """The configuration being run (``None`` before the first `apply`)."""
+        return self._config
+
+    def check_store(self) -> None:
+        """Refuse a store that holds jobs this daemon would claim but cannot run.
+
+        Every daemon on one store claims every due run in it, so the store must hold
+        only this file's jobs: jobs of another namespace or other programs' durable
+        jobs would be claimed here and fail.
+
+        Raises:
+            DaemonError: The store holds such jobs; the message lists some.
+        """
+        foreign = [s.id for s in self.store.jobs() if not owned(s, self.namespace)]
+        if foreign:
+            shown = ", ".join(repr(i) for i in foreign[:5])
+            more = f" and {len(foreign) - 5} more" if len(foreign) > 5 else ""
+            raise DaemonError(
+                f"the state holds jobs that are not this file's (namespace"
+                f" {self.namespace!r}): {shown}{more}. Every daemon on a state runs the"
+                " same jobs file; use another --state/--database, or pass the other"
+                " file's --namespace to take its jobs over (jobs not in this file are"
+                " then removed)"
+            )
+
+    def apply(self, config: Config) -> Reload:
+        """Make the store match ``config``: declare every job, remove the ones gone.
+
+        Idempotent: applying the same configuration again changes nothing. The new
+        options take effect for runs that start from now on; a running run keeps the
+        options it started with.
+        """
+        now = self._wall()
+        stored = {s.id: s for s in self.store.jobs() if owned(s, self.namespace)}
+        self._jobs = {job.name: job for job in config.jobs}
+        self._config = config
+        created: list[str] = []
+        updated: list[str] = []
+        unchanged: list[str] = []
+        failed: list[str] = []
+        for job in config.jobs:
+            jid = job_id(self.namespace, job.name)
+            spec = spec_for(job, namespace=self.namespace, now=now, stored=stored.get(jid))
+            try:
+                result = self.scheduler.declare(spec)
+            except Exception as exc:
+                _log.error("job %r cannot be declared: %s", job.name, exc)
+                failed.append(job.name)
+                continue
+            {Upsert.CREATED: created, Upsert.UPDATED: updated, Upsert.UNCHANGED: unchanged}[
+                result
+            ].append(job.name)
+        removed: list[str] = []
+        wanted = {job_id(self.namespace, job.name) for job in config.jobs}
+        for jid in sorted(set(stored) - wanted):
+            with contextlib.suppress(Exception):  # JobNotFoundError: another host did it
+                self.scheduler.remove(jid)
+            removed.append(jid.partition("/")[2])
+        return Reload(
+            tuple(created), tuple(updated), tuple(unchanged), tuple(removed), tuple(failed)
+        )
+
+    def reload(self) -> bool:
+        """Read the file again and apply it; a broken file keeps the running configuration.
+
+        Returns:
+            Whether the new file was applied.
+        """
+        try:
+            config = load_config(self.config_path)
+        except ConfigError as exc:
+            n = len(exc.errors)
+            _log.error(
+                "reload of %s failed (%d problem%s); still running the previous configuration",
+                self.config_path,
+                n,
+                "" if n == 1 else "s",
+            )
+            for issue in exc.errors:
+                _log.error("%s", issue)
+            return False
+        try:
+            result = self.apply(config)
+        except Exception as exc:  # the state is unreachable (a database restart, say)
+            _log.error(
+                "reload of %s failed: the state cannot be read: %s; still running the"
+                " previous configuration",
+                self.config_path,
+                exc,
+            )
+            return False
+        _log.info("reloaded %s: %s", self.config_path, result.summary())
+        return True
+
+    # -- running one job (worker threads) -------------------------------------------------
+
+    def run_one(self, name: str, declared: str) -> None:
+        """Run job ``name`` with its current options (see `run_configured_job`)."""
+        claim = DurableScheduler.current_claim()
+        scheduled = claim.scheduled if claim is not None else self._wall()
+        job = self._jobs.get(name)
+        if job is None:
+            raise JobFailed(f"job {name!r} is not in {self.config_path} (removed from the file?)")
+        if declared and declared != fingerprint(job):
+            _log.warning(
+                "job %r was declared with other options than this daemon's file has"
+                " (another host runs a different version of %s?); running this file's",
+                name,
+                self.config_path,
+            )
+        jitter = job.jitter
+        if jitter > 0 and self._stop.wait(random.uniform(0.0, jitter)):
+            self.log.skipped(name, scheduled, reason="shutdown")
+            raise JobFailed("cancelled: shutting down before the run started")
+        result = run_job(
+            job,
+            groups=self._groups,
+            stop=self._stop,
+            on_start=lambda attempt: self.log.started(name, scheduled, attempt=attempt),
+            on_end=lambda r: self.log.finished(name, scheduled, r),
+        )
+        if not result.ok:
+            raise JobFailed(_failure_text(result))
+
+    def _on_event(self, event: RunEvent) -> None:
+        if event.job_id is None or event.kind not in (EventKind.SKIPPED, EventKind.MISSED):
+            return
+        namespace, _, name = event.job_id.partition("/")
+        if namespace != self.namespace:
+            return
+        reason = "overlap" if event.kind is EventKind.SKIPPED else "missed"
+        self.log.skipped(name, event.scheduled, reason=reason)
+
+    # -- the main thread ------------------------------------------------------------------
+
+    def serve(self, *, run_for: float | None = None) -> int:
+        """Run until SIGTERM/SIGINT (or ``run_for`` seconds), then shut down; return 0.
+
+        Must be called from the main thread (it installs signal handlers). SIGHUP
+        reloads the file. The store is closed on return.
+        """
+        global _active
+        with _active_lock:
+            if _active is not None:
+                raise RuntimeError("a tickwork daemon is already running in this process")
+            _active = self
+        self._wake_r, self._wake_w = os.pipe()
+        os.set_blocking(self._wake_r, False)
+        os.set_blocking(self._wake_w, False)
+        previous = {
+            sig: signal.signal(sig, self._on_signal) for sig in (*_STOP_SIGNALS, signal.SIGHUP)
+        }
+        try:
+            self.scheduler.start()
+            self._loop(run_for)
+            self._shutdown()
+        finally:
+            for sig, handler in previous.items():
+                signal.signal(sig, handler)
+            os.close(self._wake_r)
+            os.close(self._wake_w)
+            with _active_lock:
+                _active = None
+            self.store.close()
+        return 0
+
+    def _on_signal(self, signum: int, frame: FrameType | None) -> None:
+        # Only record it and wake the main loop: the work happens in _loop.
+        self._signals.append(signum)
+        with contextlib.suppress(BlockingIOError, OSError):
+            os.write(self._wake_w, b"\0")
+
+    def _wait(self, timeout: float | None) -> None:
+        """Sleep until a signal arrives or ``timeout`` seconds pass."""
+        if timeout is not None and timeout <= 0:
+            return
+        with contextlib.suppress(InterruptedError):
+            select.select([self._wake_r], [], [], timeout)
+        with contextlib.suppress(BlockingIOError):
+            while os.read(self._wake_r, 512):
+                pass
+
+    def _file_stamp(self) -> tuple[int, int, int] | None:
+        try:
+            st = os.stat(self.config_path)
+        except OSError:
+            return None
+        return (st.st_mtime_ns, st.st_size, st.st_ino)
+
+    def _loop(self, run_for: float | None) -> None:
+        end = None if run_for is None else time.monotonic() + run_for
+        stamp = self._file_stamp()
+        while True:
+            while self._signals:
+                sig = self._signals.pop(0)
+                if sig in _STOP_SIGNALS:
+                    _log.info("got %s: shutting down", signal.Signals(sig).name)
+                    return
+                _log.info("got SIGHUP: reloading %s", self.config_path)
+                self.reload()
+                stamp = self._file_stamp()
+            if end is not None and time.monotonic() >= end:
+                _log.info("--for time is up: shutting down")
+                return
+            if self.watch:
+                now_stamp = self._file_stamp()
+                if now_stamp is not None and now_stamp != stamp:
+                    stamp = now_stamp
+                    _log.info("%s changed: reloading", self.config_path)
+                    self.reload()
+            waits = [1.0] if self.watch else []
+            if end is not None:
+                waits.append(end - time.monotonic())
+            self._wait(min(waits) if waits else None)
+
+    def _wait_idle(self, seconds: float) -> bool:
+        """Wait up to ``seconds`` for every run to end; a second stop signal cuts it short."""
+        give_up = time.monotonic() + seconds
+        while self.scheduler.running():
+            left = give_up - time.monotonic()
+            if left <= 0 or any(s in _STOP_SIGNALS for s in self._signals):
+                return False
+            self._wait(min(left, 0.05))
+        return True
+
+    def _shutdown(self) -> None:
+        # No run starts after this; claims not yet started are handed back.
+        self.scheduler.stop(wait=False)
+        self._stop.set()  # no retry starts, a backoff or a jitter wait ends now
+        self._signals.clear()
+        running = sum(self.scheduler.running().values())
+        if running:
+            _log.info(
+                "waiting up to %s for %d running job(s)",
+                _seconds_text(self.shutdown_grace),
+                running,
+            )
+        if not self._wait_idle(self.shutdown_grace):
+            n = self._groups.terminate_all()
+            _log.warning("shutdown grace over: terminating %d running command(s)", n)
+            kill_grace = max((j.kill_grace for j in self._jobs.values()), default=10.0)
+            self._signals.clear()
+            if not self._wait_idle(kill_grace + _SETTLE):
+                left = self.scheduler.running()
+                _log.error(
+                    "exiting with runs still going (in-process calls cannot be terminated): %s",
+                    ", ".join(sorted(left)),
+                )
+                logging.shutdown()
+                sys.stderr.flush()
+                os._exit(0)  # the pool's threads would keep the interpreter alive
+        self.scheduler.stop(wait=True, timeout=5.0)
+        _log.info("stopped")
+
+
+def _seconds_text(seconds: float) -> str:
+    return f"{seconds:g}s"
+
+
+def _failure_text(result: RunResult) -> str:
+    """What the store records for a failed run: outcome, error, end of the output."""
+    head = result.status
+    if result.attempt > 1:
+        head += f" (attempt {result.attempt})"
+    if result.error:
+        head += f": {result.error}"
+    output = result.output.strip()
+    if len(output) > _ERROR_TAIL:
+        output = "..." + output[-_ERROR_TAIL:]
+    return f"{head}\n{output}" if output else head
+
+
+# -- daemon messages in the run log's format --------------------------------------------
+
+
+class _LogFormatter(logging.Formatter):
+    """Daemon messages as one line each, text or JSON, like the run log."""
+
+    def __init__(self, fmt: LogFormat) -> None:
+        super().__init__()
+        self._json = fmt == "json"
+
+    def format(self, record: logging.LogRecord) -> str:
+        message = record.getMessage()
+        if record.exc_info and record.exc_info[1] is not None:
+            exc = record.exc_info[1]
+            message += f": {type(exc).__name__}: {exc}"
+        if self._json:
+            return json.dumps(
+                {
+                    "time": iso(record.created, millis=True),
+                    "event": "log",
+                    "level": record.levelname.lower(),
+                    "logger": record.name,
+                    "message": message,
+                },
+                ensure_ascii=False,
+            )
+        level = "" if record.levelno < logging.WARNING else f" {record.levelname.lower()}"
+        return f"{iso(record.created)} tickwork{level}: {message}"
+
+
+class _NotJobFailures(logging.Filter):
+    """Drop the durable layer's record of a failed run: the run log has said it."""
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        exc = record.exc_info[1] if record.exc_info else None
+        return not isinstance(exc, JobFailed)
+
+
+def setup_logging(stream: TextIO, fmt: LogFormat) -> Callable[[], None]:
+    """Send the ``tickwork`` loggers to ``stream`` in ``fmt``; return an undo function."""
+    handler = logging.StreamHandler(stream)
+    handler.setFormatter(_LogFormatter(fmt))
+    handler.addFilter(_NotJobFailures())
+    root = logging.getLogger("tickwork")
+    durable = logging.getLogger("tickwork.durable")
+    saved = (root.level, root.propagate, durable.level)
+    root.addHandler(handler)
+    root.setLevel(logging.INFO)
+    root.propagate = False
+    durable.setLevel(logging.WARNING)  # its INFO lines repeat the run log's skips
+
+    def undo() -> None:
+        root.removeHandler(handler)
+        root.setLevel(saved[0])
+        root.propagate = saved[1]
+        durable.setLevel(saved[2])
+
+    return undo
+
+
+def finite_seconds(name: str, value: float) -> float:
+    """``value`` if finite and >= 0, else `DaemonError` naming the option."""
+    if not math.isfinite(value) or value < 0:
+        raise DaemonError(f"{name} must be a duration >= 0, got {value!r}")
+    return value

@@ -1,0 +1,271 @@
+"""The daemon's mapping of a jobs file to durable jobs, its store options and CLI errors.
+
+In-process and fast: the scheduler is never started; `Daemon.apply` is called on a
+SQLite file as a (re)started daemon would.
+"""
+
+from __future__ import annotations
+
+import os
+import stat
+import sys
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+from tickwork.__main__ import main
+from tickwork._config import parse_config
+from tickwork._daemon import (
+    ENTRY_POINT,
+    Daemon,
+    DaemonError,
+    default_namespace,
+    default_state_path,
+    fingerprint,
+    open_store,
+    redact_dsn,
+    run_configured_job,
+    spec_for,
+)
+from tickwork._runlog import RunLog
+from tickwork.stores import AtSchedule, CronSchedule, EverySchedule, JobSpec
+from tickwork.stores.sqlite import SQLiteStore
+
+NOW = 1_800_000_000.0
+
+FILE = """
+[[job]]
+name = "a"
+every = "30s"
+command = ["true"]
+
+[[job]]
+name = "b"
+cron = "0 3 * * *"
+timezone = "Europe/Berlin"
+overlap = "queue"
+missed = "once"
+grace = "5m"
+command = ["true"]
+
+[[job]]
+name = "c"
+in = "10s"
+command = ["true"]
+
+[[job]]
+name = "d"
+at = 2027-01-01T00:00:00Z
+call = "os:getcwd"
+enabled = false
+"""
+
+
+@pytest.fixture
+def store(tmp_path: Path) -> Iterator[SQLiteStore]:
+    s = SQLiteStore(tmp_path / "s.sqlite3")
+    yield s
+    s.close()
+
+
+def daemon(store: SQLiteStore, namespace: str = "jobs", now: float = NOW) -> Daemon:
+    return Daemon(
+        "jobs.toml",
+        store,
+        namespace=namespace,
+        log=RunLog(sys.stderr),
+        wall_clock=lambda: now,
+    )
+
+
+def test_each_job_maps_to_one_durable_spec() -> None:
+    config = parse_config(FILE)
+    a, b, c, d = (spec_for(j, namespace="ns", now=NOW) for j in config.jobs)
+    assert a.id == "ns/a" and a.func == ENTRY_POINT
+    assert a.schedule == EverySchedule(30.0)
+    assert dict(a.kwargs) == {"job": "a", "fingerprint": fingerprint(config.jobs[0])}
+    assert (a.overlap, a.missed, a.grace, a.delivery) == ("skip", "skip", 60.0, "at_most_once")
+    assert b.schedule == CronSchedule("0 3 * * *", "Europe/Berlin")
+    assert (b.overlap, b.missed, b.grace) == ("queue", "once", 300.0)
+    assert c.schedule == AtSchedule(NOW + 10)
+    assert d.schedule == AtSchedule(1_798_761_600.0) and d.paused
+
+
+def test_fingerprint_changes_with_any_option_and_not_with_the_line() -> None:
+    one = parse_config(FILE).jobs[0]
+    moved = parse_config("\n\n" + FILE).jobs[0]
+    assert moved.line != one.line and fingerprint(moved) == fingerprint(one)
+    changed = parse_config(FILE.replace('command = ["true"]', 'command = ["false"]', 1)).jobs[0]
+    assert fingerprint(changed) != fingerprint(one)
+    env = parse_config(FILE.replace("[[job]]", '[[job]]\nenv = { A = "1" }', 1)).jobs[0]
+    assert fingerprint(env) != fingerprint(one)
+
+
+def test_apply_is_idempotent_and_a_restart_keeps_a_one_shots_time(store: SQLiteStore) -> None:
+    config = parse_config(FILE)
+    first = daemon(store).apply(config)
+    assert first.created == ("a", "b", "c", "d") and first.summary() == "4 created"
+    c_time = store.get("jobs/c")
+    assert c_time is not None and c_time.next_run == NOW + 10
+    # A restart 5 s later with the same file: nothing changes, `in` is not re-anchored.
+    again = daemon(store, now=NOW + 5).apply(config)
+    assert again.unchanged == ("a", "b", "c", "d") and again.summary() == "4 unchanged"
+    c_again = store.get("jobs/c")
+    assert c_again is not None and c_again.next_run == NOW + 10
+
+
+def test_apply_updates_changed_jobs_and_removes_only_its_own(store: SQLiteStore) -> None:
+    daemon(store).apply(parse_config(FILE))
+    store.upsert(JobSpec("other/a", ENTRY_POINT, EverySchedule(1)), NOW)  # another namespace
+    store.upsert(JobSpec("lib-job", "os:getcwd", EverySchedule(1)), NOW)  # not a daemon job
+    changed = FILE.replace('every = "30s"', 'every = "45s"').split('[[job]]\nname = "c"')[0]
+    result = daemon(store, now=NOW + 1).apply(parse_config(changed))
+    assert (result.updated, result.unchanged, result.removed) == (("a",), ("b",), ("c", "d"))
+    assert sorted(s.id for s in store.jobs()) == ["jobs/a", "jobs/b", "lib-job", "other/a"]
+    a = store.get("jobs/a")
+    assert a is not None and a.spec.schedule == EverySchedule(45.0) and a.next_run == NOW + 46
+
+
+def test_a_state_with_foreign_jobs_is_refused(store: SQLiteStore) -> None:
+    d = daemon(store)
+    d.check_store()  # empty: fine
+    d.apply(parse_config(FILE))
+    d.check_store()  # its own jobs: fine
+    store.upsert(JobSpec("other/x", ENTRY_POINT, EverySchedule(1)), NOW)
+    with pytest.raises(DaemonError, match=r"not this file's \(namespace 'jobs'\): 'other/x'\."):
+        d.check_store()
+
+
+def test_bad_namespace_is_refused(store: SQLiteStore) -> None:
+    with pytest.raises(DaemonError, match=r"^--namespace must be .*, got 'a/b'$"):
+        daemon(store, namespace="a/b")
+
+
+def test_the_entry_point_refuses_outside_a_daemon() -> None:
+    with pytest.raises(RuntimeError, match="runs only inside `tickwork run`"):
+        run_configured_job("a")
+
+
+def test_default_state_path_and_namespace(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("XDG_STATE_HOME", str(tmp_path / "xdg"))
+    path = default_state_path(tmp_path / "my jobs.toml")
+    assert path.parent == tmp_path / "xdg" / "tickwork"
+    assert path.name.startswith("my-jobs-") and path.suffix == ".sqlite3"
+    assert default_state_path(tmp_path / "other" / "my jobs.toml") != path
+    monkeypatch.setenv("XDG_STATE_HOME", "relative/is/ignored")
+    assert default_state_path("x.toml").parent == Path.home() / ".local/state/tickwork"
+    assert default_namespace("/etc/tickwork/house keeping.toml") == "house-keeping"
+
+
+def test_open_store_creates_a_private_directory(tmp_path: Path) -> None:
+    store = open_store(state=str(tmp_path / "new" / "deeper" / "s.sqlite3"))
+    store.close()
+    for d in (tmp_path / "new", tmp_path / "new" / "deeper"):
+        assert stat.S_IMODE(os.stat(d).st_mode) == 0o700
+
+
+def test_database_without_postgres_support_is_a_clear_error(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    monkeypatch.setitem(sys.modules, "tickwork.stores.postgres", None)  # as if absent
+    with pytest.raises(DaemonError) as exc:
+        open_store(database="postgresql://me:secret@db.example/jobs")
+    message = str(exc.value)
+    assert message.startswith("--database postgresql://me:***@db.example/jobs: PostgreSQL")
+    assert "secret" not in message and "--state PATH" in message
+
+
+def test_database_must_be_postgresql() -> None:
+    with pytest.raises(DaemonError, match=r"^--database must be a postgresql:// URL .*'mysql:"):
+        open_store(database="mysql://x/y")
+    with pytest.raises(DaemonError, match="exactly one of --state and --database"):
+        open_store()
+
+
+def test_redact_dsn() -> None:
+    assert redact_dsn("postgresql://u:pw@h:5433/d?x=1") == "postgresql://u:***@h:5433/d?x=1"
+    assert redact_dsn("postgresql:///tickwork_test") == "postgresql:///tickwork_test"
+
+
+def test_run_with_an_unusable_database_exits_1_naming_it(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    monkeypatch.setitem(sys.modules, "tickwork.stores.postgres", None)
+    jobs = tmp_path / "jobs.toml"
+    jobs.write_text(FILE)
+    assert main(["run", str(jobs), "--database", "postgresql://u:pw@h/d"]) == 1
+    err = capsys.readouterr().err
+    assert err.startswith("tickwork run: --database postgresql://u:***@h/d: PostgreSQL")
+
+
+def test_run_options_are_checked(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    jobs = tmp_path / "jobs.toml"
+    jobs.write_text(FILE)
+    with pytest.raises(SystemExit) as exc:
+        main(["run", str(jobs), "--for", "soon"])
+    assert exc.value.code == 2
+    assert "--for: " in capsys.readouterr().err
+    with pytest.raises(SystemExit):
+        main(["run", str(jobs), "--state", "a", "--database", "postgresql:///x"])
+    assert "not allowed with argument" in capsys.readouterr().err
+    assert main(["run", str(jobs), "--state", str(tmp_path / "s"), "--namespace", "a b"]) == 2
+    assert "--namespace must be" in capsys.readouterr().err
+
+
+def test_jobs_needs_a_source_and_an_existing_state(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    assert main(["jobs"]) == 2
+    assert "give the jobs file, --state PATH or --database DSN" in capsys.readouterr().err
+    missing = tmp_path / "none.sqlite3"
+    assert main(["jobs", "--state", str(missing)]) == 1
+    assert f"no state at {missing}" in capsys.readouterr().err
+    assert not missing.exists()
+
+
+def test_jobs_lists_file_jobs_not_in_the_state_yet(
+    tmp_path: Path, store: SQLiteStore, capsys: pytest.CaptureFixture[str]
+) -> None:
+    jobs = tmp_path / "jobs.toml"
+    jobs.write_text(FILE)
+    daemon(store).apply(parse_config(FILE.split('[[job]]\nname = "d"')[0]))
+    state = str(tmp_path / "s.sqlite3")
+    assert main(["jobs", str(jobs), "--state", state]) == 0
+    out = capsys.readouterr().out
+    assert "a\n  schedule  every 30s\n  next run  " in out
+    assert "b\n  schedule  cron '0 3 * * *' Europe/Berlin\n" in out
+    assert "d [paused]\n  next run  -\n  last run  - (not in the state yet)\n" in out
+
+
+def test_reload_keeps_the_old_config_when_the_file_or_the_state_fails(
+    tmp_path: Path,
+    store: SQLiteStore,
+    monkeypatch: pytest.MonkeyPatch,
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    from tickwork.stores import StoreError
+
+    jobs = tmp_path / "jobs.toml"
+    jobs.write_text(FILE)
+    d = Daemon(str(jobs), store, namespace="jobs", log=RunLog(sys.stderr), wall_clock=lambda: NOW)
+    assert d.reload()
+    old = d.config
+    jobs.write_text(FILE.replace('every = "30s"', 'every = "soon"'))
+    with caplog.at_level("ERROR", logger="tickwork.daemon"):
+        assert not d.reload()
+    assert d.config is old
+    assert "still running the previous configuration" in caplog.text
+    assert f'{jobs}:4: job "a": every:' in caplog.text
+
+    jobs.write_text(FILE.replace('every = "30s"', 'every = "45s"'))
+
+    def broken() -> None:
+        raise StoreError("database is down")
+
+    monkeypatch.setattr(store, "jobs", broken)
+    caplog.clear()
+    with caplog.at_level("ERROR", logger="tickwork.daemon"):
+        assert not d.reload()
+    assert d.config is old
+    assert "the state cannot be read: database is down" in caplog.text

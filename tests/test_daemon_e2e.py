@@ -1,0 +1,394 @@
+"""``tickwork run`` end to end: real daemons (``python -m tickwork``), real files, signals.
+
+Each test polls for the files and log lines it expects (never a fixed sleep as the
+proof), with generous limits for a loaded 2-core machine; intervals are 200-300 ms.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import textwrap
+import threading
+import time
+from collections.abc import Callable, Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from tickwork._runlog import JSON_KEYS
+
+pytestmark = pytest.mark.skipif(sys.platform == "win32", reason="POSIX signals")
+
+LIMIT = 20.0  # seconds to wait for anything that should happen in well under one
+
+
+def wait_until(what: str, check: Callable[[], object], limit: float = LIMIT) -> Any:
+    give_up = time.monotonic() + limit
+    while True:
+        value = check()
+        if value:
+            return value
+        if time.monotonic() > give_up:
+            raise AssertionError(f"timed out after {limit}s waiting for {what}")
+        time.sleep(0.02)
+
+
+def lines_of(path: Path) -> list[str]:
+    try:
+        return path.read_text().splitlines()
+    except FileNotFoundError:
+        return []
+
+
+def gone(pid: int) -> bool:
+    """The process has exited (a zombie nobody reaped counts as gone)."""
+    try:
+        stat = Path(f"/proc/{pid}/stat").read_text()
+    except FileNotFoundError:
+        return True
+    except OSError:
+        try:
+            os.kill(pid, 0)
+        except ProcessLookupError:
+            return True
+        return False
+    return stat.rsplit(")", 1)[1].split()[0] in ("Z", "X")
+
+
+class Run:
+    """One ``tickwork run`` process; its stderr lines are collected as they come."""
+
+    def __init__(self, jobs: Path, state: Path, *extra: str) -> None:
+        self.proc = subprocess.Popen(
+            [sys.executable, "-m", "tickwork", "run", str(jobs), "--state", str(state), *extra],
+            stdin=subprocess.DEVNULL,
+            stdout=subprocess.DEVNULL,
+            stderr=subprocess.PIPE,
+            text=True,
+        )
+        self.lines: list[str] = []
+        self._reader = threading.Thread(target=self._read, daemon=True)
+        self._reader.start()
+
+    def _read(self) -> None:
+        assert self.proc.stderr is not None
+        for line in self.proc.stderr:
+            self.lines.append(line.rstrip("\n"))
+
+    def wait_line(self, needle: str, *, after: int = 0, limit: float = LIMIT) -> str:
+        def find() -> str | None:
+            return next((line for line in self.lines[after:] if needle in line), None)
+
+        found: str = wait_until(f"a log line with {needle!r}; got:\n{self.text()}", find, limit)
+        return found
+
+    def text(self) -> str:
+        return "\n".join(self.lines)
+
+    def signal(self, sig: int) -> None:
+        self.proc.send_signal(sig)
+
+    def wait(self, limit: float = 30.0) -> int:
+        code = self.proc.wait(limit)
+        self._reader.join(5)
+        return code
+
+    def kill(self) -> None:
+        if self.proc.poll() is None:
+            self.proc.kill()
+            self.proc.wait(10)
+        self._reader.join(5)
+        if self.proc.stderr is not None:
+            self.proc.stderr.close()
+
+
+@pytest.fixture
+def runs() -> Iterator[list[Run]]:
+    started: list[Run] = []
+    yield started
+    for run in started:
+        run.kill()
+
+
+@pytest.fixture
+def start(tmp_path: Path, runs: list[Run]) -> Callable[..., Run]:
+    def start(*extra: str, jobs: Path | None = None) -> Run:
+        run = Run(jobs or tmp_path / "jobs.toml", tmp_path / "state" / "s.sqlite3", *extra)
+        runs.append(run)
+        return run
+
+    return start
+
+
+def write_jobs(tmp_path: Path, text: str) -> Path:
+    path = tmp_path / "jobs.toml"
+    path.write_text('[defaults]\ncwd = "."\n\n' + textwrap.dedent(text))
+    return path
+
+
+def jobs_json(tmp_path: Path) -> dict[str, dict[str, Any]]:
+    proc = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "tickwork",
+            "jobs",
+            "--state",
+            str(tmp_path / "state" / "s.sqlite3"),
+            "--json",
+        ],
+        capture_output=True,
+        text=True,
+        timeout=30,
+        check=True,
+    )
+    return {row["job"]: row for row in json.loads(proc.stdout)}
+
+
+def test_schedules_fire_json_logs_parse_and_for_ends_by_itself(
+    tmp_path: Path, start: Callable[..., Run]
+) -> None:
+    write_jobs(
+        tmp_path,
+        """
+        [[job]]
+        name = "ok"
+        every = "200ms"
+        command = ["sh", "-c", "echo run >> ok.txt"]
+
+        [[job]]
+        name = "bad"
+        every = "300ms"
+        command = ["sh", "-c", "echo broken pipe dream >&2; exit 3"]
+
+        [[job]]
+        name = "slow"
+        every = "200ms"
+        overlap = "skip"
+        command = ["sleep", "0.5"]
+        """,
+    )
+    began = time.monotonic()
+    run = start("--for", "2s", "--log-format", "json")
+    assert run.wait() == 0
+    assert 2.0 <= time.monotonic() - began < 25
+    records = [json.loads(line) for line in run.lines]  # every line is JSON
+    runs = [r for r in records if r["event"] != "log"]
+    assert all(tuple(r) == JSON_KEYS for r in runs)
+    events = {(r["job"], r["event"]) for r in runs}
+    assert {("ok", "started"), ("ok", "finished"), ("bad", "failed")} <= events
+    assert ("slow", "skipped") in events
+    skip = next(r for r in runs if r["event"] == "skipped")
+    assert skip["reason"] == "overlap"
+    failure = next(r for r in runs if r["event"] == "failed")
+    assert failure["exit_code"] == 3 and "broken pipe dream" in failure["output"]
+    assert len(lines_of(tmp_path / "ok.txt")) >= 3
+    assert any(r["event"] == "log" and "shutting down" in r["message"] for r in records)
+
+    state = jobs_json(tmp_path)
+    assert state["ok"]["outcome"] == "ok" and state["ok"]["next_run"] is not None
+    assert state["bad"]["outcome"] == "failed"
+    assert (
+        state["bad"]["error"].startswith("exit=3") and "broken pipe dream" in state["bad"]["error"]
+    )
+
+    text = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "tickwork",
+            "jobs",
+            str(tmp_path / "jobs.toml"),
+            "--state",
+            str(tmp_path / "state" / "s.sqlite3"),
+        ],
+        capture_output=True,
+        text=True,
+        timeout=30,
+        check=True,
+    ).stdout
+    assert "bad\n  schedule  every 0.3s\n" in text
+    assert "  outcome   failed\n  error     exit=3\n" in text
+
+
+def test_timeout_kills_a_hanging_command_and_its_children(
+    tmp_path: Path, start: Callable[..., Run]
+) -> None:
+    write_jobs(
+        tmp_path,
+        """
+        [[job]]
+        name = "hang"
+        in = "100ms"
+        timeout = "1s"
+        kill_grace = "500ms"
+        # Ignores SIGTERM (and so does its child): only SIGKILL ends them.
+        shell = true
+        command = 'trap "" TERM; sleep 300 & echo $! > child.pid; echo ready; wait; wait'
+        """,
+    )
+    run = start()
+    line = run.wait_line("hang failed")
+    assert "failed timeout" in line and "ended by SIGKILL" in line and "ready" in line
+    child = int((tmp_path / "child.pid").read_text())
+    wait_until(f"the child {child} to be gone", lambda: gone(child), 10)
+    run.signal(signal.SIGTERM)
+    assert run.wait() == 0
+
+
+def test_sigterm_waits_for_running_jobs_then_terminates(
+    tmp_path: Path, start: Callable[..., Run]
+) -> None:
+    write_jobs(
+        tmp_path,
+        """
+        [[job]]
+        name = "finishes"
+        in = "100ms"
+        command = ["sh", "-c", "echo $$ > finishes.pid; sleep 1; echo done > finishes.done"]
+
+        [[job]]
+        name = "hangs"
+        in = "100ms"
+        kill_grace = "1s"
+        command = ["sh", "-c", "echo $$ > hangs.pid; exec sleep 300"]
+        """,
+    )
+    run = start("--shutdown-grace", "2s")
+    for name in ("finishes.pid", "hangs.pid"):
+        wait_until(name, lambda name=name: lines_of(tmp_path / name))
+    hangs = int((tmp_path / "hangs.pid").read_text())
+    asked = time.monotonic()
+    run.signal(signal.SIGTERM)
+    assert run.wait() == 0
+    took = time.monotonic() - asked
+    assert 1.9 <= took < 20, took  # waited out the grace, then did not dawdle
+    assert (tmp_path / "finishes.done").exists()  # the grace let it finish
+    text = run.text()
+    assert "finishes finished ok" in text
+    assert "hangs failed cancelled" in text
+    assert "waiting up to 2s for 2 running job(s)" in text
+    assert "terminating 1 running command(s)" in text
+    assert gone(hangs)
+
+
+def test_sighup_applies_a_change_and_a_broken_reload_keeps_the_old_config(
+    tmp_path: Path, start: Callable[..., Run]
+) -> None:
+    one = """
+        [[job]]
+        name = "one"
+        every = "200ms"
+        command = ["sh", "-c", "echo x >> one.txt"]
+        """
+    jobs = write_jobs(tmp_path, one)
+    run = start()
+    wait_until("one.txt", lambda: len(lines_of(tmp_path / "one.txt")) >= 2)
+
+    write_jobs(tmp_path, one.replace('"one"', '"two"').replace("one.txt", "two.txt"))
+    mark = len(run.lines)
+    run.signal(signal.SIGHUP)
+    assert "1 created, 1 removed" in run.wait_line("reloaded", after=mark)
+    wait_until("two.txt", lambda: len(lines_of(tmp_path / "two.txt")) >= 2)
+    ones = len(lines_of(tmp_path / "one.txt"))
+    seen = len(lines_of(tmp_path / "two.txt"))
+    wait_until("two more runs of two", lambda: len(lines_of(tmp_path / "two.txt")) >= seen + 2)
+    assert len(lines_of(tmp_path / "one.txt")) == ones  # removed: runs no more
+
+    good = jobs.read_text()
+    jobs.write_text(good.replace('every = "200ms"', 'every = "soon"'))
+    mark = len(run.lines)
+    run.signal(signal.SIGHUP)
+    run.wait_line("still running the previous configuration", after=mark)
+    problem = run.wait_line("jobs.toml:7:", after=mark)
+    assert 'job "two": every:' in problem and "'soon'" in problem
+    seen = len(lines_of(tmp_path / "two.txt"))
+    wait_until(
+        "runs after the broken reload", lambda: len(lines_of(tmp_path / "two.txt")) >= seen + 2
+    )
+
+    run.signal(signal.SIGTERM)
+    assert run.wait() == 0
+
+
+def test_watch_reloads_a_changed_file(tmp_path: Path, start: Callable[..., Run]) -> None:
+    job = """
+        [[job]]
+        name = "w"
+        every = "200ms"
+        command = ["sh", "-c", "echo x >> before.txt"]
+        """
+    write_jobs(tmp_path, job)
+    run = start("--watch")
+    wait_until("before.txt", lambda: lines_of(tmp_path / "before.txt"))
+    mark = len(run.lines)
+    write_jobs(tmp_path, job.replace("before.txt", "after.txt"))
+    assert "1 updated" in run.wait_line("reloaded", after=mark)
+    wait_until("after.txt", lambda: lines_of(tmp_path / "after.txt"))
+    run.signal(signal.SIGTERM)
+    assert run.wait() == 0
+
+
+def test_state_survives_a_sigkill_restart(tmp_path: Path, start: Callable[..., Run]) -> None:
+    write_jobs(
+        tmp_path,
+        """
+        [[job]]
+        name = "once"
+        in = "200ms"
+        command = ["sh", "-c", "echo ran >> once.txt"]
+
+        [[job]]
+        name = "hourly"
+        every = "1h"
+        command = ["true"]
+
+        [[job]]
+        name = "tick"
+        every = "200ms"
+        command = ["sh", "-c", "echo x >> tick.txt"]
+        """,
+    )
+    first = start("--lease", "1s")
+    wait_until("the one-shot", lambda: lines_of(tmp_path / "once.txt"))
+    wait_until("ticks", lambda: len(lines_of(tmp_path / "tick.txt")) >= 2)
+    before = jobs_json(tmp_path)
+    assert before["once"]["outcome"] == "ok" and before["once"]["next_run"] is None
+    first.proc.kill()  # SIGKILL: no shutdown at all
+    first.wait()
+
+    ticks = len(lines_of(tmp_path / "tick.txt"))
+    second = start("--lease", "1s")
+    assert "3 unchanged" in second.wait_line("running 3 jobs")
+    wait_until("ticks after the restart", lambda: len(lines_of(tmp_path / "tick.txt")) >= ticks + 3)
+    after = jobs_json(tmp_path)
+    assert lines_of(tmp_path / "once.txt") == ["ran"]  # never again
+    assert after["once"]["last_started"] == before["once"]["last_started"]
+    assert after["hourly"]["next_run"] == before["hourly"]["next_run"]  # kept, not reset
+    second.signal(signal.SIGINT)
+    assert second.wait() == 0
+
+
+def test_a_broken_file_does_not_start_and_names_file_and_line(
+    tmp_path: Path, start: Callable[..., Run]
+) -> None:
+    write_jobs(
+        tmp_path,
+        """
+        [[job]]
+        name = "x"
+        evry = "1s"
+        command = ["true"]
+        """,
+    )
+    run = start()
+    assert run.wait() == 2
+    text = run.text()
+    assert f'{tmp_path / "jobs.toml"}:7: job "x": evry: unknown key' in text
+    assert "not started, fix the file first" in text
+    assert not (tmp_path / "state").exists()  # nothing was created
