@@ -244,6 +244,58 @@ def test_concurrent_first_opens_create_the_schema_once(pg_dsn: str, pg_schema: s
     assert errors == []
 
 
+@pytest.fixture
+def fresh_database(pg_dsn: str) -> Iterator[str]:
+    """A new, empty database (its ``public`` schema exists, as on any new database)."""
+    name = f"tickwork_fresh_{secrets.token_hex(4)}"
+    with psycopg.connect(pg_dsn, autocommit=True) as conn:
+        conn.execute(sql.SQL("CREATE DATABASE {}").format(sql.Identifier(name)))
+    try:
+        yield make_conninfo(pg_dsn, dbname=name)
+    finally:
+        with psycopg.connect(pg_dsn, autocommit=True) as conn:
+            conn.execute(sql.SQL("DROP DATABASE {} WITH (FORCE)").format(sql.Identifier(name)))
+
+
+def test_concurrent_first_opens_on_a_new_database(
+    fresh_database: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # Two daemons started together on a new database once failed here: each looked for
+    # the tables in "public" and found none, one created them, and the other, inspecting
+    # again in the transaction that had waited for the lock, still saw none (a stale
+    # per-backend catalog cache) and failed with 'relation "tickwork_meta" already
+    # exists'. Every opener now looks first, then all of them race for the lock.
+    together = threading.Barrier(3, timeout=30)
+    looked: set[int] = set()
+    real_inspect = PostgresStore._inspect
+
+    def inspect_together(self: PostgresStore, cur: Any) -> int:
+        version = real_inspect(self, cur)
+        if threading.get_ident() not in looked:
+            looked.add(threading.get_ident())
+            together.wait()
+        return version
+
+    monkeypatch.setattr(PostgresStore, "_inspect", inspect_together)
+    errors: list[BaseException] = []
+
+    def open_one() -> None:
+        try:
+            PostgresStore(fresh_database).close()
+        except BaseException as exc:
+            errors.append(exc)
+
+    threads = [threading.Thread(target=open_one) for _ in range(3)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    assert errors == []
+    with psycopg.connect(fresh_database) as conn:
+        meta = dict(conn.execute("SELECT key, value FROM tickwork_meta").fetchall())
+    assert meta["schema_version"] == str(len(pg_mod.MIGRATIONS))
+
+
 # -- connection loss and unknown commit outcomes -----------------------------------------------
 
 

@@ -285,7 +285,7 @@ class PostgresStore:
         self._wake_r.setblocking(False)
         self._wake_w.setblocking(False)
         try:
-            self._run("open the store", self._prepare, write=False)
+            self._open_schema()
         except BaseException:
             self._closed = True
             self._drop()
@@ -491,37 +491,67 @@ class PostgresStore:
             )
         return version
 
-    def _prepare(self, cur: Cursor) -> None:
-        """Create or migrate the tables (under an advisory lock) and learn the channel."""
+    def _open_schema(self) -> None:
+        """Check the tables; create or migrate them if needed, once across processes.
+
+        Creation is serialised by a session-level advisory lock taken in a transaction
+        of its own, and the tables are inspected again in a transaction that starts
+        after the lock is held. Inspecting again inside the transaction that waited
+        for the lock is not enough: PostgreSQL reads relation names through a per-
+        backend catalog cache that is refreshed when a transaction starts, so a table
+        another opener committed meanwhile may still look absent there, and creating
+        it fails with "already exists".
+        """
+        if self._run("open the store", self._needs_migration, write=False):
+            key = f"tickwork:{self._schema or ''}"
+            self._run("lock the schema", lambda cur: self._advisory(cur, "lock", key))
+            try:
+                self._run("prepare the schema", self._prepare, write=False)
+            finally:
+                self._run("unlock the schema", lambda cur: self._advisory(cur, "unlock", key))
+        self._run("open the store", self._learn_channel, write=False)
+
+    @staticmethod
+    def _advisory(cur: Cursor, what: str, key: str) -> None:
+        cur.execute(
+            sql.SQL("SELECT {}(hashtextextended(%s, 0))").format(
+                sql.Identifier(f"pg_advisory_{what}")
+            ),
+            (key,),
+        )
+
+    def _needs_migration(self, cur: Cursor) -> bool:
+        """Whether the schema or its tables are missing or older than this tickwork."""
         if self._schema is not None:
             exists = cur.execute(
                 "SELECT 1 FROM pg_namespace WHERE nspname = %s", (self._schema,)
             ).fetchone()
-        else:
-            exists = (1,)
-        if exists is None or self._inspect(cur) < len(MIGRATIONS):
-            name = self._schema if self._schema is not None else ""
+            if exists is None:
+                return True
+        return self._inspect(cur) < len(MIGRATIONS)
+
+    def _prepare(self, cur: Cursor) -> None:
+        """Create or migrate the tables; the caller holds the schema's advisory lock."""
+        name = self._schema if self._schema is not None else ""
+        if self._schema is not None:
             cur.execute(
-                "SELECT pg_advisory_xact_lock(hashtextextended(%s, 0))", (f"tickwork:{name}",)
+                sql.SQL("CREATE SCHEMA IF NOT EXISTS {}").format(sql.Identifier(self._schema))
             )
-            if self._schema is not None:
-                cur.execute(
-                    sql.SQL("CREATE SCHEMA IF NOT EXISTS {}").format(sql.Identifier(self._schema))
-                )
-            version = self._inspect(cur)  # another process may have done it meanwhile
-            if version == 0:
-                cur.execute(
-                    "CREATE TABLE tickwork_meta (key text PRIMARY KEY, value text NOT NULL)"
-                )
-                cur.execute("INSERT INTO tickwork_meta VALUES ('application', %s)", (APPLICATION,))
-            for step in range(version, len(MIGRATIONS)):
-                MIGRATIONS[step](cur)
-                _log.info("tickwork schema in %r migrated to version %d", name, step + 1)
-            cur.execute(
-                "INSERT INTO tickwork_meta VALUES ('schema_version', %s) ON CONFLICT (key)"
-                " DO UPDATE SET value = excluded.value",
-                (str(len(MIGRATIONS)),),
-            )
+        version = self._inspect(cur)  # another process may have done it meanwhile
+        if version == 0:
+            cur.execute("CREATE TABLE tickwork_meta (key text PRIMARY KEY, value text NOT NULL)")
+            cur.execute("INSERT INTO tickwork_meta VALUES ('application', %s)", (APPLICATION,))
+        for step in range(version, len(MIGRATIONS)):
+            MIGRATIONS[step](cur)
+            _log.info("tickwork schema in %r migrated to version %d", name, step + 1)
+        cur.execute(
+            "INSERT INTO tickwork_meta VALUES ('schema_version', %s) ON CONFLICT (key)"
+            " DO UPDATE SET value = excluded.value",
+            (str(len(MIGRATIONS)),),
+        )
+
+    def _learn_channel(self, cur: Cursor) -> None:
+        """Name the NOTIFY channel after the schema the tables live in."""
         row = cur.execute("SELECT current_schema()").fetchone()
         current = str(row[0]) if row is not None else ""
         channel = f"tickwork:{current}"
