@@ -82,3 +82,27 @@ def pg_schema(pg_dsn: str) -> Iterator[str]:
     yield name
     with psycopg.connect(pg_dsn, autocommit=True) as conn:
         conn.execute(sql.SQL("DROP SCHEMA IF EXISTS {} CASCADE").format(sql.Identifier(name)))
+
+
+@pytest.fixture
+def fresh_database(pg_dsn: str) -> Iterator[str]:
+    """The DSN of a new, empty database (its ``public`` schema exists, as on any)."""
+    import psycopg
+    from psycopg import sql
+    from psycopg.conninfo import make_conninfo
+
+    name = f"tickwork_fresh_{secrets.token_hex(4)}"
+    with psycopg.connect(pg_dsn, autocommit=True) as conn:
+        conn.execute(sql.SQL("CREATE DATABASE {}").format(sql.Identifier(name)))
+    try:
+        if "://" in pg_dsn:  # keep the URL form (tickwork run --database wants a URL)
+            from urllib.parse import urlsplit
+
+            parts = urlsplit(pg_dsn)
+            query = f"?{parts.query}" if parts.query else ""
+            yield f"{parts.scheme}://{parts.netloc}/{name}{query}"
+        else:
+            yield make_conninfo(pg_dsn, dbname=name)
+    finally:
+        with psycopg.connect(pg_dsn, autocommit=True) as conn:
+            conn.execute(sql.SQL("DROP DATABASE {} WITH (FORCE)").format(sql.Identifier(name)))

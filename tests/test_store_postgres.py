@@ -244,19 +244,6 @@ def test_concurrent_first_opens_create_the_schema_once(pg_dsn: str, pg_schema: s
     assert errors == []
 
 
-@pytest.fixture
-def fresh_database(pg_dsn: str) -> Iterator[str]:
-    """A new, empty database (its ``public`` schema exists, as on any new database)."""
-    name = f"tickwork_fresh_{secrets.token_hex(4)}"
-    with psycopg.connect(pg_dsn, autocommit=True) as conn:
-        conn.execute(sql.SQL("CREATE DATABASE {}").format(sql.Identifier(name)))
-    try:
-        yield make_conninfo(pg_dsn, dbname=name)
-    finally:
-        with psycopg.connect(pg_dsn, autocommit=True) as conn:
-            conn.execute(sql.SQL("DROP DATABASE {} WITH (FORCE)").format(sql.Identifier(name)))
-
-
 def test_concurrent_first_opens_on_a_new_database(
     fresh_database: str, monkeypatch: pytest.MonkeyPatch
 ) -> None:
