@@ -44,15 +44,16 @@ def test_text_lines() -> None:
     out = Stream()
     events(RunLog(out, wall=lambda: T + 3723.0))
     assert out.getvalue().splitlines() == [
-        "2026-12-02T17:00:00Z rotate started (1h02m03s late)",
-        "2026-12-02T17:00:00Z rotate finished ok in 0.12s",
-        "2026-12-02T17:00:00Z probe started (attempt 2, 1h02m03s late)",
-        "2026-12-02T17:00:00Z probe failed exit=3 (attempt 2) in 1.25s: connecting | refused",
-        "2026-12-02T17:00:00Z hang failed timeout in 1m05s: ended by SIGKILL | ready",
-        "2026-12-02T17:00:00Z missing failed error in 0.00s: cannot start 'x': No such file or"
+        "2026-12-02T18:02:03Z rotate started (1h02m03s late)",
+        "2026-12-02T18:02:03Z rotate finished ok in 0.12s",
+        "2026-12-02T18:02:03Z probe started (attempt 2, 1h02m03s late)",
+        "2026-12-02T18:02:03Z probe failed exit=3 (attempt 2) in 1.25s: connecting | refused",
+        "2026-12-02T18:02:03Z hang failed timeout in 1m05s: ended by SIGKILL | ready",
+        "2026-12-02T18:02:03Z missing failed error in 0.00s: cannot start 'x': No such file or"
         " directory",
-        "2026-12-02T17:00:00Z stopped failed cancelled in 0.50s",
-        "2026-12-02T17:00:00Z slow skipped (overlap: the previous run is still running)",
+        "2026-12-02T18:02:03Z stopped failed cancelled in 0.50s",
+        "2026-12-02T18:02:03Z slow skipped the run due 2026-12-02T17:00:00Z (overlap: the"
+        " previous run is still running)",
     ]
     assert out.flushes == 8
 

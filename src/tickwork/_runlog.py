@@ -3,8 +3,9 @@
 Two formats, both one line per event, flushed at once:
 
 - ``text`` for people: ``2026-12-02T17:00:00Z rotate finished ok in 0.12s``. The
-  timestamp is the run's *scheduled* time (so a run's lines share it); lateness,
-  attempts and, on failure, the end of the output follow on the same line.
+  timestamp is when the line was written, so a log reads in order; a start line says
+  how late the run started, when it is late, and a skip line names the skipped run's
+  due time. Attempts and, on failure, the end of the output follow on the same line.
 - ``json`` for machines: one object per line with a fixed set of keys (`JSON_KEYS`,
   documented in ``docs/daemon.md``); a key that does not apply is ``null``.
 """
@@ -113,7 +114,7 @@ class RunLog:
         if late >= _LATE:
             extra.append(f"{_seconds(late)} late")
         suffix = f" ({', '.join(extra)})" if extra else ""
-        self._write(f"{iso(scheduled)} {job} started{suffix}")
+        self._write(f"{iso(now)} {job} started{suffix}")
 
     def finished(self, job: str, scheduled: float, result: RunResult) -> None:
         """A run of ``job`` due at ``scheduled`` ended with ``result``.
@@ -140,7 +141,7 @@ class RunLog:
                 output=None if result.ok else result.output,
             )
             return
-        head = f"{iso(scheduled)} {job} {event} {result.status}"
+        head = f"{iso(now)} {job} {event} {result.status}"
         if result.attempt > 1:
             head += f" (attempt {result.attempt})"
         head += f" in {_seconds(result.duration)}"
@@ -170,7 +171,7 @@ class RunLog:
             "missed": "missed: too late to start",
             "shutdown": "shutting down",
         }.get(reason, reason)
-        self._write(f"{iso(scheduled)} {job} skipped ({why})")
+        self._write(f"{iso(now)} {job} skipped the run due {iso(scheduled)} ({why})")
 
     def _json(self, now: float, event: str, job: str, scheduled: float, **fields: Any) -> None:
         record: dict[str, Any] = dict.fromkeys(JSON_KEYS)
