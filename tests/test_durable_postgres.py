@@ -263,7 +263,7 @@ def test_a_scheduler_sigkilled_mid_run_loses_nothing_and_repeats_only_at_least_o
     """
     for owner in ("n1", "n2"):
         cluster.start(owner, lease=5.0)
-    cluster.start("doomed", lease=2.0, die_after=300)
+    cluster.start("doomed", lease=2.0, die_after=40)
     cluster.wait_ready()
     cluster.load(lead=4.0, overlap="skip")
     cluster.wait_done(timeout=60)
