@@ -3,9 +3,12 @@
 The store is the source of truth. One timing thread sleeps on a `threading.Condition`
 until the earliest of: the store's next wake-up (a due run or a lease end), the next
 lease renewal of a run it holds, and a safety poll (another process may change the
-store). Then it claims due runs with `Store.claim_due`, whose ``advance`` is the pure
-policy of ``tickwork._missed`` (missed runs, overlap, next run), hands the runs to the
-pool and sleeps again. A worker records each run with `Store.start` right before
+store). A store that is a `ChangeNotifier` (PostgreSQL) also gets a listener thread that
+wakes the timing thread when another process changes the jobs; the safety poll is then
+slower. A failing store call is logged and retried with backoff. The timing thread
+claims due runs with `Store.claim_due`, whose ``advance`` is the pure policy of
+``tickwork._missed`` (missed runs, overlap, next run), hands the runs to the pool and
+sleeps again. A worker records each run with `Store.start` right before
 calling the job and `Store.finish` after it. See ``docs/durability.md``.
 
 Locking: one lock guards the scheduler's own bookkeeping (runs in flight, listeners,
@@ -33,7 +36,7 @@ from typing import Final
 from ._errors import JobFailed
 from ._missed import Decision, decide, first_run
 from ._scheduler import DEFAULT_MAX_ERRORS, EventKind, Listener, RunEvent, _deliver
-from .stores._errors import JobNotFoundError, JobSpecError
+from .stores._errors import JobNotFoundError, JobSpecError, StoreError
 from .stores._model import (
     KEEP,
     Claim,
@@ -47,7 +50,7 @@ from .stores._model import (
     check_job_id,
     resolve_func,
 )
-from .stores._protocol import Store
+from .stores._protocol import ChangeNotifier, Store
 
 __all__ = ["DurableScheduler"]
 
@@ -55,6 +58,13 @@ _log = logging.getLogger("tickwork.durable")
 
 #: Longest error text recorded in a job's last run.
 _MAX_ERROR_TEXT: Final = 2000
+
+#: Default safety poll (seconds) of a store that cannot announce changes.
+DEFAULT_POLL: Final = 1.0
+#: Default safety poll of a `ChangeNotifier` store: other nodes' changes wake it anyway.
+DEFAULT_NOTIFIED_POLL: Final = 10.0
+#: First wait after a failed store call; it doubles per failure, up to ``poll``.
+_RETRY_MIN: Final = 0.1
 
 DurableErrorHook = Callable[[str, Exception], object]
 
@@ -110,7 +120,8 @@ class DurableScheduler:
 
     Every method is safe to call from any thread, including from inside a job. Adding,
     removing, pausing, resuming and rescheduling go through the store, so several
-    schedulers sharing one store see them (within ``poll`` seconds).
+    schedulers sharing one store see them (at once when the store is a
+    `ChangeNotifier`, such as PostgreSQL; otherwise within ``poll`` seconds).
 
     Only functions this process allows are ever imported: the functions of the jobs
     it declared or added itself, plus the modules named in ``allowed_modules``. A job
@@ -124,8 +135,12 @@ class DurableScheduler:
         lease: Seconds a claimed run stays reserved for this scheduler; renewed every
             third of it while the run goes on. A crashed scheduler's runs are
             recovered after at most this long.
-        poll: The longest the timing thread sleeps without looking at the store, so
-            changes made by other processes are seen within this many seconds.
+        poll: The safety poll: the longest the timing thread sleeps without looking
+            at the store. Default ``DEFAULT_POLL`` (1 s), or ``DEFAULT_NOTIFIED_POLL``
+            (10 s) when the store is a `ChangeNotifier`: then a listener thread wakes
+            the scheduler as soon as another process changes the jobs, and the poll
+            only bounds how late a missed wake-up or a wall-clock step is noticed.
+            Also the longest wait between retries of a failing store call.
         executor: Where runs go (any `concurrent.futures.Executor`); not shut down by
             the scheduler. Default: its own `ThreadPoolExecutor`, shut down by `stop`.
         max_workers: Size of the default pool; with an ``executor``, how many runs may
@@ -153,7 +168,7 @@ class DurableScheduler:
         *,
         owner: str | None = None,
         lease: float = 30.0,
-        poll: float = 1.0,
+        poll: float | None = None,
         executor: Executor | None = None,
         max_workers: int | None = None,
         wall_clock: Callable[[], float] = time.time,
@@ -199,6 +214,9 @@ class DurableScheduler:
         self._store = store
         self._owner = owner
         self._lease = _positive("lease", lease)
+        self._notifier = store if isinstance(store, ChangeNotifier) else None
+        if poll is None:
+            poll = DEFAULT_POLL if self._notifier is None else DEFAULT_NOTIFIED_POLL
         self._poll = _positive("poll", poll)
         self._wall = wall_clock
         self._on_error = on_error
@@ -220,7 +238,10 @@ class DurableScheduler:
         self._in_job = 0  # runs whose job function is being called
         self._wake = False
         self._thread: threading.Thread | None = None
+        self._listener: threading.Thread | None = None
+        self._halt = threading.Event()  # set by stop(): cuts the listener's back-off
         self._stopping = False
+        self._failures = 0  # store steps failed in a row (timing thread only)
         self._errors: deque[str] = deque(maxlen=max_errors)
         self._listeners: list[Listener] = []
         self._local = threading.local()  # .depth: jobs this thread is inside
@@ -398,6 +419,14 @@ class DurableScheduler:
                 target=self._loop, name="tickwork-durable-timer", daemon=True
             )
             self._thread.start()
+            if self._notifier is not None:
+                self._listener = threading.Thread(
+                    target=self._listen,
+                    args=(self._notifier,),
+                    name="tickwork-durable-listener",
+                    daemon=True,
+                )
+                self._listener.start()
 
     def stop(self, wait: bool = True, timeout: float | None = None) -> bool:
         """Stop: no run starts after this returns; optionally wait for running jobs.
@@ -427,9 +456,16 @@ class DurableScheduler:
         with self._lock:
             self._stopping = True
             self._cond.notify_all()
-            thread = self._thread
-        if thread is not None and thread is not threading.current_thread():
-            thread.join(None if give_up is None else max(0.0, give_up - time.monotonic()))
+            thread, listener = self._thread, self._listener
+        self._halt.set()
+        if listener is not None and self._notifier is not None:
+            try:
+                self._notifier.interrupt_wait()
+            except Exception:  # a closed store, say: the listener ends on its own
+                _log.debug("interrupt_wait failed while stopping", exc_info=True)
+        for t in (thread, listener):
+            if t is not None and t is not threading.current_thread():
+                t.join(None if give_up is None else max(0.0, give_up - time.monotonic()))
         own = getattr(self._local, "depth", 0)
         with self._lock:
             if wait:
@@ -505,10 +541,15 @@ class DurableScheduler:
                 with self._cond:
                     if self._stopping:
                         return
-                    if self._wake:
+                    if self._failures:
+                        # Back off: wake-ups do not shorten the wait, only stop() does.
+                        until = time.monotonic() + timeout
+                        while not self._stopping and (left := until - time.monotonic()) > 0:
+                            self._wait(left)
+                    elif self._wake:
                         self._wake = False
                         continue
-                    if timeout > 0.0:
+                    elif timeout > 0.0:
                         self._wait(timeout)
                     self._wake = False
         except BaseException:
@@ -525,11 +566,81 @@ class DurableScheduler:
             if self._stopping:
                 return 0.0
         try:
-            return self._step_store()
-        except Exception:
+            timeout = self._step_store()
+        except Exception as exc:
             # A busy or unreachable database: try again later, keep the thread alive.
-            _log.exception("durable scheduler %r: store call failed; retrying", self._owner)
-            return self._poll
+            return self._store_failed(exc)
+        if self._failures:
+            _log.warning(
+                "durable scheduler %r: the store works again after %d failed attempt(s)",
+                self._owner,
+                self._failures,
+            )
+            self._failures = 0
+        return timeout
+
+    def _store_failed(self, exc: Exception) -> float:
+        """Log a failed step; return how long to back off (doubling, capped at ``poll``).
+
+        Retrying is safe: a store call that raised changed nothing it did not report
+        (a claim that committed unseen stays unstarted, is recovered when its lease
+        ends and then runs once), and a run held here goes on and is renewed later.
+        """
+        self._failures += 1
+        delay = min(self._poll, _RETRY_MIN * 2.0 ** min(self._failures - 1, 60))
+        if isinstance(exc, StoreError):
+            # The store has retried already (PostgresStore: for reconnect_timeout); its
+            # message names the operation and never shows a password.
+            _log.error(
+                "durable scheduler %r: store call failed (attempt %d): %s; retrying in %.2f s",
+                self._owner,
+                self._failures,
+                exc,
+                delay,
+                exc_info=exc if self._failures == 1 else None,
+            )
+        else:
+            _log.exception(
+                "durable scheduler %r: unexpected error in a store step (attempt %d);"
+                " retrying in %.2f s",
+                self._owner,
+                self._failures,
+                delay,
+            )
+        return delay
+
+    def _listen(self, notifier: ChangeNotifier) -> None:
+        """The listener thread: wake the timing thread when the store announces a change.
+
+        Waits in ``notifier.wait_for_change`` (on its own connection, for PostgreSQL),
+        ``poll`` seconds at a time; `stop` ends the wait with ``interrupt_wait``. A True
+        result (a change, or possibly missed notifications) makes the timing thread look
+        at the store at once. An error is logged and retried with backoff.
+        """
+        failures = 0
+        while not self._halt.is_set():
+            try:
+                changed = notifier.wait_for_change(self._poll)
+            except Exception as exc:
+                if self._halt.is_set():
+                    return
+                failures += 1
+                delay = min(self._poll, _RETRY_MIN * 2.0 ** min(failures - 1, 60))
+                # Once per streak: a closed store would otherwise log every poll.
+                _log.log(
+                    logging.WARNING if failures == 1 else logging.DEBUG,
+                    "durable scheduler %r: waiting for store changes failed (%s: %s);"
+                    " retrying in %.2f s (the safety poll goes on meanwhile)",
+                    self._owner,
+                    type(exc).__name__,
+                    exc,
+                    delay,
+                )
+                self._halt.wait(delay)
+                continue
+            failures = 0
+            if changed and not self._halt.is_set():
+                self._poke()
 
     def _step_store(self) -> float:
         store, lease = self._store, self._lease
@@ -555,7 +666,15 @@ class DurableScheduler:
             store.recover_expired(now)  # claim_due is not called while the pool is full
             self._last_recover = now
         for claim in claims:
-            self._dispatch(claim, decisions[claim.job_id], now)
+            try:
+                self._dispatch(claim, decisions[claim.job_id], now)
+            except Exception:  # the others still go; this one is recovered after its lease
+                _log.exception(
+                    "cannot record the given-up run of job %r (scheduled %r); it is decided"
+                    " again when its lease ends",
+                    claim.job_id,
+                    claim.scheduled,
+                )
         if claims and len(claims) == free:
             return 0.0  # a full batch: more may be due
         now = self._wall()

@@ -1,0 +1,456 @@
+"""`DurableScheduler` on PostgreSQL, end to end: several real processes on one schema.
+
+Each node is ``python -m tests.durable_pg_node`` running a real `DurableScheduler` on a
+`PostgresStore` (listener thread, leases, renewals, backoff). The test declares the jobs
+up front; every run records itself in ``tw_runs`` under its claim token, so a slot that
+ran twice is two rows, never hidden. Without PostgreSQL these tests skip (see
+``conftest.pg_dsn``); with ``TICKWORK_REQUIRE_POSTGRES=1`` they fail instead.
+
+Recurring jobs are ``overlap="allow"``, ``missed="all"`` (every slot is its own claim
+and none is given up by policy, so "every slot exactly once" is checkable), except in
+the SIGKILL test, which uses the default ``overlap="skip"`` and accounts for slots the
+policy gives up (see there why).
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import secrets
+import subprocess
+import sys
+import time
+from collections.abc import Iterator
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Literal
+
+import pytest
+
+psycopg = pytest.importorskip(
+    "psycopg", reason="psycopg is not installed (pip install -e '.[dev]')"
+)
+
+from psycopg import sql  # noqa: E402
+from psycopg.conninfo import conninfo_to_dict, make_conninfo  # noqa: E402
+
+from tickwork import DurableScheduler  # noqa: E402
+from tickwork.stores import AtSchedule, Claim, EverySchedule, JobSpec  # noqa: E402
+from tickwork.stores.postgres import PostgresStore  # noqa: E402
+
+from . import durable_pg_node  # noqa: E402
+from .durable_pg_node import GIVEN_UP_DDL, RUNS_DDL  # noqa: E402
+
+ROOT = Path(__file__).resolve().parent.parent
+FUNC = "tests.durable_pg_node:record"
+ONESHOTS, SPREAD = 5000, 10.0
+RECURRING, SLOTS = 50, 10
+Key = tuple[str, float]
+
+
+def dsn_with(dsn: str, **params: Any) -> str:
+    return make_conninfo("", **{**conninfo_to_dict(dsn), **params})
+
+
+def is_least(job_id: str) -> bool:
+    """Every other job is at-least-once (odd numbers)."""
+    return int(job_id[1:]) % 2 == 1
+
+
+@dataclass
+class Cluster:
+    dsn: str
+    schema: str
+    tmp: Path
+    t0: float = 0.0
+    procs: dict[str, subprocess.Popen[str]] = field(default_factory=dict)
+    paused: bool = False
+
+    @property
+    def stop(self) -> Path:
+        return self.tmp / "stop"
+
+    def prepare(self) -> None:
+        PostgresStore(self.dsn, schema=self.schema).close()
+        self.query(RUNS_DDL)
+        self.query(GIVEN_UP_DDL)
+
+    def query(self, q: str, *args: Any) -> list[tuple[Any, ...]]:
+        with psycopg.connect(self.dsn, autocommit=True) as conn:
+            conn.execute(sql.SQL("SET search_path TO {}").format(sql.Identifier(self.schema)))
+            cur = conn.execute(q, args)
+            return cur.fetchall() if cur.description else []
+
+    def start(self, owner: str, dsn: str | None = None, **config: Any) -> None:
+        config = {
+            "dsn": dsn or self.dsn,
+            "schema": self.schema,
+            "owner": owner,
+            "stop": str(self.stop),
+            **config,
+        }
+        with (self.tmp / f"{owner}.log").open("w") as log:
+            self.procs[owner] = subprocess.Popen(
+                [sys.executable, "-m", "tests.durable_pg_node", json.dumps(config)],
+                stdout=subprocess.PIPE,
+                stderr=log,
+                text=True,
+                cwd=ROOT,
+            )
+
+    def log(self, owner: str) -> str:
+        return (self.tmp / f"{owner}.log").read_text()[-3000:]
+
+    def check_alive(self) -> None:
+        for owner, p in self.procs.items():
+            if p.poll() not in (None, -9):
+                pytest.fail(f"node {owner} exited with {p.returncode}:\n{self.log(owner)}")
+
+    def wait_ready(self) -> None:
+        deadline = time.monotonic() + 30
+        while not all((self.tmp / f"stop.{o}.ready").exists() for o in self.procs):
+            self.check_alive()
+            for owner, p in self.procs.items():
+                assert p.poll() is None, f"{owner} died:\n{self.log(owner)}"
+            assert time.monotonic() < deadline, "nodes did not start"
+            time.sleep(0.02)
+
+    def load(self, lead: float, overlap: Literal["skip", "allow"] = "allow") -> None:
+        """Declare the jobs, every other one at-least-once; due from now + lead."""
+        self.t0 = time.time() + lead
+        fast = dsn_with(self.dsn, options="-c synchronous_commit=off")  # setup only
+        with PostgresStore(fast, schema=self.schema) as store:
+            for i in range(ONESHOTS):
+                at = self.t0 + SPREAD * i / ONESHOTS
+                delivery = "at_least_once" if i % 2 else "at_most_once"
+                store.upsert(JobSpec(f"o{i:04}", FUNC, AtSchedule(at), delivery=delivery), at)
+            for i in range(RECURRING):
+                delivery = "at_least_once" if i % 2 else "at_most_once"
+                spec = JobSpec(
+                    f"r{i:02}",
+                    FUNC,
+                    EverySchedule(1.0),
+                    overlap=overlap,
+                    missed="all",
+                    delivery=delivery,
+                )
+                store.upsert(spec, self.t0)
+        # A slow machine may finish loading after t0: runs are then late, never wrong.
+
+    def wait_done(self, timeout: float) -> float:
+        """Until every one-shot and the first SLOTS slots of each recurring job are done.
+
+        Recurring jobs are paused once all their expected slots are claimed (later slots
+        claimed meanwhile still run, and are checked for duplicates too). Returns the
+        seconds from the last due time to the end.
+        """
+        deadline = time.monotonic() + timeout
+        end = self.t0 + SLOTS - 0.5
+        while True:
+            self.check_alive()
+            if not self.paused:
+                (behind,) = self.query(
+                    "SELECT count(*) FROM tickwork_jobs WHERE id LIKE 'r%%' AND next_run < %s",
+                    end,
+                )[0]
+                if behind == 0:
+                    with PostgresStore(self.dsn, schema=self.schema) as store:
+                        for i in range(RECURRING):
+                            store.set_paused(f"r{i:02}", True)
+                    self.paused = True
+            left = self.query(
+                "SELECT (SELECT count(*) FROM tickwork_jobs WHERE id LIKE 'o%%'"
+                " AND next_run IS NOT NULL), (SELECT count(*) FROM tickwork_claims)"
+            )[0]
+            if self.paused and left == (0, 0):
+                return time.time() - (self.t0 + SPREAD)
+            assert time.monotonic() < deadline, f"not done: (one-shots, claims) = {left}"
+            time.sleep(0.2)
+
+    def finish(self) -> dict[str, dict[str, Any]]:
+        """Stop the nodes; their summaries (the SIGKILLed one has none)."""
+        self.stop.touch()
+        out = {}
+        for owner, p in self.procs.items():
+            stdout, _ = p.communicate(timeout=60)
+            if p.returncode == -9:
+                continue
+            assert p.returncode == 0, f"{owner} exited with {p.returncode}:\n{self.log(owner)}"
+            out[owner] = json.loads(stdout)
+            assert out[owner]["alive"], f"{owner}: the timing thread died:\n{self.log(owner)}"
+        return out
+
+    def runs(self) -> dict[Key, list[str]]:
+        """(job id, scheduled) -> the owner of every recorded run."""
+        out: dict[Key, list[str]] = {}
+        for job_id, scheduled, owner in self.query(
+            "SELECT job_id, scheduled, owner FROM tw_runs ORDER BY recorded"
+        ):
+            out.setdefault((job_id, scheduled), []).append(owner)
+        return out
+
+    def given_up(self) -> set[Key]:
+        """Slots the nodes' policy gave up (overlap skip, missed), from their events."""
+        out = set()
+        for job_id, first, slots in self.query("SELECT job_id, scheduled, slots FROM tw_given_up"):
+            out |= {(job_id, first + k * 1.0) for k in range(slots)}
+        return out
+
+    def expected(self) -> set[Key]:
+        oneshots = {(f"o{i:04}", self.t0 + SPREAD * i / ONESHOTS) for i in range(ONESHOTS)}
+        recurring = {
+            (f"r{i:02}", self.t0 + k * 1.0) for i in range(RECURRING) for k in range(SLOTS)
+        }
+        return oneshots | recurring
+
+
+@pytest.fixture
+def cluster(pg_dsn: str, pg_schema: str, tmp_path: Path) -> Iterator[Cluster]:
+    c = Cluster(pg_dsn, pg_schema, tmp_path)
+    c.prepare()
+    yield c
+    c.stop.touch()
+    for p in c.procs.values():
+        try:
+            p.communicate(timeout=30)
+        except subprocess.TimeoutExpired:
+            p.kill()
+            p.communicate()
+
+
+def check_exactly_once(cluster: Cluster) -> dict[Key, list[str]]:
+    runs = cluster.runs()
+    expected = cluster.expected()
+    missing = expected - set(runs)
+    assert not missing, f"{len(missing)} runs lost, e.g. {sorted(missing)[:5]}"
+    extra = {k for k in set(runs) - expected if not k[0].startswith("r")}
+    assert not extra, f"unexpected runs {sorted(extra)[:5]}"
+    twice = {k: v for k, v in runs.items() if len(v) > 1}
+    assert twice == {}, f"{len(twice)} runs happened more than once: {list(twice.items())[:5]}"
+    assert cluster.given_up() == set(), "the policy gave up slots it should have run"
+    return runs
+
+
+@pytest.mark.slow
+def test_three_schedulers_run_every_one_shot_and_every_slot_exactly_once(
+    cluster: Cluster,
+) -> None:
+    for owner in ("n1", "n2", "n3"):
+        cluster.start(owner)
+    cluster.wait_ready()
+    cluster.load(lead=4.0)
+    lag = cluster.wait_done(timeout=60)
+    nodes = cluster.finish()
+    runs = check_exactly_once(cluster)
+    ran = {o: s["ran"] for o, s in nodes.items()}
+    assert sum(ran.values()) == len(runs) >= ONESHOTS + RECURRING * SLOTS
+    assert all(ran.values()), f"a node ran nothing: {ran}"
+    print(f"3 schedulers: {ran} runs, done {lag:.2f} s after the last due time")
+
+
+@pytest.mark.slow
+def test_a_scheduler_sigkilled_mid_run_loses_nothing_and_repeats_only_at_least_once(
+    cluster: Cluster,
+) -> None:
+    """One node dies with runs claimed, started, and run but not finished.
+
+    Recurring jobs use the default ``overlap="skip"`` here: with ``"allow"`` a job has
+    several claims at once, and recovering an early one sets the job's next run back
+    to it, so the later slots already run elsewhere would run again (see docs/postgres.md,
+    "Recurring jobs with overlap='allow'"). With ``"skip"`` a slot may be given up by the
+    overlap policy when it comes due during the previous run; the nodes record those
+    (SKIPPED events), so a slot counts as accounted for when it ran or was given up.
+    """
+    for owner in ("n1", "n2"):
+        cluster.start(owner, lease=5.0)
+    cluster.start("doomed", lease=2.0, die_after=40)
+    cluster.wait_ready()
+    cluster.load(lead=4.0, overlap="skip")
+    cluster.wait_done(timeout=60)
+    assert cluster.procs["doomed"].wait(timeout=10) == -9
+    nodes = cluster.finish()
+    dying: dict[str, str] = json.loads((cluster.tmp / "stop.doomed.dying").read_text())
+    runs = cluster.runs()
+    given_up = cluster.given_up()
+    expected = cluster.expected()
+    assert {k[0] for k in set(runs) - expected} <= {f"r{i:02}" for i in range(RECURRING)}
+    missing = []
+    for key in expected:
+        job_id = key[0]
+        owners = runs.get(key, [])
+        if len(owners) > 1:  # only an at-least-once run the doomed node did not finish
+            assert is_least(job_id) and len(owners) == 2 and "doomed" in owners, (key, owners)
+        elif not owners and key not in given_up:
+            assert not is_least(job_id), f"at-least-once run lost: {key}"
+            missing.append(key)
+        assert not (owners and key in given_up), f"{key} ran and was given up"
+    # Lost: only at-most-once runs the doomed node had started (at most its 4 workers).
+    assert len(missing) <= 4, f"{len(missing)} at-most-once runs lost: {missing}"
+    for job_id, _ in missing:
+        if job_id.startswith("o"):
+            ((outcome,),) = cluster.query(
+                "SELECT last_outcome FROM tickwork_jobs WHERE id = %s", job_id
+            )
+            assert outcome == "abandoned", (job_id, outcome)
+    held_id, held_at = dying["held"].split("@")
+    assert (held_id, float(held_at)) in missing  # started, hung, never run again
+    ran_id, ran_at = dying["ran"].split("@")
+    owners = runs[ran_id, float(ran_at)]  # recorded, killed before finish: ran again
+    assert len(owners) == 2 and owners[0] == "doomed" and owners[1] in nodes, owners
+    duplicates = sum(len(v) - 1 for v in runs.values())
+    print(
+        f"SIGKILL: {len(missing)} at-most-once runs abandoned, {duplicates} at-least-once"
+        f" runs repeated, {len(given_up)} slots skipped by overlap policy"
+    )
+
+
+@pytest.mark.slow
+def test_connections_terminated_while_runs_are_due_change_nothing(cluster: Cluster) -> None:
+    app = f"tw-loss-{secrets.token_hex(4)}"
+    for owner in ("n1", "n2", "n3"):
+        cluster.start(owner, dsn=dsn_with(cluster.dsn, application_name=app))
+    cluster.wait_ready()
+    cluster.load(lead=4.0)
+    killed = rounds = 0
+    while time.time() < cluster.t0 + SPREAD:
+        time.sleep(0.7)
+        cluster.check_alive()
+        with psycopg.connect(cluster.dsn, autocommit=True) as conn:
+            (n,) = conn.execute(
+                "SELECT count(pg_terminate_backend(pid)) FROM pg_stat_activity"
+                " WHERE application_name = %s",
+                (app,),
+            ).fetchone() or (0,)
+        killed += n
+        rounds += 1
+    cluster.wait_done(timeout=60)
+    nodes = cluster.finish()
+    runs = check_exactly_once(cluster)
+    assert killed >= 20, f"only {killed} connections were terminated"
+    assert sum(s["ran"] for s in nodes.values()) == len(runs)
+    reconnects = sum(cluster.log(o).count("reconnecting") for o in nodes)
+    print(f"terminated {killed} connections in {rounds} rounds; {reconnects} reconnect warnings")
+
+
+@pytest.mark.slow
+def test_a_change_made_elsewhere_wakes_an_idle_scheduler_long_before_its_poll(
+    cluster: Cluster,
+) -> None:
+    for owner in ("n1", "n2"):
+        cluster.start(owner, poll=30.0)
+    cluster.wait_ready()
+    time.sleep(1.0)  # both idle in a 30 s wait
+    latencies = []
+    with PostgresStore(cluster.dsn, schema=cluster.schema) as store:
+        for i in range(3):
+            due = time.time() + 0.2
+            store.upsert(JobSpec(f"o{i:04}", FUNC, AtSchedule(due)), due)
+            deadline = time.monotonic() + 10
+            while not (
+                rows := cluster.query("SELECT recorded FROM tw_runs WHERE job_id = %s", f"o{i:04}")
+            ):
+                cluster.check_alive()
+                assert time.monotonic() < deadline, "the change did not wake any node"
+                time.sleep(0.02)
+            latencies.append(rows[0][0] - due)
+            time.sleep(0.5)
+    nodes = cluster.finish()
+    assert max(latencies) < 2.0, latencies
+    steps = {o: s["steps"] for o, s in nodes.items()}
+    # A few steps per change (the notification, the due time), none between: no polling.
+    assert all(n < 30 for n in steps.values()), steps
+    print(f"due-to-recorded latencies {[round(x, 3) for x in latencies]} s; steps {steps}")
+
+
+# -- leases of long runs, in one process: two schedulers, two stores ------------------
+
+
+class StalledStore(PostgresStore):
+    """A store whose renewals claim success but change nothing: a stalled runner."""
+
+    def renew(self, claim: Claim, *, now: float, lease_seconds: float) -> bool:
+        return True
+
+
+@pytest.fixture
+def stores(pg_dsn: str, pg_schema: str) -> Iterator[list[PostgresStore]]:
+    opened: list[PostgresStore] = []
+    yield opened
+    for s in opened:
+        s.close()
+
+
+def recorded(dsn: str, schema: str) -> list[tuple[str, str]]:
+    with psycopg.connect(dsn, autocommit=True) as conn:
+        conn.execute(sql.SQL("SET search_path TO {}").format(sql.Identifier(schema)))
+        return [(str(r[0]), str(r[1])) for r in conn.execute("SELECT job_id, owner FROM tw_runs")]
+
+
+@pytest.fixture
+def node_config(pg_dsn: str, pg_schema: str) -> Iterator[None]:
+    PostgresStore(pg_dsn, schema=pg_schema).close()
+    with psycopg.connect(pg_dsn, autocommit=True) as conn:
+        conn.execute(sql.SQL("SET search_path TO {}").format(sql.Identifier(pg_schema)))
+        conn.execute(RUNS_DDL)
+    durable_pg_node._config.update(dsn=pg_dsn, schema=pg_schema, owner="this-process")
+    yield
+    durable_pg_node.close_all()
+    durable_pg_node._config.clear()
+
+
+@pytest.mark.usefixtures("node_config")
+def test_a_run_longer_than_its_lease_keeps_its_claim(
+    pg_dsn: str, pg_schema: str, stores: list[PostgresStore]
+) -> None:
+    a = PostgresStore(pg_dsn, schema=pg_schema)
+    b = PostgresStore(pg_dsn, schema=pg_schema)
+    stores += [a, b]
+    ds_a = DurableScheduler(a, owner="a", lease=1.0, allowed_modules=["tests.durable_pg_node"])
+    ds_b = DurableScheduler(b, owner="b", lease=1.0, allowed_modules=["tests.durable_pg_node"])
+    spec = JobSpec(
+        "long", "tests.durable_pg_node:sleep_then_record", AtSchedule(time.time()), args=[3.0]
+    )
+    with ds_a:
+        ds_a.declare(spec)
+        deadline = time.monotonic() + 5
+        while not ds_a.running():
+            assert time.monotonic() < deadline
+            time.sleep(0.01)
+        with ds_b:  # another node, waking at every lease end it sees
+            time.sleep(4.0)
+    state = a.get("long")
+    assert state is not None and state.last_run is not None
+    assert state.last_run.outcome == "ok"
+    assert state.last_run.ended is not None and state.last_run.started is not None
+    assert state.last_run.ended - state.last_run.started >= 3.0  # three leases long
+    assert recorded(pg_dsn, pg_schema) == [("long", "this-process")]
+    assert ds_a.errors == [] and ds_b.errors == []
+
+
+@pytest.mark.usefixtures("node_config")
+def test_a_node_that_lost_its_lease_does_not_report_the_run_as_its_own(
+    pg_dsn: str, pg_schema: str, stores: list[PostgresStore], caplog: pytest.LogCaptureFixture
+) -> None:
+    stalled = StalledStore(pg_dsn, schema=pg_schema)
+    other = PostgresStore(pg_dsn, schema=pg_schema)
+    stores += [stalled, other]
+    allowed = ["tests.durable_pg_node"]
+    ds_a = DurableScheduler(stalled, owner="stalled", lease=1.0, allowed_modules=allowed)
+    ds_b = DurableScheduler(other, owner="other", lease=1.0, allowed_modules=allowed)
+    spec = JobSpec(
+        "long", "tests.durable_pg_node:sleep_then_record", AtSchedule(time.time()), args=[2.5]
+    )
+    with caplog.at_level(logging.WARNING), ds_a:
+        ds_a.declare(spec)
+        with ds_b:
+            deadline = time.monotonic() + 10
+            while "claim was gone" not in caplog.text:
+                assert time.monotonic() < deadline, caplog.text
+                time.sleep(0.05)
+    state = other.get("long")
+    assert state is not None and state.last_run is not None
+    assert state.last_run.outcome == "abandoned"  # recovered by the other node ...
+    assert "'stalled'" in (state.last_run.error or "")
+    assert state.next_run is None and not state.claims  # ... and not run again
+    assert recorded(pg_dsn, pg_schema) == [("long", "this-process")]
+    assert "outcome 'ok' was not recorded" in caplog.text

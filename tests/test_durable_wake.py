@@ -1,0 +1,181 @@
+"""DurableScheduler: wake-ups from a `ChangeNotifier` store, and store failures with backoff.
+
+No PostgreSQL here: `NotifyingStore` is a `SQLiteStore` with an in-process change
+notifier, `FlakyStore` one whose calls fail on demand. The PostgreSQL versions of these
+behaviours, across real processes, are in ``tests/test_durable_postgres.py``.
+"""
+
+from __future__ import annotations
+
+import logging
+import threading
+import time
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from tickwork import DurableScheduler, EventKind, RunEvent
+from tickwork._durable import DEFAULT_NOTIFIED_POLL, DEFAULT_POLL
+from tickwork.stores import AtSchedule, ChangeNotifier, JobSpec, StoreError
+from tickwork.stores.sqlite import SQLiteStore
+
+from . import durable_jobs
+
+REC = "tests.durable_jobs:record"
+
+
+class NotifyingStore(SQLiteStore):
+    """A SQLite store that announces changes made through `announce` (another "node")."""
+
+    def __init__(self, path: Path) -> None:
+        super().__init__(path)
+        self.changed = threading.Event()
+        self.waits = 0
+        self.fail_waits = 0
+
+    def announce(self) -> None:
+        self.changed.set()
+
+    def wait_for_change(self, timeout: float) -> bool:
+        self.waits += 1
+        if self.fail_waits:
+            self.fail_waits -= 1
+            raise StoreError("cannot wait for changes: listening connection refused")
+        got = self.changed.wait(timeout)
+        self.changed.clear()
+        return got
+
+    def interrupt_wait(self) -> None:
+        self.changed.set()
+
+
+class FlakyStore(SQLiteStore):
+    """A SQLite store whose `claim_due` raises `StoreError` while ``failures`` > 0."""
+
+    failures = 0
+
+    def claim_due(self, *args: Any, **kwargs: Any) -> Any:
+        if self.failures:
+            self.failures -= 1
+            raise StoreError("cannot claim due runs: database 'x' unreachable for 30.0 s")
+        return super().claim_due(*args, **kwargs)
+
+
+@pytest.fixture
+def paths(tmp_path: Path) -> Path:
+    durable_jobs.CALLS.clear()
+    return tmp_path / "jobs.db"
+
+
+def finished(ds: DurableScheduler) -> threading.Event:
+    done = threading.Event()
+
+    def on_event(e: RunEvent) -> None:
+        if e.kind is EventKind.FINISHED:
+            done.set()
+
+    ds.add_listener(on_event)
+    return done
+
+
+def test_the_default_poll_is_slower_with_a_change_notifier(paths: Path) -> None:
+    with NotifyingStore(paths) as notifying:
+        assert isinstance(notifying, ChangeNotifier)
+        assert DurableScheduler(notifying)._poll == DEFAULT_NOTIFIED_POLL
+        assert DurableScheduler(notifying, poll=0.5)._poll == 0.5
+    with SQLiteStore(paths) as plain:
+        assert not isinstance(plain, ChangeNotifier)
+        assert DurableScheduler(plain)._poll == DEFAULT_POLL
+    with pytest.raises(ValueError, match=r"^poll must be a finite number > 0, got 0$"):
+        DurableScheduler(plain, poll=0)
+
+
+def test_another_nodes_change_wakes_the_scheduler_before_its_poll(paths: Path) -> None:
+    store = NotifyingStore(paths)
+    other = SQLiteStore(paths)  # another process writing the same database
+    ds = DurableScheduler(store, poll=30.0, allowed_modules=["tests.durable_jobs"])
+    done = finished(ds)
+    with ds:
+        time.sleep(0.2)  # idle: the timing thread waits on its 30 s poll
+        due = time.time() + 0.2
+        other.upsert(JobSpec("wake", REC, AtSchedule(due)), due)
+        store.announce()  # what NOTIFY does for PostgresStore
+        assert done.wait(5.0)
+        assert time.time() - due < 2.0
+        assert store.waits >= 2  # the listener went back to waiting
+    assert [c[2] for c in durable_jobs.CALLS] == [due]
+    other.close()
+    store.close()
+
+
+def test_stop_interrupts_the_listener_at_once(paths: Path) -> None:
+    store = NotifyingStore(paths)
+    ds = DurableScheduler(store, poll=30.0)
+    ds.start()
+    time.sleep(0.1)
+    t0 = time.monotonic()
+    assert ds.stop(timeout=10)
+    assert time.monotonic() - t0 < 2.0
+    assert ds._listener is not None and not ds._listener.is_alive()
+    store.close()
+
+
+def test_a_failing_listener_is_retried_and_the_safety_poll_goes_on(
+    paths: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    store = NotifyingStore(paths)
+    store.fail_waits = 3
+    ds = DurableScheduler(store, poll=0.3)
+    done = finished(ds)
+    with caplog.at_level(logging.DEBUG, logger="tickwork.durable"), ds:
+        ds.declare(JobSpec("j", REC, AtSchedule(time.time() + 0.1)))
+        assert done.wait(5.0)
+        deadline = time.monotonic() + 5
+        while store.waits < 5 and time.monotonic() < deadline:
+            time.sleep(0.05)
+        assert store.waits >= 5  # three failures, then it waits normally again
+    warned = [r for r in caplog.records if "waiting for store changes failed" in r.getMessage()]
+    assert [r.levelno for r in warned] == [logging.WARNING, logging.DEBUG, logging.DEBUG]
+    assert "listening connection refused" in warned[0].getMessage()
+    store.close()
+
+
+def test_store_errors_back_off_doubling_up_to_poll_then_recover(
+    paths: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    store = FlakyStore(paths)
+    ds = DurableScheduler(store, poll=1.0, allowed_modules=["tests.durable_jobs"])
+    ds.declare(JobSpec("j", REC, AtSchedule(time.time() - 1)))
+    store.failures = 6
+    with caplog.at_level(logging.WARNING, logger="tickwork.durable"):
+        delays = [ds._step() for _ in range(6)]
+        assert delays == pytest.approx([0.1, 0.2, 0.4, 0.8, 1.0, 1.0])
+        ds._step()  # works again: claims the run
+    assert ds._failures == 0
+    assert ds.running() == {"j": 1}
+    messages = [r.getMessage() for r in caplog.records]
+    assert sum("store call failed" in m for m in messages) == 6
+    assert "unreachable for 30.0 s" in messages[0] and "retrying in 0.10 s" in messages[0]
+    assert caplog.records[0].exc_info is not None  # the traceback once per streak
+    assert all(r.exc_info is None for r in caplog.records[1:6])
+    assert "works again after 6 failed attempt(s)" in messages[-1]
+    ds.stop(timeout=5)
+    store.close()
+
+
+def test_the_timing_thread_survives_store_errors_and_runs_the_job_once(paths: Path) -> None:
+    store = FlakyStore(paths)
+    store.failures = 4
+    ds = DurableScheduler(store, poll=0.5, allowed_modules=["tests.durable_jobs"])
+    done = finished(ds)
+    with ds:
+        ds.declare(JobSpec("j", REC, AtSchedule(time.time())))
+        for _ in range(20):
+            ds._poke()  # wake-ups during the backoff do not make it spin
+        assert done.wait(10.0)
+        time.sleep(0.3)
+        assert ds._thread is not None and ds._thread.is_alive()
+    assert store.failures == 0
+    assert len(durable_jobs.CALLS) == 1
+    store.close()
