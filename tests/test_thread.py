@@ -271,6 +271,52 @@ def test_real_base_exception_in_a_job_does_not_stall_the_pool() -> None:
     assert ts.errors == []  # not an Exception: not recorded, as in the core
 
 
+@pytest.mark.timeout(60)
+@pytest.mark.parametrize("later", [False, True])
+def test_real_slow_jobs_never_delay_a_quick_one(later: bool) -> None:
+    # The own pool adds a worker only when every worker is inside a job: three jobs
+    # that block must still leave the fourth worker to the quick job, whether all are
+    # due together or the quick one comes due while the three are stuck.
+    release = threading.Event()
+    quick = threading.Event()
+    stuck = threading.Barrier(4, timeout=20)
+
+    def slow() -> None:
+        stuck.wait()
+        release.wait(30)
+
+    with ThreadScheduler(max_workers=4) as ts:
+        for _ in range(3):
+            ts.schedule(0, slow)
+        if later:
+            stuck.wait()  # the three are inside their jobs
+            ts.schedule(0, quick.set)
+        else:
+            ts.schedule(0, quick.set)
+            stuck.wait()
+        try:
+            assert quick.wait(10)
+        finally:
+            release.set()
+    assert ts.errors == []
+
+
+def test_a_burst_of_quick_jobs_does_not_start_every_worker(clock: FakeClock) -> None:
+    ts = ThreadScheduler(clock, executor=None, max_workers=8)
+    started: list[object] = []
+    ts._executor.submit = lambda fn, *a: started.append(fn)  # type: ignore[method-assign]
+    for _ in range(100):
+        ts.schedule(0, lambda: None)
+    ts._step()
+    assert len(started) == 1  # one drainer for now: nobody is inside a job yet
+    ts._drain()  # it runs all 100 quick jobs
+    # Entering its first job it asked for one helper (every drainer was then inside a
+    # job, and it cannot know the job is quick); after that the helper, not yet
+    # running, was never inside a job, so no further worker was asked for.
+    assert len(started) == 2
+    ts._check()
+
+
 def test_own_pool_refusing_work_is_contained(
     clock: FakeClock, caplog: pytest.LogCaptureFixture
 ) -> None:

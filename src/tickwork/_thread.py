@@ -109,9 +109,12 @@ class ThreadScheduler:
         pool = ThreadPoolExecutor(max_workers, thread_name_prefix="tickwork-worker")
         self._executor: Executor = executor or pool
         # With its own pool the driver knows the pool's size: runs wait in ``_backlog``
-        # and at most that many pool items drain it, so a burst costs one deque append
-        # per run instead of a Future per run. A slow job holds one drainer; a run
-        # waits only while every worker is busy, exactly as with one item per run.
+        # and at most that many pool items ("drainers") drain it, so a burst costs one
+        # deque append per run instead of a Future per run. A drainer is added only
+        # when every drainer is inside a job (`_need_drainer`): a slow job holds one
+        # and the next run gets another at once, so a run waits only while every
+        # worker is busy, exactly as with one pool item per run; but a burst of quick
+        # jobs is drained by few threads instead of all of them fighting for the lock.
         self._backlog: deque[Run] = deque()
         self._drainers = 0
         self._max_drainers = pool._max_workers if executor is None else 0  # its real size
@@ -384,7 +387,7 @@ class ThreadScheduler:
         if self._max_drainers:
             with self._lock:
                 self._backlog.extend(runs)
-                more = min(len(self._backlog), self._max_drainers - self._drainers)
+                more = 1 if self._need_drainer() else 0
                 self._drainers += more
             for submitted in range(more):
                 try:
@@ -439,6 +442,11 @@ class ThreadScheduler:
                         break
                 if run is None:
                     self._drainers -= 1
+                helper = self._need_drainer()
+                if helper:
+                    self._drainers += 1
+            if helper:
+                self._add_drainer()
             if done is not None:
                 policy.report(done)
                 if events:
@@ -461,6 +469,24 @@ class ThreadScheduler:
                 raise
             local.depth -= 1
             done = run
+
+    def _need_drainer(self) -> bool:
+        """Whether runs wait while every drainer is inside a job (lock held)."""
+        drainers = self._drainers
+        return (
+            bool(self._backlog)
+            and drainers < self._max_drainers
+            and self._policy.in_progress >= drainers
+        )
+
+    def _add_drainer(self) -> None:
+        """Start one more drainer, counted already (lock not held: submit may block)."""
+        try:
+            self._executor.submit(self._drain)
+        except RuntimeError:
+            with self._lock:
+                self._drainers -= 1
+            self._submit([])  # the refusal path: abandons the backlog and logs why
 
     def _execute(self, run: Run) -> None:
         """A worker's part of a run: start check, the job, bookkeeping, reports."""
