@@ -65,6 +65,9 @@ DEFAULT_POLL: Final = 1.0
 DEFAULT_NOTIFIED_POLL: Final = 10.0
 #: First wait after a failed store call; it doubles per failure, up to ``poll``.
 _RETRY_MIN: Final = 0.1
+#: The decision for a retry claim (a recovered slot the store re-offers): it was decided
+#: to run when first claimed, and the store did not call ``advance`` for it again.
+_REOFFERED: Final = Decision("run", None)
 
 DurableErrorHook = Callable[[str, Exception], object]
 
@@ -667,7 +670,9 @@ class DurableScheduler:
             self._last_recover = now
         for claim in claims:
             try:
-                self._dispatch(claim, decisions[claim.job_id], now)
+                # A retry re-offers a slot decided (to run) when it was first claimed.
+                decision = _REOFFERED if claim.retry else decisions[claim.job_id]
+                self._dispatch(claim, decision, now)
             except Exception:  # the others still go; this one is recovered after its lease
                 _log.exception(
                     "cannot record the given-up run of job %r (scheduled %r); it is decided"
