@@ -525,10 +525,13 @@ class StoreContract:
         reoffered = not started or delivery == "at_least_once"
         assert r.claim.token == ca.token
         assert r.action == ("abandoned" if not reoffered else "requeued" if started else "released")
-        assert d.get("job").next_run == 130.0  # type: ignore[union-attr]
+        before = d.get("job").next_run  # type: ignore[union-attr]
         taken: list[Claim] = []
         for _ in range(5):  # a job is taken at most once per call for its due slot
             taken += claim(d, 131.0, "D", advance=step_one)
+        # 110 (run by B) and 120 (held by C) are never offered again
+        assert sorted(x.scheduled for x in taken) == ([100.0, 130.0] if reoffered else [130.0])
+        assert before == 130.0  # recovery did not rewind the schedule
         got = sorted((x.scheduled, x.retry) for x in taken)
         assert got == ([(100.0, True)] if reoffered else []) + [(130.0, False)]
         assert all(x.owner == "D" for x in taken)
