@@ -540,6 +540,31 @@ class StoreContract:
         assert not a.finish(ca, outcome="ok", ended=131.0)
         assert c.finish(cc, outcome="ok", ended=131.0)  # C's later slot is unaffected
 
+    def test_finishing_an_unstarted_claim_cancelled_hands_its_slot_back(
+        self, open_store: OpenStore
+    ) -> None:
+        # A stopping scheduler hands back slot 100 of an overlap="allow" job after
+        # another process took 110: 100 is re-offered, 110 is not run again.
+        a, b = open_store(), open_store()
+        a.upsert(spec(overlap="allow", missed="all"), 100.0)
+        (ca,) = claim(a, 100.0, "A", advance=step_one)
+        (cb,) = claim(b, 110.0, "B", advance=step_one)
+        assert a.finish(ca, outcome="cancelled", ended=111.0)
+        state = a.get("job")
+        assert state is not None and state.next_run == 120.0
+        assert state.last_run == LastRun(100.0, None, 111.0, "cancelled", None)
+        assert [(c.scheduled, c.owner, c.retry) for c in state.claims] == [
+            (100.0, "", True), (110.0, "B", False),
+        ]  # fmt: skip
+        assert not a.start(ca, started=111.0) and not a.finish(ca, outcome="ok", ended=112.0)
+        assert b.next_wakeup() == 100.0  # the retry is due now
+        (again,) = claim(b, 112.0, "B", advance=never)
+        assert (again.scheduled, again.retry, again.owner) == (100.0, True, "B")
+        assert claim(b, 112.0, "C", advance=step_one) == []  # 120 is not due yet
+        # a started run finished "cancelled" is simply released
+        assert b.start(cb, started=112.0) and b.finish(cb, outcome="cancelled", ended=113.0)
+        assert [c.token for c in b.get("job").claims] == [again.token]  # type: ignore[union-attr]
+
     def test_a_retry_runs_as_is_without_advancing_the_job(self, store: Store) -> None:
         store.upsert(spec(overlap="allow"), 100.0)
         claim(store, 100.0, "A")  # 100, next 110

@@ -241,7 +241,8 @@ def test_a_version_1_schema_with_a_live_claim_migrates_and_recovers(
     rows(
         pg_dsn,
         pg_schema,
-        "INSERT INTO tickwork_claims VALUES ('old-token', 'job', 'dead', 100.0, 100.0, 130.0, NULL)",
+        "INSERT INTO tickwork_claims"
+        " VALUES ('old-token', 'job', 'dead', 100.0, 100.0, 130.0, NULL)",
     )
     monkeypatch.undo()
     store = open_pg()

@@ -435,8 +435,8 @@ class DurableScheduler:
         """Stop: no run starts after this returns; optionally wait for running jobs.
 
         Runs claimed but not started are handed back to the store at once (recorded
-        ``"cancelled"``, their slot due again), so another scheduler or the next start
-        runs them without waiting for the lease. The store is not closed.
+        ``"cancelled"``, their slot re-offered as a retry), so another scheduler or the
+        next start runs them without waiting for the lease. The store is not closed.
 
         Args:
             wait: Wait for the running jobs to finish (and their outcome recorded).
@@ -863,12 +863,14 @@ class DurableScheduler:
         self._forget(run)
 
     def _release(self, run: _Run) -> None:
-        """Hand an unstarted claim back: recorded ``"cancelled"``, its slot due again."""
+        """Hand an unstarted claim back: recorded ``"cancelled"``, its slot re-offered.
+
+        The store keeps it as a retry of the same slot; the job's next run is not set
+        back (later slots of an ``overlap="allow"`` job may have been taken meanwhile).
+        """
         claim = run.claim
         try:
-            self._store.finish(
-                claim, outcome="cancelled", ended=self._wall(), next_run=claim.scheduled
-            )
+            self._store.finish(claim, outcome="cancelled", ended=self._wall())
         except Exception:
             _log.exception(
                 "cannot hand back the claim on job %r; its lease will expire", claim.job_id

@@ -623,6 +623,17 @@ def recovery_action(spec: JobSpec, started: float | None) -> RecoveryAction:
     return "requeued" if spec.delivery == "at_least_once" else "abandoned"
 
 
+def hands_back(outcome: Outcome, started: float | None) -> bool:
+    """Whether `Store.finish` hands the claim's slot back instead of releasing it.
+
+    A claim finished ``"cancelled"`` that never started (a scheduler stopping before it
+    ran) becomes an unowned retry of the same slot, re-offered by `Store.claim_due`
+    like a recovered one; the job's next run is not set back for it. Shared by every
+    store.
+    """
+    return outcome == "cancelled" and started is None
+
+
 def abandoned_error(owner: str, lease_until: float) -> str:
     """The ``error`` text of a last run recorded ``"abandoned"`` by recovery."""
     return f"lease of {owner!r} expired at {lease_until!r} before the run ended"

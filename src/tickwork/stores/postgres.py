@@ -55,6 +55,7 @@ from ._model import (
     check_positive,
     check_spec,
     check_time,
+    hands_back,
     recovery_action,
     spec_from_json,
     spec_to_json,
@@ -152,7 +153,8 @@ _LOCK_DUE: Final = (
 # then re-read the retries under the locks.
 _LOCK_RETRIES: Final = (
     "SELECT j.id FROM tickwork_jobs j WHERE NOT j.paused AND j.id <> ALL(%s) AND EXISTS"
-    " (SELECT 1 FROM tickwork_claims c WHERE c.job_id = j.id AND c.owner = '' AND c.scheduled <= %s)"
+    " (SELECT 1 FROM tickwork_claims c WHERE c.job_id = j.id AND c.owner = ''"
+    " AND c.scheduled <= %s)"
     " ORDER BY (SELECT min(c.scheduled) FROM tickwork_claims c WHERE c.job_id = j.id"
     " AND c.owner = ''), j.id LIMIT %s FOR NO KEY UPDATE OF j SKIP LOCKED"
 )
@@ -1010,10 +1012,23 @@ class PostgresStore:
                 is None
             ):
                 return False
-            row = cur.execute(
-                "DELETE FROM tickwork_claims WHERE token = %s AND owner = %s RETURNING started",
-                (claim.token, claim.owner),
-            ).fetchone()
+            row = None
+            if hands_back(outcome, None):
+                # A cancelled claim is handed back if it never started: the UPDATE checks
+                # that on the claim row itself (start does not lock the job row).
+                row = cur.execute(
+                    "UPDATE tickwork_claims SET token = %s, owner = '', lease_until = %s,"
+                    " retry = true WHERE token = %s AND owner = %s AND started IS NULL"
+                    " RETURNING started",
+                    (secrets.token_hex(16), ended, claim.token, claim.owner),
+                ).fetchone()
+                if row is not None:
+                    self._notify(cur, claim.job_id)
+            if row is None:
+                row = cur.execute(
+                    "DELETE FROM tickwork_claims WHERE token = %s AND owner = %s RETURNING started",
+                    (claim.token, claim.owner),
+                ).fetchone()
             if row is None:
                 return False
             cur.execute(

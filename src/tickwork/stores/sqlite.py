@@ -46,6 +46,7 @@ from ._model import (
     check_positive,
     check_spec,
     check_time,
+    hands_back,
     recovery_action,
     spec_from_json,
     spec_to_json,
@@ -638,7 +639,14 @@ class SQLiteStore:
             ).fetchone()
             if row is None:
                 return False
-            conn.execute("DELETE FROM claims WHERE token = ?", (claim.token,))
+            if hands_back(outcome, row[0]):
+                conn.execute(
+                    "UPDATE claims SET token = ?, owner = '', lease_until = ?, retry = 1"
+                    " WHERE token = ?",
+                    (secrets.token_hex(16), ended, claim.token),
+                )
+            else:
+                conn.execute("DELETE FROM claims WHERE token = ?", (claim.token,))
             conn.execute(
                 "UPDATE jobs SET last_scheduled = ?, last_started = ?, last_ended = ?,"
                 " last_outcome = ?, last_error = ? WHERE id = ?",
