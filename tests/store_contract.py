@@ -581,6 +581,20 @@ class StoreContract:
         assert got == [(100.0, True), (110.0, True), (120.0, False)]
         assert seen == [120.0]
 
+    def test_a_pending_retry_cannot_be_started_renewed_or_finished(self, store: Store) -> None:
+        store.upsert(spec(), 100.0)
+        claim(store, 100.0)
+        store.recover_expired(140.0)
+        (pending,) = store.get("job").claims  # type: ignore[union-attr]
+        message = r"^claim must be a Claim from claim_due\(\), got a pending retry nobody holds"
+        with pytest.raises(ValueError, match=message + r" \(owner ''\) of job 'job' sched"):
+            store.start(pending, started=141.0)
+        with pytest.raises(ValueError, match=message):
+            store.renew(pending, now=141.0, lease_seconds=LEASE)
+        with pytest.raises(ValueError, match=message):
+            store.finish(pending, outcome="ok", ended=141.0)
+        assert store.get("job").claims == (pending,)  # type: ignore[union-attr]
+
     def test_a_paused_jobs_retry_waits_until_resumed(self, store: Store) -> None:
         store.upsert(spec(), 100.0)
         claim(store, 100.0)

@@ -707,7 +707,13 @@ def check_spec(value: object) -> JobSpec:
 
 
 def check_claim(value: object) -> Claim:
-    """A `Claim`, else `TypeError`."""
+    """A `Claim` someone holds, else `TypeError` (or `ValueError` for a pending retry)."""
     if not isinstance(value, Claim):
         raise TypeError(f"claim must be a Claim from claim_due(), got {value!r}")
+    if not value.owner:
+        raise ValueError(
+            "claim must be a Claim from claim_due(), got a pending retry nobody holds"
+            f" (owner '') of job {value.job_id!r} scheduled {value.scheduled!r}:"
+            " claim_due() hands it out"
+        )
     return value
