@@ -455,6 +455,12 @@ def test_a_node_that_lost_its_lease_does_not_report_the_run_as_its_own(
     )
     with caplog.at_level(logging.WARNING), ds_a:
         ds_a.declare(spec)
+        # The stalled scheduler must hold the run before the other one starts looking
+        # (otherwise the other may claim it first and simply run it).
+        deadline = time.monotonic() + 10
+        while not any(c.owner == "stalled" for c in other.get("long").claims):  # type: ignore[union-attr]
+            assert time.monotonic() < deadline, "the stalled scheduler did not claim the run"
+            time.sleep(0.01)
         with ds_b:
             deadline = time.monotonic() + 10
             while "claim was gone" not in caplog.text:
