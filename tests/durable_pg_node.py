@@ -17,10 +17,13 @@ the missed-run or overlap policy gave up (MISSED/SKIPPED events) go to ``tw_give
 
 ``die_after`` (config) dooms the node: once it has recorded that many runs, the next
 at-most-once one-shot that starts here hangs without recording (it is started in the
-store: its lease must expire and it must be recorded ``abandoned``), and the next
-at-least-once one-shot records itself and then SIGKILLs the process before its
-`finish` (so it must run again elsewhere). Both are written to
-``<stop>.<owner>.dying`` first.
+store: its lease must expire and it must be recorded ``abandoned``), so does the next
+slot of an at-least-once recurring job (started, never recorded: it must run once
+elsewhere, while the other nodes go on running the job's later slots, which must not
+run again when it is recovered), and then the next at-least-once one-shot records
+itself and SIGKILLs the process before its `finish` (so it must run again elsewhere).
+All three are written to ``<stop>.<owner>.dying`` first, with the claims the node held
+(job id, scheduled, started) at that moment.
 """
 
 from __future__ import annotations
@@ -116,19 +119,22 @@ def record() -> None:
     doomed = die_after is not None and _ran >= die_after
     oneshot = isinstance(claim.spec.schedule, AtSchedule)
     least = claim.spec.delivery == "at_least_once"
-    if doomed and oneshot and not least:
+    if doomed and oneshot != least:  # an at-most-once one-shot, an at-least-once slot
+        which = "held" if oneshot else "held_recurring"
         with _lock:
-            hold = "held" not in _doom
+            hold = which not in _doom
             if hold:
-                _doom["held"] = key
+                _doom[which] = key
         if hold:
             time.sleep(3600)  # started, never recorded: the SIGKILL ends it
     _insert(claim.job_id, claim.scheduled, claim.token)
     with _lock:
         _ran += 1
-        if doomed and oneshot and least and "held" in _doom:
+        if doomed and oneshot and least and {"held", "held_recurring"} <= set(_doom):
             _doom["ran"] = key
-            Path(f"{_config['stop']}.{_config['owner']}.dying").write_text(json.dumps(_doom))
+            held = [] if _scheduler is None else _scheduler.held()
+            dying = {**_doom, "claims": held}
+            Path(f"{_config['stop']}.{_config['owner']}.dying").write_text(json.dumps(dying))
             os.kill(os.getpid(), signal.SIGKILL)
 
 
@@ -156,6 +162,14 @@ class _CountingScheduler(DurableScheduler):
         self.steps += 1
         return super()._step()
 
+    def held(self) -> list[tuple[str, float, bool]]:
+        """The claims this node holds: (job id, scheduled, started)."""
+        with self._lock:
+            return [(r.claim.job_id, r.claim.scheduled, r.started) for r in self._runs.values()]
+
+
+_scheduler: _CountingScheduler | None = None
+
 
 def main(config: dict[str, Any]) -> None:
     """Run one node until the stop file appears; print a JSON summary."""
@@ -174,6 +188,8 @@ def main(config: dict[str, Any]) -> None:
         allowed_modules=["tests.durable_pg_node"],
     )
     ds.add_listener(given_up)
+    global _scheduler
+    _scheduler = ds
     ds.start()
     Path(f"{config['stop']}.{config['owner']}.ready").touch()
     stop = Path(config["stop"])

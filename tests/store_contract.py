@@ -58,6 +58,17 @@ def grid(state: JobState, now: float) -> float | None:
     return state.next_run + step * (math.floor((now - state.next_run) / step) + 1)
 
 
+def step_one(state: JobState, now: float) -> float | None:
+    """Advance policy that replays every slot (as ``missed="all"``): the next one after."""
+    assert state.next_run is not None
+    return state.next_run + state.spec.schedule.seconds  # type: ignore[union-attr]
+
+
+def never(state: JobState, now: float) -> float | None:
+    """Advance policy for claims that must not call it (retries)."""
+    raise AssertionError(f"advance called for job {state.id!r}, next_run {state.next_run!r}")
+
+
 def claim(store: Store, now: float, owner: str = "A", **kw: Any) -> list[Claim]:
     kw.setdefault("lease_seconds", LEASE)
     kw.setdefault("limit", 100)
@@ -424,7 +435,7 @@ class StoreContract:
     # -- leases, recovery, delivery semantics -----------------------------------------
 
     def test_expired_claim_that_never_started_is_released(self, store: Store) -> None:
-        # killed after the claim, before the run: nothing ran, so the time is due again
+        # killed after the claim, before the run: nothing ran, so the slot is offered again
         store.upsert(spec(schedule=AtSchedule(100.0)), 100.0)
         (c,) = claim(store, 100.0, advance=once)
         assert store.recover_expired(100.0 + LEASE - 0.001) == []
@@ -432,7 +443,20 @@ class StoreContract:
         assert r.action == "released" and r.claim.token == c.token
         state = store.get("job")
         assert state is not None
-        assert (state.next_run, state.claims, state.last_run) == (100.0, (), None)
+        assert (state.next_run, state.last_run) == (None, None)  # the schedule is untouched
+        (retry,) = state.claims
+        assert (retry.retry, retry.owner, retry.scheduled, retry.started) == (True, "", 100.0, None)
+        assert retry.token != c.token
+        assert store.next_wakeup() == 100.0  # a pending retry is due now
+        (again,) = claim(store, 200.0, owner="B", advance=never)
+        assert (again.retry, again.owner, again.scheduled) == (True, "B", 100.0)
+        assert again.token not in (c.token, retry.token)
+        assert store.get("job").claims == (again,)  # type: ignore[union-attr]
+        assert claim(store, 200.0, owner="C", advance=never) == []  # handed out once
+        assert not store.start(c, started=200.0)  # the old claim is gone
+        assert store.start(again, started=200.0)
+        assert store.finish(again, outcome="ok", ended=201.0)
+        assert store.get("job").last_run == LastRun(100.0, 200.0, 201.0, "ok", None)  # type: ignore[union-attr]
 
     def test_at_most_once_started_run_is_abandoned_not_repeated(self, store: Store) -> None:
         # killed mid-run, or after the run but before finish: recorded, never re-run
@@ -458,10 +482,12 @@ class StoreContract:
         (r,) = store.recover_expired(200.0)
         assert r.action == "requeued"
         state = store.get("job")
-        assert state is not None and state.next_run == 100.0
+        assert state is not None and state.next_run is None
+        assert [x.retry for x in state.claims] == [True]
         assert state.last_run is not None and state.last_run.outcome == "abandoned"
-        (again,) = claim(store, 200.0, owner="B", advance=once)
+        (again,) = claim(store, 200.0, owner="B", advance=never)
         assert again.scheduled == 100.0  # the same slot: an idempotency key for the job
+        assert again.retry and again.started is None
 
     def test_recurring_at_most_once_keeps_its_next_slot(self, store: Store) -> None:
         store.upsert(spec(), 100.0)
@@ -470,12 +496,122 @@ class StoreContract:
         store.recover_expired(140.0)
         assert store.get("job").next_run == 110.0  # type: ignore[union-attr]
 
-    def test_recurring_at_least_once_goes_back_to_the_lost_slot(self, store: Store) -> None:
+    def test_recurring_at_least_once_reoffers_the_lost_slot(self, store: Store) -> None:
         store.upsert(spec(delivery="at_least_once"), 100.0)
         (c,) = claim(store, 100.0)
         store.start(c, started=100.0)
         store.recover_expired(140.0)
-        assert store.get("job").next_run == 100.0  # type: ignore[union-attr]
+        assert store.get("job").next_run == 110.0  # type: ignore[union-attr]
+        # overlap="skip": the retry is the job's one claim, so 110 waits for it to end
+        assert [(x.scheduled, x.retry) for x in claim(store, 140.0, "B")] == [(100.0, True)]
+        assert claim(store, 140.0, "C") == []
+
+    @pytest.mark.parametrize("started", [False, True], ids=["not-started", "started"])
+    @pytest.mark.parametrize("delivery", ["at_most_once", "at_least_once"])
+    def test_recovering_an_early_overlapping_claim_never_reruns_later_slots(
+        self, open_store: OpenStore, started: bool, delivery: str
+    ) -> None:
+        # overlap="allow": A holds slot 100, B ran 110, C holds 120 when A's lease ends.
+        a, b, c, d = open_store(), open_store(), open_store(), open_store()
+        a.upsert(spec(overlap="allow", missed="all", delivery=delivery), 100.0)
+        (ca,) = claim(a, 100.0, "A", advance=step_one)
+        if started:
+            assert a.start(ca, started=100.5)
+        (cb,) = claim(b, 110.0, "B", advance=step_one)
+        assert b.start(cb, started=110.0) and b.finish(cb, outcome="ok", ended=111.0)
+        (cc,) = claim(c, 120.0, "C", advance=step_one)
+        assert c.start(cc, started=120.0)
+        (r,) = d.recover_expired(100.0 + LEASE)
+        reoffered = not started or delivery == "at_least_once"
+        assert r.claim.token == ca.token
+        assert r.action == ("abandoned" if not reoffered else "requeued" if started else "released")
+        before = d.get("job").next_run  # type: ignore[union-attr]
+        taken: list[Claim] = []
+        for _ in range(5):  # a job is taken at most once per call for its due slot
+            taken += claim(d, 131.0, "D", advance=step_one)
+        # 110 (run by B) and 120 (held by C) are never offered again
+        assert sorted(x.scheduled for x in taken) == ([100.0, 130.0] if reoffered else [130.0])
+        assert before == 130.0  # recovery did not rewind the schedule
+        got = sorted((x.scheduled, x.retry) for x in taken)
+        assert got == ([(100.0, True)] if reoffered else []) + [(130.0, False)]
+        assert all(x.owner == "D" for x in taken)
+        assert d.get("job").next_run == 140.0  # type: ignore[union-attr]
+        assert not a.start(ca, started=131.0)  # A stalled: it never runs the slot late
+        assert not a.finish(ca, outcome="ok", ended=131.0)
+        assert c.finish(cc, outcome="ok", ended=131.0)  # C's later slot is unaffected
+
+    def test_finishing_an_unstarted_claim_cancelled_hands_its_slot_back(
+        self, open_store: OpenStore
+    ) -> None:
+        # A stopping scheduler hands back slot 100 of an overlap="allow" job after
+        # another process took 110: 100 is re-offered, 110 is not run again.
+        a, b = open_store(), open_store()
+        a.upsert(spec(overlap="allow", missed="all"), 100.0)
+        (ca,) = claim(a, 100.0, "A", advance=step_one)
+        (cb,) = claim(b, 110.0, "B", advance=step_one)
+        assert a.finish(ca, outcome="cancelled", ended=111.0)
+        state = a.get("job")
+        assert state is not None and state.next_run == 120.0
+        assert state.last_run == LastRun(100.0, None, 111.0, "cancelled", None)
+        assert [(c.scheduled, c.owner, c.retry) for c in state.claims] == [
+            (100.0, "", True), (110.0, "B", False),
+        ]  # fmt: skip
+        assert not a.start(ca, started=111.0) and not a.finish(ca, outcome="ok", ended=112.0)
+        assert b.next_wakeup() == 100.0  # the retry is due now
+        (again,) = claim(b, 112.0, "B", advance=never)
+        assert (again.scheduled, again.retry, again.owner) == (100.0, True, "B")
+        assert claim(b, 112.0, "C", advance=step_one) == []  # 120 is not due yet
+        # a started run finished "cancelled" is simply released
+        assert b.start(cb, started=112.0) and b.finish(cb, outcome="cancelled", ended=113.0)
+        assert [c.token for c in b.get("job").claims] == [again.token]  # type: ignore[union-attr]
+
+    def test_a_retry_runs_as_is_without_advancing_the_job(self, store: Store) -> None:
+        store.upsert(spec(overlap="allow"), 100.0)
+        claim(store, 100.0, "A")  # 100, next 110
+        claim(store, 110.0, "A")  # 110, next 120
+        assert [r.action for r in store.recover_expired(141.0)] == ["released", "released"]
+        seen: list[float | None] = []
+
+        def record(state: JobState, now: float) -> float | None:
+            seen.append(state.next_run)
+            return grid(state, now)
+
+        got = [(x.scheduled, x.retry) for x in claim(store, 141.0, "B", advance=record)]
+        # oldest retries first, then the due slot (only that one passes through advance)
+        assert got == [(100.0, True), (110.0, True), (120.0, False)]
+        assert seen == [120.0]
+
+    def test_a_pending_retry_cannot_be_started_renewed_or_finished(self, store: Store) -> None:
+        store.upsert(spec(), 100.0)
+        claim(store, 100.0)
+        store.recover_expired(140.0)
+        (pending,) = store.get("job").claims  # type: ignore[union-attr]
+        message = r"^claim must be a Claim from claim_due\(\), got a pending retry nobody holds"
+        with pytest.raises(ValueError, match=message + r" \(owner ''\) of job 'job' sched"):
+            store.start(pending, started=141.0)
+        with pytest.raises(ValueError, match=message):
+            store.renew(pending, now=141.0, lease_seconds=LEASE)
+        with pytest.raises(ValueError, match=message):
+            store.finish(pending, outcome="ok", ended=141.0)
+        assert store.get("job").claims == (pending,)  # type: ignore[union-attr]
+
+    def test_a_paused_jobs_retry_waits_until_resumed(self, store: Store) -> None:
+        store.upsert(spec(), 100.0)
+        claim(store, 100.0)
+        store.set_paused("job", True)
+        store.recover_expired(140.0)
+        assert store.next_wakeup() is None
+        assert claim(store, 140.0, "B") == []
+        store.set_paused("job", False)
+        assert store.next_wakeup() == 100.0
+        assert [(x.scheduled, x.retry) for x in claim(store, 141.0, "B")] == [(100.0, True)]
+
+    def test_removing_a_job_drops_its_retry(self, store: Store) -> None:
+        store.upsert(spec(), 100.0)
+        claim(store, 100.0)
+        store.recover_expired(140.0)
+        store.remove("job")
+        assert store.next_wakeup() is None and claim(store, 140.0, "B") == []
 
     def test_claim_due_recovers_expired_leases_itself(self, open_store: OpenStore) -> None:
         a, b = open_store(), open_store()
@@ -518,6 +654,8 @@ class StoreContract:
         assert store.next_wakeup() == 100.0 + LEASE
         store.upsert(spec("b"), 120.0)
         assert store.next_wakeup() == 120.0
+        store.recover_expired(130.0)  # a's slot 100 is a pending retry: due now
+        assert store.next_wakeup() == 100.0
 
     # -- durability -------------------------------------------------------------------
 

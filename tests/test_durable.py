@@ -398,7 +398,8 @@ def test_stop_hands_back_unstarted_claims(make: Make, clock: FakeClock) -> None:
     pool.run_all()  # the worker sees the stop and hands the claim back
     assert calls() == [] and ds.running() == {}
     state = ds.get("a")
-    assert state is not None and state.next_run == START + 1 and state.claims == ()
+    assert state is not None and state.next_run is None  # the schedule is not set back
+    assert [(c.scheduled, c.owner, c.retry) for c in state.claims] == [(START + 1, "", True)]
     assert state.last_run is not None and state.last_run.outcome == "cancelled"
     ds2, pool2 = make()
     ds2.declare(JobSpec("a", REC, AtSchedule(START + 1)))

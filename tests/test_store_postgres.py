@@ -215,16 +215,46 @@ def test_an_older_schema_is_migrated_once(
 ) -> None:
     open_pg().upsert(spec("a"), 1.0)
 
-    def v2(cur: Any) -> None:
+    def step(cur: Any) -> None:
         cur.execute("ALTER TABLE tickwork_jobs ADD COLUMN note text")
-        cur.execute("UPDATE tickwork_jobs SET note = 'from v1'")
+        cur.execute("UPDATE tickwork_jobs SET note = 'from before'")
 
-    monkeypatch.setattr(pg_mod, "MIGRATIONS", [*pg_mod.MIGRATIONS, v2])
+    latest = len(pg_mod.MIGRATIONS) + 1
+    monkeypatch.setattr(pg_mod, "MIGRATIONS", [*pg_mod.MIGRATIONS, step])
     assert [j.id for j in open_pg().jobs()] == ["a"]
     open_pg()  # current already: nothing runs twice
-    assert rows(pg_dsn, pg_schema, "SELECT note FROM tickwork_jobs") == [("from v1",)]
+    assert rows(pg_dsn, pg_schema, "SELECT note FROM tickwork_jobs") == [("from before",)]
     meta = dict(rows(pg_dsn, pg_schema, "SELECT key, value FROM tickwork_meta"))
-    assert meta["schema_version"] == "2"
+    assert meta["schema_version"] == str(latest)
+
+
+def test_a_version_1_schema_with_a_live_claim_migrates_and_recovers(
+    open_pg: Callable[..., PostgresStore],
+    pg_dsn: str,
+    pg_schema: str,
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    # A schema written before retries existed (version 1), holding a claim whose owner
+    # died: it opens, gains the retry column, and the claim is re-offered.
+    monkeypatch.setattr(pg_mod, "MIGRATIONS", pg_mod.MIGRATIONS[:1])
+    open_pg().upsert(spec(overlap="allow"), 120.0)
+    rows(
+        pg_dsn,
+        pg_schema,
+        "INSERT INTO tickwork_claims"
+        " VALUES ('old-token', 'job', 'dead', 100.0, 100.0, 130.0, NULL)",
+    )
+    monkeypatch.undo()
+    store = open_pg()
+    meta = dict(rows(pg_dsn, pg_schema, "SELECT key, value FROM tickwork_meta"))
+    assert meta["schema_version"] == str(len(pg_mod.MIGRATIONS)) == "2"
+    (old,) = store.get("job").claims  # type: ignore[union-attr]
+    assert (old.token, old.owner, old.retry) == ("old-token", "dead", False)
+    (r,) = store.recover_expired(130.0)
+    assert r.action == "released"
+    assert store.get("job").next_run == 120.0  # type: ignore[union-attr]
+    (again,) = claim(store, 130.0, "B", limit=1)
+    assert (again.scheduled, again.retry, again.owner) == (100.0, True, "B")
 
 
 def test_concurrent_first_opens_create_the_schema_once(pg_dsn: str, pg_schema: str) -> None:

@@ -25,6 +25,7 @@ from tickwork.stores import (
     Store,
     StoreError,
     Upsert,
+    spec_to_json,
 )
 from tickwork.stores import sqlite as sqlite_mod
 from tickwork.stores.sqlite import APPLICATION_ID, SQLiteStore
@@ -205,7 +206,8 @@ def test_newer_schema_is_refused_untouched(db: Path) -> None:
     conn.close()
     before = files_of(db)
     with pytest.raises(
-        SchemaVersionError, match=r"schema version 99; this tickwork supports up to 1"
+        SchemaVersionError,
+        match=rf"schema version 99; this tickwork supports up to {len(sqlite_mod.MIGRATIONS)}:",
     ):
         SQLiteStore(db)
     assert files_of(db) == before
@@ -219,17 +221,18 @@ def test_an_older_schema_is_migrated_keeping_the_data(
 ) -> None:
     make_store_file(db, "a", "b")
 
-    def v2(conn: sqlite3.Connection) -> None:
+    def step(conn: sqlite3.Connection) -> None:
         conn.execute("ALTER TABLE jobs ADD COLUMN note TEXT")
-        conn.execute("UPDATE jobs SET note = 'from v1'")
+        conn.execute("UPDATE jobs SET note = 'from before'")
 
-    monkeypatch.setattr(sqlite_mod, "MIGRATIONS", [*sqlite_mod.MIGRATIONS, v2])
+    latest = len(sqlite_mod.MIGRATIONS) + 1
+    monkeypatch.setattr(sqlite_mod, "MIGRATIONS", [*sqlite_mod.MIGRATIONS, step])
     with SQLiteStore(db) as s:
         assert [j.id for j in s.jobs()] == ["a", "b"]
         assert s.upsert(spec("c"), 1.0) is Upsert.CREATED
     conn = raw(db)
-    assert conn.execute("PRAGMA user_version").fetchone()[0] == 2
-    assert conn.execute("SELECT note FROM jobs WHERE id = 'a'").fetchone()[0] == "from v1"
+    assert conn.execute("PRAGMA user_version").fetchone()[0] == latest
+    assert conn.execute("SELECT note FROM jobs WHERE id = 'a'").fetchone()[0] == "from before"
     conn.close()
     with SQLiteStore(db) as s:  # already current: opening again changes nothing
         assert len(s.jobs()) == 3
@@ -249,12 +252,44 @@ def test_a_failing_migration_leaves_the_old_version(
         SQLiteStore(db)
     monkeypatch.undo()
     conn = raw(db)
-    assert conn.execute("PRAGMA user_version").fetchone()[0] == 1
+    assert conn.execute("PRAGMA user_version").fetchone()[0] == len(sqlite_mod.MIGRATIONS)
     columns = [r[1] for r in conn.execute("PRAGMA table_info(jobs)")]
     conn.close()
     assert "half_done" not in columns
     with SQLiteStore(db) as s:
         assert [j.id for j in s.jobs()] == ["a"]
+
+
+def test_a_version_1_file_with_a_live_claim_migrates_and_recovers(db: Path) -> None:
+    # A file written by tickwork before retries existed (schema 1), holding a claim
+    # whose owner died: it opens, gains the retry column, and the claim is re-offered.
+    conn = raw(db)
+    sqlite_mod.MIGRATIONS[0](conn)
+    conn.execute(f"PRAGMA application_id={APPLICATION_ID:d}")
+    conn.execute("PRAGMA user_version=1")
+    conn.execute(
+        "INSERT INTO jobs (id, spec, schedule, overlap, paused, next_run)"
+        " VALUES ('job', ?, '{}', 'allow', 0, 120.0)",
+        (spec_to_json(spec(overlap="allow")),),
+    )
+    conn.execute(
+        "INSERT INTO claims VALUES ('old-token', 'job', 'dead', 100.0, 100.0, 130.0, NULL)"
+    )
+    conn.commit()
+    conn.close()
+    with SQLiteStore(db) as s:
+        (old,) = s.get("job").claims  # type: ignore[union-attr]
+        assert (old.token, old.owner, old.retry) == ("old-token", "dead", False)
+        (r,) = s.recover_expired(130.0)
+        assert r.action == "released"
+        assert s.get("job").next_run == 120.0  # type: ignore[union-attr]
+        (again,) = claim(s, 130.0, "B", limit=1)
+        assert (again.scheduled, again.retry, again.owner) == (100.0, True, "B")
+    conn = raw(db)
+    assert conn.execute("PRAGMA user_version").fetchone()[0] == len(sqlite_mod.MIGRATIONS) == 2
+    columns = [r[1] for r in conn.execute("PRAGMA table_info(claims)")]
+    conn.close()
+    assert columns[-1] == "retry"
 
 
 # -- rows this version cannot read ------------------------------------------------------

@@ -324,7 +324,8 @@ def run_jobs(
                 "id": s.id,
                 "schedule": _schedule_text(s.spec.schedule),
                 "paused": s.paused,
-                "running": len(s.claims),
+                # A pending retry (a recovered slot nobody has taken yet) has no owner.
+                "running": sum(1 for c in s.claims if c.owner),
                 "next_run": _iso(s.next_run),
                 "last_scheduled": _iso(last.scheduled) if last else None,
                 "last_started": _iso(last.started) if last else None,

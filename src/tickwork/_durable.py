@@ -65,6 +65,9 @@ DEFAULT_POLL: Final = 1.0
 DEFAULT_NOTIFIED_POLL: Final = 10.0
 #: First wait after a failed store call; it doubles per failure, up to ``poll``.
 _RETRY_MIN: Final = 0.1
+#: The decision for a retry claim (a recovered slot the store re-offers): it was decided
+#: to run when first claimed, and the store did not call ``advance`` for it again.
+_REOFFERED: Final = Decision("run", None)
 
 DurableErrorHook = Callable[[str, Exception], object]
 
@@ -432,8 +435,8 @@ class DurableScheduler:
         """Stop: no run starts after this returns; optionally wait for running jobs.
 
         Runs claimed but not started are handed back to the store at once (recorded
-        ``"cancelled"``, their slot due again), so another scheduler or the next start
-        runs them without waiting for the lease. The store is not closed.
+        ``"cancelled"``, their slot re-offered as a retry), so another scheduler or the
+        next start runs them without waiting for the lease. The store is not closed.
 
         Args:
             wait: Wait for the running jobs to finish (and their outcome recorded).
@@ -667,7 +670,9 @@ class DurableScheduler:
             self._last_recover = now
         for claim in claims:
             try:
-                self._dispatch(claim, decisions[claim.job_id], now)
+                # A retry re-offers a slot decided (to run) when it was first claimed.
+                decision = _REOFFERED if claim.retry else decisions[claim.job_id]
+                self._dispatch(claim, decision, now)
             except Exception:  # the others still go; this one is recovered after its lease
                 _log.exception(
                     "cannot record the given-up run of job %r (scheduled %r); it is decided"
@@ -858,12 +863,14 @@ class DurableScheduler:
         self._forget(run)
 
     def _release(self, run: _Run) -> None:
-        """Hand an unstarted claim back: recorded ``"cancelled"``, its slot due again."""
+        """Hand an unstarted claim back: recorded ``"cancelled"``, its slot re-offered.
+
+        The store keeps it as a retry of the same slot; the job's next run is not set
+        back (later slots of an ``overlap="allow"`` job may have been taken meanwhile).
+        """
         claim = run.claim
         try:
-            self._store.finish(
-                claim, outcome="cancelled", ended=self._wall(), next_run=claim.scheduled
-            )
+            self._store.finish(claim, outcome="cancelled", ended=self._wall())
         except Exception:
             _log.exception(
                 "cannot hand back the claim on job %r; its lease will expire", claim.job_id

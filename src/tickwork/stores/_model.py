@@ -42,6 +42,7 @@ __all__ = [
     "Outcome",
     "Overlap",
     "Recovered",
+    "RecoveryAction",
     "Schedule",
     "Upsert",
     "resolve_func",
@@ -58,6 +59,8 @@ Overlap: TypeAlias = Literal["skip", "queue", "allow"]
 Missed: TypeAlias = Literal["skip", "once", "all"]
 Delivery: TypeAlias = Literal["at_most_once", "at_least_once"]
 Outcome: TypeAlias = Literal["ok", "failed", "missed", "skipped", "abandoned", "cancelled"]
+#: What recovery does with an expired claim (`Recovered.action`, `recovery_action`).
+RecoveryAction: TypeAlias = Literal["released", "requeued", "abandoned"]
 
 #: What to do with a run that comes due while the previous run of the job is going.
 OVERLAP_POLICIES: Final[tuple[Overlap, ...]] = ("skip", "queue", "allow")
@@ -563,6 +566,11 @@ class Claim:
     """When `Store.start` recorded the run as started, else ``None``."""
     spec: JobSpec
     """The declaration at the time of the claim (what to call, how)."""
+    retry: bool = False
+    """True if this claim re-offers a slot whose earlier claim expired (see
+    `Store.recover_expired`): the slot was decided already, so it is run as is, without
+    the job's policies. In `JobState.claims`, a retry nobody has taken yet has
+    ``owner=""``, ``started=None`` and ``lease_until`` = when it was recovered."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -578,7 +586,8 @@ class JobState:
     last_run: LastRun | None
     """The most recent ended or given-up run, if any."""
     claims: tuple[Claim, ...] = ()
-    """Runs currently claimed (at most one unless ``overlap="allow"``)."""
+    """Runs currently claimed, and recovered slots waiting to be re-offered (``retry``
+    set, no owner); at most one in all unless ``overlap="allow"``."""
 
     @property
     def id(self) -> str:
@@ -592,11 +601,42 @@ class Recovered:
 
     claim: Claim
     """The expired claim (now released)."""
-    action: Literal["released", "requeued", "abandoned"]
-    """``"released"``: it had not started, so its time is due again.
-    ``"requeued"``: it had started and the job is at-least-once: due again.
+    action: RecoveryAction
+    """``"released"``: it had not started, so its slot is re-offered (a retry).
+    ``"requeued"``: it had started and the job is at-least-once: re-offered too.
     ``"abandoned"``: it had started and the job is at-most-once: recorded as
     ``"abandoned"`` in the last run and not run again."""
+
+
+def recovery_action(spec: JobSpec, started: float | None) -> RecoveryAction:
+    """What recovering an expired claim on ``spec``'s job does; shared by every store.
+
+    A claim that never started is ``"released"`` and a started run of an
+    ``at_least_once`` job ``"requeued"``: both become an unowned retry of the same slot,
+    which `Store.claim_due` re-offers without touching the job's next run (later slots
+    of an ``overlap="allow"`` job may have been taken meanwhile; rewinding the schedule
+    to this slot would run them again). A started run of an ``at_most_once`` job is
+    ``"abandoned"``: recorded, never re-offered.
+    """
+    if started is None:
+        return "released"
+    return "requeued" if spec.delivery == "at_least_once" else "abandoned"
+
+
+def hands_back(outcome: Outcome, started: float | None) -> bool:
+    """Whether `Store.finish` hands the claim's slot back instead of releasing it.
+
+    A claim finished ``"cancelled"`` that never started (a scheduler stopping before it
+    ran) becomes an unowned retry of the same slot, re-offered by `Store.claim_due`
+    like a recovered one; the job's next run is not set back for it. Shared by every
+    store.
+    """
+    return outcome == "cancelled" and started is None
+
+
+def abandoned_error(owner: str, lease_until: float) -> str:
+    """The ``error`` text of a last run recorded ``"abandoned"`` by recovery."""
+    return f"lease of {owner!r} expired at {lease_until!r} before the run ended"
 
 
 #: The caller's policy, called by `Store.claim_due` inside its transaction as
@@ -667,7 +707,13 @@ def check_spec(value: object) -> JobSpec:
 
 
 def check_claim(value: object) -> Claim:
-    """A `Claim`, else `TypeError`."""
+    """A `Claim` someone holds, else `TypeError` (or `ValueError` for a pending retry)."""
     if not isinstance(value, Claim):
         raise TypeError(f"claim must be a Claim from claim_due(), got {value!r}")
+    if not value.owner:
+        raise ValueError(
+            "claim must be a Claim from claim_due(), got a pending retry nobody holds"
+            f" (owner '') of job {value.job_id!r} scheduled {value.scheduled!r}:"
+            " claim_due() hands it out"
+        )
     return value

@@ -86,15 +86,21 @@ class Store(Protocol):
     ) -> list[Claim]:
         """Take up to ``limit`` due runs, earliest first, and advance their jobs.
 
-        In one transaction: first recover every expired lease (as `recover_expired`),
-        then take jobs with ``next_run <= now`` that are not paused and not claimed
-        (unless ``overlap="allow"``); for each, record a claim (owner, token, lease
-        until ``now + lease_seconds``, the scheduled time = the old next run) and set
-        the job's next run to ``advance(state, now)``. If ``advance`` raises, the
-        transaction rolls back and the error propagates.
+        In one transaction: first recover every expired lease (as `recover_expired`);
+        then hand out pending retries of jobs that are not paused, oldest slot first,
+        as claims with ``retry=True`` (a new token, this owner, a lease until ``now +
+        lease_seconds``, the same scheduled time), without calling ``advance`` and
+        without touching the job's next run; then, up to ``limit`` claims in all, take
+        jobs with ``next_run <= now`` that are not paused and not claimed (unless
+        ``overlap="allow"``; a pending retry counts as a claim): for each, record a
+        claim (the scheduled time = the old next run) and set the job's next run to
+        ``advance(state, now)``. If ``advance`` raises, the transaction rolls back and
+        the error propagates.
 
         Returns:
-            The claims, in due order. The caller must `start` each before running it.
+            The claims: retries first, then due runs in due order. The caller must
+            `start` each before running it; a retry was decided when its slot was first
+            claimed, so it runs as is.
 
         """
         ...
@@ -130,6 +136,12 @@ class Store(Protocol):
     ) -> bool:
         """Record how the claimed run ended and release the claim.
 
+        A claim that never started, finished ``"cancelled"`` (a scheduler stopping
+        hands it back), is not released but becomes an unowned retry of its slot, as
+        `recover_expired` does with a released claim: `claim_due` re-offers exactly that
+        slot, and the job's next run is not set back for it (later slots of an
+        ``overlap="allow"`` job may be taken already).
+
         Args:
             claim: The claim from `claim_due`.
             outcome: How the run went (``"missed"``/``"skipped"`` for a claim given
@@ -147,12 +159,16 @@ class Store(Protocol):
         ...
 
     def recover_expired(self, now: float) -> list[Recovered]:
-        """Release every claim whose lease ended before ``now``, per delivery semantics.
+        """Release every claim whose lease ended by ``now``, per delivery semantics.
 
-        Not started: released, its scheduled time is due again. Started and
-        ``at_least_once``: due again (next run set back to the scheduled time), the
-        last run records ``"abandoned"``. Started and ``at_most_once``: the last run
-        records ``"abandoned"``; the run is not repeated.
+        Not started (``"released"``), or started and ``at_least_once``
+        (``"requeued"``, the last run records ``"abandoned"``): the claim becomes an
+        unowned retry of the same scheduled time (``owner=""``, a new token, so the old
+        owner's `start`, `renew` and `finish` return False), which `claim_due` re-offers
+        exactly once. The job's next run is never set back: an ``overlap="allow"`` job
+        may have had later slots claimed or run since, and they must not run again.
+        Started and ``at_most_once`` (``"abandoned"``): the last run records it and the
+        run is not repeated.
 
         Returns:
             What was recovered.
@@ -161,10 +177,12 @@ class Store(Protocol):
         ...
 
     def next_wakeup(self) -> float | None:
-        """The earliest time something needs doing: a claimable due time or a lease end.
+        """The earliest time something needs doing: a due time, lease end or retry.
 
-        Lease ends count, so a schedule held by a dead node is recovered on time even
-        when nothing else is due.
+        That is a claimable job's next run, a lease end, or the scheduled time of a
+        pending retry of a job that is not paused (in the past: due now). Lease ends
+        count, so a schedule held by a dead node is recovered on time even when nothing
+        else is due.
         """
         ...
 

@@ -26,7 +26,7 @@ import time
 from collections.abc import Callable, Sequence
 from contextlib import suppress
 from dataclasses import dataclass
-from typing import Any, Final, Literal, TypeVar
+from typing import Any, Final, TypeVar
 
 import psycopg
 from psycopg import sql
@@ -45,6 +45,7 @@ from ._model import (
     Outcome,
     Recovered,
     Upsert,
+    abandoned_error,
     check_claim,
     check_job_id,
     check_limit,
@@ -54,6 +55,8 @@ from ._model import (
     check_positive,
     check_spec,
     check_time,
+    hands_back,
+    recovery_action,
     spec_from_json,
     spec_to_json,
 )
@@ -112,16 +115,27 @@ def _create_v1(cur: Cursor) -> None:
     cur.execute("CREATE INDEX tickwork_claims_lease ON tickwork_claims (lease_until)")
 
 
+def _retry_v2(cur: Cursor) -> None:
+    """Schema 2: ``retry`` marks a claim that re-offers a recovered slot.
+
+    A retry nobody has taken yet has ``owner = ''`` (and no start); the index finds them.
+    """
+    cur.execute("ALTER TABLE tickwork_claims ADD COLUMN retry boolean NOT NULL DEFAULT false")
+    cur.execute(
+        "CREATE INDEX tickwork_claims_pending ON tickwork_claims (scheduled) WHERE owner = ''"
+    )
+
+
 #: ``MIGRATIONS[i]`` takes a schema from version ``i`` to ``i + 1`` inside the opening
 #: transaction (under an advisory lock, so concurrent openers migrate once); the
 #: current version is ``len(MIGRATIONS)``. Append only: a released step is never edited.
-MIGRATIONS: list[Callable[[Cursor], None]] = [_create_v1]
+MIGRATIONS: list[Callable[[Cursor], None]] = [_create_v1, _retry_v2]
 
 _TABLES: Final = ("tickwork_meta", "tickwork_jobs", "tickwork_claims")
 _JOB_COLUMNS: Final = (
     "id, spec, paused, next_run, last_scheduled, last_started, last_ended, last_outcome, last_error"
 )
-_CLAIM_COLUMNS: Final = "token, job_id, owner, scheduled, claimed_at, lease_until, started"
+_CLAIM_COLUMNS: Final = "token, job_id, owner, scheduled, claimed_at, lease_until, started, retry"
 # A job is claimable when due, not paused and not claimed, unless it allows overlap.
 _CLAIMABLE: Final = (
     "j.next_run IS NOT NULL AND NOT j.paused AND (j.overlap = 'allow'"
@@ -134,6 +148,20 @@ _LOCK_DUE: Final = (
     f"SELECT j.id FROM tickwork_jobs j WHERE {_CLAIMABLE} AND j.next_run <= %s"
     " AND j.id <> ALL(%s) ORDER BY j.next_run, j.id LIMIT %s"
     " FOR NO KEY UPDATE OF j SKIP LOCKED"
+)
+# Pending retries (recovered slots) of jobs not paused: lock their job rows as in step 1,
+# then re-read the retries under the locks.
+_LOCK_RETRIES: Final = (
+    "SELECT j.id FROM tickwork_jobs j WHERE NOT j.paused AND j.id <> ALL(%s) AND EXISTS"
+    " (SELECT 1 FROM tickwork_claims c WHERE c.job_id = j.id AND c.owner = ''"
+    " AND c.scheduled <= %s)"
+    " ORDER BY (SELECT min(c.scheduled) FROM tickwork_claims c WHERE c.job_id = j.id"
+    " AND c.owner = ''), j.id LIMIT %s FOR NO KEY UPDATE OF j SKIP LOCKED"
+)
+_REREAD_RETRIES: Final = (
+    "SELECT c.token, c.job_id, c.scheduled, j.spec FROM tickwork_claims c"
+    " JOIN tickwork_jobs j ON j.id = c.job_id WHERE c.job_id = ANY(%s) AND c.owner = ''"
+    " AND NOT j.paused AND c.scheduled <= %s ORDER BY c.scheduled, c.token LIMIT %s"
 )
 _REREAD_DUE: Final = (
     f"SELECT {_JOB_COLUMNS} FROM tickwork_jobs j WHERE j.id = ANY(%s) AND {_CLAIMABLE}"
@@ -575,8 +603,10 @@ class PostgresStore:
 
     @staticmethod
     def _claim(row: Sequence[Any], spec: JobSpec) -> Claim:
-        token, job_id, owner, scheduled, claimed_at, lease_until, started = row
-        return Claim(token, job_id, owner, scheduled, claimed_at, lease_until, started, spec)
+        token, job_id, owner, scheduled, claimed_at, lease_until, started, retry = row
+        return Claim(
+            token, job_id, owner, scheduled, claimed_at, lease_until, started, spec, bool(retry)
+        )
 
     def _state(
         self, row: Sequence[Any], spec: JobSpec, claims: Sequence[Sequence[Any]]
@@ -805,6 +835,7 @@ class PostgresStore:
         def body(cur: Cursor) -> list[Claim]:
             pending.clear()
             self._recover(cur, now)
+            self._take_retries(cur, now, owner, lease, limit, pending)
             seen: list[str] = []  # locked or unreadable this call: never looked at twice
             while len(pending) < limit:
                 locked = [
@@ -842,7 +873,7 @@ class PostgresStore:
                 if new_claims:
                     cur.executemany(
                         f"INSERT INTO tickwork_claims ({_CLAIM_COLUMNS})"
-                        " VALUES (%s, %s, %s, %s, %s, %s, NULL)",
+                        " VALUES (%s, %s, %s, %s, %s, %s, NULL, false)",
                         new_claims,
                     )
                     cur.executemany(
@@ -867,6 +898,41 @@ class PostgresStore:
             return [c for c in pending if c.token in committed]
 
         return self._run("claim due jobs", body, resolve=resolve)
+
+    def _take_retries(
+        self, cur: Cursor, now: float, owner: str, lease: float, limit: int, pending: list[Claim]
+    ) -> None:
+        """Hand out pending retries (oldest slot first) as fresh claims, up to ``limit``.
+
+        The job rows are locked first (``SKIP LOCKED``: another node taking them now
+        keeps them), the retries re-read under the locks. The job's next run is left
+        alone and ``advance`` is not called: the slot was decided when it was first
+        claimed, and later slots may have been taken since.
+        """
+        seen: list[str] = []  # locked this call: never looked at twice
+        while len(pending) < limit:
+            locked = [r[0] for r in cur.execute(_LOCK_RETRIES, (seen, now, limit - len(pending)))]
+            if not locked:
+                return
+            seen.extend(locked)
+            taken: list[tuple[str, str, float, float, str]] = []
+            for old, job_id, scheduled, text in cur.execute(
+                _REREAD_RETRIES, (locked, now, limit - len(pending))
+            ).fetchall():
+                spec = self._decode(job_id, text, strict=False)
+                if spec is None:
+                    continue
+                token = secrets.token_hex(16)
+                taken.append((token, owner, now, now + lease, old))
+                pending.append(
+                    Claim(token, job_id, owner, scheduled, now, now + lease, None, spec, True)
+                )
+            if taken:
+                cur.executemany(
+                    "UPDATE tickwork_claims SET token = %s, owner = %s, claimed_at = %s,"
+                    " lease_until = %s, started = NULL WHERE token = %s",
+                    taken,
+                )
 
     def start(self, claim: Claim, *, started: float) -> bool:
         """Record the claimed run as started (see `tickwork.stores.Store.start`).
@@ -946,10 +1012,23 @@ class PostgresStore:
                 is None
             ):
                 return False
-            row = cur.execute(
-                "DELETE FROM tickwork_claims WHERE token = %s AND owner = %s RETURNING started",
-                (claim.token, claim.owner),
-            ).fetchone()
+            row = None
+            if hands_back(outcome, None):
+                # A cancelled claim is handed back if it never started: the UPDATE checks
+                # that on the claim row itself (start does not lock the job row).
+                row = cur.execute(
+                    "UPDATE tickwork_claims SET token = %s, owner = '', lease_until = %s,"
+                    " retry = true WHERE token = %s AND owner = %s AND started IS NULL"
+                    " RETURNING started",
+                    (secrets.token_hex(16), ended, claim.token, claim.owner),
+                ).fetchone()
+                if row is not None:
+                    self._notify(cur, claim.job_id)
+            if row is None:
+                row = cur.execute(
+                    "DELETE FROM tickwork_claims WHERE token = %s AND owner = %s RETURNING started",
+                    (claim.token, claim.owner),
+                ).fetchone()
             if row is None:
                 return False
             cur.execute(
@@ -995,7 +1074,7 @@ class PostgresStore:
             r[0]
             for r in cur.execute(
                 "SELECT j.id FROM tickwork_jobs j WHERE EXISTS (SELECT 1 FROM tickwork_claims c"
-                " WHERE c.job_id = j.id AND c.lease_until <= %s)"
+                " WHERE c.job_id = j.id AND c.owner <> '' AND c.lease_until <= %s)"
                 " FOR NO KEY UPDATE OF j SKIP LOCKED",
                 (now,),
             ).fetchall()
@@ -1003,8 +1082,8 @@ class PostgresStore:
         if not ids:
             return []
         expired = cur.execute(
-            f"DELETE FROM tickwork_claims WHERE job_id = ANY(%s) AND lease_until <= %s"
-            f" RETURNING {_CLAIM_COLUMNS}",
+            f"SELECT {_CLAIM_COLUMNS} FROM tickwork_claims WHERE job_id = ANY(%s)"
+            " AND owner <> '' AND lease_until <= %s",
             (ids, now),
         ).fetchall()
         specs = dict(
@@ -1012,9 +1091,10 @@ class PostgresStore:
         )
         out: list[Recovered] = []
         for row in sorted(expired, key=lambda r: (r[5], r[0])):
-            token, job_id, owner, scheduled, _, lease_until, started = row
+            token, job_id, owner, scheduled, _, lease_until, started, _ = row
             spec = self._decode(job_id, specs[job_id], strict=False)
             if spec is None:
+                cur.execute("DELETE FROM tickwork_claims WHERE token = %s", (token,))
                 continue
             if started is not None:
                 cur.execute(
@@ -1025,24 +1105,24 @@ class PostgresStore:
                     (
                         scheduled,
                         started,
-                        f"lease of {owner!r} expired at {lease_until!r} before the run ended",
+                        abandoned_error(owner, lease_until),
                         token,
                         job_id,
                         scheduled,
                     ),
                 )
-            action: Literal["released", "requeued", "abandoned"]
-            if started is None or spec.delivery == "at_least_once":
-                # Due again: nothing ran (released), or it must run to completion.
+            action = recovery_action(spec, started)
+            if action == "abandoned":
+                cur.execute("DELETE FROM tickwork_claims WHERE token = %s", (token,))
+            else:
+                # Re-offer exactly this slot (a retry under a new token, so the old owner's
+                # claim is gone); the job's next run is not touched.
                 cur.execute(
-                    "UPDATE tickwork_jobs SET next_run = %s WHERE id = %s"
-                    " AND (next_run IS NULL OR next_run > %s)",
-                    (scheduled, job_id, scheduled),
+                    "UPDATE tickwork_claims SET token = %s, owner = '', lease_until = %s,"
+                    " started = NULL, retry = true WHERE token = %s",
+                    (secrets.token_hex(16), now, token),
                 )
                 self._notify(cur, job_id)
-                action = "released" if started is None else "requeued"
-            else:
-                action = "abandoned"
             _log.warning(
                 "claim on job %r (scheduled %r) by %r expired: %s", job_id, scheduled, owner, action
             )
@@ -1055,7 +1135,9 @@ class PostgresStore:
         def body(cur: Cursor) -> float | None:
             row = cur.execute(
                 f"SELECT (SELECT min(j.next_run) FROM tickwork_jobs j WHERE {_CLAIMABLE}),"
-                " (SELECT min(lease_until) FROM tickwork_claims)"
+                " (SELECT min(lease_until) FROM tickwork_claims WHERE owner <> ''),"
+                " (SELECT min(c.scheduled) FROM tickwork_claims c"
+                " JOIN tickwork_jobs j ON j.id = c.job_id WHERE c.owner = '' AND NOT j.paused)"
             ).fetchone()
             assert row is not None
             times = [t for t in row if t is not None]

@@ -21,7 +21,7 @@ import stat
 import threading
 from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager, suppress
-from typing import Any, Final, Literal
+from typing import Any, Final
 
 from ._errors import JobNotFoundError, SchemaVersionError, StoreError
 from ._model import (
@@ -36,6 +36,7 @@ from ._model import (
     Outcome,
     Recovered,
     Upsert,
+    abandoned_error,
     check_claim,
     check_job_id,
     check_limit,
@@ -45,6 +46,8 @@ from ._model import (
     check_positive,
     check_spec,
     check_time,
+    hands_back,
+    recovery_action,
     spec_from_json,
     spec_to_json,
 )
@@ -99,15 +102,24 @@ def _create_v1(conn: sqlite3.Connection) -> None:
     conn.execute("CREATE INDEX claims_lease ON claims (lease_until)")
 
 
+def _retry_v2(conn: sqlite3.Connection) -> None:
+    """Schema 2: ``retry`` marks a claim that re-offers a recovered slot.
+
+    A retry nobody has taken yet has ``owner = ''`` (and no start); the index finds them.
+    """
+    conn.execute("ALTER TABLE claims ADD COLUMN retry INTEGER NOT NULL DEFAULT 0")
+    conn.execute("CREATE INDEX claims_pending ON claims (scheduled) WHERE owner = ''")
+
+
 #: ``MIGRATIONS[i]`` takes a database from schema version ``i`` to ``i + 1`` inside the
 #: opening transaction; the current version is ``len(MIGRATIONS)``. Append only: a
 #: released step is never edited.
-MIGRATIONS: list[Callable[[sqlite3.Connection], None]] = [_create_v1]
+MIGRATIONS: list[Callable[[sqlite3.Connection], None]] = [_create_v1, _retry_v2]
 
 _JOB_COLUMNS: Final = (
     "id, spec, paused, next_run, last_scheduled, last_started, last_ended, last_outcome, last_error"
 )
-_CLAIM_COLUMNS: Final = "token, job_id, owner, scheduled, claimed_at, lease_until, started"
+_CLAIM_COLUMNS: Final = "token, job_id, owner, scheduled, claimed_at, lease_until, started, retry"
 # A job is claimable when due, not paused and not claimed, unless it allows overlap.
 _CLAIMABLE: Final = (
     "next_run IS NOT NULL AND paused = 0"
@@ -331,8 +343,10 @@ class SQLiteStore:
 
     @staticmethod
     def _claim(row: Sequence[Any], spec: JobSpec) -> Claim:
-        token, job_id, owner, scheduled, claimed_at, lease_until, started = row
-        return Claim(token, job_id, owner, scheduled, claimed_at, lease_until, started, spec)
+        token, job_id, owner, scheduled, claimed_at, lease_until, started, retry = row
+        return Claim(
+            token, job_id, owner, scheduled, claimed_at, lease_until, started, spec, bool(retry)
+        )
 
     def _state(self, row: Sequence[Any], spec: JobSpec, claims: list[Sequence[Any]]) -> JobState:
         _, _, paused, next_run, l_sched, l_start, l_end, l_outcome, l_error = row
@@ -498,6 +512,7 @@ class SQLiteStore:
         claims: list[Claim] = []
         with self._tx("claim due jobs") as conn:
             self._recover(conn, now)
+            self._take_retries(conn, now, owner, lease, limit, claims)
             seen: list[str] = []  # claimed or unreadable this call: never looked at twice
             while len(claims) < limit:
                 marks = ",".join("?" * len(seen))
@@ -526,7 +541,7 @@ class SQLiteStore:
                     token = secrets.token_hex(16)
                     scheduled = row[3]
                     conn.execute(
-                        f"INSERT INTO claims ({_CLAIM_COLUMNS}) VALUES (?, ?, ?, ?, ?, ?, NULL)",
+                        f"INSERT INTO claims ({_CLAIM_COLUMNS}) VALUES (?, ?, ?, ?, ?, ?, NULL, 0)",
                         (token, job_id, owner, scheduled, now, now + lease),
                     )
                     conn.execute("UPDATE jobs SET next_run = ? WHERE id = ?", (new_next, job_id))
@@ -534,6 +549,47 @@ class SQLiteStore:
                         Claim(token, job_id, owner, scheduled, now, now + lease, None, spec)
                     )
         return claims
+
+    def _take_retries(
+        self,
+        conn: sqlite3.Connection,
+        now: float,
+        owner: str,
+        lease: float,
+        limit: int,
+        claims: list[Claim],
+    ) -> None:
+        """Hand out pending retries (oldest slot first) as fresh claims, up to ``limit``.
+
+        The job's next run is left alone and ``advance`` is not called: the slot was
+        decided when it was first claimed, and later slots may have been taken since.
+        """
+        seen: list[str] = []  # unreadable ones: never looked at twice
+        while len(claims) < limit:
+            marks = ",".join("?" * len(seen))
+            rows = conn.execute(
+                "SELECT c.token, c.job_id, c.scheduled, j.spec FROM claims c"
+                " JOIN jobs j ON j.id = c.job_id WHERE c.owner = '' AND j.paused = 0"
+                f" AND c.scheduled <= ? AND c.token NOT IN ({marks})"
+                " ORDER BY c.scheduled, c.token LIMIT ?",
+                (now, *seen, limit - len(claims)),
+            ).fetchall()
+            if not rows:
+                return
+            for old, job_id, scheduled, text in rows:
+                seen.append(old)
+                spec = self._decode(job_id, text, strict=False)
+                if spec is None:
+                    continue
+                token = secrets.token_hex(16)
+                conn.execute(
+                    "UPDATE claims SET token = ?, owner = ?, claimed_at = ?, lease_until = ?,"
+                    " started = NULL WHERE token = ?",
+                    (token, owner, now, now + lease, old),
+                )
+                claims.append(
+                    Claim(token, job_id, owner, scheduled, now, now + lease, None, spec, True)
+                )
 
     def start(self, claim: Claim, *, started: float) -> bool:
         """Record the claimed run as started (see `tickwork.stores.Store.start`)."""
@@ -583,7 +639,14 @@ class SQLiteStore:
             ).fetchone()
             if row is None:
                 return False
-            conn.execute("DELETE FROM claims WHERE token = ?", (claim.token,))
+            if hands_back(outcome, row[0]):
+                conn.execute(
+                    "UPDATE claims SET token = ?, owner = '', lease_until = ?, retry = 1"
+                    " WHERE token = ?",
+                    (secrets.token_hex(16), ended, claim.token),
+                )
+            else:
+                conn.execute("DELETE FROM claims WHERE token = ?", (claim.token,))
             conn.execute(
                 "UPDATE jobs SET last_scheduled = ?, last_started = ?, last_ended = ?,"
                 " last_outcome = ?, last_error = ? WHERE id = ?",
@@ -602,53 +665,51 @@ class SQLiteStore:
     def _recover(self, conn: sqlite3.Connection, now: float) -> list[Recovered]:
         out: list[Recovered] = []
         expired = conn.execute(
-            f"SELECT {_CLAIM_COLUMNS} FROM claims WHERE lease_until <= ? ORDER BY lease_until",
+            f"SELECT {_CLAIM_COLUMNS} FROM claims WHERE owner <> '' AND lease_until <= ?"
+            " ORDER BY lease_until",
             (now,),
         ).fetchall()
         for row in expired:
-            token, job_id, owner, scheduled, _, lease_until, started = row
-            conn.execute("DELETE FROM claims WHERE token = ?", (token,))
+            token, job_id, owner, scheduled, _, lease_until, started, _ = row
             job = conn.execute("SELECT spec FROM jobs WHERE id = ?", (job_id,)).fetchone()
             spec = None if job is None else self._decode(job_id, job[0], strict=False)
             if spec is None:
+                conn.execute("DELETE FROM claims WHERE token = ?", (token,))
                 continue
             if started is not None:
                 conn.execute(
                     "UPDATE jobs SET last_scheduled = ?, last_started = ?, last_ended = NULL,"
                     " last_outcome = 'abandoned', last_error = ? WHERE id = ?"
                     " AND (last_scheduled IS NULL OR last_scheduled <= ?)",
-                    (
-                        scheduled,
-                        started,
-                        f"lease of {owner!r} expired at {lease_until!r} before the run ended",
-                        job_id,
-                        scheduled,
-                    ),
+                    (scheduled, started, abandoned_error(owner, lease_until), job_id, scheduled),
                 )
-            action: Literal["released", "requeued", "abandoned"]
-            if started is None or spec.delivery == "at_least_once":
-                # Due again: nothing ran (released), or it must run to completion.
-                conn.execute(
-                    "UPDATE jobs SET next_run = ? WHERE id = ?"
-                    " AND (next_run IS NULL OR next_run > ?)",
-                    (scheduled, job_id, scheduled),
-                )
-                action = "released" if started is None else "requeued"
+            action = recovery_action(spec, started)
+            if action == "abandoned":
+                conn.execute("DELETE FROM claims WHERE token = ?", (token,))
             else:
-                action = "abandoned"
-            claim = self._claim(row, spec)
+                # Re-offer exactly this slot (a retry under a new token, so the old owner's
+                # claim is gone); the job's next run is not touched.
+                conn.execute(
+                    "UPDATE claims SET token = ?, owner = '', lease_until = ?, started = NULL,"
+                    " retry = 1 WHERE token = ?",
+                    (secrets.token_hex(16), now, token),
+                )
             _log.warning(
                 "claim on job %r (scheduled %r) by %r expired: %s", job_id, scheduled, owner, action
             )
-            out.append(Recovered(claim, action))
+            out.append(Recovered(self._claim(row, spec), action))
         return out
 
     def next_wakeup(self) -> float | None:
         """The earliest claimable due time or lease end (see the protocol)."""
         with self._tx("find the next wakeup", write=False) as conn:
             due = conn.execute(f"SELECT min(next_run) FROM jobs j WHERE {_CLAIMABLE}").fetchone()
-            lease = conn.execute("SELECT min(lease_until) FROM claims").fetchone()
-        times = [t for t in (due[0], lease[0]) if t is not None]
+            lease = conn.execute("SELECT min(lease_until) FROM claims WHERE owner <> ''").fetchone()
+            retry = conn.execute(
+                "SELECT min(c.scheduled) FROM claims c JOIN jobs j ON j.id = c.job_id"
+                " WHERE c.owner = '' AND j.paused = 0"
+            ).fetchone()
+        times = [t for t in (due[0], lease[0], retry[0]) if t is not None]
         return min(times) if times else None
 
     def close(self) -> None:
