@@ -41,7 +41,6 @@ from ._model import (
     JobSpec,
     JobState,
     Keep,
-    LastRun,
     Outcome,
     Recovered,
     Upsert,
@@ -57,9 +56,9 @@ from ._model import (
     check_time,
     hands_back,
     recovery_action,
-    spec_from_json,
     spec_to_json,
 )
+from ._rows import RowReader
 
 __all__ = ["APPLICATION", "MIGRATIONS", "PostgresStore", "redact_dsn"]
 
@@ -208,7 +207,7 @@ def _transient(exc: BaseException, conn: psycopg.Connection[Any] | None) -> bool
     return isinstance(exc, psycopg.OperationalError | psycopg.errors.TransactionRollback)
 
 
-class PostgresStore:
+class PostgresStore(RowReader):
     """Durable jobs in PostgreSQL; implements `tickwork.stores.Store` and `ChangeNotifier`.
 
     Tables ``tickwork_meta``, ``tickwork_jobs`` and ``tickwork_claims`` are created (or
@@ -588,40 +587,6 @@ class PostgresStore:
         self._channel = channel
 
     # -- reading rows -------------------------------------------------------------------
-
-    def _decode(self, job_id: str, text: str, *, strict: bool) -> JobSpec | None:
-        """Decode a stored spec; unreadable ones raise (strict) or are logged once."""
-        try:
-            return spec_from_json(text)
-        except StoreError as exc:
-            if strict:
-                raise
-            if (job_id, text) not in self._warned:
-                self._warned.add((job_id, text))
-                _log.warning("skipping job %r: %s", job_id, exc)
-            return None
-
-    @staticmethod
-    def _claim(row: Sequence[Any], spec: JobSpec) -> Claim:
-        token, job_id, owner, scheduled, claimed_at, lease_until, started, retry = row
-        return Claim(
-            token, job_id, owner, scheduled, claimed_at, lease_until, started, spec, bool(retry)
-        )
-
-    def _state(
-        self, row: Sequence[Any], spec: JobSpec, claims: Sequence[Sequence[Any]]
-    ) -> JobState:
-        _, _, paused, next_run, l_sched, l_start, l_end, l_outcome, l_error = row
-        last = None
-        if l_outcome is not None:
-            last = LastRun(l_sched, l_start, l_end, l_outcome, l_error)
-        return JobState(
-            spec=spec,
-            next_run=next_run,
-            paused=bool(paused),
-            last_run=last,
-            claims=tuple(self._claim(c, spec) for c in claims),
-        )
 
     @staticmethod
     def _claims_of(cur: Cursor, job_ids: list[str]) -> dict[str, list[Sequence[Any]]]:

@@ -32,7 +32,6 @@ from ._model import (
     JobSpec,
     JobState,
     Keep,
-    LastRun,
     Outcome,
     Recovered,
     Upsert,
@@ -48,9 +47,9 @@ from ._model import (
     check_time,
     hands_back,
     recovery_action,
-    spec_from_json,
     spec_to_json,
 )
+from ._rows import RowReader
 
 __all__ = ["APPLICATION_ID", "MIGRATIONS", "SQLiteStore"]
 
@@ -145,7 +144,7 @@ def _check_header(path: str) -> None:
         )
 
 
-class SQLiteStore:
+class SQLiteStore(RowReader):
     """Durable jobs in one SQLite file; implements the `tickwork.stores.Store` protocol.
 
     A new file is created with owner-only permissions (0600; SQLite gives its ``-wal``
@@ -328,38 +327,6 @@ class SQLiteStore:
                 self._busy = False
 
     # -- reading rows -----------------------------------------------------------------
-
-    def _decode(self, job_id: str, text: str, *, strict: bool) -> JobSpec | None:
-        """Decode a stored spec; unreadable ones raise (strict) or are logged once."""
-        try:
-            return spec_from_json(text)
-        except StoreError as exc:
-            if strict:
-                raise
-            if (job_id, text) not in self._warned:
-                self._warned.add((job_id, text))
-                _log.warning("skipping job %r: %s", job_id, exc)
-            return None
-
-    @staticmethod
-    def _claim(row: Sequence[Any], spec: JobSpec) -> Claim:
-        token, job_id, owner, scheduled, claimed_at, lease_until, started, retry = row
-        return Claim(
-            token, job_id, owner, scheduled, claimed_at, lease_until, started, spec, bool(retry)
-        )
-
-    def _state(self, row: Sequence[Any], spec: JobSpec, claims: list[Sequence[Any]]) -> JobState:
-        _, _, paused, next_run, l_sched, l_start, l_end, l_outcome, l_error = row
-        last = None
-        if l_outcome is not None:
-            last = LastRun(l_sched, l_start, l_end, l_outcome, l_error)
-        return JobState(
-            spec=spec,
-            next_run=next_run,
-            paused=bool(paused),
-            last_run=last,
-            claims=tuple(self._claim(c, spec) for c in claims),
-        )
 
     def _claims_of(self, conn: sqlite3.Connection, job_id: str) -> list[Sequence[Any]]:
         return conn.execute(
