@@ -1,7 +1,8 @@
 """Child process of tests/test_durable_crash.py: runs durable jobs until killed.
 
-Run as ``python -m tests.durable_crash_child DB RUNS_DB PLAN_JSON`` from the project
-root. It declares the jobs of the plan (the same every time: restarts are idempotent),
+Run as ``python -m tests.durable_crash_child DB RUNS_DB PLAN_JSON [SCHEMA]`` from the
+project root; DB is a SQLite file, or a PostgreSQL DSN (``postgresql:...``) with the
+schema to use. It declares the jobs of the plan (the same every time: restarts are idempotent),
 starts a `DurableScheduler`, prints ``ready`` and runs until SIGKILLed or, on SIGTERM,
 stops cleanly. Each run is recorded by `record` in a table of a separate database.
 """
@@ -17,7 +18,7 @@ import time
 from typing import Any
 
 from tickwork import DurableScheduler
-from tickwork.stores import AtSchedule, EverySchedule, JobSpec
+from tickwork.stores import AtSchedule, EverySchedule, JobSpec, Store
 from tickwork.stores.sqlite import SQLiteStore
 
 FUNC = "tests.durable_crash_child:record"
@@ -52,11 +53,20 @@ def spec(job: dict[str, Any], runs_db: str) -> JobSpec:
     )
 
 
-def main(db: str, runs_db: str, plan_path: str) -> None:
+def open_store(db: str, schema: str | None) -> Store:
+    """The store named on the command line: a SQLite file or a PostgreSQL schema."""
+    if db.startswith("postgresql:"):
+        from tickwork.stores.postgres import PostgresStore
+
+        return PostgresStore(db, schema=schema)
+    return SQLiteStore(db, busy_timeout=30)
+
+
+def main(db: str, runs_db: str, plan_path: str, schema: str | None = None) -> None:
     """Declare the plan's jobs, run them, print ``ready``; stop on SIGTERM."""
     with open(plan_path) as f:
         plan = json.load(f)
-    store = SQLiteStore(db, busy_timeout=30)
+    store = open_store(db, schema)
     ds = DurableScheduler(store, lease=1.0, poll=0.2, max_workers=8)
     for job in plan["jobs"]:
         ds.declare(spec(job, runs_db))
@@ -70,4 +80,4 @@ def main(db: str, runs_db: str, plan_path: str) -> None:
 
 
 if __name__ == "__main__":
-    main(*sys.argv[1:4])
+    main(*sys.argv[1:5])

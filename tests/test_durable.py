@@ -430,6 +430,111 @@ def test_started_run_of_a_dead_process(
     assert state.last_run.outcome == ("abandoned" if runs == 1 else "ok")
 
 
+# -- a lost claim's slot, decided again when it is re-offered (issue 11, point 1) --------
+
+
+def lose_a_claim(make: Make, clock: FakeClock, spec: JobSpec, *, start: bool = False) -> None:
+    """Claim the job's due slot in a scheduler that then dies (before or after `start`)."""
+    ds, _ = make(lease=5.0)
+    ds.declare(spec)
+    clock.advance(spec.schedule.seconds if isinstance(spec.schedule, EverySchedule) else 1)
+    ds._step()
+    (run,) = ds._runs.values()
+    if start:
+        assert ds.store.start(run.claim, started=clock.wall())
+
+
+def outcomes(ds: DurableScheduler, events: list[RunEvent]) -> list[tuple[str, float]]:
+    return [(e.kind.name, e.scheduled - START) for e in events]
+
+
+def test_a_late_retry_under_skip_is_recorded_missed_not_run(make: Make, clock: FakeClock) -> None:
+    lose_a_claim(make, clock, every(seconds=1))  # slot START + 1, claimed, never started
+    clock.advance(5 + 1.2)  # the lease ends; the next slot came meanwhile
+    ds, pool = make(lease=5.0)
+    ds.declare(every(seconds=1))
+    events: list[RunEvent] = []
+    ds.add_listener(events.append)
+    ds._step()
+    pool.run_all()
+    assert calls() == []  # the re-offered slot 1 is not run 6.2 s late ...
+    state = ds.get("e")
+    assert state is not None and state.last_run is not None
+    assert (state.last_run.scheduled, state.last_run.outcome) == (START + 1, "missed")
+    assert outcomes(ds, events)[0] == ("MISSED", 1)
+    drain(ds, pool)  # ... the job's own due slot is decided by the same policy
+    clock.advance(1 - (clock.wall() - START) % 1 + 0.1)
+    drain(ds, pool)
+    assert [c[2] - START for c in durable_jobs.CALLS] == [8]  # on time, on the grid
+
+
+def test_a_late_retry_under_once_leaves_one_catch_up(make: Make, clock: FakeClock) -> None:
+    lose_a_claim(make, clock, every(seconds=1, missed="once"))
+    clock.advance(5 + 1.5)  # slot 1 re-offered at 7.5; slots 2..7 passed too
+    ds, pool = make(lease=5.0)
+    ds.declare(every(seconds=1, missed="once"))
+    drain(ds, pool)
+    # One catch-up for the whole window (slot 2, the job's own next run), claimed at
+    # 7.5: the older slot 1 is given up, not run after it.
+    assert [c[2] - START for c in durable_jobs.CALLS] == [2]
+    state = ds.get("e")
+    assert state is not None and state.next_run == START + 8
+    clock.advance(0.6)
+    drain(ds, pool)
+    assert [c[2] - START for c in durable_jobs.CALLS] == [2, 8]
+
+
+def test_a_late_retry_under_all_is_replayed_first_in_order(make: Make, clock: FakeClock) -> None:
+    lose_a_claim(make, clock, every(seconds=1, missed="all"))
+    clock.advance(5 + 1.5)
+    ds, pool = make(lease=5.0)
+    ds.declare(every(seconds=1, missed="all"))
+    drain(ds, pool)
+    assert [c[2] - START for c in durable_jobs.CALLS] == [1, 2, 3, 4, 5, 6, 7]
+
+
+def test_a_late_retry_over_missed_cap_is_dropped(make: Make, clock: FakeClock) -> None:
+    lose_a_claim(make, clock, every(seconds=1, missed="all", missed_cap=3))
+    clock.advance(5 + 1.5)
+    ds, pool = make(lease=5.0)
+    ds.declare(every(seconds=1, missed="all", missed_cap=3))
+    drain(ds, pool)
+    assert [c[2] - START for c in durable_jobs.CALLS] == [5, 6, 7]
+
+
+def test_an_on_time_retry_runs(make: Make, clock: FakeClock) -> None:
+    lose_a_claim(make, clock, every(seconds=60))  # slot 60, lease 5
+    clock.advance(5.5)
+    ds, pool = make(lease=5.0)
+    ds.declare(every(seconds=60))
+    drain(ds, pool)
+    assert [c[2] - START for c in durable_jobs.CALLS] == [60]
+
+
+@pytest.mark.parametrize(
+    ("seconds", "missed", "ran"),
+    [
+        (60, "skip", [60]),  # re-offered before its next slot: runs again
+        (1, "skip", []),  # its next slot came: given up, recorded missed
+        (1, "once", [2]),  # the catch-up is the job's own due slot
+    ],
+)
+def test_an_unfinished_at_least_once_run_is_decided_again(
+    make: Make, clock: FakeClock, seconds: float, missed: str, ran: list[float]
+) -> None:
+    spec = every(seconds=seconds, missed=missed, delivery="at_least_once")
+    lose_a_claim(make, clock, spec, start=True)  # started, then the process died
+    clock.advance(5.5)
+    ds, pool = make(lease=5.0)
+    ds.declare(spec)
+    ds._step()
+    state = ds.get("e")
+    assert state is not None and state.last_run is not None
+    assert state.last_run.outcome == ("abandoned" if ran == [seconds] else "missed")
+    drain(ds, pool)
+    assert [c[2] - START for c in durable_jobs.CALLS] == ran
+
+
 def test_long_runs_renew_their_lease(make: Make, clock: FakeClock) -> None:
     ds, pool = make(lease=3.0)
     ds.declare(every())

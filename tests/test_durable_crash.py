@@ -1,11 +1,11 @@
 """Crash test: a real child process runs durable jobs and is SIGKILLed again and again.
 
-The child (``tests/durable_crash_child.py``) declares one-shots (at-most-once and
-at-least-once) and fixed-rate jobs (missed ``skip``, ``once``, ``all``) every time it
-starts; each run inserts a row (job, slot, claim time) into a separate database. The
-parent kills it at random (seeded) moments, 50 times by default
-(``TICKWORK_CRASH_KILLS`` for more), restarts it, and finally lets it finish and stop
-cleanly. Then it checks the rows against the documented semantics
+The child (``tests/durable_crash_child.py``), on SQLite and again on PostgreSQL,
+declares one-shots (at-most-once and at-least-once) and fixed-rate jobs (missed
+``skip``, ``once``, ``all``) every time it starts; each run inserts a row (job, slot,
+claim time) into a separate database. The parent kills it at random (seeded) moments,
+50 times by default (``TICKWORK_CRASH_KILLS`` for more), restarts it, and finally lets
+it finish and stop cleanly. Then it checks the rows against the documented semantics
 (``docs/durability.md``).
 """
 
@@ -25,7 +25,9 @@ from pathlib import Path
 
 import pytest
 
-from tickwork.stores.sqlite import SQLiteStore
+from tickwork.stores import JobState
+
+from .durable_crash_child import open_store
 
 ROOT = Path(__file__).resolve().parent.parent
 KILLS = int(os.environ.get("TICKWORK_CRASH_KILLS", "50"))
@@ -34,11 +36,21 @@ STEP = 0.2  # the recurring jobs' interval
 LEASE = 1.0  # the child's lease
 
 
-def spawn(db: Path, runs: Path, plan: Path) -> subprocess.Popen[str]:
+@pytest.fixture(params=["sqlite", "postgres"])
+def store_args(request: pytest.FixtureRequest, tmp_path: Path) -> list[str]:
+    """The child's store: a SQLite file, or a fresh PostgreSQL schema (DSN, schema)."""
+    if request.param == "sqlite":
+        return [str(tmp_path / "jobs.db")]
+    dsn = request.getfixturevalue("pg_dsn")
+    return [dsn, request.getfixturevalue("pg_schema")]
+
+
+def spawn(store: list[str], runs: Path, plan: Path) -> subprocess.Popen[str]:
     # The children's logs (recovered claims, ...) go to a file next to the databases.
-    with open(db.parent / "children.log", "a") as log:
+    with open(runs.parent / "children.log", "a") as log:
+        db, *schema = store
         return subprocess.Popen(
-            [sys.executable, "-m", "tests.durable_crash_child", str(db), str(runs), str(plan)],
+            [sys.executable, "-m", "tests.durable_crash_child", db, str(runs), str(plan), *schema],
             cwd=ROOT,
             stdout=subprocess.PIPE,
             stderr=log,
@@ -53,9 +65,11 @@ def wait_ready(child: subprocess.Popen[str]) -> None:
 
 
 @pytest.mark.slow
-def test_sigkill_loop_keeps_the_delivery_and_missed_run_semantics(tmp_path: Path) -> None:
+def test_sigkill_loop_keeps_the_delivery_and_missed_run_semantics(
+    tmp_path: Path, store_args: list[str]
+) -> None:
     rng = random.Random(SEED)
-    db, runs, plan = tmp_path / "jobs.db", tmp_path / "runs.db", tmp_path / "plan.json"
+    db, runs, plan = store_args, tmp_path / "runs.db", tmp_path / "plan.json"
     conn = sqlite3.connect(runs)
     conn.execute("CREATE TABLE runs (job_id TEXT, scheduled REAL, claimed_at REAL, recorded REAL)")
     conn.commit()
@@ -104,8 +118,11 @@ def test_sigkill_loop_keeps_the_delivery_and_missed_run_semantics(tmp_path: Path
     ):
         rows[job_id].append((scheduled, claimed_at))
     conn.close()
-    with SQLiteStore(db) as store:
-        states = {s.id: s for s in store.jobs()}
+    store = open_store(db[0], db[1] if len(db) > 1 else None)
+    try:
+        states: dict[str, JobState] = {s.id: s for s in store.jobs()}
+    finally:
+        store.close()
 
     # One-shots: at-most-once never twice, and lost only as a recorded "abandoned";
     # at-least-once never lost. All done, none held.

@@ -8,7 +8,13 @@ from typing import Any
 
 import pytest
 
-from tickwork._missed import COUNT_LIMIT, Decision, decide, first_run
+from tickwork._missed import (
+    COUNT_LIMIT,
+    Decision,
+    decide,
+    decide_retry,
+    first_run,
+)
 from tickwork.stores import (
     AtSchedule,
     Claim,
@@ -193,3 +199,127 @@ def test_first_run() -> None:
     assert first_run(EverySchedule(10), 100.0) == 110.0
     assert first_run(CRON5, T0 + 1) == T0 + 300
     assert first_run(CronSchedule("0 3 * * *", "Europe/Berlin"), T0) == T0 + 2 * 3600
+
+
+def retry_claim(slot: float) -> Claim:
+    spec = JobSpec("j", FUNC, EVERY10)
+    return Claim("t", "j", "me", slot, 0.0, 0.0, None, spec, True)
+
+
+def other_claim(slot: float) -> Claim:
+    spec = JobSpec("j", FUNC, EVERY10)
+    return Claim("u", "j", "other", slot, 0.0, 0.0, None, spec)
+
+
+# A retry of slot 100 (its first claim was lost); the job's own next run is 110 unless
+# said otherwise. (name, state kwargs, now, expected decision)
+RETRY_CASES: list[tuple[str, dict[str, Any], float, Decision]] = [
+    ("retry on time runs", {"next_run": 110.0}, 105.0, Decision("run", 110.0)),
+    ("retry on time, no grace", {"next_run": 110.0}, 109.9, Decision("run", 110.0)),
+    (
+        "retry: skip gives it up once a later slot has come",
+        {"next_run": 110.0},
+        111.2,
+        Decision("missed", 110.0, missed=1),
+    ),
+    (
+        "retry: skip gives it up beyond grace",
+        {"next_run": 110.0, "grace": 2.0},
+        103.0,
+        Decision("missed", 110.0, missed=1),
+    ),
+    ("retry: within grace runs", {"next_run": 110.0, "grace": 2.0}, 101.0, Decision("run", 110.0)),
+    (
+        "retry: once, a later slot is due: that one is the catch-up",
+        {"next_run": 110.0, "missed": "once"},
+        125.0,
+        Decision("missed", 110.0, missed=1),
+    ),
+    (
+        "retry: once, it was the catch-up and nothing later came: it runs",
+        {"next_run": 140.0, "missed": "once"},
+        125.0,
+        Decision("run", 140.0),
+    ),
+    (
+        "retry: once, a later slot was claimed already (overlap allow)",
+        {"next_run": 140.0, "missed": "once", "claims": (other_claim(130.0),)},
+        135.0,
+        Decision("missed", 140.0, missed=1),
+    ),
+    (
+        "retry: once, a later slot ran already (overlap allow)",
+        {"next_run": 140.0, "missed": "once", "last": ran(131, 132, scheduled=130.0)},
+        135.0,
+        Decision("missed", 140.0, missed=1),
+    ),
+    (
+        "retry: all replays it (the oldest first)",
+        {"next_run": 110.0, "missed": "all"},
+        135.0,
+        Decision("run", 110.0),
+    ),
+    (
+        "retry: all, more than missed_cap behind: dropped",
+        {"next_run": 110.0, "missed": "all", "missed_cap": 3},
+        135.0,
+        Decision("missed", 110.0, missed=1, capped=True),
+    ),
+    (
+        "retry: all, at the cap: replayed",
+        {"next_run": 110.0, "missed": "all", "missed_cap": 4},
+        135.0,
+        Decision("run", 110.0),
+    ),
+    (
+        "retry: cron skip after its next slot came",
+        {"schedule": CRON5, "next_run": T0 + 400},
+        T0 + 301,
+        Decision("missed", T0 + 400, missed=1),
+    ),
+    (
+        "retry: one-shot, no grace: runs however late",
+        {"schedule": AtSchedule(100), "next_run": None},
+        5000.0,
+        Decision("run", None),
+    ),
+    (
+        "retry: one-shot beyond grace, skip",
+        {"schedule": AtSchedule(100), "next_run": None, "grace": 60.0},
+        161.0,
+        Decision("missed", None, missed=1),
+    ),
+    (
+        "retry: one-shot beyond grace, once",
+        {"schedule": AtSchedule(100), "next_run": None, "grace": 60.0, "missed": "once"},
+        161.0,
+        Decision("run", None, missed=1),
+    ),
+    (
+        "retry: fixed delay has no later slot",
+        {"schedule": EverySchedule(10, fixed_delay=True), "next_run": 105.0},
+        150.0,
+        Decision("run", 105.0),
+    ),
+    (
+        "retry: fixed delay beyond grace, skip",
+        {"schedule": EverySchedule(10, fixed_delay=True), "next_run": 105.0, "grace": 1.0},
+        150.0,
+        Decision("missed", 105.0, missed=1),
+    ),
+]
+
+
+@pytest.mark.parametrize(
+    ("kw", "now", "want"), [c[1:] for c in RETRY_CASES], ids=[c[0] for c in RETRY_CASES]
+)
+def test_decide_retry(kw: dict[str, Any], now: float, want: Decision) -> None:
+    kw.setdefault("claims", ())
+    kw["claims"] = (retry_claim(100.0), *kw["claims"])
+    assert decide_retry(state(**kw), 100.0, now) == want
+
+
+def test_a_retry_with_a_bad_zone_fails_instead_of_raising() -> None:
+    bad = state(CronSchedule("0 3 * * *", "Mars/Olympus"), next_run=T0 + 86400)
+    d = decide_retry(bad, T0, T0 + 90000)
+    assert d.action == "failed" and d.error is not None and "Mars/Olympus" in d.error

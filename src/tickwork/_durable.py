@@ -34,7 +34,7 @@ from types import TracebackType
 from typing import Final
 
 from ._errors import JobFailed
-from ._missed import Decision, decide, first_run
+from ._missed import Decision, decide, decide_retry, first_run
 from ._scheduler import DEFAULT_MAX_ERRORS, EventKind, Listener, RunEvent, _deliver
 from .stores._errors import JobNotFoundError, JobSpecError, StoreError
 from .stores._model import (
@@ -65,9 +65,6 @@ DEFAULT_POLL: Final = 1.0
 DEFAULT_NOTIFIED_POLL: Final = 10.0
 #: First wait after a failed store call; it doubles per failure, up to ``poll``.
 _RETRY_MIN: Final = 0.1
-#: The decision for a retry claim (a recovered slot the store re-offers): it was decided
-#: to run when first claimed, and the store did not call ``advance`` for it again.
-_REOFFERED: Final = Decision("run", None)
 
 DurableErrorHook = Callable[[str, Exception], object]
 
@@ -670,8 +667,10 @@ class DurableScheduler:
             self._last_recover = now
         for claim in claims:
             try:
-                # A retry re-offers a slot decided (to run) when it was first claimed.
-                decision = _REOFFERED if claim.retry else decisions[claim.job_id]
+                if claim.retry:
+                    decision = self._decide_retry(claim, now)
+                else:
+                    decision = decisions[claim.job_id]
                 self._dispatch(claim, decision, now)
             except Exception:  # the others still go; this one is recovered after its lease
                 _log.exception(
@@ -695,6 +694,18 @@ class DurableScheduler:
                 timeout = 0.0  # progress was made and more is due (a replay, say)
             # Else due but not claimable (an unreadable row): poll, never spin.
         return max(0.0, min(timeout, renew - now))
+
+    def _decide_retry(self, claim: Claim, now: float) -> Decision:
+        """A re-offered slot, decided by the missed-run rules as of its new claim.
+
+        The job's state is read after the claim: the retry is this scheduler's now,
+        so with ``overlap="skip"`` or ``"queue"`` nothing else moves the job meanwhile;
+        with ``"allow"`` a later read only knows more taken slots, never fewer.
+        """
+        state = self._store.get(claim.job_id)
+        if state is None:  # removed meanwhile: finish() will find no claim
+            return Decision("missed", None, missed=1)
+        return decide_retry(state, claim.scheduled, now)
 
     def _renew_due(self, now: float) -> None:
         with self._lock:

@@ -26,7 +26,13 @@ from typing import Final, Literal
 from ._cron import CronExpression
 from .stores._model import AtSchedule, CronSchedule, EverySchedule, JobState, Schedule
 
-__all__ = ["COUNT_LIMIT", "Decision", "decide", "first_run"]
+__all__ = [
+    "COUNT_LIMIT",
+    "Decision",
+    "decide",
+    "decide_retry",
+    "first_run",
+]
 
 _log = logging.getLogger("tickwork.durable")
 
@@ -225,3 +231,77 @@ def _decide(state: JobState, now: float) -> Decision:
         )
         return Decision("missed", grid.tail(now, cap), missed=passed - cap, capped=True)
     return Decision("run", following if following <= now else grid.after(now))
+
+
+def decide_retry(state: JobState, slot: float, now: float) -> Decision:
+    """Decide a re-offered slot (a retry) when it is claimed again (pure).
+
+    A retry is a slot whose earlier claim was lost (its owner died or stalled past its
+    lease, before or, for ``at_least_once``, during the run) or handed back. It is
+    decided by the same ``missed`` / ``grace`` rules as any claim, as of ``now``:
+
+    - on time (no later slot has come and within ``grace``): ``"run"``;
+    - behind, ``missed="skip"``: ``"missed"`` (given up, recorded);
+    - behind, ``"once"``: ``"run"`` as the one catch-up of the missed window, unless a
+      later slot is due or was taken already (it is the catch-up then): ``"missed"``;
+    - behind, ``"all"``: ``"run"`` (replayed; the store re-offers retries before the
+      job's later slots, so in order), unless more than ``missed_cap`` slots have
+      passed since it: ``"missed"``, ``capped``.
+
+    One-shots and fixed-delay jobs have no later slot: they run unless later than
+    ``grace`` with ``"skip"``. The overlap policy is not applied again (the slot was
+    let through it when first claimed). The job's next run is never moved for a retry:
+    ``next_run`` of the decision is the stored one.
+
+    Args:
+        state: The job as stored now (its ``next_run`` is the job's own next slot,
+            after ``slot``; its ``claims`` include this retry).
+        slot: The retry's scheduled time.
+        now: The claim time, UTC POSIX seconds.
+
+    Returns:
+        The decision; ``"failed"`` (never an exception) if no run time can be computed.
+
+    """
+    try:
+        return _decide_retry(state, slot, now)
+    except Exception as exc:
+        return Decision("failed", state.next_run, error=f"cannot compute run times: {exc}")
+
+
+def _decide_retry(state: JobState, slot: float, now: float) -> Decision:
+    spec = state.spec
+    keep = state.next_run
+    schedule = spec.schedule
+    late = spec.grace is not None and now - slot > spec.grace
+    if isinstance(schedule, AtSchedule) or (
+        isinstance(schedule, EverySchedule) and schedule.fixed_delay
+    ):
+        if late and spec.missed == "skip":
+            return Decision("missed", keep, missed=1)
+        return Decision("run", keep, missed=int(late))
+    grid = _Grid(schedule, slot)
+    if grid.after(slot) > now and not late:
+        return Decision("run", keep)
+    if spec.missed == "skip":
+        return Decision("missed", keep, missed=1)
+    if spec.missed == "once":
+        last = state.last_run
+        taken = (
+            (keep is not None and keep <= now)
+            or any(c.scheduled > slot for c in state.claims)
+            or (last is not None and last.scheduled is not None and last.scheduled > slot)
+        )
+        return Decision("missed", keep, missed=1) if taken else Decision("run", keep)
+    passed = grid.count(now, COUNT_LIMIT)
+    if passed > spec.missed_cap:
+        _log.warning(
+            "job %r: the re-offered slot %r is %s%d slots behind, more than missed_cap=%d: dropped",
+            spec.id,
+            slot,
+            "at least " if passed >= COUNT_LIMIT else "",
+            passed,
+            spec.missed_cap,
+        )
+        return Decision("missed", keep, missed=1, capped=True)
+    return Decision("run", keep)

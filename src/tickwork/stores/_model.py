@@ -568,9 +568,11 @@ class Claim:
     """The declaration at the time of the claim (what to call, how)."""
     retry: bool = False
     """True if this claim re-offers a slot whose earlier claim expired (see
-    `Store.recover_expired`): the slot was decided already, so it is run as is, without
-    the job's policies. In `JobState.claims`, a retry nobody has taken yet has
-    ``owner=""``, ``started=None`` and ``lease_until`` = when it was recovered."""
+    `Store.recover_expired`) or was handed back. The store does not decide it again;
+    `DurableScheduler` does, by the job's ``missed`` / ``grace`` rules as of the new
+    claim (``tickwork._missed.decide_retry``): run, or given up ``"missed"``. In
+    `JobState.claims`, a retry nobody has taken yet has ``owner=""``, ``started=None``
+    and ``lease_until`` = when it was recovered."""
 
 
 @dataclass(frozen=True, slots=True)

@@ -99,8 +99,8 @@ class Store(Protocol):
 
         Returns:
             The claims: retries first, then due runs in due order. The caller must
-            `start` each before running it; a retry was decided when its slot was first
-            claimed, so it runs as is.
+            `start` each before running it. A retry is not passed to ``advance``; the
+            caller decides it again (it may give it up with `finish`, as ``"missed"``).
 
         """
         ...

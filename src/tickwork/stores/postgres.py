@@ -871,8 +871,8 @@ class PostgresStore(RowReader):
 
         The job rows are locked first (``SKIP LOCKED``: another node taking them now
         keeps them), the retries re-read under the locks. The job's next run is left
-        alone and ``advance`` is not called: the slot was decided when it was first
-        claimed, and later slots may have been taken since.
+        alone and ``advance`` is not called (later slots may have been taken since);
+        the caller decides the retry again (``DurableScheduler``: `decide_retry`).
         """
         seen: list[str] = []  # locked this call: never looked at twice
         while len(pending) < limit:

@@ -528,8 +528,9 @@ class SQLiteStore(RowReader):
     ) -> None:
         """Hand out pending retries (oldest slot first) as fresh claims, up to ``limit``.
 
-        The job's next run is left alone and ``advance`` is not called: the slot was
-        decided when it was first claimed, and later slots may have been taken since.
+        The job's next run is left alone and ``advance`` is not called (later slots may
+        have been taken since); the caller decides the retry again (``DurableScheduler``:
+        `decide_retry`).
         """
         seen: list[str] = []  # unreadable ones: never looked at twice
         while len(claims) < limit:
