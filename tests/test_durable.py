@@ -90,7 +90,12 @@ def make(clock: FakeClock, db: Path, opened: list[SQLiteStore]) -> Make:
         opened.append(store)
         pool = ManualExecutor()
         kw.setdefault("lease", 30.0)
-        return DurableScheduler(store, executor=pool, wall_clock=clock.wall, **kw), pool
+        return (
+            DurableScheduler(
+                store, executor=pool, wall_clock=clock.wall, monotonic_clock=clock, **kw
+            ),
+            pool,
+        )
 
     return new
 

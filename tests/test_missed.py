@@ -9,8 +9,10 @@ from typing import Any
 import pytest
 
 from tickwork._missed import (
+    CORRECTION,
     COUNT_LIMIT,
     Decision,
+    after_clock_step,
     decide,
     decide_retry,
     first_run,
@@ -323,3 +325,80 @@ def test_a_retry_with_a_bad_zone_fails_instead_of_raising() -> None:
     bad = state(CronSchedule("0 3 * * *", "Mars/Olympus"), next_run=T0 + 86400)
     d = decide_retry(bad, T0, T0 + 90000)
     assert d.action == "failed" and d.error is not None and "Mars/Olympus" in d.error
+
+
+# Slots of a forward wall-clock jump of CORRECTION or more: never on time.
+VANISHED_CASES: list[tuple[str, dict[str, Any], float, Decision]] = [
+    (
+        "vanished: a daily fixed-time slot, skip: nothing runs",
+        {"schedule": CronSchedule("0 3 * * *"), "next_run": T0 + 3 * 3600},
+        T0 + 5 * 3600,
+        Decision("missed", T0 + 27 * 3600, missed=1),
+    ),
+    (
+        "vanished: once still runs one catch-up",
+        {"schedule": CronSchedule("0 3 * * *"), "next_run": T0 + 3 * 3600, "missed": "once"},
+        T0 + 5 * 3600,
+        Decision("run", T0 + 27 * 3600),
+    ),
+    (
+        "vanished: a 1-day interval slot, skip",
+        {"schedule": EverySchedule(86400), "next_run": T0 + 3 * 3600},
+        T0 + 5 * 3600,
+        Decision("missed", T0 + 27 * 3600, missed=1),
+    ),
+    (
+        "not vanished: a slot before the jump is on time",
+        {"schedule": CronSchedule("0 1 * * *"), "next_run": T0 + 3600},
+        T0 + 5 * 3600,
+        Decision("run", T0 + 25 * 3600),
+    ),
+    (
+        "vanished: one-shots are not affected",
+        {"schedule": AtSchedule(T0 + 3 * 3600), "next_run": T0 + 3 * 3600},
+        T0 + 5 * 3600,
+        Decision("run", None),
+    ),
+]
+
+
+@pytest.mark.parametrize(
+    ("kw", "now", "want"), [c[1:] for c in VANISHED_CASES], ids=[c[0] for c in VANISHED_CASES]
+)
+def test_decide_in_vanished_time(kw: dict[str, Any], now: float, want: Decision) -> None:
+    # the wall clock jumped from T0 + 2 h to T0 + 5 h + 4 min
+    assert decide(state(**kw), now, vanished=(T0 + 2 * 3600, T0 + 5 * 3600 + 240)) == want
+
+
+# After a step back: (name, schedule, stored next run, now, step, expected next run)
+STEP_CASES: list[tuple[str, Any, float, float, float, float | None]] = [
+    ("interval: back onto its grid", EverySchedule(1), T0 + 1, T0 - 3600, -3601, T0 - 3599),
+    ("interval: within one interval kept", EverySchedule(60), T0 + 1, T0 - 30, -31, None),
+    ("interval: 30 s back, 10 s grid", EverySchedule(10), T0 + 10, T0 - 25, -30, T0 - 20),
+    ("fixed delay: now + interval", EverySchedule(10, fixed_delay=True), T0, T0 - 60, -60, T0 - 50),
+    ("wildcard cron: next minute", CronSchedule("* * * * *"), T0 + 60, T0 - 7170, -7200, T0 - 7140),
+    ("wildcard 30 s back: same slot", CronSchedule("* * * * *"), T0 + 60, T0 + 10, -30, None),
+    ("fixed-time, 2 h back: kept", CronSchedule("0 1 * * *"), T0 + 90000, T0 + 300, -7200, None),
+    (
+        "fixed-time, 4 h back: runs again",
+        CronSchedule("0 1 * * *"),
+        T0 + 90000,
+        T0 - 10800,
+        -CORRECTION - 3600,
+        T0 + 3600,
+    ),
+    ("one-shot kept", AtSchedule(T0 + 50), T0 + 50, T0 - 3600, -3600, None),
+    ("forward steps are for decide", EverySchedule(1), T0 + 1, T0 + 3600, 3600, None),
+]
+
+
+@pytest.mark.parametrize(
+    ("schedule", "next_run", "now", "step", "want"),
+    [c[1:] for c in STEP_CASES],
+    ids=[c[0] for c in STEP_CASES],
+)
+def test_after_clock_step(
+    schedule: Any, next_run: float, now: float, step: float, want: float | None
+) -> None:
+    got = after_clock_step(state(schedule, next_run=next_run), now, step)
+    assert got == (None if want is None else pytest.approx(want))

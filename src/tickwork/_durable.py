@@ -34,7 +34,7 @@ from types import TracebackType
 from typing import Final
 
 from ._errors import JobFailed
-from ._missed import Decision, decide, decide_retry, first_run
+from ._missed import CORRECTION, Decision, after_clock_step, decide, decide_retry, first_run
 from ._scheduler import DEFAULT_MAX_ERRORS, EventKind, Listener, RunEvent, _deliver
 from .stores._errors import JobNotFoundError, JobSpecError, StoreError
 from .stores._model import (
@@ -65,6 +65,10 @@ DEFAULT_POLL: Final = 1.0
 DEFAULT_NOTIFIED_POLL: Final = 10.0
 #: First wait after a failed store call; it doubles per failure, up to ``poll``.
 _RETRY_MIN: Final = 0.1
+#: A wall clock that moved this many seconds more (or less) than the monotonic clock
+#: between two steps was set (NTP step, an administrator); smaller differences are
+#: drift and rounding.
+CLOCK_STEP: Final = 1.0
 
 DurableErrorHook = Callable[[str, Exception], object]
 
@@ -83,6 +87,11 @@ def _error_text(exc: BaseException) -> str:
     head = f"{type(exc).__name__}: {exc}"
     text = head if not where else f"{head}\n{where.rstrip()}"
     return text[:_MAX_ERROR_TEXT]
+
+
+def _real_time() -> float:
+    """Seconds of real time, suspends included where the system can tell (Linux)."""
+    return time.clock_gettime(time.CLOCK_BOOTTIME)
 
 
 def _positive(name: str, value: object) -> float:
@@ -148,6 +157,13 @@ class DurableScheduler:
             At most twice this many runs are claimed ahead.
         wall_clock: Zero-argument callable returning UTC POSIX seconds; every time
             stored or compared with the store comes from it (default `time.time`).
+        monotonic_clock: Zero-argument callable returning seconds of real time that
+            never step (default: ``CLOCK_BOOTTIME`` where it exists, which counts a
+            suspend as time passed, else `time.monotonic`). Comparing the two clocks is
+            how a wall-clock step is told from real time passing: after a step back,
+            next runs computed on the old clock are moved earlier (a job never stalls
+            for the step's length); after a step forward, slots of the vanished time
+            are decided by the ``missed`` policy (see ``docs/durability.md``).
         max_errors: How many entries `errors` keeps (the newest); ``None``: no bound.
         on_error: Called as ``on_error(job_id, exc)`` after each failed run, on the
             worker thread, without any scheduler lock held.
@@ -172,6 +188,7 @@ class DurableScheduler:
         executor: Executor | None = None,
         max_workers: int | None = None,
         wall_clock: Callable[[], float] = time.time,
+        monotonic_clock: Callable[[], float] | None = None,
         max_errors: int | None = DEFAULT_MAX_ERRORS,
         on_error: DurableErrorHook | None = None,
         allowed_modules: Iterable[str] | None = None,
@@ -192,6 +209,10 @@ class DurableScheduler:
             raise ValueError(f"max_workers must be an int >= 1 or None, got {max_workers!r}")
         if not callable(wall_clock):
             raise TypeError(f"wall_clock must be callable, got {wall_clock!r}")
+        if monotonic_clock is None:
+            monotonic_clock = _real_time if hasattr(time, "CLOCK_BOOTTIME") else time.monotonic
+        elif not callable(monotonic_clock):
+            raise TypeError(f"monotonic_clock must be callable or None, got {monotonic_clock!r}")
         if max_errors is not None and (
             isinstance(max_errors, bool) or not isinstance(max_errors, int) or max_errors < 0
         ):
@@ -219,6 +240,9 @@ class DurableScheduler:
             poll = DEFAULT_POLL if self._notifier is None else DEFAULT_NOTIFIED_POLL
         self._poll = _positive("poll", poll)
         self._wall = wall_clock
+        self._mono = monotonic_clock
+        self._offset: float | None = None  # wall - monotonic at the last step
+        self._vanished: tuple[float, float] | None = None  # the last big forward step
         self._on_error = on_error
         self._prefixes = prefixes
         self._declared: set[str] = set()  # func paths this process declared
@@ -642,9 +666,59 @@ class DurableScheduler:
             if changed and not self._halt.is_set():
                 self._poke()
 
+    def _clock_step(self, now: float) -> float:
+        """How far the wall clock stepped since the last look (0.0: no step).
+
+        Compares the wall clock with the monotonic one; a difference of `CLOCK_STEP`
+        or more is a step. After a step back, next runs computed on the old clock are
+        moved earlier (`after_clock_step`) and lease renewals held here are brought
+        forward; a step forward of `CORRECTION` or more is remembered as vanished time
+        for `decide`.
+        """
+        offset = now - self._mono()
+        last, self._offset = self._offset, offset
+        if last is None:
+            return 0.0
+        step = offset - last
+        if abs(step) < CLOCK_STEP:
+            return 0.0
+        _log.warning(
+            "durable scheduler %r: the wall clock stepped %s by %.1f s",
+            self._owner,
+            "back" if step < 0 else "forward",
+            abs(step),
+        )
+        if step >= CORRECTION:
+            self._vanished = (now - step, now)
+        elif step < 0.0:
+            with self._lock:
+                for run in self._runs.values():
+                    run.renew_at = min(run.renew_at, now)
+            self._rebase(now, step)
+        return step
+
+    def _rebase(self, now: float, step: float) -> None:
+        """After a step back: move next runs computed on the old clock earlier."""
+        for state in self._store.jobs():
+            if state.paused:
+                continue
+            try:
+                new = after_clock_step(state, now, step)
+            except ValueError:  # a cron zone missing here: its claim records the failure
+                continue
+            if new is not None:
+                _log.info(
+                    "job %r: next run moved from %r to %r after the wall clock stepped back",
+                    state.id,
+                    state.next_run,
+                    new,
+                )
+                self._store.set_next_run(state.id, new)
+
     def _step_store(self) -> float:
         store, lease = self._store, self._lease
         now = self._wall()
+        self._clock_step(now)
         self._renew_due(now)
         with self._lock:
             free = 2 * self._capacity - len(self._runs)
@@ -652,9 +726,10 @@ class DurableScheduler:
         claims: list[Claim] = []
         decisions: dict[str, Decision] = {}
         if can_claim:
+            vanished = self._vanished
 
             def advance(state: JobState, at: float) -> float | None:
-                decision = decide(state, at)
+                decision = decide(state, at, vanished=vanished)
                 decisions[state.id] = decision
                 return decision.next_run
 

@@ -27,8 +27,10 @@ from ._cron import CronExpression
 from .stores._model import AtSchedule, CronSchedule, EverySchedule, JobState, Schedule
 
 __all__ = [
+    "CORRECTION",
     "COUNT_LIMIT",
     "Decision",
+    "after_clock_step",
     "decide",
     "decide_retry",
     "first_run",
@@ -40,6 +42,11 @@ _log = logging.getLogger("tickwork.durable")
 #: says "at least this many". Counting a per-minute cron across a year of downtime
 #: would otherwise walk half a million slots.
 COUNT_LIMIT: Final = 10_000
+
+#: A wall-clock step of at least this many seconds is a clock *correction*, not a DST
+#: shift (docs/cron.md, after Vixie cron): slots of the time it vanished (forward) are
+#: not run as on time, and fixed-time cron jobs run again in a repeated stretch (back).
+CORRECTION: Final = 3 * 3600.0
 
 Action = Literal["run", "missed", "skipped", "failed"]
 
@@ -150,12 +157,16 @@ def first_run(schedule: Schedule, now: float) -> float:
     return _cron(schedule.expr, schedule.tz).next_after_timestamp(now)
 
 
-def decide(state: JobState, now: float) -> Decision:
+def decide(state: JobState, now: float, *, vanished: tuple[float, float] | None = None) -> Decision:
     """Apply the job's overlap and missed-run policy to its due slot (pure).
 
     Args:
         state: The job as stored, with ``next_run <= now`` (the slot being claimed).
         now: The claim time, UTC POSIX seconds.
+        vanished: ``(a, b)``: the wall clock jumped forward from ``a`` to ``b`` by at
+            least `CORRECTION` seconds. A fixed-rate or cron slot in ``(a, b]`` never
+            counts as on time (no real time passed for it), so the ``missed`` policy
+            decides it: with ``"skip"`` nothing runs for the vanished time.
 
     Returns:
         The decision; never raises for a bad schedule (``"failed"`` instead, with no
@@ -163,12 +174,12 @@ def decide(state: JobState, now: float) -> Decision:
 
     """
     try:
-        return _decide(state, now)
+        return _decide(state, now, vanished)
     except Exception as exc:  # a cron zone missing on this host, say
         return Decision("failed", None, error=f"cannot compute run times: {exc}")
 
 
-def _decide(state: JobState, now: float) -> Decision:
+def _decide(state: JobState, now: float, vanished: tuple[float, float] | None) -> Decision:
     spec = state.spec
     s = state.next_run
     if s is None:  # stores only claim jobs with a next run; be total anyway
@@ -189,6 +200,8 @@ def _decide(state: JobState, now: float) -> Decision:
         if late and spec.missed == "skip":
             return Decision("missed", now + step, missed=1)
         return Decision("run", now + step, missed=int(late))
+    if vanished is not None and vanished[0] < s <= vanished[1]:
+        late = True
     grid = _Grid(schedule, s)
     following = grid.after(s)
 
@@ -305,3 +318,46 @@ def _decide_retry(state: JobState, slot: float, now: float) -> Decision:
         )
         return Decision("missed", keep, missed=1, capped=True)
     return Decision("run", keep)
+
+
+def after_clock_step(state: JobState, now: float, step: float) -> float | None:
+    """The job's next run after the wall clock stepped back, or ``None`` to keep it (pure).
+
+    ``step`` is how far the wall clock jumped against real time (negative: back). A
+    stored next run was computed on the old clock; after a step back it lies further
+    ahead than the schedule allows, and left alone the job would stall for the step's
+    length. Moved earlier, never later:
+
+    - fixed-rate interval: the slot of its grid in ``(now, now + seconds]``;
+    - fixed-delay interval: ``now + seconds``, if the stored one is further away;
+    - wildcard cron (minute or hour field ``*...``): its next fire time after ``now``
+      (it runs in both passes of a repeated stretch, following real time);
+    - fixed-time cron: the same when the step is at least `CORRECTION` (a clock
+      correction); a shorter step keeps it (it ran in the first pass, once);
+    - one-shots, jobs with no next run, and forward steps (the ``missed`` policy
+      decides those as due slots): ``None``.
+
+    Raises:
+        CronError: The job's cron expression or zone is invalid here.
+
+    """
+    n = state.next_run
+    schedule = state.spec.schedule
+    if step >= 0.0 or n is None or n <= now or isinstance(schedule, AtSchedule):
+        return None
+    if isinstance(schedule, EverySchedule):
+        seconds = schedule.seconds
+        if n - now <= seconds:
+            return None
+        if schedule.fixed_delay:
+            return now + seconds
+        k = math.ceil((n - now) / seconds) - 1
+        new = n - k * seconds
+        while new <= now:  # float rounding
+            new += seconds
+        return new if new < n else None
+    expr = _cron(schedule.expr, schedule.tz)
+    if expr.is_fixed_time and -step < CORRECTION:
+        return None
+    new = expr.next_after_timestamp(now)
+    return new if new < n else None
