@@ -204,6 +204,20 @@ def test_the_issue_repro_an_hour_back_does_not_stop_a_one_second_job(
     assert "wall clock stepped back by 3600.0 s" in caplog.text
 
 
+def test_a_job_paused_across_a_step_back_does_not_stall_on_resume(
+    make: Callable[..., Harness],
+) -> None:
+    h = make(every("e", 5.0), wall=NOON)
+    h.simulate(12.0)
+    h.ds.pause("e")
+    h.simulate(10.0, jump=-7200.0)
+    h.ds.resume("e")
+    resumed = h.clock()
+    h.simulate(10.0)
+    after = h.of("e", since=resumed)
+    assert after and after[0].real - resumed <= 5.0
+
+
 # docs/cron.md, for a fixed-time job: (jump, runs of "0 12 * * *" on day 1 / day 2 seen)
 @pytest.mark.parametrize(
     ("jump", "ran"),

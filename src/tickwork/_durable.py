@@ -699,9 +699,7 @@ class DurableScheduler:
 
     def _rebase(self, now: float, step: float) -> None:
         """After a step back: move next runs computed on the old clock earlier."""
-        for state in self._store.jobs():
-            if state.paused:
-                continue
+        for state in self._store.jobs():  # paused ones too: they must not stall on resume
             try:
                 new = after_clock_step(state, now, step)
             except ValueError:  # a cron zone missing here: its claim records the failure
