@@ -17,6 +17,12 @@ applying the rules of Vixie cron's main loop (``cron.c``, as shipped by Debian):
   again in the second pass, wildcard jobs run on every real minute whose wall time
   matches; if F > 3 hours it is a correction and every job runs in both passes.
 
+Steps of the system clock itself (NTP, an administrator, a resume) are not in the zone
+data; the schedulers notice them and ask `CronExpression.after_clock_step` where a job
+goes: after a step back its rows are the ones above (wildcard jobs follow real time,
+fixed-time jobs do too only for a correction of more than 3 hours); after a step forward
+a slot carried past runs once, late, as after a suspend (``docs/cron.md``).
+
 cronsim is only touched here, so it can be replaced without changing the contract.
 """
 

@@ -10,7 +10,8 @@ path (plain one-shots and plain fixed-rate intervals never make one).
 Two clocks meet here. Due times in the core are on its monotonic clock; calendar
 schedules (`At`, `Cron`) are about the wall clock. A plan is told ``offset``, the wall
 clock minus the monotonic clock at the current tick, to convert between the two; when
-that offset jumps (NTP step, suspend/resume) the core re-anchors wall plans with it.
+that offset jumps (NTP step, suspend/resume) the core re-anchors wall plans with it, and
+each plan applies the clock-step rules of ``docs/cron.md`` ("Steps of the system clock").
 """
 
 from __future__ import annotations
@@ -181,8 +182,9 @@ class Cron(Schedule):
     """Run at the times a 5-field cron expression names, in an IANA time zone.
 
     ``Cron("0 3 * * *", tz="Europe/Berlin")``. DST follows Debian/Vixie cron (see
-    ``docs/cron.md``). The time zone defaults to UTC; ``tz="local"`` uses the
-    system's zone, only when asked.
+    ``docs/cron.md``); after the system clock is set back, wildcard jobs follow real
+    time, and after it is set forward a slot carried past runs once, late. The time
+    zone defaults to UTC; ``tz="local"`` uses the system's zone, only when asked.
 
     Raises:
         CronError: the expression or the zone is invalid, or the expression can never
