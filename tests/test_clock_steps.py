@@ -53,6 +53,8 @@ CRON_JOBS = [
 ]
 EXPRS = {name: expr for name, expr, _ in CRON_JOBS}
 AT_WHEN = T0 + 1800  # At(10:30:20), not yet run at the step
+# Interval jobs on the monotonic clock: (name, interval, fixed_delay).
+INTERVALS = [("every-150", 150.0, False), ("delay-210", 210.0, True)]
 
 Runs = dict[str, list[tuple[float, float]]]
 
@@ -74,8 +76,8 @@ class World:
         for name, expr, _ in CRON_JOBS:
             self.s.add(Cron(expr), self.job(name))
         self.s.add(At(AT_WHEN), self.job("at"))
-        self.s.add(Every(45), self.job("every-45"))
-        self.s.add(Every(70, fixed_delay=True), self.job("delay-70"))
+        for name, every, fixed_delay in INTERVALS:
+            self.s.add(Every(every, fixed_delay=fixed_delay), self.job(name))
 
     def job(self, name: str) -> Callable[[], None]:
         self.runs[name] = []
@@ -211,7 +213,7 @@ def test_no_slot_runs_twice_within_a_pass_and_no_burst(layer: str, step: float) 
             # Back, wildcard or a correction: the second pass starts where the wall
             # clock landed, never before it.
             assert after[0] > BEFORE + step - WALL_CHECK_INTERVAL, name
-    for name in ("every-45", "delay-70", "at"):
+    for name in ("every-150", "delay-210", "at"):
         monos = [m for m, _ in runs[name]]
         assert increasing(monos), name
 
@@ -277,7 +279,7 @@ def test_fixed_time_jobs_and_at_follow_the_clock_step_table(layer: str, step: fl
 @pytest.mark.parametrize("step", STEPS, ids=STEP_IDS)
 def test_interval_jobs_never_see_a_wall_step(layer: str, step: float) -> None:
     runs = scenario(layer, "jump", step)
-    for name, every in (("every-45", 45.0), ("delay-70", 70.0)):
+    for name, every, _ in INTERVALS:
         monos = [m for m, _ in runs[name]]
         assert monos == [every * k for k in range(1, len(monos) + 1)], name
         assert monos[-1] > HORIZON - every, name
@@ -301,11 +303,18 @@ def test_suspend_runs_each_late_job_once_then_keeps_its_rhythm(layer: str, secon
     # Whatever was due while asleep ran once, at the resume, and went on from there.
     minute = after_step(runs["minute"])
     assert minute[0] == seconds and minute[1] - minute[0] <= MINUTE
-    every = [m for m, _ in runs["every-45"] if m >= resume]
-    # Fixed-rate: the grid slot if still ahead, else an interval after the late run.
-    assert every[0] == resume and 0 < every[1] - every[0] <= 45.0
-    delay = [m for m, _ in runs["delay-70"] if m >= resume]
-    assert delay[0] == resume and delay[1] - delay[0] == 70.0
+    for name, every, fixed_delay in INTERVALS:
+        monos = [m for m, _ in runs[name]]
+        due = max(m for m in monos if m < STEP_AT) + every
+        later = [m for m in monos if m >= resume]
+        if due <= resume:
+            # Late: runs at the resume; then fixed-delay waits an interval, fixed-rate
+            # goes to its grid slot if still ahead, else an interval after the late run.
+            assert later[0] == resume, name
+            gap = later[1] - later[0]
+            assert gap == every if fixed_delay else 0 < gap <= every, (name, gap)
+        else:
+            assert later[0] == due, name  # slept through none of its slots
     at = [m for m, _ in runs["at"]]
     assert at == ([resume] if BEFORE + seconds > AT_WHEN else [STEP_AT + 565.5])
     late_1015 = BEFORE + seconds >= datetime(2026, 12, 3, 10, 15, tzinfo=UTC).timestamp()
