@@ -717,3 +717,52 @@ def test_cli_add_parser_sets_func() -> None:
     args = parser.parse_args(["next", "@daily", "--tz", "Asia/Tokyo"])
     assert args.func is run
     assert (args.expr, args.tz, args.count, args.after) == ("@daily", "Asia/Tokyo", 5, None)
+
+
+# -- steps of the system clock (docs/cron.md, "Steps of the system clock") ---------------
+
+# Wall clock at 10:20:54.5 UTC, 2026-12-02; the job waits for `target`.
+_BEFORE = datetime(2026, 12, 2, 10, 20, 54, 500000, tzinfo=UTC).timestamp()
+
+
+def _ts(hh: int, mm: int, day: int = 2) -> float:
+    return datetime(2026, 12, day, hh, mm, tzinfo=UTC).timestamp()
+
+
+@pytest.mark.parametrize(
+    ("expr", "target", "step", "expected"),
+    [
+        # wildcard: after any step back, the first slot after the new wall time
+        ("* * * * *", _ts(10, 21), -30, _ts(10, 21)),
+        ("* * * * *", _ts(10, 21), -7200, _ts(8, 21)),
+        ("* * * * *", _ts(10, 21), -86400, _ts(10, 21, day=1)),
+        ("0 * * * *", _ts(11, 0), -14400, _ts(7, 0)),
+        # fixed-time, back by up to 3 h: first pass only, keep waiting for the target
+        ("15 10 * * *", _ts(10, 15, day=3), -7200, _ts(10, 15, day=3)),
+        ("15 10 * * *", _ts(10, 15, day=3), -3 * 3600, _ts(10, 15, day=3)),
+        # fixed-time, back by more than 3 h: a correction, both passes
+        ("15 10 * * *", _ts(10, 15, day=3), -3 * 3600 - 1, _ts(10, 15)),
+        ("15 10 * * *", _ts(10, 15, day=3), -86400, _ts(10, 15)),
+        # forward: the target stays (already due if the step carried past it)
+        ("* * * * *", _ts(10, 21), 7200, _ts(10, 21)),
+        ("15 10 * * *", _ts(10, 15, day=3), 86400, _ts(10, 15, day=3)),
+        # an overdue target is never moved later
+        ("* * * * *", _ts(7, 0), -30, _ts(7, 0)),
+    ],
+)
+def test_after_clock_step(expr: str, target: float, step: float, expected: float) -> None:
+    cron = CronExpression(expr)
+    assert cron.after_clock_step(target, _BEFORE + step, step) == expected
+
+
+@pytest.mark.parametrize(
+    ("args", "exc", "message"),
+    [
+        (("x", 0.0, 0.0), TypeError, "target must be a number of seconds, got str 'x'"),
+        ((0.0, True, 0.0), TypeError, "seen must be a number of seconds, got bool True"),
+        ((0.0, 0.0, float("nan")), ValueError, "step must be a finite number of seconds, got nan"),
+    ],
+)
+def test_after_clock_step_validates(args: tuple[object, ...], exc: type, message: str) -> None:
+    with pytest.raises(exc, match=f"^{message}$"):
+        CronExpression("* * * * *").after_clock_step(*args)  # type: ignore[arg-type]

@@ -302,6 +302,41 @@ def test_small_wall_drift_is_absorbed(clock: FakeClock) -> None:
     assert s.tasks()[0].due == due
 
 
+def test_slow_drift_moves_due_times_but_never_repeats_a_slot() -> None:
+    clock = FakeClock(wall_start=T0 - 30)  # 08:29:30
+    s = Scheduler(clock)
+    fired: list[float] = []
+    s.add(Cron("* * * * *"), lambda: fired.append(clock.wall()))
+    clock.advance(30)
+    assert s.run_pending() == 1  # 08:30:00
+    for _ in range(3):  # NTP slews the wall clock back, 0.4 s between readings
+        clock.jump_wall(-0.4)
+        clock.advance(10)
+        assert s.run_pending() == 0  # 1.2 s in all: re-anchored, 08:30 not run again
+    clock.advance(s.next_run_in() or 0.0)
+    assert s.run_pending() == 1
+    assert fired == [T0, T0 + 60]
+    s._check()
+
+
+def test_step_back_noticed_while_a_cron_job_runs_does_not_stall_it() -> None:
+    clock = FakeClock(wall_start=T0 - 30)
+    s = Scheduler(clock)
+    fired: list[float] = []
+
+    def job() -> None:
+        fired.append(clock())
+        if len(fired) == 1:
+            clock.jump_wall(-7200)  # the step comes while the job runs...
+            s.add(At(clock.wall() + 3600), print)  # ...and is noticed here
+
+    s.add(Cron("* * * * *"), job)
+    clock.advance(30)
+    assert s.run_pending() == 1
+    assert s.next_run_in() == 60.0  # the next minute of the new wall time, not 2 h on
+    s._check()
+
+
 def test_next_wakeup_in_without_wall_schedules_is_next_run_in(clock: FakeClock) -> None:
     s = Scheduler(clock)
     assert s.next_wakeup_in() is None

@@ -17,6 +17,12 @@ applying the rules of Vixie cron's main loop (``cron.c``, as shipped by Debian):
   again in the second pass, wildcard jobs run on every real minute whose wall time
   matches; if F > 3 hours it is a correction and every job runs in both passes.
 
+Steps of the system clock itself (NTP, an administrator, a resume) are not in the zone
+data; the schedulers notice them and ask `CronExpression.after_clock_step` where a job
+goes: after a step back its rows are the ones above (wildcard jobs follow real time,
+fixed-time jobs do too only for a correction of more than 3 hours); after a step forward
+a slot carried past runs once, late, as after a suspend (``docs/cron.md``).
+
 cronsim is only touched here, so it can be replaced without changing the contract.
 """
 
@@ -419,6 +425,43 @@ class CronExpression:
         if not math.isfinite(ts):
             raise ValueError(f"ts must be a finite number of seconds, got {ts!r}")
         return self._next_ts(float(ts))
+
+    def after_clock_step(self, target: float, seen: float, step: float) -> float:
+        """Return the fire time to wait for after the system clock was stepped.
+
+        The rules for steps of the system clock (``docs/cron.md``, "Steps of the
+        system clock"): after a step back (``step < 0``) a wildcard job follows real
+        time, and so does a fixed-time job when the step is a correction (more than 3
+        hours back): the answer is the first fire time after ``seen``, the last moment
+        known to have passed, read on the stepped clock. Otherwise the job keeps
+        waiting for ``target``: a fixed-time slot that a step back of up to 3 hours
+        repeats does not run twice, and a slot that a step forward carried past is
+        already due (it runs once, late).
+
+        Args:
+            target: The fire time the job was waiting for, POSIX seconds.
+            seen: POSIX seconds on the stepped clock: the last clock reading before the
+                step was noticed, moved by ``step``.
+            step: How far the clock moved, in seconds (negative: set back).
+
+        Returns:
+            ``target``, or an earlier fire time when the job follows real time.
+
+        Raises:
+            TypeError: an argument is not a number.
+            ValueError: an argument is not finite.
+
+        """
+        for name, value in (("target", target), ("seen", seen), ("step", step)):
+            if isinstance(value, bool) or not isinstance(value, int | float):
+                raise TypeError(
+                    f"{name} must be a number of seconds, got {type(value).__name__} {value!r}"
+                )
+            if not math.isfinite(value):
+                raise ValueError(f"{name} must be a finite number of seconds, got {value!r}")
+        if step >= 0 or (self._fixed and -step <= _MAX_REPEAT):
+            return float(target)
+        return min(float(target), self._next_ts(float(seen)))
 
     def iter_after(self, t: datetime) -> Iterator[datetime]:
         """Yield fire times strictly after ``t``, in order, without end.

@@ -203,6 +203,8 @@ class Scheduler:
         "_tick_now",
         "_wall",
         "_wall_clock",
+        "_wall_read",
+        "_wall_seen",
         "errors",
     )
 
@@ -252,6 +254,10 @@ class Scheduler:
         # due times were computed with (re-anchored when it jumps).
         self._wall: dict[int, list[Any]] = {}
         self._offset = 0.0
+        # The last wall-clock reading, as its offset and its monotonic time: a jump is a
+        # change between two readings (slow NTP drift never is one).
+        self._wall_read = 0.0
+        self._wall_seen = 0.0
         self._listeners: list[Listener] = []
         self.errors: list[str] = []
         """``"task <id>: <message>"`` for each failed run, oldest first (bounded)."""
@@ -543,24 +549,42 @@ class Scheduler:
         return float(self._last_now)
 
     def _sync_wall(self, now: float) -> None:
-        """Read the wall clock; on a jump, move every wall-clock task to the new wall time."""
+        """Read the wall clock; when it has moved, re-anchor every wall-clock task.
+
+        The offset the due times were computed with moves to the new one once it is
+        more than `WALL_JUMP_TOLERANCE` away. If the wall clock jumped since the
+        previous reading (not slow drift), each plan also applies the clock-step rules
+        (``docs/cron.md``): after a step back, a wildcard cron job follows real time
+        from the last reading before the step instead of waiting for its old target.
+        """
         offset = self._wall_clock() - now
+        read, seen = self._wall_read, self._wall_seen
+        self._wall_read, self._wall_seen = offset, now
         if not self._wall:
             self._offset = offset
             return
-        if abs(offset - self._offset) <= WALL_JUMP_TOLERANCE:
+        moved = offset - self._offset
+        if abs(moved) <= WALL_JUMP_TOLERANCE:
             return
+        jump = offset - read
+        step = jump if abs(jump) > WALL_JUMP_TOLERANCE else 0.0
         _log().info(
             "wall clock moved %+.3f s against the monotonic clock; re-anchoring %d task(s)",
-            offset - self._offset,
+            moved,
             len(self._wall),
         )
         self._offset = offset
+        since = seen + offset
         # A jump is rare (an NTP step, a resume): fix the due times in place and rebuild
-        # the heap, O(n) like a compaction, rather than leave moved copies behind.
+        # the heap, O(n) like a compaction, rather than leave moved copies behind. Every
+        # plan hears of the step; the running and the parked entries get their due time
+        # from the plan when their run ends (`_advance`).
+        current, parked = self._current, self._parked
         for task_id, entry in self._wall.items():
-            if entry is not self._current and task_id not in self._held:
-                entry[0] = entry[3].reanchor(offset)  # parked ones get a due on _unpark
+            running = entry is current or task_id in parked
+            due = entry[3].reanchor(offset, step, since, running)
+            if not running:
+                entry[0] = due
         self._compact()
 
     def _run_slow(self, entry: list[Any], now: float) -> None:

@@ -10,7 +10,8 @@ path (plain one-shots and plain fixed-rate intervals never make one).
 Two clocks meet here. Due times in the core are on its monotonic clock; calendar
 schedules (`At`, `Cron`) are about the wall clock. A plan is told ``offset``, the wall
 clock minus the monotonic clock at the current tick, to convert between the two; when
-that offset jumps (NTP step, suspend/resume) the core re-anchors wall plans with it.
+that offset jumps (NTP step, suspend/resume) the core re-anchors wall plans with it, and
+each plan applies the clock-step rules of ``docs/cron.md`` ("Steps of the system clock").
 """
 
 from __future__ import annotations
@@ -181,8 +182,9 @@ class Cron(Schedule):
     """Run at the times a 5-field cron expression names, in an IANA time zone.
 
     ``Cron("0 3 * * *", tz="Europe/Berlin")``. DST follows Debian/Vixie cron (see
-    ``docs/cron.md``). The time zone defaults to UTC; ``tz="local"`` uses the
-    system's zone, only when asked.
+    ``docs/cron.md``); after the system clock is set back, wildcard jobs follow real
+    time, and after it is set forward a slot carried past runs once, late. The time
+    zone defaults to UTC; ``tz="local"`` uses the system's zone, only when asked.
 
     Raises:
         CronError: the expression or the zone is invalid, or the expression can never
@@ -244,8 +246,19 @@ class _Plan:
         """
         raise NotImplementedError
 
-    def reanchor(self, offset: float) -> float:
-        """The current due time again, for a wall clock now ``offset`` from monotonic."""
+    def reanchor(self, offset: float, step: float, seen: float, running: bool) -> float:
+        """The due time after the wall clock moved against the monotonic clock.
+
+        Args:
+            offset: The new wall-minus-monotonic offset.
+            step: How far the wall clock jumped between the last two readings, in
+                seconds (negative: set back); 0.0 for drift that built up slowly, which
+                moves due times but repeats or skips no slot.
+            seen: The wall time of the last reading before the jump, on the new wall
+                clock (``offset`` + that reading's monotonic time).
+            running: The task's run is going on: its current slot has been taken, and
+                `next` will be asked for the one after it.
+        """
         raise NotImplementedError
 
 
@@ -277,7 +290,8 @@ class _AtPlan(_Plan):
     def next(self, due: float, now: float, offset: float) -> float | None:
         return None
 
-    def reanchor(self, offset: float) -> float:
+    def reanchor(self, offset: float, step: float, seen: float, running: bool) -> float:
+        # A wall instant: it moves with the wall clock whatever the step.
         return self.when - offset
 
 
@@ -353,5 +367,13 @@ class _CronPlan(_Plan):
         # the slot that just ran, should the wall clock have been stepped back).
         return self._aim(max(now + offset, self.target), offset)
 
-    def reanchor(self, offset: float) -> float:
+    def reanchor(self, offset: float, step: float, seen: float, running: bool) -> float:
+        # The clock-step rules live beside the DST rules (CronExpression); a target that
+        # moves gets a fresh jitter draw, like any new slot.
+        target = self.expression.after_clock_step(self.target, seen, step)
+        if target != self.target:
+            # A running task has taken its slot; `next` then looks for the first slot
+            # after the new wall time, not after the old clock's slot.
+            self.target = min(target, seen) if running else target
+            self.draw = self.rng.random() * self.jitter if self.jitter else 0.0
         return self.target - offset + self.draw

@@ -87,7 +87,16 @@ class FakeClock:
     def jump_wall(self, seconds: float) -> float:
         """Step only the wall clock by ``seconds`` (either sign); return the new wall time.
 
-        Models an NTP correction or a suspend/resume seen through `time.time`.
+        Models an NTP correction, an administrator setting the time, or a resume from
+        suspend on Linux (where `time.monotonic` stops while the machine sleeps and
+        `time.time` does not). A resume where both clocks move on together is
+        `advance`. ``docs/cron.md`` ("Steps of the system clock") says what the
+        schedulers do after each.
+
+        Raises:
+            TypeError: ``seconds`` is not a number.
+            ValueError: ``seconds`` is not finite.
+
         """
         self._wall_offset += _finite("seconds", seconds)
         return self.wall()
