@@ -60,6 +60,17 @@ def gone(pid: int) -> bool:
     return stat.rsplit(")", 1)[1].split()[0] in ("Z", "X")
 
 
+def stopped(pid: int) -> bool:
+    """Every thread of the process has stopped (a SIGSTOP reaches threads one by one)."""
+    states = []
+    for task in Path(f"/proc/{pid}/task").iterdir():
+        try:
+            states.append((task / "stat").read_text().rsplit(")", 1)[1].split()[0])
+        except OSError:
+            continue
+    return bool(states) and all(state in ("T", "t") for state in states)
+
+
 class Run:
     """One ``tickwork run`` process; its stderr lines are collected as they come."""
 
@@ -401,3 +412,81 @@ def test_a_broken_file_does_not_start_and_names_file_and_line(
     assert f'{tmp_path / "jobs.toml"}:7: job "x": evry: unknown key' in text
     assert "not started, fix the file first" in text
     assert not (tmp_path / "state").exists()  # nothing was created
+
+
+def test_sigkill_of_the_daemon_ends_its_jobs_process_groups(
+    tmp_path: Path, start: Callable[..., Run]
+) -> None:
+    write_jobs(
+        tmp_path,
+        """
+        [[job]]
+        name = "long"
+        in = "100ms"
+        kill_grace = "1s"
+        shell = true
+        command = 'sleep 300 & echo $! > child.pid; echo $$ > job.pid; wait'
+        """,
+    )
+    run = start()
+    wait_until("job.pid", lambda: lines_of(tmp_path / "job.pid"))
+    wait_until("child.pid", lambda: lines_of(tmp_path / "child.pid"))
+    job = int((tmp_path / "job.pid").read_text())
+    child = int((tmp_path / "child.pid").read_text())
+    assert not gone(job) and not gone(child)
+    run.proc.kill()  # SIGKILL: the daemon can do nothing about it
+    run.wait()
+    wait_until(f"the job {job} to be gone", lambda: gone(job))
+    wait_until(f"its child {child} to be gone", lambda: gone(child))
+
+
+OVERLAP_CHECK = """
+prev=$(tail -n 1 pids 2>/dev/null)
+if [ -n "$prev" ] && [ -e "/proc/$prev" ] && ! grep -q '^State:.Z' "/proc/$prev/status"; then
+  echo "$$ started beside $prev" >> overlap.txt
+fi
+echo $$ >> pids
+echo $PPID >> parents
+exec sleep 300
+"""
+
+
+def test_a_restarted_daemon_ends_survivors_before_any_run(
+    tmp_path: Path, start: Callable[..., Run]
+) -> None:
+    jobs = write_jobs(
+        tmp_path,
+        """
+        [[job]]
+        name = "one"
+        every = "300ms"
+        overlap = "skip"
+        kill_grace = "1s"
+        shell = true
+        command = '''PLACEHOLDER'''
+        """,
+    )
+    jobs.write_text(jobs.read_text().replace("PLACEHOLDER", OVERLAP_CHECK))
+    first = start("--lease", "1s")
+    wait_until("the first run", lambda: lines_of(tmp_path / "parents"))
+    survivor = int(lines_of(tmp_path / "pids")[0])
+    supervisor = int(lines_of(tmp_path / "parents")[0])
+    assert supervisor != first.proc.pid  # the run goes through a supervisor
+    # The whole tree dies at once (the supervisor cannot end the run): freeze the
+    # daemon so that it cannot react, kill the supervisor, then the daemon.
+    first.signal(signal.SIGSTOP)
+    wait_until("the daemon to be stopped", lambda: stopped(first.proc.pid))
+    os.kill(supervisor, signal.SIGKILL)
+    wait_until("the supervisor to be gone", lambda: gone(supervisor))
+    first.proc.kill()
+    first.wait()
+    assert not gone(survivor), first.text()  # survived both: only a restart can end it
+
+    second = start("--lease", "1s", "--shutdown-grace", "1s")
+    line = second.wait_line("is still going")
+    assert "job 'one'" in line and "ending it before any run starts" in line
+    wait_until(f"the survivor {survivor} to be gone", lambda: gone(survivor))
+    wait_until("a run of the restarted daemon", lambda: len(lines_of(tmp_path / "pids")) >= 2)
+    assert lines_of(tmp_path / "overlap.txt") == []
+    second.signal(signal.SIGTERM)
+    assert second.wait() == 0

@@ -179,6 +179,7 @@ def run(args: argparse.Namespace, *, err: TextIO | None = None) -> int:
         DaemonError,
         check_namespace,
         default_namespace,
+        make_state_key,
         open_store,
         setup_logging,
     )
@@ -215,6 +216,10 @@ def run(args: argparse.Namespace, *, err: TextIO | None = None) -> int:
             poll=args.poll,
             workers=args.workers,
             watch=args.watch,
+            state_key=make_state_key(
+                namespace,
+                str(Path(state).expanduser().resolve()) if state is not None else _shown(database),
+            ),
         )
         try:
             daemon.check_store()

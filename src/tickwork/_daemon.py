@@ -44,7 +44,15 @@ from ._config import Config, JobConfig, load_config
 from ._durable import DurableScheduler
 from ._errors import ConfigError, JobFailed, TickworkError
 from ._runlog import LogFormat, RunLog, iso
-from ._runner import ProcessGroups, RunResult, run_job
+from ._runner import (
+    ProcessGroups,
+    RunResult,
+    Survivor,
+    daemon_marker,
+    end_survivors,
+    find_survivors,
+    run_job,
+)
 from ._scheduler import EventKind, RunEvent
 from ._schedules import At, Cron, Every, Once
 from .stores._model import (
@@ -67,6 +75,7 @@ __all__ = [
     "default_namespace",
     "default_state_path",
     "fingerprint",
+    "make_state_key",
     "open_store",
     "redact_dsn",
     "run_configured_job",
@@ -140,6 +149,16 @@ def redact_dsn(dsn: str) -> str:
     host = parts.hostname or ""
     port = f":{parts.port}" if parts.port else ""
     return urlunsplit(parts._replace(netloc=f"{user}:***@{host}{port}"))
+
+
+def make_state_key(namespace: str, where: str) -> str:
+    """16 hex digits naming one state (``where``: a file path or a DSN) and namespace.
+
+    Every run a daemon starts carries it (see `tickwork._runner.MARKER_ENV`), so a
+    daemon restarted on the same state finds the runs a killed one left behind, and
+    leaves alone those of daemons running other states or namespaces.
+    """
+    return hashlib.sha256(f"{namespace}\0{where}".encode()).hexdigest()[:16]
 
 
 def _make_private_dir(directory: Path) -> None:
@@ -364,6 +383,9 @@ class Daemon:
         workers: Size of the worker pool (runs at once).
         watch: Also reload when the file changes (checked every second).
         wall_clock: UTC POSIX seconds (tests pass a fake).
+        state_key: Names the state this daemon runs (see `make_state_key`); the runs
+            it starts carry it, so that a daemon restarted on the same state finds the
+            runs a killed one left behind. Default: from the namespace alone.
     """
 
     def __init__(
@@ -379,6 +401,7 @@ class Daemon:
         workers: int = 32,
         watch: bool = False,
         wall_clock: Callable[[], float] = time.time,
+        state_key: str | None = None,
     ) -> None:
         self.config_path = config_path
         self.store = store
@@ -389,7 +412,8 @@ class Daemon:
         self._wall = wall_clock
         self._jobs: dict[str, JobConfig] = {}
         self._config: Config | None = None
-        self._groups = ProcessGroups()
+        self.state_key = state_key or make_state_key(namespace, "")
+        self._groups = ProcessGroups(marker=daemon_marker(self.state_key))
         self._stop = threading.Event()
         self.scheduler = DurableScheduler(
             store, lease=lease, poll=poll, max_workers=workers, wall_clock=wall_clock
@@ -555,6 +579,7 @@ class Daemon:
             sig: signal.signal(sig, self._on_signal) for sig in (*_STOP_SIGNALS, signal.SIGHUP)
         }
         try:
+            self.end_survivors()
             self.scheduler.start()
             self._loop(run_for)
             self._shutdown()
@@ -567,6 +592,44 @@ class Daemon:
                 _active = None
             self.store.close()
         return 0
+
+    def end_survivors(self) -> int:
+        """End the runs a killed daemon of this state left behind; return how many groups.
+
+        A run's supervisor ends its group when its daemon dies; this catches the runs
+        whose supervisor died too (a ``kill -9`` of the whole process tree, the OOM
+        killer) or is still in its ``kill_grace``. Called by `serve` before any run
+        starts, so a job never runs beside a survivor of itself. Each group gets
+        SIGTERM, then SIGKILL after the job's ``kill_grace``.
+        """
+        found = find_survivors(self.state_key)
+        if not found:
+            return 0
+        groups: dict[int, list[Survivor]] = {}
+        for survivor in found:
+            groups.setdefault(survivor.pgid, []).append(survivor)
+        for pgid, members in sorted(groups.items()):
+            first = members[0]
+            _log.warning(
+                "job %r: a run started by daemon pid %d, which is gone, is still going"
+                " (process group %d, %d process(es)); ending it before any run starts",
+                first.job,
+                first.daemon_pid,
+                pgid,
+                len(members),
+            )
+        grace = max(
+            (self._jobs[s.job].kill_grace for s in found if s.job in self._jobs),
+            default=10.0,
+        )
+        left = end_survivors(found, grace)
+        if left:
+            _log.error(
+                "could not end %d process(es) of earlier runs: %s",
+                len(left),
+                ", ".join(f"pid {s.pid} (job {s.job!r})" for s in left),
+            )
+        return len(groups)
 
     def _on_signal(self, signum: int, frame: FrameType | None) -> None:
         # Only record it and wake the main loop: the work happens in _loop.
