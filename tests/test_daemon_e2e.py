@@ -490,3 +490,54 @@ def test_a_restarted_daemon_ends_survivors_before_any_run(
     assert lines_of(tmp_path / "overlap.txt") == []
     second.signal(signal.SIGTERM)
     assert second.wait() == 0
+
+
+@pytest.mark.parametrize("fmt", ["text", "json"])
+def test_skips_of_a_hung_job_are_logged_as_they_pass(
+    tmp_path: Path, start: Callable[..., Run], fmt: str
+) -> None:
+    # Only the first run hangs (until its timeout); later runs end at once.
+    write_jobs(
+        tmp_path,
+        """
+        [[job]]
+        name = "hung"
+        every = "100ms"
+        overlap = "skip"
+        timeout = "3s"
+        kill_grace = "200ms"
+        shell = true
+        command = 'if [ -e hung.pid ]; then exit 0; fi; echo $$ > hung.pid; exec sleep 300'
+        """,
+    )
+    run = start("--log-format", fmt, "--shutdown-grace", "1s")
+    wait_until("the hung run", lambda: lines_of(tmp_path / "hung.pid"))
+    hung = int(lines_of(tmp_path / "hung.pid")[0])
+    run.wait_line("skipped")
+    assert not gone(hung)  # logged while the blocking run is still going
+    run.wait_line("failed" if fmt == "json" else "hung failed timeout")
+    mark = len(run.lines)
+    run.wait_line("started", after=mark)  # the schedule goes on after the hung run
+    run.signal(signal.SIGTERM)
+    assert run.wait(60) == 0
+    if fmt == "text":
+        end = next(i for i, line in enumerate(run.lines) if "hung failed timeout" in line)
+        during = [line for line in run.lines[:end] if " hung skipped " in line]
+        duration = float(run.lines[end].split(" in ")[1].split("s")[0])
+        assert any(" runs due " in line for line in during)  # a count, not a line per slot
+        assert all(line.endswith("(overlap: the previous run is still running)") for line in during)
+        assert len(during) <= duration + 2  # about one line a second
+        return
+    records = [json.loads(line) for line in run.lines]
+    assert all(tuple(r) == JSON_KEYS for r in records if r["event"] != "log")
+    ended = next(r for r in records if r["event"] == "failed")
+    end = records.index(ended)
+    skips = [r for r in records if r["event"] == "skipped" and r["scheduled"] < ended["time"]]
+    assert all(r["reason"] == "overlap" and r["count"] >= 1 for r in skips)
+    during = [r for r in records[:end] if r["event"] == "skipped"]
+    assert len(during) <= ended["duration"] + 2  # about one line a second
+    # Every slot that passed during the hung run is counted once: as it passed, or
+    # (the last few) when the run ended. None twice.
+    slots = ended["duration"] / 0.1
+    total = sum(r["count"] for r in skips)
+    assert slots - 4 <= total <= slots + 4, ([r["count"] for r in skips], ended["duration"])
