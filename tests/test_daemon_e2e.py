@@ -438,6 +438,11 @@ def test_sigkill_of_the_daemon_ends_its_jobs_process_groups(
     run.wait()
     wait_until(f"the job {job} to be gone", lambda: gone(job))
     wait_until(f"its child {child} to be gone", lambda: gone(child))
+    # No daemon is alive: `tickwork jobs` says the run is lost, not running.
+    row = jobs_json(tmp_path)["long"]
+    assert row["running"] == 0
+    [lost] = row["lost"]
+    assert lost["owner"].endswith(f":{run.proc.pid}") and "not running" in lost["why"]
 
 
 OVERLAP_CHECK = """
