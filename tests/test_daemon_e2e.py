@@ -74,13 +74,16 @@ def stopped(pid: int) -> bool:
 class Run:
     """One ``tickwork run`` process; its stderr lines are collected as they come."""
 
-    def __init__(self, jobs: Path, state: Path, *extra: str) -> None:
+    def __init__(
+        self, jobs: Path, state: Path, *extra: str, env: dict[str, str] | None = None
+    ) -> None:
         self.proc = subprocess.Popen(
             [sys.executable, "-m", "tickwork", "run", str(jobs), "--state", str(state), *extra],
             stdin=subprocess.DEVNULL,
             stdout=subprocess.DEVNULL,
             stderr=subprocess.PIPE,
             text=True,
+            env=env,
         )
         self.lines: list[str] = []
         self._reader = threading.Thread(target=self._read, daemon=True)
@@ -546,3 +549,37 @@ def test_skips_of_a_hung_job_are_logged_as_they_pass(
     slots = ended["duration"] / 0.1
     total = sum(r["count"] for r in skips)
     assert slots - 4 <= total <= slots + 4, ([r["count"] for r in skips], ended["duration"])
+
+
+ROOT = Path(__file__).resolve().parent.parent
+
+
+def test_the_demo_shows_every_kind_of_job_it_announces(tmp_path: Path) -> None:
+    # What `python3 dev.py demo` runs: the example for 20 s on a fresh state. The
+    # example's header promises each of these, every time.
+    example = ROOT / "examples" / "housekeeping.toml"
+    state = tmp_path / "state.sqlite3"
+    run = Run(example, state, "--for", "20s", env={**os.environ, "HOUSEKEEPING_DIR": str(tmp_path)})
+    try:
+        run.proc.wait(90)
+    finally:
+        run.kill()
+    assert run.proc.returncode == 0, run.text()
+    text = run.text()
+    for job in ("rotate-logs", "probe-api", "clean-tmp", "berlin-report", "slow-sync"):
+        assert f" {job} started" in text, f"{job} never started:\n{text}"
+        assert f" {job} finished ok" in text or job == "probe-api", f"{job}:\n{text}"
+    assert " probe-api failed exit=1" in text  # nothing listens on its port...
+    assert " probe-api started (attempt 2" in text  # ...so it is retried
+    assert " slow-sync skipped the run due " in text  # overlap = "skip"
+    listing = subprocess.run(
+        [sys.executable, "-m", "tickwork", "jobs", str(example), "--state", str(state)],
+        capture_output=True,
+        text=True,
+        timeout=60,
+        check=True,
+    ).stdout
+    after = listing.split("\nweekday-digest\n", 1)[1].splitlines()
+    ends = [i for i, line in enumerate(after) if not line.startswith(" ")]
+    digest = "\n".join(after[: ends[0] if ends else len(after)])
+    assert "cron '0 7 * * 1-5' Europe/Berlin" in digest and "next run  20" in digest
