@@ -40,6 +40,40 @@ def test_demo_reproduces_example_1_on_a_real_clock() -> None:
     assert lines[-1] == "log == ['rotate', 'probe', 'backup', 'probe']"
 
 
+def test_demo_output_holds_when_the_machine_stalls(monkeypatch: pytest.MonkeyPatch) -> None:
+    # Every sleep overshoots by 1.5 script-seconds, as on a badly loaded machine: the
+    # scheduler must still see each scripted moment, not the moment the call came.
+    now = [0.0]
+
+    def monotonic() -> float:
+        return now[0]
+
+    def sleep(seconds: float) -> None:
+        now[0] += seconds + 0.15
+
+    monkeypatch.setattr("tickwork._demo.time.monotonic", monotonic)
+    monkeypatch.setattr("tickwork._demo.time.sleep", sleep)
+    out = io.StringIO()
+    assert run_demo(out, speed=10.0) == 0
+    lines = out.getvalue().splitlines()
+    calls = "\n".join(line for line in lines if line.startswith("t=")) + "\n"
+    assert calls == EXAMPLE_1
+    assert lines[-1] == "log == ['rotate', 'probe', 'backup', 'probe']"
+
+
+def test_help_speaks_to_users(capsys: pytest.CaptureFixture[str]) -> None:
+    with pytest.raises(SystemExit):
+        main(["--help"])
+    top = capsys.readouterr().out
+    with pytest.raises(SystemExit):
+        main(["demo", "--help"])
+    demo = capsys.readouterr().out
+    for text in (top, demo):
+        assert "SPEC" not in text and "Example 1" not in text
+    assert "demo" in top and "scheduler" in top.split("demo", 1)[1].lower()
+    assert "tickwork run --help" in " ".join(demo.split())
+
+
 def test_demo_rejects_bad_speed() -> None:
     with pytest.raises(ValueError, match=r"^speed must be > 0, got 0$"):
         run_demo(io.StringIO(), speed=0)

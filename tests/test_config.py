@@ -295,5 +295,12 @@ def test_every_documented_key_is_in_the_reference() -> None:
 def test_the_example_is_valid() -> None:
     config = load_config(ROOT / "examples" / "housekeeping.toml")
     names = [job.name for job in config.jobs]
-    assert names == ["rotate-logs", "probe-api", "clean-tmp", "berlin-report", "slow-sync"]
-    assert config.job("berlin-report").schedule == Cron("*/1 * * * *", tz="Europe/Berlin")
+    assert names == [
+        "rotate-logs",
+        "probe-api",
+        "clean-tmp",
+        "berlin-report",
+        "weekday-digest",
+        "slow-sync",
+    ]
+    assert config.job("weekday-digest").schedule == Cron("0 7 * * 1-5", tz="Europe/Berlin")

@@ -269,3 +269,19 @@ def test_reload_keeps_the_old_config_when_the_file_or_the_state_fails(
         assert not d.reload()
     assert d.config is old
     assert "the state cannot be read: database is down" in caplog.text
+
+
+def test_slots_passing_while_a_run_is_held_are_counted_on_the_grid() -> None:
+    from tickwork._daemon import _slots_between
+
+    every = EverySchedule(0.1)
+    assert _slots_between(every, 100.0, None, 100.35) == (4, 100.0, pytest.approx(100.3))
+    count, first, last = _slots_between(every, 100.0, 100.35, 101.0)
+    assert (count, first, last) == (7, pytest.approx(100.4), pytest.approx(101.0))
+    assert _slots_between(every, 100.0, 101.0, 101.05) == (0, None, None)
+    assert _slots_between(EverySchedule(1, fixed_delay=True), 0.0, None, 10.0) == (0, None, None)
+    cron = CronSchedule("*/5 * * * *", "UTC")
+    start = 1_800_000_000.0  # 2027-01-15T08:00:00Z, on the grid
+    assert _slots_between(cron, start, None, start + 601) == (3, start, start + 600)
+    assert _slots_between(cron, start, start + 1, start + 601) == (2, start + 300, start + 600)
+    assert _slots_between(AtSchedule(start), start, None, start + 60) == (0, None, None)

@@ -105,6 +105,28 @@ def test_json_lines_parse_with_stable_keys() -> None:
     assert (records[4]["status"], records[4]["signal"]) == ("timeout", "SIGKILL")
     assert records[5]["error"].startswith("cannot start")
     assert (records[7]["event"], records[7]["reason"]) == ("skipped", "overlap")
+    assert records[7]["count"] == 1 and records[0]["count"] is None
+
+
+def test_a_rate_limited_skip_line_says_how_many() -> None:
+    out = io.StringIO()
+    log = RunLog(out, wall=lambda: T + 2.0)
+    log.skipped("tick", T + 0.1, reason="overlap", count=10, last=T + 1.0)
+    log.skipped("tick", T + 1.1, reason="overlap", count=3)
+    assert out.getvalue().splitlines() == [
+        "2026-12-02T17:00:02Z tick skipped 10 runs due 2026-12-02T17:00:00.100Z to"
+        " 2026-12-02T17:00:01Z (overlap: the previous run is still running)",
+        "2026-12-02T17:00:02Z tick skipped 3 runs due from 2026-12-02T17:00:01.100Z"
+        " (overlap: the previous run is still running)",
+    ]
+    out = io.StringIO()
+    RunLog(out, format="json", wall=lambda: T).skipped("tick", T, reason="overlap", count=10)
+    record = json.loads(out.getvalue())
+    assert (record["event"], record["count"], record["scheduled"]) == (
+        "skipped",
+        10,
+        "2026-12-02T17:00:00.000Z",
+    )
 
 
 def test_iso_and_bad_format() -> None:

@@ -137,6 +137,45 @@ def test_a_command_that_cannot_start_is_a_result(tmp_path: Path) -> None:
     assert r.error is not None and "in '" in r.error
 
 
+def test_a_supervised_command_ends_as_the_command_ended(tmp_path: Path) -> None:
+    groups = ProcessGroups(marker="k:1:2")
+    r = run_command(["sh", "-c", "echo out; echo err >&2; exit 3"], groups=groups)
+    assert (r.exit_code, r.signal, r.output) == (3, None, "out\nerr\n")
+    r = run_command(["sh", "-c", "kill -USR1 $$"], groups=groups)
+    assert (r.exit_code, r.signal, r.status) == (None, signal.SIGUSR1, "signal=SIGUSR1")
+    r = run_command(["sh", "-c", "echo $TICKWORK_SUPERVISED"], groups=groups, job="j:1")
+    assert r.output == "k:1:2:j:1\n"
+    # The command is the supervisor's child, in the supervisor's group.
+    r = run_command(["sh", "-c", "echo $PPID $(ps -o pgid= -p $$)"], groups=groups)
+    parent, pgid = map(int, r.output.split())
+    assert parent == pgid and parent != os.getpid()
+    r = run_command(["tickwork-no-such-program"], groups=groups)
+    assert r.status == "error" and r.error is not None
+    assert r.error.startswith("cannot start 'tickwork-no-such-program': No such file")
+    r = run_command(["true"], cwd=str(tmp_path / "missing"), groups=groups)
+    assert r.error is not None and "in '" in r.error
+    assert len(groups) == 0
+
+
+def test_a_supervised_timeout_kills_the_whole_group(tmp_path: Path) -> None:
+    pids = tmp_path / "pids"
+    groups = ProcessGroups()
+    r = run_command(
+        [sys.executable, "-c", HANG, str(pids)], timeout=3.0, kill_grace=0.3, groups=groups
+    )
+    assert pids.exists(), f"the hanging job never got going: {r}"
+    assert r.timed_out and r.signal == signal.SIGKILL and "ready" in r.output
+    assert wait_gone(list(map(int, pids.read_text().split()))) == []
+    r = run_command(
+        ["sh", "-c", "sleep 100 & sleep 100"], timeout=0.2, kill_grace=30, groups=groups
+    )
+    assert r.timed_out and r.signal == signal.SIGTERM and r.duration < 10
+    pidfile = tmp_path / "pid"
+    r = run_command(["sh", "-c", f"sleep 100 >/dev/null 2>&1 & echo $! > {pidfile}"], groups=groups)
+    assert r.ok
+    assert wait_gone([int(pidfile.read_text())]) == []
+
+
 def test_terminate_all_ends_running_groups_and_refuses_new_ones() -> None:
     groups = ProcessGroups()
     results: list[RunResult] = []

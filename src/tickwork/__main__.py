@@ -16,9 +16,19 @@ def build_parser() -> argparse.ArgumentParser:
     )
     parser.add_argument("--version", action="version", version=f"tickwork {__version__}")
     sub = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
-    demo = sub.add_parser("demo", help="play SPEC Example 1 on a real clock (about 10 s)")
+    demo = sub.add_parser(
+        "demo",
+        help="watch the scheduler schedule, run and cancel a few jobs (about 10 s)",
+        description="A narrated tour of the library's Scheduler on a real clock: it "
+        "schedules a backup, a log rotation and a repeating probe, cancels a job, and "
+        "prints every call and every run as it happens. For the cron replacement, see "
+        "`tickwork run --help`.",
+    )
     demo.add_argument(
-        "--speed", type=float, default=2.0, help="time compression factor (default 2)"
+        "--speed",
+        type=float,
+        default=2.0,
+        help="how many times faster than real time to play it (default 2)",
     )
     demo.set_defaults(func=_demo)
 

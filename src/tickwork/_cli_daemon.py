@@ -15,7 +15,9 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import socket
 import sys
+import time
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any, TextIO
@@ -23,6 +25,7 @@ from typing import Any, TextIO
 from ._config import Config, load_config
 from ._errors import ConfigError, TickworkError
 from ._schedules import parse_duration
+from .stores._model import Claim
 
 __all__ = ["add_parsers", "run", "run_jobs"]
 
@@ -179,6 +182,7 @@ def run(args: argparse.Namespace, *, err: TextIO | None = None) -> int:
         DaemonError,
         check_namespace,
         default_namespace,
+        make_state_key,
         open_store,
         setup_logging,
     )
@@ -215,6 +219,10 @@ def run(args: argparse.Namespace, *, err: TextIO | None = None) -> int:
             poll=args.poll,
             workers=args.workers,
             watch=args.watch,
+            state_key=make_state_key(
+                namespace,
+                str(Path(state).expanduser().resolve()) if state is not None else _shown(database),
+            ),
         )
         try:
             daemon.check_store()
@@ -250,11 +258,52 @@ def _info(message: str) -> None:
 
 
 def _when(ts: float | None) -> str:
+    """ISO 8601 in local time with its offset, then UTC: for people reading the state."""
     if ts is None:
         return "-"
-    local = datetime.fromtimestamp(ts).astimezone()
-    utc = datetime.fromtimestamp(ts, UTC)
-    return f"{local:%Y-%m-%d %H:%M:%S %Z} ({utc:%H:%M:%SZ})"
+    local = datetime.fromtimestamp(ts).astimezone().isoformat(timespec="seconds")
+    utc = datetime.fromtimestamp(ts, UTC).isoformat(timespec="seconds")
+    return f"{local} ({utc.replace('+00:00', 'Z')})"
+
+
+def _owner(owner: str) -> str:
+    """A claim's owner as ``host:pid`` (the durable scheduler adds a random suffix)."""
+    host, _, rest = owner.partition(":")
+    pid = rest.partition(":")[0]
+    return f"{host}:{pid}" if pid else owner
+
+
+def _process_alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:  # alive, another user's
+        return True
+    try:  # a zombie nobody has reaped yet is gone too
+        stat = Path(f"/proc/{pid}/stat").read_text()
+    except OSError:
+        return True
+    return stat.rsplit(")", 1)[1].split()[0] not in ("Z", "X")
+
+
+def _lost_because(claim: Claim, now: float, host: str) -> str | None:
+    """Why the owner of a claim is gone (the claim will be recovered), or None if alive.
+
+    Gone: its lease has run out (nobody renewed it), or it names a process on this host
+    that is not running. A claim that names another host is believed while its lease
+    holds.
+    """
+    if claim.lease_until <= now:
+        return f"its lease ran out at {_iso(claim.lease_until)}"
+    owner_host, _, rest = claim.owner.partition(":")
+    pid_text = rest.partition(":")[0]
+    if owner_host == host and pid_text.isdigit() and not _process_alive(int(pid_text)):
+        return (
+            "not running on this host; its lease runs out at"
+            f" {_iso(claim.lease_until)}, then the run is recorded abandoned"
+        )
+    return None
 
 
 def _iso(ts: float | None) -> str | None:
@@ -314,18 +363,36 @@ def run_jobs(
         states = [s for s in states if owned(s, namespace)]
     rows: list[dict[str, Any]] = []
     seen: set[str] = set()
+    now, host = time.time(), socket.gethostname()
     for s in states:
         name = s.spec.kwargs.get("job", s.id) if s.spec.kwargs else s.id
         seen.add(str(name))
         last = s.last_run
+        running: list[dict[str, Any]] = []
+        lost: list[dict[str, Any]] = []
+        for c in s.claims:
+            if not c.owner:  # a pending retry: a recovered slot nobody has taken yet
+                continue
+            why = _lost_because(c, now, host)
+            entry = {
+                "owner": _owner(c.owner),
+                "scheduled": _iso(c.scheduled),
+                "started": _iso(c.started),
+                "lease_until": _iso(c.lease_until),
+            }
+            if why is None:
+                running.append(entry)
+            else:
+                since = c.lease_until if c.lease_until <= now else None
+                lost.append(entry | {"since": _iso(since), "why": why})
         rows.append(
             {
                 "job": name,
                 "id": s.id,
                 "schedule": _schedule_text(s.spec.schedule),
                 "paused": s.paused,
-                # A pending retry (a recovered slot nobody has taken yet) has no owner.
-                "running": sum(1 for c in s.claims if c.owner),
+                "running": len(running),
+                "lost": lost,
                 "next_run": _iso(s.next_run),
                 "last_scheduled": _iso(last.scheduled) if last else None,
                 "last_started": _iso(last.started) if last else None,
@@ -334,6 +401,7 @@ def run_jobs(
                 "error": last.error if last else None,
                 "_next": s.next_run,
                 "_last": last,
+                "_running": running,
             }
         )
     if config is not None:
@@ -346,6 +414,7 @@ def run_jobs(
                         "schedule": None,
                         "paused": not job.enabled,
                         "running": 0,
+                        "lost": [],
                         "next_run": None,
                         "last_scheduled": None,
                         "last_started": None,
@@ -354,6 +423,7 @@ def run_jobs(
                         "error": None,
                         "_next": None,
                         "_last": None,
+                        "_running": [],
                     }
                 )
     if args.json:
@@ -378,10 +448,25 @@ def _print_row(row: dict[str, Any], out: TextIO) -> None:
         flags.append("paused")
     if row["running"]:
         flags.append("running now")
+    if row["lost"]:
+        flags.append("lost")
     flag = f" [{', '.join(flags)}]" if flags else ""
     print(f"{row['job']}{flag}", file=out)
     if row["schedule"]:
         print(f"  schedule  {row['schedule']}", file=out)
+    for claim in row["_running"]:
+        started = f", started {claim['started']}" if claim["started"] else ", not started yet"
+        print(
+            f"  running   the run due {claim['scheduled']}{started}, by {claim['owner']}",
+            file=out,
+        )
+    for claim in row["lost"]:
+        started = f", started {claim['started']}" if claim["started"] else ""
+        print(
+            f"  lost      the run due {claim['scheduled']}{started}: its owner"
+            f" {claim['owner']} is gone ({claim['why']})",
+            file=out,
+        )
     print(f"  next run  {_when(row['_next'])}", file=out)
     last = row["_last"]
     if last is None:

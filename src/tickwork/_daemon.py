@@ -41,10 +41,19 @@ from typing import Any, Final, TextIO
 from urllib.parse import urlsplit, urlunsplit
 
 from ._config import Config, JobConfig, load_config
+from ._cron import CronExpression
 from ._durable import DurableScheduler
 from ._errors import ConfigError, JobFailed, TickworkError
 from ._runlog import LogFormat, RunLog, iso
-from ._runner import ProcessGroups, RunResult, run_job
+from ._runner import (
+    ProcessGroups,
+    RunResult,
+    Survivor,
+    daemon_marker,
+    end_survivors,
+    find_survivors,
+    run_job,
+)
 from ._scheduler import EventKind, RunEvent
 from ._schedules import At, Cron, Every, Once
 from .stores._model import (
@@ -67,6 +76,7 @@ __all__ = [
     "default_namespace",
     "default_state_path",
     "fingerprint",
+    "make_state_key",
     "open_store",
     "redact_dsn",
     "run_configured_job",
@@ -82,6 +92,9 @@ _NAMESPACE: Final = re.compile(r"[A-Za-z0-9][A-Za-z0-9_.@:-]{0,59}")
 _STOP_SIGNALS: Final = (signal.SIGTERM, signal.SIGINT)
 _ERROR_TAIL: Final = 1000  # characters of output kept in a failed run's stored error
 _SETTLE: Final = 5.0  # after terminate_all: seconds beyond the longest kill_grace
+_SKIP_CHECK: Final = 0.2  # how often to look for slots passing while a run is held
+_SKIP_LINE_EVERY: Final = 1.0  # at most one skip line per job per this many seconds
+_SKIP_COUNT_LIMIT: Final = 100_000  # slots counted per look (a tiny interval, a long hang)
 
 
 class DaemonError(TickworkError):
@@ -140,6 +153,16 @@ def redact_dsn(dsn: str) -> str:
     host = parts.hostname or ""
     port = f":{parts.port}" if parts.port else ""
     return urlunsplit(parts._replace(netloc=f"{user}:***@{host}{port}"))
+
+
+def make_state_key(namespace: str, where: str) -> str:
+    """16 hex digits naming one state (``where``: a file path or a DSN) and namespace.
+
+    Every run a daemon starts carries it (see `tickwork._runner.MARKER_ENV`), so a
+    daemon restarted on the same state finds the runs a killed one left behind, and
+    leaves alone those of daemons running other states or namespaces.
+    """
+    return hashlib.sha256(f"{namespace}\0{where}".encode()).hexdigest()[:16]
 
 
 def _make_private_dir(directory: Path) -> None:
@@ -321,6 +344,63 @@ class Reload:
         return ", ".join(parts) or "no jobs"
 
 
+# -- skips logged as they pass -----------------------------------------------------------
+
+
+def _slots_between(
+    schedule: Schedule, first: float, lo: float | None, hi: float
+) -> tuple[int, float | None, float | None]:
+    """Slots of ``schedule``'s grid through ``first`` that lie in ``(lo, hi]``.
+
+    ``lo=None`` counts from ``first`` itself. Only fixed-rate and cron schedules have
+    a grid; for the others the answer is none.
+
+    Returns:
+        ``(count, first slot, last slot)``, counting at most `_SKIP_COUNT_LIMIT`.
+    """
+    if isinstance(schedule, EverySchedule) and not schedule.fixed_delay:
+        step = schedule.seconds
+        k0 = 0 if lo is None or lo < first else math.floor((lo - first) / step) + 1
+        while lo is not None and first + k0 * step <= lo:  # float rounding
+            k0 += 1
+        if first + k0 * step > hi:
+            return 0, None, None
+        k1 = max(k0, math.floor((hi - first) / step))
+        while first + k1 * step > hi:
+            k1 -= 1
+        count = min(k1 - k0 + 1, _SKIP_COUNT_LIMIT)
+        return count, first + k0 * step, first + k1 * step
+    if isinstance(schedule, CronSchedule):
+        expr = CronExpression(schedule.expr, schedule.tz)
+        t = first if lo is None or lo < first else expr.next_after_timestamp(lo)
+        count, start, last = 0, None, None
+        while t <= hi and count < _SKIP_COUNT_LIMIT:
+            count, last = count + 1, t
+            start = t if start is None else start
+            t = expr.next_after_timestamp(t)
+        return count, start, last
+    return 0, None, None
+
+
+@dataclass(slots=True)
+class _Stretch:
+    """The slots of one job that have passed while one of its runs was held here."""
+
+    first: float
+    """The job's stored next run when the stretch was seen: its first blocked slot."""
+    schedule: Schedule
+    seen_until: float | None = None
+    """Slots up to here have been counted (None: none yet)."""
+    logged: int = 0
+    """How many of them have been logged."""
+    pending: int = 0
+    """Counted but not logged yet (rate limit)."""
+    pending_first: float = 0.0
+    pending_last: float = 0.0
+    last_line: float = -math.inf
+    """When (monotonic) the last skip line of this stretch was written."""
+
+
 # -- the daemon ------------------------------------------------------------------------
 
 _active: Daemon | None = None
@@ -364,6 +444,9 @@ class Daemon:
         workers: Size of the worker pool (runs at once).
         watch: Also reload when the file changes (checked every second).
         wall_clock: UTC POSIX seconds (tests pass a fake).
+        state_key: Names the state this daemon runs (see `make_state_key`); the runs
+            it starts carry it, so that a daemon restarted on the same state finds the
+            runs a killed one left behind. Default: from the namespace alone.
     """
 
     def __init__(
@@ -379,6 +462,7 @@ class Daemon:
         workers: int = 32,
         watch: bool = False,
         wall_clock: Callable[[], float] = time.time,
+        state_key: str | None = None,
     ) -> None:
         self.config_path = config_path
         self.store = store
@@ -389,7 +473,8 @@ class Daemon:
         self._wall = wall_clock
         self._jobs: dict[str, JobConfig] = {}
         self._config: Config | None = None
-        self._groups = ProcessGroups()
+        self.state_key = state_key or make_state_key(namespace, "")
+        self._groups = ProcessGroups(marker=daemon_marker(self.state_key))
         self._stop = threading.Event()
         self.scheduler = DurableScheduler(
             store, lease=lease, poll=poll, max_workers=workers, wall_clock=wall_clock
@@ -397,6 +482,8 @@ class Daemon:
         self.scheduler.add_listener(self._on_event)
         self._signals: list[int] = []
         self._wake_r = self._wake_w = -1
+        self._stretches: dict[str, _Stretch] = {}  # job id -> slots passing while held
+        self._stretch_lock = threading.Lock()
 
     # -- configuration -------------------------------------------------------------
 
@@ -527,13 +614,96 @@ class Daemon:
             raise JobFailed(_failure_text(result))
 
     def _on_event(self, event: RunEvent) -> None:
-        if event.job_id is None or event.kind not in (EventKind.SKIPPED, EventKind.MISSED):
+        if event.job_id is None:
             return
         namespace, _, name = event.job_id.partition("/")
         if namespace != self.namespace:
             return
+        if event.kind is EventKind.STARTED:  # a new run: any stretch before it is over
+            if self._wake_w >= 0:  # the main loop looks for skips while runs go on
+                with contextlib.suppress(BlockingIOError, OSError):
+                    os.write(self._wake_w, b"\0")
+            with self._stretch_lock:
+                stretch = self._stretches.pop(event.job_id, None)
+            if stretch is not None and stretch.pending:
+                self._log_pending(name, stretch)
+            return
+        if event.kind not in (EventKind.SKIPPED, EventKind.MISSED):
+            return
         reason = "overlap" if event.kind is EventKind.SKIPPED else "missed"
-        self.log.skipped(name, event.scheduled, reason=reason)
+        count = max(1, event.missed)
+        with self._stretch_lock:
+            stretch = self._stretches.get(event.job_id)
+            if stretch is not None and stretch.first == event.scheduled:
+                del self._stretches[event.job_id]
+            else:
+                stretch = None
+        if stretch is None:
+            self.log.skipped(name, event.scheduled, reason=reason, count=count)
+            return
+        # The durable layer decided the slots this stretch has been logging as they
+        # passed: log only the ones not logged yet.
+        left = count - stretch.logged
+        if left <= 0:
+            return
+        if stretch.pending:
+            start = stretch.pending_first
+        else:
+            _, after, _ = _slots_between(
+                stretch.schedule, stretch.first, stretch.seen_until, math.inf
+            )
+            start = event.scheduled if after is None else after
+        self.log.skipped(name, start, reason=reason, count=left)
+
+    def _log_pending(self, name: str, stretch: _Stretch) -> None:
+        self.log.skipped(
+            name,
+            stretch.pending_first,
+            reason="overlap",
+            count=stretch.pending,
+            last=stretch.pending_last,
+        )
+        stretch.logged += stretch.pending
+        stretch.pending = 0
+        stretch.last_line = time.monotonic()
+
+    def check_skips(self) -> None:
+        """Log the slots of ``overlap = "skip"`` jobs that pass while their run goes on.
+
+        The durable layer decides such a slot when the blocking run ends (it stays
+        unclaimed until then); this logs it as it passes. Lines are rate-limited: at
+        most one per job per second, with a count. The end-of-run decision then logs
+        only what is left. Called every `_SKIP_CHECK` seconds by the main loop.
+        """
+        for job_id in self.scheduler.running():
+            namespace, _, name = job_id.partition("/")
+            job = self._jobs.get(name)
+            if namespace != self.namespace or job is None or job.overlap != "skip":
+                continue
+            now = self._wall()
+            state = self.store.get(job_id)
+            if state is None or state.next_run is None or state.next_run > now:
+                continue
+            if job_id not in self.scheduler.running():
+                continue  # it ended meanwhile: the durable layer decides the slot
+            # Held at `now` and after: every slot up to `now` came while it ran.
+            with self._stretch_lock:
+                stretch = self._stretches.get(job_id)
+                if stretch is None or stretch.first != state.next_run:
+                    stretch = _Stretch(state.next_run, state.spec.schedule)
+                    self._stretches[job_id] = stretch
+                count, first, last = _slots_between(
+                    stretch.schedule, stretch.first, stretch.seen_until, now
+                )
+                stretch.seen_until = now
+                if count:
+                    if not stretch.pending:
+                        stretch.pending_first = first or now
+                    stretch.pending += count
+                    stretch.pending_last = last or now
+                due = stretch.pending and time.monotonic() - stretch.last_line >= _SKIP_LINE_EVERY
+                if due:
+                    self._log_pending(name, stretch)
 
     # -- the main thread ------------------------------------------------------------------
 
@@ -555,6 +725,7 @@ class Daemon:
             sig: signal.signal(sig, self._on_signal) for sig in (*_STOP_SIGNALS, signal.SIGHUP)
         }
         try:
+            self.end_survivors()
             self.scheduler.start()
             self._loop(run_for)
             self._shutdown()
@@ -567,6 +738,44 @@ class Daemon:
                 _active = None
             self.store.close()
         return 0
+
+    def end_survivors(self) -> int:
+        """End the runs a killed daemon of this state left behind; return how many groups.
+
+        A run's supervisor ends its group when its daemon dies; this catches the runs
+        whose supervisor died too (a ``kill -9`` of the whole process tree, the OOM
+        killer) or is still in its ``kill_grace``. Called by `serve` before any run
+        starts, so a job never runs beside a survivor of itself. Each group gets
+        SIGTERM, then SIGKILL after the job's ``kill_grace``.
+        """
+        found = find_survivors(self.state_key)
+        if not found:
+            return 0
+        groups: dict[int, list[Survivor]] = {}
+        for survivor in found:
+            groups.setdefault(survivor.pgid, []).append(survivor)
+        for pgid, members in sorted(groups.items()):
+            first = members[0]
+            _log.warning(
+                "job %r: a run started by daemon pid %d, which is gone, is still going"
+                " (process group %d, %d process(es)); ending it before any run starts",
+                first.job,
+                first.daemon_pid,
+                pgid,
+                len(members),
+            )
+        grace = max(
+            (self._jobs[s.job].kill_grace for s in found if s.job in self._jobs),
+            default=10.0,
+        )
+        left = end_survivors(found, grace)
+        if left:
+            _log.error(
+                "could not end %d process(es) of earlier runs: %s",
+                len(left),
+                ", ".join(f"pid {s.pid} (job {s.job!r})" for s in left),
+            )
+        return len(groups)
 
     def _on_signal(self, signum: int, frame: FrameType | None) -> None:
         # Only record it and wake the main loop: the work happens in _loop.
@@ -613,6 +822,12 @@ class Daemon:
                     _log.info("%s changed: reloading", self.config_path)
                     self.reload()
             waits = [1.0] if self.watch else []
+            if self.scheduler.running():
+                try:
+                    self.check_skips()
+                except Exception:  # the state is unreachable: the scheduler says so
+                    _log.debug("looking for skipped runs failed", exc_info=True)
+                waits.append(_SKIP_CHECK)
             if end is not None:
                 waits.append(end - time.monotonic())
             self._wait(min(waits) if waits else None)

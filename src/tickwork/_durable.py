@@ -30,6 +30,7 @@ from collections import deque
 from collections.abc import Callable, Iterable
 from concurrent.futures import Executor, ThreadPoolExecutor
 from dataclasses import replace
+from datetime import UTC, datetime
 from types import TracebackType
 from typing import Final
 
@@ -92,6 +93,15 @@ def _error_text(exc: BaseException) -> str:
 def _real_time() -> float:
     """Seconds of real time, suspends included where the system can tell (Linux)."""
     return time.clock_gettime(time.CLOCK_BOOTTIME)
+
+
+def _iso(ts: float) -> str:
+    """POSIX seconds as UTC ISO 8601 for log messages: ``2026-12-02T17:00:00.250Z``."""
+    try:
+        moment = datetime.fromtimestamp(ts, UTC)
+    except (OverflowError, OSError, ValueError):
+        return repr(ts)
+    return moment.isoformat(timespec="milliseconds").replace("+00:00", "Z")
 
 
 def _positive(name: str, value: object) -> float:
@@ -747,10 +757,10 @@ class DurableScheduler:
                 self._dispatch(claim, decision, now)
             except Exception:  # the others still go; this one is recovered after its lease
                 _log.exception(
-                    "cannot record the given-up run of job %r (scheduled %r); it is decided"
+                    "cannot record the given-up run of job %r (scheduled %s); it is decided"
                     " again when its lease ends",
                     claim.job_id,
-                    claim.scheduled,
+                    _iso(claim.scheduled),
                 )
         if claims and len(claims) == free:
             return 0.0  # a full batch: more may be due
@@ -788,10 +798,10 @@ class DurableScheduler:
                 run.renew_at = now + self._lease / 3
             else:
                 _log.warning(
-                    "lost the claim on job %r (scheduled %r): its lease expired and was"
+                    "lost the claim on job %r (scheduled %s): its lease expired and was"
                     " recovered elsewhere",
                     run.claim.job_id,
-                    run.claim.scheduled,
+                    _iso(run.claim.scheduled),
                 )
                 run.renew_at = math.inf
 
@@ -855,9 +865,9 @@ class DurableScheduler:
             ok = False
         if not ok:
             _log.warning(
-                "job %r (scheduled %r): the claim is gone or expired; not running it",
+                "job %r (scheduled %s): the claim is gone or expired; not running it",
                 claim.job_id,
-                claim.scheduled,
+                _iso(claim.scheduled),
             )
             self._forget(run)
             return
@@ -938,10 +948,10 @@ class DurableScheduler:
             ok = True
         if not ok:
             _log.warning(
-                "job %r (scheduled %r) ended but its claim was gone (lease expired or job"
+                "job %r (scheduled %s) ended but its claim was gone (lease expired or job"
                 " removed); the outcome %r was not recorded",
                 claim.job_id,
-                claim.scheduled,
+                _iso(claim.scheduled),
                 outcome,
             )
         self._forget(run)

@@ -39,6 +39,7 @@ JSON_KEYS: Final = (
     "reason",
     "error",
     "output",
+    "count",
 )
 """The keys of every JSON line, in order."""
 
@@ -50,6 +51,11 @@ def iso(ts: float, *, millis: bool = False) -> str:
     """Format POSIX seconds as UTC ISO 8601 with a ``Z``: ``2026-12-02T17:00:00Z``."""
     dt = datetime.fromtimestamp(ts, UTC)
     return dt.isoformat(timespec="milliseconds" if millis else "seconds").replace("+00:00", "Z")
+
+
+def _due(ts: float) -> str:
+    """A due time: ISO 8601, with milliseconds only when it is not a whole second."""
+    return iso(ts, millis=round(ts, 3) % 1 != 0)
 
 
 def _seconds(value: float) -> str:
@@ -153,25 +159,41 @@ class RunLog:
             details.insert(0, f"ended by {_signal(result)}")
         self._write(f"{head}: {' | '.join(details)}" if details else head)
 
-    def skipped(self, job: str, scheduled: float, *, reason: str) -> None:
-        """A due run of ``job`` was not started, for ``reason``.
+    def skipped(
+        self,
+        job: str,
+        scheduled: float,
+        *,
+        reason: str,
+        count: int = 1,
+        last: float | None = None,
+    ) -> None:
+        """Due runs of ``job`` were not started, for ``reason``.
 
         Args:
             job: The job's name.
-            scheduled: The skipped run's scheduled time, POSIX seconds.
+            scheduled: The (first) skipped run's scheduled time, POSIX seconds.
             reason: Why: ``"overlap"`` (the previous run is still going), ``"missed"``
                 (too late, past the job's grace), or ``"shutdown"``.
+            count: How many runs this line stands for (a rate-limited line).
+            last: The last of them, when ``count`` > 1 and it is known.
         """
         now = self._wall()
         if self._format == "json":
-            self._json(now, "skipped", job, scheduled, reason=reason)
+            self._json(now, "skipped", job, scheduled, reason=reason, count=count)
             return
         why = {
             "overlap": "overlap: the previous run is still running",
             "missed": "missed: too late to start",
             "shutdown": "shutting down",
         }.get(reason, reason)
-        self._write(f"{iso(now)} {job} skipped the run due {iso(scheduled)} ({why})")
+        if count == 1:
+            what = f"the run due {_due(scheduled)}"
+        elif last is not None:
+            what = f"{count} runs due {_due(scheduled)} to {_due(last)}"
+        else:
+            what = f"{count} runs due from {_due(scheduled)}"
+        self._write(f"{iso(now)} {job} skipped {what} ({why})")
 
     def _json(self, now: float, event: str, job: str, scheduled: float, **fields: Any) -> None:
         record: dict[str, Any] = dict.fromkeys(JSON_KEYS)

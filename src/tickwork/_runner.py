@@ -14,6 +14,15 @@ the run unless it left the group (``setsid``).
 The main process is not reaped until the end (``waitid(..., WNOWAIT)`` sees its
 exit), so its pid, which is the group id, cannot be reused while we signal the group.
 
+With a `ProcessGroups` (as the daemon runs them), a command is started through a small
+supervisor process (``_supervisor.py``) that leads the group, runs the command as its
+child and ends the way the command ended. The supervisor holds the read end of a
+*lifeline* pipe whose write end only this process holds: if this process dies, even by
+SIGKILL, the pipe ends and the supervisor terminates the group (SIGTERM, then SIGKILL
+after ``kill_grace``). Each supervised process carries ``TICKWORK_SUPERVISED`` in its
+environment, naming the daemon that started it, so a restarted daemon can find (with
+`find_survivors`) and end (`end_survivors`) runs whose supervisor was killed too.
+
 `run_with_retries` is the attempt loop: exponential backoff with an injectable sleep,
 interrupted by a stop event so that shutdown never waits out a backoff.
 """
@@ -27,20 +36,27 @@ import os
 import selectors
 import signal
 import subprocess
+import sys
 import threading
 import time
 import traceback
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, replace
+from pathlib import Path
 from typing import Any, Final
 
 from ._config import JobConfig
 
 __all__ = [
+    "MARKER_ENV",
     "TAIL_BYTES",
     "ProcessGroups",
     "RunResult",
+    "Survivor",
     "backoff_delay",
+    "daemon_marker",
+    "end_survivors",
+    "find_survivors",
     "resolve_callable",
     "run_attempt",
     "run_call",
@@ -55,6 +71,10 @@ TAIL_BYTES: Final = 4096
 _READ_CHUNK: Final = 65536
 _POLL: Final = 0.05  # only where pidfd_open is missing (macOS): how often to look for exit
 _DRAIN: Final = 1.0  # after SIGKILL, how long to wait for the pipe to close
+_SUPERVISOR: Final = str(Path(__file__).with_name("_supervisor.py"))
+
+MARKER_ENV: Final = "TICKWORK_SUPERVISED"
+"""The variable that marks a supervised run: ``KEY:DAEMON_PID:DAEMON_START:JOB``."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -119,13 +139,35 @@ def _signal_name(number: int) -> str:
 class ProcessGroups:
     """The commands running now, so that a stopping daemon can end them all.
 
-    Pass the same instance to every `run_command` (or `run_job`). Thread-safe.
+    Pass the same instance to every `run_command` (or `run_job`). Thread-safe. The
+    commands run through the supervisor (see the module docstring), which ends their
+    groups if this process dies.
+
+    Args:
+        marker: ``KEY:PID:START`` from `daemon_marker`, put (with the job's name) in
+            each run's environment as `MARKER_ENV`, for `find_survivors`.
     """
 
-    def __init__(self) -> None:
+    def __init__(self, *, marker: str | None = None) -> None:
         self._lock = threading.Lock()
         self._runs: set[_Run] = set()
         self._closed = False
+        self.marker = marker
+        self._lifeline: int | None = None  # read end; the write end stays in this process
+        self._lifeline_w: int | None = None  # kept open (and referenced) until exit
+
+    def lifeline(self) -> int:
+        """The read end of the lifeline pipe (created on first use), for supervisors.
+
+        Its write end is never closed and never inherited, so it ends exactly when this
+        process does.
+        """
+        with self._lock:
+            if self._lifeline is None:
+                read, write = os.pipe()  # both non-inheritable
+                self._lifeline = read
+                self._lifeline_w = write
+            return self._lifeline
 
     def __len__(self) -> int:
         with self._lock:
@@ -236,8 +278,12 @@ def run_command(
     tail_bytes: int = TAIL_BYTES,
     groups: ProcessGroups | None = None,
     base_env: Mapping[str, str] | None = None,
+    job: str = "",
 ) -> RunResult:
     """Run a command in its own process group and wait for it to end.
+
+    With ``groups``, the command runs under the supervisor, whose group does not
+    outlive this process (see the module docstring).
 
     Args:
         command: The argv, or a shell script when ``shell`` is true.
@@ -249,6 +295,7 @@ def run_command(
         tail_bytes: How much of the end of the output to keep.
         groups: The registry that `ProcessGroups.terminate_all` uses at shutdown.
         base_env: The environment to start from (default: ``os.environ``).
+        job: The job's name, recorded in `MARKER_ENV` (with ``groups.marker``).
 
     Returns:
         How the command ended. A command that cannot start (no such program or
@@ -261,24 +308,50 @@ def run_command(
     full_env.update(env or {})
     if groups is not None and groups.closed:
         return RunResult(cancelled=True, error="not started: shutting down")
+    what = command if isinstance(command, str) else command[0]
+    where = f" in {cwd!r}" if cwd else ""
+    argv: list[str] = ["/bin/sh", "-c", command] if isinstance(command, str) else list(command)
+    status_r = -1
+    if groups is not None and sys.executable:
+        if groups.marker is not None:
+            full_env[MARKER_ENV] = f"{groups.marker}:{job}"
+        lifeline = groups.lifeline()
+        status_r, status_w = os.pipe()
+        popen_args: list[str] = [
+            sys.executable,
+            "-I",
+            "-S",
+            _SUPERVISOR,
+            str(lifeline),
+            str(status_w),
+            repr(float(kill_grace)),
+            "--",
+            *argv,
+        ]
+        pass_fds: tuple[int, ...] = (lifeline, status_w)
+    else:
+        popen_args, pass_fds = argv, ()
     try:
         proc = subprocess.Popen(
-            command if shell else list(command),
-            shell=shell,
+            popen_args,
             env=full_env,
             cwd=cwd,
             stdin=subprocess.DEVNULL,
             stdout=subprocess.PIPE,
             stderr=subprocess.STDOUT,
             start_new_session=True,
+            pass_fds=pass_fds,
         )
     except OSError as exc:
-        what = command if isinstance(command, str) else command[0]
-        where = f" in {cwd!r}" if cwd else ""
+        if status_r >= 0:
+            os.close(status_r)
         return RunResult(
             error=f"cannot start {what!r}{where}: {exc.strerror or exc}",
             duration=time.monotonic() - start,
         )
+    finally:
+        if status_r >= 0:
+            os.close(status_w)
     run = _Run()
     if groups is not None:
         groups._add(run)
@@ -292,6 +365,14 @@ def run_command(
         run.close()
         if proc.stdout is not None:
             proc.stdout.close()
+        report = _read_status(status_r) if status_r >= 0 else ""
+    if report.startswith("error "):  # the supervisor could not start the command
+        return RunResult(
+            error=f"cannot start {what!r}{where}: {report[6:]}",
+            duration=time.monotonic() - start,
+            output=tail.text(),
+            output_bytes=tail.total,
+        )
     code = proc.returncode
     return RunResult(
         exit_code=code if code >= 0 else None,
@@ -302,6 +383,19 @@ def run_command(
         output=tail.text(),
         output_bytes=tail.total,
     )
+
+
+def _read_status(fd: int) -> str:
+    """What the supervisor reported on its status pipe (``pid N`` or ``error TEXT``)."""
+    try:
+        os.set_blocking(fd, False)
+        data = b""
+        with contextlib.suppress(BlockingIOError):
+            while chunk := os.read(fd, 4096):
+                data += chunk
+    finally:
+        os.close(fd)
+    return data.decode(errors="replace").strip()
 
 
 def _supervise(
@@ -461,6 +555,7 @@ def run_attempt(
         kill_grace=job.kill_grace,
         tail_bytes=tail_bytes,
         groups=groups,
+        job=job.name,
     )
 
 
@@ -549,3 +644,121 @@ def run_job(
         stop=stop,
         sleep=sleep,
     )
+
+
+# -- runs that outlived their daemon --------------------------------------------------
+
+
+def _stat(pid: int) -> tuple[str, int, int] | None:
+    """``(state, pgid, start time in clock ticks)`` of a process, from /proc; or None."""
+    try:
+        text = Path(f"/proc/{pid}/stat").read_text()
+    except OSError:
+        return None
+    fields = text.rsplit(")", 1)[1].split()
+    # After the command name: state, ppid, pgrp, session, ..., starttime (field 22).
+    return fields[0], int(fields[2]), int(fields[19])
+
+
+def _alive(pid: int, started: int) -> bool:
+    """Whether process ``pid`` that started at ``started`` (clock ticks) still runs."""
+    stat = _stat(pid)
+    return stat is not None and stat[2] == started and stat[0] not in ("Z", "X")
+
+
+def daemon_marker(key: str) -> str:
+    """``KEY:PID:START`` naming this process (START: its start time, from /proc).
+
+    Args:
+        key: Names the state and namespace the daemon runs (hex digits, no ``:``).
+    """
+    stat = _stat(os.getpid())
+    return f"{key}:{os.getpid()}:{stat[2] if stat else 0}"
+
+
+@dataclass(frozen=True, slots=True)
+class Survivor:
+    """A process of a run whose daemon is gone."""
+
+    pid: int
+    """The process."""
+    started: int
+    """Its start time (clock ticks since boot): with ``pid``, its identity."""
+    pgid: int
+    """Its process group (the run's)."""
+    job: str
+    """The job whose run it belongs to."""
+    daemon_pid: int
+    """The pid of the daemon that started the run (no longer running)."""
+
+
+def find_survivors(key: str) -> list[Survivor]:
+    """The processes of runs started by daemons of ``key`` that are no longer running.
+
+    A process belongs to a run when its environment holds `MARKER_ENV` (inherited from
+    the supervisor; a process that cleared its environment is not found). Linux only
+    (it reads /proc); elsewhere the list is empty. Processes of other users and of
+    daemons that still run are left alone.
+    """
+    if not os.path.isdir("/proc"):
+        return []
+    prefix = f"{MARKER_ENV}={key}:".encode()
+    found: list[Survivor] = []
+    for entry in os.listdir("/proc"):
+        if not entry.isdigit() or int(entry) == os.getpid():
+            continue
+        pid = int(entry)
+        try:
+            environ = Path(f"/proc/{pid}/environ").read_bytes()
+        except OSError:
+            continue
+        marker = next((v for v in environ.split(b"\0") if v.startswith(prefix)), None)
+        if marker is None:
+            continue
+        try:
+            _, dpid, dstart, job = marker[len(MARKER_ENV) + 1 :].decode().split(":", 3)
+            daemon = (int(dpid), int(dstart))
+        except ValueError:
+            continue
+        if _alive(*daemon):
+            continue
+        stat = _stat(pid)
+        if stat is None or stat[0] in ("Z", "X"):
+            continue
+        found.append(Survivor(pid, stat[2], stat[1], job, daemon[0]))
+    return found
+
+
+def end_survivors(
+    survivors: Sequence[Survivor],
+    grace: float,
+    *,
+    settle: float = 5.0,
+    sleep: Callable[[float], object] = time.sleep,
+) -> list[Survivor]:
+    """End the process groups of ``survivors``: SIGTERM, then SIGKILL after ``grace``.
+
+    A group is signalled only while one of its found processes is verified alive (same
+    pid, same start time), so a recycled pid is never signalled.
+
+    Returns:
+        The survivors still alive ``settle`` seconds after the SIGKILL (normally none).
+    """
+
+    def signal_groups(sig: int) -> None:
+        for pgid in {s.pgid for s in survivors if _alive(s.pid, s.started)}:
+            _killpg(pgid, sig)
+
+    def wait(seconds: float) -> list[Survivor]:
+        give_up = time.monotonic() + seconds
+        while True:
+            left = [s for s in survivors if _alive(s.pid, s.started)]
+            if not left or time.monotonic() >= give_up:
+                return left
+            sleep(0.05)
+
+    signal_groups(signal.SIGTERM)
+    if not wait(grace):
+        return []
+    signal_groups(signal.SIGKILL)
+    return wait(settle)

@@ -1,0 +1,116 @@
+"""The small process between the daemon and a command's process group.
+
+``tickwork run`` starts each command through this script (run by path with
+``python -I -S``, so it imports nothing but the standard library and starts fast)::
+
+    python -I -S _supervisor.py LIFELINE_FD STATUS_FD KILL_GRACE -- ARGV...
+
+It is started in a new session, so it leads the run's process group; the command is
+its child in that same group, with the supervisor's stdin, stdout and stderr. It:
+
+- writes ``pid N`` (or ``error TEXT`` when the command cannot start, then exits 127)
+  to ``STATUS_FD``, then lets go of the output pipe, so the pipe ends when the command
+  and what it started have closed it;
+- ends the way the command ended: the same exit status, or killed by the same signal.
+  The daemon waits for the supervisor as it would for the command itself;
+- ignores SIGTERM, SIGINT and SIGHUP: the daemon ends a run by signalling the whole
+  group, which reaches the command; the supervisor follows when the command exits, or
+  dies with the group's SIGKILL;
+- watches ``LIFELINE_FD``, the read end of a pipe whose write end only the daemon
+  holds. When the daemon dies, however it dies (SIGKILL included), the kernel closes
+  that end and the read sees end-of-file: the supervisor then sends SIGTERM to its
+  group, waits up to ``KILL_GRACE`` seconds for the command to exit, and sends SIGKILL
+  to the group, itself included. Nothing of the run outlives its daemon for longer.
+
+See ``docs/daemon.md`` ("When the daemon is killed") for why a pipe rather than a
+parent-death signal.
+"""
+
+from __future__ import annotations
+
+import os
+import select
+import signal
+import subprocess
+import sys
+import time
+
+_POLL = 0.05  # where pidfd_open is missing (macOS): how often to look for the exit
+
+
+def _mirror(status: int) -> None:
+    """End this process the way the command ended (status from ``waitpid``)."""
+    if os.WIFSIGNALED(status):
+        sig = os.WTERMSIG(status)
+        try:
+            import resource
+
+            resource.setrlimit(resource.RLIMIT_CORE, (0, 0))  # its core, not ours
+        except (ImportError, ValueError, OSError):
+            pass
+        signal.signal(sig, signal.SIG_DFL)
+        os.kill(os.getpid(), sig)
+        os._exit(128 + sig)  # a signal that does not end a process: say which
+    os._exit(os.waitstatus_to_exitcode(status))
+
+
+def _exited(pid: int, pidfd: int, timeout: float) -> bool:
+    """Wait up to ``timeout`` seconds for the child to exit; reap it and say if it did."""
+    try:
+        if pidfd >= 0:
+            select.select([pidfd], [], [], timeout)
+        else:
+            time.sleep(min(timeout, _POLL))
+    except InterruptedError:
+        pass
+    done, _ = os.waitpid(pid, os.WNOHANG)
+    return bool(done)
+
+
+def main(argv: list[str]) -> None:
+    """Run the supervisor (see the module docstring); never returns."""
+    lifeline, status_fd, grace = int(argv[1]), int(argv[2]), float(argv[3])
+    command = argv[5:]
+    # A handler, not SIG_IGN: the command must not inherit an ignored SIGTERM, and an
+    # exec resets handled signals to their default.
+    for sig in (signal.SIGTERM, signal.SIGINT, signal.SIGHUP):
+        signal.signal(sig, lambda signum, frame: None)
+    try:
+        child = subprocess.Popen(command)
+    except OSError as exc:
+        os.write(status_fd, f"error {exc.strerror or exc}\n".encode())
+        os._exit(127)
+    os.write(status_fd, f"pid {child.pid}\n".encode())
+    os.close(status_fd)
+    devnull = os.open(os.devnull, os.O_RDWR)
+    for fd in (0, 1, 2):  # the command holds the output pipe, not us
+        os.dup2(devnull, fd)
+    os.close(devnull)
+    try:
+        pidfd = os.pidfd_open(child.pid)
+    except (AttributeError, OSError):
+        pidfd = -1
+    while True:
+        try:
+            ready, _, _ = select.select(
+                [fd for fd in (pidfd, lifeline) if fd >= 0], [], [], None if pidfd >= 0 else _POLL
+            )
+        except InterruptedError:
+            ready = []
+        pid, status = os.waitpid(child.pid, os.WNOHANG)
+        if pid:
+            _mirror(status)
+        if lifeline in ready and not os.read(lifeline, 64):
+            break  # end of file: the daemon is gone
+    # Orphaned: end the whole run as a timeout would, then make sure of it.
+    os.killpg(0, signal.SIGTERM)  # this process ignores it
+    give_up = time.monotonic() + grace
+    while (left := give_up - time.monotonic()) > 0:
+        if _exited(child.pid, pidfd, left):
+            break
+    os.killpg(0, signal.SIGKILL)
+    os._exit(137)  # not reached: SIGKILL ends this process too
+
+
+if __name__ == "__main__":
+    main(sys.argv)
