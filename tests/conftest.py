@@ -5,7 +5,7 @@ import secrets
 import subprocess
 import sys
 from collections.abc import Callable, Generator, Iterator
-from typing import NoReturn
+from typing import Any, NoReturn
 
 import pytest
 
@@ -179,3 +179,29 @@ def fresh_database(pg_dsn: str) -> Iterator[str]:
     finally:
         with psycopg.connect(pg_dsn, autocommit=True) as conn:
             conn.execute(sql.SQL("DROP DATABASE {} WITH (FORCE)").format(sql.Identifier(name)))
+
+
+# -- CI refuses skips ------------------------------------------------------------------------
+
+
+def _refuse_skips() -> bool:
+    return os.environ.get("TICKWORK_REFUSE_SKIPS", "") == "1"
+
+
+@pytest.hookimpl(trylast=True)
+def pytest_sessionfinish(session: pytest.Session, exitstatus: int) -> None:
+    """Under ``TICKWORK_REFUSE_SKIPS=1`` (set by .ci/run) a skipped test fails the run."""
+    reporter = session.config.pluginmanager.get_plugin("terminalreporter")
+    skipped = len(reporter.stats.get("skipped", [])) if reporter else 0
+    if _refuse_skips() and skipped and session.exitstatus == pytest.ExitCode.OK:
+        session.exitstatus = pytest.ExitCode.TESTS_FAILED
+
+
+def pytest_terminal_summary(terminalreporter: Any) -> None:
+    skipped = len(terminalreporter.stats.get("skipped", []))
+    if _refuse_skips() and skipped:
+        terminalreporter.write_line(
+            f"TICKWORK_REFUSE_SKIPS=1: {skipped} test(s) skipped, and CI runs every test",
+            red=True,
+            bold=True,
+        )
