@@ -2,12 +2,17 @@ from __future__ import annotations
 
 import os
 import secrets
-from collections.abc import Callable, Iterator
+import subprocess
+import sys
+from collections.abc import Callable, Generator, Iterator
+from typing import Any, NoReturn
 
 import pytest
 
 from tickwork import Scheduler
 from tickwork.testing import FakeClock
+
+from . import pg_server
 
 
 @pytest.fixture
@@ -38,38 +43,106 @@ def log() -> Log:
 
 # -- PostgreSQL ---------------------------------------------------------------------------
 
+PG_SKIP = "PostgreSQL tests skipped"
 PG_HOWTO = (
-    "start PostgreSQL (15 or later), create a database (createdb tickwork_test) and set"
-    " TICKWORK_PG_DSN=postgresql:///tickwork_test to run them (.ci/run does all of this)"
+    "install the PostgreSQL server (15 or later: initdb and pg_ctl, found on PATH, by"
+    " pg_config --bindir or in /usr/lib/postgresql/*/bin) and the suite starts a throwaway"
+    " server of its own; or set TICKWORK_PG_DSN=postgresql:///DBNAME to use a running one"
 )
 
 
-@pytest.fixture(scope="session")
-def pg_dsn() -> str:
-    """The DSN of a reachable PostgreSQL server; skips (or fails in CI) without one.
+def _pg_required() -> bool:
+    return os.environ.get("TICKWORK_REQUIRE_POSTGRES", "") == "1"
 
-    ``TICKWORK_REQUIRE_POSTGRES=1`` (set by .ci/run) turns a missing server into a failure:
-    CI must never pass by skipping the PostgreSQL store.
+
+def _check_dsn(dsn: str) -> str | None:
+    """None if ``dsn`` accepts a connection, else what is wrong."""
+    try:
+        import psycopg
+    except ImportError:
+        return "psycopg is not installed (pip install -e '.[dev]')"
+    try:
+        psycopg.connect(dsn, connect_timeout=10).close()
+    except psycopg.Error as exc:
+        from tickwork.stores.postgres import redact_dsn
+
+        return f"cannot connect to {redact_dsn(dsn)!r}: {exc}"
+    return None
+
+
+def _no_postgres(problem: str) -> NoReturn:
+    if _pg_required():
+        pytest.fail(f"TICKWORK_REQUIRE_POSTGRES=1 but {problem}", pytrace=False)
+    pytest.skip(f"{PG_SKIP}: {problem}; {PG_HOWTO}")
+
+
+@pytest.fixture(scope="session")
+def pg_dsn() -> Iterator[str]:
+    """The DSN of a PostgreSQL server the tests may use (create schemas, databases, roles).
+
+    ``TICKWORK_PG_DSN`` names one. Without it the session starts a throwaway server of its
+    own (tests/pg_server.py: a temporary folder, a Unix socket, no TCP) the first time a test
+    asks, and stops it at the end. Only where neither exists are the tests skipped (one
+    summary line); ``TICKWORK_REQUIRE_POSTGRES=1`` (set by .ci/run) turns that into a
+    failure: CI must never pass by skipping the PostgreSQL store.
     """
     dsn = os.environ.get("TICKWORK_PG_DSN", "")
-    required = os.environ.get("TICKWORK_REQUIRE_POSTGRES", "") == "1"
-    problem = "TICKWORK_PG_DSN is not set"
     if dsn:
+        problem = _check_dsn(dsn)
+        if problem:
+            _no_postgres(problem)
+        yield dsn
+        return
+    bindir = pg_server.find_bindir()
+    if bindir is None:
+        _no_postgres("TICKWORK_PG_DSN is not set and no PostgreSQL server binaries were found")
+    keeper = subprocess.Popen(
+        [sys.executable, pg_server.__file__, str(bindir)],
+        stdin=subprocess.PIPE,
+        stdout=subprocess.PIPE,
+        text=True,
+        start_new_session=True,  # a Ctrl-C reaches pytest, whose teardown closes stdin
+    )
+    assert keeper.stdin is not None and keeper.stdout is not None
+    try:
+        status, _, detail = keeper.stdout.readline().strip().partition(" ")
+        if status != "ready":
+            keeper.wait(timeout=120)
+            pytest.fail(
+                f"could not start a throwaway PostgreSQL server from {bindir}:"
+                f" {detail or 'the keeper process exited'} (or set TICKWORK_PG_DSN)",
+                pytrace=False,
+            )
+        problem = _check_dsn(detail)
+        if problem:
+            pytest.fail(f"the throwaway PostgreSQL server: {problem}", pytrace=False)
+        yield detail
+    finally:
+        keeper.stdin.close()  # the keeper stops the server and removes its folder
         try:
-            import psycopg
-        except ImportError:
-            problem = "psycopg is not installed (pip install -e '.[dev]')"
-        else:
-            try:
-                psycopg.connect(dsn, connect_timeout=5).close()
-                return dsn
-            except psycopg.Error as exc:
-                from tickwork.stores.postgres import redact_dsn
+            keeper.wait(timeout=120)
+        except subprocess.TimeoutExpired:
+            keeper.terminate()
+            keeper.wait(timeout=60)
+        finally:
+            keeper.stdout.close()
 
-                problem = f"cannot connect to {redact_dsn(dsn)!r}: {exc}"
-    if required:
-        pytest.fail(f"TICKWORK_REQUIRE_POSTGRES=1 but {problem}", pytrace=False)
-    pytest.skip(f"PostgreSQL tests skipped: {problem}; {PG_HOWTO}")
+
+@pytest.hookimpl(wrapper=True)
+def pytest_runtest_makereport(
+    item: pytest.Item, call: pytest.CallInfo[None]
+) -> Generator[None, pytest.TestReport, pytest.TestReport]:
+    """Fold "no PostgreSQL" skips into one short-summary line, not one per test."""
+    report = yield
+    longrepr = report.longrepr
+    if (
+        report.skipped
+        and isinstance(longrepr, tuple)
+        and len(longrepr) == 3
+        and str(longrepr[2]).startswith(f"Skipped: {PG_SKIP}")
+    ):
+        report.longrepr = (__file__, _no_postgres.__code__.co_firstlineno, longrepr[2])
+    return report
 
 
 @pytest.fixture
@@ -106,3 +179,29 @@ def fresh_database(pg_dsn: str) -> Iterator[str]:
     finally:
         with psycopg.connect(pg_dsn, autocommit=True) as conn:
             conn.execute(sql.SQL("DROP DATABASE {} WITH (FORCE)").format(sql.Identifier(name)))
+
+
+# -- CI refuses skips ------------------------------------------------------------------------
+
+
+def _refuse_skips() -> bool:
+    return os.environ.get("TICKWORK_REFUSE_SKIPS", "") == "1"
+
+
+@pytest.hookimpl(trylast=True)
+def pytest_sessionfinish(session: pytest.Session, exitstatus: int) -> None:
+    """Under ``TICKWORK_REFUSE_SKIPS=1`` (set by .ci/run) a skipped test fails the run."""
+    reporter = session.config.pluginmanager.get_plugin("terminalreporter")
+    skipped = len(reporter.stats.get("skipped", [])) if reporter else 0
+    if _refuse_skips() and skipped and session.exitstatus == pytest.ExitCode.OK:
+        session.exitstatus = pytest.ExitCode.TESTS_FAILED
+
+
+def pytest_terminal_summary(terminalreporter: Any) -> None:
+    skipped = len(terminalreporter.stats.get("skipped", []))
+    if _refuse_skips() and skipped:
+        terminalreporter.write_line(
+            f"TICKWORK_REFUSE_SKIPS=1: {skipped} test(s) skipped, and CI runs every test",
+            red=True,
+            bold=True,
+        )
