@@ -9,8 +9,9 @@ owner task is never started: `Harness.tick` runs one tick where it would wake up
 
 from __future__ import annotations
 
+import inspect
 import logging
-from collections.abc import Callable
+from collections.abc import Callable, Coroutine
 from concurrent.futures import Executor, Future
 from datetime import UTC, datetime
 from typing import Any
@@ -545,3 +546,39 @@ class DriverContract:
         name = type(s).__name__
         with pytest.raises(RuntimeError, match=rf"^add\(\) on a stopped {name}, got fn="):
             s.add(Every(1), print)
+
+    # -- what a job may be (issue 11, point 6) -------------------------------
+
+    def test_a_job_returning_an_awaitable_fails_its_run(
+        self, h: Harness, caplog: pytest.LogCaptureFixture
+    ) -> None:
+        made: list[Coroutine[Any, Any, None]] = []
+        hooked: list[tuple[int, Exception]] = []
+
+        async def later() -> None:
+            pass
+
+        def wraps_async() -> Coroutine[Any, Any, None]:
+            made.append(later())
+            return made[-1]
+
+        s = h.make(on_error=lambda task_id, exc: hooked.append((task_id, exc)))
+        events = events_of(s)
+        s.schedule(1, wraps_async, interval=1)
+        h.clock.set(1)
+        h.tick(s)
+        with caplog.at_level(logging.ERROR, logger="tickwork"):
+            h.run_all()
+        assert len(s.errors) == 1
+        assert s.errors[0].startswith(
+            "task 1: fn must not return an awaitable: a plain job is called, never awaited"
+            " (give coroutine functions to tickwork.AsyncScheduler); "
+        )
+        assert s.errors[0].endswith(f"returned {made[0]!r}")
+        assert [(t, type(e)) for t, e in hooked] == [(1, TypeError)]
+        assert [m.split(":")[0] for m in caplog.messages] == ["task 1 failed"]
+        assert [e.kind for e in events] == [EventKind.STARTED, EventKind.FAILED]
+        assert isinstance(events[1].error, TypeError)
+        assert inspect.getcoroutinestate(made[0]) == "CORO_CLOSED"  # no "never awaited"
+        assert s.running() == {} and len(s) == 1  # still scheduled
+        s._check()

@@ -9,6 +9,7 @@ The durable scheduler's side is in ``test_durable_jobkinds.py``.
 
 from __future__ import annotations
 
+import asyncio
 import functools
 import gc
 import inspect
@@ -21,8 +22,10 @@ from typing import Any
 
 import pytest
 
-from tickwork import EventKind, Every, Once, RunEvent, Scheduler
+from tickwork import AsyncScheduler, EventKind, Every, Once, RunEvent, Scheduler, ThreadScheduler
 from tickwork.testing import FakeClock
+
+from .driver_contract import ManualExecutor
 
 
 async def job_async() -> None:
@@ -199,3 +202,50 @@ def test_core_records_any_returned_awaitable(clock: FakeClock) -> None:
     assert len(s.errors) == 1
     assert s.errors[0].startswith("task 1: fn must not return an awaitable")
     assert "returned <tests.test_job_kinds.Awaits object at" in s.errors[0]
+
+
+# -- point 6: the thread driver refuses them too; AsyncScheduler takes them --------------
+
+
+@pytest.mark.parametrize("fn", ASYNC_KINDS)
+def test_thread_schedule_and_add_refuse_coroutine_functions(clock: FakeClock, fn: Any) -> None:
+    ts = ThreadScheduler(clock, executor=ManualExecutor())
+    fn = _kind(fn)
+    with pytest.raises(TypeError, match=_refusal("ThreadScheduler")):
+        ts.schedule(1, fn)
+    with pytest.raises(TypeError, match=_refusal("ThreadScheduler")):
+        ts.schedule(1, fn, interval=2, overlap="allow")
+    with pytest.raises(TypeError, match=_refusal("ThreadScheduler")):
+        ts.add(Every(5), fn)
+    assert ts.schedule(1, lambda: None) == 1  # no id was used up
+    assert len(ts) == 1
+    ts._check()
+
+
+@pytest.mark.parametrize("fn", SYNC_KINDS)
+def test_thread_accepts_plain_callables(clock: FakeClock, fn: Any) -> None:
+    ts = ThreadScheduler(clock, executor=ManualExecutor())
+    ts.schedule(1, fn)
+    ts.add(Once(1), fn)
+    assert len(ts) == 2
+
+
+def test_async_scheduler_still_takes_every_kind_of_coroutine_function(clock: FakeClock) -> None:
+    async def main() -> list[int]:
+        s = AsyncScheduler(clock, executor=ManualExecutor())
+        return [s.schedule(1, _kind(p.values[0])) for p in ASYNC_KINDS[:4]]
+
+    assert asyncio.run(main()) == [1, 2, 3, 4]
+
+
+def test_async_scheduler_runs_a_class_with_async_call_on_the_executor(clock: FakeClock) -> None:
+    # Calling the class makes an instance (no coroutine): a plain callable.
+    async def main() -> tuple[int, int]:
+        s = AsyncScheduler(clock, executor=ManualExecutor())
+        s.schedule(1, AsyncCall)
+        s.schedule(1, AsyncCall())
+        return s._policy.tasks[1].driver[0], s._policy.tasks[2].driver[0]
+
+    from tickwork._asyncio import _AWAIT, _POOL
+
+    assert asyncio.run(main()) == (_POOL, _AWAIT)

@@ -19,7 +19,6 @@ from __future__ import annotations
 import asyncio
 import concurrent.futures
 import functools
-import inspect
 import math
 import random
 import threading
@@ -38,6 +37,7 @@ from ._scheduler import (
     RunEvent,
     Scheduler,
     TaskInfo,
+    _is_coroutine_function,
     _log,
 )
 from ._schedules import Schedule
@@ -54,14 +54,6 @@ _INLINE: Final = 2  # a plain callable, inline=True: called in a callback on the
 # A cancelled task due at most this much after the owner's wake-up time is taken for
 # the one it sleeps for (the wake-up time is computed as now + wait, not read back).
 _HEAD_SLACK: Final = 1e-6
-
-
-def _is_coroutine_function(fn: object) -> bool:
-    """Whether calling ``fn`` makes a coroutine: async functions, partials, async ``__call__``."""
-    if inspect.iscoroutinefunction(fn):
-        return True
-    call = getattr(fn, "__call__", None)  # noqa: B004 - an object with async __call__
-    return not inspect.isroutine(fn) and inspect.iscoroutinefunction(call)
 
 
 async def _with_timeout(fn: Callable[[], Awaitable[object]], timeout: float) -> None:

@@ -42,6 +42,7 @@ from ._scheduler import (
     RunEvent,
     Scheduler,
     TaskInfo,
+    _check_result,
     _deliver,
 )
 from ._schedules import Schedule, _DelayPlan, _Plan
@@ -328,7 +329,8 @@ class Policy:
     def call(self, run: Run, announce: Callable[[RunEvent], object] | None = None) -> None:
         """Run the job: STARTED, the call, its duration and `Exception` (*unlocked*).
 
-        A `BaseException` that is not an `Exception` propagates; the driver must still
+        A job that returns an awaitable failed (`_check_result`: nothing awaits it). A
+        `BaseException` that is not an `Exception` propagates; the driver must still
         call `end` (in a ``finally``).
 
         Args:
@@ -340,19 +342,24 @@ class Policy:
         """
         if not self.listeners:
             # Times only feed events: with no listener, skip the two clock reads.
-            try:
-                run.task.fn()
-            except Exception as exc:
-                run.error = exc
+            self._invoke(run)
             return
         clock = self.clock
         started = self._started(run, announce)
         try:
-            run.task.fn()
-        except Exception as exc:
-            run.error = exc
+            self._invoke(run)
         finally:
             run.duration = clock() - started
+
+    @staticmethod
+    def _invoke(run: Run) -> None:
+        """Call the job; keep what failed it in ``run.error`` (*unlocked*)."""
+        fn = run.task.fn
+        try:
+            if (result := fn()) is not None:
+                _check_result(fn, result)
+        except Exception as exc:
+            run.error = exc
 
     async def call_async(self, run: Run, job: Callable[[], Awaitable[object]]) -> None:
         """`call` for a coroutine job: ``await job()`` in place of ``fn()`` (*unlocked*).
