@@ -547,7 +547,7 @@ class DriverContract:
         with pytest.raises(RuntimeError, match=rf"^add\(\) on a stopped {name}, got fn="):
             s.add(Every(1), print)
 
-    # -- what a job may be (issue 11, point 6) -------------------------------
+    # -- what a job may be and do (issue 11, points 6 and 8) -------------------------------
 
     def test_a_job_returning_an_awaitable_fails_its_run(
         self, h: Harness, caplog: pytest.LogCaptureFixture
@@ -582,3 +582,36 @@ class DriverContract:
         assert inspect.getcoroutinestate(made[0]) == "CORO_CLOSED"  # no "never awaited"
         assert s.running() == {} and len(s) == 1  # still scheduled
         s._check()
+
+    @pytest.mark.parametrize("exc", [SystemExit(3), KeyboardInterrupt()], ids=repr)
+    def test_a_base_exception_out_of_a_pooled_job_fails_its_run(
+        self, h: Harness, exc: BaseException, caplog: pytest.LogCaptureFixture
+    ) -> None:
+        hooked: list[tuple[int, Exception]] = []
+        calls: list[int] = []
+
+        def bail() -> None:
+            calls.append(1)
+            if len(calls) == 1:
+                raise exc
+
+        s = h.make(on_error=lambda task_id, e: hooked.append((task_id, e)))
+        events = events_of(s)
+        s.schedule(1, bail, interval=1)  # overlap="skip": a stuck count would skip slot 2
+        h.clock.set(1)
+        h.tick(s)
+        with caplog.at_level(logging.ERROR, logger="tickwork"):
+            h.run_all()  # the executor's item returns: nothing propagates into the pool
+        assert s.errors == [f"task 1: job raised {exc!r}"]
+        assert caplog.messages == [f"task 1 failed: job raised {exc!r}"]
+        assert [(t, str(e), e.__cause__) for t, e in hooked] == [(1, f"job raised {exc!r}", exc)]
+        assert [e.kind for e in events] == [EventKind.STARTED, EventKind.FAILED]
+        assert events[1].error is hooked[0][1]
+        assert s.running() == {}
+        s._check()
+        h.clock.set(2)  # the driver goes on: the next slot runs
+        h.tick(s)
+        h.run_all()
+        assert calls == [1, 1] and s.running() == {}
+        assert [e.kind for e in events[2:]] == [EventKind.STARTED, EventKind.FINISHED]
+        assert h.stop(s) is True

@@ -3,6 +3,8 @@
 - Sync drivers (`Scheduler`, `ThreadScheduler`) refuse coroutine functions at ``schedule``
   and ``add``; a plain callable that returns an awaitable at run time is a failed run,
   never an ok one, and its coroutine is closed (no "never awaited" warning).
+- `SystemExit` / `KeyboardInterrupt` out of a job on a worker thread is a failed run
+  (logged, in ``errors``, ``on_error``, FAILED) and the driver stays consistent.
 
 The durable scheduler's side is in ``test_durable_jobkinds.py``.
 """
@@ -16,6 +18,7 @@ import inspect
 import logging
 import re
 import sys
+import threading
 import warnings
 from collections.abc import Awaitable, Coroutine, Generator, Iterator
 from typing import Any
@@ -236,6 +239,47 @@ def test_async_scheduler_still_takes_every_kind_of_coroutine_function(clock: Fak
         return [s.schedule(1, _kind(p.values[0])) for p in ASYNC_KINDS[:4]]
 
     assert asyncio.run(main()) == [1, 2, 3, 4]
+
+
+# -- point 8: SystemExit / KeyboardInterrupt on the thread driver's own pool ------------
+
+
+@pytest.mark.timeout(60)
+@pytest.mark.parametrize("exc_type", [SystemExit, KeyboardInterrupt])
+def test_real_pool_reports_a_base_exception_and_keeps_its_worker(
+    exc_type: type[BaseException], caplog: pytest.LogCaptureFixture
+) -> None:
+    after = threading.Event()
+    hooked: list[Exception] = []
+    events: list[RunEvent] = []
+    workers: set[str] = set()
+
+    def bail() -> None:
+        workers.add(threading.current_thread().name)
+        raise exc_type("out")
+
+    def then() -> None:
+        workers.add(threading.current_thread().name)
+        after.set()
+
+    with caplog.at_level(logging.ERROR, logger="tickwork"):
+        ts = ThreadScheduler(max_workers=1, on_error=lambda task_id, e: hooked.append(e))
+        ts.add_listener(events.append)
+        with ts:
+            ts.schedule(0, bail)
+            ts.schedule(0, then)
+            assert after.wait(30)  # the one worker ran the next job
+        assert ts.stop() is True
+    assert ts.running() == {}
+    assert len(workers) == 1  # the same pool thread ran both
+    assert ts.errors == [f"task 1: job raised {exc_type.__name__}('out')"]
+    assert [m for m in caplog.messages if "failed" in m] == [
+        f"task 1 failed: job raised {exc_type.__name__}('out')"
+    ]
+    assert len(hooked) == 1 and isinstance(hooked[0].__cause__, exc_type)
+    ends = [(e.task_id, e.kind) for e in events if e.kind is not EventKind.STARTED]
+    assert sorted(ends, key=lambda e: e[0]) == [(1, EventKind.FAILED), (2, EventKind.FINISHED)]
+    ts._check()
 
 
 def test_async_scheduler_runs_a_class_with_async_call_on_the_executor(clock: FakeClock) -> None:

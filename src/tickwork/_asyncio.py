@@ -551,8 +551,9 @@ class AsyncScheduler:
                 run, fn if limit is None else functools.partial(_with_timeout, fn, limit)
             )
         except BaseException:
-            # Cancelled by stop, or a CancelledError / KeyboardInterrupt out of the job:
-            # booked, not reported (as the thread driver does for BaseException).
+            # Cancelled by stop, or a CancelledError / KeyboardInterrupt out of the job,
+            # which runs on the loop's thread: booked, not reported, and it propagates
+            # (as from the core's run_pending; see docs/drivers.md).
             del jobs[me]
             self._end(run, report=False)
             raise
@@ -595,7 +596,7 @@ class AsyncScheduler:
         policy = self._policy
         if policy.stopped or run.task.cancelled:
             return False
-        policy.call(run, self._announce)
+        policy.call(run, self._announce, worker=True)
         return True
 
     def _announce(self, event: RunEvent) -> None:
@@ -606,7 +607,7 @@ class AsyncScheduler:
         """Back on the loop after an executor run: book it."""
         self._calls.discard(call)
         error = call.exception()
-        if error is not None:  # a BaseException out of the job (Exceptions are caught)
+        if error is not None:  # not the job's (worker=True fails its run): the clock's, say
             self._end(run, report=False)
             _log().warning("task %d: job raised %r on the executor", run.task.task_id, error)
         elif call.result():

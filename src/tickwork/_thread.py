@@ -462,9 +462,10 @@ class ThreadScheduler:
                 return
             local.depth = getattr(local, "depth", 0) + 1
             try:
-                policy.call(run)
+                policy.call(run, worker=True)
             except BaseException:
-                # The job raised e.g. SystemExit: this pool item ends, another takes over.
+                # A job's SystemExit fails its run (worker=True); this is a listener's or
+                # the clock's: this pool item ends, another takes over.
                 local.depth -= 1
                 with lock:
                     policy.end(run)
@@ -502,7 +503,7 @@ class ThreadScheduler:
         local = self._local
         local.depth = getattr(local, "depth", 0) + 1
         try:
-            policy.call(run)
+            policy.call(run, worker=True)
         except BaseException:
             local.depth -= 1
             with lock:
