@@ -615,3 +615,33 @@ class DriverContract:
         assert calls == [1, 1] and s.running() == {}
         assert [e.kind for e in events[2:]] == [EventKind.STARTED, EventKind.FINISHED]
         assert h.stop(s) is True
+
+    # -- at most once per tick for any interval (issue 11, point 7) -------------------------
+
+    @pytest.mark.timeout(60)  # the bug this pins was an endless tick
+    def test_an_interval_too_small_for_the_clock_is_refused_or_never_loops(
+        self, h: Harness, log: Log
+    ) -> None:
+        h.clock.set(1e6)
+        s = h.make()
+        with pytest.raises(ValueError, match=r"^interval must be at least 1\.16"):
+            s.schedule(0, log.job("x"), interval=1e-12)
+        with pytest.raises(ValueError, match=r"^interval must be at least 1\.16"):
+            s.add(Every(1e-12, fixed_delay=True), log.job("x"))
+        assert len(s) == 0
+        h.clock = clock = FakeClock()  # accepted at t=0 ...
+        s = h.make()
+        s.schedule(0, log.job("rate"), interval=1e-12)
+        s.schedule(0, log.job("delay"), interval=1e-12, fixed_delay=True)
+        clock.set(1e6)  # ... and at t=1e6, now + interval == now
+        h.tick(s)
+        h.run_all()  # the fixed-delay run ends: its next run is put back
+        assert sorted(log) == ["delay", "rate"]
+        assert all(t.due > 1e6 for t in s.tasks())  # strictly past now
+        h.tick(s)
+        assert h.run_all() == 0  # the same now: nothing is due again
+        clock.advance(1)
+        h.tick(s)
+        h.run_all()
+        assert sorted(log) == ["delay", "delay", "rate", "rate"]
+        s._check()

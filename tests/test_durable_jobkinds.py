@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import gc
 import logging
+import math
 import warnings
 from collections.abc import Callable, Coroutine, Iterator
 from concurrent.futures import Executor, Future
@@ -23,7 +24,7 @@ from typing import Any
 import pytest
 
 from tickwork import DurableScheduler, EventKind, RunEvent
-from tickwork.stores import AtSchedule, EverySchedule, JobSpec
+from tickwork.stores import AtSchedule, EverySchedule, JobSpec, JobSpecError
 from tickwork.stores.sqlite import SQLiteStore
 from tickwork.testing import FakeClock
 
@@ -217,3 +218,36 @@ def test_a_base_exception_from_a_job_is_a_finished_failed_run(
         drain(ds, pool)
     assert sorted(RAN) == sorted([func, "fine"] * 2)
     assert ds.running() == {}
+
+
+# -- an interval the wall clock cannot resolve -------------------------------------------
+
+
+def test_declare_refuses_an_interval_below_the_wall_clocks_resolution(made: Made) -> None:
+    ds = made[0]
+    with pytest.raises(JobSpecError) as info:
+        ds.declare(JobSpec("t", f"{HERE}:fine", EverySchedule(1e-12, fixed_delay=True)))
+    first = START + 1e-12
+    assert str(info.value) == (
+        f"job 't': schedule.seconds must be at least {math.ulp(first)!r} s, the wall"
+        f" clock's resolution at the first run {first!r}, got 1e-12"
+    )
+    assert ds.jobs() == []
+    ds.declare(JobSpec("t", f"{HERE}:fine", EverySchedule(math.ulp(START))))  # enough
+
+
+def test_a_fixed_delay_run_too_small_for_the_wall_clock_is_next_due_strictly_later(
+    made: Made, clock: FakeClock, store: SQLiteStore
+) -> None:
+    ds, pool, _, _ = made
+    # Stored by someone else (declare refuses it): its next run must still move on.
+    spec = JobSpec("t", f"{HERE}:fine", EverySchedule(1e-12, fixed_delay=True))
+    store.upsert(spec, START + 1)
+    clock.advance(1)
+    ds._step()
+    pool.run_all()
+    state = ds.get("t")
+    assert state is not None and state.last_run is not None
+    ended = state.last_run.ended
+    assert ended is not None and state.next_run == math.nextafter(ended, math.inf)
+    assert RAN == ["fine"]

@@ -290,8 +290,9 @@ class DurableScheduler:
         Raises:
             TypeError: ``spec`` is not a `JobSpec`, or its ``func`` names a coroutine
                 function (``async def``: jobs are called, never awaited).
-            JobSpecError: The function cannot be imported, or the cron expression or
-                zone is invalid here. Nothing is stored then.
+            JobSpecError: The function cannot be imported, the cron expression or zone
+                is invalid here, or an interval is below the wall clock's resolution.
+                Nothing is stored then.
             StoreError: The store failed (nothing is stored).
 
         """
@@ -402,6 +403,14 @@ class DurableScheduler:
             first = first_run(spec.schedule, self._wall())
         except ValueError as exc:  # CronError is a ValueError
             raise JobSpecError(f"job {spec.id!r}: {exc}") from exc
+        schedule = spec.schedule
+        if isinstance(schedule, EverySchedule) and schedule.seconds < math.ulp(first):
+            # The wall clock could not tell its slots apart (slot + seconds == slot).
+            raise JobSpecError(
+                f"job {spec.id!r}: schedule.seconds must be at least {math.ulp(first)!r} s,"
+                f" the wall clock's resolution at the first run {first!r},"
+                f" got {schedule.seconds!r}"
+            )
         return spec, first
 
     def _allow(self, func: str) -> None:
@@ -830,6 +839,8 @@ class DurableScheduler:
         next_run: float | Keep = KEEP
         if isinstance(schedule, EverySchedule) and schedule.fixed_delay:
             next_run = ended + schedule.seconds
+            if next_run <= ended:  # too small for the wall clock: still strictly later
+                next_run = math.nextafter(ended, math.inf)
         text = None if error is None else _error_text(error)
         self._end(run, "ok" if error is None else "failed", ended, text, next_run)
 

@@ -35,7 +35,15 @@ from types import (
 )
 from typing import TYPE_CHECKING, Any, Final
 
-from ._schedules import Schedule, _DelayPlan, _OncePlan, _Plan, _RatePlan, seconds_arg
+from ._schedules import (
+    Schedule,
+    _DelayPlan,
+    _IntervalPlan,
+    _OncePlan,
+    _Plan,
+    _RatePlan,
+    seconds_arg,
+)
 
 if TYPE_CHECKING:
     import logging
@@ -133,6 +141,18 @@ def _refuse_coroutine_function(name: str, fn: object, driver: str) -> None:
             f"{name} must not be a coroutine function (async def): {driver} calls jobs"
             f" without awaiting them; run it on tickwork.AsyncScheduler, got {fn!r}"
         )
+
+
+def _refuse_interval(interval: float, due: float) -> None:
+    """Raise `ValueError`: ``interval`` is below the clock's resolution at ``due``.
+
+    Adding it to ``due`` would not move it (``due + interval == due``): a recurring task
+    on it could never get past ``now``.
+    """
+    raise ValueError(
+        f"interval must be at least {math.ulp(due)!r} s, the clock's resolution at the"
+        f" first due time {due!r}, got {interval!r}"
+    )
 
 
 def _check_result(fn: object, result: object) -> None:
@@ -379,6 +399,8 @@ class Scheduler:
             now = self._now(now)
         # _insert(), inlined: schedule() is the hot path of timers and timeouts.
         due = now + seconds
+        if every is not None and every < math.ulp(due):
+            _refuse_interval(every, due)
         task_id = self._next_id
         self._next_id = task_id + 1
         entry = [due, task_id, fn, rec]
@@ -407,6 +429,9 @@ class Scheduler:
         if plan.wall:
             self._sync_wall(now)
         due = plan.first(now, self._offset)
+        every = plan.interval
+        if every is not None and every < math.ulp(due):
+            _refuse_interval(every, due)
         rec: float | _Plan | None = plan
         if type(plan) is _OncePlan:
             rec = None
@@ -500,7 +525,11 @@ class Scheduler:
                     # Plain fixed-rate: the next slot does not depend on the run, so the
                     # entry goes back before the call (a self-cancel marks it dead there).
                     due = entry[0] + rec
-                    entry[0] = due if due > now else now + rec
+                    if due <= now:
+                        due = now + rec
+                        if due <= now:  # too small for the clock at now: never loop on it
+                            due = math.nextafter(now, math.inf)
+                    entry[0] = due
                     heappush(heap, entry)
                     try:
                         if (result := fn()) is not None:
@@ -683,6 +712,8 @@ class Scheduler:
                     missed = int((now - due) // rec) + 1
                     self._emit(RunEvent(EventKind.MISSED, entry[1], due, missed=missed))
                 due = now + rec
+                if due <= now:  # too small for the clock at now: never loop on it
+                    due = math.nextafter(now, math.inf)
         else:
             after = self._now() if rec.after_finish else now
             nxt = rec.next(entry[0], after, self._offset)
@@ -691,6 +722,10 @@ class Scheduler:
                 self._wall.pop(entry[1], None)
                 entry[2] = None
                 return
+            if nxt <= after and isinstance(rec, _IntervalPlan):
+                # An interval too small for the clock at ``after`` (plus no jitter):
+                # the next run still comes strictly later, so it never loops.
+                nxt = math.nextafter(after, math.inf)
             due = nxt
         entry[0] = due
         tick_now = self._tick_now
