@@ -9,8 +9,9 @@ owner task is never started: `Harness.tick` runs one tick where it would wake up
 
 from __future__ import annotations
 
+import inspect
 import logging
-from collections.abc import Callable
+from collections.abc import Callable, Coroutine
 from concurrent.futures import Executor, Future
 from datetime import UTC, datetime
 from typing import Any
@@ -545,3 +546,102 @@ class DriverContract:
         name = type(s).__name__
         with pytest.raises(RuntimeError, match=rf"^add\(\) on a stopped {name}, got fn="):
             s.add(Every(1), print)
+
+    # -- what a job may be and do (issue 11, points 6 and 8) -------------------------------
+
+    def test_a_job_returning_an_awaitable_fails_its_run(
+        self, h: Harness, caplog: pytest.LogCaptureFixture
+    ) -> None:
+        made: list[Coroutine[Any, Any, None]] = []
+        hooked: list[tuple[int, Exception]] = []
+
+        async def later() -> None:
+            pass
+
+        def wraps_async() -> Coroutine[Any, Any, None]:
+            made.append(later())
+            return made[-1]
+
+        s = h.make(on_error=lambda task_id, exc: hooked.append((task_id, exc)))
+        events = events_of(s)
+        s.schedule(1, wraps_async, interval=1)
+        h.clock.set(1)
+        h.tick(s)
+        with caplog.at_level(logging.ERROR, logger="tickwork"):
+            h.run_all()
+        assert len(s.errors) == 1
+        assert s.errors[0].startswith(
+            "task 1: fn must not return an awaitable: a plain job is called, never awaited"
+            " (give coroutine functions to tickwork.AsyncScheduler); "
+        )
+        assert s.errors[0].endswith(f"returned {made[0]!r}")
+        assert [(t, type(e)) for t, e in hooked] == [(1, TypeError)]
+        assert [m.split(":")[0] for m in caplog.messages] == ["task 1 failed"]
+        assert [e.kind for e in events] == [EventKind.STARTED, EventKind.FAILED]
+        assert isinstance(events[1].error, TypeError)
+        assert inspect.getcoroutinestate(made[0]) == "CORO_CLOSED"  # no "never awaited"
+        assert s.running() == {} and len(s) == 1  # still scheduled
+        s._check()
+
+    @pytest.mark.parametrize("exc", [SystemExit(3), KeyboardInterrupt()], ids=repr)
+    def test_a_base_exception_out_of_a_pooled_job_fails_its_run(
+        self, h: Harness, exc: BaseException, caplog: pytest.LogCaptureFixture
+    ) -> None:
+        hooked: list[tuple[int, Exception]] = []
+        calls: list[int] = []
+
+        def bail() -> None:
+            calls.append(1)
+            if len(calls) == 1:
+                raise exc
+
+        s = h.make(on_error=lambda task_id, e: hooked.append((task_id, e)))
+        events = events_of(s)
+        s.schedule(1, bail, interval=1)  # overlap="skip": a stuck count would skip slot 2
+        h.clock.set(1)
+        h.tick(s)
+        with caplog.at_level(logging.ERROR, logger="tickwork"):
+            h.run_all()  # the executor's item returns: nothing propagates into the pool
+        assert s.errors == [f"task 1: job raised {exc!r}"]
+        assert caplog.messages == [f"task 1 failed: job raised {exc!r}"]
+        assert [(t, str(e), e.__cause__) for t, e in hooked] == [(1, f"job raised {exc!r}", exc)]
+        assert [e.kind for e in events] == [EventKind.STARTED, EventKind.FAILED]
+        assert events[1].error is hooked[0][1]
+        assert s.running() == {}
+        s._check()
+        h.clock.set(2)  # the driver goes on: the next slot runs
+        h.tick(s)
+        h.run_all()
+        assert calls == [1, 1] and s.running() == {}
+        assert [e.kind for e in events[2:]] == [EventKind.STARTED, EventKind.FINISHED]
+        assert h.stop(s) is True
+
+    # -- at most once per tick for any interval (issue 11, point 7) -------------------------
+
+    @pytest.mark.timeout(60)  # the bug this pins was an endless tick
+    def test_an_interval_too_small_for_the_clock_is_refused_or_never_loops(
+        self, h: Harness, log: Log
+    ) -> None:
+        h.clock.set(1e6)
+        s = h.make()
+        with pytest.raises(ValueError, match=r"^interval must be at least 1\.16"):
+            s.schedule(0, log.job("x"), interval=1e-12)
+        with pytest.raises(ValueError, match=r"^interval must be at least 1\.16"):
+            s.add(Every(1e-12, fixed_delay=True), log.job("x"))
+        assert len(s) == 0
+        h.clock = clock = FakeClock()  # accepted at t=0 ...
+        s = h.make()
+        s.schedule(0, log.job("rate"), interval=1e-12)
+        s.schedule(0, log.job("delay"), interval=1e-12, fixed_delay=True)
+        clock.set(1e6)  # ... and at t=1e6, now + interval == now
+        h.tick(s)
+        h.run_all()  # the fixed-delay run ends: its next run is put back
+        assert sorted(log) == ["delay", "rate"]
+        assert all(t.due > 1e6 for t in s.tasks())  # strictly past now
+        h.tick(s)
+        assert h.run_all() == 0  # the same now: nothing is due again
+        clock.advance(1)
+        h.tick(s)
+        h.run_all()
+        assert sorted(log) == ["delay", "delay", "rate", "rate"]
+        s._check()

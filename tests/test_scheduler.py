@@ -4,11 +4,12 @@ from __future__ import annotations
 
 import logging
 import math
+import re
 from fractions import Fraction
 
 import pytest
 
-from tickwork import EventKind, RunEvent, Scheduler, TaskInfo
+from tickwork import EventKind, Every, RunEvent, Scheduler, TaskInfo
 from tickwork._scheduler import COMPACT_SLACK, DEFAULT_MAX_ERRORS
 from tickwork.testing import FakeClock
 
@@ -409,6 +410,67 @@ def test_rule8_bad_arguments_raise_and_schedule_nothing(
     assert sched.next_run_in() is None
     assert sched.schedule(1, lambda: None) == 1  # no id was used up
     sched._check()
+
+
+# -- rule 4 for any interval: at most once per call, even below the clock's resolution --
+
+
+def _tiny_interval_message(due: float, interval: float) -> str:
+    return re.escape(
+        f"interval must be at least {math.ulp(due)!r} s, the clock's resolution at the"
+        f" first due time {due!r}, got {interval!r}"
+    )
+
+
+@pytest.mark.parametrize(
+    ("now", "interval"),
+    [(1e6, 1e-12), (1_700_000_000.0, 1e-7), (1_700_000_000.0, 2e-7)],
+    ids=["issue-11", "time.time-1e-7", "time.time-2e-7"],
+)
+def test_an_interval_the_clock_cannot_resolve_is_refused(
+    clock: FakeClock, now: float, interval: float
+) -> None:
+    clock.set(now)
+    s = Scheduler(clock)
+    message = _tiny_interval_message(now, interval)
+    with pytest.raises(ValueError, match=f"^{message}$"):
+        s.schedule(0, lambda: None, interval=interval)
+    with pytest.raises(ValueError, match=f"^{message}$"):
+        s.schedule(0, lambda: None, interval=interval, fixed_delay=True)
+    with pytest.raises(ValueError, match=f"^{message}$"):
+        s.add(Every(interval, first=0), lambda: None)
+    with pytest.raises(ValueError, match=f"^{message}$"):
+        s.add(Every(interval, first=0, fixed_delay=True), lambda: None)
+    # the resolution itself is enough: each run moves the due time
+    assert s.schedule(0, lambda: None, interval=math.ulp(now)) == 1  # no id was used up
+    assert s.run_pending() == 1
+    assert s.tasks()[0].due == now + math.ulp(now)
+    s._check()
+
+
+@pytest.mark.timeout(60)
+@pytest.mark.parametrize("observed", [False, True], ids=["fast-path", "with-listener"])
+def test_an_interval_the_clock_outgrew_still_runs_at_most_once_per_call(
+    clock: FakeClock, observed: bool
+) -> None:
+    # Accepted at t=0; at t=1e6, now + interval == now. It must never loop in one call.
+    s = Scheduler(clock)
+    if observed:
+        s.add_listener(lambda event: None)
+    runs: list[str] = []
+    s.schedule(0, lambda: runs.append("rate"), interval=1e-12)
+    s.schedule(0, lambda: runs.append("delay"), interval=1e-12, fixed_delay=True)
+    s.add(Every(1e-12, first=0, jitter=1e-13), lambda: runs.append("jitter"))
+    s.add(Every(1e-12, first=0), lambda: runs.append("every"))
+    clock.set(1e6)
+    assert s.run_pending() == 4
+    assert sorted(runs) == ["delay", "every", "jitter", "rate"]
+    assert all(t.due > 1e6 for t in s.tasks())  # strictly past now
+    assert s.run_pending() == 0  # the same now: nothing is due again
+    clock.advance(1)
+    assert s.run_pending() == 4
+    assert len(runs) == 8
+    s._check()
 
 
 def test_numeric_types_accepted(clock: FakeClock, log: Log) -> None:

@@ -19,7 +19,6 @@ from __future__ import annotations
 import asyncio
 import concurrent.futures
 import functools
-import inspect
 import math
 import random
 import threading
@@ -38,6 +37,7 @@ from ._scheduler import (
     RunEvent,
     Scheduler,
     TaskInfo,
+    _is_coroutine_function,
     _log,
 )
 from ._schedules import Schedule
@@ -54,14 +54,6 @@ _INLINE: Final = 2  # a plain callable, inline=True: called in a callback on the
 # A cancelled task due at most this much after the owner's wake-up time is taken for
 # the one it sleeps for (the wake-up time is computed as now + wait, not read back).
 _HEAD_SLACK: Final = 1e-6
-
-
-def _is_coroutine_function(fn: object) -> bool:
-    """Whether calling ``fn`` makes a coroutine: async functions, partials, async ``__call__``."""
-    if inspect.iscoroutinefunction(fn):
-        return True
-    call = getattr(fn, "__call__", None)  # noqa: B004 - an object with async __call__
-    return not inspect.isroutine(fn) and inspect.iscoroutinefunction(call)
 
 
 async def _with_timeout(fn: Callable[[], Awaitable[object]], timeout: float) -> None:
@@ -559,8 +551,9 @@ class AsyncScheduler:
                 run, fn if limit is None else functools.partial(_with_timeout, fn, limit)
             )
         except BaseException:
-            # Cancelled by stop, or a CancelledError / KeyboardInterrupt out of the job:
-            # booked, not reported (as the thread driver does for BaseException).
+            # Cancelled by stop, or a CancelledError / KeyboardInterrupt out of the job,
+            # which runs on the loop's thread: booked, not reported, and it propagates
+            # (as from the core's run_pending; see docs/drivers.md).
             del jobs[me]
             self._end(run, report=False)
             raise
@@ -603,7 +596,7 @@ class AsyncScheduler:
         policy = self._policy
         if policy.stopped or run.task.cancelled:
             return False
-        policy.call(run, self._announce)
+        policy.call(run, self._announce, worker=True)
         return True
 
     def _announce(self, event: RunEvent) -> None:
@@ -614,7 +607,7 @@ class AsyncScheduler:
         """Back on the loop after an executor run: book it."""
         self._calls.discard(call)
         error = call.exception()
-        if error is not None:  # a BaseException out of the job (Exceptions are caught)
+        if error is not None:  # not the job's (worker=True fails its run): the clock's, say
             self._end(run, report=False)
             _log().warning("task %d: job raised %r on the executor", run.task.task_id, error)
         elif call.result():

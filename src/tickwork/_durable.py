@@ -34,9 +34,17 @@ from datetime import UTC, datetime
 from types import TracebackType
 from typing import Final
 
-from ._errors import JobFailed
+from ._errors import JobFailed, JobInterrupted
 from ._missed import CORRECTION, Decision, after_clock_step, decide, decide_retry, first_run
-from ._scheduler import DEFAULT_MAX_ERRORS, EventKind, Listener, RunEvent, _deliver
+from ._scheduler import (
+    DEFAULT_MAX_ERRORS,
+    EventKind,
+    Listener,
+    RunEvent,
+    _check_result,
+    _deliver,
+    _is_coroutine_function,
+)
 from .stores._errors import JobNotFoundError, JobSpecError, StoreError
 from .stores._model import (
     KEEP,
@@ -311,9 +319,11 @@ class DurableScheduler:
             What the store did.
 
         Raises:
-            TypeError: ``spec`` is not a `JobSpec`.
-            JobSpecError: The function cannot be imported, or the cron expression or
-                zone is invalid here. Nothing is stored then.
+            TypeError: ``spec`` is not a `JobSpec`, or its ``func`` names a coroutine
+                function (``async def``: jobs are called, never awaited).
+            JobSpecError: The function cannot be imported, the cron expression or zone
+                is invalid here, or an interval is below the wall clock's resolution.
+                Nothing is stored then.
             StoreError: The store failed (nothing is stored).
 
         """
@@ -328,7 +338,7 @@ class DurableScheduler:
 
         Raises:
             ValueError: A job with this id exists (nothing is changed).
-            TypeError: ``spec`` is not a `JobSpec`.
+            TypeError: As for `declare`.
             JobSpecError: As for `declare`.
 
         """
@@ -412,11 +422,26 @@ class DurableScheduler:
         """Check what a store does not: the function imports, the schedule computes."""
         if not isinstance(spec, JobSpec):
             raise TypeError(f"spec must be a tickwork.stores.JobSpec, got {spec!r}")
-        resolve_func(spec.func)  # raises JobSpecError naming the path and why
+        fn = resolve_func(spec.func)  # raises JobSpecError naming the path and why
+        if _is_coroutine_function(fn):
+            raise TypeError(
+                "func must name a plain function, not a coroutine function (async def):"
+                " DurableScheduler calls jobs without awaiting them; run it on"
+                " tickwork.AsyncScheduler, or name a plain function that runs it"
+                f" (asyncio.run), got {spec.func!r}"
+            )
         try:
             first = first_run(spec.schedule, self._wall())
         except ValueError as exc:  # CronError is a ValueError
             raise JobSpecError(f"job {spec.id!r}: {exc}") from exc
+        schedule = spec.schedule
+        if isinstance(schedule, EverySchedule) and schedule.seconds < math.ulp(first):
+            # The wall clock could not tell its slots apart (slot + seconds == slot).
+            raise JobSpecError(
+                f"job {spec.id!r}: schedule.seconds must be at least {math.ulp(first)!r} s,"
+                f" the wall clock's resolution at the first run {first!r},"
+                f" got {schedule.seconds!r}"
+            )
         return spec, first
 
     def _allow(self, func: str) -> None:
@@ -880,16 +905,20 @@ class DurableScheduler:
         _current.claim = claim
         error: BaseException | None = None
         try:
-            fn(*spec.args, **spec.kwargs)
+            if (result := fn(*spec.args, **spec.kwargs)) is not None:
+                _check_result(fn, result)  # an awaitable: nothing would await it
         except BaseException as exc:
+            # SystemExit and friends too: on a worker thread they reach no one, and a
+            # claim must never be left unfinished: the run failed.
             error = exc
         finally:
             _current.claim = None
             local.depth -= 1
         ended = self._wall()
-        if error is not None and isinstance(error, Exception):
-            self._failed(claim.job_id, error, claim.scheduled, started, ended - started)
-        elif error is None:
+        if error is not None:
+            failure = error if isinstance(error, Exception) else JobInterrupted.wrap(error)
+            self._failed(claim.job_id, failure, claim.scheduled, started, ended - started)
+        else:
             self._emit(
                 RunEvent(
                     EventKind.FINISHED,
@@ -904,10 +933,10 @@ class DurableScheduler:
         next_run: float | Keep = KEEP
         if isinstance(schedule, EverySchedule) and schedule.fixed_delay:
             next_run = ended + schedule.seconds
+            if next_run <= ended:  # too small for the wall clock: still strictly later
+                next_run = math.nextafter(ended, math.inf)
         text = None if error is None else _error_text(error)
         self._end(run, "ok" if error is None else "failed", ended, text, next_run)
-        if error is not None and not isinstance(error, Exception):
-            raise error  # SystemExit and friends: recorded, then let them go
 
     def _resolve(self, spec: JobSpec) -> Callable[..., object] | Exception:
         """The job's function, or why it may not or cannot run (never imported then)."""

@@ -4,7 +4,14 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-__all__ = ["ConfigError", "ConfigIssue", "CronError", "JobFailed", "TickworkError"]
+__all__ = [
+    "ConfigError",
+    "ConfigIssue",
+    "CronError",
+    "JobFailed",
+    "JobInterrupted",
+    "TickworkError",
+]
 
 
 class TickworkError(Exception):
@@ -19,6 +26,24 @@ class JobFailed(TickworkError):
     code that raised it). ``tickwork run`` raises it with the run's outcome and the
     end of its output.
     """
+
+
+class JobInterrupted(TickworkError):
+    """A job on a worker thread raised a `BaseException` that is not an `Exception`.
+
+    `SystemExit` or `KeyboardInterrupt` raised by a job that runs on a pool's worker
+    thread (`ThreadScheduler`, `AsyncScheduler`'s executor runs, `DurableScheduler`)
+    cannot reach the code that would act on it: the driver records the run as failed
+    with this error (in ``errors``, the log, ``on_error`` and the FAILED event) and goes
+    on. The original exception is its ``__cause__``.
+    """
+
+    @classmethod
+    def wrap(cls, exc: BaseException) -> JobInterrupted:
+        """The error for ``exc``: ``job raised SystemExit(3)``, caused by ``exc``."""
+        error = cls(f"job raised {exc!r}")
+        error.__cause__ = exc
+        return error
 
 
 class CronError(TickworkError, ValueError):

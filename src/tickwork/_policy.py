@@ -34,6 +34,7 @@ import math
 from collections.abc import Awaitable, Callable
 from typing import Any, Final, Literal
 
+from ._errors import JobInterrupted
 from ._scheduler import (
     _DUE,
     _REC,
@@ -42,6 +43,7 @@ from ._scheduler import (
     RunEvent,
     Scheduler,
     TaskInfo,
+    _check_result,
     _deliver,
 )
 from ._schedules import Schedule, _DelayPlan, _Plan
@@ -325,34 +327,53 @@ class Policy:
         self.in_progress += 1
         return True
 
-    def call(self, run: Run, announce: Callable[[RunEvent], object] | None = None) -> None:
+    def call(
+        self,
+        run: Run,
+        announce: Callable[[RunEvent], object] | None = None,
+        *,
+        worker: bool = False,
+    ) -> None:
         """Run the job: STARTED, the call, its duration and `Exception` (*unlocked*).
 
-        A `BaseException` that is not an `Exception` propagates; the driver must still
-        call `end` (in a ``finally``).
+        A job that returns an awaitable failed (`_check_result`: nothing awaits it). A
+        `BaseException` that is not an `Exception` propagates, unless ``worker``; the
+        driver must still call `end` (in a ``finally``).
 
         Args:
             run: The run, after `begin` said it may start.
             announce: How the STARTED event reaches the listeners. Default: delivered
                 here, on the calling thread. A driver whose listeners run elsewhere (the
                 asyncio driver, on its loop) passes a hand-off.
+            worker: The job runs on a pool's worker thread, where a `SystemExit` or
+                `KeyboardInterrupt` cannot reach anyone who could act on it: it fails
+                the run (`JobInterrupted`) instead of propagating.
 
         """
         if not self.listeners:
             # Times only feed events: with no listener, skip the two clock reads.
-            try:
-                run.task.fn()
-            except Exception as exc:
-                run.error = exc
+            self._invoke(run, worker)
             return
         clock = self.clock
         started = self._started(run, announce)
         try:
-            run.task.fn()
-        except Exception as exc:
-            run.error = exc
+            self._invoke(run, worker)
         finally:
             run.duration = clock() - started
+
+    @staticmethod
+    def _invoke(run: Run, worker: bool) -> None:
+        """Call the job; keep what failed it in ``run.error`` (*unlocked*)."""
+        fn = run.task.fn
+        try:
+            if (result := fn()) is not None:
+                _check_result(fn, result)
+        except Exception as exc:
+            run.error = exc
+        except BaseException as exc:
+            if not worker:
+                raise
+            run.error = JobInterrupted.wrap(exc)
 
     async def call_async(self, run: Run, job: Callable[[], Awaitable[object]]) -> None:
         """`call` for a coroutine job: ``await job()`` in place of ``fn()`` (*unlocked*).

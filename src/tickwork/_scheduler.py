@@ -17,6 +17,7 @@ more than `COMPACT_SLACK`.
 
 from __future__ import annotations
 
+import inspect
 import math
 import random
 import time
@@ -24,9 +25,25 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from enum import Enum
 from heapq import heapify, heappop, heappush
+from types import (
+    BuiltinFunctionType,
+    FunctionType,
+    MethodDescriptorType,
+    MethodType,
+    MethodWrapperType,
+    WrapperDescriptorType,
+)
 from typing import TYPE_CHECKING, Any, Final
 
-from ._schedules import Schedule, _DelayPlan, _OncePlan, _Plan, _RatePlan, seconds_arg
+from ._schedules import (
+    Schedule,
+    _DelayPlan,
+    _IntervalPlan,
+    _OncePlan,
+    _Plan,
+    _RatePlan,
+    seconds_arg,
+)
 
 if TYPE_CHECKING:
     import logging
@@ -83,6 +100,74 @@ _REC: Final = 3
 
 Clock = Callable[[], float]
 ErrorHook = Callable[[int, Exception], object]
+
+_CO_COROUTINE: Final = inspect.CO_COROUTINE
+#: Callables implemented in C: never coroutine functions (and they cannot be marked).
+_NATIVE_CALLABLES: Final = frozenset(
+    {BuiltinFunctionType, MethodWrapperType, WrapperDescriptorType, MethodDescriptorType}
+)
+#: Result types a job commonly returns, never awaitable: no `inspect.isawaitable` for them.
+_PLAIN_RESULTS: Final = frozenset({bool, int, float, str, bytes, tuple, list, dict, set})
+
+
+def _is_coroutine_function(fn: object) -> bool:
+    """Whether calling ``fn`` makes a coroutine.
+
+    True for an ``async def`` function or method, a `functools.partial` of one, an object
+    whose ``__call__`` is ``async def``, and (Python 3.12+) a function marked with
+    `inspect.markcoroutinefunction`.
+    """
+    # The common cases, cheaply (``schedule`` is a hot path): a function implemented in
+    # C, or a plain function (or a method of one) that carries no attributes, so no
+    # coroutine mark either.
+    kind = type(fn)
+    if kind in _NATIVE_CALLABLES:
+        return False
+    func = fn.__func__ if isinstance(fn, MethodType) else fn
+    if type(func) is FunctionType and not func.__dict__:
+        return bool(func.__code__.co_flags & _CO_COROUTINE)
+    if inspect.iscoroutinefunction(fn):
+        return True
+    # An instance whose class has an async ``__call__`` (calling a class makes an instance,
+    # whatever its ``__call__``: look the method up on the type, as the call does).
+    call = getattr(type(fn), "__call__", None)  # noqa: B004
+    return call is not None and not inspect.isroutine(fn) and inspect.iscoroutinefunction(call)
+
+
+def _refuse_coroutine_function(name: str, fn: object, driver: str) -> None:
+    """Raise `TypeError` if ``fn`` is a coroutine function: ``driver`` would never await it."""
+    if _is_coroutine_function(fn):
+        raise TypeError(
+            f"{name} must not be a coroutine function (async def): {driver} calls jobs"
+            f" without awaiting them; run it on tickwork.AsyncScheduler, got {fn!r}"
+        )
+
+
+def _refuse_interval(interval: float, due: float) -> None:
+    """Raise `ValueError`: ``interval`` is below the clock's resolution at ``due``.
+
+    Adding it to ``due`` would not move it (``due + interval == due``): a recurring task
+    on it could never get past ``now``.
+    """
+    raise ValueError(
+        f"interval must be at least {math.ulp(due)!r} s, the clock's resolution at the"
+        f" first due time {due!r}, got {interval!r}"
+    )
+
+
+def _check_result(fn: object, result: object) -> None:
+    """Raise `TypeError` if a job returned an awaitable, which nothing would await.
+
+    A coroutine is closed first, so it does not warn "never awaited" when collected.
+    Called only for a result that is not ``None``.
+    """
+    if type(result) not in _PLAIN_RESULTS and inspect.isawaitable(result):
+        if inspect.iscoroutine(result):
+            result.close()
+        raise TypeError(
+            f"fn must not return an awaitable: a plain job is called, never awaited (give"
+            f" coroutine functions to tickwork.AsyncScheduler); {fn!r} returned {result!r}"
+        )
 
 
 class EventKind(Enum):
@@ -287,7 +372,8 @@ class Scheduler:
             The task id: 1, 2, 3, ... in scheduling order (failed calls use none).
 
         Raises:
-            TypeError: ``fn`` is not callable, or ``delay``/``interval`` is not a number.
+            TypeError: ``fn`` is not callable or is a coroutine function (``async def``:
+                use `tickwork.AsyncScheduler`), or ``delay``/``interval`` is not a number.
             ValueError: ``delay`` is negative or not finite, ``interval`` is not > 0
                 and finite, or ``fixed_delay`` is given without ``interval``.
         """
@@ -298,6 +384,7 @@ class Scheduler:
             seconds = seconds_arg("delay", delay, positive=False)
         if not callable(fn):
             raise TypeError(f"fn must be callable, got {fn!r}")
+        _refuse_coroutine_function("fn", fn, "Scheduler")
         every: float | None = None
         if interval is not None:
             if type(interval) is float and 0.0 < interval < math.inf:
@@ -318,6 +405,8 @@ class Scheduler:
             now = self._now(now)
         # _insert(), inlined: schedule() is the hot path of timers and timeouts.
         due = now + seconds
+        if every is not None and every < math.ulp(due):
+            _refuse_interval(every, due)
         task_id = self._next_id
         self._next_id = task_id + 1
         entry = [due, task_id, fn, rec]
@@ -333,17 +422,22 @@ class Scheduler:
         """Run ``fn`` on ``schedule`` (`Once`, `At`, `Every` or `Cron`); return its task id.
 
         Raises:
-            TypeError: ``schedule`` is not a schedule value, or ``fn`` is not callable.
+            TypeError: ``schedule`` is not a schedule value, or ``fn`` is not callable or
+                is a coroutine function.
         """
         if not isinstance(schedule, Schedule):
             raise TypeError(f"schedule must be a Once, At, Every or Cron value, got {schedule!r}")
         if not callable(fn):
             raise TypeError(f"fn must be callable, got {fn!r}")
+        _refuse_coroutine_function("fn", fn, "Scheduler")
         plan = schedule._plan(self._rng)
         now = self._now()
         if plan.wall:
             self._sync_wall(now)
         due = plan.first(now, self._offset)
+        every = plan.interval
+        if every is not None and every < math.ulp(due):
+            _refuse_interval(every, due)
         rec: float | _Plan | None = plan
         if type(plan) is _OncePlan:
             rec = None
@@ -389,9 +483,12 @@ class Scheduler:
         replayed); with ``fixed_delay`` it goes to ``interval`` after the job returns.
 
         A job's `Exception` is recorded in `errors`, logged and passed to ``on_error``;
-        the call goes on with the rest. `BaseException`s that are not `Exception`
-        (`KeyboardInterrupt`, `SystemExit`) propagate; the scheduler stays consistent
-        (the interrupted task counts as run) and the next call runs the rest.
+        the call goes on with the rest. A job that returns an awaitable (a plain
+        callable wrapping an ``async def``) failed too: the awaitable is never awaited
+        (a coroutine is closed) and a `TypeError` saying so is recorded.
+        `BaseException`s that are not `Exception` (`KeyboardInterrupt`, `SystemExit`)
+        propagate; the scheduler stays consistent (the interrupted task counts as run)
+        and the next call runs the rest.
 
         Raises:
             RuntimeError: Called from inside a job of the same scheduler.
@@ -426,17 +523,23 @@ class Scheduler:
                 elif rec is None:
                     del tasks[entry[1]]
                     try:
-                        fn()
+                        if (result := fn()) is not None:
+                            _check_result(fn, result)
                     except Exception as exc:
                         self._failed(entry[1], exc)
                 else:
                     # Plain fixed-rate: the next slot does not depend on the run, so the
                     # entry goes back before the call (a self-cancel marks it dead there).
                     due = entry[0] + rec
-                    entry[0] = due if due > now else now + rec
+                    if due <= now:
+                        due = now + rec
+                        if due <= now:  # too small for the clock at now: never loop on it
+                            due = math.nextafter(now, math.inf)
+                    entry[0] = due
                     heappush(heap, entry)
                     try:
-                        fn()
+                        if (result := fn()) is not None:
+                            _check_result(fn, result)
                     except Exception as exc:
                         self._failed(entry[1], exc)
         finally:
@@ -604,7 +707,8 @@ class Scheduler:
             started = self._clock()
             self._emit(RunEvent(EventKind.STARTED, task_id, due, started))
         try:
-            fn()
+            if (result := fn()) is not None:
+                _check_result(fn, result)
         except Exception as exc:
             self._failed(task_id, exc)
             if observed:
@@ -632,6 +736,8 @@ class Scheduler:
                     missed = int((now - due) // rec) + 1
                     self._emit(RunEvent(EventKind.MISSED, entry[1], due, missed=missed))
                 due = now + rec
+                if due <= now:  # too small for the clock at now: never loop on it
+                    due = math.nextafter(now, math.inf)
         else:
             after = self._now() if rec.after_finish else now
             nxt = rec.next(entry[0], after, self._offset)
@@ -640,6 +746,10 @@ class Scheduler:
                 self._wall.pop(entry[1], None)
                 entry[2] = None
                 return
+            if nxt <= after and isinstance(rec, _IntervalPlan):
+                # An interval too small for the clock at ``after`` (plus no jitter):
+                # the next run still comes strictly later, so it never loops.
+                nxt = math.nextafter(after, math.inf)
             due = nxt
         entry[0] = due
         tick_now = self._tick_now

@@ -33,6 +33,7 @@ from ._scheduler import (
     Scheduler,
     TaskInfo,
     _log,
+    _refuse_coroutine_function,
 )
 from ._schedules import Schedule
 
@@ -153,13 +154,15 @@ class ThreadScheduler:
             The task id: 1, 2, 3, ... in scheduling order (failed calls use none).
 
         Raises:
-            TypeError: A bad argument type (see `Scheduler.schedule`), or
-                ``max_running`` is not an int.
+            TypeError: A bad argument type (see `Scheduler.schedule`: a coroutine
+                function is refused, use `tickwork.AsyncScheduler`), or ``max_running``
+                is not an int.
             ValueError: A bad value (see `Scheduler.schedule`), an unknown
                 ``overlap``, or ``max_running`` < 1 or without ``overlap="allow"``.
             RuntimeError: The scheduler has been stopped.
 
         """
+        _refuse_coroutine_function("fn", fn, "ThreadScheduler")
         with self._lock:
             if self._stopping:
                 raise RuntimeError(f"schedule() on a stopped ThreadScheduler, got fn={fn!r}")
@@ -183,10 +186,12 @@ class ThreadScheduler:
         ``overlap`` and ``max_running`` are as for `schedule`.
 
         Raises:
-            TypeError: ``schedule`` is not a schedule value, or ``fn`` is not callable.
+            TypeError: ``schedule`` is not a schedule value, or ``fn`` is not callable or
+                is a coroutine function.
             ValueError: An unknown ``overlap`` or a bad ``max_running``.
             RuntimeError: The scheduler has been stopped.
         """
+        _refuse_coroutine_function("fn", fn, "ThreadScheduler")
         with self._lock:
             if self._stopping:
                 raise RuntimeError(f"add() on a stopped ThreadScheduler, got fn={fn!r}")
@@ -457,9 +462,10 @@ class ThreadScheduler:
                 return
             local.depth = getattr(local, "depth", 0) + 1
             try:
-                policy.call(run)
+                policy.call(run, worker=True)
             except BaseException:
-                # The job raised e.g. SystemExit: this pool item ends, another takes over.
+                # A job's SystemExit fails its run (worker=True); this is a listener's or
+                # the clock's: this pool item ends, another takes over.
                 local.depth -= 1
                 with lock:
                     policy.end(run)
@@ -497,7 +503,7 @@ class ThreadScheduler:
         local = self._local
         local.depth = getattr(local, "depth", 0) + 1
         try:
-            policy.call(run)
+            policy.call(run, worker=True)
         except BaseException:
             local.depth -= 1
             with lock:

@@ -1,0 +1,253 @@
+"""The durable scheduler and what kind of callable a job may be, or what it may raise.
+
+- ``declare`` / ``add`` refuse a ``func`` that names a coroutine function.
+- A job that returns an awaitable (a coroutine function declared by another process,
+  or a plain function wrapping one) is recorded ``failed`` with a clear error text, and
+  its coroutine is closed.
+- A job that raises `SystemExit` / `KeyboardInterrupt` is recorded ``failed`` (the claim
+  is finished, not left to its lease), reported like any failure, and the worker goes on.
+
+Job functions live in this module and are named by import path.
+"""
+
+from __future__ import annotations
+
+import gc
+import logging
+import math
+import warnings
+from collections.abc import Callable, Coroutine, Iterator
+from concurrent.futures import Executor, Future
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from tickwork import DurableScheduler, EventKind, RunEvent
+from tickwork.stores import AtSchedule, EverySchedule, JobSpec, JobSpecError
+from tickwork.stores.sqlite import SQLiteStore
+from tickwork.testing import FakeClock
+
+HERE = "tests.test_durable_jobkinds"
+START = 1_700_000_000.0
+
+#: Names of the jobs that ran, in order.
+RAN: list[str] = []
+#: Coroutines the wrapping jobs made.
+MADE: list[Coroutine[Any, Any, None]] = []
+
+
+async def job_async() -> None:
+    RAN.append("job_async")  # never reached: nothing awaits it
+
+
+def wraps_async() -> Coroutine[Any, Any, None]:
+    MADE.append(job_async())
+    return MADE[-1]
+
+
+def exits() -> None:
+    RAN.append("exits")
+    raise SystemExit(3)
+
+
+def interrupted() -> None:
+    RAN.append("interrupted")
+    raise KeyboardInterrupt
+
+
+def fine() -> None:
+    RAN.append("fine")
+
+
+class ManualExecutor(Executor):
+    """Keeps submitted work until the test runs it; a pool item's exception fails the test."""
+
+    def __init__(self) -> None:
+        self.queue: list[tuple[Callable[..., Any], tuple[Any, ...]]] = []
+
+    def submit(self, fn: Callable[..., Any], /, *args: Any, **kwargs: Any) -> Future[Any]:
+        self.queue.append((fn, args))
+        return Future()
+
+    def run_all(self) -> int:
+        n = 0
+        while self.queue:
+            fn, args = self.queue.pop(0)
+            fn(*args)  # a BaseException here would end a real pool item: it must not
+            n += 1
+        return n
+
+
+@pytest.fixture
+def clock() -> FakeClock:
+    RAN.clear()
+    MADE.clear()
+    return FakeClock(wall_start=START)
+
+
+@pytest.fixture
+def store(tmp_path: Path) -> Iterator[SQLiteStore]:
+    s = SQLiteStore(tmp_path / "jobs.db")
+    yield s
+    s.close()
+
+
+Made = tuple[DurableScheduler, ManualExecutor, list[tuple[str, Exception]], list[RunEvent]]
+
+
+@pytest.fixture
+def made(clock: FakeClock, store: SQLiteStore) -> Made:
+    pool = ManualExecutor()
+    hooked: list[tuple[str, Exception]] = []
+    ds = DurableScheduler(
+        store,
+        executor=pool,
+        wall_clock=clock.wall,
+        lease=30.0,
+        on_error=lambda job_id, exc: hooked.append((job_id, exc)),
+        allowed_modules=[HERE],
+    )
+    events: list[RunEvent] = []
+    ds.add_listener(events.append)
+    return ds, pool, hooked, events
+
+
+def drain(ds: DurableScheduler, pool: ManualExecutor) -> None:
+    """Step and run until nothing more is due now."""
+    for _ in range(100):
+        wait = ds._step()
+        if not pool.run_all() and wait > 0:
+            return
+    raise AssertionError("never settled")
+
+
+# -- declare / add refuse coroutine functions ---------------------------------------------
+
+
+@pytest.mark.parametrize("how", ["declare", "add"])
+def test_declare_and_add_refuse_a_coroutine_function(made: Made, how: str) -> None:
+    ds = made[0]
+    spec = JobSpec("a", f"{HERE}:job_async", EverySchedule(10))
+    with pytest.raises(TypeError) as info:
+        getattr(ds, how)(spec)
+    assert str(info.value) == (
+        "func must name a plain function, not a coroutine function (async def):"
+        " DurableScheduler calls jobs without awaiting them; run it on"
+        " tickwork.AsyncScheduler, or name a plain function that runs it (asyncio.run),"
+        " got 'tests.test_durable_jobkinds:job_async'"
+    )
+    assert ds.jobs() == []  # nothing stored
+    ds.declare(JobSpec("b", f"{HERE}:wraps_async", EverySchedule(10)))  # plain: accepted
+    assert [j.id for j in ds.jobs()] == ["b"]
+
+
+# -- a returned awaitable is a failed run --------------------------------------------------
+
+
+@pytest.mark.parametrize("func", ["job_async", "wraps_async"])
+def test_a_job_that_returns_an_awaitable_is_recorded_failed(
+    made: Made, clock: FakeClock, store: SQLiteStore, func: str
+) -> None:
+    ds, pool, hooked, events = made
+    # job_async can only get here declared by someone else (declare refuses it).
+    store.upsert(JobSpec("a", f"{HERE}:{func}", AtSchedule(START + 1)), START + 1)
+    clock.advance(1)
+    with warnings.catch_warnings(record=True) as seen:
+        warnings.simplefilter("always")
+        logging.disable(logging.ERROR)
+        try:
+            drain(ds, pool)
+        finally:
+            logging.disable(logging.NOTSET)
+        gc.collect()
+    assert not [w for w in seen if "never awaited" in str(w.message)]
+    state = ds.get("a")
+    assert state is not None and state.last_run is not None
+    assert state.last_run.outcome == "failed" and not state.claims
+    error = state.last_run.error or ""
+    assert error.startswith(
+        "TypeError: fn must not return an awaitable: a plain job is called, never awaited"
+        " (give coroutine functions to tickwork.AsyncScheduler); "
+    )
+    assert " returned <coroutine object job_async at " in error
+    assert RAN == []
+    assert all(c.cr_frame is None for c in MADE)  # closed
+    assert [(j, type(e)) for j, e in hooked] == [("a", TypeError)]
+    assert ds.errors[0].startswith("job a: TypeError: fn must not return an awaitable")
+    assert [e.kind for e in events] == [EventKind.STARTED, EventKind.FAILED]
+    assert ds.running() == {}
+
+
+# -- SystemExit / KeyboardInterrupt: recorded failed, reported, the worker goes on -------
+
+
+@pytest.mark.parametrize(
+    ("func", "raised"), [("exits", "SystemExit(3)"), ("interrupted", "KeyboardInterrupt()")]
+)
+def test_a_base_exception_from_a_job_is_a_finished_failed_run(
+    made: Made,
+    clock: FakeClock,
+    caplog: pytest.LogCaptureFixture,
+    func: str,
+    raised: str,
+) -> None:
+    ds, pool, hooked, events = made
+    ds.declare(JobSpec("x", f"{HERE}:{func}", EverySchedule(10)))
+    ds.declare(JobSpec("y", f"{HERE}:fine", EverySchedule(10)))
+    clock.advance(10)
+    with caplog.at_level(logging.ERROR, logger="tickwork.durable"):
+        drain(ds, pool)  # the pool item returns normally: nothing escapes into the pool
+    state = ds.get("x")
+    assert state is not None and state.last_run is not None
+    assert state.last_run.outcome == "failed"
+    assert not state.claims  # finished now, not left to the lease
+    kind = raised.split("(")[0]
+    assert (state.last_run.error or "").startswith(f"{kind}: ")
+    assert f"in {func}" in (state.last_run.error or "")  # the job's frame
+    assert ds.errors == [f"job x: JobInterrupted: job raised {raised}"]
+    assert caplog.messages == [f"job 'x' failed: JobInterrupted: job raised {raised}"]
+    assert [(j, str(e)) for j, e in hooked] == [("x", f"job raised {raised}")]
+    assert type(hooked[0][1].__cause__).__name__ == kind
+    failed = [e for e in events if e.kind is EventKind.FAILED]
+    assert [(e.job_id, e.error) for e in failed] == [("x", hooked[0][1])]
+    assert ds.running() == {}
+    assert sorted(RAN) == sorted([func, "fine"])
+    clock.advance(10)  # the job goes on: its next slot is claimed and run
+    with caplog.at_level(logging.CRITICAL, logger="tickwork.durable"):
+        drain(ds, pool)
+    assert sorted(RAN) == sorted([func, "fine"] * 2)
+    assert ds.running() == {}
+
+
+# -- an interval the wall clock cannot resolve -------------------------------------------
+
+
+def test_declare_refuses_an_interval_below_the_wall_clocks_resolution(made: Made) -> None:
+    ds = made[0]
+    with pytest.raises(JobSpecError) as info:
+        ds.declare(JobSpec("t", f"{HERE}:fine", EverySchedule(1e-12, fixed_delay=True)))
+    first = START + 1e-12
+    assert str(info.value) == (
+        f"job 't': schedule.seconds must be at least {math.ulp(first)!r} s, the wall"
+        f" clock's resolution at the first run {first!r}, got 1e-12"
+    )
+    assert ds.jobs() == []
+    ds.declare(JobSpec("t", f"{HERE}:fine", EverySchedule(math.ulp(START))))  # enough
+
+
+def test_a_fixed_delay_run_too_small_for_the_wall_clock_is_next_due_strictly_later(
+    made: Made, clock: FakeClock, store: SQLiteStore
+) -> None:
+    ds, pool, _, _ = made
+    # Stored by someone else (declare refuses it): its next run must still move on.
+    spec = JobSpec("t", f"{HERE}:fine", EverySchedule(1e-12, fixed_delay=True))
+    store.upsert(spec, START + 1)
+    clock.advance(1)
+    ds._step()
+    pool.run_all()
+    state = ds.get("t")
+    assert state is not None and state.last_run is not None
+    ended = state.last_run.ended
+    assert ended is not None and state.next_run == math.nextafter(ended, math.inf)
+    assert RAN == ["fine"]
