@@ -13,6 +13,7 @@ every kind of job is driven for 27 hours of fake time past it:
   so the results do not depend on how busy the machine is.
 
 Every job records ``(monotonic, wall)`` at each run; the checks are on those readings.
+Then 300 seeded random steps on the core, and the issue's repro as given.
 """
 
 from __future__ import annotations
