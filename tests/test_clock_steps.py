@@ -13,11 +13,14 @@ every kind of job is driven for 27 hours of fake time past it:
   so the results do not depend on how busy the machine is.
 
 Every job records ``(monotonic, wall)`` at each run; the checks are on those readings.
+Then 300 seeded random steps on the core, and the issue's repro as given.
 """
 
 from __future__ import annotations
 
 import functools
+import math
+import random
 from collections.abc import Callable
 from datetime import UTC, datetime
 from itertools import pairwise
@@ -339,3 +342,36 @@ def test_issue_repro_a_minute_job_runs_within_a_minute_after_the_clock_is_set_ba
         s.run_pending()
     # Before: 70 s (-30 s), 7,240 s (-2 h), none within 3 h (-4 h, -1 day). Now 30-40 s.
     assert ran and ran[0] <= 60.0, ran
+
+
+# -- random steps: the promise for `* * * * *` holds whatever the size and moment ----------
+
+
+def test_random_steps_never_hold_a_minute_job_back_more_than_a_minute() -> None:
+    rnd = random.Random(11)
+    clock = FakeClock(wall_start=T0)
+    s = Scheduler(clock, rng=random.Random(5))
+    ran: list[float] = []
+    s.add(Cron("* * * * *"), lambda: ran.append(clock()))
+    s.add(Cron("*/7 9-17 * * 1-5", jitter=5), lambda: None)  # wildcard, sparse, jittered
+    s.add(Cron("45 3 * * *"), lambda: None)  # fixed-time
+    steps: list[float] = []
+    end = math.inf
+    while clock() < end:
+        wait = s.next_wakeup_in()
+        assert wait is not None and wait <= WALL_CHECK_INTERVAL
+        deadline = clock() + wait
+        if len(steps) < 300 and rnd.random() < 0.2:
+            clock.set(rnd.uniform(clock(), deadline))
+            size = rnd.choice([rnd.uniform(1.5, 120), rnd.uniform(120, 2 * DAY)])
+            clock.jump_wall(rnd.choice([-1, 1]) * size)
+            steps.append(clock())
+            if len(steps) == 300:
+                end = clock() + 2 * MINUTE
+        clock.set(max(clock(), deadline))
+        s.run_pending()
+        s._check()
+    for t, later in zip(steps, [*steps[1:], math.inf], strict=True):
+        first = min(m for m in ran if m > t)
+        assert first <= t + MINUTE or later < first, (t, first)
+    assert len(ran) == len(set(ran))  # never twice at one instant
