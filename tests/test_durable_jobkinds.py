@@ -251,3 +251,28 @@ def test_a_fixed_delay_run_too_small_for_the_wall_clock_is_next_due_strictly_lat
     ended = state.last_run.ended
     assert ended is not None and state.next_run == math.nextafter(ended, math.inf)
     assert RAN == ["fine"]
+
+
+def test_a_job_module_that_exits_on_import_fails_the_run_and_frees_the_claim(
+    made: Made, clock: FakeClock, store: SQLiteStore, tmp_path: Path, monkeypatch: Any
+) -> None:
+    (tmp_path / "exits_on_import_mod.py").write_text("raise SystemExit('bye')\n")
+    monkeypatch.syspath_prepend(str(tmp_path))
+    ds, pool, hooked, _ = made
+    ds._prefixes = ("exits_on_import_mod",)  # allowed here, declared elsewhere
+    spec = JobSpec("m", "exits_on_import_mod:f", AtSchedule(START + 1))
+    store.upsert(spec, START + 1)
+    clock.advance(1)
+    logging.disable(logging.ERROR)
+    try:
+        drain(ds, pool)  # nothing escapes into the pool
+    finally:
+        logging.disable(logging.NOTSET)
+    state = ds.get("m")
+    assert state is not None and state.last_run is not None
+    assert state.last_run.outcome == "failed" and not state.claims
+    assert state.last_run.error == (
+        "JobSpecError: func 'exits_on_import_mod:f' cannot be imported: SystemExit: bye"
+    )
+    assert ds.running() == {}
+    assert [j for j, _ in hooked] == ["m"]

@@ -952,6 +952,14 @@ class DurableScheduler:
                 fn = resolve_func(func)
             except JobSpecError as exc:
                 return exc
+            except BaseException as exc:  # the import raised SystemExit, say
+                # Not Exception (resolve_func wraps those): on this worker thread it
+                # would only leave the claim unfinished.
+                error = JobSpecError(
+                    f"func {func!r} cannot be imported: {type(exc).__name__}: {exc}"
+                )
+                error.__cause__ = exc
+                return error
             self._funcs[func] = fn
         return fn
 

@@ -146,8 +146,8 @@ def _refuse_coroutine_function(name: str, fn: object, driver: str) -> None:
 def _refuse_interval(interval: float, due: float) -> None:
     """Raise `ValueError`: ``interval`` is below the clock's resolution at ``due``.
 
-    Adding it to ``due`` would not move it (``due + interval == due``): a recurring task
-    on it could never get past ``now``.
+    Below ``math.ulp(due)``, adding it to ``due`` rounds: to another step than asked, or
+    to none at all (``due + interval == due``: the task could never get past ``now``).
     """
     raise ValueError(
         f"interval must be at least {math.ulp(due)!r} s, the clock's resolution at the"
@@ -364,7 +364,8 @@ class Scheduler:
         Args:
             delay: Seconds from now until the first run (finite, >= 0).
             fn: Zero-argument callable.
-            interval: For a recurring task, seconds between runs (finite, > 0).
+            interval: For a recurring task, seconds between runs (finite, > 0, and at
+                least the clock's resolution at the first due time, ``math.ulp(due)``).
             fixed_delay: Measure ``interval`` from the end of each run instead of
                 from its due time (fixed-rate, the default, keeps a steady grid).
 
@@ -375,7 +376,8 @@ class Scheduler:
             TypeError: ``fn`` is not callable or is a coroutine function (``async def``:
                 use `tickwork.AsyncScheduler`), or ``delay``/``interval`` is not a number.
             ValueError: ``delay`` is negative or not finite, ``interval`` is not > 0
-                and finite, or ``fixed_delay`` is given without ``interval``.
+                and finite or is below the clock's resolution at the first due time,
+                or ``fixed_delay`` is given without ``interval``.
         """
         # Plain floats skip the validation call: this is the hot path of timeouts.
         if type(delay) is float and 0.0 <= delay < math.inf:
@@ -424,6 +426,8 @@ class Scheduler:
         Raises:
             TypeError: ``schedule`` is not a schedule value, or ``fn`` is not callable or
                 is a coroutine function.
+            ValueError: An interval schedule's interval is below the clock's resolution
+                at the first due time.
         """
         if not isinstance(schedule, Schedule):
             raise TypeError(f"schedule must be a Once, At, Every or Cron value, got {schedule!r}")
