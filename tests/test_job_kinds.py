@@ -75,14 +75,9 @@ ASYNC_KINDS: list[Any] = [
     pytest.param(functools.partial(job_async), id="partial-of-async-def"),
     pytest.param(AsyncCall(), id="async-__call__"),
     pytest.param(Holder().method, id="async-method"),
-    pytest.param(
-        "marked",
-        id="markcoroutinefunction",
-        marks=pytest.mark.skipif(
-            sys.version_info < (3, 12), reason="inspect.markcoroutinefunction is 3.12+"
-        ),
-    ),
 ]
+if sys.version_info >= (3, 12):  # inspect.markcoroutinefunction is new in 3.12
+    ASYNC_KINDS.append(pytest.param("marked", id="markcoroutinefunction"))
 
 SYNC_KINDS: list[Any] = [
     pytest.param(lambda: None, id="lambda"),
