@@ -67,4 +67,4 @@ def test_validate_the_example_as_a_subprocess() -> None:
         text=True,
         timeout=60,
     )
-    assert (proc.returncode, proc.stdout, proc.stderr) == (0, "ok: 5 jobs\n", "")
+    assert (proc.returncode, proc.stdout, proc.stderr) == (0, "ok: 6 jobs\n", "")

@@ -528,27 +528,34 @@ def test_skips_of_a_hung_job_are_logged_as_they_pass(
     run.wait_line("started", after=mark)  # the schedule goes on after the hung run
     run.signal(signal.SIGTERM)
     assert run.wait(60) == 0
+    # (A loaded machine may claim the first slots late: "missed" lines, by policy.)
     if fmt == "text":
         end = next(i for i, line in enumerate(run.lines) if "hung failed timeout" in line)
-        during = [line for line in run.lines[:end] if " hung skipped " in line]
+        overlap = "(overlap: the previous run is still running)"
+        during = [line for line in run.lines[:end] if " hung skipped " in line and overlap in line]
         duration = float(run.lines[end].split(" in ")[1].split("s")[0])
         assert any(" runs due " in line for line in during)  # a count, not a line per slot
-        assert all(line.endswith("(overlap: the previous run is still running)") for line in during)
         assert len(during) <= duration + 2  # about one line a second
         return
     records = [json.loads(line) for line in run.lines]
     assert all(tuple(r) == JSON_KEYS for r in records if r["event"] != "log")
     ended = next(r for r in records if r["event"] == "failed")
     end = records.index(ended)
-    skips = [r for r in records if r["event"] == "skipped" and r["scheduled"] < ended["time"]]
-    assert all(r["reason"] == "overlap" and r["count"] >= 1 for r in skips)
-    during = [r for r in records[:end] if r["event"] == "skipped"]
-    assert len(during) <= ended["duration"] + 2  # about one line a second
+    began = next(r for r in records if r["event"] == "started")  # the hung run
+    skips = [
+        r
+        for r in records
+        if r["event"] == "skipped" and began["scheduled"] < r["scheduled"] < ended["time"]
+    ]
+    assert all(r["count"] >= 1 for r in skips)
+    during = [r for r in records[:end] if r["event"] == "skipped" and r["reason"] == "overlap"]
+    assert during and len(during) <= ended["duration"] + 2  # about one line a second
     # Every slot that passed during the hung run is counted once: as it passed, or
-    # (the last few) when the run ended. None twice.
+    # (the last few) when the run ended. None twice. A late start adds its slots.
     slots = ended["duration"] / 0.1
+    late = began["late"] / 0.1
     total = sum(r["count"] for r in skips)
-    assert slots - 4 <= total <= slots + 4, ([r["count"] for r in skips], ended["duration"])
+    assert slots - 4 <= total <= slots + late + 4, ([r["count"] for r in skips], ended, began)
 
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -559,7 +566,8 @@ def test_the_demo_shows_every_kind_of_job_it_announces(tmp_path: Path) -> None:
     # example's header promises each of these, every time.
     example = ROOT / "examples" / "housekeeping.toml"
     state = tmp_path / "state.sqlite3"
-    run = Run(example, state, "--for", "20s", env={**os.environ, "HOUSEKEEPING_DIR": str(tmp_path)})
+    env = {**os.environ, "HOUSEKEEPING_DIR": str(tmp_path)}
+    run = Run(example, state, "--for", "20s", env=env)
     try:
         run.proc.wait(90)
     finally:

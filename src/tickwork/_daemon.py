@@ -684,17 +684,28 @@ class Daemon:
             state = self.store.get(job_id)
             if state is None or state.next_run is None or state.next_run > now:
                 continue
+            starts = [
+                c.started
+                for c in state.claims
+                if c.owner == self.scheduler.owner and c.started is not None
+            ]
+            if not starts:
+                continue  # claimed, not started yet: nothing overlaps it so far
             if job_id not in self.scheduler.running():
                 continue  # it ended meanwhile: the durable layer decides the slot
-            # Held at `now` and after: every slot up to `now` came while it ran.
+            # Held from before the slot to `now` and after: every slot up to `now`
+            # came while it ran.
             with self._stretch_lock:
                 stretch = self._stretches.get(job_id)
                 if stretch is None or stretch.first != state.next_run:
                     stretch = _Stretch(state.next_run, state.spec.schedule)
                     self._stretches[job_id] = stretch
-                count, first, last = _slots_between(
-                    stretch.schedule, stretch.first, stretch.seen_until, now
-                )
+                lo = stretch.seen_until
+                if lo is None and stretch.first < min(starts):
+                    # Its first slot came before the run started (the pool was busy):
+                    # the durable layer decides that one; count those during the run.
+                    lo = min(starts) - 1e-6
+                count, first, last = _slots_between(stretch.schedule, stretch.first, lo, now)
                 stretch.seen_until = now
                 if count:
                     if not stretch.pending:
