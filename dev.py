@@ -12,7 +12,7 @@ changes. Extra arguments after ``test`` go to pytest, after ``demo`` to ``tickwo
 ``demo`` runs ``tickwork run examples/housekeeping.toml --for 20s`` with its state and
 the jobs' files in a fresh temporary directory, so every demo starts from nothing and
 shows runs, an overlap skip and a failing probe being retried. ``python -m tickwork
-demo`` still plays the core's SPEC Example 1.
+demo`` is a narrated tour of the in-memory ``Scheduler``.
 """
 
 from __future__ import annotations
