@@ -26,6 +26,7 @@ from ._config import Config, load_config
 from ._errors import ConfigError, TickworkError
 from ._schedules import parse_duration
 from .stores._model import Claim
+from .stores._protocol import SessionLiveness
 
 __all__ = ["add_parsers", "run", "run_jobs"]
 
@@ -287,12 +288,13 @@ def _process_alive(pid: int) -> bool:
     return stat.rsplit(")", 1)[1].split()[0] not in ("Z", "X")
 
 
-def _lost_because(claim: Claim, now: float, host: str) -> str | None:
+def _lost_because(claim: Claim, now: float, host: str, live: set[str] | None = None) -> str | None:
     """Why the owner of a claim is gone (the claim will be recovered), or None if alive.
 
-    Gone: its lease has run out (nobody renewed it), or it names a process on this host
-    that is not running. A claim that names another host is believed while its lease
-    holds.
+    Gone: its lease has run out (nobody renewed it), it names a process on this host
+    that is not running, or (``live``: the owners with an open database session, where
+    the store can tell) none of its database sessions is open any more. Otherwise a claim
+    that names another host is believed while its lease holds.
     """
     if claim.lease_until <= now:
         return f"its lease ran out at {_iso(claim.lease_until)}"
@@ -302,6 +304,11 @@ def _lost_because(claim: Claim, now: float, host: str) -> str | None:
         return (
             "not running on this host; its lease runs out at"
             f" {_iso(claim.lease_until)}, then the run is recorded abandoned"
+        )
+    if live is not None and claim.owner not in live:
+        return (
+            "its database session is gone; its lease runs out at"
+            f" {_iso(claim.lease_until)}, then its run is recovered"
         )
     return None
 
@@ -356,6 +363,11 @@ def run_jobs(
         return 1
     try:
         states = store.jobs()
+        # Owners whose database sessions are all gone (PostgreSQL): lost at once, not
+        # only when their lease runs out. None: the store cannot tell.
+        live: set[str] | None = None
+        if isinstance(store, SessionLiveness):
+            live = store.live_owners(c.owner for s in states for c in s.claims if c.owner)
     finally:
         store.close()
     namespace = args.namespace or (default_namespace(args.file) if args.file else None)
@@ -373,7 +385,7 @@ def run_jobs(
         for c in s.claims:
             if not c.owner:  # a pending retry: a recovered slot nobody has taken yet
                 continue
-            why = _lost_because(c, now, host)
+            why = _lost_because(c, now, host, live)
             entry = {
                 "owner": _owner(c.owner),
                 "scheduled": _iso(c.scheduled),

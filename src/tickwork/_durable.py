@@ -59,7 +59,7 @@ from .stores._model import (
     check_job_id,
     resolve_func,
 )
-from .stores._protocol import ChangeNotifier, Store
+from .stores._protocol import ChangeNotifier, SessionLiveness, Store
 
 __all__ = ["DurableScheduler"]
 
@@ -474,6 +474,9 @@ class DurableScheduler:
                 raise RuntimeError("start() on a stopped DurableScheduler (it does not restart)")
             if self._thread is not None:
                 raise RuntimeError("start() on a DurableScheduler that is already running")
+            if isinstance(self._store, SessionLiveness):
+                # Its claims read as live while its sessions are (`tickwork jobs`).
+                self._store.tag_sessions(self._owner)
             self._thread = threading.Thread(
                 target=self._loop, name="tickwork-durable-timer", daemon=True
             )

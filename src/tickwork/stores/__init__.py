@@ -42,6 +42,7 @@ from ._model import schedule_from_dict as schedule_from_dict
 from ._model import spec_from_json as spec_from_json
 from ._model import spec_to_json as spec_to_json
 from ._protocol import ChangeNotifier as ChangeNotifier
+from ._protocol import SessionLiveness as SessionLiveness
 from ._protocol import Store as Store
 
 __all__ = [
@@ -70,6 +71,7 @@ __all__ = [
     "Recovered",
     "Schedule",
     "SchemaVersionError",
+    "SessionLiveness",
     "Store",
     "StoreError",
     "TickworkError",

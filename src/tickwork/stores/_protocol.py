@@ -8,11 +8,12 @@ this contract; every store runs it.
 
 from __future__ import annotations
 
+from collections.abc import Iterable
 from typing import Protocol, runtime_checkable
 
 from ._model import Advance, Claim, JobSpec, JobState, Keep, Outcome, Recovered, Upsert
 
-__all__ = ["ChangeNotifier", "Store"]
+__all__ = ["ChangeNotifier", "SessionLiveness", "Store"]
 
 
 @runtime_checkable
@@ -234,5 +235,33 @@ class ChangeNotifier(Protocol):
         """Make the current (or else the next) `wait_for_change` return True promptly.
 
         Safe to call from any thread, e.g. by a scheduler that is stopping.
+        """
+        ...
+
+
+@runtime_checkable
+class SessionLiveness(Protocol):
+    """Optional store capability: tell whether a claim's owner still has a live session.
+
+    A lease says an owner is gone only once it runs out; a database that ends a dead
+    client's sessions (PostgreSQL does, within seconds of the process dying or its
+    connection being cut) can tell at once. `DurableScheduler` calls `tag_sessions` with
+    its owner when it starts; `tickwork jobs` asks `live_owners` to show a claim whose
+    owner's sessions are all gone as lost rather than running.
+    """
+
+    def tag_sessions(self, owner: str) -> None:
+        """Mark this store's database sessions, now and after reconnects, as ``owner``'s.
+
+        Never raises for an unreachable database: the mark is applied when it connects.
+        """
+        ...
+
+    def live_owners(self, owners: Iterable[str]) -> set[str]:
+        """Those of ``owners`` that some open session of this database is marked with.
+
+        Raises:
+            StoreError: The database cannot be reached (nothing can be said then).
+
         """
         ...

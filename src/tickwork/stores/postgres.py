@@ -23,7 +23,8 @@ import select
 import socket
 import threading
 import time
-from collections.abc import Callable, Sequence
+import zlib
+from collections.abc import Callable, Iterable, Sequence
 from contextlib import suppress
 from dataclasses import dataclass
 from typing import Any, Final, TypeVar
@@ -192,6 +193,11 @@ def redact_dsn(dsn: str) -> str:
     return make_conninfo("", **params)
 
 
+#: Marks a session as an owner's (`PostgresStore.tag_sessions`): a shared lock, so the
+#: owner's connections (and a new one while an old one lingers) never wait on each other.
+_TAG_SQL: Final = "SELECT pg_advisory_lock_shared(%s::integer, %s::integer)"
+
+
 @dataclass
 class _Retry(Exception):
     """Internal: the connection failed; ``unknown`` if it failed while committing."""
@@ -305,6 +311,10 @@ class PostgresStore(RowReader):
         self._warned: set[tuple[str, str]] = set()
         self._conn: psycopg.Connection[Any] | None = None
         self._channel = ""
+        # tag_sessions: the advisory-lock key marking this store's sessions as an owner's,
+        # and the key the listening connection holds (it is tagged by its own thread).
+        self._owner_key: tuple[int, int] | None = None
+        self._listen_key: tuple[int, int] | None = None
         # The listener: its own connection, and a socket pair to interrupt its wait.
         self._listen_lock = threading.Lock()
         self._listen_conn: psycopg.Connection[Any] | None = None
@@ -356,6 +366,8 @@ class PostgresStore(RowReader):
                         sql.Literal(sql.Identifier(self._schema).as_string(conn))
                     )
                 )
+            if self._owner_key is not None:
+                conn.execute(_TAG_SQL, self._owner_key)
             conn.commit()
         except BaseException:
             conn.close()
@@ -1140,6 +1152,10 @@ class PostgresStore(RowReader):
                 return self._start_listening(deadline)
             conn = self._listen_conn
             try:
+                key = self._owner_key
+                if key is not None and key != self._listen_key:  # tagged since it connected
+                    conn.execute(_TAG_SQL, key)
+                    self._listen_key = key
                 if any(True for _ in conn.notifies(timeout=0)):
                     return True
                 while True:
@@ -1165,6 +1181,62 @@ class PostgresStore(RowReader):
                 self._drop_listener()
                 return True
 
+    def _owner_lock_key(self, owner: str) -> tuple[int, int]:
+        """The two-part advisory-lock key of ``owner`` in this store's schema."""
+        space = zlib.crc32(f"tickwork-owner:{self._schema or ''}".encode()) & 0x7FFFFFFF
+        return space, zlib.crc32(owner.encode()) & 0x7FFFFFFF
+
+    def tag_sessions(self, owner: str) -> None:
+        """Mark this store's sessions, now and after reconnects, as ``owner``'s.
+
+        See `tickwork.stores.SessionLiveness`. Each connection holds a shared session-level
+        advisory lock keyed by the owner: PostgreSQL releases it when the session ends
+        (the process died, its connection was cut or terminated), so `live_owners` on any
+        node sees the owner gone within seconds, not after its lease. Never raises for an
+        unreachable database: a connection made later is marked when it opens.
+        """
+        if not isinstance(owner, str) or not owner:
+            raise ValueError(f"owner must be a non-empty string, got {owner!r}")
+        key = self._owner_lock_key(owner)
+        with self._lock:
+            self._owner_key = key
+            conn = self._conn
+            if conn is None or self._closed:
+                return
+            try:
+                conn.execute(_TAG_SQL, key)
+                conn.commit()
+            except psycopg.Error:
+                self._drop()  # the next call reconnects, and marks the new session
+        self.interrupt_wait()  # the listening connection marks itself on its next turn
+
+    def live_owners(self, owners: Iterable[str]) -> set[str]:
+        """Those of ``owners`` that an open session of this database is marked with.
+
+        See `tickwork.stores.SessionLiveness`: an owner whose scheduler called
+        `tag_sessions` and whose sessions have all ended is absent.
+
+        Raises:
+            StoreError: The database cannot be reached.
+
+        """
+        wanted = {owner: self._owner_lock_key(owner) for owner in set(owners) if owner}
+        if not wanted:
+            return set()
+        space = next(iter(wanted.values()))[0]
+
+        def body(cur: Cursor) -> set[int]:
+            cur.execute(
+                "SELECT DISTINCT objid::bigint FROM pg_locks WHERE locktype = 'advisory'"
+                " AND granted AND objsubid = 2 AND classid = %s::bigint::oid AND database ="
+                " (SELECT oid FROM pg_database WHERE datname = current_database())",
+                (space,),
+            )
+            return {int(row[0]) for row in cur.fetchall()}
+
+        held = self._run("read the live sessions", body, write=False)
+        return {owner for owner, key in wanted.items() if key[1] in held}
+
     def _start_listening(self, deadline: float) -> bool:
         """Open the listening connection (called with the listen lock held)."""
         delay = self._backoff_min
@@ -1187,12 +1259,16 @@ class PostgresStore(RowReader):
                     return True
                 delay = min(delay * 2, self._backoff_max)
                 continue
+            key = self._owner_key
             try:
                 conn.execute(sql.SQL("LISTEN {}").format(sql.Identifier(self._channel)))
+                if key is not None:
+                    conn.execute(_TAG_SQL, key)
             except psycopg.Error:
                 conn.close()
                 return True  # the next call tries again
             self._listen_conn = conn
+            self._listen_key = key
             return True
 
     def _drop_listener(self) -> None:
