@@ -17,7 +17,7 @@ import threading
 import time
 from typing import Any
 
-from tickwork import DurableScheduler
+from tickwork import DurableScheduler, EventKind, RunEvent
 from tickwork.stores import AtSchedule, EverySchedule, JobSpec, Store
 from tickwork.stores.sqlite import SQLiteStore
 
@@ -38,6 +38,28 @@ def record(job_id: str, runs_db: str, pause: float) -> None:
     finally:
         conn.close()
     time.sleep(pause)  # recorded, not yet finished
+
+
+def given_up_recorder(runs_db: str) -> Any:
+    """A listener that notes each MISSED event (slots given up by the missed policy).
+
+    The event comes before the store records the decision, so a kill in between can
+    only note a decision twice (it is made again), never leave one unnoted.
+    """
+
+    def on_event(event: RunEvent) -> None:
+        if event.kind is not EventKind.MISSED:
+            return
+        conn = sqlite3.connect(runs_db, timeout=30, isolation_level=None)
+        try:
+            conn.execute(
+                "INSERT INTO given_up (job_id, scheduled, missed) VALUES (?, ?, ?)",
+                (event.job_id, event.scheduled, event.missed),
+            )
+        finally:
+            conn.close()
+
+    return on_event
 
 
 def spec(job: dict[str, Any], runs_db: str) -> JobSpec:
@@ -68,6 +90,7 @@ def main(db: str, runs_db: str, plan_path: str, schema: str | None = None) -> No
         plan = json.load(f)
     store = open_store(db, schema)
     ds = DurableScheduler(store, lease=1.0, poll=0.2, max_workers=8)
+    ds.add_listener(given_up_recorder(runs_db))
     for job in plan["jobs"]:
         ds.declare(spec(job, runs_db))
     stop = threading.Event()

@@ -72,6 +72,7 @@ def test_sigkill_loop_keeps_the_delivery_and_missed_run_semantics(
     db, runs, plan = store_args, tmp_path / "runs.db", tmp_path / "plan.json"
     conn = sqlite3.connect(runs)
     conn.execute("CREATE TABLE runs (job_id TEXT, scheduled REAL, claimed_at REAL, recorded REAL)")
+    conn.execute("CREATE TABLE given_up (job_id TEXT, scheduled REAL, missed INTEGER)")
     conn.commit()
     conn.close()
     t0 = time.time() + 1.0
@@ -117,6 +118,9 @@ def test_sigkill_loop_keeps_the_delivery_and_missed_run_semantics(
         "SELECT job_id, scheduled, claimed_at FROM runs ORDER BY rowid"
     ):
         rows[job_id].append((scheduled, claimed_at))
+    (capped,) = conn.execute(
+        "SELECT coalesce(sum(missed), 0) FROM given_up WHERE job_id = 'every-all'"
+    ).fetchone()
     conn.close()
     store = open_store(db[0], db[1] if len(db) > 1 else None)
     try:
@@ -168,12 +172,15 @@ def test_sigkill_loop_keeps_the_delivery_and_missed_run_semantics(
                     assert s2 > c, (s, c, s2)
         else:
             # Replayed in order, one at a time; a slot is missing only where a kill
-            # abandoned a started run.
+            # abandoned a started run, or where the job fell more than missed_cap slots
+            # behind (a loaded machine replays slower than 5 slots a second) and the
+            # oldest were dropped, each drop noted by the child's MISSED listener.
             assert slots == sorted(slots), "all: replays out of order"
             gaps = round((max(slots) - anchor) / STEP) + 1 - len(slots)
-            assert gaps <= KILLS, gaps
+            assert gaps <= KILLS + capped, (gaps, capped)
     print(
-        f"\n{KILLS} kills in {elapsed:.1f}s; one-shots: {lost} at-most-once runs abandoned"
+        f"\n{KILLS} kills ({store_args[0].split(':')[0]}), 'all' slots dropped at the cap:"
+        f" {capped}; in {elapsed:.1f}s; one-shots: {lost} at-most-once runs abandoned"
         f" by a kill mid-run, {doubled} extra at-least-once runs;"
         f" recurring runs: { {p: len(rows[f'every-{p}']) for p in ('skip', 'once', 'all')} }"
     )
