@@ -10,7 +10,8 @@ The keeper creates a fresh folder (``tw-pg-XXXX`` under the temporary directory)
 one line, ``ready <DSN>`` or ``error <reason>``, and then waits for its standard input to
 close. When it does, whether the test session ended normally, was interrupted or was killed,
 the keeper stops the server and removes the folder. It runs in a session of its own, so a
-Ctrl-C in the terminal reaches pytest (which then closes the pipe) and not the keeper.
+Ctrl-C in the terminal reaches pytest (which then closes the pipe) and not the keeper. A
+server whose keeper was itself killed is stopped and removed by the next keeper to start.
 
 ``initdb`` and ``pg_ctl`` refuse to run as root: run as root (CI, containers), the keeper runs
 them as the ``postgres`` account and hands it the folder. The server trusts local
@@ -78,6 +79,40 @@ def find_bindir() -> Path | None:
     return None
 
 
+def _alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        return True
+    return True
+
+
+def sweep_orphans(bindir: Path) -> None:
+    """Stop and remove servers left behind by keepers that were killed (SIGKILL, OOM).
+
+    Each keeper writes its pid to ``keeper.pid`` in its folder; a folder whose keeper is
+    gone is an orphan. Servers of live keepers (other test sessions) are left alone.
+    """
+    for base in Path(tempfile.gettempdir()).glob("tw-pg-*"):
+        try:
+            pid = int((base / "keeper.pid").read_text())
+        except (OSError, ValueError):
+            continue  # being created, or not ours
+        if _alive(pid):
+            continue
+        orphan = Server.__new__(Server)
+        orphan.bindir, orphan.base = bindir, base
+        orphan.data, orphan.logfile = base / "data", base / "server.log"
+        orphan.started = True
+        orphan.run_as = Server.account()
+        try:
+            orphan.stop(mode="immediate")
+        except (RuntimeError, OSError, subprocess.SubprocessError):
+            shutil.rmtree(base, ignore_errors=True)
+
+
 class Server:
     """One server in its own folder: ``start()`` then ``stop()`` (which also removes it)."""
 
@@ -87,20 +122,27 @@ class Server:
         self.data = self.base / "data"
         self.logfile = self.base / "server.log"
         self.started = False
-        self.run_as: dict[str, Any] = {}
-        if hasattr(os, "geteuid") and os.geteuid() == 0:
-            import pwd
-
-            try:
-                account = pwd.getpwnam(SUPERUSER)
-            except KeyError:
-                raise RuntimeError(
-                    "running as root, and initdb refuses root: there is no 'postgres' account"
-                    " to run the throwaway server as (set TICKWORK_PG_DSN instead)"
-                ) from None
-            os.chown(self.base, account.pw_uid, account.pw_gid)
-            self.run_as = {"user": account.pw_uid, "group": account.pw_gid, "extra_groups": []}
+        (self.base / "keeper.pid").write_text(str(os.getpid()))
+        self.run_as = self.account()
+        if self.run_as:
+            os.chown(self.base, self.run_as["user"], self.run_as["group"])
         os.chmod(self.base, 0o755)  # the socket folder: readable by the test processes
+
+    @staticmethod
+    def account() -> dict[str, Any]:
+        """How to run initdb and pg_ctl: as ``postgres`` under root (they refuse root)."""
+        if not hasattr(os, "geteuid") or os.geteuid() != 0:
+            return {}
+        import pwd
+
+        try:
+            account = pwd.getpwnam(SUPERUSER)
+        except KeyError:
+            raise RuntimeError(
+                "running as root, and initdb refuses root: there is no 'postgres' account"
+                " to run the throwaway server as (set TICKWORK_PG_DSN instead)"
+            ) from None
+        return {"user": account.pw_uid, "group": account.pw_gid, "extra_groups": []}
 
     @property
     def dsn(self) -> str:
@@ -143,12 +185,12 @@ class Server:
             "pg_ctl", "start", "-D", str(self.data), "-l", str(self.logfile), "-w", "-t", "120"
         )
 
-    def stop(self) -> None:
+    def stop(self, mode: str = "fast") -> None:
         """Stop the server (fast shutdown: clients are disconnected) and remove its folder."""
         try:
             if self.started and (self.data / "postmaster.pid").exists():
                 try:
-                    self._tool("pg_ctl", "stop", "-D", str(self.data), "-m", "fast", "-w")
+                    self._tool("pg_ctl", "stop", "-D", str(self.data), "-m", mode, "-w")
                 except (RuntimeError, subprocess.TimeoutExpired):
                     self._tool("pg_ctl", "stop", "-D", str(self.data), "-m", "immediate", "-w")
         finally:
@@ -171,6 +213,7 @@ def main(argv: list[str]) -> int:
         print("error no PostgreSQL server binaries (initdb, pg_ctl) found", flush=True)
         return 1
     try:
+        sweep_orphans(bindir)
         server = Server(bindir)
     except (RuntimeError, OSError) as exc:
         print(f"error {exc}".replace("\n", " "), flush=True)
