@@ -14,12 +14,13 @@ import subprocess
 import sys
 import threading
 import time
+from collections import deque
 from itertools import pairwise
 from typing import Any
 
 import pytest
 
-from tickwork import ThreadScheduler
+from tickwork import EventKind, RunEvent, ThreadScheduler
 from tickwork.testing import FakeClock
 
 from .driver_contract import (
@@ -91,6 +92,60 @@ def test_the_hook_runs_without_the_lock(clock: FakeClock, pool: ManualExecutor) 
     finally:
         logging.disable(logging.NOTSET)
     assert seen == [(1, True)] and len(ts) == 1
+
+
+# -- hand-off: each due run reaches the pool exactly once ------------------------------
+
+
+def test_take_never_hands_out_a_list_the_policy_still_fills(
+    clock: FakeClock, pool: ManualExecutor
+) -> None:
+    # A worker takes after each run and reads what it took once it has unlocked. If
+    # an empty take handed out the policy's own list, a tick on another thread would
+    # append to it meanwhile: that run (or event) would be handed over twice.
+    ts = ThreadScheduler(clock, executor=pool)
+    ts.add_listener(lambda event: None)
+    policy = ts._policy
+    ts.schedule(0, lambda: None, interval=1)
+    ts._step()  # its first run goes to the pool (not run: still going at t=1)
+    ready, events = policy.take()  # as a worker ending some run: nothing to hand over
+    ts.schedule(1, lambda: None)
+    clock.set(1)
+    ts._step()  # the tick: a one-shot run and a SKIPPED event, handed over here
+    assert (ready, events) == ([], [])
+    assert len(pool.queue) == 2
+    ts._check()
+
+
+@pytest.mark.parametrize("own_pool", [True, False], ids=["own-pool", "executor"])
+def test_a_run_due_while_a_worker_reports_goes_to_the_pool_once(
+    clock: FakeClock, pool: ManualExecutor, own_pool: bool
+) -> None:
+    # The soak's rare "a one-shot ran twice": a worker ends a run, takes the (empty)
+    # ready list and unlocks; while it reports (here: in the FINISHED listener) the
+    # timing thread ticks and hands a newly due one-shot to the pool; then the worker
+    # submitted what it had taken, which now held that same run.
+    if own_pool:
+        ts = ThreadScheduler(clock, max_workers=1)
+        ts._executor = pool  # drainers go to the manual pool; the size stays 1
+    else:
+        ts = ThreadScheduler(clock, executor=pool)
+    runs: list[str] = []
+
+    def listener(event: RunEvent) -> None:
+        if event.kind is EventKind.FINISHED and event.task_id == first:
+            clock.set(1)
+            ts._step()  # the timing thread's tick lands while the worker reports
+
+    ts.add_listener(listener)
+    first = ts.schedule(0, lambda: runs.append("first"))
+    second = ts.schedule(1, lambda: runs.append("second"))
+    ts._step()
+    pool.run_all()
+    assert runs == ["first", "second"]
+    assert second not in ts and ts.running() == {} and ts._backlog == deque()
+    assert ts._drainers == 0 and ts._policy.in_progress == 0
+    ts._check()
 
 
 # -- lifecycle -----------------------------------------------------------------------

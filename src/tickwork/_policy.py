@@ -244,12 +244,22 @@ class Policy:
         return True
 
     def take(self) -> tuple[list[Run], list[RunEvent]]:
-        """Hand over the runs to submit and the events to deliver (*locked*)."""
+        """Hand over the runs to submit and the events to deliver (*locked*).
+
+        The lists returned are the caller's alone, even when empty: the caller reads
+        them after unlocking, while another thread may dispatch into ``ready`` and
+        ``outbox``. Handing out those lists themselves would let a run added meanwhile
+        be submitted by both that thread and the caller, so it would run twice.
+        """
         ready, outbox = self.ready, self.outbox
         if ready:
             self.ready = []
+        else:
+            ready = []
         if outbox:
             self.outbox = []
+        else:
+            outbox = []
         return ready, outbox
 
     def add_listener(self, listener: Listener) -> None:
