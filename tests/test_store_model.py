@@ -33,7 +33,8 @@ def test_public_surface_is_pinned() -> None:
         "Advance", "AtSchedule", "ChangeNotifier", "Claim", "CronSchedule", "Delivery",
         "EverySchedule", "JobNotFoundError", "JobSpec", "JobSpecError", "JobState", "Keep",
         "LastRun", "Missed",
-        "Outcome", "Overlap", "Recovered", "Schedule", "SchemaVersionError", "Store",
+        "Outcome", "Overlap", "Recovered", "Schedule", "SchemaVersionError", "SessionLiveness",
+        "Store",
         "StoreError", "TickworkError", "Upsert", "resolve_func", "schedule_from_dict",
         "spec_from_json", "spec_to_json",
     ]  # fmt: skip
