@@ -25,6 +25,7 @@ from typing import Any, TextIO
 from ._config import Config, load_config
 from ._errors import ConfigError, TickworkError
 from ._schedules import parse_duration
+from ._timefmt import iso
 from .stores._model import Claim
 from .stores._protocol import SessionLiveness
 
@@ -314,9 +315,7 @@ def _lost_because(claim: Claim, now: float, host: str, live: set[str] | None = N
 
 
 def _iso(ts: float | None) -> str | None:
-    if ts is None:
-        return None
-    return datetime.fromtimestamp(ts, UTC).isoformat(timespec="milliseconds").replace("+00:00", "Z")
+    return None if ts is None else iso(ts, millis=True)
 
 
 def _schedule_text(schedule: Any) -> str:

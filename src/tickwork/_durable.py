@@ -30,7 +30,6 @@ from collections import deque
 from collections.abc import Callable, Iterable
 from concurrent.futures import Executor, ThreadPoolExecutor
 from dataclasses import replace
-from datetime import UTC, datetime
 from types import TracebackType
 from typing import Final
 
@@ -45,6 +44,7 @@ from ._scheduler import (
     _deliver,
     _is_coroutine_function,
 )
+from ._timefmt import iso
 from .stores._errors import JobNotFoundError, JobSpecError, StoreError
 from .stores._model import (
     KEEP,
@@ -101,15 +101,6 @@ def _error_text(exc: BaseException) -> str:
 def _real_time() -> float:
     """Seconds of real time, suspends included where the system can tell (Linux)."""
     return time.clock_gettime(time.CLOCK_BOOTTIME)
-
-
-def _iso(ts: float) -> str:
-    """POSIX seconds as UTC ISO 8601 for log messages: ``2026-12-02T17:00:00.250Z``."""
-    try:
-        moment = datetime.fromtimestamp(ts, UTC)
-    except (OverflowError, OSError, ValueError):
-        return repr(ts)
-    return moment.isoformat(timespec="milliseconds").replace("+00:00", "Z")
 
 
 def _positive(name: str, value: object) -> float:
@@ -744,10 +735,10 @@ class DurableScheduler:
                 continue
             if new is not None:
                 _log.info(
-                    "job %r: next run moved from %r to %r after the wall clock stepped back",
+                    "job %r: next run moved from %s to %s after the wall clock stepped back",
                     state.id,
-                    state.next_run,
-                    new,
+                    "-" if state.next_run is None else iso(state.next_run, millis=True),
+                    iso(new, millis=True),
                 )
                 self._store.set_next_run(state.id, new)
 
@@ -788,7 +779,7 @@ class DurableScheduler:
                     "cannot record the given-up run of job %r (scheduled %s); it is decided"
                     " again when its lease ends",
                     claim.job_id,
-                    _iso(claim.scheduled),
+                    iso(claim.scheduled, millis=True),
                 )
         if claims and len(claims) == free:
             return 0.0  # a full batch: more may be due
@@ -829,7 +820,7 @@ class DurableScheduler:
                     "lost the claim on job %r (scheduled %s): its lease expired and was"
                     " recovered elsewhere",
                     run.claim.job_id,
-                    _iso(run.claim.scheduled),
+                    iso(run.claim.scheduled, millis=True),
                 )
                 run.renew_at = math.inf
 
@@ -895,7 +886,7 @@ class DurableScheduler:
             _log.warning(
                 "job %r (scheduled %s): the claim is gone or expired; not running it",
                 claim.job_id,
-                _iso(claim.scheduled),
+                iso(claim.scheduled, millis=True),
             )
             self._forget(run)
             return
@@ -991,7 +982,7 @@ class DurableScheduler:
                 "job %r (scheduled %s) ended but its claim was gone (lease expired or job"
                 " removed); the outcome %r was not recorded",
                 claim.job_id,
-                _iso(claim.scheduled),
+                iso(claim.scheduled, millis=True),
                 outcome,
             )
         self._forget(run)

@@ -24,6 +24,7 @@ from functools import lru_cache
 from typing import Final, Literal
 
 from ._cron import CronExpression
+from ._timefmt import iso
 from .stores._model import AtSchedule, CronSchedule, EverySchedule, JobState, Schedule
 
 __all__ = [
@@ -309,9 +310,9 @@ def _decide_retry(state: JobState, slot: float, now: float) -> Decision:
     passed = grid.count(now, COUNT_LIMIT)
     if passed > spec.missed_cap:
         _log.warning(
-            "job %r: the re-offered slot %r is %s%d slots behind, more than missed_cap=%d: dropped",
+            "job %r: the re-offered slot %s is %s%d slots behind, more than missed_cap=%d: dropped",
             spec.id,
-            slot,
+            iso(slot, millis=True),
             "at least " if passed >= COUNT_LIMIT else "",
             passed,
             spec.missed_cap,

@@ -16,10 +16,10 @@ import json
 import signal
 import time
 from collections.abc import Callable
-from datetime import UTC, datetime
 from typing import Any, Final, Literal, TextIO
 
 from ._runner import RunResult
+from ._timefmt import iso
 
 __all__ = ["JSON_KEYS", "LogFormat", "RunLog", "iso"]
 
@@ -45,12 +45,6 @@ JSON_KEYS: Final = (
 
 _LATE: Final = 1.0  # seconds late before a text start line says so
 _TEXT_TAIL: Final = 300  # characters of output on a text failure line
-
-
-def iso(ts: float, *, millis: bool = False) -> str:
-    """Format POSIX seconds as UTC ISO 8601 with a ``Z``: ``2026-12-02T17:00:00Z``."""
-    dt = datetime.fromtimestamp(ts, UTC)
-    return dt.isoformat(timespec="milliseconds" if millis else "seconds").replace("+00:00", "Z")
 
 
 def _due(ts: float) -> str:

@@ -33,6 +33,8 @@ import psycopg
 from psycopg import sql
 from psycopg.conninfo import conninfo_to_dict, make_conninfo
 
+from tickwork._timefmt import iso
+
 from ._errors import JobNotFoundError, SchemaVersionError, StoreError
 from ._model import (
     KEEP,
@@ -1101,7 +1103,11 @@ class PostgresStore(RowReader):
                 )
                 self._notify(cur, job_id)
             _log.warning(
-                "claim on job %r (scheduled %r) by %r expired: %s", job_id, scheduled, owner, action
+                "claim on job %r (scheduled %s) by %r expired: %s",
+                job_id,
+                iso(scheduled, millis=True),
+                owner,
+                action,
             )
             out.append(Recovered(self._claim(row, spec), action))
         return out

@@ -23,6 +23,8 @@ from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager, suppress
 from typing import Any, Final
 
+from tickwork._timefmt import iso
+
 from ._errors import JobNotFoundError, SchemaVersionError, StoreError
 from ._model import (
     KEEP,
@@ -663,7 +665,11 @@ class SQLiteStore(RowReader):
                     (secrets.token_hex(16), now, token),
                 )
             _log.warning(
-                "claim on job %r (scheduled %r) by %r expired: %s", job_id, scheduled, owner, action
+                "claim on job %r (scheduled %s) by %r expired: %s",
+                job_id,
+                iso(scheduled, millis=True),
+                owner,
+                action,
             )
             out.append(Recovered(self._claim(row, spec), action))
         return out

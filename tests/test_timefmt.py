@@ -1,0 +1,40 @@
+"""Operator-facing times are UTC ISO 8601, never epoch floats."""
+
+from __future__ import annotations
+
+import logging
+import math
+from pathlib import Path
+
+import pytest
+
+from tickwork._timefmt import iso
+from tickwork.stores import EverySchedule, JobSpec
+from tickwork.stores.sqlite import SQLiteStore
+
+
+def test_iso_is_utc_with_a_z_and_optional_milliseconds() -> None:
+    assert iso(1_796_000_000.25) == "2026-11-30T00:53:20Z"
+    assert iso(1_796_000_000.25, millis=True) == "2026-11-30T00:53:20.250Z"
+
+
+@pytest.mark.parametrize("value", [math.inf, math.nan, 1e20])
+def test_iso_never_fails_a_log_line(value: float) -> None:
+    assert iso(value) == repr(value)
+
+
+def test_a_recovered_claim_is_logged_with_an_iso_time(
+    tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    store = SQLiteStore(f"{tmp_path}/s.db")
+    try:
+        store.upsert(JobSpec("j", "tests.durable_jobs:record", EverySchedule(60)), 1_796_000_000.0)
+        store.claim_due(
+            1_796_000_000.0, owner="h:1:aa", lease_seconds=5, limit=1, advance=lambda s, at: at + 60
+        )
+        with caplog.at_level(logging.WARNING, logger="tickwork"):
+            store.recover_expired(1_796_000_010.0)
+    finally:
+        store.close()
+    [line] = [r.getMessage() for r in caplog.records if "expired" in r.getMessage()]
+    assert "(scheduled 2026-11-30T00:53:20.000Z)" in line
