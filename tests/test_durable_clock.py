@@ -302,8 +302,8 @@ def test_a_suspend_is_downtime_for_the_missed_run_policy(
 def test_the_daemon_path_recovers_from_a_wall_step(tmp_path: Path) -> None:
     """`tickwork run` builds its `DurableScheduler` in `Daemon`: the same steps hold there.
 
-    The daemon takes ``wall_clock``; its scheduler's monotonic clock and pool are set
-    on it directly (the daemon exposes ``scheduler``). The jobs' entry point refuses to
+    The daemon passes ``wall_clock``, ``monotonic_clock`` and ``executor`` on to its
+    scheduler. The jobs' entry point refuses to
     run outside a serving daemon, so each run is recorded failed; the STARTED events
     show when the runs came.
     """
@@ -319,9 +319,9 @@ def test_the_daemon_path_recovers_from_a_wall_step(tmp_path: Path) -> None:
         namespace="jobs",
         log=RunLog(sys.stderr),
         wall_clock=clock.wall,
+        monotonic_clock=clock,
+        executor=Inline(),
     )
-    d.scheduler._mono = clock
-    d.scheduler._executor = Inline()
     d.apply(
         parse_config(
             '[[job]]\nname = "m"\ncron = "* * * * *"\ncommand = ["true"]\n'

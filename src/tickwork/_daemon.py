@@ -34,6 +34,7 @@ import sys
 import threading
 import time
 from collections.abc import Callable, Mapping
+from concurrent.futures import Executor
 from dataclasses import dataclass, fields
 from pathlib import Path
 from types import FrameType
@@ -444,6 +445,9 @@ class Daemon:
         workers: Size of the worker pool (runs at once).
         watch: Also reload when the file changes (checked every second).
         wall_clock: UTC POSIX seconds (tests pass a fake).
+        monotonic_clock: Seconds of real time for the scheduler (default: its own;
+            tests pass a fake).
+        executor: Where runs go (default: the scheduler's own pool of ``workers``).
         state_key: Names the state this daemon runs (see `make_state_key`); the runs
             it starts carry it, so that a daemon restarted on the same state finds the
             runs a killed one left behind. Default: from the namespace alone.
@@ -462,6 +466,8 @@ class Daemon:
         workers: int = 32,
         watch: bool = False,
         wall_clock: Callable[[], float] = time.time,
+        monotonic_clock: Callable[[], float] | None = None,
+        executor: Executor | None = None,
         state_key: str | None = None,
     ) -> None:
         self.config_path = config_path
@@ -477,7 +483,13 @@ class Daemon:
         self._groups = ProcessGroups(marker=daemon_marker(self.state_key))
         self._stop = threading.Event()
         self.scheduler = DurableScheduler(
-            store, lease=lease, poll=poll, max_workers=workers, wall_clock=wall_clock
+            store,
+            lease=lease,
+            poll=poll,
+            max_workers=workers,
+            wall_clock=wall_clock,
+            monotonic_clock=monotonic_clock,
+            executor=executor,
         )
         self.scheduler.add_listener(self._on_event)
         self._signals: list[int] = []
