@@ -12,12 +12,12 @@ import sys
 import threading
 import time
 from collections.abc import Callable, Iterator
-from concurrent.futures import Executor, Future
 from pathlib import Path
 from typing import Any
 
 import pytest
 
+from tests.executors import ManualExecutor
 from tickwork import DurableScheduler, EventKind, RunEvent
 from tickwork.stores import (
     AtSchedule,
@@ -35,25 +35,6 @@ from . import durable_jobs
 
 REC = "tests.durable_jobs:record"
 START = 1_700_000_000.0
-
-
-class ManualExecutor(Executor):
-    """Keeps submitted work until the test runs it."""
-
-    def __init__(self) -> None:
-        self.queue: list[tuple[Callable[..., Any], tuple[Any, ...]]] = []
-
-    def submit(self, fn: Callable[..., Any], /, *args: Any, **kwargs: Any) -> Future[Any]:
-        self.queue.append((fn, args))
-        return Future()
-
-    def run_all(self) -> int:
-        n = 0
-        while self.queue:
-            fn, args = self.queue.pop(0)
-            fn(*args)
-            n += 1
-        return n
 
 
 @pytest.fixture

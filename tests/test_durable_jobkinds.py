@@ -16,13 +16,13 @@ import gc
 import logging
 import math
 import warnings
-from collections.abc import Callable, Coroutine, Iterator
-from concurrent.futures import Executor, Future
+from collections.abc import Coroutine, Iterator
 from pathlib import Path
 from typing import Any
 
 import pytest
 
+from tests.executors import ManualExecutor
 from tickwork import DurableScheduler, EventKind, RunEvent
 from tickwork.stores import AtSchedule, EverySchedule, JobSpec, JobSpecError
 from tickwork.stores.sqlite import SQLiteStore
@@ -58,25 +58,6 @@ def interrupted() -> None:
 
 def fine() -> None:
     RAN.append("fine")
-
-
-class ManualExecutor(Executor):
-    """Keeps submitted work until the test runs it; a pool item's exception fails the test."""
-
-    def __init__(self) -> None:
-        self.queue: list[tuple[Callable[..., Any], tuple[Any, ...]]] = []
-
-    def submit(self, fn: Callable[..., Any], /, *args: Any, **kwargs: Any) -> Future[Any]:
-        self.queue.append((fn, args))
-        return Future()
-
-    def run_all(self) -> int:
-        n = 0
-        while self.queue:
-            fn, args = self.queue.pop(0)
-            fn(*args)  # a BaseException here would end a real pool item: it must not
-            n += 1
-        return n
 
 
 @pytest.fixture

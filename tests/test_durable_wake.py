@@ -10,13 +10,12 @@ from __future__ import annotations
 import logging
 import threading
 import time
-from collections.abc import Callable
-from concurrent.futures import Executor, Future
 from pathlib import Path
 from typing import Any
 
 import pytest
 
+from tests.executors import ManualExecutor
 from tickwork import DurableScheduler, EventKind, RunEvent
 from tickwork._durable import DEFAULT_NOTIFIED_POLL, DEFAULT_POLL
 from tickwork.stores import AtSchedule, ChangeNotifier, JobSpec, StoreError
@@ -143,33 +142,13 @@ def test_a_failing_listener_is_retried_and_the_safety_poll_goes_on(
     store.close()
 
 
-class HeldExecutor(Executor):
-    """An executor that only collects what is submitted, until `run_all`.
-
-    Tests that drive ``DurableScheduler._step`` by hand use it so a run cannot start, or
-    end, between two of their assertions, however loaded the machine is.
-    """
-
-    def __init__(self) -> None:
-        self.held: list[tuple[Callable[..., Any], tuple[Any, ...]]] = []
-
-    def submit(self, fn: Callable[..., Any], /, *args: Any, **kwargs: Any) -> Future[Any]:
-        self.held.append((fn, args))
-        return Future()
-
-    def run_all(self) -> None:
-        held, self.held = self.held, []
-        for fn, args in held:
-            fn(*args)
-
-
 def test_store_errors_back_off_doubling_up_to_poll_then_recover(
     paths: Path, caplog: pytest.LogCaptureFixture
 ) -> None:
     # Driven step by step, with a held executor: no thread, no real time, no race with a
     # worker (a run that ended before `running()` was read once failed this under load).
     store = FlakyStore(paths)
-    pool = HeldExecutor()
+    pool = ManualExecutor()
     ds = DurableScheduler(
         store, poll=1.0, executor=pool, max_workers=2, allowed_modules=["tests.durable_jobs"]
     )
@@ -181,7 +160,7 @@ def test_store_errors_back_off_doubling_up_to_poll_then_recover(
         ds._step()  # works again: claims the run
     assert ds._failures == 0
     assert ds.running() == {"j": 1}
-    assert len(pool.held) == 1
+    assert len(pool.queue) == 1
     messages = [r.getMessage() for r in caplog.records]
     assert sum("store call failed" in m for m in messages) == 6
     assert "unreachable for 30.0 s" in messages[0] and "retrying in 0.10 s" in messages[0]

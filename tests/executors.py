@@ -1,0 +1,31 @@
+"""Executors for tests that drive a scheduler's steps by hand (no pool threads)."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from concurrent.futures import Executor, Future
+from typing import Any
+
+
+class ManualExecutor(Executor):
+    """Keeps submitted work until the test runs it with `run_all`.
+
+    A run cannot start, or end, between two of a test's assertions, however loaded the
+    machine is. An exception out of a pool item is not swallowed: it fails the test.
+    """
+
+    def __init__(self) -> None:
+        self.queue: list[tuple[Callable[..., Any], tuple[Any, ...]]] = []
+
+    def submit(self, fn: Callable[..., Any], /, *args: Any, **kwargs: Any) -> Future[Any]:
+        self.queue.append((fn, args))
+        return Future()
+
+    def run_all(self) -> int:
+        """Run what was submitted, in order, and what that submits; return how many."""
+        n = 0
+        while self.queue:
+            fn, args = self.queue.pop(0)
+            fn(*args)
+            n += 1
+        return n
