@@ -189,3 +189,42 @@ def test_the_timing_thread_survives_store_errors_and_runs_the_job_once(paths: Pa
     assert store.failures == 0
     assert len(durable_jobs.CALLS) == 1
     store.close()
+
+
+class HeldStore(SQLiteStore):
+    """A SQLite store where another node's claim transaction holds every due row.
+
+    While ``held`` is set, `claim_due` claims nothing (a PostgreSQL claim skips rows
+    another transaction has locked), though `next_wakeup` still sees the work due.
+    """
+
+    held = True
+
+    def claim_due(self, *args: Any, **kwargs: Any) -> Any:
+        return [] if self.held else super().claim_due(*args, **kwargs)
+
+
+def test_work_due_but_held_elsewhere_is_looked_at_again_soon_not_after_the_poll(
+    paths: Path,
+) -> None:
+    # The other node's commit sends no notification: waiting for one (or for the 30 s
+    # safety poll) left a node idle for 10 s while work was due. Stepped by hand.
+    store = HeldStore(paths)
+    pool = ManualExecutor()
+    ds = DurableScheduler(store, poll=30.0, executor=pool, allowed_modules=["tests.durable_jobs"])
+    ds.declare(JobSpec("j", REC, AtSchedule(time.time() - 1)))
+    delays = [ds._step() for _ in range(9)]
+    # 10 ms doubling per look that finds work due and claims none, capped at 1 s.
+    assert delays == pytest.approx([0.01, 0.02, 0.04, 0.08, 0.16, 0.32, 0.64, 1.0, 1.0])
+    store.held = False  # the holder's transaction ended: the row is free again
+    ds._step()
+    assert ds.running() == {"j": 1}
+    pool.run_all()
+    assert len(durable_jobs.CALLS) == 1
+    # Nothing due any more: the wait is the poll again, and the backoff starts over.
+    assert ds._step() == pytest.approx(30.0)
+    ds.declare(JobSpec("k", REC, AtSchedule(time.time() - 1)))
+    store.held = True
+    assert ds._step() == pytest.approx(0.01)
+    ds.stop(timeout=5)
+    store.close()

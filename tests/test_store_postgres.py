@@ -496,6 +496,26 @@ def test_wait_for_change_wakes_on_every_kind_of_change(
     assert not waiter.wait_for_change(0.1)
 
 
+def test_a_finish_that_frees_a_held_job_is_announced_even_with_no_new_next_run(
+    open_pg: Callable[..., PostgresStore],
+) -> None:
+    # While a job that allows no overlap is claimed, other nodes leave its next run out
+    # of their wake-ups; its release must wake them, or they sleep to their next poll.
+    waiter, writer = open_pg(), open_pg()
+    assert waiter.wait_for_change(5.0)  # listening
+    writer.upsert(spec("held"), 100.0)
+    writer.upsert(spec("free", overlap="allow"), 100.0)
+    assert waiter.wait_for_change(5.0)
+    while waiter.wait_for_change(0.2):  # drain the upserts' announcements
+        pass
+    claims = {c.job_id: c for c in claim(writer, 100.0)}
+    assert not waiter.wait_for_change(0.2)  # a claim frees nothing
+    writer.finish(claims["free"], outcome="ok", ended=101.0)  # overlap allowed: never held
+    assert not waiter.wait_for_change(0.3)
+    writer.finish(claims["held"], outcome="ok", ended=101.0)  # KEEP: next run 110 unchanged
+    assert waiter.wait_for_change(5.0)
+
+
 def test_wait_for_change_is_scoped_to_the_schema(
     open_pg: Callable[..., PostgresStore], pg_dsn: str
 ) -> None:

@@ -74,6 +74,11 @@ DEFAULT_POLL: Final = 1.0
 DEFAULT_NOTIFIED_POLL: Final = 10.0
 #: First wait after a failed store call; it doubles per failure, up to ``poll``.
 _RETRY_MIN: Final = 0.1
+#: Work was due but none of it could be claimed (another node's claim transaction held
+#: the rows): look again after this many seconds, doubling per such look, up to
+#: `_HELD_MAX`. The holder commits within milliseconds; the safety poll is never waited out.
+_HELD_MIN: Final = 0.01
+_HELD_MAX: Final = 1.0
 #: A wall clock that moved this many seconds more (or less) than the monotonic clock
 #: between two steps was set (NTP step, an administrator); smaller differences are
 #: drift and rounding.
@@ -275,6 +280,7 @@ class DurableScheduler:
         self._halt = threading.Event()  # set by stop(): cuts the listener's back-off
         self._stopping = False
         self._failures = 0  # store steps failed in a row (timing thread only)
+        self._held = 0  # looks in a row that found work due and claimed none (same)
         self._errors: deque[str] = deque(maxlen=max_errors)
         self._listeners: list[Listener] = []
         self._local = threading.local()  # .depth: jobs this thread is inside
@@ -789,12 +795,20 @@ class DurableScheduler:
             renew = min((r.renew_at for r in self._runs.values()), default=math.inf)
             full = len(self._runs) >= self._capacity
         timeout = self._poll
+        held = False
         if wake is not None and not full:
             if wake > now:
                 timeout = min(timeout, wake - now)
             elif claims:
                 timeout = 0.0  # progress was made and more is due (a replay, say)
-            # Else due but not claimable (an unreadable row): poll, never spin.
+            else:
+                # Due, yet nothing was claimed: another node's claim transaction holds
+                # the rows (the claim skips locked rows), and once it commits they are
+                # no longer due here, or a row cannot be read. Its commit sends no
+                # notification, so look again soon, backing off (never a spin).
+                held = True
+                timeout = min(timeout, _HELD_MAX, _HELD_MIN * 2.0 ** min(self._held, 30))
+        self._held = self._held + 1 if held else 0
         return max(0.0, min(timeout, renew - now))
 
     def _decide_retry(self, claim: Claim, now: float) -> Decision:

@@ -984,12 +984,11 @@ class PostgresStore(RowReader):
 
         def body(cur: Cursor) -> bool:
             # Lock order everywhere: the job row, then its claims (no deadlocks).
-            if (
-                cur.execute(
-                    "SELECT 1 FROM tickwork_jobs WHERE id = %s FOR NO KEY UPDATE", (claim.job_id,)
-                ).fetchone()
-                is None
-            ):
+            job = cur.execute(
+                "SELECT overlap, next_run FROM tickwork_jobs WHERE id = %s FOR NO KEY UPDATE",
+                (claim.job_id,),
+            ).fetchone()
+            if job is None:
                 return False
             row = None
             if hands_back(outcome, None):
@@ -1021,6 +1020,11 @@ class PostgresStore(RowReader):
                     "UPDATE tickwork_jobs SET next_run = %s WHERE id = %s",
                     (next_run, claim.job_id),
                 )
+                self._notify(cur, claim.job_id)
+            elif job[0] != "allow" and job[1] is not None:
+                # The released claim held back a job that allows no overlap: its next
+                # run, which other nodes leave out of their wake-ups while it is held,
+                # can be claimed now. Tell them rather than let them wait for a poll.
                 self._notify(cur, claim.job_id)
             return True
 
