@@ -20,8 +20,9 @@ at-most-once one-shot that starts here hangs without recording (it is started in
 store: its lease must expire and it must be recorded ``abandoned``), so does the next
 slot of an at-least-once recurring job (started, never recorded: it must run once
 elsewhere, while the other nodes go on running the job's later slots, which must not
-run again when it is recovered), and then the next at-least-once one-shot records
-itself and SIGKILLs the process before its `finish` (so it must run again elsewhere).
+run again when it is recovered), and then the next at-least-once run (a one-shot or a
+recurring slot) records itself and SIGKILLs the process before its `finish` (so it must
+run again elsewhere).
 All three are written to ``<stop>.<owner>.dying`` first, with the claims the node held
 (job id, scheduled, started) at that moment.
 """
@@ -130,12 +131,27 @@ def record() -> None:
     _insert(claim.job_id, claim.scheduled, claim.token)
     with _lock:
         _ran += 1
-        if doomed and oneshot and least and {"held", "held_recurring"} <= set(_doom):
+        if doomed and least and {"held", "held_recurring"} <= set(_doom):
             _doom["ran"] = key
             held = [] if _scheduler is None else _scheduler.held()
             dying = {**_doom, "claims": held}
             Path(f"{_config['stop']}.{_config['owner']}.dying").write_text(json.dumps(dying))
             os.kill(os.getpid(), signal.SIGKILL)
+
+
+def hang_on(owner: str) -> None:
+    """Record this run; then, on node ``owner`` only, wait for ``<stop>.release``.
+
+    The failover tests: the run is started and recorded on ``owner``, which is then
+    killed, cut off or stopped while it is held; elsewhere the run ends at once.
+    """
+    claim = DurableScheduler.current_claim()
+    assert claim is not None, "hang_on() runs only as a durable job"
+    _insert(claim.job_id, claim.scheduled, claim.token)
+    if _config["owner"] == owner:
+        release = Path(f"{_config['stop']}.release")
+        while not release.exists():
+            time.sleep(0.05)
 
 
 def given_up(event: RunEvent) -> None:

@@ -247,7 +247,7 @@ def test_a_version_1_schema_with_a_live_claim_migrates_and_recovers(
     monkeypatch.undo()
     store = open_pg()
     meta = dict(rows(pg_dsn, pg_schema, "SELECT key, value FROM tickwork_meta"))
-    assert meta["schema_version"] == str(len(pg_mod.MIGRATIONS)) == "2"
+    assert meta["schema_version"] == str(len(pg_mod.MIGRATIONS)) == "3"
     (old,) = store.get("job").claims  # type: ignore[union-attr]
     assert (old.token, old.owner, old.retry) == ("old-token", "dead", False)
     (r,) = store.recover_expired(130.0)

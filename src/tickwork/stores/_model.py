@@ -19,6 +19,8 @@ from enum import Enum
 from types import MappingProxyType
 from typing import Any, ClassVar, Final, Literal, TypeAlias
 
+from tickwork._timefmt import iso
+
 from ._errors import JobSpecError, SchemaVersionError, StoreError
 
 __all__ = [
@@ -636,9 +638,14 @@ def hands_back(outcome: Outcome, started: float | None) -> bool:
     return outcome == "cancelled" and started is None
 
 
-def abandoned_error(owner: str, lease_until: float) -> str:
-    """The ``error`` text of a last run recorded ``"abandoned"`` by recovery."""
-    return f"lease of {owner!r} expired at {lease_until!r} before the run ended"
+def abandoned_error(owner: str, lease_until: float, *, gone: bool = False) -> str:
+    """The ``error`` text of a last run recorded ``"abandoned"`` by recovery.
+
+    ``gone``: recovered because the owner's sessions (or process) ended, before its lease.
+    """
+    if gone:
+        return f"owner {owner!r} was gone (no live session or process) before the run ended"
+    return f"lease of {owner!r} expired at {iso(lease_until, millis=True)} before the run ended"
 
 
 #: The caller's policy, called by `Store.claim_due` inside its transaction as

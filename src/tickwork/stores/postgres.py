@@ -18,6 +18,7 @@ from __future__ import annotations
 import hashlib
 import json
 import logging
+import math
 import secrets
 import select
 import socket
@@ -128,10 +129,22 @@ def _retry_v2(cur: Cursor) -> None:
     )
 
 
+def _nodes_v3(cur: Cursor) -> None:
+    """Schema 3: the owners that tagged their sessions (`PostgresStore.tag_sessions`).
+
+    A claim of an owner listed here whose sessions have all ended is recovered at once;
+    an owner never listed (a store used without `DurableScheduler`) keeps its lease.
+    """
+    cur.execute(
+        "CREATE TABLE tickwork_nodes (owner text PRIMARY KEY, lock_key bigint NOT NULL,"
+        " tagged_at double precision NOT NULL)"
+    )
+
+
 #: ``MIGRATIONS[i]`` takes a schema from version ``i`` to ``i + 1`` inside the opening
 #: transaction (under an advisory lock, so concurrent openers migrate once); the
 #: current version is ``len(MIGRATIONS)``. Append only: a released step is never edited.
-MIGRATIONS: list[Callable[[Cursor], None]] = [_create_v1, _retry_v2]
+MIGRATIONS: list[Callable[[Cursor], None]] = [_create_v1, _retry_v2, _nodes_v3]
 
 _TABLES: Final = ("tickwork_meta", "tickwork_jobs", "tickwork_claims")
 _JOB_COLUMNS: Final = (
@@ -198,6 +211,32 @@ def redact_dsn(dsn: str) -> str:
 #: Marks a session as an owner's (`PostgresStore.tag_sessions`): a shared lock, so the
 #: owner's connections (and a new one while an old one lingers) never wait on each other.
 _TAG_SQL: Final = "SELECT pg_advisory_lock_shared(%s::integer, %s::integer)"
+#: ... and lists the owner as one whose claims die with its sessions (in the same session,
+#: after the lock: whoever sees the row while the owner lives sees the lock too).
+_NODE_SQL: Final = (
+    "INSERT INTO tickwork_nodes (owner, lock_key, tagged_at) VALUES (%s, %s, %s)"
+    " ON CONFLICT (owner) DO UPDATE SET lock_key = excluded.lock_key"
+)
+#: Listed owners none of whose sessions holds its lock: (owner, holds claims). One
+#: statement, one snapshot of pg_locks; the caller recovers the claims of the first kind
+#: and forgets the others.
+_GONE_SQL: Final = (
+    "SELECT n.owner, EXISTS (SELECT 1 FROM tickwork_claims c WHERE c.owner = n.owner)"
+    " FROM tickwork_nodes n WHERE NOT EXISTS (SELECT 1 FROM pg_locks l"
+    " WHERE l.locktype = 'advisory' AND l.granted AND l.objsubid = 2"
+    " AND l.classid = %s::bigint::oid AND l.objid::bigint = n.lock_key AND l.database ="
+    " (SELECT oid FROM pg_database WHERE datname = current_database()))"
+)
+#: How often (seconds, at most) a store asks the database which listed owners are gone.
+LIVENESS_CHECK: Final = 0.25
+#: An owner counts as gone once it has had no session for this long, seen by two checks:
+#: a live node whose connections were cut marks its new ones within milliseconds (its
+#: listener reconnects at once), and must not lose its claims for that.
+LIVENESS_GRACE: Final = 0.5
+#: While other listed owners hold claims, `next_wakeup` is at most this far past the
+#: last check (`LIVENESS_GRACE` while an owner without sessions waits for its second
+#: look), so a dead node's claims are recovered within about 1.5 s even on idle nodes.
+LIVENESS_WAKE: Final = 1.0
 
 
 @dataclass
@@ -316,7 +355,13 @@ class PostgresStore(RowReader):
         # tag_sessions: the advisory-lock key marking this store's sessions as an owner's,
         # and the key the listening connection holds (it is tagged by its own thread).
         self._owner_key: tuple[int, int] | None = None
+        self._owner: str | None = None  # the tagged owner
         self._listen_key: tuple[int, int] | None = None
+        # Owners whose sessions ended: checked at most every LIVENESS_CHECK seconds
+        # (monotonic), and the caller's ``now`` at that check, for next_wakeup.
+        self._gone_checked = -math.inf
+        self._gone_now: float | None = None
+        self._gone_seen: dict[str, float] = {}  # owner -> when first seen without sessions
         # The listener: its own connection, and a socket pair to interrupt its wait.
         self._listen_lock = threading.Lock()
         self._listen_conn: psycopg.Connection[Any] | None = None
@@ -368,8 +413,9 @@ class PostgresStore(RowReader):
                         sql.Literal(sql.Identifier(self._schema).as_string(conn))
                     )
                 )
-            if self._owner_key is not None:
+            if self._owner_key is not None and self._owner is not None:
                 conn.execute(_TAG_SQL, self._owner_key)
+                conn.execute(_NODE_SQL, (self._owner, self._owner_key[1], time.time()))
             conn.commit()
         except BaseException:
             conn.close()
@@ -1052,22 +1098,42 @@ class PostgresStore(RowReader):
         now = check_time("now", now)
         return self._run("recover expired claims", lambda cur: self._recover(cur, now))
 
+    def _gone_owners(self, cur: Cursor, now: float) -> list[str]:
+        """Listed owners with claims and no session left (at most every LIVENESS_CHECK s).
+
+        Listed owners with neither sessions nor claims are forgotten on the way.
+        """
+        mono = time.monotonic()
+        if mono - self._gone_checked < LIVENESS_CHECK:
+            return []
+        self._gone_checked, self._gone_now = mono, now
+        space = self._owner_lock_key("")[0]
+        rows = cur.execute(_GONE_SQL, (space,)).fetchall()
+        self._gone_seen = seen = {owner: self._gone_seen.get(owner, mono) for owner, _ in rows}
+        gone = [(owner, holds) for owner, holds in rows if mono - seen[owner] >= LIVENESS_GRACE]
+        idle = [owner for owner, holds in gone if not holds]
+        if idle:
+            cur.execute("DELETE FROM tickwork_nodes WHERE owner = ANY(%s)", (idle,))
+        return [owner for owner, holds in gone if holds]
+
     def _recover(self, cur: Cursor, now: float) -> list[Recovered]:
+        gone = self._gone_owners(cur, now)
         ids = [
             r[0]
             for r in cur.execute(
                 "SELECT j.id FROM tickwork_jobs j WHERE EXISTS (SELECT 1 FROM tickwork_claims c"
-                " WHERE c.job_id = j.id AND c.owner <> '' AND c.lease_until <= %s)"
+                " WHERE c.job_id = j.id AND c.owner <> ''"
+                " AND (c.lease_until <= %s OR c.owner = ANY(%s)))"
                 " FOR NO KEY UPDATE OF j SKIP LOCKED",
-                (now,),
+                (now, gone),
             ).fetchall()
         ]
         if not ids:
             return []
         expired = cur.execute(
             f"SELECT {_CLAIM_COLUMNS} FROM tickwork_claims WHERE job_id = ANY(%s)"
-            " AND owner <> '' AND lease_until <= %s",
-            (ids, now),
+            " AND owner <> '' AND (lease_until <= %s OR owner = ANY(%s))",
+            (ids, now, gone),
         ).fetchall()
         specs = dict(
             cur.execute("SELECT id, spec FROM tickwork_jobs WHERE id = ANY(%s)", (ids,)).fetchall()
@@ -1079,6 +1145,7 @@ class PostgresStore(RowReader):
             if spec is None:
                 cur.execute("DELETE FROM tickwork_claims WHERE token = %s", (token,))
                 continue
+            early = lease_until > now  # recovered because its owner is gone
             if started is not None:
                 cur.execute(
                     "UPDATE tickwork_jobs SET last_scheduled = %s, last_started = %s,"
@@ -1088,7 +1155,7 @@ class PostgresStore(RowReader):
                     (
                         scheduled,
                         started,
-                        abandoned_error(owner, lease_until),
+                        abandoned_error(owner, lease_until, gone=early),
                         token,
                         job_id,
                         scheduled,
@@ -1107,27 +1174,40 @@ class PostgresStore(RowReader):
                 )
                 self._notify(cur, job_id)
             _log.warning(
-                "claim on job %r (scheduled %s) by %r expired: %s",
+                "claim on job %r (scheduled %s) by %r %s: %s",
                 job_id,
                 iso(scheduled, millis=True),
                 owner,
+                "lost (the owner's database sessions ended)" if early else "expired",
                 action,
             )
             out.append(Recovered(self._claim(row, spec), action))
         return out
 
     def next_wakeup(self) -> float | None:
-        """The earliest claimable due time or lease end (see the protocol)."""
+        """The earliest claimable due time or lease end (see the protocol).
+
+        While other owners listed by `tag_sessions` hold claims, also no later than
+        `LIVENESS_WAKE` seconds after the last check for owners that are gone (in the
+        ``now`` of the call that made it), so a dead node's claims are recovered within
+        about a second even on an idle node.
+        """
 
         def body(cur: Cursor) -> float | None:
             row = cur.execute(
                 f"SELECT (SELECT min(j.next_run) FROM tickwork_jobs j WHERE {_CLAIMABLE}),"
                 " (SELECT min(lease_until) FROM tickwork_claims WHERE owner <> ''),"
                 " (SELECT min(c.scheduled) FROM tickwork_claims c"
-                " JOIN tickwork_jobs j ON j.id = c.job_id WHERE c.owner = '' AND NOT j.paused)"
+                " JOIN tickwork_jobs j ON j.id = c.job_id WHERE c.owner = '' AND NOT j.paused),"
+                " EXISTS (SELECT 1 FROM tickwork_claims c JOIN tickwork_nodes n"
+                " ON n.owner = c.owner WHERE c.owner <> %s)",
+                (self._owner or "",),
             ).fetchone()
             assert row is not None
-            times = [t for t in row if t is not None]
+            times = [t for t in row[:3] if t is not None]
+            if row[3] and self._gone_now is not None:
+                wait = LIVENESS_GRACE if self._gone_seen else LIVENESS_WAKE
+                times.append(self._gone_now + wait)
             return min(times) if times else None
 
         return self._run("find the next wakeup", body, write=False)
@@ -1202,19 +1282,25 @@ class PostgresStore(RowReader):
         See `tickwork.stores.SessionLiveness`. Each connection holds a shared session-level
         advisory lock keyed by the owner: PostgreSQL releases it when the session ends
         (the process died, its connection was cut or terminated), so `live_owners` on any
-        node sees the owner gone within seconds, not after its lease. Never raises for an
-        unreachable database: a connection made later is marked when it opens.
+        node sees the owner gone within seconds, not after its lease. The owner is also
+        listed in ``tickwork_nodes``: from then on, every store on the database recovers
+        the owner's claims as soon as none of its sessions is left (checked at most every
+        `LIVENESS_CHECK` seconds, by the claim and recovery calls), not when their leases
+        run out. Never raises for an unreachable database: a connection made later is
+        marked when it opens.
         """
         if not isinstance(owner, str) or not owner:
             raise ValueError(f"owner must be a non-empty string, got {owner!r}")
         key = self._owner_lock_key(owner)
         with self._lock:
             self._owner_key = key
+            self._owner = owner
             conn = self._conn
             if conn is None or self._closed:
                 return
             try:
                 conn.execute(_TAG_SQL, key)
+                conn.execute(_NODE_SQL, (owner, key[1], time.time()))
                 conn.commit()
             except psycopg.Error:
                 self._drop()  # the next call reconnects, and marks the new session
