@@ -143,7 +143,8 @@ def test_tickwork_jobs_shows_a_claim_of_a_gone_session_as_lost(fresh_database: s
         assert rows["alive"]["running"] == 1 and rows["alive"]["lost"] == []
         [lost] = rows["gone"]["lost"]
         assert lost["owner"] == "elsewhere:2"
-        assert lost["why"].startswith("its database session is gone; its lease runs out at 20")
+        assert lost["why"].startswith("its database session or process is gone; a running")
+        assert "at the latest when its lease runs out at 20" in lost["why"]
     finally:
         live_node.close()
         dead_node.close()

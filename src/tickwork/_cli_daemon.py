@@ -308,8 +308,9 @@ def _lost_because(claim: Claim, now: float, host: str, live: set[str] | None = N
         )
     if live is not None and claim.owner not in live:
         return (
-            "its database session is gone; its lease runs out at"
-            f" {_iso(claim.lease_until)}, then its run is recovered"
+            "its database session or process is gone; a running scheduler on the store"
+            " recovers its run within seconds, at the latest when its lease runs out at"
+            f" {_iso(claim.lease_until)}"
         )
     return None
 

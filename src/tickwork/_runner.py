@@ -46,6 +46,7 @@ from pathlib import Path
 from typing import Any, Final
 
 from ._config import JobConfig
+from ._procs import proc_stat, process_alive
 
 __all__ = [
     "MARKER_ENV",
@@ -649,30 +650,13 @@ def run_job(
 # -- runs that outlived their daemon --------------------------------------------------
 
 
-def _stat(pid: int) -> tuple[str, int, int] | None:
-    """``(state, pgid, start time in clock ticks)`` of a process, from /proc; or None."""
-    try:
-        text = Path(f"/proc/{pid}/stat").read_text()
-    except OSError:
-        return None
-    fields = text.rsplit(")", 1)[1].split()
-    # After the command name: state, ppid, pgrp, session, ..., starttime (field 22).
-    return fields[0], int(fields[2]), int(fields[19])
-
-
-def _alive(pid: int, started: int) -> bool:
-    """Whether process ``pid`` that started at ``started`` (clock ticks) still runs."""
-    stat = _stat(pid)
-    return stat is not None and stat[2] == started and stat[0] not in ("Z", "X")
-
-
 def daemon_marker(key: str) -> str:
     """``KEY:PID:START`` naming this process (START: its start time, from /proc).
 
     Args:
         key: Names the state and namespace the daemon runs (hex digits, no ``:``).
     """
-    stat = _stat(os.getpid())
+    stat = proc_stat(os.getpid())
     return f"{key}:{os.getpid()}:{stat[2] if stat else 0}"
 
 
@@ -720,9 +704,9 @@ def find_survivors(key: str) -> list[Survivor]:
             daemon = (int(dpid), int(dstart))
         except ValueError:
             continue
-        if _alive(*daemon):
+        if process_alive(*daemon):
             continue
-        stat = _stat(pid)
+        stat = proc_stat(pid)
         if stat is None or stat[0] in ("Z", "X"):
             continue
         found.append(Survivor(pid, stat[2], stat[1], job, daemon[0]))
@@ -746,13 +730,13 @@ def end_survivors(
     """
 
     def signal_groups(sig: int) -> None:
-        for pgid in {s.pgid for s in survivors if _alive(s.pid, s.started)}:
+        for pgid in {s.pgid for s in survivors if process_alive(s.pid, s.started)}:
             _killpg(pgid, sig)
 
     def wait(seconds: float) -> list[Survivor]:
         give_up = time.monotonic() + seconds
         while True:
-            left = [s for s in survivors if _alive(s.pid, s.started)]
+            left = [s for s in survivors if process_alive(s.pid, s.started)]
             if not left or time.monotonic() >= give_up:
                 return left
             sleep(0.05)

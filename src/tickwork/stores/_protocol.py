@@ -247,7 +247,13 @@ class SessionLiveness(Protocol):
     client's sessions (PostgreSQL does, within seconds of the process dying or its
     connection being cut) can tell at once. `DurableScheduler` calls `tag_sessions` with
     its owner when it starts; `tickwork jobs` asks `live_owners` to show a claim whose
-    owner's sessions are all gone as lost rather than running.
+    owner's sessions are all gone as lost rather than running. The stores also use the
+    same liveness when recovering claims, so a dead owner's runs come back in seconds
+    rather than when its lease runs out.
+
+    SQLite has no sessions: `SQLiteStore` records each owner's process (pid, its start
+    time, and the host and pid namespace it runs in) and judges only owners of its own
+    host and namespace; an owner it cannot judge counts as live, left to its lease.
     """
 
     def tag_sessions(self, owner: str) -> None:

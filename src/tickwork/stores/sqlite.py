@@ -14,15 +14,18 @@ from __future__ import annotations
 
 import json
 import logging
+import math
 import os
 import secrets
 import sqlite3
 import stat
 import threading
-from collections.abc import Callable, Iterator, Sequence
+import time
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from contextlib import contextmanager, suppress
 from typing import Any, Final
 
+from tickwork._procs import own_identity, process_alive, process_scope
 from tickwork._timefmt import iso
 
 from ._errors import JobNotFoundError, SchemaVersionError, StoreError
@@ -112,10 +115,29 @@ def _retry_v2(conn: sqlite3.Connection) -> None:
     conn.execute("CREATE INDEX claims_pending ON claims (scheduled) WHERE owner = ''")
 
 
+def _nodes_v3(conn: sqlite3.Connection) -> None:
+    """Schema 3: owners that listed their process (`SQLiteStore.tag_sessions`).
+
+    ``scope`` says where ``pid`` and ``started`` (its start time in clock ticks) can be
+    judged: the host, its boot and the pid namespace (`tickwork._procs.process_scope`).
+    """
+    conn.execute(
+        "CREATE TABLE nodes (owner TEXT PRIMARY KEY NOT NULL, scope TEXT NOT NULL,"
+        " pid INTEGER NOT NULL, started INTEGER NOT NULL, tagged_at REAL NOT NULL)"
+    )
+
+
 #: ``MIGRATIONS[i]`` takes a database from schema version ``i`` to ``i + 1`` inside the
 #: opening transaction; the current version is ``len(MIGRATIONS)``. Append only: a
 #: released step is never edited.
-MIGRATIONS: list[Callable[[sqlite3.Connection], None]] = [_create_v1, _retry_v2]
+MIGRATIONS: list[Callable[[sqlite3.Connection], None]] = [_create_v1, _retry_v2, _nodes_v3]
+
+#: How often (seconds, at most) a store looks for listed owners whose process is gone.
+LIVENESS_CHECK: Final = 0.25
+#: While other listed owners of this scope hold claims, `SQLiteStore.next_wakeup` is at
+#: most this far past the last look, so a dead process's claims are recovered within
+#: about this long even on an idle node.
+LIVENESS_WAKE: Final = 1.0
 
 _JOB_COLUMNS: Final = (
     "id, spec, paused, next_run, last_scheduled, last_started, last_ended, last_outcome, last_error"
@@ -179,6 +201,10 @@ class SQLiteStore(RowReader):
         self._busy = False
         self._warned: set[tuple[str, str]] = set()
         self._conn: sqlite3.Connection | None = None
+        self._owner: str | None = None  # tag_sessions
+        self._scope = process_scope()
+        self._gone_checked = -math.inf  # monotonic time of the last look for dead owners
+        self._gone_now: float | None = None  # the caller's ``now`` at that look
         memory = self._path == ":memory:"
         if not memory:
             self._prepare_file()
@@ -632,6 +658,29 @@ class SQLiteStore(RowReader):
         with self._tx("recover expired claims") as conn:
             return self._recover(conn, now)
 
+    def _gone_owners(self, conn: sqlite3.Connection, now: float) -> set[str]:
+        """Listed owners of this scope whose process has ended and that hold claims.
+
+        Looked for at most every `LIVENESS_CHECK` seconds; listed owners that are gone
+        and hold nothing are forgotten on the way.
+        """
+        mono = time.monotonic()
+        if self._scope is None or mono - self._gone_checked < LIVENESS_CHECK:
+            return set()
+        self._gone_checked, self._gone_now = mono, now
+        rows = conn.execute(
+            "SELECT owner, pid, started, EXISTS (SELECT 1 FROM claims c WHERE c.owner ="
+            " nodes.owner) FROM nodes WHERE scope = ?",
+            (self._scope,),
+        ).fetchall()
+        gone = [
+            (owner, holds) for owner, pid, started, holds in rows if not process_alive(pid, started)
+        ]
+        idle = [owner for owner, holds in gone if not holds]
+        if idle:
+            conn.executemany("DELETE FROM nodes WHERE owner = ?", [(o,) for o in idle])
+        return {owner for owner, holds in gone if holds}
+
     def _recover(self, conn: sqlite3.Connection, now: float) -> list[Recovered]:
         out: list[Recovered] = []
         expired = conn.execute(
@@ -639,8 +688,17 @@ class SQLiteStore(RowReader):
             " ORDER BY lease_until",
             (now,),
         ).fetchall()
+        gone = self._gone_owners(conn, now)
+        if gone:
+            marks = ", ".join("?" * len(gone))
+            expired += conn.execute(
+                f"SELECT {_CLAIM_COLUMNS} FROM claims WHERE owner IN ({marks})"
+                " AND lease_until > ? ORDER BY lease_until",
+                (*sorted(gone), now),
+            ).fetchall()
         for row in expired:
             token, job_id, owner, scheduled, _, lease_until, started, _ = row
+            early = lease_until > now  # recovered because its owner's process is gone
             job = conn.execute("SELECT spec FROM jobs WHERE id = ?", (job_id,)).fetchone()
             spec = None if job is None else self._decode(job_id, job[0], strict=False)
             if spec is None:
@@ -651,7 +709,13 @@ class SQLiteStore(RowReader):
                     "UPDATE jobs SET last_scheduled = ?, last_started = ?, last_ended = NULL,"
                     " last_outcome = 'abandoned', last_error = ? WHERE id = ?"
                     " AND (last_scheduled IS NULL OR last_scheduled <= ?)",
-                    (scheduled, started, abandoned_error(owner, lease_until), job_id, scheduled),
+                    (
+                        scheduled,
+                        started,
+                        abandoned_error(owner, lease_until, gone=early),
+                        job_id,
+                        scheduled,
+                    ),
                 )
             action = recovery_action(spec, started)
             if action == "abandoned":
@@ -665,17 +729,23 @@ class SQLiteStore(RowReader):
                     (secrets.token_hex(16), now, token),
                 )
             _log.warning(
-                "claim on job %r (scheduled %s) by %r expired: %s",
+                "claim on job %r (scheduled %s) by %r %s: %s",
                 job_id,
                 iso(scheduled, millis=True),
                 owner,
+                "lost (the owner's process ended)" if early else "expired",
                 action,
             )
             out.append(Recovered(self._claim(row, spec), action))
         return out
 
     def next_wakeup(self) -> float | None:
-        """The earliest claimable due time or lease end (see the protocol)."""
+        """The earliest claimable due time or lease end (see the protocol).
+
+        While other owners listed by `tag_sessions` in this process's scope hold claims,
+        also no later than `LIVENESS_WAKE` seconds after the last look for dead owners
+        (in the ``now`` of the call that made it).
+        """
         with self._tx("find the next wakeup", write=False) as conn:
             due = conn.execute(f"SELECT min(next_run) FROM jobs j WHERE {_CLAIMABLE}").fetchone()
             lease = conn.execute("SELECT min(lease_until) FROM claims WHERE owner <> ''").fetchone()
@@ -683,8 +753,70 @@ class SQLiteStore(RowReader):
                 "SELECT min(c.scheduled) FROM claims c JOIN jobs j ON j.id = c.job_id"
                 " WHERE c.owner = '' AND j.paused = 0"
             ).fetchone()
+            watch = conn.execute(
+                "SELECT EXISTS (SELECT 1 FROM claims c JOIN nodes n ON n.owner = c.owner"
+                " WHERE c.owner <> ? AND n.scope = ?)",
+                (self._owner or "", self._scope or ""),
+            ).fetchone()
         times = [t for t in (due[0], lease[0], retry[0]) if t is not None]
+        if watch[0] and self._gone_now is not None:
+            times.append(self._gone_now + LIVENESS_WAKE)
         return min(times) if times else None
+
+    # -- SessionLiveness ----------------------------------------------------------------
+
+    def tag_sessions(self, owner: str) -> None:
+        """List ``owner`` as this process, so that its claims die with it.
+
+        See `tickwork.stores.SessionLiveness`. The owner is recorded with this process's
+        pid, start time and scope (host, boot, pid namespace). From then on, a store on
+        the same file in the same scope recovers the owner's claims as soon as the
+        process has ended (looked for at most every `LIVENESS_CHECK` seconds by the claim
+        and recovery calls), not when their leases run out. Where there is no /proc, it
+        does nothing (the leases decide). Never raises for a busy database: a failed
+        write is logged and the leases decide.
+        """
+        if not isinstance(owner, str) or not owner:
+            raise ValueError(f"owner must be a non-empty string, got {owner!r}")
+        me = own_identity()
+        if self._scope is None or me is None:
+            return
+        self._owner = owner
+        try:
+            with self._tx("list this process's owner") as conn:
+                conn.execute(
+                    "INSERT OR REPLACE INTO nodes (owner, scope, pid, started, tagged_at)"
+                    " VALUES (?, ?, ?, ?, ?)",
+                    (owner, self._scope, me[0], me[1], time.time()),
+                )
+        except StoreError:
+            _log.warning(
+                "cannot list owner %r in %r; its claims are recovered when their leases run out",
+                owner,
+                self._path,
+                exc_info=True,
+            )
+
+    def live_owners(self, owners: Iterable[str]) -> set[str]:
+        """Those of ``owners`` not known to be gone.
+
+        See `tickwork.stores.SessionLiveness`. An owner listed by `tag_sessions` in this
+        process's scope is gone when its process has ended; any other owner (another
+        host or pid namespace, or never listed) cannot be judged here and is returned.
+
+        Raises:
+            StoreError: The database cannot be read.
+
+        """
+        wanted = {owner for owner in owners if owner}
+        if not wanted or self._scope is None:
+            return wanted
+        with self._tx("read the listed owners", write=False) as conn:
+            rows = conn.execute(
+                "SELECT owner, pid, started FROM nodes WHERE scope = ?", (self._scope,)
+            ).fetchall()
+        dead = {owner for owner, pid, started in rows if not process_alive(pid, started)}
+        return wanted - dead
 
     def close(self) -> None:
         """Close the connection; later calls raise `StoreError`. Idempotent."""
