@@ -15,6 +15,9 @@ claim token is part of the key, so a retried insert after a cut commit is not co
 twice), so a slot that ran twice shows up as two rows rather than being hidden. Slots
 the missed-run or overlap policy gave up (MISSED/SKIPPED events) go to ``tw_given_up``.
 
+``skew`` (config, seconds) sets the node's wall clock off (`time.time` is replaced);
+``tw_runs.server_time`` is the database's clock when the run was recorded.
+
 ``die_after`` (config) dooms the node: once it has recorded that many runs, the next
 at-most-once one-shot that starts here hangs without recording (it is started in the
 store: its lease must expire and it must be recorded ``abandoned``), so does the next
@@ -49,6 +52,7 @@ from tickwork.stores.postgres import PostgresStore
 RUNS_DDL = (
     "CREATE TABLE IF NOT EXISTS tw_runs (job_id text NOT NULL, scheduled float8 NOT NULL,"
     " token text NOT NULL, owner text NOT NULL, recorded float8 NOT NULL,"
+    " server_time float8 NOT NULL DEFAULT extract(epoch FROM clock_timestamp()),"
     " PRIMARY KEY (job_id, scheduled, token))"
 )
 GIVEN_UP_DDL = (
@@ -190,8 +194,15 @@ _scheduler: _CountingScheduler | None = None
 def main(config: dict[str, Any]) -> None:
     """Run one node until the stop file appears; print a JSON summary."""
     _config.update(config)
+    skew = float(config.get("skew", 0.0))
+    if skew:
+        # This host's clock is off by ``skew`` seconds: everything in the process that
+        # reads the wall clock sees it so (tickwork reads `time.time` at each call).
+        real = time.time
+        time.time = lambda: real() + skew
     logging.basicConfig(
-        level=logging.WARNING, format="%(asctime)s %(threadName)s %(name)s: %(message)s"
+        level=logging.INFO if config.get("verbose") else logging.WARNING,
+        format="%(asctime)s %(threadName)s %(name)s: %(message)s",
     )
     store = PostgresStore(config["dsn"], schema=config["schema"])
     store.wait_for_change(0)  # LISTEN before "ready": no change after it is missed

@@ -27,7 +27,7 @@ from ._errors import ConfigError, TickworkError
 from ._schedules import parse_duration
 from ._timefmt import iso
 from .stores._model import Claim
-from .stores._protocol import SessionLiveness
+from .stores._protocol import SessionLiveness, StoreClock
 
 __all__ = ["add_parsers", "run", "run_jobs"]
 
@@ -368,6 +368,8 @@ def run_jobs(
         live: set[str] | None = None
         if isinstance(store, SessionLiveness):
             live = store.live_owners(c.owner for s in states for c in s.claims if c.owner)
+        # Leases are judged by the store's clock where it has one, as the daemons do.
+        now = store.read_clock(time.time)[0] if isinstance(store, StoreClock) else time.time()
     finally:
         store.close()
     namespace = args.namespace or (default_namespace(args.file) if args.file else None)
@@ -375,7 +377,7 @@ def run_jobs(
         states = [s for s in states if owned(s, namespace)]
     rows: list[dict[str, Any]] = []
     seen: set[str] = set()
-    now, host = time.time(), socket.gethostname()
+    host = socket.gethostname()
     for s in states:
         name = s.spec.kwargs.get("job", s.id) if s.spec.kwargs else s.id
         seen.add(str(name))

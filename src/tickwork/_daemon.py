@@ -444,7 +444,8 @@ class Daemon:
         poll: The longest the scheduler goes without looking at the store.
         workers: Size of the worker pool (runs at once).
         watch: Also reload when the file changes (checked every second).
-        wall_clock: UTC POSIX seconds (tests pass a fake).
+        wall_clock: UTC POSIX seconds (tests pass a fake). Default: the store's clock
+            when it has one (PostgreSQL), else `time.time` (see `DurableScheduler`).
         monotonic_clock: Seconds of real time for the scheduler (default: its own;
             tests pass a fake).
         executor: Where runs go (default: the scheduler's own pool of ``workers``).
@@ -465,7 +466,7 @@ class Daemon:
         poll: float = 1.0,
         workers: int = 32,
         watch: bool = False,
-        wall_clock: Callable[[], float] = time.time,
+        wall_clock: Callable[[], float] | None = None,
         monotonic_clock: Callable[[], float] | None = None,
         executor: Executor | None = None,
         state_key: str | None = None,
@@ -476,7 +477,6 @@ class Daemon:
         self.log = log
         self.shutdown_grace = shutdown_grace
         self.watch = watch
-        self._wall = wall_clock
         self._jobs: dict[str, JobConfig] = {}
         self._config: Config | None = None
         self.state_key = state_key or make_state_key(namespace, "")
@@ -491,6 +491,7 @@ class Daemon:
             monotonic_clock=monotonic_clock,
             executor=executor,
         )
+        self._wall = self.scheduler.now
         self.scheduler.add_listener(self._on_event)
         self._signals: list[int] = []
         self._wake_r = self._wake_w = -1

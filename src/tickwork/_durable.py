@@ -44,6 +44,7 @@ from ._scheduler import (
     _deliver,
     _is_coroutine_function,
 )
+from ._storetime import StoreTime
 from ._timefmt import iso
 from .stores._errors import JobNotFoundError, JobSpecError, StoreError
 from .stores._model import (
@@ -59,7 +60,7 @@ from .stores._model import (
     check_job_id,
     resolve_func,
 )
-from .stores._protocol import ChangeNotifier, SessionLiveness, Store
+from .stores._protocol import ChangeNotifier, SessionLiveness, Store, StoreClock
 
 __all__ = ["DurableScheduler"]
 
@@ -170,7 +171,11 @@ class DurableScheduler:
             be in it at once. Default: the standard library's ``min(32, cpus + 4)``.
             At most twice this many runs are claimed ahead.
         wall_clock: Zero-argument callable returning UTC POSIX seconds; every time
-            stored or compared with the store comes from it (default `time.time`).
+            stored or compared with the store comes from it. Default: the store's
+            clock when it has one (`tickwork.stores.StoreClock`; PostgreSQL: the
+            database server's), so that nodes whose clocks disagree still agree on
+            due times and leases (see `clock_skew`); else `time.time`. A callable
+            given here is used as it is, store clock or not (tests pass a fake).
         monotonic_clock: Zero-argument callable returning seconds of real time that
             never step (default: ``CLOCK_BOOTTIME`` where it exists, which counts a
             suspend as time passed, else `time.monotonic`). Comparing the two clocks is
@@ -201,7 +206,7 @@ class DurableScheduler:
         poll: float | None = None,
         executor: Executor | None = None,
         max_workers: int | None = None,
-        wall_clock: Callable[[], float] = time.time,
+        wall_clock: Callable[[], float] | None = None,
         monotonic_clock: Callable[[], float] | None = None,
         max_errors: int | None = DEFAULT_MAX_ERRORS,
         on_error: DurableErrorHook | None = None,
@@ -221,8 +226,8 @@ class DurableScheduler:
             isinstance(max_workers, bool) or not isinstance(max_workers, int) or max_workers < 1
         ):
             raise ValueError(f"max_workers must be an int >= 1 or None, got {max_workers!r}")
-        if not callable(wall_clock):
-            raise TypeError(f"wall_clock must be callable, got {wall_clock!r}")
+        if wall_clock is not None and not callable(wall_clock):
+            raise TypeError(f"wall_clock must be callable or None, got {wall_clock!r}")
         if monotonic_clock is None:
             monotonic_clock = _real_time if hasattr(time, "CLOCK_BOOTTIME") else time.monotonic
         elif not callable(monotonic_clock):
@@ -253,8 +258,15 @@ class DurableScheduler:
         if poll is None:
             poll = DEFAULT_POLL if self._notifier is None else DEFAULT_NOTIFIED_POLL
         self._poll = _positive("poll", poll)
-        self._wall = wall_clock
         self._mono = monotonic_clock
+        self._store_time: StoreTime | None = None
+        if wall_clock is None:
+            if isinstance(store, StoreClock):
+                self._store_time = StoreTime(store, monotonic_clock, owner=owner)
+                wall_clock = self._store_time
+            else:
+                wall_clock = time.time
+        self._wall: Callable[[], float] = wall_clock
         self._offset: float | None = None  # wall - monotonic at the last step
         self._vanished: tuple[float, float] | None = None  # the last big forward step
         self._on_error = on_error
@@ -300,6 +312,26 @@ class DurableScheduler:
     def owner(self) -> str:
         """This scheduler's name in the claims it makes."""
         return self._owner
+
+    def now(self) -> float:
+        """The wall time this scheduler judges by, in UTC POSIX seconds.
+
+        The store's clock when the scheduler uses it (see ``wall_clock``), else its
+        wall clock. Reading the store's clock for the first time may raise
+        `tickwork.stores.StoreError`.
+        """
+        return self._wall()
+
+    @property
+    def clock_skew(self) -> float | None:
+        """This node's wall clock minus the store's clock, in seconds, at the last read.
+
+        ``None`` when the scheduler does not use a store clock, or has not read it
+        yet. It is read when the scheduler first needs the time and every 30 s after;
+        a skew of 1 s or more is logged as a warning (and again when it moves by half
+        a second), a smaller one at INFO level.
+        """
+        return None if self._store_time is None else self._store_time.skew
 
     def declare(self, spec: JobSpec) -> Upsert:
         """Declare a job, idempotently by id: create it, update it, or change nothing.
@@ -750,6 +782,8 @@ class DurableScheduler:
 
     def _step_store(self) -> float:
         store, lease = self._store, self._lease
+        if self._store_time is not None:
+            self._store_time.refresh()
         now = self._wall()
         self._clock_step(now)
         self._renew_due(now)

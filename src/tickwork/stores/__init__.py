@@ -44,6 +44,7 @@ from ._model import spec_to_json as spec_to_json
 from ._protocol import ChangeNotifier as ChangeNotifier
 from ._protocol import SessionLiveness as SessionLiveness
 from ._protocol import Store as Store
+from ._protocol import StoreClock as StoreClock
 
 __all__ = [
     "DELIVERIES",
@@ -73,6 +74,7 @@ __all__ = [
     "SchemaVersionError",
     "SessionLiveness",
     "Store",
+    "StoreClock",
     "StoreError",
     "TickworkError",
     "Upsert",

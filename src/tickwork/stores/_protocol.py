@@ -1,19 +1,20 @@
 """The store contract: what the durable scheduler needs from a database.
 
 Every method is one transaction: it either does everything it says or raises and changes
-nothing. Stores never read a clock (the caller passes ``now``, ``started``, ``ended``)
-and never import job functions. ``tests/store_contract.py`` is the executable form of
+nothing. The store methods never read a clock (the caller passes ``now``, ``started``,
+``ended``; a store may offer its own clock to callers through `StoreClock`) and never
+import job functions. ``tests/store_contract.py`` is the executable form of
 this contract; every store runs it.
 """
 
 from __future__ import annotations
 
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from typing import Protocol, runtime_checkable
 
 from ._model import Advance, Claim, JobSpec, JobState, Keep, Outcome, Recovered, Upsert
 
-__all__ = ["ChangeNotifier", "SessionLiveness", "Store"]
+__all__ = ["ChangeNotifier", "SessionLiveness", "Store", "StoreClock"]
 
 
 @runtime_checkable
@@ -268,6 +269,32 @@ class SessionLiveness(Protocol):
 
         Raises:
             StoreError: The database cannot be reached (nothing can be said then).
+
+        """
+        ...
+
+
+@runtime_checkable
+class StoreClock(Protocol):
+    """Optional store capability: a clock every process sharing the store agrees on.
+
+    Processes on several hosts judge due times and lease ends; if each used its own
+    clock, a node whose clock runs 30 s ahead would run jobs 30 s early and take over
+    live leases. A store with a clock of its own (PostgreSQL: the database server's)
+    offers it here, and `DurableScheduler` then judges every time by it: it reads the
+    store's clock now and then and carries it forward on its monotonic clock.
+    """
+
+    def read_clock(self, local: Callable[[], float]) -> tuple[float, float, float]:
+        """Read the store's clock, bracketed by two calls of ``local``.
+
+        Returns:
+            ``(store_time, local_midpoint, uncertainty)``: the store's UTC POSIX seconds,
+            the mean of the two ``local`` readings taken just before and after, and half
+            their difference (the most the reading can be off from the midpoint).
+
+        Raises:
+            StoreError: The store cannot be reached.
 
         """
         ...

@@ -1333,6 +1333,28 @@ class PostgresStore(RowReader):
         held = self._run("read the live sessions", body, write=False)
         return {owner for owner, key in wanted.items() if key[1] in held}
 
+    def read_clock(self, local: Callable[[], float]) -> tuple[float, float, float]:
+        """Read the database server's clock, bracketed by two calls of ``local``.
+
+        See `tickwork.stores.StoreClock`: ``(server time, local midpoint, uncertainty)``.
+        The brackets are taken around the statement alone, not the wait for the store's
+        lock or a reconnection, so the uncertainty is one round trip's half.
+
+        Raises:
+            StoreError: The database cannot be reached.
+
+        """
+
+        def body(cur: Cursor) -> tuple[float, float, float]:
+            before = local()
+            cur.execute("SELECT extract(epoch FROM clock_timestamp())::float8")
+            row = cur.fetchone()
+            after = local()
+            assert row is not None
+            return float(row[0]), (before + after) / 2.0, (after - before) / 2.0
+
+        return self._run("read the database clock", body, write=False)
+
     def _start_listening(self, deadline: float) -> bool:
         """Open the listening connection (called with the listen lock held)."""
         delay = self._backoff_min
