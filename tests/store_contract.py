@@ -18,13 +18,16 @@ import pytest
 from tickwork.stores import (
     KEEP,
     AtSchedule,
+    BatchRecorder,
     Claim,
     CronSchedule,
     EverySchedule,
+    Finish,
     JobNotFoundError,
     JobSpec,
     JobState,
     LastRun,
+    Start,
     Store,
     StoreError,
     Upsert,
@@ -656,6 +659,51 @@ class StoreContract:
         assert store.next_wakeup() == 120.0
         store.recover_expired(130.0)  # a's slot 100 is a pending retry: due now
         assert store.next_wakeup() == 100.0
+
+    # -- batches: starts and finishes in one transaction (BatchRecorder) --------------
+
+    def test_a_batch_records_each_start_and_finish_as_the_single_calls_would(
+        self, open_store: OpenStore
+    ) -> None:
+        a, b = open_store(), open_store()
+        assert isinstance(a, BatchRecorder)
+        for job_id in ("x", "y", "z", "w"):
+            a.upsert(spec(job_id), 100.0)
+        by_job = {c.job_id: c for c in claim(a, 100.0)}
+        cx, cy, cz, cw = (by_job[j] for j in ("x", "y", "z", "w"))
+        assert a.start(cx, started=100.5)
+        lost = Start(cz, 101.0)
+        assert a.finish(cz, outcome="cancelled", ended=100.6)  # handed back: z is gone
+        started, finished = b.record(
+            [Start(cy, 101.0), lost, Start(cy, 101.5)],
+            [
+                Finish(cx, "ok", 102.0),
+                Finish(cw, "cancelled", 102.0),  # unstarted: its slot handed back
+                Finish(cx, "failed", 102.5, "boom"),  # already finished above
+            ],
+        )
+        assert started == [True, False, False]  # y started once; z's claim is gone
+        assert finished == [True, True, False]
+        x = a.get("x")
+        assert x is not None and x.last_run == LastRun(100.0, 100.5, 102.0, "ok", None)
+        assert x.claims == () and x.next_run == 110.0
+        y = a.get("y")
+        assert y is not None and [c.started for c in y.claims] == [101.0]
+        w = a.get("w")
+        assert w is not None and [(c.owner, c.retry) for c in w.claims] == [("", True)]
+        assert a.record([], []) == ([], [])
+
+    def test_a_batch_with_a_malformed_item_records_nothing(self, store: Store) -> None:
+        assert isinstance(store, BatchRecorder)
+        store.upsert(spec(), 100.0)
+        (c,) = claim(store, 100.0)
+        with pytest.raises(TypeError, match="finishes must hold Finish"):
+            store.record([Start(c, 100.5)], [object()])  # type: ignore[list-item]
+        with pytest.raises(ValueError, match="outcome must be one of"):
+            store.record([Start(c, 100.5)], [Finish(c, "fine", 101.0)])  # type: ignore[arg-type]
+        state = store.get("job")
+        assert state is not None and [x.started for x in state.claims] == [None]
+        assert state.last_run is None
 
     # -- durability -------------------------------------------------------------------
 

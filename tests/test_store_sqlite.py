@@ -286,7 +286,7 @@ def test_a_version_1_file_with_a_live_claim_migrates_and_recovers(db: Path) -> N
         (again,) = claim(s, 130.0, "B", limit=1)
         assert (again.scheduled, again.retry, again.owner) == (100.0, True, "B")
     conn = raw(db)
-    assert conn.execute("PRAGMA user_version").fetchone()[0] == len(sqlite_mod.MIGRATIONS) == 3
+    assert conn.execute("PRAGMA user_version").fetchone()[0] == len(sqlite_mod.MIGRATIONS) == 4
     columns = [r[1] for r in conn.execute("PRAGMA table_info(claims)")]
     conn.close()
     assert columns[-1] == "retry"

@@ -35,6 +35,7 @@ from typing import Final
 
 from ._errors import JobFailed, JobInterrupted
 from ._missed import CORRECTION, Decision, after_clock_step, decide, decide_retry, first_run
+from ._recorder import Recorder
 from ._scheduler import (
     DEFAULT_MAX_ERRORS,
     EventKind,
@@ -51,6 +52,7 @@ from .stores._model import (
     KEEP,
     Claim,
     EverySchedule,
+    Finish,
     JobSpec,
     JobState,
     Keep,
@@ -60,7 +62,7 @@ from .stores._model import (
     check_job_id,
     resolve_func,
 )
-from .stores._protocol import ChangeNotifier, SessionLiveness, Store, StoreClock
+from .stores._protocol import BatchRecorder, ChangeNotifier, SessionLiveness, Store, StoreClock
 
 __all__ = ["DurableScheduler"]
 
@@ -120,13 +122,14 @@ def _positive(name: str, value: object) -> float:
 class _Run:
     """One claimed slot this scheduler holds: its claim and when to renew its lease."""
 
-    __slots__ = ("claim", "decision", "renew_at", "started")
+    __slots__ = ("claim", "decision", "ended", "renew_at", "started")
 
     def __init__(self, claim: Claim, decision: Decision, renew_at: float) -> None:
         self.claim = claim
         self.decision = decision
         self.renew_at = renew_at
         self.started = False
+        self.ended = False  # done on its worker; its finish is waiting to be committed
 
 
 class DurableScheduler:
@@ -253,6 +256,9 @@ class DurableScheduler:
                     )
         self._store = store
         self._owner = owner
+        # Starts and finishes of concurrent workers share transactions where the store
+        # can batch them (both shipped stores can).
+        self._recorder = Recorder(store) if isinstance(store, BatchRecorder) else None
         self._lease = _positive("lease", lease)
         self._notifier = store if isinstance(store, ChangeNotifier) else None
         if poll is None:
@@ -286,6 +292,7 @@ class DurableScheduler:
         self._idle = threading.Condition(self._lock)  # stop() waits here
         self._runs: dict[str, _Run] = {}  # token -> claimed slot held here
         self._in_job = 0  # runs whose job function is being called
+        self._ending = 0  # runs done on their worker whose finish is not yet committed
         self._wake = False
         self._thread: threading.Thread | None = None
         self._listener: threading.Thread | None = None
@@ -788,8 +795,10 @@ class DurableScheduler:
         self._clock_step(now)
         self._renew_due(now)
         with self._lock:
-            free = 2 * self._capacity - len(self._runs)
-            can_claim = len(self._runs) < self._capacity
+            # Runs whose finish is only waiting for its commit hold no worker.
+            busy = len(self._runs) - self._ending
+            free = 2 * self._capacity - busy
+            can_claim = busy < self._capacity
         claims: list[Claim] = []
         decisions: dict[str, Decision] = {}
         if can_claim:
@@ -827,7 +836,7 @@ class DurableScheduler:
         wake = store.next_wakeup()
         with self._lock:
             renew = min((r.renew_at for r in self._runs.values()), default=math.inf)
-            full = len(self._runs) >= self._capacity
+            full = len(self._runs) - self._ending >= self._capacity
         timeout = self._poll
         held = False
         if wake is not None and not full:
@@ -926,7 +935,10 @@ class DurableScheduler:
             return
         started = self._wall()
         try:
-            ok = store.start(claim, started=started)
+            if self._recorder is not None:
+                ok = self._recorder.start(claim, started)
+            else:
+                ok = store.start(claim, started=started)
         except Exception:
             _log.exception("cannot record the start of job %r; not running it", claim.job_id)
             ok = False
@@ -1014,24 +1026,55 @@ class DurableScheduler:
         next_run: float | Keep | None,
     ) -> None:
         claim = run.claim
+        finish = Finish(
+            claim,
+            outcome,
+            self._wall() if ended is None else ended,
+            error,
+            KEEP if next_run is None else next_run,
+        )
+        if self._recorder is not None:
+            # Written with the next batch; `_ended` runs once it is committed. The
+            # worker is free meanwhile: the timing thread may claim for it.
+            with self._lock:
+                if claim.token in self._runs:
+                    run.ended = True
+                    self._ending += 1
+                    if run.started:
+                        self._in_job -= 1
+                    self._wake = True
+                    self._cond.notify()
+            self._recorder.finish(finish, lambda result: self._ended(run, finish, result))
+            return
+        result: bool | BaseException
         try:
-            ok = self._store.finish(
+            result = self._store.finish(
                 claim,
-                outcome=outcome,
-                ended=self._wall() if ended is None else ended,
-                error=error,
-                next_run=KEEP if next_run is None else next_run,
+                outcome=finish.outcome,
+                ended=finish.ended,
+                error=finish.error,
+                next_run=finish.next_run,
             )
-        except Exception:
-            _log.exception("cannot record the end of job %r; its lease will expire", claim.job_id)
-            ok = True
-        if not ok:
+        except Exception as exc:
+            result = exc
+        self._ended(run, finish, result)
+
+    def _ended(self, run: _Run, finish: Finish, result: bool | BaseException) -> None:
+        """After a run's finish was written (or failed): log what went wrong, free it."""
+        claim = run.claim
+        if isinstance(result, BaseException):
+            _log.error(
+                "cannot record the end of job %r; its lease will expire",
+                claim.job_id,
+                exc_info=result,
+            )
+        elif not result:
             _log.warning(
                 "job %r (scheduled %s) ended but its claim was gone (lease expired or job"
                 " removed); the outcome %r was not recorded",
                 claim.job_id,
                 iso(claim.scheduled, millis=True),
-                outcome,
+                finish.outcome,
             )
         self._forget(run)
 
@@ -1052,9 +1095,12 @@ class DurableScheduler:
 
     def _forget(self, run: _Run) -> None:
         with self._lock:
-            if self._runs.pop(run.claim.token, None) is not None and run.started:
-                self._in_job -= 1
-            if len(self._runs) < self._capacity:
+            if self._runs.pop(run.claim.token, None) is not None:
+                if run.ended:
+                    self._ending -= 1
+                elif run.started:
+                    self._in_job -= 1
+            if len(self._runs) - self._ending < self._capacity:
                 # Room to claim again (and the job itself may be claimable now).
                 self._wake = True
                 self._cond.notify()

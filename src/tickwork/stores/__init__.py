@@ -27,6 +27,7 @@ from ._model import Claim as Claim
 from ._model import CronSchedule as CronSchedule
 from ._model import Delivery as Delivery
 from ._model import EverySchedule as EverySchedule
+from ._model import Finish as Finish
 from ._model import JobSpec as JobSpec
 from ._model import JobState as JobState
 from ._model import Keep as Keep
@@ -36,11 +37,13 @@ from ._model import Outcome as Outcome
 from ._model import Overlap as Overlap
 from ._model import Recovered as Recovered
 from ._model import Schedule as Schedule
+from ._model import Start as Start
 from ._model import Upsert as Upsert
 from ._model import resolve_func as resolve_func
 from ._model import schedule_from_dict as schedule_from_dict
 from ._model import spec_from_json as spec_from_json
 from ._model import spec_to_json as spec_to_json
+from ._protocol import BatchRecorder as BatchRecorder
 from ._protocol import ChangeNotifier as ChangeNotifier
 from ._protocol import SessionLiveness as SessionLiveness
 from ._protocol import Store as Store
@@ -55,11 +58,13 @@ __all__ = [
     "SPEC_VERSION",
     "Advance",
     "AtSchedule",
+    "BatchRecorder",
     "ChangeNotifier",
     "Claim",
     "CronSchedule",
     "Delivery",
     "EverySchedule",
+    "Finish",
     "JobNotFoundError",
     "JobSpec",
     "JobSpecError",
@@ -73,6 +78,7 @@ __all__ = [
     "Schedule",
     "SchemaVersionError",
     "SessionLiveness",
+    "Start",
     "Store",
     "StoreClock",
     "StoreError",

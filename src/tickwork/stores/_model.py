@@ -36,6 +36,7 @@ __all__ = [
     "CronSchedule",
     "Delivery",
     "EverySchedule",
+    "Finish",
     "JobSpec",
     "JobState",
     "Keep",
@@ -46,6 +47,7 @@ __all__ = [
     "Recovered",
     "RecoveryAction",
     "Schedule",
+    "Start",
     "Upsert",
     "resolve_func",
     "schedule_from_dict",
@@ -597,6 +599,55 @@ class JobState:
     def id(self) -> str:
         """The job id (``spec.id``)."""
         return self.spec.id
+
+
+@dataclass(frozen=True, slots=True)
+class Start:
+    """A `Store.start` call, for `tickwork.stores.BatchRecorder.record`."""
+
+    claim: Claim
+    """The claim to record as started."""
+    started: float
+    """When the run started (UTC POSIX seconds)."""
+
+
+@dataclass(frozen=True, slots=True)
+class Finish:
+    """A `Store.finish` call, for `tickwork.stores.BatchRecorder.record`."""
+
+    claim: Claim
+    """The claim whose run ended."""
+    outcome: Outcome
+    """As `Store.finish`'s ``outcome``."""
+    ended: float
+    """When the run ended (UTC POSIX seconds)."""
+    error: str | None = None
+    """As `Store.finish`'s ``error``."""
+    next_run: float | Keep | None = KEEP
+    """As `Store.finish`'s ``next_run``."""
+
+
+def check_start(value: object) -> Start:
+    """A `Start` with a held claim and a valid time, else `TypeError` / `ValueError`."""
+    if not isinstance(value, Start):
+        raise TypeError(f"starts must hold Start values, got {value!r}")
+    check_claim(value.claim)
+    check_time("started", value.started)
+    return value
+
+
+def check_finish(value: object) -> Finish:
+    """A `Finish` whose fields `Store.finish` would accept, else `TypeError` / `ValueError`."""
+    if not isinstance(value, Finish):
+        raise TypeError(f"finishes must hold Finish values, got {value!r}")
+    check_claim(value.claim)
+    check_outcome(value.outcome)
+    check_time("ended", value.ended)
+    if value.error is not None and not isinstance(value.error, str):
+        raise TypeError(f"error must be a str or None, got {value.error!r}")
+    if value.next_run is not KEEP:
+        check_optional_time("next_run", value.next_run)
+    return value
 
 
 @dataclass(frozen=True, slots=True)

@@ -9,12 +9,23 @@ this contract; every store runs it.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Sequence
 from typing import Protocol, runtime_checkable
 
-from ._model import Advance, Claim, JobSpec, JobState, Keep, Outcome, Recovered, Upsert
+from ._model import (
+    Advance,
+    Claim,
+    Finish,
+    JobSpec,
+    JobState,
+    Keep,
+    Outcome,
+    Recovered,
+    Start,
+    Upsert,
+)
 
-__all__ = ["ChangeNotifier", "SessionLiveness", "Store", "StoreClock"]
+__all__ = ["BatchRecorder", "ChangeNotifier", "SessionLiveness", "Store", "StoreClock"]
 
 
 @runtime_checkable
@@ -295,6 +306,36 @@ class StoreClock(Protocol):
 
         Raises:
             StoreError: The store cannot be reached.
+
+        """
+        ...
+
+
+@runtime_checkable
+class BatchRecorder(Protocol):
+    """Optional store capability: record many starts and finishes in one transaction.
+
+    Every run costs a start and a finish, each a committed (fsynced) transaction when
+    made one at a time. `DurableScheduler` gathers the starts and finishes its workers
+    make at about the same moment and hands them to `record` together: one commit for
+    all of them, as durable as each would have been alone. A store without it gets the
+    single calls.
+    """
+
+    def record(
+        self, starts: Sequence[Start], finishes: Sequence[Finish]
+    ) -> tuple[list[bool], list[bool]]:
+        """Apply ``starts``, then ``finishes``, in one transaction.
+
+        Each item has exactly the effect and the result that `Store.start` or
+        `Store.finish` with its fields would have at that point of the transaction.
+
+        Returns:
+            The results of the starts and of the finishes, in their order.
+
+        Raises:
+            TypeError, ValueError: An item is malformed (nothing is recorded).
+            StoreError: The transaction failed (nothing is recorded).
 
         """
         ...

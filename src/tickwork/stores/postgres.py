@@ -42,21 +42,24 @@ from ._model import (
     SPEC_VERSION,
     Advance,
     Claim,
+    Finish,
     JobSpec,
     JobState,
     Keep,
     Outcome,
     Recovered,
+    Start,
     Upsert,
     abandoned_error,
     check_claim,
+    check_finish,
     check_job_id,
     check_limit,
     check_optional_time,
-    check_outcome,
     check_owner,
     check_positive,
     check_spec,
+    check_start,
     check_time,
     hands_back,
     recovery_action,
@@ -965,29 +968,34 @@ class PostgresStore(RowReader):
         If the connection breaks while committing, the claim is read back after
         reconnecting: True if it holds this start time, else the start is tried again.
         """
-        claim = check_claim(claim)
-        started = check_time("started", started)
+        s = check_start(Start(claim, started))
+        return self._run(
+            f"start a run of job {claim.job_id!r}",
+            lambda cur: self._start(cur, s),
+            resolve=lambda cur: self._start_again(cur, s),
+        )
 
-        def body(cur: Cursor) -> bool:
-            cur.execute(
-                "UPDATE tickwork_claims SET started = %s WHERE token = %s AND owner = %s"
-                " AND started IS NULL AND lease_until > %s",
-                (started, claim.token, claim.owner, started),
-            )
-            return cur.rowcount == 1
+    @staticmethod
+    def _start(cur: Cursor, s: Start) -> bool:
+        cur.execute(
+            "UPDATE tickwork_claims SET started = %s WHERE token = %s AND owner = %s"
+            " AND started IS NULL AND lease_until > %s",
+            (s.started, s.claim.token, s.claim.owner, s.started),
+        )
+        return cur.rowcount == 1
 
-        def resolve(cur: Cursor) -> bool:
-            row = cur.execute(
-                "SELECT started FROM tickwork_claims WHERE token = %s AND owner = %s",
-                (claim.token, claim.owner),
-            ).fetchone()
-            if row is None:
-                return False
-            if row[0] is None:
-                return body(cur)
-            return bool(row[0] == started)
-
-        return self._run(f"start a run of job {claim.job_id!r}", body, resolve=resolve)
+    @classmethod
+    def _start_again(cls, cur: Cursor, s: Start) -> bool:
+        """After a commit of unknown outcome: True if the start is recorded, else retry."""
+        row = cur.execute(
+            "SELECT started FROM tickwork_claims WHERE token = %s AND owner = %s",
+            (s.claim.token, s.claim.owner),
+        ).fetchone()
+        if row is None:
+            return False
+        if row[0] is None:
+            return cls._start(cur, s)
+        return bool(row[0] == s.started)
 
     def renew(self, claim: Claim, *, now: float, lease_seconds: float) -> bool:
         """Extend the claim's lease (see `tickwork.stores.Store.renew`); never shortens it."""
@@ -1020,74 +1028,110 @@ class PostgresStore(RowReader):
         reconnecting: the finish counts as done only if the row records this claim's
         token and end, and is tried again if the claim is still held.
         """
-        claim = check_claim(claim)
-        outcome = check_outcome(outcome)
-        ended = check_time("ended", ended)
-        if error is not None and not isinstance(error, str):
-            raise TypeError(f"error must be a str or None, got {error!r}")
-        if next_run is not KEEP:
-            next_run = check_optional_time("next_run", next_run)
+        f = check_finish(Finish(claim, outcome, ended, error, next_run))
+        return self._run(
+            f"finish a run of job {claim.job_id!r}",
+            lambda cur: self._finish(cur, f),
+            resolve=lambda cur: self._finish_again(cur, f),
+        )
 
-        def body(cur: Cursor) -> bool:
-            # Lock order everywhere: the job row, then its claims (no deadlocks).
-            job = cur.execute(
-                "SELECT overlap, next_run FROM tickwork_jobs WHERE id = %s FOR NO KEY UPDATE",
-                (claim.job_id,),
+    def _finish(self, cur: Cursor, f: Finish) -> bool:
+        claim, outcome, ended, error, next_run = f.claim, f.outcome, f.ended, f.error, f.next_run
+        # Lock order everywhere: the job row, then its claims (no deadlocks).
+        job = cur.execute(
+            "SELECT overlap, next_run FROM tickwork_jobs WHERE id = %s FOR NO KEY UPDATE",
+            (claim.job_id,),
+        ).fetchone()
+        if job is None:
+            return False
+        row = None
+        if hands_back(outcome, None):
+            # A cancelled claim is handed back if it never started: the UPDATE checks
+            # that on the claim row itself (start does not lock the job row).
+            row = cur.execute(
+                "UPDATE tickwork_claims SET token = %s, owner = '', lease_until = %s,"
+                " retry = true WHERE token = %s AND owner = %s AND started IS NULL"
+                " RETURNING started",
+                (secrets.token_hex(16), ended, claim.token, claim.owner),
             ).fetchone()
-            if job is None:
-                return False
-            row = None
-            if hands_back(outcome, None):
-                # A cancelled claim is handed back if it never started: the UPDATE checks
-                # that on the claim row itself (start does not lock the job row).
-                row = cur.execute(
-                    "UPDATE tickwork_claims SET token = %s, owner = '', lease_until = %s,"
-                    " retry = true WHERE token = %s AND owner = %s AND started IS NULL"
-                    " RETURNING started",
-                    (secrets.token_hex(16), ended, claim.token, claim.owner),
-                ).fetchone()
-                if row is not None:
-                    self._notify(cur, claim.job_id)
-            if row is None:
-                row = cur.execute(
-                    "DELETE FROM tickwork_claims WHERE token = %s AND owner = %s RETURNING started",
-                    (claim.token, claim.owner),
-                ).fetchone()
-            if row is None:
-                return False
-            cur.execute(
-                "UPDATE tickwork_jobs SET last_scheduled = %s, last_started = %s,"
-                " last_ended = %s, last_outcome = %s, last_error = %s, last_token = %s"
-                " WHERE id = %s",
-                (claim.scheduled, row[0], ended, outcome, error, claim.token, claim.job_id),
-            )
-            if next_run is not KEEP:
-                cur.execute(
-                    "UPDATE tickwork_jobs SET next_run = %s WHERE id = %s",
-                    (next_run, claim.job_id),
-                )
+            if row is not None:
                 self._notify(cur, claim.job_id)
-            elif job[0] != "allow" and job[1] is not None:
-                # The released claim held back a job that allows no overlap: its next
-                # run, which other nodes leave out of their wake-ups while it is held,
-                # can be claimed now. Tell them rather than let them wait for a poll.
-                self._notify(cur, claim.job_id)
-            return True
-
-        def resolve(cur: Cursor) -> bool:
-            held = cur.execute(
-                "SELECT 1 FROM tickwork_claims WHERE token = %s AND owner = %s",
+        if row is None:
+            row = cur.execute(
+                "DELETE FROM tickwork_claims WHERE token = %s AND owner = %s RETURNING started",
                 (claim.token, claim.owner),
             ).fetchone()
-            if held is not None:
-                return body(cur)
-            row = cur.execute(
-                "SELECT last_token, last_ended, last_outcome FROM tickwork_jobs WHERE id = %s",
-                (claim.job_id,),
-            ).fetchone()
-            return row is not None and tuple(row) == (claim.token, ended, outcome)
+        if row is None:
+            return False
+        cur.execute(
+            "UPDATE tickwork_jobs SET last_scheduled = %s, last_started = %s,"
+            " last_ended = %s, last_outcome = %s, last_error = %s, last_token = %s"
+            " WHERE id = %s",
+            (claim.scheduled, row[0], ended, outcome, error, claim.token, claim.job_id),
+        )
+        if next_run is not KEEP:
+            cur.execute(
+                "UPDATE tickwork_jobs SET next_run = %s WHERE id = %s",
+                (next_run, claim.job_id),
+            )
+            self._notify(cur, claim.job_id)
+        elif job[0] != "allow" and job[1] is not None:
+            # The released claim held back a job that allows no overlap: its next
+            # run, which other nodes leave out of their wake-ups while it is held,
+            # can be claimed now. Tell them rather than let them wait for a poll.
+            self._notify(cur, claim.job_id)
+        return True
 
-        return self._run(f"finish a run of job {claim.job_id!r}", body, resolve=resolve)
+    def _finish_again(self, cur: Cursor, f: Finish) -> bool:
+        """After a commit of unknown outcome: True if the finish is recorded, else retry."""
+        claim, ended, outcome = f.claim, f.ended, f.outcome
+        held = cur.execute(
+            "SELECT 1 FROM tickwork_claims WHERE token = %s AND owner = %s",
+            (claim.token, claim.owner),
+        ).fetchone()
+        if held is not None:
+            return self._finish(cur, f)
+        row = cur.execute(
+            "SELECT last_token, last_ended, last_outcome FROM tickwork_jobs WHERE id = %s",
+            (claim.job_id,),
+        ).fetchone()
+        return row is not None and tuple(row) == (claim.token, ended, outcome)
+
+    def record(
+        self, starts: Sequence[Start], finishes: Sequence[Finish]
+    ) -> tuple[list[bool], list[bool]]:
+        """Starts, then finishes, in one transaction: one commit for all of them.
+
+        See `tickwork.stores.BatchRecorder`; each item does what `start` or `finish`
+        would, including the check after a commit of unknown outcome. There, a finish
+        whose claim is gone counts as recorded only if the job's row names its claim:
+        of two finishes of one ``overlap="allow"`` job in one batch, the earlier then
+        reads as not recorded (and is logged so by the scheduler), never the reverse.
+        """
+        starts = [check_start(s) for s in starts]
+        finishes = [check_finish(f) for f in finishes]
+        if not starts and not finishes:
+            return [], []
+
+        # The finishes lock job rows: in id order, so that two nodes' batches never
+        # wait for each other in a cycle (claims and recovery skip locked job rows).
+        order = sorted(range(len(finishes)), key=lambda i: finishes[i].claim.job_id)
+
+        def apply(cur: Cursor, again: bool) -> tuple[list[bool], list[bool]]:
+            started = [(self._start_again if again else self._start)(cur, s) for s in starts]
+            ended = [False] * len(finishes)
+            for i in order:
+                ended[i] = (self._finish_again if again else self._finish)(cur, finishes[i])
+            return started, ended
+
+        def body(cur: Cursor) -> tuple[list[bool], list[bool]]:
+            return apply(cur, False)
+
+        def resolve(cur: Cursor) -> tuple[list[bool], list[bool]]:
+            return apply(cur, True)
+
+        what = f"record {len(starts)} start(s) and {len(finishes)} finish(es)"
+        return self._run(what, body, resolve=resolve)
 
     def recover_expired(self, now: float) -> list[Recovered]:
         """Release expired claims per delivery semantics (see the protocol).

@@ -34,14 +34,17 @@ from ._model import (
     SPEC_VERSION,
     Advance,
     Claim,
+    Finish,
     JobSpec,
     JobState,
     Keep,
     Outcome,
     Recovered,
+    Start,
     Upsert,
     abandoned_error,
     check_claim,
+    check_finish,
     check_job_id,
     check_limit,
     check_optional_time,
@@ -49,6 +52,7 @@ from ._model import (
     check_owner,
     check_positive,
     check_spec,
+    check_start,
     check_time,
     hands_back,
     recovery_action,
@@ -127,10 +131,29 @@ def _nodes_v3(conn: sqlite3.Connection) -> None:
     )
 
 
+def _due_order_v4(conn: sqlite3.Connection) -> None:
+    """Schema 4: the due index also orders by id, as the claim does.
+
+    With only ``next_run`` in it, every claim sorted all the jobs due at the same
+    instant by id (a temporary B-tree): 10,000 one-shots due at once cost 11 ms per
+    claim of 12, growing with the backlog. Ordered by ``(next_run, id)``, the claim
+    reads the first rows of the index.
+    """
+    conn.execute("DROP INDEX jobs_due")
+    conn.execute(
+        "CREATE INDEX jobs_due ON jobs (next_run, id) WHERE next_run IS NOT NULL AND paused = 0"
+    )
+
+
 #: ``MIGRATIONS[i]`` takes a database from schema version ``i`` to ``i + 1`` inside the
 #: opening transaction; the current version is ``len(MIGRATIONS)``. Append only: a
 #: released step is never edited.
-MIGRATIONS: list[Callable[[sqlite3.Connection], None]] = [_create_v1, _retry_v2, _nodes_v3]
+MIGRATIONS: list[Callable[[sqlite3.Connection], None]] = [
+    _create_v1,
+    _retry_v2,
+    _nodes_v3,
+    _due_order_v4,
+]
 
 #: How often (seconds, at most) a store looks for listed owners whose process is gone.
 LIVENESS_CHECK: Final = 0.25
@@ -592,12 +615,16 @@ class SQLiteStore(RowReader):
         claim = check_claim(claim)
         started = check_time("started", started)
         with self._tx(f"start a run of job {claim.job_id!r}") as conn:
-            cur = conn.execute(
-                "UPDATE claims SET started = ? WHERE token = ? AND owner = ?"
-                " AND started IS NULL AND lease_until > ?",
-                (started, claim.token, claim.owner, started),
-            )
-            return cur.rowcount == 1
+            return self._start(conn, claim, started)
+
+    @staticmethod
+    def _start(conn: sqlite3.Connection, claim: Claim, started: float) -> bool:
+        cur = conn.execute(
+            "UPDATE claims SET started = ? WHERE token = ? AND owner = ?"
+            " AND started IS NULL AND lease_until > ?",
+            (started, claim.token, claim.owner, started),
+        )
+        return cur.rowcount == 1
 
     def renew(self, claim: Claim, *, now: float, lease_seconds: float) -> bool:
         """Extend the claim's lease (see `tickwork.stores.Store.renew`); never shortens it."""
@@ -629,28 +656,52 @@ class SQLiteStore(RowReader):
         if next_run is not KEEP:
             next_run = check_optional_time("next_run", next_run)
         with self._tx(f"finish a run of job {claim.job_id!r}") as conn:
-            row = conn.execute(
-                "SELECT started FROM claims WHERE token = ? AND owner = ?",
-                (claim.token, claim.owner),
-            ).fetchone()
-            if row is None:
-                return False
-            if hands_back(outcome, row[0]):
-                conn.execute(
-                    "UPDATE claims SET token = ?, owner = '', lease_until = ?, retry = 1"
-                    " WHERE token = ?",
-                    (secrets.token_hex(16), ended, claim.token),
-                )
-            else:
-                conn.execute("DELETE FROM claims WHERE token = ?", (claim.token,))
+            return self._finish(conn, Finish(claim, outcome, ended, error, next_run))
+
+    @staticmethod
+    def _finish(conn: sqlite3.Connection, f: Finish) -> bool:
+        claim = f.claim
+        row = conn.execute(
+            "SELECT started FROM claims WHERE token = ? AND owner = ?",
+            (claim.token, claim.owner),
+        ).fetchone()
+        if row is None:
+            return False
+        if hands_back(f.outcome, row[0]):
             conn.execute(
-                "UPDATE jobs SET last_scheduled = ?, last_started = ?, last_ended = ?,"
-                " last_outcome = ?, last_error = ? WHERE id = ?",
-                (claim.scheduled, row[0], ended, outcome, error, claim.job_id),
+                "UPDATE claims SET token = ?, owner = '', lease_until = ?, retry = 1"
+                " WHERE token = ?",
+                (secrets.token_hex(16), f.ended, claim.token),
             )
-            if next_run is not KEEP:
-                conn.execute("UPDATE jobs SET next_run = ? WHERE id = ?", (next_run, claim.job_id))
-            return True
+        else:
+            conn.execute("DELETE FROM claims WHERE token = ?", (claim.token,))
+        conn.execute(
+            "UPDATE jobs SET last_scheduled = ?, last_started = ?, last_ended = ?,"
+            " last_outcome = ?, last_error = ? WHERE id = ?",
+            (claim.scheduled, row[0], f.ended, f.outcome, f.error, claim.job_id),
+        )
+        if f.next_run is not KEEP:
+            conn.execute("UPDATE jobs SET next_run = ? WHERE id = ?", (f.next_run, claim.job_id))
+        return True
+
+    def record(
+        self, starts: Sequence[Start], finishes: Sequence[Finish]
+    ) -> tuple[list[bool], list[bool]]:
+        """Starts, then finishes, in one transaction: one commit for all of them.
+
+        See `tickwork.stores.BatchRecorder`; each item does what `start` or `finish`
+        would.
+        """
+        starts = [check_start(s) for s in starts]
+        finishes = [check_finish(f) for f in finishes]
+        if not starts and not finishes:
+            return [], []
+        what = f"record {len(starts)} start(s) and {len(finishes)} finish(es)"
+        with self._tx(what) as conn:
+            return (
+                [self._start(conn, s.claim, s.started) for s in starts],
+                [self._finish(conn, f) for f in finishes],
+            )
 
     def recover_expired(self, now: float) -> list[Recovered]:
         """Release expired claims per delivery semantics (see the protocol)."""

@@ -1,0 +1,182 @@
+"""Group commit: the starts and finishes of concurrent workers in one store transaction.
+
+Each durable run records a start and a finish, each a committed (fsynced) transaction
+when made alone. `Recorder` lets the worker threads of one `DurableScheduler` share
+them: a worker adds its record to a queue; if no transaction is being written, it
+becomes the writer, takes everything queued (its own record and whatever others added
+meanwhile) and writes it with one `BatchRecorder.record` call, then the next batch,
+until nothing is queued; otherwise it waits for the writer that takes its record (a
+start: the run may not begin before its start is committed) or returns at once (a
+finish: the writer commits it, then calls back). Nothing waits on a timer: a lone
+worker writes at once, exactly as a single call would, and while one transaction
+commits the next batch gathers. Every record is as durable as a single call.
+"""
+
+from __future__ import annotations
+
+import logging
+import threading
+from collections.abc import Callable
+from typing import Final
+
+from .stores._errors import StoreError
+from .stores._model import Claim, Finish, Start
+from .stores._protocol import BatchRecorder, Store
+
+__all__ = ["MAX_BATCH", "Recorder"]
+
+_log = logging.getLogger("tickwork.durable")
+
+#: The most records one transaction takes; the rest wait for the next one.
+MAX_BATCH: Final = 256
+
+
+class _Op:
+    """One queued record and, once written, its result (or what to call with it)."""
+
+    __slots__ = ("done", "error", "item", "result", "then")
+
+    def __init__(
+        self, item: Start | Finish, then: Callable[[bool | BaseException], None] | None = None
+    ) -> None:
+        self.item = item
+        self.then = then
+        self.done = False
+        self.result = False
+        self.error: BaseException | None = None
+
+
+class Recorder:
+    """Writes starts and finishes for many threads, batched into shared transactions.
+
+    Args:
+        store: A store with `BatchRecorder.record` (and the single calls, used to
+            isolate a malformed record when a batch is refused as a whole).
+
+    """
+
+    def __init__(self, store: BatchRecorder) -> None:
+        if not isinstance(store, Store):
+            raise TypeError(f"store must implement tickwork.stores.Store, got {store!r}")
+        self._store = store
+        self._cond = threading.Condition(threading.Lock())
+        self._queue: list[_Op] = []
+        self._writing = False
+        self.batches = 0
+        """Transactions written so far (for tests and benchmarks)."""
+        self.records = 0
+        """Records written so far."""
+
+    def start(self, claim: Claim, started: float) -> bool:
+        """`Store.start`, shared with concurrent callers; returns its result or raises."""
+        return self._submit(_Op(Start(claim, started)))
+
+    def finish(self, finish: Finish, then: Callable[[bool | BaseException], None]) -> None:
+        """`Store.finish`, shared with concurrent callers; ``then`` gets its result.
+
+        ``then(result)`` is called once the finish is committed, with what
+        `Store.finish` returned or the exception it raised, on whichever thread wrote
+        the transaction (before this returns, when no other thread was writing: a
+        single-threaded caller sees the finish recorded when the call returns). While
+        another thread writes, this returns at once and that thread writes the finish
+        with the next batch: a worker does not wait for its finish to commit, and the
+        finishes of a burst share transactions with the starts of the next runs.
+        """
+        self._submit(_Op(finish, then))
+
+    def _submit(self, op: _Op) -> bool:
+        with self._cond:
+            self._queue.append(op)
+            while not op.done:
+                if self._writing:
+                    if op.then is not None:
+                        return False  # the writing thread takes it with its next batch
+                    self._cond.wait()
+                    continue
+                # This thread writes, until nothing is queued: a finish nobody waits
+                # for is never left behind.
+                self._writing = True
+                try:
+                    while self._queue:
+                        batch = self._queue[:MAX_BATCH]
+                        del self._queue[:MAX_BATCH]
+                        self._cond.release()
+                        try:
+                            self._write(batch)
+                        finally:
+                            self._cond.acquire()
+                            self._cond.notify_all()
+                finally:
+                    self._writing = False
+                    self._cond.notify_all()
+        if op.error is not None:
+            if op.then is not None:
+                return False
+            raise op.error
+        return op.result
+
+    def _write(self, batch: list[_Op]) -> None:
+        """One transaction for ``batch``; every op ends done, with a result or an error."""
+        starts: list[tuple[_Op, Start]] = []
+        finishes: list[tuple[_Op, Finish]] = []
+        for op in batch:
+            if isinstance(op.item, Start):
+                starts.append((op, op.item))
+            else:
+                finishes.append((op, op.item))
+        try:
+            try:
+                started, ended = self._store.record(
+                    [item for _, item in starts], [item for _, item in finishes]
+                )
+            except StoreError as exc:
+                # The database failed (the store has retried already): nothing was
+                # recorded, and each caller handles it as its single call would.
+                for op in batch:
+                    op.error = exc
+            except Exception:
+                if len(batch) == 1:
+                    raise
+                # A record the store refuses (a bug): write them one by one, so that
+                # only the bad one fails.
+                _log.warning("a batch of %d records was refused; writing them singly", len(batch))
+                for op in batch:
+                    self._single(op)
+            else:
+                for (op, _), ok in zip(starts, started, strict=True):
+                    op.result = ok
+                for (op, _), ok in zip(finishes, ended, strict=True):
+                    op.result = ok
+                self.batches += 1
+                self.records += len(batch)
+        except BaseException as exc:
+            for op in batch:
+                if op.error is None and not op.done:
+                    op.error = exc
+        finally:
+            for op in batch:
+                op.done = True
+            for op in batch:
+                if op.then is not None:
+                    try:
+                        op.then(op.error if op.error is not None else op.result)
+                    except Exception:
+                        _log.exception("handling a recorded finish failed")
+
+    def _single(self, op: _Op) -> None:
+        store = self._store
+        assert isinstance(store, Store)
+        item = op.item
+        try:
+            if isinstance(item, Start):
+                op.result = store.start(item.claim, started=item.started)
+            else:
+                op.result = store.finish(
+                    item.claim,
+                    outcome=item.outcome,
+                    ended=item.ended,
+                    error=item.error,
+                    next_run=item.next_run,
+                )
+        except Exception as exc:
+            op.error = exc
