@@ -693,6 +693,45 @@ class StoreContract:
         assert w is not None and [(c.owner, c.retry) for c in w.claims] == [("", True)]
         assert a.record([], []) == ([], [])
 
+    def test_a_claim_can_record_the_runs_it_hands_to_idle_workers_as_started(
+        self, open_store: OpenStore
+    ) -> None:
+        a = open_store()
+        assert isinstance(a, BatchRecorder)
+        for job_id in ("p", "q", "r"):
+            a.upsert(spec(job_id), 100.0)
+        asked: list[tuple[str, float | None]] = []
+
+        def start(state: JobState) -> bool:
+            asked.append((state.id, state.next_run))
+            return state.id != "q"
+
+        got = {c.job_id: c for c in a.claim_due(
+            100.0, owner="A", lease_seconds=LEASE, limit=10, advance=grid, start=start
+        )}  # fmt: skip
+        assert sorted(asked) == [("p", 100.0), ("q", 100.0), ("r", 100.0)]
+        assert {j: c.started for j, c in got.items()} == {"p": 100.0, "q": None, "r": 100.0}
+        stored = {j: [x.started for x in a.get(j).claims] for j in got}  # type: ignore[union-attr]
+        assert stored == {"p": [100.0], "q": [None], "r": [100.0]}
+        assert not a.start(got["p"], started=100.5)  # already started: a start is refused
+        assert a.start(got["q"], started=100.5)
+        assert a.finish(got["p"], outcome="ok", ended=101.0)
+        p = a.get("p")
+        assert p is not None and p.last_run == LastRun(100.0, 100.0, 101.0, "ok", None)
+        # Retries are never started by the claim: the caller decides them first.
+        assert [r.action for r in a.recover_expired(100.0 + LEASE + 1)] == ["abandoned"] * 2
+        for job_id in ("p", "q", "r"):
+            a.remove(job_id)
+        a.upsert(spec("s", delivery="at_least_once"), 200.0)
+        (cs,) = claim(a, 200.0)
+        assert a.start(cs, started=200.0)
+        assert [r.action for r in a.recover_expired(200.0 + LEASE + 1)] == ["requeued"]
+        asked.clear()
+        (again,) = a.claim_due(
+            300.0, owner="B", lease_seconds=LEASE, limit=10, advance=never, start=start
+        )
+        assert again.retry and again.started is None and asked == []
+
     def test_a_batch_with_a_malformed_item_records_nothing(self, store: Store) -> None:
         assert isinstance(store, BatchRecorder)
         store.upsert(spec(), 100.0)

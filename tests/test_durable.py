@@ -416,6 +416,73 @@ def test_started_run_of_a_dead_process(
     assert state.last_run.outcome == ("abandoned" if runs == 1 else "ok")
 
 
+# -- runs handed straight to an idle worker: started by their claim (issue 15) ----------
+
+
+def test_a_run_for_an_idle_worker_is_recorded_started_by_its_claim(
+    make: Make, clock: FakeClock
+) -> None:
+    ds, pool = make()
+    ds.declare(every())
+    clock.advance(10)
+    drain(ds, pool)  # the first run imports the function: started the usual way
+    assert calls() == [("e",)]
+    clock.advance(10)
+    ds._step()
+    (run,) = ds._runs.values()
+    assert run.claim.started == clock.wall()  # one commit for the claim and the start
+    state = ds.get("e")
+    assert state is not None and [c.started for c in state.claims] == [clock.wall()]
+    pool.run_all()
+    state = ds.get("e")
+    assert calls() == [("e",), ("e",)]
+    assert state is not None and state.last_run is not None
+    assert (state.last_run.started, state.last_run.outcome) == (clock.wall(), "ok")
+
+
+def test_a_run_started_by_its_claim_still_runs_when_stop_comes_before_its_worker(
+    make: Make, clock: FakeClock
+) -> None:
+    ds, pool = make()
+    ds.declare(every())
+    clock.advance(10)
+    drain(ds, pool)
+    clock.advance(10)
+    ds._step()
+    assert ds.stop(wait=False)  # the run is queued, not yet on a worker
+    pool.run_all()  # it was recorded started, so it cannot be handed back: it runs
+    assert calls() == [("e",), ("e",)]
+    state = ds.get("e")
+    assert state is not None and state.claims == ()
+    assert state.last_run is not None and state.last_run.outcome == "ok"
+
+
+@pytest.mark.parametrize(("delivery", "runs"), [("at_most_once", 1), ("at_least_once", 2)])
+def test_a_process_dying_between_a_starting_claim_and_its_job(
+    make: Make, clock: FakeClock, delivery: str, runs: int
+) -> None:
+    # Killed after the claim committed, before the job began: at most once records
+    # the slot abandoned and never runs it; at least once runs it again elsewhere.
+    job = JobSpec("a", REC, EverySchedule(10), delivery=delivery)  # type: ignore[arg-type]
+    ds, pool = make(lease=5.0)
+    ds.declare(job)
+    clock.advance(10)
+    drain(ds, pool)
+    clock.advance(10)
+    ds._step()
+    (run,) = ds._runs.values()
+    assert run.claim.started is not None  # and then the process died
+    ds2, pool2 = make(lease=5.0)
+    ds2.declare(job)
+    clock.advance(5)
+    drain(ds2, pool2)
+    assert len(durable_jobs.CALLS) == runs
+    state = ds2.get("a")
+    assert state is not None and state.last_run is not None
+    if runs == 1:
+        assert state.last_run.outcome == "abandoned" and state.last_run.scheduled == START + 20
+
+
 # -- a lost claim's slot, decided again when it is re-offered (issue 11, point 1) --------
 
 

@@ -147,8 +147,8 @@ def test_a_batch_the_store_refuses_is_written_singly_so_only_the_bad_record_fail
 
 def test_the_scheduler_groups_its_workers_starts_and_finishes(tmp_path: Path) -> None:
     # Eight workers, 200 one-shots due at once, on a real store: every run recorded
-    # once, its start and its finish through the recorder (how many transactions they
-    # share depends on the machine; the gated tests above pin the grouping itself).
+    # once (how many transactions they share depends on the machine; the gated tests
+    # above pin the grouping itself).
     durable_jobs.CALLS.clear()
     with SQLiteStore(tmp_path / "d.db") as store:
         now = time.time()
@@ -166,5 +166,7 @@ def test_the_scheduler_groups_its_workers_starts_and_finishes(tmp_path: Path) ->
         assert sorted(c[0][0] for c in durable_jobs.CALLS) == list(range(200))
         assert all(s.last_run is not None and s.last_run.outcome == "ok" for s in store.jobs())
         assert all(s.claims == () for s in store.jobs())
-        rec = ds._recorder  # every start and finish went through it
-        assert rec is not None and rec.records == 400 and rec.batches <= 400
+        # Every finish went through the recorder, and every start that the claim did
+        # not record itself (runs handed straight to an idle worker).
+        rec = ds._recorder
+        assert rec is not None and 200 <= rec.records <= 400 and rec.batches <= rec.records

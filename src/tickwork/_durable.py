@@ -531,7 +531,9 @@ class DurableScheduler:
 
         Runs claimed but not started are handed back to the store at once (recorded
         ``"cancelled"``, their slot re-offered as a retry), so another scheduler or the
-        next start runs them without waiting for the lease. The store is not closed.
+        next start runs them without waiting for the lease. A run its claim recorded as
+        started (one handed straight to an idle worker) is already begun and still
+        runs. The store is not closed.
 
         Args:
             wait: Wait for the running jobs to finish (and their outcome recorded).
@@ -799,6 +801,7 @@ class DurableScheduler:
             busy = len(self._runs) - self._ending
             free = 2 * self._capacity - busy
             can_claim = busy < self._capacity
+            idle = self._capacity - busy  # workers with nothing to do: they start at once
         claims: list[Claim] = []
         decisions: dict[str, Decision] = {}
         if can_claim:
@@ -809,9 +812,36 @@ class DurableScheduler:
                 decisions[state.id] = decision
                 return decision.next_run
 
-            claims = store.claim_due(
-                now, owner=self._owner, lease_seconds=lease, limit=free, advance=advance
-            )
+            if isinstance(store, BatchRecorder):
+                folded = 0
+
+                def start_now(state: JobState) -> bool:
+                    # Runs that go straight to an idle worker are recorded started by
+                    # the claim itself: one commit instead of two before they begin.
+                    # Only functions already imported here (and so allowed): a job
+                    # that cannot run is recorded as never started.
+                    nonlocal folded
+                    if (
+                        folded >= idle
+                        or decisions[state.id].action != "run"
+                        or state.spec.func not in self._funcs
+                    ):
+                        return False
+                    folded += 1
+                    return True
+
+                claims = store.claim_due(
+                    now,
+                    owner=self._owner,
+                    lease_seconds=lease,
+                    limit=free,
+                    advance=advance,
+                    start=start_now,
+                )
+            else:
+                claims = store.claim_due(
+                    now, owner=self._owner, lease_seconds=lease, limit=free, advance=advance
+                )
             self._last_recover = now
         elif now - self._last_recover >= lease / 2:
             store.recover_expired(now)  # claim_due is not called while the pool is full
@@ -915,7 +945,10 @@ class DurableScheduler:
             self._executor.submit(self._execute, run)
         except RuntimeError as exc:  # the executor was shut down by its owner
             _log.warning("executor refused the run of job %r: %s", job_id, exc)
-            self._release(run)
+            if claim.started is None:
+                self._release(run)
+            else:  # recorded started by its claim: it cannot be handed back
+                self._end(run, "failed", None, f"not run: the executor refused it ({exc})", None)
 
     # -- the worker's part -------------------------------------------------------------
 
@@ -925,23 +958,30 @@ class DurableScheduler:
         store = self._store
         with self._lock:
             stopping = self._stopping
-        if stopping:
+        if stopping and claim.started is None:
             self._release(run)
             return
+        # A run recorded started by its claim (it came to an idle worker) runs even
+        # when stop() came meanwhile: it can no longer be handed back.
         fn = self._resolve(spec)
         if isinstance(fn, Exception):
             self._failed(claim.job_id, fn, claim.scheduled)
             self._end(run, "failed", None, _error_text(fn), None)
             return
-        started = self._wall()
-        try:
-            if self._recorder is not None:
-                ok = self._recorder.start(claim, started)
-            else:
-                ok = store.start(claim, started=started)
-        except Exception:
-            _log.exception("cannot record the start of job %r; not running it", claim.job_id)
-            ok = False
+        if claim.started is not None:
+            started = claim.started
+            # Picked up within the lease, as its start would have checked.
+            ok = self._wall() < claim.lease_until
+        else:
+            started = self._wall()
+            try:
+                if self._recorder is not None:
+                    ok = self._recorder.start(claim, started)
+                else:
+                    ok = store.start(claim, started=started)
+            except Exception:
+                _log.exception("cannot record the start of job %r; not running it", claim.job_id)
+                ok = False
         if not ok:
             _log.warning(
                 "job %r (scheduled %s): the claim is gone or expired; not running it",

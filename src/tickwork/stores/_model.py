@@ -48,6 +48,7 @@ __all__ = [
     "RecoveryAction",
     "Schedule",
     "Start",
+    "StartNow",
     "Upsert",
     "resolve_func",
     "schedule_from_dict",
@@ -703,6 +704,12 @@ def abandoned_error(owner: str, lease_until: float, *, gone: bool = False) -> st
 #: ``advance(state, now)`` for every job it claims; returns the job's new next run
 #: (``None``: no further run planned, e.g. a one-shot).
 Advance: TypeAlias = Callable[[JobState, float], float | None]
+
+#: The caller's choice of claims to record as started by the claim itself, called by a
+#: `tickwork.stores.BatchRecorder` store's ``claim_due(..., start=)`` as ``start(state)``
+#: after ``advance`` for each newly claimed job (never for retries): True records the
+#: claim started at ``now`` in the same transaction (no separate `Store.start`).
+StartNow: TypeAlias = Callable[[JobState], bool]
 
 
 # -- argument checks shared by the store implementations --------------------------------

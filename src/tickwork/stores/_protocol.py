@@ -22,6 +22,7 @@ from ._model import (
     Outcome,
     Recovered,
     Start,
+    StartNow,
     Upsert,
 )
 
@@ -321,6 +322,26 @@ class BatchRecorder(Protocol):
     all of them, as durable as each would have been alone. A store without it gets the
     single calls.
     """
+
+    def claim_due(
+        self,
+        now: float,
+        *,
+        owner: str,
+        lease_seconds: float,
+        limit: int,
+        advance: Advance,
+        start: StartNow | None = None,
+    ) -> list[Claim]:
+        """`Store.claim_due`, and ``start`` folds the start of chosen claims into it.
+
+        ``start(state)`` is called after ``advance`` for each newly claimed job (never
+        for a retry); True records that claim as started at ``now`` in the claim's own
+        transaction (its `Claim.started` is ``now``), exactly as a `Store.start` right
+        after the commit would. A scheduler passes True only for runs it hands to an
+        idle worker at once, so one commit covers the claim and the start.
+        """
+        ...
 
     def record(
         self, starts: Sequence[Start], finishes: Sequence[Finish]

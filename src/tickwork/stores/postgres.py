@@ -49,6 +49,7 @@ from ._model import (
     Outcome,
     Recovered,
     Start,
+    StartNow,
     Upsert,
     abandoned_error,
     check_claim,
@@ -836,11 +837,19 @@ class PostgresStore(RowReader):
         self._run(f"set next run of job {job_id!r}", body)
 
     def claim_due(
-        self, now: float, *, owner: str, lease_seconds: float, limit: int, advance: Advance
+        self,
+        now: float,
+        *,
+        owner: str,
+        lease_seconds: float,
+        limit: int,
+        advance: Advance,
+        start: StartNow | None = None,
     ) -> list[Claim]:
         """Take due runs under a lease and advance their jobs, atomically.
 
-        See `tickwork.stores.Store.claim_due`. Rows are locked with ``FOR NO KEY UPDATE
+        See `tickwork.stores.Store.claim_due`, and `tickwork.stores.BatchRecorder` for
+        ``start``. Rows are locked with ``FOR NO KEY UPDATE
         SKIP LOCKED``, so concurrent schedulers never wait for each other's claims and
         never take the same run. Jobs whose stored declaration cannot be read are
         skipped (and logged once). If the connection breaks while committing, the store
@@ -858,6 +867,8 @@ class PostgresStore(RowReader):
         limit = check_limit(limit)
         if not callable(advance):
             raise TypeError(f"advance must be callable as advance(state, now), got {advance!r}")
+        if start is not None and not callable(start):
+            raise TypeError(f"start must be callable as start(state) or None, got {start!r}")
         pending: list[Claim] = []
 
         def body(cur: Cursor) -> list[Claim]:
@@ -893,15 +904,16 @@ class PostgresStore(RowReader):
                         ) from None
                     token = secrets.token_hex(16)
                     scheduled = row[3]
-                    new_claims.append((token, job_id, owner, scheduled, now, now + lease))
+                    started = now if start is not None and start(state) else None
+                    new_claims.append((token, job_id, owner, scheduled, now, now + lease, started))
                     advanced.append((new_next, job_id))
                     pending.append(
-                        Claim(token, job_id, owner, scheduled, now, now + lease, None, spec)
+                        Claim(token, job_id, owner, scheduled, now, now + lease, started, spec)
                     )
                 if new_claims:
                     cur.executemany(
                         f"INSERT INTO tickwork_claims ({_CLAIM_COLUMNS})"
-                        " VALUES (%s, %s, %s, %s, %s, %s, NULL, false)",
+                        " VALUES (%s, %s, %s, %s, %s, %s, %s, false)",
                         new_claims,
                     )
                     cur.executemany(
@@ -914,7 +926,7 @@ class PostgresStore(RowReader):
             if not pending:
                 return []
             rows = cur.execute(
-                "SELECT token FROM tickwork_claims WHERE token = ANY(%s) AND started IS NULL",
+                "SELECT token FROM tickwork_claims WHERE token = ANY(%s)",
                 ([c.token for c in pending],),
             ).fetchall()
             committed = {r[0] for r in rows}

@@ -41,6 +41,7 @@ from ._model import (
     Outcome,
     Recovered,
     Start,
+    StartNow,
     Upsert,
     abandoned_error,
     check_claim,
@@ -509,11 +510,19 @@ class SQLiteStore(RowReader):
                 raise JobNotFoundError(f"no job with id {job_id!r}")
 
     def claim_due(
-        self, now: float, *, owner: str, lease_seconds: float, limit: int, advance: Advance
+        self,
+        now: float,
+        *,
+        owner: str,
+        lease_seconds: float,
+        limit: int,
+        advance: Advance,
+        start: StartNow | None = None,
     ) -> list[Claim]:
         """Take due runs under a lease and advance their jobs, atomically.
 
-        See `tickwork.stores.Store.claim_due`. Jobs whose stored declaration cannot be
+        See `tickwork.stores.Store.claim_due`, and `tickwork.stores.BatchRecorder` for
+        ``start``. Jobs whose stored declaration cannot be
         read are skipped (and logged once); they never block the others.
 
         Raises:
@@ -527,6 +536,8 @@ class SQLiteStore(RowReader):
         limit = check_limit(limit)
         if not callable(advance):
             raise TypeError(f"advance must be callable as advance(state, now), got {advance!r}")
+        if start is not None and not callable(start):
+            raise TypeError(f"start must be callable as start(state) or None, got {start!r}")
         claims: list[Claim] = []
         with self._tx("claim due jobs") as conn:
             self._recover(conn, now)
@@ -558,13 +569,14 @@ class SQLiteStore(RowReader):
                         ) from None
                     token = secrets.token_hex(16)
                     scheduled = row[3]
+                    started = now if start is not None and start(state) else None
                     conn.execute(
-                        f"INSERT INTO claims ({_CLAIM_COLUMNS}) VALUES (?, ?, ?, ?, ?, ?, NULL, 0)",
-                        (token, job_id, owner, scheduled, now, now + lease),
+                        f"INSERT INTO claims ({_CLAIM_COLUMNS}) VALUES (?, ?, ?, ?, ?, ?, ?, 0)",
+                        (token, job_id, owner, scheduled, now, now + lease, started),
                     )
                     conn.execute("UPDATE jobs SET next_run = ? WHERE id = ?", (new_next, job_id))
                     claims.append(
-                        Claim(token, job_id, owner, scheduled, now, now + lease, None, spec)
+                        Claim(token, job_id, owner, scheduled, now, now + lease, started, spec)
                     )
         return claims
 
