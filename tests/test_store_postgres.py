@@ -24,6 +24,7 @@ from tickwork.stores import (  # noqa: E402
     AtSchedule,
     ChangeNotifier,
     EverySchedule,
+    Finish,
     JobState,
     LastRun,
     SchemaVersionError,
@@ -584,3 +585,34 @@ def test_a_lost_listening_connection_is_reopened(
         writer.upsert(spec(), 1.0)
         assert waiter.wait_for_change(5.0)
         assert waiter.get("job") is not None  # the main connection reconnects too
+
+
+# -- record(): its own connection --------------------------------------------------------
+
+
+def test_record_does_not_wait_for_a_claim_in_progress(
+    open_pg: Callable[..., PostgresStore],
+) -> None:
+    # The workers' group commits and the timing thread's claims use two connections: a
+    # finish recorded while a claim transaction is open (on another job) goes through.
+    store = open_pg()
+    store.upsert(spec("done"), 100.0)
+    store.upsert(spec("next"), 105.0)
+    (held,) = claim(store, 100.0)
+    assert store.start(held, started=100.0)
+    recorded: list[tuple[list[bool], list[bool]]] = []
+
+    def advance(state: JobState, now: float) -> float | None:
+        # Inside the claim transaction of "next": another thread records "done".
+        t = threading.Thread(
+            target=lambda: recorded.append(store.record([], [Finish(held, "ok", 106.0)]))
+        )
+        t.start()
+        t.join(30)
+        assert not t.is_alive(), "record() waited for the claim transaction"
+        return None
+
+    (c,) = claim(store, 106.0, advance=advance)
+    assert c.job_id == "next" and recorded == [([], [True])]
+    done = store.get("done")
+    assert done is not None and done.last_run is not None and done.last_run.outcome == "ok"

@@ -355,6 +355,12 @@ class PostgresStore(RowReader):
         self._closed = False
         self._warned: set[tuple[str, str]] = set()
         self._conn: psycopg.Connection[Any] | None = None
+        # `record` has a connection of its own, so that the workers' group commits and
+        # the timing thread's claims do not wait for each other (claims skip locked rows;
+        # a finish waits only for the row it records).
+        self._rec_lock = threading.RLock()
+        self._rec_busy = False
+        self._rec_conn: psycopg.Connection[Any] | None = None
         self._channel = ""
         # tag_sessions: the advisory-lock key marking this store's sessions as an owner's,
         # and the key the listening connection holds (it is tagged by its own thread).
@@ -426,9 +432,13 @@ class PostgresStore(RowReader):
             raise
         return conn
 
-    def _drop(self) -> None:
-        """Forget the main connection (it is broken, or the store is closing)."""
-        conn, self._conn = self._conn, None
+    def _drop(self, lane: str = "_conn") -> None:
+        """Forget a connection (it is broken, or the store is closing).
+
+        ``lane``: ``"_conn"`` (the main one) or ``"_rec_conn"`` (`record`'s).
+        """
+        conn = getattr(self, lane)
+        setattr(self, lane, None)
         if conn is not None:
             try:
                 conn.close()
@@ -439,14 +449,15 @@ class PostgresStore(RowReader):
         """Commit (a seam for tests that cut the connection during the commit)."""
         conn.commit()
 
-    def _attempt(self, what: str, fn: Callable[[Cursor], T]) -> T:
-        """Run ``fn`` in one transaction on the current connection; raise `_Retry` if it broke."""
-        conn = self._conn
+    def _attempt(self, what: str, fn: Callable[[Cursor], T], lane: str = "_conn") -> T:
+        """Run ``fn`` in one transaction on the lane's connection; raise `_Retry` if it broke."""
+        conn: psycopg.Connection[Any] | None = getattr(self, lane)
         if conn is None:
             try:
-                conn = self._conn = self._connect()
+                conn = self._connect()
             except psycopg.Error as exc:
                 raise _Retry(exc, unknown=False) from exc
+            setattr(self, lane, conn)
         try:
             with conn.cursor() as cur:
                 result = fn(cur)
@@ -454,11 +465,11 @@ class PostgresStore(RowReader):
             try:
                 conn.rollback()
             except psycopg.Error:
-                self._drop()
+                self._drop(lane)
             if isinstance(exc, psycopg.Error):
                 if _transient(exc, conn):
                     if conn.closed or conn.broken:
-                        self._drop()
+                        self._drop(lane)
                     raise _Retry(exc, unknown=False) from exc
                 raise StoreError(f"cannot {what}: {self._scrub(str(exc))}") from exc
             raise
@@ -473,12 +484,12 @@ class PostgresStore(RowReader):
                     and not isinstance(exc, psycopg.errors.TransactionRollback)
                 )
             ):
-                self._drop()
+                self._drop(lane)
                 raise _Retry(exc, unknown=True) from exc
             try:
                 conn.rollback()
             except psycopg.Error:
-                self._drop()
+                self._drop(lane)
             if isinstance(exc, psycopg.errors.TransactionRollback):
                 raise _Retry(exc, unknown=False) from exc
             raise StoreError(f"cannot {what}: {self._scrub(str(exc))}") from exc
@@ -491,26 +502,40 @@ class PostgresStore(RowReader):
         *,
         write: bool = True,
         resolve: Callable[[Cursor], T] | None = None,
+        lane: str = "_conn",
     ) -> T:
         """One operation: a transaction, retried across reconnections where that is safe.
 
         A failure before the commit changed nothing, so ``fn`` runs again. A failure
         during the commit leaves the outcome unknown; then ``resolve`` (default: ``fn``,
         for operations whose repetition is harmless) runs instead, in a new transaction.
+        ``lane``: the connection, the main one or `record`'s (``"_rec_conn"``).
         """
-        with self._lock:
+        main = lane == "_conn"
+        with self._lock if main else self._rec_lock:
             if self._closed:
                 raise StoreError(f"cannot {what}: the store is closed")
-            if self._busy:
+            if self._busy if main else self._rec_busy:
                 raise StoreError(f"cannot {what} from inside another store call (advance?)")
-            self._busy = True
+            if main:
+                self._busy = True
+            else:
+                self._rec_busy = True
             try:
-                return self._retrying(what, fn, resolve if resolve is not None else fn, write)
+                return self._retrying(what, fn, resolve if resolve is not None else fn, write, lane)
             finally:
-                self._busy = False
+                if main:
+                    self._busy = False
+                else:
+                    self._rec_busy = False
 
     def _retrying(
-        self, what: str, fn: Callable[[Cursor], T], resolve: Callable[[Cursor], T], write: bool
+        self,
+        what: str,
+        fn: Callable[[Cursor], T],
+        resolve: Callable[[Cursor], T],
+        write: bool,
+        lane: str = "_conn",
     ) -> T:
         began = time.monotonic()
         delay = self._backoff_min
@@ -518,7 +543,7 @@ class PostgresStore(RowReader):
         unknown = False
         while True:
             try:
-                return self._attempt(what, resolve if unknown else fn)
+                return self._attempt(what, resolve if unknown else fn, lane)
             except _Retry as retry:
                 unknown = unknown or (retry.unknown and write)
                 error = self._scrub(f"{type(retry.cause).__name__}: {retry.cause}".strip())
@@ -1143,7 +1168,7 @@ class PostgresStore(RowReader):
             return apply(cur, True)
 
         what = f"record {len(starts)} start(s) and {len(finishes)} finish(es)"
-        return self._run(what, body, resolve=resolve)
+        return self._run(what, body, resolve=resolve, lane="_rec_conn")
 
     def recover_expired(self, now: float) -> list[Recovered]:
         """Release expired claims per delivery semantics (see the protocol).
@@ -1360,6 +1385,8 @@ class PostgresStore(RowReader):
                 conn.commit()
             except psycopg.Error:
                 self._drop()  # the next call reconnects, and marks the new session
+        with self._rec_lock:
+            self._drop("_rec_conn")  # reopened when next needed: marked then
         self.interrupt_wait()  # the listening connection marks itself on its next turn
 
     def live_owners(self, owners: Iterable[str]) -> set[str]:
@@ -1470,7 +1497,7 @@ class PostgresStore(RowReader):
     # -- closing ------------------------------------------------------------------------
 
     def close(self) -> None:
-        """Close both connections; later calls raise `StoreError`. Idempotent.
+        """Close the connections; later calls raise `StoreError`. Idempotent.
 
         A reconnection wait in another thread is cut short, and a `wait_for_change`
         in another thread returns (then raises on its next call).
@@ -1482,6 +1509,8 @@ class PostgresStore(RowReader):
         self.interrupt_wait()
         with self._lock:
             self._drop()
+        with self._rec_lock:
+            self._drop("_rec_conn")
         with self._listen_lock:
             self._drop_listener()
             self._wake_r.close()
