@@ -863,10 +863,12 @@ class DurableScheduler:
         if claims and len(claims) == free:
             return 0.0  # a full batch: more may be due
         now = self._wall()
-        wake = store.next_wakeup()
         with self._lock:
             renew = min((r.renew_at for r in self._runs.values()), default=math.inf)
             full = len(self._runs) - self._ending >= self._capacity
+        # With every worker busy nothing can be claimed: a run ending wakes this thread
+        # (`_forget`), so the store need not be asked when something is due.
+        wake = None if full else store.next_wakeup()
         timeout = self._poll
         held = False
         if wake is not None and not full:
@@ -1082,8 +1084,9 @@ class DurableScheduler:
                     self._ending += 1
                     if run.started:
                         self._in_job -= 1
-                    self._wake = True
-                    self._cond.notify()
+                    if len(self._runs) - self._ending < self._capacity:
+                        self._wake = True  # room to claim again
+                        self._cond.notify()
             self._recorder.finish(finish, lambda result: self._ended(run, finish, result))
             return
         result: bool | BaseException
