@@ -34,7 +34,7 @@ def test_public_surface_is_pinned() -> None:
         "Delivery", "EverySchedule", "Finish", "JobNotFoundError", "JobSpec", "JobSpecError",
         "JobState", "Keep", "LastRun", "Missed",
         "Outcome", "Overlap", "Recovered", "Schedule", "SchemaVersionError", "SessionLiveness",
-        "Start", "Store", "StoreClock",
+        "Start", "StartNow", "Store", "StoreClock",
         "StoreError", "TickworkError", "Upsert", "resolve_func", "schedule_from_dict",
         "spec_from_json", "spec_to_json",
     ]  # fmt: skip

@@ -38,6 +38,7 @@ from ._model import Overlap as Overlap
 from ._model import Recovered as Recovered
 from ._model import Schedule as Schedule
 from ._model import Start as Start
+from ._model import StartNow as StartNow
 from ._model import Upsert as Upsert
 from ._model import resolve_func as resolve_func
 from ._model import schedule_from_dict as schedule_from_dict
@@ -79,6 +80,7 @@ __all__ = [
     "SchemaVersionError",
     "SessionLiveness",
     "Start",
+    "StartNow",
     "Store",
     "StoreClock",
     "StoreError",
