@@ -318,6 +318,46 @@ class StoreContract:
         state = store.get("job")
         assert state is not None and [c.token for c in state.claims] == [c1.token, c2.token]
 
+    def test_a_batch_claim_shows_each_job_only_its_own_claims(self, store: Store) -> None:
+        # One claim call takes many jobs at once; advance must see, for each job, the
+        # claims held on that job and no other's (overlap="allow" keeps them claimable).
+        for name in ("a", "b", "c"):
+            store.upsert(spec(name, overlap="allow"), 100.0)
+        first = {c.job_id: c.token for c in claim(store, 100.0)}
+        seen: dict[str, list[str]] = {}
+
+        def advance(state: JobState, now: float) -> float | None:
+            seen[state.id] = [c.token for c in state.claims]
+            return grid(state, now)
+
+        second = claim(store, 110.0, advance=advance)
+        assert sorted(c.job_id for c in second) == ["a", "b", "c"]
+        assert seen == {job_id: [token] for job_id, token in first.items()}
+        for c in second:
+            state = store.get(c.job_id)
+            assert state is not None
+            assert [x.token for x in state.claims] == [first[c.job_id], c.token]
+
+    def test_a_changed_spec_is_read_back_changed_after_many_reads(self, store: Store) -> None:
+        # Decoded specs may be remembered by their stored text; a redeclared job must
+        # never be read as its old self, however often the old one was read.
+        store.upsert(spec("a", args=[1]), 100.0)
+        for _ in range(3):
+            state = store.get("a")
+            assert state is not None and state.spec.args == (1,)
+        store.upsert(spec("a", args=[2]), 100.0)
+        state = store.get("a")
+        assert state is not None and state.spec.args == (2,)
+        (c,) = claim(store, 100.0)
+        assert c.spec.args == (2,)
+        # Many distinct specs read once each: whatever is remembered stays bounded and
+        # every one of them reads back as itself.
+        for i in range(1100):
+            store.upsert(spec(f"j{i}", args=[i]), 500.0)
+        assert {s.id: s.spec.args for s in store.jobs() if s.id != "a"} == {
+            f"j{i}": (i,) for i in range(1100)
+        }
+
     def test_advance_that_raises_claims_nothing(self, store: Store) -> None:
         store.upsert(spec("a"), 100.0)
         store.upsert(spec("b"), 100.0)

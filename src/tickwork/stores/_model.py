@@ -228,9 +228,10 @@ def schedule_from_dict(data: object) -> Schedule:
     missing = [k for k in required if k not in data]
     if missing:
         raise JobSpecError(f"schedule of kind {kind!r} needs {missing[0]!r}, got {dict(data)!r}")
-    unknown = sorted(str(k) for k in data if k not in {"kind", *required, *optional})
-    if unknown:
-        raise JobSpecError(f"schedule of kind {kind!r} has unknown key {unknown[0]!r}")
+    if len(data) > 1 + len(required):  # optional or unknown keys: look closer
+        unknown = sorted(str(k) for k in data if k not in {"kind", *required, *optional})
+        if unknown:
+            raise JobSpecError(f"schedule of kind {kind!r} has unknown key {unknown[0]!r}")
     return cls(**{k: data[k] for k in (*required, *optional) if k in data})
 
 
@@ -268,6 +269,11 @@ def _json_copy(value: object, where: str, depth: int = 0) -> Any:
     )
 
 
+#: Import paths already found well-formed (many jobs share a few functions; a spec is
+#: checked again each time a store reads it). Bounded: cleared when full.
+_GOOD_PATHS: Final[set[str]] = set()
+
+
 def _check_func_path(path: object) -> tuple[str, list[str]]:
     """Split ``"package.module:qualname"`` into the module and the attribute chain."""
     rule = "func must be an import path 'package.module:function'"
@@ -275,12 +281,17 @@ def _check_func_path(path: object) -> tuple[str, list[str]]:
         raise JobSpecError(f"{rule}, got {path!r}")
     module, sep, qualname = path.partition(":")
     parts = qualname.split(".")
+    if path in _GOOD_PATHS:
+        return module, parts
     if (
         not sep
         or not all(p.isidentifier() for p in module.split("."))
         or not all(p.isidentifier() for p in parts)
     ):
         raise JobSpecError(f"{rule}, got {path!r}")
+    if len(_GOOD_PATHS) >= 4096:
+        _GOOD_PATHS.clear()
+    _GOOD_PATHS.add(path)
     return module, parts
 
 
@@ -379,7 +390,7 @@ class JobSpec:
     def __post_init__(self) -> None:
         _job_id(self.id)
         _check_func_path(self.func)
-        if not isinstance(self.schedule, AtSchedule | EverySchedule | CronSchedule):
+        if not isinstance(self.schedule, (AtSchedule, EverySchedule, CronSchedule)):
             raise JobSpecError(
                 "schedule must be an AtSchedule, EverySchedule or CronSchedule,"
                 f" got {self.schedule!r}"

@@ -9,23 +9,32 @@ from __future__ import annotations
 
 import logging
 from collections.abc import Sequence
-from typing import Any
+from typing import Any, Final
 
 from ._errors import StoreError
 from ._model import Claim, JobSpec, JobState, LastRun, spec_from_json
 
 _log = logging.getLogger("tickwork.stores")
 
+#: Decoded specs kept per store, by their stored text (a recurring job's spec is read
+#: at every claim; the text is the whole spec, so equal text is an equal spec).
+SPEC_CACHE: Final = 1024
+
 
 class RowReader:
     """Mixin: decode specs (warning once per unreadable row) and build records."""
 
     _warned: set[tuple[str, str]]
+    _specs: dict[str, JobSpec]
 
     def _decode(self, job_id: str, text: str, *, strict: bool) -> JobSpec | None:
         """Decode a stored spec; unreadable ones raise (strict) or are logged once."""
+        specs = self._specs
+        spec = specs.get(text)
+        if spec is not None:
+            return spec
         try:
-            return spec_from_json(text)
+            spec = spec_from_json(text)
         except StoreError as exc:
             if strict:
                 raise
@@ -33,6 +42,10 @@ class RowReader:
                 self._warned.add((job_id, text))
                 _log.warning("skipping job %r: %s", job_id, exc)
             return None
+        if len(specs) >= SPEC_CACHE:
+            specs.clear()  # bounded; refilled by the jobs read from now on
+        specs[text] = spec
+        return spec
 
     @staticmethod
     def _claim(row: Sequence[Any], spec: JobSpec) -> Claim:

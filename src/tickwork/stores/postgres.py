@@ -354,6 +354,7 @@ class PostgresStore(RowReader):
         self._busy = False
         self._closed = False
         self._warned: set[tuple[str, str]] = set()
+        self._specs: dict[str, JobSpec] = {}
         self._conn: psycopg.Connection[Any] | None = None
         # `record` has a connection of its own, so that the workers' group commits and
         # the timing thread's claims do not wait for each other (claims skip locked rows;

@@ -224,6 +224,7 @@ class SQLiteStore(RowReader):
         self._lock = threading.RLock()
         self._busy = False
         self._warned: set[tuple[str, str]] = set()
+        self._specs: dict[str, JobSpec] = {}
         self._conn: sqlite3.Connection | None = None
         self._owner: str | None = None  # tag_sessions
         self._scope = process_scope()
@@ -385,6 +386,20 @@ class SQLiteStore(RowReader):
             f"SELECT {_CLAIM_COLUMNS} FROM claims WHERE job_id = ? ORDER BY scheduled, token",
             (job_id,),
         ).fetchall()
+
+    def _claims_by_job(
+        self, conn: sqlite3.Connection, job_ids: list[str]
+    ) -> dict[str, list[Sequence[Any]]]:
+        """The claims held on each of ``job_ids``, oldest slot first: one query."""
+        marks = ",".join("?" * len(job_ids))
+        held: dict[str, list[Sequence[Any]]] = {}
+        for row in conn.execute(
+            f"SELECT {_CLAIM_COLUMNS} FROM claims WHERE job_id IN ({marks})"
+            " ORDER BY scheduled, token",
+            job_ids,
+        ):
+            held.setdefault(row[1], []).append(row)
+        return held
 
     # -- the Store protocol -----------------------------------------------------------
 
@@ -552,13 +567,16 @@ class SQLiteStore(RowReader):
                 ).fetchall()
                 if not rows:
                     break
+                held = self._claims_by_job(conn, [row[0] for row in rows])
+                inserts: list[tuple[Any, ...]] = []
+                moves: list[tuple[float | None, str]] = []
                 for row in rows:
                     job_id, text = row[0], row[1]
                     seen.append(job_id)
                     spec = self._decode(job_id, text, strict=False)
                     if spec is None:
                         continue
-                    state = self._state(row, spec, self._claims_of(conn, job_id))
+                    state = self._state(row, spec, held.get(job_id, ()))
                     result = advance(state, now)
                     try:
                         new_next = check_optional_time("advance() result", result)
@@ -567,17 +585,21 @@ class SQLiteStore(RowReader):
                             "advance() must return a finite number of seconds or None,"
                             f" got {result!r} for job {job_id!r}"
                         ) from None
-                    token = secrets.token_hex(16)
+                    token = os.urandom(16).hex()
                     scheduled = row[3]
                     started = now if start is not None and start(state) else None
-                    conn.execute(
-                        f"INSERT INTO claims ({_CLAIM_COLUMNS}) VALUES (?, ?, ?, ?, ?, ?, ?, 0)",
-                        (token, job_id, owner, scheduled, now, now + lease, started),
-                    )
-                    conn.execute("UPDATE jobs SET next_run = ? WHERE id = ?", (new_next, job_id))
+                    inserts.append((token, job_id, owner, scheduled, now, now + lease, started))
+                    moves.append((new_next, job_id))
                     claims.append(
                         Claim(token, job_id, owner, scheduled, now, now + lease, started, spec)
                     )
+                # One statement each for the whole batch: the rows are distinct jobs, so
+                # no claim made here changes what another row of the batch decides.
+                conn.executemany(
+                    f"INSERT INTO claims ({_CLAIM_COLUMNS}) VALUES (?, ?, ?, ?, ?, ?, ?, 0)",
+                    inserts,
+                )
+                conn.executemany("UPDATE jobs SET next_run = ? WHERE id = ?", moves)
         return claims
 
     def _take_retries(
