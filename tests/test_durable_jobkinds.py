@@ -114,8 +114,8 @@ def test_declare_and_add_refuse_a_coroutine_function(made: Made, how: str) -> No
         getattr(ds, how)(spec)
     assert str(info.value) == (
         "func must name a plain function, not a coroutine function (async def):"
-        " DurableScheduler calls jobs without awaiting them; run it on"
-        " tickwork.AsyncScheduler, or name a plain function that runs it (asyncio.run),"
+        " DurableScheduler calls jobs without awaiting them; use"
+        " tickwork.AsyncDurableScheduler, which awaits them on your event loop,"
         " got 'tests.test_durable_jobkinds:job_async'"
     )
     assert ds.jobs() == []  # nothing stored

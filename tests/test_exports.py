@@ -12,6 +12,7 @@ import tickwork
 
 def test_all_is_pinned_and_sorted() -> None:
     assert tickwork.__all__ == [
+        "AsyncDurableScheduler",
         "AsyncScheduler",
         "At",
         "Cron",

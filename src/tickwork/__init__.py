@@ -1,7 +1,8 @@
 """tickwork: delayed and recurring jobs on a deterministic, tick-driven core.
 
 The public surface is re-exported here; everything else lives in private modules.
-The drivers (`ThreadScheduler`, `AsyncScheduler`, `DurableScheduler`) are imported on
+The drivers (`ThreadScheduler`, `AsyncScheduler`, `DurableScheduler`,
+`AsyncDurableScheduler`) are imported on
 first access, so ``import tickwork`` alone loads no thread or asyncio machinery and no
 database driver (the core is pure; see ``tests/test_exports.py``).
 """
@@ -24,6 +25,7 @@ from ._schedules import Schedule as Schedule
 from ._schedules import parse_duration as parse_duration
 
 if TYPE_CHECKING:
+    from ._async_durable import AsyncDurableScheduler as AsyncDurableScheduler
     from ._asyncio import AsyncScheduler as AsyncScheduler
     from ._durable import DurableScheduler as DurableScheduler
     from ._thread import ThreadScheduler as ThreadScheduler
@@ -31,6 +33,7 @@ if TYPE_CHECKING:
 __version__ = "0.1.0.dev0"
 
 __all__ = [
+    "AsyncDurableScheduler",
     "AsyncScheduler",
     "At",
     "Cron",
@@ -52,6 +55,7 @@ __all__ = [
 
 # Public names whose modules import threading, asyncio or a database driver.
 _LAZY = {
+    "AsyncDurableScheduler": "._async_durable",
     "AsyncScheduler": "._asyncio",
     "DurableScheduler": "._durable",
     "ThreadScheduler": "._thread",

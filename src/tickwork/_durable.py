@@ -18,6 +18,7 @@ during store calls, so all of them may call back into the scheduler from any thr
 
 from __future__ import annotations
 
+import inspect
 import logging
 import math
 import os
@@ -27,8 +28,9 @@ import threading
 import time
 import traceback
 from collections import deque
-from collections.abc import Callable, Iterable
+from collections.abc import Awaitable, Callable, Iterable
 from concurrent.futures import Executor, ThreadPoolExecutor
+from contextvars import ContextVar
 from dataclasses import replace
 from types import TracebackType
 from typing import Final
@@ -90,6 +92,8 @@ CLOCK_STEP: Final = 1.0
 DurableErrorHook = Callable[[str, Exception], object]
 
 _current = threading.local()
+#: The claim of the coroutine job running in this context (`AsyncDurableScheduler`).
+current_async_claim: ContextVar[Claim | None] = ContextVar("tickwork_claim", default=None)
 
 
 def _error_text(exc: BaseException) -> str:
@@ -307,6 +311,10 @@ class DurableScheduler:
         self._listeners: list[Listener] = []
         self._local = threading.local()  # .depth: jobs this thread is inside
         self._last_recover = -math.inf
+        # Set by `AsyncDurableScheduler`: runs an awaitable a job returned to completion
+        # (on the application's event loop) from the worker thread, raising what it
+        # raised. None: a job returning an awaitable has failed (nothing would await it).
+        self._awaiter: Callable[[Awaitable[object], Claim], object] | None = None
 
     def __repr__(self) -> str:
         return f"DurableScheduler({self._store!r}, owner={self._owner!r})"
@@ -455,19 +463,19 @@ class DurableScheduler:
         outside a durable job.
         """
         claim: Claim | None = getattr(_current, "claim", None)
-        return claim
+        return claim if claim is not None else current_async_claim.get()
 
     def _prepare(self, spec: JobSpec) -> tuple[JobSpec, float]:
         """Check what a store does not: the function imports, the schedule computes."""
         if not isinstance(spec, JobSpec):
             raise TypeError(f"spec must be a tickwork.stores.JobSpec, got {spec!r}")
         fn = resolve_func(spec.func)  # raises JobSpecError naming the path and why
-        if _is_coroutine_function(fn):
+        if self._awaiter is None and _is_coroutine_function(fn):
             raise TypeError(
                 "func must name a plain function, not a coroutine function (async def):"
-                " DurableScheduler calls jobs without awaiting them; run it on"
-                " tickwork.AsyncScheduler, or name a plain function that runs it"
-                f" (asyncio.run), got {spec.func!r}"
+                " DurableScheduler calls jobs without awaiting them; use"
+                " tickwork.AsyncDurableScheduler, which awaits them on your event loop,"
+                f" got {spec.func!r}"
             )
         try:
             first = first_run(spec.schedule, self._wall())
@@ -1006,7 +1014,10 @@ class DurableScheduler:
         error: BaseException | None = None
         try:
             if (result := fn(*spec.args, **spec.kwargs)) is not None:
-                _check_result(fn, result)  # an awaitable: nothing would await it
+                if self._awaiter is not None and inspect.isawaitable(result):
+                    self._awaiter(result, claim)  # the asyncio face: awaited on its loop
+                else:
+                    _check_result(fn, result)  # an awaitable: nothing would await it
         except BaseException as exc:
             # SystemExit and friends too: on a worker thread they reach no one, and a
             # claim must never be left unfinished: the run failed.
