@@ -77,7 +77,7 @@ def test_values_are_plain_data() -> None:
     assert isinstance(Once(2).delay, float)
     assert Cron("0 3 * * *", tz="Europe/Berlin") == Cron("0 3 * * *", "Europe/Berlin")
     assert Cron("0 3 * * *", tz=ZoneInfo("Europe/Berlin")).tz == "Europe/Berlin"
-    assert repr(Cron("@daily")) == "Cron(expr='@daily', tz='UTC', jitter=0.0)"
+    assert repr(Cron("@daily")) == "Cron(expr='@daily', tz='UTC', jitter=0.0, until=None)"
     assert At(datetime(2026, 1, 1, tzinfo=UTC)).when == 1767225600.0
     with pytest.raises(AttributeError):
         Every(3).interval = 4  # type: ignore[misc]
@@ -389,3 +389,105 @@ def test_random_wall_jumps_keep_the_scheduler_consistent() -> None:
         wait = s.next_wakeup_in()
         assert wait is None or wait >= 0, step
     assert sum(ran) > 100
+
+
+# -- until: a recurring schedule that ends -------------------------------------------
+
+
+def _runs(s: Scheduler, clock: FakeClock, seconds: float, step: float = 1.0) -> None:
+    """Advance the clock by ``step`` and tick, for ``seconds``."""
+    end = clock() + seconds
+    while clock() < end:
+        clock.advance(step)
+        s.run_pending()
+
+
+@pytest.mark.parametrize("fixed_delay", [False, True])
+def test_every_until_ends_the_schedule_at_that_instant(fixed_delay: bool) -> None:
+    clock = FakeClock(wall_start=T0)
+    s = Scheduler(clock)
+    ran: list[float] = []
+    until = datetime.fromtimestamp(T0 + 35, UTC)
+    s.add(Every(10, fixed_delay=fixed_delay, until=until), lambda: ran.append(clock.wall()))
+    _runs(s, clock, 100)
+    assert ran == [T0 + 10, T0 + 20, T0 + 30]
+    assert s.tasks() == [] and s.next_run_in() is None
+
+
+def test_until_keeps_a_slot_exactly_on_it() -> None:
+    clock = FakeClock(wall_start=T0)
+    s = Scheduler(clock)
+    ran: list[float] = []
+    s.add(Every(10, until=T0 + 30), lambda: ran.append(clock.wall()))
+    _runs(s, clock, 100)
+    assert ran == [T0 + 10, T0 + 20, T0 + 30]
+
+
+def test_cron_until_ends_the_schedule() -> None:
+    clock = FakeClock(wall_start=T0)  # 08:30:00
+    s = Scheduler(clock)
+    ran: list[datetime] = []
+    s.add(Cron("*/5 * * * *", until=T0 + 12 * 60), lambda: ran.append(wall(clock)))
+    _runs(s, clock, 3600, step=30.0)
+    assert [t.strftime("%H:%M") for t in ran] == ["08:35", "08:40"]
+    assert s.tasks() == []
+
+
+def test_a_schedule_whose_until_has_passed_never_runs() -> None:
+    clock = FakeClock(wall_start=T0)
+    s = Scheduler(clock)
+    ran: list[float] = []
+    first = s.add(Every(10, until=T0 - 1), lambda: ran.append(1.0))
+    second = s.add(Cron("* * * * *", until=T0 + 30), lambda: ran.append(2.0))
+    assert second == first + 1  # ids are still issued, in order
+    assert s.tasks() == [] and not s.cancel(first)
+    _runs(s, clock, 300)
+    assert ran == []
+
+
+def test_a_slot_carried_past_by_a_clock_step_runs_once_then_until_ends_it() -> None:
+    clock = FakeClock(wall_start=T0)  # 08:30
+    s = Scheduler(clock)
+    ran: list[str] = []
+    s.add(Cron("0 * * * *", until=T0 + 3600), lambda: ran.append(wall(clock).strftime("%H:%M")))
+    s.run_pending()
+    clock.jump_wall(2 * 3600)  # 10:30: the 09:00 slot (before until) was stepped over
+    _runs(s, clock, 4 * 3600, step=60.0)
+    assert ran == ["10:31"]  # carried past: once, late; 10:00 and later are after until
+    assert s.tasks() == []
+
+
+@pytest.mark.parametrize(
+    ("until", "error", "message"),
+    [
+        (datetime(2026, 1, 1), ValueError, "until must be an aware datetime"),
+        ("tomorrow", TypeError, "until must be an aware datetime or POSIX seconds, got 'tomorrow'"),
+        (True, TypeError, "until must be an aware datetime or POSIX seconds, got True"),
+        (math.nan, ValueError, "until must be a finite number of POSIX seconds, got nan"),
+    ],
+)
+def test_bad_until_is_refused_naming_it(until: object, error: type, message: str) -> None:
+    for make in (lambda: Every(10, until=until), lambda: Cron("@daily", until=until)):
+        with pytest.raises(error) as info:
+            make()
+        assert message in str(info.value)
+
+
+def test_until_is_kept_as_posix_seconds() -> None:
+    moment = datetime(2026, 1, 1, tzinfo=UTC)
+    assert Every(5, until=moment) == Every(5, until=moment.timestamp())
+    assert Every(5, until=moment).until == 1767225600.0
+    assert Every(5).seconds == 5.0  # the durable schedules' old name for the interval
+
+
+def test_every_until_is_a_wall_instant_even_when_the_clock_steps() -> None:
+    # The interval runs on the monotonic clock; its until is read on the wall clock.
+    clock = FakeClock(wall_start=T0)
+    s = Scheduler(clock)
+    ran: list[float] = []
+    s.add(Every(10, until=T0 + 35), lambda: ran.append(clock()))
+    _runs(s, clock, 15)  # ran at monotonic 10
+    clock.jump_wall(20)  # the wall reads T0 + 35 at monotonic 15
+    _runs(s, clock, 100)
+    assert ran == [10.0]  # monotonic 20 is wall T0 + 40, after until
+    assert s.tasks() == []

@@ -439,13 +439,17 @@ class Scheduler:
         if plan.wall:
             self._sync_wall(now)
         due = plan.first(now, self._offset)
+        if plan.over:  # its until came before its first slot: a task with no runs
+            task_id = self._next_id
+            self._next_id = task_id + 1
+            return task_id
         every = plan.interval
         if every is not None and every < math.ulp(due):
             _refuse_interval(every, due)
         rec: float | _Plan | None = plan
         if type(plan) is _OncePlan:
             rec = None
-        elif isinstance(plan, _RatePlan) and not plan.jitter:
+        elif isinstance(plan, _RatePlan) and not plan.jitter and plan.until is None:
             rec = plan.every
         task_id = self._insert(due, fn, rec)
         if plan.wall:
@@ -697,6 +701,12 @@ class Scheduler:
     def _run_slow(self, entry: list[Any], now: float) -> None:
         """Run one entry off the fast path: with listeners, or with a `_Plan`."""
         task_id, due, fn, rec = entry[1], entry[0], entry[2], entry[3]
+        if rec is not None and type(rec) is not float and rec.over:
+            # A wall-clock step moved its slot past the schedule's until: it ends here.
+            del self._tasks[task_id]
+            entry[2] = None
+            self._wall.pop(task_id, None)
+            return
         repeats = rec is not None and (type(rec) is float or rec.repeats)
         if repeats:
             self._current = entry

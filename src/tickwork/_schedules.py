@@ -88,6 +88,32 @@ def _jitter_arg(value: object) -> float:
     return seconds_arg("jitter", value, positive=False)
 
 
+def instant_arg(name: str, value: object) -> float:
+    """An aware `datetime` or finite POSIX seconds, as POSIX seconds (UTC).
+
+    Raises:
+        TypeError: Neither a `datetime` nor a real number (a `bool` is refused too).
+        ValueError: A naive `datetime` (no time zone), or a number that is not finite.
+    """
+    if isinstance(value, datetime):
+        if value.tzinfo is None or value.utcoffset() is None:
+            raise ValueError(
+                f"{name} must be an aware datetime (with a time zone, e.g."
+                f" tzinfo=timezone.utc), got the naive {value!r}"
+            )
+        return value.timestamp()
+    if isinstance(value, bool) or not isinstance(value, Real):
+        raise TypeError(f"{name} must be an aware datetime or POSIX seconds, got {value!r}")
+    seconds = float(value)
+    if not math.isfinite(seconds):
+        raise ValueError(f"{name} must be a finite number of POSIX seconds, got {value!r}")
+    return seconds
+
+
+def _until_arg(value: object) -> float | None:
+    return None if value is None else instant_arg("until", value)
+
+
 class Schedule:
     """Base class of the schedule values; use `Once`, `At`, `Every` or `Cron`."""
 
@@ -161,6 +187,9 @@ class Every(Schedule):
     not drift (the next slot is computed from the un-jittered one)."""
     first: float | None = None
     """Seconds until the first run; default ``interval``."""
+    until: float | datetime | None = None
+    """No run is due after this instant (an aware `datetime` or POSIX seconds, kept as
+    POSIX seconds): the schedule ends there. ``None``: it never ends."""
 
     def __post_init__(self) -> None:
         object.__setattr__(self, "interval", seconds_arg("interval", self.interval, positive=True))
@@ -169,12 +198,19 @@ class Every(Schedule):
         object.__setattr__(self, "jitter", _jitter_arg(self.jitter))
         if self.first is not None:
             object.__setattr__(self, "first", seconds_arg("first", self.first, positive=False))
+        object.__setattr__(self, "until", _until_arg(self.until))
+
+    @property
+    def seconds(self) -> float:
+        """The interval (the name durable schedules used before `Every` was shared)."""
+        return self.interval
 
     def _plan(self, rng: random.Random) -> _Plan:
         first = self.interval if self.first is None else self.first
+        until = self.until if isinstance(self.until, float) else None
         if self.fixed_delay:
-            return _DelayPlan(first, self.interval, self.jitter, rng)
-        return _RatePlan(first, self.interval, self.jitter, rng)
+            return _DelayPlan(first, self.interval, self.jitter, rng, until)
+        return _RatePlan(first, self.interval, self.jitter, rng, until)
 
 
 @dataclass(frozen=True, slots=True)
@@ -197,6 +233,9 @@ class Cron(Schedule):
     """IANA zone name, or ``"local"``."""
     jitter: float = 0.0
     """Delay each run by a fresh random amount in ``[0, jitter)`` seconds."""
+    until: float | datetime | None = None
+    """No run is due after this instant (an aware `datetime` or POSIX seconds, kept as
+    POSIX seconds): the schedule ends there. ``None``: it never ends."""
     expression: CronExpression = field(init=False, repr=False, compare=False)
     """The parsed expression (`next_after`, `iter_after`, ...)."""
 
@@ -213,9 +252,11 @@ class Cron(Schedule):
         object.__setattr__(self, "tz", tz)
         object.__setattr__(self, "expression", CronExpression(self.expr, tz))
         object.__setattr__(self, "jitter", _jitter_arg(self.jitter))
+        object.__setattr__(self, "until", _until_arg(self.until))
 
     def _plan(self, rng: random.Random) -> _Plan:
-        return _CronPlan(self.expression, self.jitter, rng)
+        until = self.until if isinstance(self.until, float) else None
+        return _CronPlan(self.expression, self.jitter, rng, until)
 
 
 # -- plans: per-task state, private to the core -----------------------------------------
@@ -224,7 +265,10 @@ class Cron(Schedule):
 class _Plan:
     """Per-task schedule state. Times: ``now``/``due`` monotonic; ``offset`` = wall - mono."""
 
-    __slots__ = ()
+    __slots__ = ("over",)
+    #: The schedule's ``until`` has passed: the current slot lies after it, so the task
+    #: ends without running it (set by the plans that have an ``until``, per slot).
+    over: bool
     repeats: ClassVar[bool] = True
     wall: ClassVar[bool] = False
     after_finish: ClassVar[bool] = False
@@ -268,6 +312,7 @@ class _OncePlan(_Plan):
 
     def __init__(self, delay: float) -> None:
         self.delay = delay
+        self.over = False
 
     def first(self, now: float, offset: float) -> float:
         return now + self.delay
@@ -283,6 +328,7 @@ class _AtPlan(_Plan):
 
     def __init__(self, when: float) -> None:
         self.when = when
+        self.over = False
 
     def first(self, now: float, offset: float) -> float:
         return self.when - offset
@@ -296,12 +342,39 @@ class _AtPlan(_Plan):
 
 
 class _IntervalPlan(_Plan):
-    """Shared state of the two interval plans: first delay, interval, jitter."""
+    """Shared state of the two interval plans: first delay, interval, jitter, until."""
 
-    __slots__ = ("_first", "every", "jitter", "rng")
+    __slots__ = ("_first", "due", "every", "jitter", "rng", "slot", "until")
 
-    def __init__(self, first: float, every: float, jitter: float, rng: random.Random) -> None:
+    def __init__(
+        self,
+        first: float,
+        every: float,
+        jitter: float,
+        rng: random.Random,
+        until: float | None = None,
+    ) -> None:
         self._first, self.every, self.jitter, self.rng = first, every, jitter, rng
+        self.until = until
+        self.over = False
+        self.slot = self.due = 0.0
+
+    @property
+    def wall(self) -> bool:  # type: ignore[override]  # a class constant elsewhere
+        """With an ``until`` (a wall instant) the core keeps this plan's offset current."""
+        return self.until is not None
+
+    def _slot(self, slot: float, offset: float) -> None:
+        """Note the current slot (monotonic, before jitter) and whether it is after ``until``."""
+        self.slot = slot
+        until = self.until
+        self.over = until is not None and slot + offset > until
+
+    def reanchor(self, offset: float, step: float, seen: float, running: bool) -> float:
+        # The interval runs on the monotonic clock: a wall step moves no slot; it only
+        # changes which slots lie after ``until``.
+        self._slot(self.slot, offset)
+        return self.due
 
     @property
     def interval(self) -> float | None:
@@ -316,18 +389,29 @@ class _RatePlan(_IntervalPlan):
 
     __slots__ = ("grid",)
 
-    def __init__(self, first: float, every: float, jitter: float, rng: random.Random) -> None:
-        super().__init__(first, every, jitter, rng)
+    def __init__(
+        self,
+        first: float,
+        every: float,
+        jitter: float,
+        rng: random.Random,
+        until: float | None = None,
+    ) -> None:
+        super().__init__(first, every, jitter, rng, until)
         self.grid = 0.0
 
     def first(self, now: float, offset: float) -> float:
         self.grid = now + self._first
-        return self.grid + self._draw()
+        self._slot(self.grid, offset)
+        self.due = self.grid + self._draw()
+        return self.due
 
     def next(self, due: float, now: float, offset: float) -> float | None:
         grid = self.grid + self.every
         self.grid = grid if grid > now else now + self.every
-        return self.grid + self._draw()
+        self._slot(self.grid, offset)
+        self.due = self.grid + self._draw()
+        return None if self.over else self.due
 
 
 class _DelayPlan(_IntervalPlan):
@@ -337,25 +421,38 @@ class _DelayPlan(_IntervalPlan):
     after_finish = True
 
     def first(self, now: float, offset: float) -> float:
-        return now + self._first + self._draw()
+        self._slot(now + self._first, offset)
+        self.due = self.slot + self._draw()
+        return self.due
 
     def next(self, due: float, now: float, offset: float) -> float | None:
-        return now + self.every + self._draw()
+        self._slot(now + self.every, offset)
+        self.due = self.slot + self._draw()
+        return None if self.over else self.due
 
 
 class _CronPlan(_Plan):
     """The current target is a wall-clock instant; the due time follows the offset."""
 
-    __slots__ = ("draw", "expression", "jitter", "rng", "target")
+    __slots__ = ("draw", "expression", "jitter", "rng", "target", "until")
     wall = True
 
-    def __init__(self, expression: CronExpression, jitter: float, rng: random.Random) -> None:
+    def __init__(
+        self,
+        expression: CronExpression,
+        jitter: float,
+        rng: random.Random,
+        until: float | None = None,
+    ) -> None:
         self.expression, self.jitter, self.rng = expression, jitter, rng
+        self.until = until
+        self.over = False
         self.target = 0.0
         self.draw = 0.0
 
     def _aim(self, after_wall: float, offset: float) -> float:
         self.target = self.expression.next_after_timestamp(after_wall)
+        self.over = self.until is not None and self.target > self.until
         self.draw = self.rng.random() * self.jitter if self.jitter else 0.0
         return self.target - offset + self.draw
 
@@ -365,7 +462,8 @@ class _CronPlan(_Plan):
     def next(self, due: float, now: float, offset: float) -> float | None:
         # A late run fired once; the next slot is the first one after now (and after
         # the slot that just ran, should the wall clock have been stepped back).
-        return self._aim(max(now + offset, self.target), offset)
+        due = self._aim(max(now + offset, self.target), offset)
+        return None if self.over else due
 
     def reanchor(self, offset: float, step: float, seen: float, running: bool) -> float:
         # The clock-step rules live beside the DST rules (CronExpression); a target that
@@ -375,5 +473,6 @@ class _CronPlan(_Plan):
             # A running task has taken its slot; `next` then looks for the first slot
             # after the new wall time, not after the old clock's slot.
             self.target = min(target, seen) if running else target
+            self.over = self.until is not None and self.target > self.until
             self.draw = self.rng.random() * self.jitter if self.jitter else 0.0
         return self.target - offset + self.draw
