@@ -11,7 +11,7 @@ same start and stop go into the ``lifespan`` context manager::
     @contextlib.asynccontextmanager
     async def lifespan(app):
         async with AsyncDurableScheduler(SQLiteStore(path)) as scheduler:
-            await scheduler.declare(JobSpec("refresh", ..., EverySchedule(60)))
+            await scheduler.declare(JobSpec("refresh", ..., Every(60)))
             app.state.scheduler = scheduler
             yield
 
@@ -31,8 +31,8 @@ import os
 from collections.abc import Awaitable, Callable, MutableMapping
 from typing import Any
 
-from tickwork import AsyncDurableScheduler
-from tickwork.stores import EverySchedule, JobSpec
+from tickwork import AsyncDurableScheduler, Every
+from tickwork.stores import JobSpec
 from tickwork.stores.sqlite import SQLiteStore
 
 Scope = MutableMapping[str, Any]
@@ -56,7 +56,7 @@ def make_app(state: str, every: float = 60.0) -> Callable[[Scope, Receive, Send]
 
     ``refresh`` runs every ``every`` seconds.
     """
-    spec = JobSpec("refresh", "examples.asgi_durable:refresh", EverySchedule(every))
+    spec = JobSpec("refresh", "examples.asgi_durable:refresh", Every(every))
     scheduler: AsyncDurableScheduler | None = None
     store: SQLiteStore | None = None
 

@@ -45,8 +45,7 @@ from typing import Any
 import psycopg
 from psycopg import sql
 
-from tickwork import DurableScheduler, EventKind, RunEvent
-from tickwork.stores import AtSchedule
+from tickwork import At, DurableScheduler, EventKind, RunEvent
 from tickwork.stores.postgres import PostgresStore
 
 RUNS_DDL = (
@@ -122,7 +121,7 @@ def record() -> None:
     key = f"{claim.job_id}@{claim.scheduled!r}"
     die_after = _config.get("die_after")
     doomed = die_after is not None and _ran >= die_after
-    oneshot = isinstance(claim.spec.schedule, AtSchedule)
+    oneshot = isinstance(claim.spec.schedule, At)
     least = claim.spec.delivery == "at_least_once"
     if doomed and oneshot != least:  # an at-most-once one-shot, an at-least-once slot
         which = "held" if oneshot else "held_recurring"

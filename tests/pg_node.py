@@ -30,7 +30,8 @@ from typing import Any
 
 import psycopg
 
-from tickwork.stores import Claim, EverySchedule, JobState, StoreError
+from tickwork import Every
+from tickwork.stores import Claim, JobState, StoreError
 from tickwork.stores.postgres import PostgresStore
 
 RESULTS_DDL = (
@@ -47,7 +48,7 @@ def advance(state: JobState, now: float) -> float | None:
     ``until`` keyword argument, so "every slot exactly once" is checkable.
     """
     schedule = state.spec.schedule
-    if not isinstance(schedule, EverySchedule) or state.next_run is None:
+    if not isinstance(schedule, Every) or state.next_run is None:
         return None
     following = state.next_run + schedule.seconds
     return following if following < float(state.spec.kwargs["until"]) else None

@@ -18,7 +18,7 @@ from typing import Any
 import pytest
 
 from tests.executors import ManualExecutor
-from tickwork import DurableScheduler, EventKind, RunEvent
+from tickwork import CronError, DurableScheduler, EventKind, Every, RunEvent
 from tickwork.stores import (
     AtSchedule,
     CronSchedule,
@@ -137,7 +137,7 @@ def test_bad_input_is_refused_and_changes_nothing(make: Make, db: Path) -> None:
         JobSpecError, match=r"^missed must be one of 'skip', 'once', 'all', got 'x'$"
     ):
         JobSpec("x", REC, AtSchedule(1), missed="x")  # type: ignore[arg-type]
-    with pytest.raises(JobSpecError, match=r"^job 'x': .*'Mars/Olympus'"):
+    with pytest.raises(CronError, match=r"^tz: unknown time zone 'Mars/Olympus'"):
         ds.declare(JobSpec("x", REC, CronSchedule("0 3 * * *", "Mars/Olympus")))
     with pytest.raises(TypeError, match=r"^spec must be a tickwork.stores.JobSpec, got 'x'$"):
         ds.declare("x")  # type: ignore[arg-type]
@@ -490,7 +490,7 @@ def lose_a_claim(make: Make, clock: FakeClock, spec: JobSpec, *, start: bool = F
     """Claim the job's due slot in a scheduler that then dies (before or after `start`)."""
     ds, _ = make(lease=5.0)
     ds.declare(spec)
-    clock.advance(spec.schedule.seconds if isinstance(spec.schedule, EverySchedule) else 1)
+    clock.advance(spec.schedule.seconds if isinstance(spec.schedule, Every) else 1)
     ds._step()
     (run,) = ds._runs.values()
     if start:

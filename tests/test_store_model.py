@@ -78,8 +78,11 @@ def test_numbers_become_floats() -> None:
     ("data", "message"),
     [
         ([1], r"^schedule must be a dict with a 'kind', got \[1\]$"),
-        ({"kind": "weekly"}, r"^schedule.kind must be one of 'at', 'every', 'cron', got 'weekly'$"),
-        ({}, r"^schedule.kind must be one of 'at', 'every', 'cron', got None$"),
+        (
+            {"kind": "weekly"},
+            r"^schedule.kind must be one of 'at', 'once', 'every', 'cron', got 'weekly'$",
+        ),
+        ({}, r"^schedule.kind must be one of 'at', 'once', 'every', 'cron', got None$"),
         ({"kind": "at"}, r"^schedule of kind 'at' needs 'at', got \{'kind': 'at'\}$"),
         ({"kind": "at", "at": 1, "tz": "UTC"}, r"^schedule of kind 'at' has unknown key 'tz'$"),
         ({"kind": "at", "at": math.nan}, r"^schedule.at must be a finite number, got nan$"),
@@ -111,7 +114,7 @@ def test_bad_schedules_name_the_field_and_value(data: object, message: str) -> N
 def test_schedules_are_frozen() -> None:
     s = EverySchedule(5)
     with pytest.raises(AttributeError):
-        s.seconds = 6  # type: ignore[misc]
+        s.interval = 6  # type: ignore[misc]
 
 
 # -- job specs --------------------------------------------------------------------------
@@ -178,7 +181,7 @@ def test_bad_specs_name_the_field_and_value(kw: dict[str, Any], message: str) ->
 
 
 def test_schedule_must_be_a_schedule_value() -> None:
-    with pytest.raises(JobSpecError, match=r"^schedule must be an AtSchedule, .*, got \{'kind'"):
+    with pytest.raises(JobSpecError, match=r"^schedule must be a tickwork At, .*, got \{'kind'"):
         JobSpec("j", "m:f", {"kind": "at", "at": 1})  # type: ignore[arg-type]
 
 

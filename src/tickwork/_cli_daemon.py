@@ -320,13 +320,15 @@ def _iso(ts: float | None) -> str | None:
 
 
 def _schedule_text(schedule: Any) -> str:
-    from .stores._model import AtSchedule, CronSchedule
+    from ._schedules import At, Cron, Once
 
-    if isinstance(schedule, CronSchedule):
+    if isinstance(schedule, Cron):
         return f"cron {schedule.expr!r} {schedule.tz}"
-    if isinstance(schedule, AtSchedule):
-        return f"once at {_iso(schedule.at)}"
-    text = f"every {schedule.seconds:g}s"
+    if isinstance(schedule, At):
+        return f"once at {_iso(schedule.when)}"
+    if isinstance(schedule, Once):
+        return f"once, {schedule.delay:g}s after it was declared"
+    text = f"every {schedule.interval:g}s"
     return text + " (fixed delay)" if schedule.fixed_delay else text
 
 

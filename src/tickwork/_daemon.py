@@ -26,7 +26,6 @@ import json
 import logging
 import math
 import os
-import random
 import re
 import select
 import signal
@@ -42,7 +41,6 @@ from typing import Any, Final, TextIO
 from urllib.parse import urlsplit, urlunsplit
 
 from ._config import Config, JobConfig, load_config
-from ._cron import CronExpression
 from ._durable import DurableScheduler
 from ._errors import ConfigError, JobFailed, TickworkError
 from ._runlog import LogFormat, RunLog, iso
@@ -58,9 +56,6 @@ from ._runner import (
 from ._scheduler import EventKind, RunEvent
 from ._schedules import At, Cron, Every, Once
 from .stores._model import (
-    AtSchedule,
-    CronSchedule,
-    EverySchedule,
     JobSpec,
     JobState,
     Schedule,
@@ -279,21 +274,17 @@ def spec_for(
     fp = fingerprint(job)
     s = job.schedule
     schedule: Schedule
-    if isinstance(s, Every):
-        schedule = EverySchedule(s.interval, fixed_delay=s.fixed_delay)
-    elif isinstance(s, Cron):
-        schedule = CronSchedule(s.expr, s.tz)
-    elif isinstance(s, At):
-        schedule = AtSchedule(s.when)
+    if isinstance(s, Every | Cron | At):
+        schedule = s  # the file's values are the stored ones, jitter and until included
     elif isinstance(s, Once):
         if (
             stored is not None
             and stored.spec.kwargs.get("fingerprint") == fp
-            and isinstance(stored.spec.schedule, AtSchedule)
+            and isinstance(stored.spec.schedule, At)
         ):
             schedule = stored.spec.schedule
         else:
-            schedule = AtSchedule(now + s.delay)
+            schedule = At(now + s.delay)
     else:  # pragma: no cover - load_config makes only the four kinds
         raise TypeError(f"unsupported schedule {s!r}")
     return JobSpec(
@@ -359,8 +350,8 @@ def _slots_between(
     Returns:
         ``(count, first slot, last slot)``, counting at most `_SKIP_COUNT_LIMIT`.
     """
-    if isinstance(schedule, EverySchedule) and not schedule.fixed_delay:
-        step = schedule.seconds
+    if isinstance(schedule, Every) and not schedule.fixed_delay:
+        step = schedule.interval
         k0 = 0 if lo is None or lo < first else math.floor((lo - first) / step) + 1
         while lo is not None and first + k0 * step <= lo:  # float rounding
             k0 += 1
@@ -371,8 +362,8 @@ def _slots_between(
             k1 -= 1
         count = min(k1 - k0 + 1, _SKIP_COUNT_LIMIT)
         return count, first + k0 * step, first + k1 * step
-    if isinstance(schedule, CronSchedule):
-        expr = CronExpression(schedule.expr, schedule.tz)
+    if isinstance(schedule, Cron):
+        expr = schedule.expression
         t = first if lo is None or lo < first else expr.next_after_timestamp(lo)
         count, start, last = 0, None, None
         while t <= hi and count < _SKIP_COUNT_LIMIT:
@@ -612,10 +603,6 @@ class Daemon:
                 name,
                 self.config_path,
             )
-        jitter = job.jitter
-        if jitter > 0 and self._stop.wait(random.uniform(0.0, jitter)):
-            self.log.skipped(name, scheduled, reason="shutdown")
-            raise JobFailed("cancelled: shutting down before the run started")
         result = run_job(
             job,
             groups=self._groups,

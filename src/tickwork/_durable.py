@@ -22,6 +22,7 @@ import inspect
 import logging
 import math
 import os
+import random
 import secrets
 import socket
 import threading
@@ -36,7 +37,15 @@ from types import TracebackType
 from typing import Final
 
 from ._errors import JobFailed, JobInterrupted
-from ._missed import CORRECTION, Decision, after_clock_step, decide, decide_retry, first_run
+from ._missed import (
+    CORRECTION,
+    Decision,
+    after_clock_step,
+    decide,
+    decide_retry,
+    first_run,
+    within_until,
+)
 from ._recorder import Recorder
 from ._scheduler import (
     DEFAULT_MAX_ERRORS,
@@ -47,13 +56,13 @@ from ._scheduler import (
     _deliver,
     _is_coroutine_function,
 )
+from ._schedules import Every
 from ._storetime import StoreTime
 from ._timefmt import iso
 from .stores._errors import JobNotFoundError, JobSpecError, StoreError
 from .stores._model import (
     KEEP,
     Claim,
-    EverySchedule,
     Finish,
     JobSpec,
     JobState,
@@ -465,7 +474,7 @@ class DurableScheduler:
         claim: Claim | None = getattr(_current, "claim", None)
         return claim if claim is not None else current_async_claim.get()
 
-    def _prepare(self, spec: JobSpec) -> tuple[JobSpec, float]:
+    def _prepare(self, spec: JobSpec) -> tuple[JobSpec, float | None]:
         """Check what a store does not: the function imports, the schedule computes."""
         if not isinstance(spec, JobSpec):
             raise TypeError(f"spec must be a tickwork.stores.JobSpec, got {spec!r}")
@@ -482,12 +491,16 @@ class DurableScheduler:
         except ValueError as exc:  # CronError is a ValueError
             raise JobSpecError(f"job {spec.id!r}: {exc}") from exc
         schedule = spec.schedule
-        if isinstance(schedule, EverySchedule) and schedule.seconds < math.ulp(first):
+        if (
+            isinstance(schedule, Every)
+            and first is not None
+            and schedule.interval < math.ulp(first)
+        ):
             # The wall clock could not tell its slots apart (slot + seconds == slot).
             raise JobSpecError(
                 f"job {spec.id!r}: schedule.seconds must be at least {math.ulp(first)!r} s,"
                 f" the wall clock's resolution at the first run {first!r},"
-                f" got {schedule.seconds!r}"
+                f" got {schedule.interval!r}"
             )
         return spec, first
 
@@ -837,6 +850,7 @@ class DurableScheduler:
                         folded >= idle
                         or decisions[state.id].action != "run"
                         or state.spec.func not in self._funcs
+                        or getattr(state.spec.schedule, "jitter", 0.0) > 0.0  # waits first
                     ):
                         return False
                     folded += 1
@@ -962,7 +976,7 @@ class DurableScheduler:
             if claim.started is None:
                 self._release(run)
             else:  # recorded started by its claim: it cannot be handed back
-                self._end(run, "failed", None, f"not run: the executor refused it ({exc})", None)
+                self._end(run, "failed", None, f"not run: the executor refused it ({exc})", KEEP)
 
     # -- the worker's part -------------------------------------------------------------
 
@@ -980,7 +994,13 @@ class DurableScheduler:
         fn = self._resolve(spec)
         if isinstance(fn, Exception):
             self._failed(claim.job_id, fn, claim.scheduled)
-            self._end(run, "failed", None, _error_text(fn), None)
+            self._end(run, "failed", None, _error_text(fn), KEEP)
+            return
+        jitter: float = getattr(spec.schedule, "jitter", 0.0)
+        if jitter and claim.started is None and self._halt.wait(random.uniform(0.0, jitter)):
+            # Stopped while the run waited for its jitter: it has not started, so it is
+            # handed back like any claimed run that did not start.
+            self._release(run)
             return
         if claim.started is not None:
             started = claim.started
@@ -1041,11 +1061,12 @@ class DurableScheduler:
                 )
             )
         schedule = spec.schedule
-        next_run: float | Keep = KEEP
-        if isinstance(schedule, EverySchedule) and schedule.fixed_delay:
-            next_run = ended + schedule.seconds
-            if next_run <= ended:  # too small for the wall clock: still strictly later
-                next_run = math.nextafter(ended, math.inf)
+        next_run: float | Keep | None = KEEP
+        if isinstance(schedule, Every) and schedule.fixed_delay:
+            after = ended + schedule.interval
+            if after <= ended:  # too small for the wall clock: still strictly later
+                after = math.nextafter(ended, math.inf)
+            next_run = within_until(schedule, after)
         text = None if error is None else _error_text(error)
         self._end(run, "ok" if error is None else "failed", ended, text, next_run)
 
@@ -1088,7 +1109,7 @@ class DurableScheduler:
             outcome,
             self._wall() if ended is None else ended,
             error,
-            KEEP if next_run is None else next_run,
+            next_run,
         )
         if self._recorder is not None:
             # Written with the next batch; `_ended` runs once it is committed. The

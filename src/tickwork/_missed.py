@@ -19,13 +19,13 @@ from __future__ import annotations
 import logging
 import math
 from collections import deque
-from dataclasses import dataclass
-from functools import lru_cache
+from dataclasses import dataclass, replace
 from typing import Final, Literal
 
 from ._cron import CronExpression
+from ._schedules import At, Cron, Every, Once
 from ._timefmt import iso
-from .stores._model import AtSchedule, CronSchedule, EverySchedule, JobState, Schedule
+from .stores._model import JobState, Schedule
 
 __all__ = [
     "CORRECTION",
@@ -74,22 +74,17 @@ class Decision:
     """Why no run time could be computed, for ``"failed"``."""
 
 
-@lru_cache(maxsize=256)
-def _cron(expr: str, tz: str) -> CronExpression:
-    return CronExpression(expr, tz)
-
-
 class _Grid:
     """The slots of a fixed-rate or cron schedule, as seen from one slot ``s``."""
 
-    def __init__(self, schedule: EverySchedule | CronSchedule, s: float) -> None:
+    def __init__(self, schedule: Every | Cron, s: float) -> None:
         self.s = s
         self.step: float | None = None
         self.expr: CronExpression | None = None
-        if isinstance(schedule, EverySchedule):
-            self.step = schedule.seconds
+        if isinstance(schedule, Every):
+            self.step = schedule.interval
         else:
-            self.expr = _cron(schedule.expr, schedule.tz)
+            self.expr = schedule.expression
 
     def after(self, t: float) -> float:
         """The first slot strictly after ``t`` (``t >= s``)."""
@@ -141,21 +136,35 @@ class _Grid:
             span *= 2
 
 
-def first_run(schedule: Schedule, now: float) -> float:
+def first_run(schedule: Schedule, now: float) -> float | None:
     """The first due time of a newly declared schedule: UTC POSIX seconds.
 
-    A one-shot is due at its instant (already past: due at once, as late); an interval
-    one interval from ``now``; a cron schedule at its first fire time after ``now``.
+    `At` is due at its instant (already past: due at once, as late); `Once` its delay
+    after ``now``; `Every` its ``first`` delay (default: one interval) after ``now``;
+    `Cron` at its first fire time after ``now``. ``None`` when that is after the
+    schedule's ``until``: it has ended.
 
     Raises:
         CronError: The cron expression or its zone is invalid here.
 
     """
-    if isinstance(schedule, AtSchedule):
-        return schedule.at
-    if isinstance(schedule, EverySchedule):
-        return now + schedule.seconds
-    return _cron(schedule.expr, schedule.tz).next_after_timestamp(now)
+    if isinstance(schedule, At):
+        return schedule.when
+    if isinstance(schedule, Once):
+        return now + schedule.delay
+    if isinstance(schedule, Every):
+        first = now + (schedule.interval if schedule.first is None else schedule.first)
+    else:
+        first = schedule.expression.next_after_timestamp(now)
+    return within_until(schedule, first)
+
+
+def within_until(schedule: Schedule, t: float | None) -> float | None:
+    """``t``, or ``None`` when it lies after the schedule's ``until`` (it has ended)."""
+    until = getattr(schedule, "until", None)
+    if t is None or until is None or t <= until:
+        return t
+    return None
 
 
 def decide(state: JobState, now: float, *, vanished: tuple[float, float] | None = None) -> Decision:
@@ -175,9 +184,11 @@ def decide(state: JobState, now: float, *, vanished: tuple[float, float] | None 
 
     """
     try:
-        return _decide(state, now, vanished)
+        decision = _decide(state, now, vanished)
     except Exception as exc:  # a cron zone missing on this host, say
         return Decision("failed", None, error=f"cannot compute run times: {exc}")
+    nxt = within_until(state.spec.schedule, decision.next_run)
+    return decision if nxt == decision.next_run else replace(decision, next_run=nxt)
 
 
 def _decide(state: JobState, now: float, vanished: tuple[float, float] | None) -> Decision:
@@ -188,12 +199,14 @@ def _decide(state: JobState, now: float, vanished: tuple[float, float] | None) -
     schedule = spec.schedule
     grace = spec.grace
     late = grace is not None and now - s > grace
-    if isinstance(schedule, AtSchedule):
+    if isinstance(schedule, At | Once):
         if late and spec.missed == "skip":
             return Decision("missed", None, missed=1)
         return Decision("run", None, missed=int(late))
-    if isinstance(schedule, EverySchedule) and schedule.fixed_delay:
-        step = schedule.seconds
+    if within_until(schedule, s) is None:  # stored before its until was set: not a slot
+        return Decision("skipped", None)
+    if isinstance(schedule, Every) and schedule.fixed_delay:
+        step = schedule.interval
         # Provisional: the real next run is set when the run ends (end + interval). If
         # the runner dies, this one keeps the job alive.
         if state.claims:  # overlap="allow": a fixed-delay job still never overlaps
@@ -288,9 +301,7 @@ def _decide_retry(state: JobState, slot: float, now: float) -> Decision:
     keep = state.next_run
     schedule = spec.schedule
     late = spec.grace is not None and now - slot > spec.grace
-    if isinstance(schedule, AtSchedule) or (
-        isinstance(schedule, EverySchedule) and schedule.fixed_delay
-    ):
+    if isinstance(schedule, At | Once) or (isinstance(schedule, Every) and schedule.fixed_delay):
         if late and spec.missed == "skip":
             return Decision("missed", keep, missed=1)
         return Decision("run", keep, missed=int(late))
@@ -344,10 +355,10 @@ def after_clock_step(state: JobState, now: float, step: float) -> float | None:
     """
     n = state.next_run
     schedule = state.spec.schedule
-    if step >= 0.0 or n is None or n <= now or isinstance(schedule, AtSchedule):
+    if step >= 0.0 or n is None or n <= now or isinstance(schedule, At | Once):
         return None
-    if isinstance(schedule, EverySchedule):
-        seconds = schedule.seconds
+    if isinstance(schedule, Every):
+        seconds = schedule.interval
         if n - now <= seconds:
             return None
         if schedule.fixed_delay:
@@ -357,7 +368,7 @@ def after_clock_step(state: JobState, now: float, step: float) -> float | None:
         while new <= now:  # float rounding
             new += seconds
         return new if new < n else None
-    expr = _cron(schedule.expr, schedule.tz)
+    expr = schedule.expression
     if expr.is_fixed_time and -step < CORRECTION:
         return None
     new = expr.next_after_timestamp(now)

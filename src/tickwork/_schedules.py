@@ -22,7 +22,7 @@ import re
 from dataclasses import dataclass, field
 from datetime import datetime
 from numbers import Real
-from typing import TYPE_CHECKING, ClassVar, Final
+from typing import TYPE_CHECKING, Any, ClassVar, Final
 from zoneinfo import ZoneInfo
 
 if TYPE_CHECKING:
@@ -136,6 +136,10 @@ class Once(Schedule):
     def __post_init__(self) -> None:
         object.__setattr__(self, "delay", seconds_arg("delay", self.delay, positive=False))
 
+    def to_dict(self) -> dict[str, Any]:
+        """The JSON form a store keeps: ``{"kind": "once", "delay": seconds}``."""
+        return {"kind": "once", "delay": self.delay}
+
     def _plan(self, rng: random.Random) -> _Plan:
         return _OncePlan(self.delay)
 
@@ -164,6 +168,15 @@ class At(Schedule):
                 f"when must be an aware datetime or finite POSIX seconds, got {self.when!r}"
             )
         object.__setattr__(self, "when", float(when))
+
+    @property
+    def at(self) -> float:
+        """The instant (the name durable schedules used before `At` was shared)."""
+        return self.when
+
+    def to_dict(self) -> dict[str, Any]:
+        """The JSON form a store keeps: ``{"kind": "at", "at": seconds}``."""
+        return {"kind": "at", "at": self.when}
 
     def _plan(self, rng: random.Random) -> _Plan:
         return _AtPlan(self.when)
@@ -204,6 +217,21 @@ class Every(Schedule):
     def seconds(self) -> float:
         """The interval (the name durable schedules used before `Every` was shared)."""
         return self.interval
+
+    def to_dict(self) -> dict[str, Any]:
+        """The JSON form a store keeps; fields at their defaults are left out.
+
+        ``{"kind": "every", "seconds": s, "fixed_delay": bool}`` plus ``"jitter"``,
+        ``"first"`` and ``"until"`` when set (so a schedule without them is stored
+        exactly as before they existed).
+        """
+        out: dict[str, Any] = {
+            "kind": "every",
+            "seconds": self.interval,
+            "fixed_delay": self.fixed_delay,
+        }
+        _optional(out, self.jitter, self.until, first=self.first)
+        return out
 
     def _plan(self, rng: random.Random) -> _Plan:
         first = self.interval if self.first is None else self.first
@@ -254,9 +282,30 @@ class Cron(Schedule):
         object.__setattr__(self, "jitter", _jitter_arg(self.jitter))
         object.__setattr__(self, "until", _until_arg(self.until))
 
+    def to_dict(self) -> dict[str, Any]:
+        """The JSON form a store keeps, with ``"jitter"`` and ``"until"`` when set.
+
+        ``{"kind": "cron", "expr": "...", "tz": "Area/City"}`` without them.
+        """
+        out: dict[str, Any] = {"kind": "cron", "expr": self.expr, "tz": self.tz}
+        _optional(out, self.jitter, self.until)
+        return out
+
     def _plan(self, rng: random.Random) -> _Plan:
         until = self.until if isinstance(self.until, float) else None
         return _CronPlan(self.expression, self.jitter, rng, until)
+
+
+def _optional(
+    out: dict[str, Any], jitter: float, until: float | datetime | None, first: float | None = None
+) -> None:
+    """Add the optional fields of a stored schedule that differ from their defaults."""
+    if jitter:
+        out["jitter"] = jitter
+    if first is not None:
+        out["first"] = first
+    if until is not None:
+        out["until"] = until
 
 
 # -- plans: per-task state, private to the core -----------------------------------------

@@ -17,8 +17,10 @@ from collections.abc import Callable, Mapping
 from dataclasses import KW_ONLY, dataclass, field
 from enum import Enum
 from types import MappingProxyType
-from typing import Any, ClassVar, Final, Literal, TypeAlias
+from typing import Any, Final, Literal, TypeAlias
 
+from tickwork._errors import CronError
+from tickwork._schedules import At, Cron, Every, Once
 from tickwork._timefmt import iso
 
 from ._errors import JobSpecError, SchemaVersionError, StoreError
@@ -107,132 +109,133 @@ def _choice(name: str, value: object, allowed: tuple[str, ...]) -> None:
 # -- schedules -------------------------------------------------------------------------
 
 
-@dataclass(frozen=True, slots=True)
-class AtSchedule:
-    """Run once, at a wall-clock instant.
+# The schedule values are the core's own (`tickwork.At`, `Every`, `Cron`, `Once`): one
+# vocabulary for in-memory and durable jobs. Each knows its JSON form (``to_dict``).
+Schedule: TypeAlias = At | Every | Cron | Once
+_SCHEDULE_TYPES: Final = (At, Every, Cron, Once)
 
-    Args:
-        at: UTC POSIX seconds (``datetime.timestamp()``) of the run.
+
+def AtSchedule(at: float) -> At:  # the old class name, kept callable
+    """`tickwork.At` (the name durable jobs used before the values were shared).
 
     Raises:
         JobSpecError: ``at`` is not a finite number.
 
     """
-
-    kind: ClassVar[str] = "at"
-    at: float
-
-    def __post_init__(self) -> None:
-        object.__setattr__(self, "at", _number("schedule.at", self.at))
-
-    def to_dict(self) -> dict[str, Any]:
-        """The JSON form: ``{"kind": "at", "at": seconds}``."""
-        return {"kind": "at", "at": self.at}
+    return At(_number("schedule.at", at))
 
 
-@dataclass(frozen=True, slots=True)
-class EverySchedule:
-    """Run every ``seconds``: fixed-rate on a grid, or fixed-delay after each run ends.
-
-    Args:
-        seconds: The interval, a finite number > 0.
-        fixed_delay: Measure the interval from the end of a run instead of the grid.
+def EverySchedule(seconds: float, fixed_delay: bool = False) -> Every:
+    """`tickwork.Every` (the name durable jobs used before the values were shared).
 
     Raises:
         JobSpecError: ``seconds`` is not a finite number > 0, or ``fixed_delay`` not a bool.
 
     """
-
-    kind: ClassVar[str] = "every"
-    seconds: float
-    fixed_delay: bool = False
-
-    def __post_init__(self) -> None:
-        seconds = _number("schedule.seconds", self.seconds)
-        if seconds <= 0.0:
-            raise JobSpecError(
-                f"schedule.seconds must be a finite number > 0, got {self.seconds!r}"
-            )
-        if not isinstance(self.fixed_delay, bool):
-            raise JobSpecError(f"schedule.fixed_delay must be a bool, got {self.fixed_delay!r}")
-        object.__setattr__(self, "seconds", seconds)
-
-    def to_dict(self) -> dict[str, Any]:
-        """The JSON form: ``{"kind": "every", "seconds": s, "fixed_delay": bool}``."""
-        return {"kind": "every", "seconds": self.seconds, "fixed_delay": self.fixed_delay}
+    number = _number("schedule.seconds", seconds)
+    if number <= 0.0:
+        raise JobSpecError(f"schedule.seconds must be a finite number > 0, got {seconds!r}")
+    if not isinstance(fixed_delay, bool):
+        raise JobSpecError(f"schedule.fixed_delay must be a bool, got {fixed_delay!r}")
+    return Every(number, fixed_delay=fixed_delay)
 
 
-@dataclass(frozen=True, slots=True)
-class CronSchedule:
-    """Run at the times a cron expression names, read in a time zone.
-
-    Only the shape is checked here (non-empty strings); the cron layer parses the
-    expression and loads the zone when the scheduler computes run times, so a store can
-    hold a job whose zone this host lacks without failing for every other job.
-
-    Args:
-        expr: The cron expression, e.g. ``"0 3 * * *"``.
-        tz: An IANA time zone name, e.g. ``"Europe/Berlin"``.
+def CronSchedule(expr: str, tz: str = "UTC") -> Cron:
+    """`tickwork.Cron` (the name durable jobs used before the values were shared).
 
     Raises:
         JobSpecError: ``expr`` or ``tz`` is not a non-empty string.
+        CronError: The expression or the zone is invalid here.
 
     """
-
-    kind: ClassVar[str] = "cron"
-    expr: str
-    tz: str = "UTC"
-
-    def __post_init__(self) -> None:
-        if not isinstance(self.expr, str) or not self.expr.strip():
-            raise JobSpecError(f"schedule.expr must be a non-empty string, got {self.expr!r}")
-        if not isinstance(self.tz, str) or not self.tz or self.tz != self.tz.strip():
-            raise JobSpecError(
-                f"schedule.tz must be a time zone name without spaces around it, got {self.tz!r}"
-            )
-
-    def to_dict(self) -> dict[str, Any]:
-        """The JSON form: ``{"kind": "cron", "expr": "...", "tz": "Area/City"}``."""
-        return {"kind": "cron", "expr": self.expr, "tz": self.tz}
+    if not isinstance(expr, str) or not expr.strip():
+        raise JobSpecError(f"schedule.expr must be a non-empty string, got {expr!r}")
+    if not isinstance(tz, str) or not tz or tz != tz.strip():
+        raise JobSpecError(
+            f"schedule.tz must be a time zone name without spaces around it, got {tz!r}"
+        )
+    return Cron(expr, tz)
 
 
-Schedule: TypeAlias = AtSchedule | EverySchedule | CronSchedule
-_KINDS: Final[dict[str, tuple[type[Schedule], tuple[str, ...], tuple[str, ...]]]] = {
-    # kind: (class, required keys, optional keys)
-    "at": (AtSchedule, ("at",), ()),
-    "every": (EverySchedule, ("seconds",), ("fixed_delay",)),
-    "cron": (CronSchedule, ("expr",), ("tz",)),
+_KINDS: Final[dict[str, tuple[Callable[..., Schedule], dict[str, str], tuple[str, ...]]]] = {
+    # kind: (constructor, {stored key: argument}, required keys)
+    "at": (At, {"at": "when"}, ("at",)),
+    "once": (Once, {"delay": "delay"}, ("delay",)),
+    "every": (
+        Every,
+        {
+            "seconds": "interval",
+            "fixed_delay": "fixed_delay",
+            "jitter": "jitter",
+            "first": "first",
+            "until": "until",
+        },
+        ("seconds",),
+    ),
+    "cron": (
+        Cron,
+        {"expr": "expr", "tz": "tz", "jitter": "jitter", "until": "until"},
+        ("expr",),
+    ),
 }
 
 
 def schedule_from_dict(data: object) -> Schedule:
     """Build a schedule from its JSON form (the inverse of ``schedule.to_dict()``).
 
+    Reads every form stored so far: the keys of a kind that a schedule leaves at their
+    defaults are simply absent.
+
     Args:
-        data: A dict with a ``"kind"`` of ``"at"``, ``"every"`` or ``"cron"`` and that
-            kind's fields.
+        data: A dict with a ``"kind"`` of ``"at"``, ``"once"``, ``"every"`` or
+            ``"cron"`` and that kind's fields.
 
     Returns:
         The schedule value.
 
     Raises:
-        JobSpecError: Not a dict, unknown kind, missing or unknown keys, or bad values.
+        JobSpecError: Not a dict, unknown kind, missing or unknown keys, or bad values
+            (a cron expression or zone this host cannot read included).
 
     """
     if not isinstance(data, Mapping):
         raise JobSpecError(f"schedule must be a dict with a 'kind', got {data!r}")
     kind = data.get("kind")
     if not isinstance(kind, str) or kind not in _KINDS:
-        raise JobSpecError(f"schedule.kind must be one of 'at', 'every', 'cron', got {kind!r}")
-    cls, required, optional = _KINDS[kind]
+        raise JobSpecError(
+            f"schedule.kind must be one of 'at', 'once', 'every', 'cron', got {kind!r}"
+        )
+    make, keys, required = _KINDS[kind]
     missing = [k for k in required if k not in data]
     if missing:
         raise JobSpecError(f"schedule of kind {kind!r} needs {missing[0]!r}, got {dict(data)!r}")
     if len(data) > 1 + len(required):  # optional or unknown keys: look closer
-        unknown = sorted(str(k) for k in data if k not in {"kind", *required, *optional})
+        unknown = sorted(str(k) for k in data if k != "kind" and k not in keys)
         if unknown:
             raise JobSpecError(f"schedule of kind {kind!r} has unknown key {unknown[0]!r}")
-    return cls(**{k: data[k] for k in (*required, *optional) if k in data})
+    # The fields every tickwork has stored are checked with their own messages first.
+    if kind == "at":
+        return AtSchedule(data["at"])
+    base: Schedule
+    if kind == "every":
+        base = EverySchedule(data["seconds"], data.get("fixed_delay", False))
+    elif kind == "cron":
+        try:
+            base = CronSchedule(data["expr"], data.get("tz", "UTC"))
+        except CronError as exc:
+            raise JobSpecError(f"schedule: {exc}") from exc
+    else:
+        try:
+            base = Once(_number("schedule.delay", data["delay"]))
+        except ValueError as exc:
+            raise JobSpecError(f"schedule.{exc}") from exc
+    if len(data) <= 1 + len(required):
+        return base
+    values = {arg: data[key] for key, arg in keys.items() if key in data}
+    try:
+        return make(**values)
+    except (TypeError, ValueError) as exc:  # CronError is a ValueError
+        raise JobSpecError(f"schedule.{exc}") from exc
 
 
 # -- validation helpers ----------------------------------------------------------------
@@ -355,7 +358,8 @@ class JobSpec:
     Args:
         id: Stable id chosen by the user; upserts are keyed by it.
         func: Import path ``"package.module:function"``.
-        schedule: When to run: `AtSchedule`, `EverySchedule` or `CronSchedule`.
+        schedule: When to run: `tickwork.At`, `Every`, `Cron` or `Once` (a `Once`
+            delay counts from when the job is first declared).
         args: Positional arguments, JSON values.
         kwargs: Keyword arguments, JSON values under str keys.
         overlap: A run due while the previous one is going: ``"skip"`` it,
@@ -390,10 +394,9 @@ class JobSpec:
     def __post_init__(self) -> None:
         _job_id(self.id)
         _check_func_path(self.func)
-        if not isinstance(self.schedule, (AtSchedule, EverySchedule, CronSchedule)):
+        if not isinstance(self.schedule, _SCHEDULE_TYPES):
             raise JobSpecError(
-                "schedule must be an AtSchedule, EverySchedule or CronSchedule,"
-                f" got {self.schedule!r}"
+                f"schedule must be a tickwork At, Every, Cron or Once, got {self.schedule!r}"
             )
         if not isinstance(self.args, list | tuple):
             raise JobSpecError(f"args must be a list or tuple, got {self.args!r}")
@@ -446,7 +449,7 @@ class JobSpec:
         }
 
 
-_SPEC_KEYS: Final = frozenset(JobSpec("x", "m:f", AtSchedule(0)).to_dict())
+_SPEC_KEYS: Final = frozenset(JobSpec("x", "m:f", At(0.0)).to_dict())
 
 
 def spec_to_json(spec: JobSpec) -> str:
