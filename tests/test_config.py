@@ -91,6 +91,43 @@ def test_full_job_and_defaults(tmp_path: Path) -> None:
         config.job("nope")
 
 
+def test_first_and_until_shape_the_schedule() -> None:
+    text = (
+        '[[job]]\nname = "a"\ncommand = ["x"]\nevery = "1m"\nfirst = "5s"\n'
+        "until = 2027-01-01T00:00:00Z\n\n"
+        '[[job]]\nname = "b"\ncommand = ["x"]\ncron = "0 3 * * *"\n'
+        'until = "2027-01-01T01:00:00+01:00"\n'
+    )
+    a, b = parse_config(text).jobs
+    end = datetime(2027, 1, 1, tzinfo=UTC).timestamp()
+    assert a.schedule == Every(60.0, first=5.0, until=end)
+    assert b.schedule == Cron("0 3 * * *", until=end)
+
+
+@pytest.mark.parametrize(
+    ("text", "expected"),
+    [
+        (
+            '[[job]]\nname = "a"\ncommand = ["x"]\nin = "1m"\nuntil = 2027-01-01T00:00:00Z\n',
+            ['jobs.toml:5: job "a": until: applies only to every and cron schedules'],
+        ),
+        (
+            '[[job]]\nname = "a"\ncommand = ["x"]\ncron = "@daily"\nfirst = "5s"\n',
+            ['jobs.toml:5: job "a": first: applies only to every schedules'],
+        ),
+        (
+            '[[job]]\nname = "a"\ncommand = ["x"]\nevery = "1m"\nuntil = "2027-01-01T00:00"\n',
+            [
+                'jobs.toml:5: job "a": until: needs a UTC offset (2026-12-02T17:00:00Z or'
+                " +01:00), got 2027-01-01T00:00:00"
+            ],
+        ),
+    ],
+)
+def test_first_and_until_mistakes_are_pinned(text: str, expected: list[str]) -> None:
+    assert problems(text) == expected
+
+
 def test_defaults_when_nothing_is_set() -> None:
     [job] = parse_config('[[job]]\nname = "a"\ncommand = ["true"]\nevery = 30\n').jobs
     assert job.schedule == Every(30.0)

@@ -80,6 +80,8 @@ JOB_KEYS: Final = DEFAULT_KEYS | {
     "args",
     "kwargs",
     "fixed_delay",
+    "first",
+    "until",
     *_SCHEDULE_KEYS,
 }
 _TOP_KEYS: Final = ("job", "defaults")
@@ -512,12 +514,27 @@ class _Checker:
         key = given[0]
         value = table[key]
         ok = True
-        for extra, only in (("fixed_delay", "every"), ("timezone", "cron")):
+        for extra, only in (("fixed_delay", "every"), ("timezone", "cron"), ("first", "every")):
             if extra in table and key != only:
                 self.add(where, (*at, extra), extra, f"applies only to {only} schedules")
                 ok = False
-        if "jitter" in table and key in ("at", "in"):
-            self.add(where, (*at, "jitter"), "jitter", "applies only to every and cron schedules")
+        for extra in ("jitter", "until"):
+            if extra in table and key in ("at", "in"):
+                self.add(where, (*at, extra), extra, "applies only to every and cron schedules")
+                ok = False
+        first: float | None = None
+        until: float | None = None
+        try:
+            if "first" in table and key == "every":
+                first = _duration(table["first"])
+        except _Invalid as exc:
+            self.add(where, (*at, "first"), "first", str(exc))
+            ok = False
+        try:
+            if "until" in table and key in ("every", "cron"):
+                until = _instant(table["until"]).timestamp()
+        except _Invalid as exc:
+            self.add(where, (*at, "until"), "until", str(exc))
             ok = False
         jitter = 0.0
         jitter_raw = table.get("jitter", defaults.get("jitter", 0))
@@ -538,7 +555,9 @@ class _Checker:
                     )
                     ok = False
                 interval = _duration(value, positive=True)
-                schedule = Every(interval, fixed_delay=fixed is True, jitter=jitter)
+                schedule = Every(
+                    interval, fixed_delay=fixed is True, jitter=jitter, first=first, until=until
+                )
             elif key == "cron":
                 tz = table.get("timezone", defaults.get("timezone", "UTC"))
                 if not isinstance(value, str):
@@ -546,7 +565,7 @@ class _Checker:
                 if not isinstance(tz, str):
                     return None  # reported by options()
                 try:
-                    schedule = Cron(value, tz=tz, jitter=jitter)
+                    schedule = Cron(value, tz=tz, jitter=jitter, until=until)
                 except CronError as exc:
                     if str(exc).startswith("tz:"):
                         return None  # reported by options(), where the zone is written

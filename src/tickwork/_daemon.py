@@ -230,7 +230,9 @@ def open_store(*, state: str | None = None, database: str | None = None) -> Stor
 
 
 def _plain(value: object) -> Any:
-    """``value`` as JSON data, for fingerprints (schedules by their repr)."""
+    """``value`` as JSON data, for fingerprints (schedules by their stored form)."""
+    if isinstance(value, Every | Cron | At | Once):
+        return value.to_dict()  # fields at their defaults left out: stable as fields come
     if isinstance(value, Mapping):
         return {str(k): _plain(v) for k, v in sorted(value.items())}
     if isinstance(value, (list, tuple)):
