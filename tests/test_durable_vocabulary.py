@@ -7,6 +7,7 @@ versions read back unchanged, and the durable engine honours every field.
 from __future__ import annotations
 
 import json
+import random
 import re
 import threading
 from collections.abc import Iterator
@@ -17,7 +18,6 @@ from typing import Any
 import pytest
 
 from tickwork import At, Cron, DurableScheduler, Every, Once
-from tickwork import _durable as durable_module
 from tickwork.stores import (
     AtSchedule,
     CronSchedule,
@@ -239,7 +239,7 @@ def test_jitter_delays_the_start_by_a_draw_below_it(
         draws.append((a, b))
         return 0.0
 
-    monkeypatch.setattr(durable_module.random, "uniform", uniform)
+    monkeypatch.setattr(random, "uniform", uniform)
     ds, pool = scheduler(store, clock)
     ds.declare(JobSpec("j", REC, Every(10, jitter=4)))
     run_for(ds, pool, clock, 21)
@@ -259,7 +259,7 @@ def test_a_run_waiting_for_its_jitter_is_handed_back_by_stop(
         waiting.set()
         return 3600.0
 
-    monkeypatch.setattr(durable_module.random, "uniform", uniform)
+    monkeypatch.setattr(random, "uniform", uniform)
     durable_jobs.CALLS.clear()
     ds = DurableScheduler(store, max_workers=2)
     ds.declare(JobSpec("j", REC, Every(3600, first=0, jitter=7200)))

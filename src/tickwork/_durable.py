@@ -11,6 +11,11 @@ claims due runs with `Store.claim_due`, whose ``advance`` is the pure policy of
 sleeps again. A worker records each run with `Store.start` right before
 calling the job and `Store.finish` after it. See ``docs/durability.md``.
 
+This module holds the public API, the life cycle and the timing loop. The engine's
+other parts are classes of their own, one module each, that `DurableScheduler` is built
+from: claiming (``_durable_claims``), running (``_durable_runs``) and recovery
+(``_durable_recovery``) over the shared state (``_durable_base``, which maps them).
+
 Locking: one lock guards the scheduler's own bookkeeping (runs in flight, listeners,
 errors). It is never held while a job, a listener or the ``on_error`` hook runs, nor
 during store calls, so all of them may call back into the scheduler from any thread.
@@ -18,56 +23,45 @@ during store calls, so all of them may call back into the scheduler from any thr
 
 from __future__ import annotations
 
-import inspect
 import logging
 import math
 import os
-import random
 import secrets
 import socket
 import threading
 import time
-import traceback
 from collections import deque
 from collections.abc import Awaitable, Callable, Iterable
 from concurrent.futures import Executor, ThreadPoolExecutor
-from contextvars import ContextVar
 from dataclasses import replace
 from types import TracebackType
-from typing import Final
 
-from ._errors import JobFailed, JobInterrupted
+from ._durable_base import (
+    _RETRY_MIN,
+    _current,
+    _Run,
+)
+from ._durable_base import DEFAULT_NOTIFIED_POLL as DEFAULT_NOTIFIED_POLL
+from ._durable_base import DEFAULT_POLL as DEFAULT_POLL
+from ._durable_base import DurableErrorHook as DurableErrorHook
+from ._durable_base import current_async_claim as current_async_claim
+from ._durable_claims import _Claiming
 from ._missed import (
-    CORRECTION,
-    Decision,
-    after_clock_step,
-    decide,
-    decide_retry,
     first_run,
-    within_until,
 )
 from ._recorder import Recorder
 from ._scheduler import (
     DEFAULT_MAX_ERRORS,
-    EventKind,
     Listener,
-    RunEvent,
-    _check_result,
-    _deliver,
     _is_coroutine_function,
 )
 from ._schedules import Every
 from ._storetime import StoreTime
-from ._timefmt import iso
-from .stores._errors import JobNotFoundError, JobSpecError, StoreError
+from .stores._errors import JobNotFoundError, JobSpecError
 from .stores._model import (
-    KEEP,
     Claim,
-    Finish,
     JobSpec,
     JobState,
-    Keep,
-    Outcome,
     Schedule,
     Upsert,
     check_job_id,
@@ -78,45 +72,6 @@ from .stores._protocol import BatchRecorder, ChangeNotifier, SessionLiveness, St
 __all__ = ["DurableScheduler"]
 
 _log = logging.getLogger("tickwork.durable")
-
-#: Longest error text recorded in a job's last run.
-_MAX_ERROR_TEXT: Final = 2000
-
-#: Default safety poll (seconds) of a store that cannot announce changes.
-DEFAULT_POLL: Final = 1.0
-#: Default safety poll of a `ChangeNotifier` store: other nodes' changes wake it anyway.
-DEFAULT_NOTIFIED_POLL: Final = 10.0
-#: First wait after a failed store call; it doubles per failure, up to ``poll``.
-_RETRY_MIN: Final = 0.1
-#: Work was due but none of it could be claimed (another node's claim transaction held
-#: the rows): look again after this many seconds, doubling per such look, up to
-#: `_HELD_MAX`. The holder commits within milliseconds; the safety poll is never waited out.
-_HELD_MIN: Final = 0.01
-_HELD_MAX: Final = 1.0
-#: A wall clock that moved this many seconds more (or less) than the monotonic clock
-#: between two steps was set (NTP step, an administrator); smaller differences are
-#: drift and rounding.
-CLOCK_STEP: Final = 1.0
-
-DurableErrorHook = Callable[[str, Exception], object]
-
-_current = threading.local()
-#: The claim of the coroutine job running in this context (`AsyncDurableScheduler`).
-current_async_claim: ContextVar[Claim | None] = ContextVar("tickwork_claim", default=None)
-
-
-def _error_text(exc: BaseException) -> str:
-    """``Type: message`` plus the innermost frames: short enough for a database row.
-
-    A `JobFailed` is its message alone: the job has described its failure already.
-    """
-    if isinstance(exc, JobFailed):
-        return str(exc)[:_MAX_ERROR_TEXT]
-    frames = traceback.extract_tb(exc.__traceback__)[-3:]
-    where = "".join(traceback.format_list(frames))
-    head = f"{type(exc).__name__}: {exc}"
-    text = head if not where else f"{head}\n{where.rstrip()}"
-    return text[:_MAX_ERROR_TEXT]
 
 
 def _real_time() -> float:
@@ -132,20 +87,7 @@ def _positive(name: str, value: object) -> float:
     return float(value)
 
 
-class _Run:
-    """One claimed slot this scheduler holds: its claim and when to renew its lease."""
-
-    __slots__ = ("claim", "decision", "ended", "renew_at", "started")
-
-    def __init__(self, claim: Claim, decision: Decision, renew_at: float) -> None:
-        self.claim = claim
-        self.decision = decision
-        self.renew_at = renew_at
-        self.started = False
-        self.ended = False  # done on its worker; its finish is waiting to be committed
-
-
-class DurableScheduler:
+class DurableScheduler(_Claiming):
     """Durable jobs: declared by id, kept in a `Store`, run by a thread on a pool.
 
     Jobs are `JobSpec` values naming their function by import path with JSON
@@ -508,12 +450,6 @@ class DurableScheduler:
         with self._lock:
             self._declared.add(func)
 
-    def _allowed(self, func: str) -> bool:
-        if func in self._declared:
-            return True
-        module = func.partition(":")[0]
-        return any(p == "*" or module == p or module.startswith(p + ".") for p in self._prefixes)
-
     def _poke(self) -> None:
         """Make the timing thread look at the store again now."""
         with self._lock:
@@ -651,11 +587,6 @@ class DurableScheduler:
                 listeners.remove(listener)
                 self._listeners = listeners
 
-    def _emit(self, event: RunEvent) -> None:
-        listeners = self._listeners
-        if listeners:
-            _deliver(listeners, event)
-
     # -- the timing thread -----------------------------------------------------------
 
     def _loop(self) -> None:
@@ -703,36 +634,6 @@ class DurableScheduler:
             self._failures = 0
         return timeout
 
-    def _store_failed(self, exc: Exception) -> float:
-        """Log a failed step; return how long to back off (doubling, capped at ``poll``).
-
-        Retrying is safe: a store call that raised changed nothing it did not report
-        (a claim that committed unseen stays unstarted, is recovered when its lease
-        ends and then runs once), and a run held here goes on and is renewed later.
-        """
-        self._failures += 1
-        delay = min(self._poll, _RETRY_MIN * 2.0 ** min(self._failures - 1, 60))
-        if isinstance(exc, StoreError):
-            # The store has retried already (PostgresStore: for reconnect_timeout); its
-            # message names the operation and never shows a password.
-            _log.error(
-                "durable scheduler %r: store call failed (attempt %d): %s; retrying in %.2f s",
-                self._owner,
-                self._failures,
-                exc,
-                delay,
-                exc_info=exc if self._failures == 1 else None,
-            )
-        else:
-            _log.exception(
-                "durable scheduler %r: unexpected error in a store step (attempt %d);"
-                " retrying in %.2f s",
-                self._owner,
-                self._failures,
-                delay,
-            )
-        return delay
-
     def _listen(self, notifier: ChangeNotifier) -> None:
         """The listener thread: wake the timing thread when the store announces a change.
 
@@ -766,443 +667,4 @@ class DurableScheduler:
             if changed and not self._halt.is_set():
                 self._poke()
 
-    def _clock_step(self, now: float) -> float:
-        """How far the wall clock stepped since the last look (0.0: no step).
-
-        Compares the wall clock with the monotonic one; a difference of `CLOCK_STEP`
-        or more is a step. After a step back, next runs computed on the old clock are
-        moved earlier (`after_clock_step`) and lease renewals held here are brought
-        forward; a step forward of `CORRECTION` or more is remembered as vanished time
-        for `decide`.
-        """
-        offset = now - self._mono()
-        last, self._offset = self._offset, offset
-        if last is None:
-            return 0.0
-        step = offset - last
-        if abs(step) < CLOCK_STEP:
-            return 0.0
-        _log.warning(
-            "durable scheduler %r: the wall clock stepped %s by %.1f s",
-            self._owner,
-            "back" if step < 0 else "forward",
-            abs(step),
-        )
-        if step >= CORRECTION:
-            self._vanished = (now - step, now)
-        elif step < 0.0:
-            with self._lock:
-                for run in self._runs.values():
-                    run.renew_at = min(run.renew_at, now)
-            self._rebase(now, step)
-        return step
-
-    def _rebase(self, now: float, step: float) -> None:
-        """After a step back: move next runs computed on the old clock earlier."""
-        for state in self._store.jobs():  # paused ones too: they must not stall on resume
-            try:
-                new = after_clock_step(state, now, step)
-            except ValueError:  # a cron zone missing here: its claim records the failure
-                continue
-            if new is not None:
-                _log.info(
-                    "job %r: next run moved from %s to %s after the wall clock stepped back",
-                    state.id,
-                    "-" if state.next_run is None else iso(state.next_run, millis=True),
-                    iso(new, millis=True),
-                )
-                self._store.set_next_run(state.id, new)
-
-    def _step_store(self) -> float:
-        store, lease = self._store, self._lease
-        if self._store_time is not None:
-            self._store_time.refresh()
-        now = self._wall()
-        self._clock_step(now)
-        self._renew_due(now)
-        with self._lock:
-            # Runs whose finish is only waiting for its commit hold no worker.
-            busy = len(self._runs) - self._ending
-            free = 2 * self._capacity - busy
-            can_claim = busy < self._capacity
-            idle = self._capacity - busy  # workers with nothing to do: they start at once
-        claims: list[Claim] = []
-        decisions: dict[str, Decision] = {}
-        if can_claim:
-            vanished = self._vanished
-
-            def advance(state: JobState, at: float) -> float | None:
-                decision = decide(state, at, vanished=vanished)
-                decisions[state.id] = decision
-                return decision.next_run
-
-            batch = self._batch
-            if batch is not None:
-                folded = 0
-
-                def start_now(state: JobState) -> bool:
-                    # Runs that go straight to an idle worker are recorded started by
-                    # the claim itself: one commit instead of two before they begin.
-                    # Only functions already imported here (and so allowed): a job
-                    # that cannot run is recorded as never started.
-                    nonlocal folded
-                    if (
-                        folded >= idle
-                        or decisions[state.id].action != "run"
-                        or state.spec.func not in self._funcs
-                        or getattr(state.spec.schedule, "jitter", 0.0) > 0.0  # waits first
-                    ):
-                        return False
-                    folded += 1
-                    return True
-
-                claims = batch.claim_due(
-                    now,
-                    owner=self._owner,
-                    lease_seconds=lease,
-                    limit=free,
-                    advance=advance,
-                    start=start_now,
-                )
-            else:
-                claims = store.claim_due(
-                    now, owner=self._owner, lease_seconds=lease, limit=free, advance=advance
-                )
-            self._last_recover = now
-        elif now - self._last_recover >= lease / 2:
-            store.recover_expired(now)  # claim_due is not called while the pool is full
-            self._last_recover = now
-        for claim in claims:
-            try:
-                if claim.retry:
-                    decision = self._decide_retry(claim, now)
-                else:
-                    decision = decisions[claim.job_id]
-                self._dispatch(claim, decision, now)
-            except Exception:  # the others still go; this one is recovered after its lease
-                _log.exception(
-                    "cannot record the given-up run of job %r (scheduled %s); it is decided"
-                    " again when its lease ends",
-                    claim.job_id,
-                    iso(claim.scheduled, millis=True),
-                )
-        if claims and len(claims) == free:
-            return 0.0  # a full batch: more may be due
-        now = self._wall()
-        with self._lock:
-            renew = min((r.renew_at for r in self._runs.values()), default=math.inf)
-            full = len(self._runs) - self._ending >= self._capacity
-        # With every worker busy nothing can be claimed: a run ending wakes this thread
-        # (`_forget`), so the store need not be asked when something is due.
-        wake = None if full else store.next_wakeup()
-        timeout = self._poll
-        held = False
-        if wake is not None and not full:
-            if wake > now:
-                timeout = min(timeout, wake - now)
-            elif claims:
-                timeout = 0.0  # progress was made and more is due (a replay, say)
-            else:
-                # Due, yet nothing was claimed: another node's claim transaction holds
-                # the rows (the claim skips locked rows), and once it commits they are
-                # no longer due here, or a row cannot be read. Its commit sends no
-                # notification, so look again soon, backing off (never a spin).
-                held = True
-                timeout = min(timeout, _HELD_MAX, _HELD_MIN * 2.0 ** min(self._held, 30))
-        self._held = self._held + 1 if held else 0
-        return max(0.0, min(timeout, renew - now))
-
-    def _decide_retry(self, claim: Claim, now: float) -> Decision:
-        """A re-offered slot, decided by the missed-run rules as of its new claim.
-
-        The job's state is read after the claim: the retry is this scheduler's now,
-        so with ``overlap="skip"`` or ``"queue"`` nothing else moves the job meanwhile;
-        with ``"allow"`` a later read only knows more taken slots, never fewer.
-        """
-        state = self._store.get(claim.job_id)
-        if state is None:  # removed meanwhile: finish() will find no claim
-            return Decision("missed", None, missed=1)
-        return decide_retry(state, claim.scheduled, now)
-
-    def _renew_due(self, now: float) -> None:
-        with self._lock:
-            due = [r for r in self._runs.values() if r.renew_at <= now]
-        for run in due:
-            if self._store.renew(run.claim, now=now, lease_seconds=self._lease):
-                run.renew_at = now + self._lease / 3
-            else:
-                _log.warning(
-                    "lost the claim on job %r (scheduled %s): its lease expired and was"
-                    " recovered elsewhere",
-                    run.claim.job_id,
-                    iso(run.claim.scheduled, millis=True),
-                )
-                run.renew_at = math.inf
-
-    def _dispatch(self, claim: Claim, decision: Decision, now: float) -> None:
-        """Hand a claimed slot to the pool, or record it as given up (timing thread)."""
-        job_id = claim.job_id
-        if decision.missed:
-            _log.info(
-                "job %r: %d run(s) missed (policy %r)", job_id, decision.missed, claim.spec.missed
-            )
-            self._emit(
-                RunEvent(
-                    EventKind.MISSED, 0, claim.scheduled, missed=decision.missed, job_id=job_id
-                )
-            )
-        if decision.skipped:
-            _log.debug(
-                "job %r: %d run(s) skipped, the previous run was going", job_id, decision.skipped
-            )
-            self._emit(
-                RunEvent(
-                    EventKind.SKIPPED, 0, claim.scheduled, missed=decision.skipped, job_id=job_id
-                )
-            )
-        if decision.action != "run":
-            outcome: Outcome = "failed" if decision.action == "failed" else decision.action
-            if decision.action == "failed":
-                self._failed(job_id, JobSpecError(f"job {job_id!r}: {decision.error}"), None)
-            self._store.finish(claim, outcome=outcome, ended=now, error=decision.error)
-            return
-        run = _Run(claim, decision, claim.claimed_at + self._lease / 3)
-        with self._lock:
-            self._runs[claim.token] = run
-        try:
-            self._executor.submit(self._execute, run)
-        except RuntimeError as exc:  # the executor was shut down by its owner
-            _log.warning("executor refused the run of job %r: %s", job_id, exc)
-            if claim.started is None:
-                self._release(run)
-            else:  # recorded started by its claim: it cannot be handed back
-                self._end(run, "failed", None, f"not run: the executor refused it ({exc})", KEEP)
-
     # -- the worker's part -------------------------------------------------------------
-
-    def _execute(self, run: _Run) -> None:
-        claim = run.claim
-        spec = claim.spec
-        store = self._store
-        with self._lock:
-            stopping = self._stopping
-        if stopping and claim.started is None:
-            self._release(run)
-            return
-        # A run recorded started by its claim (it came to an idle worker) runs even
-        # when stop() came meanwhile: it can no longer be handed back.
-        fn = self._resolve(spec)
-        if isinstance(fn, Exception):
-            self._failed(claim.job_id, fn, claim.scheduled)
-            self._end(run, "failed", None, _error_text(fn), KEEP)
-            return
-        jitter: float = getattr(spec.schedule, "jitter", 0.0)
-        if jitter and claim.started is None and self._halt.wait(random.uniform(0.0, jitter)):
-            # Stopped while the run waited for its jitter: it has not started, so it is
-            # handed back like any claimed run that did not start.
-            self._release(run)
-            return
-        if claim.started is not None:
-            started = claim.started
-            # Picked up within the lease, as its start would have checked.
-            ok = self._wall() < claim.lease_until
-        else:
-            started = self._wall()
-            try:
-                if self._recorder is not None:
-                    ok = self._recorder.start(claim, started)
-                else:
-                    ok = store.start(claim, started=started)
-            except Exception:
-                _log.exception("cannot record the start of job %r; not running it", claim.job_id)
-                ok = False
-        if not ok:
-            _log.warning(
-                "job %r (scheduled %s): the claim is gone or expired; not running it",
-                claim.job_id,
-                iso(claim.scheduled, millis=True),
-            )
-            self._forget(run)
-            return
-        with self._lock:
-            run.started = True
-            self._in_job += 1
-        self._emit(RunEvent(EventKind.STARTED, 0, claim.scheduled, started, job_id=claim.job_id))
-        local = self._local
-        local.depth = getattr(local, "depth", 0) + 1
-        _current.claim = claim
-        error: BaseException | None = None
-        try:
-            if (result := fn(*spec.args, **spec.kwargs)) is not None:
-                if self._awaiter is not None and inspect.isawaitable(result):
-                    self._awaiter(result, claim)  # the asyncio face: awaited on its loop
-                else:
-                    _check_result(fn, result)  # an awaitable: nothing would await it
-        except BaseException as exc:
-            # SystemExit and friends too: on a worker thread they reach no one, and a
-            # claim must never be left unfinished: the run failed.
-            error = exc
-        finally:
-            _current.claim = None
-            local.depth -= 1
-        ended = self._wall()
-        if error is not None:
-            failure = error if isinstance(error, Exception) else JobInterrupted.wrap(error)
-            self._failed(claim.job_id, failure, claim.scheduled, started, ended - started)
-        else:
-            self._emit(
-                RunEvent(
-                    EventKind.FINISHED,
-                    0,
-                    claim.scheduled,
-                    started,
-                    ended - started,
-                    job_id=claim.job_id,
-                )
-            )
-        schedule = spec.schedule
-        next_run: float | Keep | None = KEEP
-        if isinstance(schedule, Every) and schedule.fixed_delay:
-            after = ended + schedule.interval
-            if after <= ended:  # too small for the wall clock: still strictly later
-                after = math.nextafter(ended, math.inf)
-            next_run = within_until(schedule, after)
-        text = None if error is None else _error_text(error)
-        self._end(run, "ok" if error is None else "failed", ended, text, next_run)
-
-    def _resolve(self, spec: JobSpec) -> Callable[..., object] | Exception:
-        """The job's function, or why it may not or cannot run (never imported then)."""
-        func = spec.func
-        if not self._allowed(func):
-            return JobSpecError(
-                f"job {spec.id!r}: func {func!r} is not allowed here: declare the job in this"
-                " process or list its module in allowed_modules; it was not imported"
-            )
-        fn = self._funcs.get(func)
-        if fn is None:
-            try:
-                fn = resolve_func(func)
-            except JobSpecError as exc:
-                return exc
-            except BaseException as exc:  # the import raised SystemExit, say
-                # Not Exception (resolve_func wraps those): on this worker thread it
-                # would only leave the claim unfinished.
-                error = JobSpecError(
-                    f"func {func!r} cannot be imported: {type(exc).__name__}: {exc}"
-                )
-                error.__cause__ = exc
-                return error
-            self._funcs[func] = fn
-        return fn
-
-    def _end(
-        self,
-        run: _Run,
-        outcome: Outcome,
-        ended: float | None,
-        error: str | None,
-        next_run: float | Keep | None,
-    ) -> None:
-        claim = run.claim
-        finish = Finish(
-            claim,
-            outcome,
-            self._wall() if ended is None else ended,
-            error,
-            next_run,
-        )
-        if self._recorder is not None:
-            # Written with the next batch; `_ended` runs once it is committed. The
-            # worker is free meanwhile: the timing thread may claim for it.
-            with self._lock:
-                if claim.token in self._runs:
-                    run.ended = True
-                    self._ending += 1
-                    if run.started:
-                        self._in_job -= 1
-                    if len(self._runs) - self._ending < self._capacity:
-                        self._wake = True  # room to claim again
-                        self._cond.notify()
-            self._recorder.finish(finish, lambda result: self._ended(run, finish, result))
-            return
-        result: bool | BaseException
-        try:
-            result = self._store.finish(
-                claim,
-                outcome=finish.outcome,
-                ended=finish.ended,
-                error=finish.error,
-                next_run=finish.next_run,
-            )
-        except Exception as exc:
-            result = exc
-        self._ended(run, finish, result)
-
-    def _ended(self, run: _Run, finish: Finish, result: bool | BaseException) -> None:
-        """After a run's finish was written (or failed): log what went wrong, free it."""
-        claim = run.claim
-        if isinstance(result, BaseException):
-            _log.error(
-                "cannot record the end of job %r; its lease will expire",
-                claim.job_id,
-                exc_info=result,
-            )
-        elif not result:
-            _log.warning(
-                "job %r (scheduled %s) ended but its claim was gone (lease expired or job"
-                " removed); the outcome %r was not recorded",
-                claim.job_id,
-                iso(claim.scheduled, millis=True),
-                finish.outcome,
-            )
-        self._forget(run)
-
-    def _release(self, run: _Run) -> None:
-        """Hand an unstarted claim back: recorded ``"cancelled"``, its slot re-offered.
-
-        The store keeps it as a retry of the same slot; the job's next run is not set
-        back (later slots of an ``overlap="allow"`` job may have been taken meanwhile).
-        """
-        claim = run.claim
-        try:
-            self._store.finish(claim, outcome="cancelled", ended=self._wall())
-        except Exception:
-            _log.exception(
-                "cannot hand back the claim on job %r; its lease will expire", claim.job_id
-            )
-        self._forget(run)
-
-    def _forget(self, run: _Run) -> None:
-        with self._lock:
-            if self._runs.pop(run.claim.token, None) is not None:
-                if run.ended:
-                    self._ending -= 1
-                elif run.started:
-                    self._in_job -= 1
-            if len(self._runs) - self._ending < self._capacity:
-                # Room to claim again (and the job itself may be claimable now).
-                self._wake = True
-                self._cond.notify()
-            if self._stopping:
-                self._idle.notify_all()
-
-    def _failed(
-        self,
-        job_id: str,
-        exc: Exception,
-        scheduled: float | None,
-        started: float | None = None,
-        duration: float | None = None,
-    ) -> None:
-        with self._lock:
-            self._errors.append(f"job {job_id}: {type(exc).__name__}: {exc}")
-        _log.error("job %r failed: %s: %s", job_id, type(exc).__name__, exc, exc_info=exc)
-        if self._on_error is not None:
-            try:
-                self._on_error(job_id, exc)
-            except Exception:
-                _log.exception("on_error hook failed for job %r", job_id)
-        if scheduled is not None:
-            self._emit(
-                RunEvent(EventKind.FAILED, 0, scheduled, started, duration, exc, job_id=job_id)
-            )
