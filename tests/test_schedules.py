@@ -460,10 +460,10 @@ def test_a_slot_carried_past_by_a_clock_step_runs_once_then_until_ends_it() -> N
 @pytest.mark.parametrize(
     ("until", "error", "message"),
     [
-        (datetime(2026, 1, 1), ValueError, "until must be an aware datetime"),
-        ("tomorrow", TypeError, "until must be an aware datetime or POSIX seconds, got 'tomorrow'"),
-        (True, TypeError, "until must be an aware datetime or POSIX seconds, got True"),
-        (math.nan, ValueError, "until must be a finite number of POSIX seconds, got nan"),
+        (datetime(2026, 1, 1), ValueError, "until must be an aware datetime (with a time zone)"),
+        ("tomorrow", TypeError, "until must be an aware datetime or finite POSIX seconds, got 'to"),
+        (True, TypeError, "until must be an aware datetime or finite POSIX seconds, got True"),
+        (math.nan, TypeError, "until must be an aware datetime or finite POSIX seconds, got nan"),
     ],
 )
 def test_bad_until_is_refused_naming_it(until: object, error: type, message: str) -> None:

@@ -22,7 +22,7 @@ import functools
 import math
 import random
 import threading
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Mapping
 from concurrent.futures import Executor
 from types import TracebackType
 from typing import Any, Final, TypeVar
@@ -39,6 +39,7 @@ from ._scheduler import (
     TaskInfo,
     _is_coroutine_function,
     _log,
+    bind,
 )
 from ._schedules import Schedule
 
@@ -170,7 +171,7 @@ class AsyncScheduler:
     def schedule(
         self,
         delay: float,
-        fn: Callable[[], object],
+        fn: Callable[..., object],
         interval: float | None = None,
         *,
         fixed_delay: bool = False,
@@ -178,13 +179,17 @@ class AsyncScheduler:
         max_running: int | None = None,
         timeout: float | None = None,
         inline: bool = False,
+        args: tuple[Any, ...] | list[Any] = (),
+        kwargs: Mapping[str, Any] | None = None,
+        name: str | None = None,
     ) -> int:
         """Schedule ``fn`` to run ``delay`` seconds from now; return its task id.
 
         Args:
             delay: Seconds from now until the first run (finite, >= 0).
-            fn: A coroutine function (run as a task on the loop) or a zero-argument
-                callable (run on the executor, or on the loop with ``inline``).
+            fn: A coroutine function (run as a task on the loop) or a plain callable
+                (run on the executor, or on the loop with ``inline``), called as
+                ``fn(*args, **kwargs)``.
             interval: For a recurring task, seconds between runs (finite, > 0).
             fixed_delay: Measure ``interval`` from the end of each run.
             overlap: ``"skip"`` (default), ``"queue"`` or ``"allow"``, as for
@@ -194,6 +199,10 @@ class AsyncScheduler:
                 and record it as failed (``TimeoutError``). ``None``: no limit.
             inline: Call a plain callable on the loop itself instead of the executor
                 (for quick, non-blocking functions that use asyncio objects).
+            args: Positional arguments for ``fn``.
+            kwargs: Keyword arguments for ``fn``; with ``args``, checked against its
+                signature now (a call that could never work is refused here).
+            name: What `tasks` calls it (default: ``fn``'s qualified name).
 
         Returns:
             The task id: 1, 2, 3, ... in scheduling order (failed calls use none).
@@ -207,8 +216,18 @@ class AsyncScheduler:
             RuntimeError: The scheduler has been stopped.
 
         """
+        shown = None
+        if args or kwargs or name is not None:
+            fn, shown = bind(fn, args, kwargs, name)
         make = functools.partial(
-            self._policy.schedule, delay, fn, interval, fixed_delay, overlap, max_running
+            self._policy.schedule,
+            delay,
+            fn,
+            interval,
+            fixed_delay,
+            overlap,
+            max_running,
+            shown=shown,
         )
         if threading.get_ident() == self._thread_id:
             return self._new("schedule", fn, timeout, inline, make)
@@ -217,23 +236,28 @@ class AsyncScheduler:
     def add(
         self,
         schedule: Schedule,
-        fn: Callable[[], object],
+        fn: Callable[..., object],
         *,
         overlap: Overlap = "skip",
         max_running: int | None = None,
         timeout: float | None = None,
         inline: bool = False,
+        args: tuple[Any, ...] | list[Any] = (),
+        kwargs: Mapping[str, Any] | None = None,
+        name: str | None = None,
     ) -> int:
         """Run ``fn`` on ``schedule`` (`Once`, `At`, `Every` or `Cron`); return its task id.
 
-        The keyword options are as for `schedule`.
+        The keyword options are as for `schedule`; ``args`` and ``kwargs`` are always
+        checked against ``fn``'s signature here.
 
         Raises:
             TypeError: ``schedule`` is not a schedule value, or ``fn`` is not callable.
             ValueError: A bad option (see `schedule`).
             RuntimeError: The scheduler has been stopped.
         """
-        make = functools.partial(self._policy.add, schedule, fn, overlap, max_running)
+        fn, shown = bind(fn, args, kwargs, name, schedule=schedule)
+        make = functools.partial(self._policy.add, schedule, fn, overlap, max_running, shown=shown)
         return self._on_loop(self._new, "add", fn, timeout, inline, make)
 
     def cancel(self, task_id: int) -> bool:

@@ -23,6 +23,7 @@ during store calls, so all of them may call back into the scheduler from any thr
 
 from __future__ import annotations
 
+import inspect
 import logging
 import math
 import os
@@ -428,6 +429,18 @@ class DurableScheduler(_Claiming):
                 " tickwork.AsyncDurableScheduler, which awaits them on your event loop,"
                 f" got {spec.func!r}"
             )
+        try:
+            signature = inspect.signature(fn)
+        except (TypeError, ValueError):  # no signature to read: the run will tell
+            signature = None
+        if signature is not None:
+            try:
+                signature.bind(*spec.args, **spec.kwargs)
+            except TypeError as exc:
+                raise JobSpecError(
+                    f"job {spec.id!r}: func {spec.func!r} cannot be called with"
+                    f" args={list(spec.args)!r} and kwargs={dict(spec.kwargs)!r}: {exc}"
+                ) from None
         try:
             first = first_run(spec.schedule, self._wall())
         except ValueError as exc:  # CronError is a ValueError

@@ -42,9 +42,11 @@ from ._scheduler import (
     Listener,
     RunEvent,
     Scheduler,
+    Shown,
     TaskInfo,
     _check_result,
     _deliver,
+    name_of,
 )
 from ._schedules import Schedule, _DelayPlan, _Plan
 
@@ -94,6 +96,7 @@ class _Task:
         "queued",
         "repeats",
         "running",
+        "shown",
         "skipped",
         "task_id",
     )
@@ -107,6 +110,7 @@ class _Task:
     ) -> None:
         self.policy = policy
         self.fn = fn
+        self.shown: Shown | None = None  # the job as given, with arguments and name
         # Set from the core's entry once the task is in the core (see Policy._attach).
         self.repeats = False
         self.fixed_delay = False
@@ -179,12 +183,15 @@ class Policy:
         overlap: Overlap,
         max_running: int | None,
         driver: object = None,
+        shown: Shown | None = None,
     ) -> int:
         """Schedule a task on the core with the shorthand arguments (*locked*).
 
-        ``driver`` is kept on the task for the driver (`_Task.driver`).
+        ``driver`` is kept on the task for the driver (`_Task.driver`); ``shown`` is
+        what `infos` shows of the job (from `tickwork._scheduler.bind`).
         """
         task = self._new_task(fn, overlap, max_running, driver)
+        task.shown = shown
         return self._attach(
             task, self.core.schedule(delay, task.dispatch, interval, fixed_delay=fixed_delay)
         )
@@ -196,9 +203,11 @@ class Policy:
         overlap: Overlap,
         max_running: int | None,
         driver: object = None,
+        shown: Shown | None = None,
     ) -> int:
-        """Schedule a task on the core with a schedule value (*locked*); ``driver`` as above."""
+        """Schedule a task on the core with a schedule value (*locked*); the rest as above."""
         task = self._new_task(fn, overlap, max_running, driver)
+        task.shown = shown
         return self._attach(task, self.core.add(schedule, task.dispatch))
 
     def _new_task(
@@ -500,10 +509,25 @@ class Policy:
         A fixed-delay task whose run is going on shows the due time of that run.
         """
         jobs = self.tasks
-        return [
-            TaskInfo(t.task_id, t.due, jobs[t.task_id].fn, t.interval, t.fixed_delay)
-            for t in self.core.tasks()
-        ]
+        infos = []
+        for t in self.core.tasks():
+            task = jobs[t.task_id]
+            shown = task.shown or Shown(task.fn, (), {}, name_of(task.fn))
+            infos.append(
+                TaskInfo(
+                    t.task_id,
+                    t.due,
+                    shown.fn,
+                    t.interval,
+                    t.fixed_delay,
+                    name=shown.name,
+                    schedule=t.schedule,
+                    next_run=t.next_run,
+                    args=shown.args,
+                    kwargs=shown.kwargs,
+                )
+            )
+        return infos
 
     def check(self) -> None:
         """Verify the policy's invariants and the core's; for tests (O(n))."""

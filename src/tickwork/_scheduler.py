@@ -17,17 +17,20 @@ more than `COMPACT_SLACK`.
 
 from __future__ import annotations
 
+import functools
 import inspect
 import math
 import random
 import time
-from collections.abc import Callable
-from dataclasses import dataclass
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, field
+from datetime import UTC, datetime
 from enum import Enum
 from heapq import heapify, heappop, heappush
 from types import (
     BuiltinFunctionType,
     FunctionType,
+    MappingProxyType,
     MethodDescriptorType,
     MethodType,
     MethodWrapperType,
@@ -36,6 +39,8 @@ from types import (
 from typing import TYPE_CHECKING, Any, Final
 
 from ._schedules import (
+    Every,
+    Once,
     Schedule,
     _DelayPlan,
     _IntervalPlan,
@@ -244,6 +249,82 @@ class TaskInfo:
     """Seconds between runs for an interval schedule, else ``None``."""
     fixed_delay: bool
     """Whether the interval is measured from the end of a run (else fixed-rate)."""
+    name: str = field(default="", compare=False)
+    """The name given when it was added, else the function's qualified name."""
+    schedule: Schedule | None = field(default=None, compare=False)
+    """The schedule value it runs on (`schedule(delay, fn, interval)` shows the
+    equivalent `Once` or `Every`)."""
+    next_run: datetime | None = field(default=None, compare=False)
+    """When it is next due, as an aware UTC `datetime` (read off the wall clock)."""
+    args: tuple[Any, ...] = field(default=(), compare=False)
+    """The positional arguments the job is called with."""
+    kwargs: Mapping[str, Any] = field(default_factory=dict, compare=False)
+    """The keyword arguments the job is called with."""
+
+
+@dataclass(frozen=True, slots=True)
+class Shown:
+    """What `tasks` shows of a task beyond its entry: its job as given, and its name."""
+
+    fn: Callable[..., object]
+    args: tuple[Any, ...]
+    kwargs: Mapping[str, Any]
+    name: str
+    schedule: Schedule | None = None
+
+
+def name_of(fn: object) -> str:
+    """A job's default name: its qualified name (a partial's function's), else repr."""
+    inner = fn.func if isinstance(fn, functools.partial) else fn
+    name = getattr(inner, "__qualname__", None)
+    return name if isinstance(name, str) and name else repr(fn)
+
+
+def bind(
+    fn: Callable[..., object],
+    args: object,
+    kwargs: object,
+    name: object,
+    *,
+    schedule: Schedule | None = None,
+) -> tuple[Callable[[], object], Shown]:
+    """Check ``args``/``kwargs``/``name`` against ``fn``; return what to call and show.
+
+    The arguments are bound to ``fn``'s signature now, so a job that could never be
+    called with them fails here (`TypeError`) instead of at every run. A callable whose
+    signature cannot be read (some built-ins) is not checked.
+
+    Raises:
+        TypeError: ``fn`` is not callable, ``args`` not a tuple or list, ``kwargs`` not
+            a mapping with str keys, ``name`` not a non-empty str, or the arguments do
+            not fit ``fn``'s signature.
+    """
+    if not callable(fn):
+        raise TypeError(f"fn must be callable, got {fn!r}")
+    if not isinstance(args, tuple | list):
+        raise TypeError(f"args must be a tuple or list, got {args!r}")
+    if kwargs is None:
+        kwargs = {}
+    if not isinstance(kwargs, Mapping) or not all(isinstance(k, str) for k in kwargs):
+        raise TypeError(f"kwargs must be a mapping with str keys or None, got {kwargs!r}")
+    if name is not None and (not isinstance(name, str) or not name.strip()):
+        raise TypeError(f"name must be a non-empty str or None, got {name!r}")
+    args = tuple(args)
+    kwargs = dict(kwargs)
+    try:
+        signature = inspect.signature(fn)
+    except (TypeError, ValueError):  # no signature to read: the call will tell
+        signature = None
+    if signature is not None:
+        try:
+            signature.bind(*args, **kwargs)
+        except TypeError as exc:
+            raise TypeError(
+                f"fn {name_of(fn)} cannot be called with args={args!r} and kwargs={kwargs!r}: {exc}"
+            ) from None
+    shown = Shown(fn, args, MappingProxyType(kwargs), name or name_of(fn), schedule)
+    call: Callable[[], object] = functools.partial(fn, *args, **kwargs) if args or kwargs else fn
+    return call, shown
 
 
 class Scheduler:
@@ -352,10 +433,13 @@ class Scheduler:
     def schedule(
         self,
         delay: float,
-        fn: Callable[[], object],
+        fn: Callable[..., object],
         interval: float | None = None,
         *,
         fixed_delay: bool = False,
+        args: tuple[Any, ...] | list[Any] = (),
+        kwargs: Mapping[str, Any] | None = None,
+        name: str | None = None,
     ) -> int:
         """Schedule ``fn`` to run ``delay`` seconds from now; return its task id.
 
@@ -363,18 +447,23 @@ class Scheduler:
 
         Args:
             delay: Seconds from now until the first run (finite, >= 0).
-            fn: Zero-argument callable.
+            fn: The job, called as ``fn(*args, **kwargs)``.
             interval: For a recurring task, seconds between runs (finite, > 0, and at
                 least the clock's resolution at the first due time, ``math.ulp(due)``).
             fixed_delay: Measure ``interval`` from the end of each run instead of
                 from its due time (fixed-rate, the default, keeps a steady grid).
+            args: Positional arguments for ``fn``.
+            kwargs: Keyword arguments for ``fn``. With ``args``, checked against
+                ``fn``'s signature now: a call that could never work is refused here.
+            name: What `tasks` calls it (default: ``fn``'s qualified name).
 
         Returns:
             The task id: 1, 2, 3, ... in scheduling order (failed calls use none).
 
         Raises:
             TypeError: ``fn`` is not callable or is a coroutine function (``async def``:
-                use `tickwork.AsyncScheduler`), or ``delay``/``interval`` is not a number.
+                use `tickwork.AsyncScheduler`), ``delay``/``interval`` is not a number,
+                or ``args``/``kwargs`` do not fit ``fn`` (or ``name`` is not a str).
             ValueError: ``delay`` is negative or not finite, ``interval`` is not > 0
                 and finite or is below the clock's resolution at the first due time,
                 or ``fixed_delay`` is given without ``interval``.
@@ -387,6 +476,9 @@ class Scheduler:
         if not callable(fn):
             raise TypeError(f"fn must be callable, got {fn!r}")
         _refuse_coroutine_function("fn", fn, "Scheduler")
+        shown: Shown | None = None
+        if args or kwargs or name is not None:  # off the hot path: plain calls skip it
+            fn, shown = bind(fn, args, kwargs, name)
         every: float | None = None
         if interval is not None:
             if type(interval) is float and 0.0 < interval < math.inf:
@@ -400,6 +492,13 @@ class Scheduler:
             if every is None:
                 raise ValueError("fixed_delay=True needs an interval, got interval=None")
             rec = _DelayPlan(seconds, every, 0.0, self._rng)
+        if shown is not None:  # the equivalent schedule value, for tasks()
+            value = (
+                Once(seconds)
+                if every is None
+                else Every(every, fixed_delay=fixed_delay is True, first=seconds)
+            )
+            shown = Shown(shown.fn, shown.args, shown.kwargs, shown.name, value)
         now = self._clock()
         if type(now) is float and now >= self._last_now:
             self._last_now = now
@@ -411,7 +510,8 @@ class Scheduler:
             _refuse_interval(every, due)
         task_id = self._next_id
         self._next_id = task_id + 1
-        entry = [due, task_id, fn, rec]
+        # A plain call's entry has no fifth slot (`tasks` derives what it shows).
+        entry = [due, task_id, fn, rec] if shown is None else [due, task_id, fn, rec, shown]
         self._tasks[task_id] = entry
         tick_now = self._tick_now
         if tick_now is not None and due <= tick_now:
@@ -420,12 +520,23 @@ class Scheduler:
             heappush(self._heap, entry)
         return task_id
 
-    def add(self, schedule: Schedule, fn: Callable[[], object]) -> int:
+    def add(
+        self,
+        schedule: Schedule,
+        fn: Callable[..., object],
+        *,
+        args: tuple[Any, ...] | list[Any] = (),
+        kwargs: Mapping[str, Any] | None = None,
+        name: str | None = None,
+    ) -> int:
         """Run ``fn`` on ``schedule`` (`Once`, `At`, `Every` or `Cron`); return its task id.
 
+        ``fn`` is called as ``fn(*args, **kwargs)``; the arguments are checked against its
+        signature here. ``name`` is what `tasks` calls it (default: its qualified name).
+
         Raises:
-            TypeError: ``schedule`` is not a schedule value, or ``fn`` is not callable or
-                is a coroutine function.
+            TypeError: ``schedule`` is not a schedule value, ``fn`` is not callable or
+                is a coroutine function, or ``args``/``kwargs`` do not fit it.
             ValueError: An interval schedule's interval is below the clock's resolution
                 at the first due time.
         """
@@ -434,6 +545,7 @@ class Scheduler:
         if not callable(fn):
             raise TypeError(f"fn must be callable, got {fn!r}")
         _refuse_coroutine_function("fn", fn, "Scheduler")
+        fn, shown = bind(fn, args, kwargs, name, schedule=schedule)
         plan = schedule._plan(self._rng)
         now = self._now()
         if plan.wall:
@@ -451,7 +563,7 @@ class Scheduler:
             rec = None
         elif isinstance(plan, _RatePlan) and not plan.jitter and plan.until is None:
             rec = plan.every
-        task_id = self._insert(due, fn, rec)
+        task_id = self._insert(due, fn, rec, shown)
         if plan.wall:
             self._wall[task_id] = self._tasks[task_id]
         return task_id
@@ -600,12 +712,47 @@ class Scheduler:
         return task_id in self._tasks
 
     def tasks(self) -> list[TaskInfo]:
-        """The live tasks with their next due time, in the order they will run."""
+        """The live tasks with their next due time, in the order they will run.
+
+        Each shows its name, the schedule value it runs on, its next run as an aware
+        UTC `datetime` and the arguments its job is called with.
+        """
         infos = []
+        now = self._now()
+        offset = self._wall_clock() - now
         for e in sorted(self._tasks.values(), key=lambda e: (e[0], e[1])):
             rec = e[3]
             interval = rec if rec is None or type(rec) is float else rec.interval
-            infos.append(TaskInfo(e[1], e[0], e[2], interval, type(rec) is _DelayPlan))
+            fixed_delay = type(rec) is _DelayPlan
+            if len(e) > 4:
+                shown: Shown = e[4]
+                schedule = shown.schedule
+            else:  # a plain schedule(delay, fn[, interval]): its equivalent as of now
+                shown = Shown(e[2], (), {}, name_of(e[2]))
+                left = max(0.0, e[0] - now)
+                schedule = (
+                    Once(left)
+                    if interval is None
+                    else Every(interval, fixed_delay=fixed_delay, first=left)
+                )
+            try:
+                next_run: datetime | None = datetime.fromtimestamp(e[0] + offset, UTC)
+            except (OverflowError, OSError, ValueError):  # a clock far from any date
+                next_run = None
+            infos.append(
+                TaskInfo(
+                    e[1],
+                    e[0],
+                    shown.fn,
+                    interval,
+                    fixed_delay,
+                    name=shown.name,
+                    schedule=schedule,
+                    next_run=next_run,
+                    args=shown.args,
+                    kwargs=shown.kwargs,
+                )
+            )
         return infos
 
     def add_listener(self, listener: Listener) -> None:
@@ -626,11 +773,13 @@ class Scheduler:
 
     # -- internals ---------------------------------------------------------------
 
-    def _insert(self, due: float, fn: Callable[[], object], rec: float | _Plan | None) -> int:
+    def _insert(
+        self, due: float, fn: Callable[[], object], rec: float | _Plan | None, shown: Shown
+    ) -> int:
         """Issue the next id and place a new entry (held if a running tick already passed it)."""
         task_id = self._next_id
         self._next_id = task_id + 1
-        entry = [due, task_id, fn, rec]
+        entry = [due, task_id, fn, rec, shown]
         self._tasks[task_id] = entry
         tick_now = self._tick_now
         if tick_now is not None and due <= tick_now:

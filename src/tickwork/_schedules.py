@@ -92,22 +92,16 @@ def instant_arg(name: str, value: object) -> float:
     """An aware `datetime` or finite POSIX seconds, as POSIX seconds (UTC).
 
     Raises:
-        TypeError: Neither a `datetime` nor a real number (a `bool` is refused too).
-        ValueError: A naive `datetime` (no time zone), or a number that is not finite.
+        TypeError: Neither a `datetime` nor a finite real number (a `bool` is refused).
+        ValueError: A naive `datetime` (no time zone): its instant would depend on the host.
     """
     if isinstance(value, datetime):
         if value.tzinfo is None or value.utcoffset() is None:
-            raise ValueError(
-                f"{name} must be an aware datetime (with a time zone, e.g."
-                f" tzinfo=timezone.utc), got the naive {value!r}"
-            )
+            raise ValueError(f"{name} must be an aware datetime (with a time zone), got {value!r}")
         return value.timestamp()
-    if isinstance(value, bool) or not isinstance(value, Real):
-        raise TypeError(f"{name} must be an aware datetime or POSIX seconds, got {value!r}")
-    seconds = float(value)
-    if not math.isfinite(seconds):
-        raise ValueError(f"{name} must be a finite number of POSIX seconds, got {value!r}")
-    return seconds
+    if isinstance(value, bool) or not isinstance(value, Real) or not math.isfinite(value):
+        raise TypeError(f"{name} must be an aware datetime or finite POSIX seconds, got {value!r}")
+    return float(value)
 
 
 def _until_arg(value: object) -> float | None:
@@ -144,30 +138,27 @@ class Once(Schedule):
         return _OncePlan(self.delay)
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(frozen=True, slots=True, init=False)
 class At(Schedule):
     """Run once at a wall-clock instant (an aware `datetime` or POSIX seconds).
 
+    ``At(datetime.now(timezone.utc) + timedelta(minutes=5))`` or ``At(1767225600)``. A
+    naive `datetime` (no time zone) is refused: its instant would depend on the host.
     If the instant is already past when the task is added, it runs at the next tick.
     The run follows the wall clock: if the system time is stepped, the task moves with it.
+
+    Raises:
+        TypeError: ``when`` is neither a `datetime` nor a real number.
+        ValueError: A naive `datetime`, or a number that is not finite.
     """
 
     when: float
-    """POSIX seconds (UTC). An aware `datetime` is converted on construction."""
+    """POSIX seconds (UTC); an aware `datetime` is converted on construction."""
 
     wall: ClassVar[bool] = True
 
-    def __post_init__(self) -> None:
-        when: object = self.when
-        if isinstance(when, datetime):
-            if when.tzinfo is None or when.utcoffset() is None:
-                raise ValueError(f"when must be an aware datetime (with a time zone), got {when!r}")
-            when = when.timestamp()
-        if isinstance(when, bool) or not isinstance(when, Real) or not math.isfinite(when):
-            raise TypeError(
-                f"when must be an aware datetime or finite POSIX seconds, got {self.when!r}"
-            )
-        object.__setattr__(self, "when", float(when))
+    def __init__(self, when: float | datetime) -> None:
+        object.__setattr__(self, "when", instant_arg("when", when))
 
     @property
     def at(self) -> float:

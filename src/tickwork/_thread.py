@@ -19,9 +19,10 @@ import random
 import threading
 import time
 from collections import deque
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from concurrent.futures import Executor, ThreadPoolExecutor
 from types import TracebackType
+from typing import Any
 
 from ._policy import Overlap, Policy, Run, seconds_or_none
 from ._scheduler import (
@@ -34,6 +35,7 @@ from ._scheduler import (
     TaskInfo,
     _log,
     _refuse_coroutine_function,
+    bind,
 )
 from ._schedules import Schedule
 
@@ -128,18 +130,21 @@ class ThreadScheduler:
     def schedule(
         self,
         delay: float,
-        fn: Callable[[], object],
+        fn: Callable[..., object],
         interval: float | None = None,
         *,
         fixed_delay: bool = False,
         overlap: Overlap = "skip",
         max_running: int | None = None,
+        args: tuple[Any, ...] | list[Any] = (),
+        kwargs: Mapping[str, Any] | None = None,
+        name: str | None = None,
     ) -> int:
         """Schedule ``fn`` to run ``delay`` seconds from now; return its task id.
 
         Args:
             delay: Seconds from now until the first run (finite, >= 0).
-            fn: Zero-argument callable; it runs on the executor.
+            fn: The job, called as ``fn(*args, **kwargs)`` on the executor.
             interval: For a recurring task, seconds between runs (finite, > 0).
             fixed_delay: Measure ``interval`` from the end of each run instead of from
                 its due time. Such a task can never overlap itself.
@@ -149,6 +154,10 @@ class ThreadScheduler:
                 ``"allow"`` runs side by side.
             max_running: With ``overlap="allow"``, at most this many runs at once;
                 due runs over the cap are skipped. ``None``: no cap.
+            args: Positional arguments for ``fn``.
+            kwargs: Keyword arguments for ``fn``; with ``args``, checked against its
+                signature now (a call that could never work is refused here).
+            name: What `tasks` calls it (default: ``fn``'s qualified name).
 
         Returns:
             The task id: 1, 2, 3, ... in scheduling order (failed calls use none).
@@ -163,11 +172,16 @@ class ThreadScheduler:
 
         """
         _refuse_coroutine_function("fn", fn, "ThreadScheduler")
+        shown = None
+        if args or kwargs or name is not None:
+            fn, shown = bind(fn, args, kwargs, name)
         with self._lock:
             if self._stopping:
                 raise RuntimeError(f"schedule() on a stopped ThreadScheduler, got fn={fn!r}")
             policy = self._policy
-            task_id = policy.schedule(delay, fn, interval, fixed_delay, overlap, max_running)
+            task_id = policy.schedule(
+                delay, fn, interval, fixed_delay, overlap, max_running, shown=shown
+            )
             if policy.wake:
                 policy.wake = False
                 self._cond.notify()
@@ -176,14 +190,18 @@ class ThreadScheduler:
     def add(
         self,
         schedule: Schedule,
-        fn: Callable[[], object],
+        fn: Callable[..., object],
         *,
         overlap: Overlap = "skip",
         max_running: int | None = None,
+        args: tuple[Any, ...] | list[Any] = (),
+        kwargs: Mapping[str, Any] | None = None,
+        name: str | None = None,
     ) -> int:
         """Run ``fn`` on ``schedule`` (`Once`, `At`, `Every` or `Cron`); return its task id.
 
-        ``overlap`` and ``max_running`` are as for `schedule`.
+        The keyword options are as for `schedule`; ``args`` and ``kwargs`` are always
+        checked against ``fn``'s signature here.
 
         Raises:
             TypeError: ``schedule`` is not a schedule value, or ``fn`` is not callable or
@@ -192,11 +210,12 @@ class ThreadScheduler:
             RuntimeError: The scheduler has been stopped.
         """
         _refuse_coroutine_function("fn", fn, "ThreadScheduler")
+        fn, shown = bind(fn, args, kwargs, name, schedule=schedule)
         with self._lock:
             if self._stopping:
                 raise RuntimeError(f"add() on a stopped ThreadScheduler, got fn={fn!r}")
             policy = self._policy
-            task_id = policy.add(schedule, fn, overlap, max_running)
+            task_id = policy.add(schedule, fn, overlap, max_running, shown=shown)
             if policy.wake:
                 policy.wake = False
                 self._cond.notify()
