@@ -45,7 +45,7 @@ class AsyncHarness(Harness):
 
     def tick(self, s: Any) -> None:
         async def step() -> None:
-            s._step()
+            s.step()
             await settle()
 
         self.loop.run_until_complete(step())
@@ -202,7 +202,7 @@ async def make_event() -> asyncio.Event:
 
 
 async def tick_cancel_stop(s: Any) -> None:
-    s._step()  # both runs handed over: a task each, not yet started
+    s.step()  # both runs handed over: a task each, not yet started
     assert s.cancel(1) is True  # the recurring one is dropped at its start
     assert await s.stop() is True  # and the one-shot too
 

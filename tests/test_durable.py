@@ -88,7 +88,7 @@ def calls() -> list[Any]:
 def drain(ds: DurableScheduler, pool: ManualExecutor) -> None:
     """Step and run until nothing more is due now."""
     for _ in range(1000):
-        wait = ds._step()
+        wait = ds.step()
         if not pool.run_all() and wait > 0:
             return
     raise AssertionError("never settled")
@@ -258,7 +258,7 @@ def test_overlap_skip_counts_and_skips(make: Make, clock: FakeClock) -> None:
     ds.add_listener(events.append)
     ds.declare(JobSpec("s", "tests.durable_jobs:slow", EverySchedule(10), args=[25]))
     clock.advance(10)
-    ds._step()
+    ds.step()
     pool.run_all()  # runs 10 -> 35 (fake time inside the job)
     drain(ds, pool)
     assert [c[2] for c in durable_jobs.CALLS] == [START + 10]
@@ -378,7 +378,7 @@ def test_stop_hands_back_unstarted_claims(make: Make, clock: FakeClock) -> None:
     ds, pool = make()
     ds.declare(JobSpec("a", REC, AtSchedule(START + 1)))
     clock.advance(2)
-    ds._step()  # claimed, waiting in the pool
+    ds.step()  # claimed, waiting in the pool
     assert ds.running() == {"a": 1}
     assert ds.stop(timeout=0) is False
     pool.run_all()  # the worker sees the stop and hands the claim back
@@ -400,7 +400,7 @@ def test_started_run_of_a_dead_process(
     ds, _ = make(lease=5.0)
     ds.declare(JobSpec("a", REC, AtSchedule(START + 1), delivery=delivery))  # type: ignore[arg-type]
     clock.advance(1)
-    ds._step()
+    ds.step()
     (run,) = ds._runs.values()
     assert ds.store.start(run.claim, started=clock.wall())
     durable_jobs.record()  # the job ran, then the process died before finish
@@ -428,7 +428,7 @@ def test_a_run_for_an_idle_worker_is_recorded_started_by_its_claim(
     drain(ds, pool)  # the first run imports the function: started the usual way
     assert calls() == [("e",)]
     clock.advance(10)
-    ds._step()
+    ds.step()
     (run,) = ds._runs.values()
     assert run.claim.started == clock.wall()  # one commit for the claim and the start
     state = ds.get("e")
@@ -448,7 +448,7 @@ def test_a_run_started_by_its_claim_still_runs_when_stop_comes_before_its_worker
     clock.advance(10)
     drain(ds, pool)
     clock.advance(10)
-    ds._step()
+    ds.step()
     assert ds.stop(wait=False)  # the run is queued, not yet on a worker
     pool.run_all()  # it was recorded started, so it cannot be handed back: it runs
     assert calls() == [("e",), ("e",)]
@@ -469,7 +469,7 @@ def test_a_process_dying_between_a_starting_claim_and_its_job(
     clock.advance(10)
     drain(ds, pool)
     clock.advance(10)
-    ds._step()
+    ds.step()
     (run,) = ds._runs.values()
     assert run.claim.started is not None  # and then the process died
     ds2, pool2 = make(lease=5.0)
@@ -491,7 +491,7 @@ def lose_a_claim(make: Make, clock: FakeClock, spec: JobSpec, *, start: bool = F
     ds, _ = make(lease=5.0)
     ds.declare(spec)
     clock.advance(spec.schedule.seconds if isinstance(spec.schedule, Every) else 1)
-    ds._step()
+    ds.step()
     (run,) = ds._runs.values()
     if start:
         assert ds.store.start(run.claim, started=clock.wall())
@@ -508,7 +508,7 @@ def test_a_late_retry_under_skip_is_recorded_missed_not_run(make: Make, clock: F
     ds.declare(every(seconds=1))
     events: list[RunEvent] = []
     ds.add_listener(events.append)
-    ds._step()
+    ds.step()
     pool.run_all()
     assert calls() == []  # the re-offered slot 1 is not run 6.2 s late ...
     state = ds.get("e")
@@ -580,7 +580,7 @@ def test_an_unfinished_at_least_once_run_is_decided_again(
     clock.advance(5.5)
     ds, pool = make(lease=5.0)
     ds.declare(spec)
-    ds._step()
+    ds.step()
     state = ds.get("e")
     assert state is not None and state.last_run is not None
     assert state.last_run.outcome == ("abandoned" if ran == [seconds] else "missed")
@@ -592,11 +592,11 @@ def test_long_runs_renew_their_lease(make: Make, clock: FakeClock) -> None:
     ds, pool = make(lease=3.0)
     ds.declare(every())
     clock.advance(10)
-    ds._step()
+    ds.step()
     assert len(ds._runs) == 1
     for _ in range(5):
         clock.advance(1.5)
-        ds._step()
+        ds.step()
     state = ds.get("e")
     assert state is not None and state.claims[0].lease_until >= clock.wall() + 1.5
     pool.run_all()

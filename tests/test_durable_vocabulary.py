@@ -60,7 +60,7 @@ def scheduler(store: SQLiteStore, clock: FakeClock) -> tuple[DurableScheduler, M
 
 def drain(ds: DurableScheduler, pool: ManualExecutor) -> None:
     for _ in range(1000):
-        wait = ds._step()
+        wait = ds.step()
         if not pool.run_all() and wait > 0:
             return
     raise AssertionError("never settled")

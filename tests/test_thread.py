@@ -39,7 +39,7 @@ class ThreadHarness(Harness):
         return ThreadScheduler(self.clock, executor=executor, **kw)
 
     def tick(self, s: Any) -> None:
-        s._step()
+        s.step()
 
     def stop(self, s: Any, **kw: Any) -> bool:
         result: bool = s.stop(**kw)
@@ -85,7 +85,7 @@ def test_the_hook_runs_without_the_lock(clock: FakeClock, pool: ManualExecutor) 
     ts = ThreadScheduler(clock, executor=pool, on_error=hook)
     ts.schedule(1, lambda: 1 / 0)
     clock.set(1)
-    ts._step()
+    ts.step()
     logging.disable(logging.ERROR)
     try:
         pool.run_all()
@@ -107,11 +107,11 @@ def test_take_never_hands_out_a_list_the_policy_still_fills(
     ts.add_listener(lambda event: None)
     policy = ts._policy
     ts.schedule(0, lambda: None, interval=1)
-    ts._step()  # its first run goes to the pool (not run: still going at t=1)
+    ts.step()  # its first run goes to the pool (not run: still going at t=1)
     ready, events = policy.take()  # as a worker ending some run: nothing to hand over
     ts.schedule(1, lambda: None)
     clock.set(1)
-    ts._step()  # the tick: a one-shot run and a SKIPPED event, handed over here
+    ts.step()  # the tick: a one-shot run and a SKIPPED event, handed over here
     assert (ready, events) == ([], [])
     assert len(pool.queue) == 2
     ts._check()
@@ -135,12 +135,12 @@ def test_a_run_due_while_a_worker_reports_goes_to_the_pool_once(
     def listener(event: RunEvent) -> None:
         if event.kind is EventKind.FINISHED and event.task_id == first:
             clock.set(1)
-            ts._step()  # the timing thread's tick lands while the worker reports
+            ts.step()  # the timing thread's tick lands while the worker reports
 
     ts.add_listener(listener)
     first = ts.schedule(0, lambda: runs.append("first"))
     second = ts.schedule(1, lambda: runs.append("second"))
-    ts._step()
+    ts.step()
     pool.run_all()
     assert runs == ["first", "second"]
     assert second not in ts and ts.running() == {} and ts._backlog == deque()
@@ -367,7 +367,7 @@ def test_a_burst_of_quick_jobs_does_not_start_every_worker(clock: FakeClock) -> 
     ts._executor.submit = lambda fn, *a: started.append(fn)  # type: ignore[method-assign]
     for _ in range(100):
         ts.schedule(0, lambda: None)
-    ts._step()
+    ts.step()
     assert len(started) == 1  # one drainer for now: nobody is inside a job yet
     ts._drain()  # it runs all 100 quick jobs
     # Entering its first job it asked for one helper (every drainer was then inside a
@@ -386,7 +386,7 @@ def test_own_pool_refusing_work_is_contained(
     ts._executor.shutdown()  # shut behind the scheduler's back
     clock.set(1)
     with caplog.at_level(logging.WARNING, logger="tickwork"):
-        ts._step()
+        ts.step()
     assert ts.running() == {} and ts._drainers == 0
     assert caplog.messages == [
         "executor refused 2 run(s): cannot schedule new futures after shutdown"

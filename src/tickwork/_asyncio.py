@@ -42,6 +42,7 @@ from ._scheduler import (
     bind,
 )
 from ._schedules import Schedule
+from .testing import watch_clock
 
 __all__ = ["AsyncScheduler"]
 
@@ -165,6 +166,9 @@ class AsyncScheduler:
         # before its first step would never book its run.
         self._jobs: dict[asyncio.Future[None], bool] = {}
         self._calls: set[asyncio.Future[bool]] = set()  # executor runs not yet booked
+        # A test's FakeClock wakes the owner task when it is moved (tickwork.testing).
+        watch_clock(clock, self._clock_moved)
+        watch_clock(wall_clock, self._clock_moved)
 
     # -- the core's contract (any thread) -----------------------------------------
 
@@ -481,6 +485,33 @@ class AsyncScheduler:
         if entry is not None and entry[_DUE] <= policy.deadline + _HEAD_SLACK:
             self._wake()
         return True
+
+    def step(self) -> float | None:
+        """Run one tick now; return seconds until the next run (``None``: none planned).
+
+        Call it on the scheduler's loop. It hands every run due on the clock over (a
+        coroutine job becomes a task that runs when the loop next gets control, so
+        ``await asyncio.sleep(0)`` after it), as the owner task does on each wake-up.
+        Meant for tests on a `tickwork.testing.FakeClock`; it works started or not.
+
+        Raises:
+            RuntimeError: Called from another thread than the loop's.
+
+        """
+        if threading.get_ident() != self._thread_id:
+            raise RuntimeError("step() must be called on the scheduler's event loop thread")
+        self._step()
+        return self._core.next_run_in()
+
+    def _clock_moved(self) -> None:
+        """The test's fake clock moved (on any thread): wake the owner task."""
+        loop = self._loop
+        if loop.is_closed():
+            return
+        if threading.get_ident() == self._thread_id:
+            self._wake()
+        else:
+            loop.call_soon_threadsafe(self._wake)
 
     def _wake(self) -> None:
         """Wake the owner task (it looks at the schedule again)."""

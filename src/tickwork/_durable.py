@@ -69,6 +69,7 @@ from .stores._model import (
     resolve_func,
 )
 from .stores._protocol import BatchRecorder, ChangeNotifier, SessionLiveness, Store, StoreClock
+from .testing import watch_clock
 
 __all__ = ["DurableScheduler"]
 
@@ -263,6 +264,9 @@ class DurableScheduler(_Claiming):
         self._listeners: list[Listener] = []
         self._local = threading.local()  # .depth: jobs this thread is inside
         self._last_recover = -math.inf
+        # A test's FakeClock wakes the timing thread when it is moved (tickwork.testing).
+        watch_clock(self._wall, self._poke)
+        watch_clock(monotonic_clock, self._poke)
         # Set by `AsyncDurableScheduler`: runs an awaitable a job returned to completion
         # (on the application's event loop) from the worker thread, raising what it
         # raised. None: a job returning an awaitable has failed (nothing would await it).
@@ -468,6 +472,17 @@ class DurableScheduler(_Claiming):
         with self._lock:
             self._wake = True
             self._cond.notify()
+
+    def step(self) -> float:
+        """Look at the store once now, in the calling thread; return seconds to the next look.
+
+        Renews leases, claims the due runs and hands them to the executor, as the timing
+        thread does on each wake-up. Meant for tests on a `tickwork.testing.FakeClock`
+        (``wall_clock=clock.wall, monotonic_clock=clock``): move the clock, call
+        ``step()``; with a `tickwork.testing.InlineExecutor` the due jobs have run (and
+        their ends are recorded) when it returns. Started or not.
+        """
+        return self._step()
 
     # -- lifecycle -----------------------------------------------------------------
 

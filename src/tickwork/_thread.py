@@ -38,6 +38,7 @@ from ._scheduler import (
     bind,
 )
 from ._schedules import Schedule
+from .testing import watch_clock
 
 __all__ = ["ThreadScheduler"]
 
@@ -124,6 +125,9 @@ class ThreadScheduler:
         self._thread: threading.Thread | None = None
         self._stopping = False
         self._local = threading.local()  # .depth: how many jobs this thread is inside
+        # A test's FakeClock wakes the timing thread when it is moved (tickwork.testing).
+        watch_clock(clock, self._clock_moved)
+        watch_clock(wall_clock, self._clock_moved)
 
     # -- the core's contract -----------------------------------------------------
 
@@ -366,7 +370,25 @@ class ThreadScheduler:
         with self._lock:
             self._policy.remove_listener(listener)
 
+    def step(self) -> float | None:
+        """Run one tick now, in the calling thread; return seconds until the next run.
+
+        Hands every run due on the clock to the executor and delivers pending events,
+        as the timing thread does on each wake-up. Meant for tests on a
+        `tickwork.testing.FakeClock`: move the clock, call ``step()``; with a
+        `tickwork.testing.InlineExecutor` the due jobs have run when it returns. It may
+        be called whether or not the scheduler is started. ``None``: nothing is planned.
+        """
+        self._step()
+        with self._lock:
+            return self._core.next_run_in()
+
     # -- internals ---------------------------------------------------------------
+
+    def _clock_moved(self) -> None:
+        """The test's fake clock moved: look at the schedule again now."""
+        with self._cond:
+            self._cond.notify()
 
     def _loop(self) -> None:
         """The timing thread: tick, then wait until the next due time or a notify."""

@@ -1,6 +1,6 @@
-"""Helpers for testing code that uses tickwork: a controllable clock.
+"""Helpers for testing code that uses tickwork: a controllable clock and executor.
 
-Example::
+The core, on a `FakeClock`::
 
     from tickwork import Scheduler
     from tickwork.testing import FakeClock
@@ -10,13 +10,39 @@ Example::
     s.schedule(5, job)
     clock.advance(5)
     assert s.run_pending() == 1
+
+Every driver built with a `FakeClock` (``clock=`` for `ThreadScheduler` and
+`AsyncScheduler`; ``wall_clock=clock.wall, monotonic_clock=clock`` for
+`DurableScheduler`) watches it: moving the clock wakes a started driver at once, which
+then runs what is due on the fake time. Without starting it, each driver's public
+``step()`` runs one tick in the calling thread; with an `InlineExecutor` the due jobs
+run inside that call, so a test needs no thread and no sleep. See ``docs/testing.md``.
 """
 
 from __future__ import annotations
 
 import math
+import weakref
+from collections.abc import Callable
+from types import MethodType
+from typing import TYPE_CHECKING
 
-__all__ = ["FakeClock"]
+if TYPE_CHECKING:
+    from ._inline import InlineExecutor as InlineExecutor
+
+__all__ = ["FakeClock", "InlineExecutor"]
+
+
+def __getattr__(name: str) -> object:
+    """Import `InlineExecutor` on first use.
+
+    It needs ``concurrent.futures``, which loads threading: importing the clock must not.
+    """
+    if name == "InlineExecutor":
+        from ._inline import InlineExecutor
+
+        return InlineExecutor
+    raise AttributeError(f"module 'tickwork.testing' has no attribute {name!r}")
 
 
 class FakeClock:
@@ -33,11 +59,42 @@ class FakeClock:
 
     """
 
-    __slots__ = ("_now", "_wall_offset")
+    __slots__ = ("__weakref__", "_now", "_wall_offset", "_watchers")
 
     def __init__(self, start: float = 0.0, *, wall_start: float = 1_700_000_000.0) -> None:
         self._now = _finite("start", start)
         self._wall_offset = _finite("wall_start", wall_start) - self._now
+        self._watchers: list[Callable[[], Callable[[], object] | None]] = []
+
+    def watch(self, callback: Callable[[], object]) -> None:
+        """Call ``callback()`` after every move of this clock (`advance`, `set`, `jump_wall`).
+
+        The drivers register here when they are built with this clock, so that moving it
+        wakes them; a test seldom needs it. A bound method is held weakly (a driver that
+        is dropped stops being called); it is called on the thread that moved the clock.
+
+        Raises:
+            TypeError: ``callback`` is not callable.
+
+        """
+        if not callable(callback):
+            raise TypeError(f"callback must be callable, got {callback!r}")
+        ref: Callable[[], Callable[[], object] | None] = (
+            weakref.WeakMethod(callback) if isinstance(callback, MethodType) else lambda: callback
+        )
+        self._watchers = [*self._watchers, ref]  # copy on write: movers read a snapshot
+
+    def _moved(self) -> None:
+        refs = self._watchers
+        gone = False
+        for ref in refs:
+            callback = ref()
+            if callback is None:
+                gone = True
+            else:
+                callback()
+        if gone:
+            self._watchers = [r for r in self._watchers if r() is not None]
 
     def __call__(self) -> float:
         """The current monotonic reading."""
@@ -63,6 +120,7 @@ class FakeClock:
         if step < 0:
             raise ValueError(f"seconds must be >= 0 (the clock never goes back), got {seconds!r}")
         self._now += step
+        self._moved()
         return self._now
 
     def set(self, now: float) -> float:
@@ -78,6 +136,7 @@ class FakeClock:
                 f"now must not be earlier than the current reading {self._now!r}, got {now!r}"
             )
         self._now = target
+        self._moved()
         return self._now
 
     def wall(self) -> float:
@@ -99,10 +158,22 @@ class FakeClock:
 
         """
         self._wall_offset += _finite("seconds", seconds)
+        self._moved()
         return self.wall()
 
 
+def watch_clock(clock: object, callback: Callable[[], object]) -> None:
+    """Have ``callback`` called whenever ``clock`` moves, if it is a `FakeClock`.
+
+    A bound method of one (``clock.wall``) counts; any other clock is left alone.
+    """
+    owner = getattr(clock, "__self__", clock)
+    if isinstance(owner, FakeClock):
+        owner.watch(callback)
+
+
 def _finite(name: str, value: float) -> float:
+    """``value`` as a finite float, or a `TypeError` / `ValueError` naming ``name``."""
     if isinstance(value, bool) or not isinstance(value, (int, float)):
         raise TypeError(f"{name} must be a number of seconds, got {value!r}")
     if not math.isfinite(value):
