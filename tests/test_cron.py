@@ -589,15 +589,16 @@ def test_local_zone_only_when_asked(monkeypatch: pytest.MonkeyPatch) -> None:
         ("* * * * FRI-MON", r"^day-of-week: invalid value `FRI-MON` in `\* \* \* \* FRI-MON`$"),
         ("*/0 * * * *", r"^minute: invalid value `\*/0` in `\*/0 \* \* \* \*`$"),
         ("0 9 15W * *", r"^day-of-month: invalid value `15W` in `0 9 15W \* \*`$"),
-        (
-            "0 30 2 * * *",
-            r"^expr: 6 fields given, but seconds are not supported: use 5 fields "
-            r"\(minute hour day-of-month month day-of-week\), got `0 30 2 \* \* \*`$",
-        ),
+        ("60 30 2 * * *", r"^second: invalid value `60` in `60 30 2 \* \* \*`$"),
+        ("0 60 2 * * *", r"^minute: invalid value `60` in `0 60 2 \* \* \*`$"),
         (
             "* * * *",
             r"^expr: expected 5 fields \(minute hour day-of-month month day-of-week\), "
-            r"got 4 in `\* \* \* \*`$",
+            r"or 6 with a seconds field first, got 4 in `\* \* \* \*`$",
+        ),
+        (
+            "0 0 30 2 * * *",
+            r"^expr: expected 5 fields .*, got 7 in `0 0 30 2 \* \* \*`$",
         ),
         (
             "@reboot",
@@ -766,3 +767,76 @@ def test_after_clock_step(expr: str, target: float, step: float, expected: float
 def test_after_clock_step_validates(args: tuple[object, ...], exc: type, message: str) -> None:
     with pytest.raises(exc, match=f"^{message}$"):
         CronExpression("* * * * *").after_clock_step(*args)  # type: ignore[arg-type]
+
+
+# -- a seconds field (6 fields, seconds first) -----------------------------------------
+
+
+def _fires(expr: str, tz: str, start: datetime, n: int) -> list[str]:
+    return [t.isoformat() for t in CronExpression(expr, tz).next_n(start, n)]
+
+
+def test_a_seconds_field_fires_on_its_seconds() -> None:
+    start = datetime(2026, 1, 1, tzinfo=UTC)
+    assert _fires("*/20 * * * * *", "UTC", start, 4) == [
+        "2026-01-01T00:00:20+00:00",
+        "2026-01-01T00:00:40+00:00",
+        "2026-01-01T00:01:00+00:00",
+        "2026-01-01T00:01:20+00:00",
+    ]
+    assert _fires("30 0 3 * * *", "UTC", start, 2) == [
+        "2026-01-01T03:00:30+00:00",
+        "2026-01-02T03:00:30+00:00",
+    ]
+    assert _fires("0,15 * * * * *", "UTC", start + timedelta(seconds=59), 2) == [
+        "2026-01-01T00:01:00+00:00",
+        "2026-01-01T00:01:15+00:00",
+    ]
+
+
+def test_six_fields_with_second_zero_match_the_five_field_form() -> None:
+    start = datetime(2026, 3, 20, tzinfo=UTC)
+    for tz in ("Europe/Berlin", "America/New_York", "Australia/Lord_Howe"):
+        for five in ("30 2 * * *", "*/7 * * * *", "0 */2 * * *", "15 1 * * 0"):
+            six = CronExpression("0 " + five, tz).next_n(start, 40)
+            assert six == CronExpression(five, tz).next_n(start, 40), (tz, five)
+
+
+def test_seconds_follow_the_same_dst_rules() -> None:
+    # Berlin, 2026-03-29: 02:00-03:00 is skipped. A fixed-time slot in it runs once at
+    # the jump, as its 5-field form does; a wildcard one does not run for the gap.
+    spring = datetime(2026, 3, 28, 12, tzinfo=UTC)
+    assert _fires("30 30 2 * * *", "Europe/Berlin", spring, 3) == [
+        "2026-03-29T03:00:00+02:00",
+        "2026-03-30T02:30:30+02:00",
+        "2026-03-31T02:30:30+02:00",
+    ]
+    # 2026-10-25: 02:00-03:00 is repeated. The fixed-time slot runs in the first pass
+    # only; a wildcard-minute job with seconds runs in both passes (real time).
+    autumn = datetime(2026, 10, 24, 12, tzinfo=UTC)
+    assert _fires("30 30 2 * * *", "Europe/Berlin", autumn, 2) == [
+        "2026-10-25T02:30:30+02:00",
+        "2026-10-26T02:30:30+01:00",
+    ]
+    passes = CronExpression("45 59 * * * *", "Europe/Berlin").next_n(
+        datetime(2026, 10, 24, 23, 30, tzinfo=UTC), 3
+    )
+    assert [t.isoformat() for t in passes] == [
+        "2026-10-25T01:59:45+02:00",
+        "2026-10-25T02:59:45+02:00",
+        "2026-10-25T02:59:45+01:00",
+    ]
+
+
+def test_a_seconds_cron_on_the_core_fires_on_its_seconds() -> None:
+    from tickwork import Cron, Scheduler
+    from tickwork.testing import FakeClock
+
+    clock = FakeClock(wall_start=datetime(2026, 1, 1, tzinfo=UTC).timestamp())
+    s = Scheduler(clock)
+    ran: list[str] = []
+    s.add(Cron("*/20 * * * * *"), lambda: ran.append(f"{int(clock.wall()) % 60:02d}"))
+    for _ in range(80):
+        clock.advance(1)
+        s.run_pending()
+    assert ran == ["20", "40", "00", "20"]

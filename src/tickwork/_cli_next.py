@@ -46,7 +46,8 @@ def add_parser(subparsers: Any) -> argparse.ArgumentParser:
     p: argparse.ArgumentParser = subparsers.add_parser(
         "next",
         help="print the next fire times of a cron expression",
-        description="Print the next fire times of a 5-field cron expression, in its "
+        description="Print the next fire times of a cron expression (5 fields, or 6 with"
+        " seconds first), in its "
         "time zone and in UTC.",
     )
     p.add_argument("expr", help='cron expression, e.g. "0 9 * * 1-5" or @daily')

@@ -222,26 +222,33 @@ def _fields(expr: str) -> list[str]:
             raise CronError(f"expr: unknown alias `{text}` (known: {known})")
         text = ALIASES[key]
     parts = text.split()
-    if len(parts) == 6:
+    if len(parts) not in (5, 6):
         raise CronError(
-            f"expr: 6 fields given, but seconds are not supported: use 5 fields "
-            f"(minute hour day-of-month month day-of-week), got `{expr}`"
-        )
-    if len(parts) != 5:
-        raise CronError(
-            f"expr: expected 5 fields (minute hour day-of-month month day-of-week), "
-            f"got {len(parts)} in `{expr}`"
+            f"expr: expected 5 fields (minute hour day-of-month month day-of-week), or 6"
+            f" with a seconds field first, got {len(parts)} in `{expr}`"
         )
     return parts
 
 
-def _parse(expr: str, parts: list[str]) -> CronSim:
-    """Parse with cronsim; translate its errors into messages naming the field."""
-    line = " ".join(parts)
+def _split_seconds(parts: list[str]) -> tuple[str | None, list[str]]:
+    """``(seconds field or None, the five classic fields)`` of a 5- or 6-field split."""
+    if len(parts) == 6:
+        return parts[0], parts[1:]
+    return None, parts
+
+
+def _parse(expr: str, parts: list[str], seconds: str | None = None) -> CronSim:
+    """Parse with cronsim; translate its errors into messages naming the field.
+
+    ``parts`` are the five classic fields; ``seconds`` the optional seconds field.
+    """
+    line = " ".join(parts) if seconds is None else f"{seconds} {' '.join(parts)}"
     try:
         return CronSim(line, _PROBE_START)
     except CronSimError as exc:
         msg = str(exc)
+        if msg == "Bad second" and seconds is not None:
+            raise CronError(f"second: invalid value `{seconds}` in `{expr}`") from exc
         names = [f"Bad {name}" for name in FIELD_NAMES]
         if msg not in names:
             raise CronError(f"expr: cannot parse `{expr}`: {msg}") from exc
@@ -311,7 +318,7 @@ def _from_wall(dt: datetime) -> float:
 
 
 class CronExpression:
-    """A 5-field cron expression evaluated in one IANA time zone.
+    """A cron expression (5 fields, or 6 with seconds first) in one IANA time zone.
 
     Immutable and hashable. Two expressions are equal when their text (as given) and
     zone name are equal.
@@ -319,7 +326,10 @@ class CronExpression:
     Args:
         expr: Five fields ``minute hour day-of-month month day-of-week`` with lists,
             ranges, steps, month and day names (any case), ``L``/``LW`` in
-            day-of-month and ``nL``/``n#k`` in day-of-week; or one of ``@yearly``,
+            day-of-month and ``nL``/``n#k`` in day-of-week, optionally preceded by a
+            sixth, seconds field (``0-59``, same syntax: ``*/15 * * * * *``); the DST
+            rules are the same (the seconds are part of the wall time, and a job is
+            fixed-time or wildcard by its minute and hour fields); or one of ``@yearly``,
             ``@annually``, ``@monthly``, ``@weekly``, ``@daily``, ``@midnight``,
             ``@hourly``.
         tz: An IANA zone name, a ``ZoneInfo``, or ``"local"`` for the system zone
@@ -347,8 +357,8 @@ class CronExpression:
         if not isinstance(expr, str):
             raise TypeError(f"expr must be a str, got {type(expr).__name__} {expr!r}")
         zone = _resolve_tz(tz)
-        parts = _fields(expr)
-        template = _parse(expr, parts)
+        seconds, parts = _split_seconds(_fields(expr))
+        template = _parse(expr, parts, seconds)
         _check_possible(expr, parts, template)
         set_ = object.__setattr__
         set_(self, "expr", expr)

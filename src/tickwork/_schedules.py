@@ -234,7 +234,7 @@ class Every(Schedule):
 
 @dataclass(frozen=True, slots=True)
 class Cron(Schedule):
-    """Run at the times a 5-field cron expression names, in an IANA time zone.
+    """Run at the times a cron expression names (5 fields, or 6 with seconds first).
 
     ``Cron("0 3 * * *", tz="Europe/Berlin")``. DST follows Debian/Vixie cron (see
     ``docs/cron.md``); after the system clock is set back, wildcard jobs follow real
