@@ -20,16 +20,19 @@ import sys
 import time
 from datetime import UTC, datetime
 from pathlib import Path
-from typing import Any, TextIO
+from typing import TYPE_CHECKING, Any, TextIO
 
 from ._config import Config, load_config
-from ._errors import ConfigError, TickworkError
+from ._errors import ConfigError
 from ._schedules import parse_duration
 from ._timefmt import iso
 from .stores._model import Claim
 from .stores._protocol import SessionLiveness, StoreClock
 
-__all__ = ["add_parsers", "run", "run_jobs"]
+if TYPE_CHECKING:
+    from ._daemon import DaemonConfig
+
+__all__ = ["add_parsers", "daemon_config", "run", "run_jobs"]
 
 
 def _duration(option: str) -> Any:
@@ -166,94 +169,36 @@ def add_parsers(subparsers: Any) -> None:
     j.set_defaults(func=run_jobs)
 
 
-def _store_args(args: argparse.Namespace) -> tuple[str | None, str | None]:
-    """(state, database) from the options, the state defaulting from the file."""
-    from ._daemon import default_state_path
+def daemon_config(args: argparse.Namespace) -> DaemonConfig:
+    """The `DaemonConfig` that ``tickwork run``'s parsed options describe."""
+    from ._daemon import DaemonConfig
 
-    if args.database is not None:
-        return None, args.database
-    if args.state is not None:
-        return args.state, None
-    return str(default_state_path(args.file)), None
+    return DaemonConfig(
+        args.file,
+        state=args.state,
+        database=args.database,
+        namespace=args.namespace,
+        log_format=args.log_format,
+        shutdown_grace=args.shutdown_grace,
+        lease=args.lease,
+        poll=args.poll,
+        workers=args.workers,
+        watch=args.watch,
+        run_for=args.run_for,
+    )
 
 
 def run(args: argparse.Namespace, *, err: TextIO | None = None) -> int:
     """Run ``tickwork run`` for parsed arguments; return the exit status."""
-    from ._daemon import (
-        Daemon,
-        DaemonError,
-        check_namespace,
-        default_namespace,
-        make_state_key,
-        open_store,
-        setup_logging,
-    )
-    from ._runlog import RunLog
+    from ._daemon import run_daemon
 
-    err = sys.stderr if err is None else err
-    try:
-        config = load_config(args.file)
-    except ConfigError as exc:
-        for issue in exc.errors:
-            print(issue, file=err)
-        print(f"tickwork run: {args.file}: not started, fix the file first", file=err)
-        return 2
-    try:
-        namespace = check_namespace(args.namespace or default_namespace(args.file))
-    except DaemonError as exc:
-        print(f"tickwork run: {exc}", file=err)
-        return 2
-    state, database = _store_args(args)
-    try:
-        store = open_store(state=state, database=database)
-    except DaemonError as exc:
-        print(f"tickwork run: {exc}", file=err)
-        return 1
-    undo = setup_logging(err, args.log_format)
-    try:
-        daemon = Daemon(
-            args.file,
-            store,
-            namespace=namespace,
-            log=RunLog(err, format=args.log_format),
-            shutdown_grace=args.shutdown_grace,
-            lease=args.lease,
-            poll=args.poll,
-            workers=args.workers,
-            watch=args.watch,
-            state_key=make_state_key(
-                namespace,
-                str(Path(state).expanduser().resolve()) if state is not None else _shown(database),
-            ),
-        )
-        try:
-            daemon.check_store()
-            result = daemon.apply(config)
-        except TickworkError as exc:  # DaemonError, or a StoreError reading the state
-            store.close()
-            print(f"tickwork run: {exc}", file=err)
-            return 1
-        where = f"state {state}" if state is not None else f"database {_shown(database)}"
-        enabled = sum(job.enabled for job in config.jobs)
-        _info(
-            f"running {enabled} job{'s' if enabled != 1 else ''} from {args.file}"
-            f" ({result.summary()}; {where}; pid {os.getpid()})"
-        )
-        return daemon.serve(run_for=args.run_for)
-    finally:
-        undo()
+    return run_daemon(daemon_config(args), err=err)
 
 
 def _shown(dsn: str | None) -> str:
     from ._daemon import redact_dsn
 
     return redact_dsn(dsn or "")
-
-
-def _info(message: str) -> None:
-    import logging
-
-    logging.getLogger("tickwork.daemon").info("%s", message)
 
 
 # -- tickwork jobs ---------------------------------------------------------------------
@@ -351,7 +296,11 @@ def run_jobs(
             for issue in exc.errors:
                 print(issue, file=err)
             return 2
-    state, database = _store_args(args)
+    from ._daemon import DaemonConfig
+
+    state, database = DaemonConfig(
+        args.file, state=args.state, database=args.database
+    ).store_location()
     if state is not None and not Path(state).expanduser().exists():
         print(
             f"tickwork jobs: no state at {state} (has `tickwork run` run with it?)",

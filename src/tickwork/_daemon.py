@@ -885,6 +885,113 @@ class Daemon:
         _log.info("stopped")
 
 
+@dataclass(frozen=True, slots=True)
+class DaemonConfig:
+    """Everything `run_daemon` needs to run a jobs file: what ``tickwork run`` parses.
+
+    Build it from code to embed the daemon (tests do), or from ``tickwork run``'s
+    options (`tickwork._cli_daemon`). Only ``jobs_file`` is required.
+    """
+
+    jobs_file: str
+    """The TOML jobs file (docs/daemon.md)."""
+    state: str | None = None
+    """The SQLite state file; default: next to the jobs file (`default_state_path`)."""
+    database: str | None = None
+    """A PostgreSQL DSN instead of a state file (several hosts share one schedule)."""
+    namespace: str | None = None
+    """The id prefix of this file's jobs; default: from the file's name."""
+    log_format: LogFormat = "text"
+    """``"text"`` or ``"json"`` lines on ``err``."""
+    shutdown_grace: float = 30.0
+    """Seconds running jobs get after SIGTERM before they are killed."""
+    lease: float = 30.0
+    """The scheduler's lease (seconds); see `DurableScheduler`."""
+    poll: float = 1.0
+    """The scheduler's safety poll (seconds)."""
+    workers: int = 32
+    """How many runs may go at once."""
+    watch: bool = False
+    """Reload the file when it changes (SIGHUP always reloads)."""
+    run_for: float | None = None
+    """Stop after this many seconds (``--for``); ``None``: until a signal."""
+
+    def store_location(self) -> tuple[str | None, str | None]:
+        """``(state, database)``: the database when given, else the state file."""
+        if self.database is not None:
+            return None, self.database
+        if self.state is not None:
+            return self.state, None
+        return str(default_state_path(self.jobs_file)), None
+
+
+def run_daemon(config: DaemonConfig, *, err: TextIO | None = None) -> int:
+    """Run the jobs of ``config.jobs_file`` until a signal or ``run_for``; the exit status.
+
+    One call does what ``tickwork run`` does: read and check the file (its problems,
+    each with its line, go to ``err``: status 2), open the store (status 1 if it cannot
+    be used), set up logging on ``err``, declare the jobs, log what runs where, and serve
+    until SIGTERM/SIGINT or ``config.run_for`` (status 0). Call it from the main thread
+    (it installs signal handlers).
+    """
+    from ._runlog import RunLog
+
+    err = sys.stderr if err is None else err
+    try:
+        jobs = load_config(config.jobs_file)
+    except ConfigError as exc:
+        for issue in exc.errors:
+            print(issue, file=err)
+        print(f"tickwork run: {config.jobs_file}: not started, fix the file first", file=err)
+        return 2
+    try:
+        namespace = check_namespace(config.namespace or default_namespace(config.jobs_file))
+    except DaemonError as exc:
+        print(f"tickwork run: {exc}", file=err)
+        return 2
+    state, database = config.store_location()
+    try:
+        store = open_store(state=state, database=database)
+    except DaemonError as exc:
+        print(f"tickwork run: {exc}", file=err)
+        return 1
+    shown = redact_dsn(database or "")
+    undo = setup_logging(err, config.log_format)
+    try:
+        daemon = Daemon(
+            config.jobs_file,
+            store,
+            namespace=namespace,
+            log=RunLog(err, format=config.log_format),
+            shutdown_grace=config.shutdown_grace,
+            lease=config.lease,
+            poll=config.poll,
+            workers=config.workers,
+            watch=config.watch,
+            state_key=make_state_key(
+                namespace,
+                str(Path(state).expanduser().resolve()) if state is not None else shown,
+            ),
+        )
+        try:
+            daemon.check_store()
+            result = daemon.apply(jobs)
+        except TickworkError as exc:  # DaemonError, or a StoreError reading the state
+            store.close()
+            print(f"tickwork run: {exc}", file=err)
+            return 1
+        where = f"state {state}" if state is not None else f"database {shown}"
+        enabled = sum(job.enabled for job in jobs.jobs)
+        _log.info(
+            "%s",
+            f"running {enabled} job{'s' if enabled != 1 else ''} from {config.jobs_file}"
+            f" ({result.summary()}; {where}; pid {os.getpid()})",
+        )
+        return daemon.serve(run_for=config.run_for)
+    finally:
+        undo()
+
+
 def _seconds_text(seconds: float) -> str:
     return f"{seconds:g}s"
 

@@ -1,0 +1,82 @@
+"""`run_daemon(DaemonConfig(...))`: the whole of ``tickwork run`` in one call."""
+
+from __future__ import annotations
+
+import io
+import os
+import signal
+import threading
+from pathlib import Path
+
+import pytest
+
+from tickwork._daemon import DaemonConfig, default_state_path, run_daemon
+from tickwork.stores.sqlite import SQLiteStore
+
+#: Only reached when something is broken; a loaded machine is merely slow.
+PATIENCE = 60.0
+
+
+def test_one_config_one_call_runs_the_file_until_a_signal(tmp_path: Path) -> None:
+    marker = tmp_path / "ran"
+    jobs = tmp_path / "jobs.toml"
+    jobs.write_text(
+        f'[[job]]\nname = "mark"\ncommand = ["touch", "{marker}"]\nevery = "1h"\nfirst = "0s"\n'
+    )
+    state = tmp_path / "state.db"
+    stopped = threading.Event()
+
+    def stop_when_marked() -> None:
+        # A condition, not a delay: the job's file appears, then the daemon is stopped.
+        waiter = threading.Event()
+        for _ in range(int(PATIENCE / 0.02)):
+            if marker.exists() or stopped.is_set():
+                break
+            waiter.wait(0.02)
+        os.kill(os.getpid(), signal.SIGTERM)
+
+    killer = threading.Thread(target=stop_when_marked)
+    killer.start()
+    err = io.StringIO()
+    try:
+        status = run_daemon(DaemonConfig(str(jobs), state=str(state)), err=err)
+    finally:
+        stopped.set()
+        killer.join()
+    assert status == 0, err.getvalue()
+    assert marker.exists()
+    store = SQLiteStore(state)
+    try:
+        [job] = store.jobs()
+        assert job.id.endswith("/mark")
+        assert job.last_run is not None and job.last_run.outcome == "ok"
+    finally:
+        store.close()
+    assert "running 1 job from" in err.getvalue()
+
+
+def test_a_broken_file_is_status_2_with_its_lines(tmp_path: Path) -> None:
+    jobs = tmp_path / "jobs.toml"
+    jobs.write_text('[[job]]\nname = "x"\ncommand = ["true"]\nevery = "soon"\n')
+    err = io.StringIO()
+    assert run_daemon(DaemonConfig(str(jobs)), err=err) == 2
+    assert "jobs.toml:4" in err.getvalue() and "not started, fix the file first" in err.getvalue()
+
+
+@pytest.mark.parametrize(
+    ("kw", "where"),
+    [
+        ({}, "default"),
+        ({"state": "/tmp/s.db"}, "state"),
+        ({"database": "postgresql:///x", "state": "/tmp/s.db"}, "database"),
+    ],
+)
+def test_the_store_location_prefers_the_database(kw: dict[str, str], where: str) -> None:
+    config = DaemonConfig("/etc/tickwork/jobs.toml", **kw)
+    state, database = config.store_location()
+    if where == "default":
+        assert (state, database) == (str(default_state_path("/etc/tickwork/jobs.toml")), None)
+    elif where == "state":
+        assert (state, database) == ("/tmp/s.db", None)
+    else:
+        assert (state, database) == (None, "postgresql:///x")
