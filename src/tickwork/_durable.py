@@ -23,7 +23,6 @@ during store calls, so all of them may call back into the scheduler from any thr
 
 from __future__ import annotations
 
-import inspect
 import logging
 import math
 import os
@@ -55,6 +54,7 @@ from ._scheduler import (
     DEFAULT_MAX_ERRORS,
     Listener,
     _is_coroutine_function,
+    misfit,
 )
 from ._schedules import Every
 from ._storetime import StoreTime
@@ -433,18 +433,12 @@ class DurableScheduler(_Claiming):
                 " tickwork.AsyncDurableScheduler, which awaits them on your event loop,"
                 f" got {spec.func!r}"
             )
-        try:
-            signature = inspect.signature(fn)
-        except (TypeError, ValueError):  # no signature to read: the run will tell
-            signature = None
-        if signature is not None:
-            try:
-                signature.bind(*spec.args, **spec.kwargs)
-            except TypeError as exc:
-                raise JobSpecError(
-                    f"job {spec.id!r}: func {spec.func!r} cannot be called with"
-                    f" args={list(spec.args)!r} and kwargs={dict(spec.kwargs)!r}: {exc}"
-                ) from None
+        why = misfit(fn, spec.args, spec.kwargs)
+        if why is not None:
+            raise JobSpecError(
+                f"job {spec.id!r}: func {spec.func!r} cannot be called with"
+                f" args={list(spec.args)!r} and kwargs={dict(spec.kwargs)!r}: {why}"
+            )
         try:
             first = first_run(spec.schedule, self._wall())
         except ValueError as exc:  # CronError is a ValueError

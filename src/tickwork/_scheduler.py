@@ -280,6 +280,24 @@ def name_of(fn: object) -> str:
     return name if isinstance(name, str) and name else repr(fn)
 
 
+def misfit(
+    fn: Callable[..., object], args: tuple[Any, ...], kwargs: Mapping[str, Any]
+) -> str | None:
+    """Why ``fn(*args, **kwargs)`` cannot work, from its signature; ``None`` if it can.
+
+    A callable whose signature cannot be read (some built-ins) passes: its call tells.
+    """
+    try:
+        signature = inspect.signature(fn)
+    except (TypeError, ValueError):
+        return None
+    try:
+        signature.bind(*args, **kwargs)
+    except TypeError as exc:
+        return str(exc)
+    return None
+
+
 def bind(
     fn: Callable[..., object],
     args: object,
@@ -311,17 +329,11 @@ def bind(
         raise TypeError(f"name must be a non-empty str or None, got {name!r}")
     args = tuple(args)
     kwargs = dict(kwargs)
-    try:
-        signature = inspect.signature(fn)
-    except (TypeError, ValueError):  # no signature to read: the call will tell
-        signature = None
-    if signature is not None:
-        try:
-            signature.bind(*args, **kwargs)
-        except TypeError as exc:
-            raise TypeError(
-                f"fn {name_of(fn)} cannot be called with args={args!r} and kwargs={kwargs!r}: {exc}"
-            ) from None
+    why = misfit(fn, args, kwargs)
+    if why is not None:
+        raise TypeError(
+            f"fn {name_of(fn)} cannot be called with args={args!r} and kwargs={kwargs!r}: {why}"
+        )
     shown = Shown(fn, args, MappingProxyType(kwargs), name or name_of(fn), schedule)
     call: Callable[[], object] = functools.partial(fn, *args, **kwargs) if args or kwargs else fn
     return call, shown
