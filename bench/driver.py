@@ -14,6 +14,10 @@ APScheduler's default; sched runs its jobs in its own thread):
 - idle CPU: process CPU time over 3 idle seconds with 1,000 far-future jobs pending.
 - throughput: 100,000 noop jobs, all due at once: jobs run per second.
 
+Every scheduler is warmed up first (a short pass of each workload, discarded); then
+``--rounds`` rounds (default 3) run all three, the first one rotating each round, and each
+figure is the median over the rounds. ``--quick`` uses smaller sizes.
+
 This is not a test: nothing asserts on absolute time. Targets (idle machine): p99
 lateness <= 1 ms, max <= 5 ms; add and remove <= 3 us per job; idle CPU <= 0.5 ms per
 3 s; throughput >= 10x APScheduler's.
@@ -290,42 +294,75 @@ def measure(runs: dict[str, Callable[[], Result]]) -> Result:
     return out
 
 
+SUITES: dict[str, dict[str, Callable[[], Result]]] = {
+    "tickwork": {
+        "lateness": tickwork_lateness,
+        "add/remove": tickwork_add_remove,
+        "idle": tickwork_idle,
+        "throughput": tickwork_throughput,
+    },
+    "APScheduler 3": {
+        "lateness": aps_lateness,
+        "add/remove": aps_add_remove,
+        "idle": aps_idle,
+        "throughput": aps_throughput,
+    },
+    "sched (thread)": {
+        "lateness": sched_lateness,
+        "add/remove": sched_add_remove,
+        "idle": sched_idle,
+        "throughput": sched_throughput,
+    },
+}
+
+
+def warm_up() -> None:
+    """One short pass of every workload per scheduler (imports, pools, caches), discarded."""
+    global LATE_JOBS, PENDING, IDLE_SECONDS, BURST
+    saved = (LATE_JOBS, PENDING, IDLE_SECONDS, BURST)
+    LATE_JOBS, PENDING, IDLE_SECONDS, BURST = 200, 2_000, 0.2, 5_000
+    try:
+        for name, runs in SUITES.items():
+            print(f"warm-up {name}", file=sys.stderr)
+            measure(runs)
+    finally:
+        LATE_JOBS, PENDING, IDLE_SECONDS, BURST = saved
+
+
 def main() -> int:
+    global LATE_JOBS, PENDING, IDLE_SECONDS, BURST
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.parse_args()
+    parser.add_argument("--rounds", type=int, default=3, help="measured rounds (default 3)")
+    parser.add_argument("--quick", action="store_true", help="small sizes, for a smoke run")
+    args = parser.parse_args()
     try:
         import apscheduler
     except ImportError:
         print("APScheduler missing: .venv/bin/pip install -e '.[bench]'", file=sys.stderr)
         return 2
+    if args.quick:
+        LATE_JOBS, PENDING, IDLE_SECONDS, BURST = 500, 5_000, 1.0, 20_000
     idle_base = idle_cpu()  # the harness alone, to subtract from nothing: printed
-    results: dict[str, Result] = {}
-    print("tickwork", file=sys.stderr)
-    results["tickwork"] = measure(
-        {
-            "lateness": tickwork_lateness,
-            "add/remove": tickwork_add_remove,
-            "idle": tickwork_idle,
-            "throughput": tickwork_throughput,
-        }
-    )
-    print(f"APScheduler {apscheduler.__version__}", file=sys.stderr)
-    results["APScheduler 3"] = measure(
-        {
-            "lateness": aps_lateness,
-            "add/remove": aps_add_remove,
-            "idle": aps_idle,
-            "throughput": aps_throughput,
-        }
-    )
-    print("sched", file=sys.stderr)
-    results["sched (thread)"] = measure(
-        {
-            "lateness": sched_lateness,
-            "add/remove": sched_add_remove,
-            "idle": sched_idle,
-            "throughput": sched_throughput,
-        }
+    warm_up()
+    names = list(SUITES)
+    per_round: dict[str, list[Result]] = {name: [] for name in names}
+    for r in range(max(1, args.rounds)):
+        order = names[r % len(names) :] + names[: r % len(names)]
+        print(f"round {r + 1}: {' -> '.join(order)}", file=sys.stderr)
+        for name in order:
+            print(
+                name if name != "APScheduler 3" else f"APScheduler {apscheduler.__version__}",
+                file=sys.stderr,
+            )
+            per_round[name].append(measure(SUITES[name]))
+    # Each figure: the median over the rounds (each scheduler ran first in one of them).
+    results: dict[str, Result] = {
+        name: {key: statistics.median(r[key] for r in rounds) for key in rounds[0]}
+        for name, rounds in per_round.items()
+    }
+    print(
+        f"medians of {max(1, args.rounds)} rounds; the order rotates each round and every"
+        " scheduler was warmed up first"
     )
 
     columns = [

@@ -32,11 +32,14 @@ Ratios are printed in the same run; absolute numbers depend on the machine and d
 from __future__ import annotations
 
 import argparse
+import logging
 import os
+import statistics
 import sys
 import tempfile
 import threading
 import time
+from datetime import UTC, datetime
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -100,6 +103,7 @@ def burst_thread(n: int) -> float:
 
 
 def burst_durable(n: int, tmp: Path) -> float:
+    tmp.mkdir(parents=True, exist_ok=True)
     store = SQLiteStore(tmp / "burst.db")
     now = time.time()
     for i in range(n):
@@ -116,6 +120,75 @@ def burst_durable(n: int, tmp: Path) -> float:
     assert all(j.last_run is not None and j.last_run.outcome == "ok" for j in ds.jobs())
     store.close()
     return rate
+
+
+def burst_aps(n: int, tmp: Path) -> float | None:
+    """APScheduler 3 with its SQLAlchemy job store on a SQLite file: the same burst.
+
+    ``n`` one-shot ``date`` jobs due now are stored while the scheduler is paused (not
+    timed, as for tickwork); the clock runs from ``resume()`` until the n-th run ended.
+    Its default pool (10 threads). ``None`` when APScheduler or SQLAlchemy is missing.
+    """
+    try:
+        from apscheduler.events import EVENT_JOB_ERROR, EVENT_JOB_EXECUTED, JobExecutionEvent
+        from apscheduler.jobstores.sqlalchemy import SQLAlchemyJobStore
+        from apscheduler.schedulers.background import BackgroundScheduler
+    except ImportError:
+        return None
+    logging.getLogger("apscheduler").setLevel(logging.ERROR)
+    path = tmp / f"aps-{time.monotonic_ns()}.db"
+    s = BackgroundScheduler(
+        jobstores={"default": SQLAlchemyJobStore(url=f"sqlite:///{path}")},
+        job_defaults={"misfire_grace_time": None, "coalesce": False},
+        timezone="UTC",
+    )
+    done = threading.Event()
+    count = [0]
+    failed = [0]
+    lock = threading.Lock()
+
+    def listener(event: JobExecutionEvent) -> None:
+        with lock:
+            count[0] += 1
+            if event.exception is not None:
+                failed[0] += 1
+            if count[0] == n:
+                done.set()
+
+    s.add_listener(listener, EVENT_JOB_EXECUTED | EVENT_JOB_ERROR)
+    s.start(paused=True)
+    due = datetime.now(UTC)
+    for i in range(n):
+        s.add_job(NOOP, "date", run_date=due, id=f"job-{i:06d}")
+    t = time.perf_counter()
+    s.resume()
+    assert done.wait(1800), f"APScheduler ran {count[0]} of {n}"
+    rate = n / (time.perf_counter() - t)
+    s.shutdown(wait=True)
+    assert failed[0] == 0, f"{failed[0]} APScheduler runs failed"
+    return rate
+
+
+def compare_burst(n: int, tmp: Path, rounds: int) -> tuple[list[float], list[float] | None]:
+    """tickwork durable and APScheduler 3 + SQLAlchemy, warmed up, order rotated."""
+    warm = min(500, n)
+    burst_durable(warm, tmp / "warm-tw")
+    have_aps = burst_aps(warm, tmp) is not None
+    ours: list[float] = []
+    theirs: list[float] = []
+    for r in range(rounds):
+        order = ["tickwork", "aps"] if r % 2 == 0 else ["aps", "tickwork"]
+        if not have_aps:
+            order = ["tickwork"]
+        print(f"    round {r + 1}: {' then '.join(order)}", file=sys.stderr)
+        for name in order:
+            if name == "tickwork":
+                ours.append(burst_durable(n, tmp / f"round-{r}"))
+            else:
+                rate = burst_aps(n, tmp)
+                assert rate is not None
+                theirs.append(rate)
+    return ours, (theirs if have_aps else None)
 
 
 def startup(m: int, tmp: Path) -> dict[str, float]:
@@ -167,6 +240,9 @@ def main() -> None:
     parser.add_argument("--quick", action="store_true", help="small sizes, for a smoke run")
     parser.add_argument("--n", type=int, default=10_000, help="burst size (default 10,000)")
     parser.add_argument("--startup-n", type=int, default=100_000, help="stored jobs (100,000)")
+    parser.add_argument(
+        "--rounds", type=int, default=3, help="rounds of the durable comparison (default 3)"
+    )
     args = parser.parse_args()
     n, m = (1000, 5000) if args.quick else (args.n, args.startup_n)
     with tempfile.TemporaryDirectory(prefix="tickwork-bench-") as d:
@@ -175,13 +251,36 @@ def main() -> None:
         print(f"(a) burst: {n:,} no-op one-shots due at once")
         core = burst_core(n)
         thread = burst_thread(n)
-        durable = burst_durable(n, tmp)
+        ours, theirs = compare_burst(n, tmp, max(1, args.rounds))
+        durable = statistics.median(ours)
         print(f"    core     {core:>12,.0f} jobs/s")
         print(f"    thread   {thread:>12,.0f} jobs/s")
         print(
-            f"    durable  {durable:>12,.0f} jobs/s   ({thread / durable:.0f}x slower than"
-            f" thread, {core / durable:.0f}x slower than core)"
+            f"    durable  {durable:>12,.0f} jobs/s   median of {len(ours)} rounds"
+            f" ({min(ours):,.0f}-{max(ours):,.0f}); {thread / durable:.0f}x slower than"
+            f" thread, {core / durable:.0f}x slower than core"
         )
+        target = "PASS" if durable >= 5000 else "MISS"
+        print(f"             target >= 5,000 durable jobs/s on 10,000 due at once: {target}")
+        if theirs is None:
+            print(
+                "    APScheduler 3 + SQLAlchemy: not installed"
+                " (.venv/bin/pip install -e '.[bench]')"
+            )
+        else:
+            aps = statistics.median(theirs)
+            ratios = [o / t for o, t in zip(ours, theirs, strict=True)]
+            print(
+                f"    APScheduler 3 + SQLAlchemy job store on SQLite, pool of 10:"
+                f" {aps:,.0f} jobs/s median ({min(theirs):,.0f}-{max(theirs):,.0f})"
+            )
+            verdict = "PASS" if statistics.median(ratios) >= 5 else "MISS"
+            print(
+                f"    tickwork durable / APScheduler: {statistics.median(ratios):.1f}x median"
+                f" of per-round ratios ({min(ratios):.1f}-{max(ratios):.1f}x);"
+                f" target >= 5x: {verdict}"
+            )
+            print("    (each warmed up with a 500-job burst; the order alternates by round)")
         print(f"(b) startup: {m:,} stored jobs")
         res = startup(m, tmp)
         core_s = res["core"]

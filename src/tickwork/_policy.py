@@ -512,7 +512,7 @@ class Policy:
         infos = []
         for t in self.core.tasks():
             task = jobs[t.task_id]
-            shown = task.shown or Shown(task.fn, (), {}, name_of(task.fn))
+            shown = task.shown or Shown(task.fn)
             infos.append(
                 TaskInfo(
                     t.task_id,
@@ -520,7 +520,7 @@ class Policy:
                     shown.fn,
                     t.interval,
                     t.fixed_delay,
-                    name=shown.name,
+                    name=shown.name or name_of(shown.fn),
                     schedule=t.schedule,
                     next_run=t.next_run,
                     args=shown.args,

@@ -262,15 +262,32 @@ class TaskInfo:
     """The keyword arguments the job is called with."""
 
 
-@dataclass(frozen=True, slots=True)
-class Shown:
-    """What `tasks` shows of a task beyond its entry: its job as given, and its name."""
+#: The keyword arguments of a job called without any (shared, read-only).
+_NO_KWARGS: Final[Mapping[str, Any]] = MappingProxyType({})
 
-    fn: Callable[..., object]
-    args: tuple[Any, ...]
-    kwargs: Mapping[str, Any]
-    name: str
-    schedule: Schedule | None = None
+
+class Shown:
+    """What `tasks` shows of a task beyond its entry: its job as given, and its name.
+
+    A plain class with slots (built once per added task, so kept cheap); ``name`` is
+    ``None`` until asked when none was given (`tasks` reads `name_of` then).
+    """
+
+    __slots__ = ("args", "fn", "kwargs", "name", "schedule")
+
+    def __init__(
+        self,
+        fn: Callable[..., object],
+        args: tuple[Any, ...] = (),
+        kwargs: Mapping[str, Any] = _NO_KWARGS,
+        name: str | None = None,
+        schedule: Schedule | None = None,
+    ) -> None:
+        self.fn = fn
+        self.args = args
+        self.kwargs = kwargs
+        self.name = name
+        self.schedule = schedule
 
 
 def name_of(fn: object) -> str:
@@ -280,6 +297,11 @@ def name_of(fn: object) -> str:
     return name if isinstance(name, str) and name else repr(fn)
 
 
+#: `misfit` answers for calls without arguments, by callable: reading a signature costs
+#: microseconds, and the same few functions are added again and again. Bounded.
+_NO_ARGS: dict[object, str | None] = {}
+
+
 def misfit(
     fn: Callable[..., object], args: tuple[Any, ...], kwargs: Mapping[str, Any]
 ) -> str | None:
@@ -287,6 +309,23 @@ def misfit(
 
     A callable whose signature cannot be read (some built-ins) passes: its call tells.
     """
+    if not args and not kwargs:
+        try:
+            return _NO_ARGS[fn]
+        except KeyError:
+            why = _misfit(fn, args, kwargs)
+            if len(_NO_ARGS) >= 1024:
+                _NO_ARGS.clear()
+            _NO_ARGS[fn] = why
+            return why
+        except TypeError:  # an unhashable callable: not remembered
+            pass
+    return _misfit(fn, args, kwargs)
+
+
+def _misfit(
+    fn: Callable[..., object], args: tuple[Any, ...], kwargs: Mapping[str, Any]
+) -> str | None:
     try:
         signature = inspect.signature(fn)
     except (TypeError, ValueError):
@@ -319,6 +358,13 @@ def bind(
     """
     if not callable(fn):
         raise TypeError(f"fn must be callable, got {fn!r}")
+    if not args and kwargs is None and name is None:  # the common case, kept cheap
+        why = misfit(fn, (), _NO_KWARGS)
+        if why is not None:
+            raise TypeError(
+                f"fn {name_of(fn)} cannot be called with args=() and kwargs={{}}: {why}"
+            )
+        return fn, Shown(fn, (), _NO_KWARGS, None, schedule)
     if not isinstance(args, tuple | list):
         raise TypeError(f"args must be a tuple or list, got {args!r}")
     if kwargs is None:
@@ -334,7 +380,7 @@ def bind(
         raise TypeError(
             f"fn {name_of(fn)} cannot be called with args={args!r} and kwargs={kwargs!r}: {why}"
         )
-    shown = Shown(fn, args, MappingProxyType(kwargs), name or name_of(fn), schedule)
+    shown = Shown(fn, args, MappingProxyType(kwargs), name, schedule)
     call: Callable[[], object] = functools.partial(fn, *args, **kwargs) if args or kwargs else fn
     return call, shown
 
@@ -740,7 +786,7 @@ class Scheduler:
                 shown: Shown = e[4]
                 schedule = shown.schedule
             else:  # a plain schedule(delay, fn[, interval]): its equivalent as of now
-                shown = Shown(e[2], (), {}, name_of(e[2]))
+                shown = Shown(e[2])
                 left = max(0.0, e[0] - now)
                 schedule = (
                     Once(left)
@@ -758,7 +804,7 @@ class Scheduler:
                     shown.fn,
                     interval,
                     fixed_delay,
-                    name=shown.name,
+                    name=shown.name or name_of(shown.fn),
                     schedule=schedule,
                     next_run=next_run,
                     args=shown.args,
