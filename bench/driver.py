@@ -346,9 +346,11 @@ def main() -> int:
     warm_up()
     names = list(SUITES)
     per_round: dict[str, list[Result]] = {name: [] for name in names}
+    orders: list[str] = []
     for r in range(max(1, args.rounds)):
         order = names[r % len(names) :] + names[: r % len(names)]
-        print(f"round {r + 1}: {' -> '.join(order)}", file=sys.stderr)
+        orders.append(" -> ".join(order))
+        print(f"round {r + 1}: {orders[-1]}", file=sys.stderr)
         for name in order:
             print(
                 name if name != "APScheduler 3" else f"APScheduler {apscheduler.__version__}",
@@ -364,6 +366,8 @@ def main() -> int:
         f"medians of {max(1, args.rounds)} rounds; the order rotates each round and every"
         " scheduler was warmed up first"
     )
+    for r, order in enumerate(orders):
+        print(f"round {r + 1}: {order}")
 
     columns = [
         ("p50 late ms", "p50", "{:.3f}"),
@@ -371,10 +375,12 @@ def main() -> int:
         ("max late ms", "max", "{:.3f}"),
         ("add us/job", "add", "{:.2f}"),
         ("remove us/job", "remove", "{:.2f}"),
-        ("idle CPU ms/3s", "idle", "{:.2f}"),
+        (f"idle CPU ms/{IDLE_SECONDS:g}s", "idle", "{:.2f}"),
         ("jobs/s (burst)", "rate", "{:,.0f}"),
     ]
-    print(f"Python {sys.version.split()[0]}; harness idle CPU {idle_base:.2f} ms/3s\n")
+    print(
+        f"Python {sys.version.split()[0]}; harness idle CPU {idle_base:.2f} ms/{IDLE_SECONDS:g}s\n"
+    )
     print("| scheduler | " + " | ".join(c[0] for c in columns) + " |")
     print("|---|" + "---:|" * len(columns))
     for name, r in results.items():
