@@ -25,10 +25,10 @@ import socket
 import threading
 import time
 import zlib
-from collections.abc import Callable, Iterable, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from contextlib import suppress
 from dataclasses import dataclass
-from typing import Any, Final, TypeVar
+from typing import Any, ClassVar, Final, TypeVar
 
 import psycopg
 from psycopg import sql
@@ -44,7 +44,6 @@ from ._model import (
     Claim,
     Finish,
     JobSpec,
-    JobState,
     Keep,
     Outcome,
     Recovered,
@@ -66,7 +65,7 @@ from ._model import (
     recovery_action,
     spec_to_json,
 )
-from ._rows import RowReader
+from ._sql import CLAIM_COLUMNS, JOB_COLUMNS, SQLStore
 
 __all__ = ["APPLICATION", "MIGRATIONS", "PostgresStore", "redact_dsn"]
 
@@ -151,10 +150,6 @@ def _nodes_v3(cur: Cursor) -> None:
 MIGRATIONS: list[Callable[[Cursor], None]] = [_create_v1, _retry_v2, _nodes_v3]
 
 _TABLES: Final = ("tickwork_meta", "tickwork_jobs", "tickwork_claims")
-_JOB_COLUMNS: Final = (
-    "id, spec, paused, next_run, last_scheduled, last_started, last_ended, last_outcome, last_error"
-)
-_CLAIM_COLUMNS: Final = "token, job_id, owner, scheduled, claimed_at, lease_until, started, retry"
 # A job is claimable when due, not paused and not claimed, unless it allows overlap.
 _CLAIMABLE: Final = (
     "j.next_run IS NOT NULL AND NOT j.paused AND (j.overlap = 'allow'"
@@ -183,7 +178,7 @@ _REREAD_RETRIES: Final = (
     " AND NOT j.paused AND c.scheduled <= %s ORDER BY c.scheduled, c.token LIMIT %s"
 )
 _REREAD_DUE: Final = (
-    f"SELECT {_JOB_COLUMNS} FROM tickwork_jobs j WHERE j.id = ANY(%s) AND {_CLAIMABLE}"
+    f"SELECT {JOB_COLUMNS} FROM tickwork_jobs j WHERE j.id = ANY(%s) AND {_CLAIMABLE}"
     " AND j.next_run <= %s ORDER BY j.next_run, j.id"
 )
 
@@ -258,7 +253,7 @@ def _transient(exc: BaseException, conn: psycopg.Connection[Any] | None) -> bool
     return isinstance(exc, psycopg.OperationalError | psycopg.errors.TransactionRollback)
 
 
-class PostgresStore(RowReader):
+class PostgresStore(SQLStore[Cursor]):
     """Durable jobs in PostgreSQL; implements `tickwork.stores.Store` and `ChangeNotifier`.
 
     Tables ``tickwork_meta``, ``tickwork_jobs`` and ``tickwork_claims`` are created (or
@@ -350,11 +345,10 @@ class PostgresStore(RowReader):
             self._connect_kwargs["connect_timeout"] = max(1, round(connect_timeout))
         if "application_name" not in params:
             self._connect_kwargs["application_name"] = "tickwork"
+        self._init_core()
         self._lock = threading.RLock()
         self._busy = False
         self._closed = False
-        self._warned: set[tuple[str, str]] = set()
-        self._specs: dict[str, JobSpec] = {}
         self._conn: psycopg.Connection[Any] | None = None
         # `record` has a connection of its own, so that the workers' group commits and
         # the timing thread's claims do not wait for each other (claims skip locked rows;
@@ -391,12 +385,6 @@ class PostgresStore(RowReader):
     def __repr__(self) -> str:
         schema = "" if self._schema is None else f", schema={self._schema!r}"
         return f"PostgresStore({self._redacted!r}{schema})"
-
-    def __enter__(self) -> PostgresStore:
-        return self
-
-    def __exit__(self, *exc_info: object) -> None:
-        self.close()
 
     @property
     def schema(self) -> str | None:
@@ -503,16 +491,17 @@ class PostgresStore(RowReader):
         *,
         write: bool = True,
         resolve: Callable[[Cursor], T] | None = None,
-        lane: str = "_conn",
+        batch: bool = False,
     ) -> T:
         """One operation: a transaction, retried across reconnections where that is safe.
 
         A failure before the commit changed nothing, so ``fn`` runs again. A failure
         during the commit leaves the outcome unknown; then ``resolve`` (default: ``fn``,
         for operations whose repetition is harmless) runs instead, in a new transaction.
-        ``lane``: the connection, the main one or `record`'s (``"_rec_conn"``).
+        ``batch``: a `record` batch, run on its own connection (``"_rec_conn"``).
         """
-        main = lane == "_conn"
+        main = not batch
+        lane = "_rec_conn" if batch else "_conn"
         with self._lock if main else self._rec_lock:
             if self._closed:
                 raise StoreError(f"cannot {what}: the store is closed")
@@ -676,19 +665,20 @@ class PostgresStore(RowReader):
             channel = "tickwork:" + hashlib.sha256(current.encode()).hexdigest()[:32]
         self._channel = channel
 
-    # -- reading rows -------------------------------------------------------------------
+    # -- the dialect --------------------------------------------------------------------
 
-    @staticmethod
-    def _claims_of(cur: Cursor, job_ids: list[str]) -> dict[str, list[Sequence[Any]]]:
-        out: dict[str, list[Sequence[Any]]] = {}
-        rows = cur.execute(
-            f"SELECT {_CLAIM_COLUMNS} FROM tickwork_claims WHERE job_id = ANY(%s)"
-            " ORDER BY scheduled, token",
-            (job_ids,),
-        ).fetchall()
-        for c in rows:
-            out.setdefault(c[1], []).append(c)
-        return out
+    _PARAM: ClassVar[str] = "%s"
+    _WORDS: ClassVar[Mapping[str, str]] = {
+        "jobs": "tickwork_jobs",
+        "claims": "tickwork_claims",
+        "nodes": "tickwork_nodes",
+        "by_id": 'id COLLATE "C"',
+        "any": "= ANY(%s)",
+        "snapshot": "SET TRANSACTION ISOLATION LEVEL REPEATABLE READ READ ONLY",
+    }
+
+    def _q_list(self, template: str, values: Sequence[Any]) -> tuple[str, Sequence[Any]]:
+        return self._q(template), (list(values),)
 
     def _notify(self, cur: Cursor, job_id: str) -> None:
         """Announce a change; PostgreSQL delivers it only if the transaction commits."""
@@ -788,53 +778,6 @@ class PostgresStore(RowReader):
 
         self._run(f"remove job {job_id!r}", body, resolve=resolve)
 
-    def get(self, job_id: str) -> JobState | None:
-        """The job's state, or ``None`` (see `tickwork.stores.Store.get`).
-
-        Raises:
-            StoreError: The stored declaration cannot be read.
-
-        """
-        job_id = check_job_id(job_id)
-
-        def body(cur: Cursor) -> JobState | None:
-            row = cur.execute(
-                f"SELECT {_JOB_COLUMNS} FROM tickwork_jobs WHERE id = %s", (job_id,)
-            ).fetchone()
-            if row is None:
-                return None
-            spec = self._decode(job_id, row[1], strict=True)
-            assert spec is not None  # strict decoding raises instead
-            return self._state(row, spec, self._claims_of(cur, [job_id]).get(job_id, []))
-
-        return self._run(f"get job {job_id!r}", body, write=False)
-
-    def jobs(self) -> list[JobState]:
-        """Every job, ordered by id.
-
-        A job whose stored declaration cannot be read is skipped, with a warning logged
-        on ``tickwork.stores``.
-        """
-
-        def body(cur: Cursor) -> list[JobState]:
-            # One snapshot for both reads, so claims and jobs agree.
-            cur.execute("SET TRANSACTION ISOLATION LEVEL REPEATABLE READ READ ONLY")
-            claims: dict[str, list[Sequence[Any]]] = {}
-            for c in cur.execute(
-                f"SELECT {_CLAIM_COLUMNS} FROM tickwork_claims ORDER BY scheduled, token"
-            ).fetchall():
-                claims.setdefault(c[1], []).append(c)
-            out = []
-            for row in cur.execute(
-                f'SELECT {_JOB_COLUMNS} FROM tickwork_jobs ORDER BY id COLLATE "C"'
-            ).fetchall():
-                spec = self._decode(row[0], row[1], strict=False)
-                if spec is not None:
-                    out.append(self._state(row, spec, claims.get(row[0], [])))
-            return out
-
-        return self._run("list jobs", body, write=False)
-
     def set_paused(self, job_id: str, paused: bool) -> None:
         """Pause or resume a job (see `tickwork.stores.Store.set_paused`)."""
         job_id = check_job_id(job_id)
@@ -911,7 +854,7 @@ class PostgresStore(RowReader):
                     break
                 seen.extend(locked)
                 rows = cur.execute(_REREAD_DUE, (locked, now)).fetchall()
-                claims_of = self._claims_of(cur, [r[0] for r in rows])
+                claims_of = self._claims_by_job(cur, [r[0] for r in rows])
                 new_claims: list[tuple[Any, ...]] = []
                 advanced: list[tuple[float | None, str]] = []
                 for row in rows:
@@ -938,7 +881,7 @@ class PostgresStore(RowReader):
                     )
                 if new_claims:
                     cur.executemany(
-                        f"INSERT INTO tickwork_claims ({_CLAIM_COLUMNS})"
+                        f"INSERT INTO tickwork_claims ({CLAIM_COLUMNS})"
                         " VALUES (%s, %s, %s, %s, %s, %s, %s, false)",
                         new_claims,
                     )
@@ -1169,7 +1112,7 @@ class PostgresStore(RowReader):
             return apply(cur, True)
 
         what = f"record {len(starts)} start(s) and {len(finishes)} finish(es)"
-        return self._run(what, body, resolve=resolve, lane="_rec_conn")
+        return self._run(what, body, resolve=resolve, batch=True)
 
     def recover_expired(self, now: float) -> list[Recovered]:
         """Release expired claims per delivery semantics (see the protocol).
@@ -1213,7 +1156,7 @@ class PostgresStore(RowReader):
         if not ids:
             return []
         expired = cur.execute(
-            f"SELECT {_CLAIM_COLUMNS} FROM tickwork_claims WHERE job_id = ANY(%s)"
+            f"SELECT {CLAIM_COLUMNS} FROM tickwork_claims WHERE job_id = ANY(%s)"
             " AND owner <> '' AND (lease_until <= %s OR owner = ANY(%s))",
             (ids, now, gone),
         ).fetchall()

@@ -21,9 +21,9 @@ import sqlite3
 import stat
 import threading
 import time
-from collections.abc import Callable, Iterable, Iterator, Sequence
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from contextlib import contextmanager, suppress
-from typing import Any, Final
+from typing import Any, ClassVar, Final, TypeVar
 
 from tickwork._procs import own_identity, process_alive, process_scope
 from tickwork._timefmt import iso
@@ -36,7 +36,6 @@ from ._model import (
     Claim,
     Finish,
     JobSpec,
-    JobState,
     Keep,
     Outcome,
     Recovered,
@@ -59,11 +58,13 @@ from ._model import (
     recovery_action,
     spec_to_json,
 )
-from ._rows import RowReader
+from ._sql import CLAIM_COLUMNS, JOB_COLUMNS, SQLStore
 
 __all__ = ["APPLICATION_ID", "MIGRATIONS", "SQLiteStore"]
 
 _log = logging.getLogger("tickwork.stores")
+
+T = TypeVar("T")
 
 #: ``PRAGMA application_id`` of a tickwork database (ASCII "tick"): how a file is
 #: recognised as ours, and anything else as foreign.
@@ -163,10 +164,6 @@ LIVENESS_CHECK: Final = 0.25
 #: about this long even on an idle node.
 LIVENESS_WAKE: Final = 1.0
 
-_JOB_COLUMNS: Final = (
-    "id, spec, paused, next_run, last_scheduled, last_started, last_ended, last_outcome, last_error"
-)
-_CLAIM_COLUMNS: Final = "token, job_id, owner, scheduled, claimed_at, lease_until, started, retry"
 # A job is claimable when due, not paused and not claimed, unless it allows overlap.
 _CLAIMABLE: Final = (
     "next_run IS NOT NULL AND paused = 0"
@@ -192,7 +189,7 @@ def _check_header(path: str) -> None:
         )
 
 
-class SQLiteStore(RowReader):
+class SQLiteStore(SQLStore[sqlite3.Connection]):
     """Durable jobs in one SQLite file; implements the `tickwork.stores.Store` protocol.
 
     A new file is created with owner-only permissions (0600; SQLite gives its ``-wal``
@@ -221,10 +218,9 @@ class SQLiteStore(RowReader):
         if not isinstance(self._path, str):
             raise TypeError(f"path must be a str or os.PathLike[str], got {path!r}")
         busy_timeout = check_positive("busy_timeout", busy_timeout)
+        self._init_core()
         self._lock = threading.RLock()
         self._busy = False
-        self._warned: set[tuple[str, str]] = set()
-        self._specs: dict[str, JobSpec] = {}
         self._conn: sqlite3.Connection | None = None
         self._owner: str | None = None  # tag_sessions
         self._scope = process_scope()
@@ -248,12 +244,6 @@ class SQLiteStore(RowReader):
 
     def __repr__(self) -> str:
         return f"SQLiteStore({self._path!r})"
-
-    def __enter__(self) -> SQLiteStore:
-        return self
-
-    def __exit__(self, *exc_info: object) -> None:
-        self.close()
 
     @property
     def path(self) -> str:
@@ -379,27 +369,32 @@ class SQLiteStore(RowReader):
             finally:
                 self._busy = False
 
-    # -- reading rows -----------------------------------------------------------------
+    def _run(
+        self,
+        what: str,
+        fn: Callable[[sqlite3.Connection], T],
+        *,
+        write: bool = True,
+        resolve: Callable[[sqlite3.Connection], T] | None = None,
+        batch: bool = False,
+    ) -> T:
+        """``fn`` in one transaction (a commit never has an unknown outcome here)."""
+        with self._tx(what, write=write) as conn:
+            return fn(conn)
 
-    def _claims_of(self, conn: sqlite3.Connection, job_id: str) -> list[Sequence[Any]]:
-        return conn.execute(
-            f"SELECT {_CLAIM_COLUMNS} FROM claims WHERE job_id = ? ORDER BY scheduled, token",
-            (job_id,),
-        ).fetchall()
+    # -- the dialect ------------------------------------------------------------------
 
-    def _claims_by_job(
-        self, conn: sqlite3.Connection, job_ids: list[str]
-    ) -> dict[str, list[Sequence[Any]]]:
-        """The claims held on each of ``job_ids``, oldest slot first: one query."""
-        marks = ",".join("?" * len(job_ids))
-        held: dict[str, list[Sequence[Any]]] = {}
-        for row in conn.execute(
-            f"SELECT {_CLAIM_COLUMNS} FROM claims WHERE job_id IN ({marks})"
-            " ORDER BY scheduled, token",
-            job_ids,
-        ):
-            held.setdefault(row[1], []).append(row)
-        return held
+    _WORDS: ClassVar[Mapping[str, str]] = {
+        "jobs": "jobs",
+        "claims": "claims",
+        "nodes": "nodes",
+        "by_id": "id",
+        "any": "IN ({marks})",
+        "snapshot": "",  # a read transaction is one snapshot already
+    }
+
+    def _q_list(self, template: str, values: Sequence[Any]) -> tuple[str, Sequence[Any]]:
+        return self._q(template).replace("{marks}", ",".join("?" * len(values))), values
 
     # -- the Store protocol -----------------------------------------------------------
 
@@ -470,41 +465,6 @@ class SQLiteStore(RowReader):
             if conn.execute("DELETE FROM jobs WHERE id = ?", (job_id,)).rowcount == 0:
                 raise JobNotFoundError(f"no job with id {job_id!r}")
 
-    def get(self, job_id: str) -> JobState | None:
-        """The job's state, or ``None`` (see `tickwork.stores.Store.get`).
-
-        Raises:
-            StoreError: The stored declaration cannot be read.
-
-        """
-        job_id = check_job_id(job_id)
-        with self._tx(f"get job {job_id!r}", write=False) as conn:
-            row = conn.execute(
-                f"SELECT {_JOB_COLUMNS} FROM jobs WHERE id = ?", (job_id,)
-            ).fetchone()
-            if row is None:
-                return None
-            spec = self._decode(job_id, row[1], strict=True)
-            assert spec is not None  # strict decoding raises instead
-            return self._state(row, spec, self._claims_of(conn, job_id))
-
-    def jobs(self) -> list[JobState]:
-        """Every job, ordered by id.
-
-        A job whose stored declaration cannot be read is skipped, with a warning logged
-        on ``tickwork.stores``.
-        """
-        with self._tx("list jobs", write=False) as conn:
-            claims: dict[str, list[Sequence[Any]]] = {}
-            for c in conn.execute(f"SELECT {_CLAIM_COLUMNS} FROM claims ORDER BY scheduled, token"):
-                claims.setdefault(c[1], []).append(c)
-            out = []
-            for row in conn.execute(f"SELECT {_JOB_COLUMNS} FROM jobs ORDER BY id"):
-                spec = self._decode(row[0], row[1], strict=False)
-                if spec is not None:
-                    out.append(self._state(row, spec, claims.get(row[0], [])))
-            return out
-
     def set_paused(self, job_id: str, paused: bool) -> None:
         """Pause or resume a job (see `tickwork.stores.Store.set_paused`)."""
         job_id = check_job_id(job_id)
@@ -561,7 +521,7 @@ class SQLiteStore(RowReader):
             while len(claims) < limit:
                 marks = ",".join("?" * len(seen))
                 rows = conn.execute(
-                    f"SELECT {_JOB_COLUMNS} FROM jobs j WHERE {_CLAIMABLE} AND next_run <= ?"
+                    f"SELECT {JOB_COLUMNS} FROM jobs j WHERE {_CLAIMABLE} AND next_run <= ?"
                     f" AND id NOT IN ({marks}) ORDER BY next_run, id LIMIT ?",
                     (now, *seen, limit - len(claims)),
                 ).fetchall()
@@ -596,7 +556,7 @@ class SQLiteStore(RowReader):
                 # One statement each for the whole batch: the rows are distinct jobs, so
                 # no claim made here changes what another row of the batch decides.
                 conn.executemany(
-                    f"INSERT INTO claims ({_CLAIM_COLUMNS}) VALUES (?, ?, ?, ?, ?, ?, ?, 0)",
+                    f"INSERT INTO claims ({CLAIM_COLUMNS}) VALUES (?, ?, ?, ?, ?, ?, ?, 0)",
                     inserts,
                 )
                 conn.executemany("UPDATE jobs SET next_run = ? WHERE id = ?", moves)
@@ -769,7 +729,7 @@ class SQLiteStore(RowReader):
     def _recover(self, conn: sqlite3.Connection, now: float) -> list[Recovered]:
         out: list[Recovered] = []
         expired = conn.execute(
-            f"SELECT {_CLAIM_COLUMNS} FROM claims WHERE owner <> '' AND lease_until <= ?"
+            f"SELECT {CLAIM_COLUMNS} FROM claims WHERE owner <> '' AND lease_until <= ?"
             " ORDER BY lease_until",
             (now,),
         ).fetchall()
@@ -777,7 +737,7 @@ class SQLiteStore(RowReader):
         if gone:
             marks = ", ".join("?" * len(gone))
             expired += conn.execute(
-                f"SELECT {_CLAIM_COLUMNS} FROM claims WHERE owner IN ({marks})"
+                f"SELECT {CLAIM_COLUMNS} FROM claims WHERE owner IN ({marks})"
                 " AND lease_until > ? ORDER BY lease_until",
                 (*sorted(gone), now),
             ).fetchall()
