@@ -20,11 +20,22 @@ the database (sessions, clocks, notifications) stay in the database modules.
 
 from __future__ import annotations
 
+import json
 from abc import ABC, abstractmethod
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from typing import Any, ClassVar, Final, Generic, Protocol, Self, TypeVar
 
-from ._model import JobSpec, JobState, check_job_id
+from ._errors import JobNotFoundError, SchemaVersionError
+from ._model import (
+    SPEC_VERSION,
+    JobSpec,
+    JobState,
+    Upsert,
+    check_job_id,
+    check_optional_time,
+    check_spec,
+    spec_to_json,
+)
 from ._rows import RowReader
 
 __all__ = ["CLAIM_COLUMNS", "JOB_COLUMNS", "SQLCursor", "SQLResult", "SQLStore"]
@@ -83,8 +94,11 @@ class SQLStore(RowReader, ABC, Generic[C]):
     _PARAM: ClassVar[str] = "?"
     #: The dialect's words for the templates' ``{fields}``: ``jobs``, ``claims`` and
     #: ``nodes`` (table names), ``by_id`` (ordering by id, byte-wise), ``any`` (a column
-    #: is in a list given as the statement's only parameter, see `_q_list`), and
-    #: ``snapshot`` (a statement making a read transaction one snapshot, or ``""``).
+    #: is in a list given as the statement's only parameter, see `_q_list`),
+    #: ``snapshot`` (a statement making a read transaction one snapshot, or ``""``),
+    #: ``lock`` (after a select of one job row: lock it for this transaction, or ``""``
+    #: where a write transaction excludes the others) and ``if_absent`` (after an
+    #: insert of a job: do nothing if the id exists, or ``""`` where it cannot).
     _WORDS: ClassVar[Mapping[str, str]]
     _queries: ClassVar[dict[str, str]]
 
@@ -209,3 +223,130 @@ class SQLStore(RowReader, ABC, Generic[C]):
             return out
 
         return self._run("list jobs", body, write=False)
+
+    def upsert(self, spec: JobSpec, next_run: float | None) -> Upsert:
+        """Declare a job, idempotently by id (see `tickwork.stores.Store.upsert`).
+
+        Raises:
+            SchemaVersionError: The stored declaration was written by a newer tickwork
+                (it is not overwritten).
+
+        """
+        spec = check_spec(spec)
+        next_run = check_optional_time("next_run", next_run)
+        text = spec_to_json(spec)
+        schedule = json.dumps(spec.schedule.to_dict(), sort_keys=True, separators=(",", ":"))
+        select = self._q("SELECT spec, schedule, paused FROM {jobs} WHERE id = ?{lock}")
+        intended: list[Upsert] = []
+
+        def body(cur: C) -> Upsert:
+            row = cur.execute(select, (spec.id,)).fetchone()
+            if row is None:
+                inserted = cur.execute(
+                    self._q(
+                        "INSERT INTO {jobs} (id, spec, schedule, overlap, paused, next_run)"
+                        " VALUES (?, ?, ?, ?, ?, ?){if_absent}"
+                    ),
+                    (spec.id, text, schedule, spec.overlap, spec.paused, next_run),
+                )
+                if inserted.rowcount == 1:
+                    self._changed(cur, spec.id)
+                    intended.append(Upsert.CREATED)
+                    return Upsert.CREATED
+                # Inserted by another transaction since the select (where that can be).
+                row = cur.execute(select, (spec.id,)).fetchone()
+                assert row is not None  # nothing deletes it under our lock
+            old_text, old_schedule, paused = row
+            if old_text == text:
+                return Upsert.UNCHANGED
+            if self._declared_paused(spec.id, old_text) != spec.paused:
+                paused = spec.paused
+            if old_schedule == schedule:
+                cur.execute(
+                    self._q("UPDATE {jobs} SET spec = ?, overlap = ?, paused = ? WHERE id = ?"),
+                    (text, spec.overlap, paused, spec.id),
+                )
+            else:
+                cur.execute(
+                    self._q(
+                        "UPDATE {jobs} SET spec = ?, schedule = ?, overlap = ?, paused = ?,"
+                        " next_run = ? WHERE id = ?"
+                    ),
+                    (text, schedule, spec.overlap, paused, next_run, spec.id),
+                )
+            self._changed(cur, spec.id)
+            intended.append(Upsert.UPDATED)
+            return Upsert.UPDATED
+
+        def resolve(cur: C) -> Upsert:
+            # Our write may have committed: then the row holds our declaration already.
+            result = body(cur)
+            return intended[0] if result is Upsert.UNCHANGED and intended else result
+
+        return self._run(f"upsert job {spec.id!r}", body, resolve=resolve)
+
+    @staticmethod
+    def _declared_paused(job_id: str, old_text: str) -> object:
+        """``paused`` of a stored declaration; refuses to overwrite a newer version's."""
+        try:
+            old = json.loads(old_text)
+        except ValueError:
+            return None  # unreadable: the new declaration repairs the row
+        if not isinstance(old, dict):
+            return None
+        version = old.get("v")
+        if isinstance(version, int) and version > SPEC_VERSION:
+            raise SchemaVersionError(
+                f"job {job_id!r} was stored by a newer tickwork (spec version {version});"
+                " refusing to overwrite it"
+            )
+        return old.get("paused")
+
+    def remove(self, job_id: str) -> None:
+        """Delete a job and its claims (see `tickwork.stores.Store.remove`)."""
+        job_id = check_job_id(job_id)
+
+        def body(cur: C) -> None:
+            # Its claims go with it (ON DELETE CASCADE): the job row is locked first.
+            if cur.execute(self._q("DELETE FROM {jobs} WHERE id = ?"), (job_id,)).rowcount == 0:
+                raise JobNotFoundError(f"no job with id {job_id!r}")
+            self._changed(cur, job_id)
+
+        def resolve(cur: C) -> None:
+            # The first attempt found the job and reached its commit: "not found" now
+            # means that commit went through.
+            try:
+                body(cur)
+            except JobNotFoundError:
+                return
+
+        self._run(f"remove job {job_id!r}", body, resolve=resolve)
+
+    def set_paused(self, job_id: str, paused: bool) -> None:
+        """Pause or resume a job (see `tickwork.stores.Store.set_paused`)."""
+        job_id = check_job_id(job_id)
+        if not isinstance(paused, bool):
+            raise TypeError(f"paused must be a bool, got {paused!r}")
+        self._run(
+            f"pause job {job_id!r}",
+            lambda cur: self._set_job(
+                cur, job_id, "UPDATE {jobs} SET paused = ? WHERE id = ?", paused
+            ),
+        )
+
+    def set_next_run(self, job_id: str, next_run: float | None) -> None:
+        """Set a job's next due time (see `tickwork.stores.Store.set_next_run`)."""
+        job_id = check_job_id(job_id)
+        next_run = check_optional_time("next_run", next_run)
+        self._run(
+            f"set next run of job {job_id!r}",
+            lambda cur: self._set_job(
+                cur, job_id, "UPDATE {jobs} SET next_run = ? WHERE id = ?", next_run
+            ),
+        )
+
+    def _set_job(self, cur: C, job_id: str, template: str, value: object) -> None:
+        """One column of a job's row; `JobNotFoundError` if there is no such job."""
+        if cur.execute(self._q(template), (value, job_id)).rowcount == 0:
+            raise JobNotFoundError(f"no job with id {job_id!r}")
+        self._changed(cur, job_id)

@@ -16,7 +16,6 @@ backoff; an operation is retried only when that cannot run anything twice (see
 from __future__ import annotations
 
 import hashlib
-import json
 import logging
 import math
 import secrets
@@ -36,34 +35,28 @@ from psycopg.conninfo import conninfo_to_dict, make_conninfo
 
 from tickwork._timefmt import iso
 
-from ._errors import JobNotFoundError, SchemaVersionError, StoreError
+from ._errors import SchemaVersionError, StoreError
 from ._model import (
     KEEP,
-    SPEC_VERSION,
     Advance,
     Claim,
     Finish,
-    JobSpec,
     Keep,
     Outcome,
     Recovered,
     Start,
     StartNow,
-    Upsert,
     abandoned_error,
     check_claim,
     check_finish,
-    check_job_id,
     check_limit,
     check_optional_time,
     check_owner,
     check_positive,
-    check_spec,
     check_start,
     check_time,
     hands_back,
     recovery_action,
-    spec_to_json,
 )
 from ._sql import CLAIM_COLUMNS, JOB_COLUMNS, SQLStore
 
@@ -181,10 +174,6 @@ _REREAD_DUE: Final = (
     f"SELECT {JOB_COLUMNS} FROM tickwork_jobs j WHERE j.id = ANY(%s) AND {_CLAIMABLE}"
     " AND j.next_run <= %s ORDER BY j.next_run, j.id"
 )
-
-
-def _schedule_json(spec: JobSpec) -> str:
-    return json.dumps(spec.schedule.to_dict(), sort_keys=True, separators=(",", ":"))
 
 
 def redact_dsn(dsn: str) -> str:
@@ -675,135 +664,18 @@ class PostgresStore(SQLStore[Cursor]):
         "by_id": 'id COLLATE "C"',
         "any": "= ANY(%s)",
         "snapshot": "SET TRANSACTION ISOLATION LEVEL REPEATABLE READ READ ONLY",
+        "lock": " FOR NO KEY UPDATE",
+        "if_absent": " ON CONFLICT (id) DO NOTHING",
     }
 
     def _q_list(self, template: str, values: Sequence[Any]) -> tuple[str, Sequence[Any]]:
         return self._q(template), (list(values),)
 
-    def _notify(self, cur: Cursor, job_id: str) -> None:
+    def _changed(self, cur: Cursor, job_id: str) -> None:
         """Announce a change; PostgreSQL delivers it only if the transaction commits."""
         cur.execute("SELECT pg_notify(%s, %s)", (self._channel, job_id))
 
     # -- the Store protocol -------------------------------------------------------------
-
-    def upsert(self, spec: JobSpec, next_run: float | None) -> Upsert:
-        """Declare a job, idempotently by id (see `tickwork.stores.Store.upsert`).
-
-        Raises:
-            SchemaVersionError: The stored declaration was written by a newer tickwork
-                (it is not overwritten).
-
-        """
-        spec = check_spec(spec)
-        next_run = check_optional_time("next_run", next_run)
-        text = spec_to_json(spec)
-        schedule = _schedule_json(spec)
-        intended: list[Upsert] = []
-
-        def body(cur: Cursor) -> Upsert:
-            inserted = cur.execute(
-                "INSERT INTO tickwork_jobs (id, spec, schedule, overlap, paused, next_run)"
-                " VALUES (%s, %s, %s, %s, %s, %s) ON CONFLICT (id) DO NOTHING RETURNING id",
-                (spec.id, text, schedule, spec.overlap, spec.paused, next_run),
-            ).fetchone()
-            if inserted is not None:
-                self._notify(cur, spec.id)
-                intended.append(Upsert.CREATED)
-                return Upsert.CREATED
-            row = cur.execute(
-                "SELECT spec, schedule, paused FROM tickwork_jobs WHERE id = %s FOR NO KEY UPDATE",
-                (spec.id,),
-            ).fetchone()
-            assert row is not None  # the insert conflicted, and nothing deletes under our lock
-            old_text, old_schedule, paused = row
-            if old_text == text:
-                return Upsert.UNCHANGED
-            if self._declared_paused(spec.id, old_text) != spec.paused:
-                paused = spec.paused
-            if old_schedule == schedule:
-                cur.execute(
-                    "UPDATE tickwork_jobs SET spec = %s, overlap = %s, paused = %s WHERE id = %s",
-                    (text, spec.overlap, paused, spec.id),
-                )
-            else:
-                cur.execute(
-                    "UPDATE tickwork_jobs SET spec = %s, schedule = %s, overlap = %s,"
-                    " paused = %s, next_run = %s WHERE id = %s",
-                    (text, schedule, spec.overlap, paused, next_run, spec.id),
-                )
-            self._notify(cur, spec.id)
-            intended.append(Upsert.UPDATED)
-            return Upsert.UPDATED
-
-        def resolve(cur: Cursor) -> Upsert:
-            # Our write may have committed: then the row holds our declaration already.
-            result = body(cur)
-            return intended[0] if result is Upsert.UNCHANGED and intended else result
-
-        return self._run(f"upsert job {spec.id!r}", body, resolve=resolve)
-
-    @staticmethod
-    def _declared_paused(job_id: str, old_text: str) -> object:
-        """``paused`` of a stored declaration; refuses to overwrite a newer version's."""
-        try:
-            old = json.loads(old_text)
-        except ValueError:
-            return None  # unreadable: the new declaration repairs the row
-        if not isinstance(old, dict):
-            return None
-        version = old.get("v")
-        if isinstance(version, int) and version > SPEC_VERSION:
-            raise SchemaVersionError(
-                f"job {job_id!r} was stored by a newer tickwork (spec version {version});"
-                " refusing to overwrite it"
-            )
-        return old.get("paused")
-
-    def remove(self, job_id: str) -> None:
-        """Delete a job and its claims (see `tickwork.stores.Store.remove`)."""
-        job_id = check_job_id(job_id)
-
-        def body(cur: Cursor) -> None:
-            if cur.execute("DELETE FROM tickwork_jobs WHERE id = %s", (job_id,)).rowcount == 0:
-                raise JobNotFoundError(f"no job with id {job_id!r}")
-            self._notify(cur, job_id)
-
-        def resolve(cur: Cursor) -> None:
-            # The first attempt found the job and reached its commit: "not found" now
-            # means that commit went through.
-            try:
-                body(cur)
-            except JobNotFoundError:
-                return
-
-        self._run(f"remove job {job_id!r}", body, resolve=resolve)
-
-    def set_paused(self, job_id: str, paused: bool) -> None:
-        """Pause or resume a job (see `tickwork.stores.Store.set_paused`)."""
-        job_id = check_job_id(job_id)
-        if not isinstance(paused, bool):
-            raise TypeError(f"paused must be a bool, got {paused!r}")
-
-        def body(cur: Cursor) -> None:
-            cur.execute("UPDATE tickwork_jobs SET paused = %s WHERE id = %s", (paused, job_id))
-            if cur.rowcount == 0:
-                raise JobNotFoundError(f"no job with id {job_id!r}")
-            self._notify(cur, job_id)
-
-        self._run(f"pause job {job_id!r}", body)
-
-    def set_next_run(self, job_id: str, next_run: float | None) -> None:
-        """Set a job's next due time (see `tickwork.stores.Store.set_next_run`)."""
-        job_id = check_job_id(job_id)
-        next_run = check_optional_time("next_run", next_run)
-
-        def body(cur: Cursor) -> None:
-            cur.execute("UPDATE tickwork_jobs SET next_run = %s WHERE id = %s", (next_run, job_id))
-            if cur.rowcount == 0:
-                raise JobNotFoundError(f"no job with id {job_id!r}")
-            self._notify(cur, job_id)
-
-        self._run(f"set next run of job {job_id!r}", body)
 
     def claim_due(
         self,
@@ -1036,7 +908,7 @@ class PostgresStore(SQLStore[Cursor]):
                 (secrets.token_hex(16), ended, claim.token, claim.owner),
             ).fetchone()
             if row is not None:
-                self._notify(cur, claim.job_id)
+                self._changed(cur, claim.job_id)
         if row is None:
             row = cur.execute(
                 "DELETE FROM tickwork_claims WHERE token = %s AND owner = %s RETURNING started",
@@ -1055,12 +927,12 @@ class PostgresStore(SQLStore[Cursor]):
                 "UPDATE tickwork_jobs SET next_run = %s WHERE id = %s",
                 (next_run, claim.job_id),
             )
-            self._notify(cur, claim.job_id)
+            self._changed(cur, claim.job_id)
         elif job[0] != "allow" and job[1] is not None:
             # The released claim held back a job that allows no overlap: its next
             # run, which other nodes leave out of their wake-ups while it is held,
             # can be claimed now. Tell them rather than let them wait for a poll.
-            self._notify(cur, claim.job_id)
+            self._changed(cur, claim.job_id)
         return True
 
     def _finish_again(self, cur: Cursor, f: Finish) -> bool:
@@ -1197,7 +1069,7 @@ class PostgresStore(SQLStore[Cursor]):
                     " started = NULL, retry = true WHERE token = %s",
                     (secrets.token_hex(16), now, token),
                 )
-                self._notify(cur, job_id)
+                self._changed(cur, job_id)
             _log.warning(
                 "claim on job %r (scheduled %s) by %r %s: %s",
                 job_id,

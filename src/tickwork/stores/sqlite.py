@@ -12,7 +12,6 @@ with an error and never modified.
 
 from __future__ import annotations
 
-import json
 import logging
 import math
 import os
@@ -28,35 +27,29 @@ from typing import Any, ClassVar, Final, TypeVar
 from tickwork._procs import own_identity, process_alive, process_scope
 from tickwork._timefmt import iso
 
-from ._errors import JobNotFoundError, SchemaVersionError, StoreError
+from ._errors import SchemaVersionError, StoreError
 from ._model import (
     KEEP,
-    SPEC_VERSION,
     Advance,
     Claim,
     Finish,
-    JobSpec,
     Keep,
     Outcome,
     Recovered,
     Start,
     StartNow,
-    Upsert,
     abandoned_error,
     check_claim,
     check_finish,
-    check_job_id,
     check_limit,
     check_optional_time,
     check_outcome,
     check_owner,
     check_positive,
-    check_spec,
     check_start,
     check_time,
     hands_back,
     recovery_action,
-    spec_to_json,
 )
 from ._sql import CLAIM_COLUMNS, JOB_COLUMNS, SQLStore
 
@@ -169,10 +162,6 @@ _CLAIMABLE: Final = (
     "next_run IS NOT NULL AND paused = 0"
     " AND (overlap = 'allow' OR NOT EXISTS (SELECT 1 FROM claims c WHERE c.job_id = j.id))"
 )
-
-
-def _schedule_json(spec: JobSpec) -> str:
-    return json.dumps(spec.schedule.to_dict(), sort_keys=True, separators=(",", ":"))
 
 
 def _check_header(path: str) -> None:
@@ -391,98 +380,14 @@ class SQLiteStore(SQLStore[sqlite3.Connection]):
         "by_id": "id",
         "any": "IN ({marks})",
         "snapshot": "",  # a read transaction is one snapshot already
+        "lock": "",  # BEGIN IMMEDIATE: no other writer until the commit
+        "if_absent": "",
     }
 
     def _q_list(self, template: str, values: Sequence[Any]) -> tuple[str, Sequence[Any]]:
         return self._q(template).replace("{marks}", ",".join("?" * len(values))), values
 
     # -- the Store protocol -----------------------------------------------------------
-
-    def upsert(self, spec: JobSpec, next_run: float | None) -> Upsert:
-        """Declare a job, idempotently by id (see `tickwork.stores.Store.upsert`).
-
-        Raises:
-            SchemaVersionError: The stored declaration was written by a newer tickwork
-                (it is not overwritten).
-
-        """
-        spec = check_spec(spec)
-        next_run = check_optional_time("next_run", next_run)
-        text = spec_to_json(spec)
-        schedule = _schedule_json(spec)
-        with self._tx(f"upsert job {spec.id!r}") as conn:
-            row = conn.execute(
-                "SELECT spec, schedule, paused FROM jobs WHERE id = ?", (spec.id,)
-            ).fetchone()
-            if row is None:
-                conn.execute(
-                    "INSERT INTO jobs (id, spec, schedule, overlap, paused, next_run)"
-                    " VALUES (?, ?, ?, ?, ?, ?)",
-                    (spec.id, text, schedule, spec.overlap, int(spec.paused), next_run),
-                )
-                return Upsert.CREATED
-            old_text, old_schedule, paused = row
-            if old_text == text:
-                return Upsert.UNCHANGED
-            old_declared_paused = self._declared_paused(spec.id, old_text)
-            if old_declared_paused != spec.paused:
-                paused = int(spec.paused)
-            if old_schedule == schedule:
-                conn.execute(
-                    "UPDATE jobs SET spec = ?, overlap = ?, paused = ? WHERE id = ?",
-                    (text, spec.overlap, paused, spec.id),
-                )
-            else:
-                conn.execute(
-                    "UPDATE jobs SET spec = ?, schedule = ?, overlap = ?, paused = ?,"
-                    " next_run = ? WHERE id = ?",
-                    (text, schedule, spec.overlap, paused, next_run, spec.id),
-                )
-            return Upsert.UPDATED
-
-    @staticmethod
-    def _declared_paused(job_id: str, old_text: str) -> object:
-        """``paused`` of a stored declaration; refuses to overwrite a newer version's."""
-        try:
-            old = json.loads(old_text)
-        except ValueError:
-            return None  # unreadable: the new declaration repairs the row
-        if not isinstance(old, dict):
-            return None
-        version = old.get("v")
-        if isinstance(version, int) and version > SPEC_VERSION:
-            raise SchemaVersionError(
-                f"job {job_id!r} was stored by a newer tickwork (spec version {version});"
-                " refusing to overwrite it"
-            )
-        return old.get("paused")
-
-    def remove(self, job_id: str) -> None:
-        """Delete a job and its claims (see `tickwork.stores.Store.remove`)."""
-        job_id = check_job_id(job_id)
-        with self._tx(f"remove job {job_id!r}") as conn:
-            conn.execute("DELETE FROM claims WHERE job_id = ?", (job_id,))
-            if conn.execute("DELETE FROM jobs WHERE id = ?", (job_id,)).rowcount == 0:
-                raise JobNotFoundError(f"no job with id {job_id!r}")
-
-    def set_paused(self, job_id: str, paused: bool) -> None:
-        """Pause or resume a job (see `tickwork.stores.Store.set_paused`)."""
-        job_id = check_job_id(job_id)
-        if not isinstance(paused, bool):
-            raise TypeError(f"paused must be a bool, got {paused!r}")
-        with self._tx(f"pause job {job_id!r}") as conn:
-            cur = conn.execute("UPDATE jobs SET paused = ? WHERE id = ?", (int(paused), job_id))
-            if cur.rowcount == 0:
-                raise JobNotFoundError(f"no job with id {job_id!r}")
-
-    def set_next_run(self, job_id: str, next_run: float | None) -> None:
-        """Set a job's next due time (see `tickwork.stores.Store.set_next_run`)."""
-        job_id = check_job_id(job_id)
-        next_run = check_optional_time("next_run", next_run)
-        with self._tx(f"set next run of job {job_id!r}") as conn:
-            cur = conn.execute("UPDATE jobs SET next_run = ? WHERE id = ?", (next_run, job_id))
-            if cur.rowcount == 0:
-                raise JobNotFoundError(f"no job with id {job_id!r}")
 
     def claim_due(
         self,
