@@ -27,13 +27,25 @@ from typing import Any, ClassVar, Final, Generic, Protocol, Self, TypeVar
 
 from ._errors import JobNotFoundError, SchemaVersionError
 from ._model import (
+    KEEP,
     SPEC_VERSION,
+    Claim,
+    Finish,
     JobSpec,
     JobState,
+    Keep,
+    Outcome,
+    Start,
     Upsert,
+    check_claim,
+    check_finish,
     check_job_id,
     check_optional_time,
+    check_outcome,
+    check_positive,
     check_spec,
+    check_start,
+    check_time,
     spec_to_json,
 )
 from ._rows import RowReader
@@ -97,9 +109,13 @@ class SQLStore(RowReader, ABC, Generic[C]):
     #: is in a list given as the statement's only parameter, see `_q_list`),
     #: ``snapshot`` (a statement making a read transaction one snapshot, or ``""``),
     #: ``lock`` (after a select of one job row: lock it for this transaction, or ``""``
-    #: where a write transaction excludes the others) and ``if_absent`` (after an
-    #: insert of a job: do nothing if the id exists, or ``""`` where it cannot).
+    #: where a write transaction excludes the others), ``if_absent`` (after an
+    #: insert of a job: do nothing if the id exists, or ``""`` where it cannot) and
+    #: ``greatest`` (the larger of two numbers).
     _WORDS: ClassVar[Mapping[str, str]]
+    #: Whether the jobs table has ``last_token``: the claim of the run recorded last,
+    #: by which a finish whose commit was cut off is found out (`_finish_again`).
+    _LAST_TOKEN: ClassVar[bool] = False
     _queries: ClassVar[dict[str, str]]
 
     def __init_subclass__(cls, **kwargs: Any) -> None:
@@ -127,7 +143,12 @@ class SQLStore(RowReader, ABC, Generic[C]):
         """``template`` in this store's dialect (translated once, then remembered)."""
         query = self._queries.get(template)
         if query is None:
-            words = {"job_columns": JOB_COLUMNS, "claim_columns": CLAIM_COLUMNS, **self._WORDS}
+            words = {
+                "job_columns": JOB_COLUMNS,
+                "claim_columns": CLAIM_COLUMNS,
+                "last_token": ", last_token = ?" if self._LAST_TOKEN else "",
+                **self._WORDS,
+            }
             query = template.format_map(words)
             if self._PARAM != "?":
                 query = query.replace("?", self._PARAM)
@@ -350,3 +371,186 @@ class SQLStore(RowReader, ABC, Generic[C]):
         if cur.execute(self._q(template), (value, job_id)).rowcount == 0:
             raise JobNotFoundError(f"no job with id {job_id!r}")
         self._changed(cur, job_id)
+
+    def start(self, claim: Claim, *, started: float) -> bool:
+        """Record the claimed run as started (see `tickwork.stores.Store.start`).
+
+        If the connection breaks while committing (PostgreSQL), the claim is read back
+        after reconnecting: True if it holds this start time, else the start is tried
+        again.
+        """
+        s = Start(check_claim(claim), check_time("started", started))
+        return self._run(
+            f"start a run of job {claim.job_id!r}",
+            lambda cur: self._start(cur, s),
+            resolve=lambda cur: self._start_again(cur, s),
+        )
+
+    def _start(self, cur: C, s: Start) -> bool:
+        query = self._q(
+            "UPDATE {claims} SET started = ? WHERE token = ? AND owner = ?"
+            " AND started IS NULL AND lease_until > ?"
+        )
+        return (
+            cur.execute(query, (s.started, s.claim.token, s.claim.owner, s.started)).rowcount == 1
+        )
+
+    def _start_again(self, cur: C, s: Start) -> bool:
+        """After a commit of unknown outcome: True if the start is recorded, else retry."""
+        row = cur.execute(
+            self._q("SELECT started FROM {claims} WHERE token = ? AND owner = ?"),
+            (s.claim.token, s.claim.owner),
+        ).fetchone()
+        if row is None:
+            return False
+        if row[0] is None:
+            return self._start(cur, s)
+        return bool(row[0] == s.started)
+
+    def renew(self, claim: Claim, *, now: float, lease_seconds: float) -> bool:
+        """Extend the claim's lease (see `tickwork.stores.Store.renew`); never shortens it."""
+        claim = check_claim(claim)
+        now = check_time("now", now)
+        lease = check_positive("lease_seconds", lease_seconds)
+        query = self._q(
+            "UPDATE {claims} SET lease_until = {greatest}(lease_until, ?)"
+            " WHERE token = ? AND owner = ?"
+        )
+        return self._run(
+            f"renew the lease on job {claim.job_id!r}",
+            lambda cur: cur.execute(query, (now + lease, claim.token, claim.owner)).rowcount == 1,
+        )
+
+    def finish(
+        self,
+        claim: Claim,
+        *,
+        outcome: Outcome,
+        ended: float,
+        error: str | None = None,
+        next_run: float | Keep | None = KEEP,
+    ) -> bool:
+        """Record the run's end and release the claim (see `tickwork.stores.Store.finish`).
+
+        If the connection breaks while committing (PostgreSQL), the job row is read back
+        after reconnecting: the finish counts as done only if the row records this
+        claim's token and end, and is tried again if the claim is still held.
+        """
+        claim = check_claim(claim)
+        outcome = check_outcome(outcome)
+        ended = check_time("ended", ended)
+        if error is not None and not isinstance(error, str):
+            raise TypeError(f"error must be a str or None, got {error!r}")
+        if next_run is not KEEP:
+            next_run = check_optional_time("next_run", next_run)
+        f = Finish(claim, outcome, ended, error, next_run)
+        return self._run(
+            f"finish a run of job {claim.job_id!r}",
+            lambda cur: self._finish(cur, f),
+            resolve=lambda cur: self._finish_again(cur, f),
+        )
+
+    @abstractmethod
+    def _release(self, cur: C, f: Finish) -> tuple[float | None, bool] | None:
+        """Release ``f``'s claim: ``(its start, whether handed back)``, None if not held.
+
+        The claim is held if its token and owner match. It is handed back (see
+        `hands_back`: it becomes an unowned retry of its slot, under a new token, with
+        its lease ending at ``f.ended``) or deleted.
+        """
+
+    def _finish(self, cur: C, f: Finish) -> bool:
+        claim = f.claim
+        # Lock order everywhere: the job row, then its claims (no deadlocks).
+        job = cur.execute(
+            self._q("SELECT overlap, next_run FROM {jobs} WHERE id = ?{lock}"), (claim.job_id,)
+        ).fetchone()
+        if job is None:
+            return False
+        released = self._release(cur, f)
+        if released is None:
+            return False
+        started, handed_back = released
+        if handed_back:
+            self._changed(cur, claim.job_id)
+        cur.execute(
+            self._q(
+                "UPDATE {jobs} SET last_scheduled = ?, last_started = ?, last_ended = ?,"
+                " last_outcome = ?, last_error = ?{last_token} WHERE id = ?"
+            ),
+            (
+                claim.scheduled,
+                started,
+                f.ended,
+                f.outcome,
+                f.error,
+                *self._token(claim),
+                claim.job_id,
+            ),
+        )
+        if f.next_run is not KEEP:
+            cur.execute(
+                self._q("UPDATE {jobs} SET next_run = ? WHERE id = ?"), (f.next_run, claim.job_id)
+            )
+            self._changed(cur, claim.job_id)
+        elif job[0] != "allow" and job[1] is not None:
+            # The released claim held back a job that allows no overlap: its next
+            # run, which other nodes leave out of their wake-ups while it is held,
+            # can be claimed now. Tell them rather than let them wait for a poll.
+            self._changed(cur, claim.job_id)
+        return True
+
+    def _token(self, claim: Claim) -> tuple[str, ...]:
+        """The parameter for ``{last_token}``: the claim's token where it is kept."""
+        return (claim.token,) if self._LAST_TOKEN else ()
+
+    def _finish_again(self, cur: C, f: Finish) -> bool:
+        """After a commit of unknown outcome: True if the finish is recorded, else retry.
+
+        Only a store whose commits can be cut off resolves them; it keeps ``last_token``.
+        """
+        claim = f.claim
+        held = cur.execute(
+            self._q("SELECT 1 FROM {claims} WHERE token = ? AND owner = ?"),
+            (claim.token, claim.owner),
+        ).fetchone()
+        if held is not None:
+            return self._finish(cur, f)
+        row = cur.execute(
+            self._q("SELECT last_token, last_ended, last_outcome FROM {jobs} WHERE id = ?"),
+            (claim.job_id,),
+        ).fetchone()
+        return row is not None and tuple(row) == (claim.token, f.ended, f.outcome)
+
+    def record(
+        self, starts: Sequence[Start], finishes: Sequence[Finish]
+    ) -> tuple[list[bool], list[bool]]:
+        """Starts, then finishes, in one transaction: one commit for all of them.
+
+        See `tickwork.stores.BatchRecorder`; each item does what `start` or `finish`
+        would, including the check after a commit of unknown outcome (PostgreSQL).
+        There, a finish whose claim is gone counts as recorded only if the job's row
+        names its claim: of two finishes of one ``overlap="allow"`` job in one batch,
+        the earlier then reads as not recorded (and is logged so by the scheduler),
+        never the reverse.
+        """
+        starts = [check_start(s) for s in starts]
+        finishes = [check_finish(f) for f in finishes]
+        if not starts and not finishes:
+            return [], []
+
+        # The finishes lock job rows: in id order, so that two nodes' batches never
+        # wait for each other in a cycle (claims and recovery skip locked job rows).
+        order = sorted(range(len(finishes)), key=lambda i: finishes[i].claim.job_id)
+
+        def apply(cur: C, again: bool) -> tuple[list[bool], list[bool]]:
+            started = [(self._start_again if again else self._start)(cur, s) for s in starts]
+            ended = [False] * len(finishes)
+            for i in order:
+                ended[i] = (self._finish_again if again else self._finish)(cur, finishes[i])
+            return started, ended
+
+        what = f"record {len(starts)} start(s) and {len(finishes)} finish(es)"
+        return self._run(
+            what, lambda cur: apply(cur, False), resolve=lambda cur: apply(cur, True), batch=True
+        )

@@ -37,23 +37,16 @@ from tickwork._timefmt import iso
 
 from ._errors import SchemaVersionError, StoreError
 from ._model import (
-    KEEP,
     Advance,
     Claim,
     Finish,
-    Keep,
-    Outcome,
     Recovered,
-    Start,
     StartNow,
     abandoned_error,
-    check_claim,
-    check_finish,
     check_limit,
     check_optional_time,
     check_owner,
     check_positive,
-    check_start,
     check_time,
     hands_back,
     recovery_action,
@@ -657,6 +650,7 @@ class PostgresStore(SQLStore[Cursor]):
     # -- the dialect --------------------------------------------------------------------
 
     _PARAM: ClassVar[str] = "%s"
+    _LAST_TOKEN: ClassVar[bool] = True
     _WORDS: ClassVar[Mapping[str, str]] = {
         "jobs": "tickwork_jobs",
         "claims": "tickwork_claims",
@@ -666,6 +660,7 @@ class PostgresStore(SQLStore[Cursor]):
         "snapshot": "SET TRANSACTION ISOLATION LEVEL REPEATABLE READ READ ONLY",
         "lock": " FOR NO KEY UPDATE",
         "if_absent": " ON CONFLICT (id) DO NOTHING",
+        "greatest": "greatest",
     }
 
     def _q_list(self, template: str, values: Sequence[Any]) -> tuple[str, Sequence[Any]]:
@@ -815,176 +810,24 @@ class PostgresStore(SQLStore[Cursor]):
                     taken,
                 )
 
-    def start(self, claim: Claim, *, started: float) -> bool:
-        """Record the claimed run as started (see `tickwork.stores.Store.start`).
-
-        If the connection breaks while committing, the claim is read back after
-        reconnecting: True if it holds this start time, else the start is tried again.
-        """
-        s = check_start(Start(claim, started))
-        return self._run(
-            f"start a run of job {claim.job_id!r}",
-            lambda cur: self._start(cur, s),
-            resolve=lambda cur: self._start_again(cur, s),
-        )
-
-    @staticmethod
-    def _start(cur: Cursor, s: Start) -> bool:
-        cur.execute(
-            "UPDATE tickwork_claims SET started = %s WHERE token = %s AND owner = %s"
-            " AND started IS NULL AND lease_until > %s",
-            (s.started, s.claim.token, s.claim.owner, s.started),
-        )
-        return cur.rowcount == 1
-
-    @classmethod
-    def _start_again(cls, cur: Cursor, s: Start) -> bool:
-        """After a commit of unknown outcome: True if the start is recorded, else retry."""
-        row = cur.execute(
-            "SELECT started FROM tickwork_claims WHERE token = %s AND owner = %s",
-            (s.claim.token, s.claim.owner),
-        ).fetchone()
-        if row is None:
-            return False
-        if row[0] is None:
-            return cls._start(cur, s)
-        return bool(row[0] == s.started)
-
-    def renew(self, claim: Claim, *, now: float, lease_seconds: float) -> bool:
-        """Extend the claim's lease (see `tickwork.stores.Store.renew`); never shortens it."""
-        claim = check_claim(claim)
-        now = check_time("now", now)
-        lease = check_positive("lease_seconds", lease_seconds)
-
-        def body(cur: Cursor) -> bool:
-            cur.execute(
-                "UPDATE tickwork_claims SET lease_until = greatest(lease_until, %s)"
-                " WHERE token = %s AND owner = %s",
-                (now + lease, claim.token, claim.owner),
-            )
-            return cur.rowcount == 1
-
-        return self._run(f"renew the lease on job {claim.job_id!r}", body)
-
-    def finish(
-        self,
-        claim: Claim,
-        *,
-        outcome: Outcome,
-        ended: float,
-        error: str | None = None,
-        next_run: float | Keep | None = KEEP,
-    ) -> bool:
-        """Record the run's end and release the claim (see `tickwork.stores.Store.finish`).
-
-        If the connection breaks while committing, the job row is read back after
-        reconnecting: the finish counts as done only if the row records this claim's
-        token and end, and is tried again if the claim is still held.
-        """
-        f = check_finish(Finish(claim, outcome, ended, error, next_run))
-        return self._run(
-            f"finish a run of job {claim.job_id!r}",
-            lambda cur: self._finish(cur, f),
-            resolve=lambda cur: self._finish_again(cur, f),
-        )
-
-    def _finish(self, cur: Cursor, f: Finish) -> bool:
-        claim, outcome, ended, error, next_run = f.claim, f.outcome, f.ended, f.error, f.next_run
-        # Lock order everywhere: the job row, then its claims (no deadlocks).
-        job = cur.execute(
-            "SELECT overlap, next_run FROM tickwork_jobs WHERE id = %s FOR NO KEY UPDATE",
-            (claim.job_id,),
-        ).fetchone()
-        if job is None:
-            return False
-        row = None
-        if hands_back(outcome, None):
+    def _release(self, cur: Cursor, f: Finish) -> tuple[float | None, bool] | None:
+        claim = f.claim
+        if hands_back(f.outcome, None):
             # A cancelled claim is handed back if it never started: the UPDATE checks
             # that on the claim row itself (start does not lock the job row).
-            row = cur.execute(
+            handed = cur.execute(
                 "UPDATE tickwork_claims SET token = %s, owner = '', lease_until = %s,"
                 " retry = true WHERE token = %s AND owner = %s AND started IS NULL"
                 " RETURNING started",
-                (secrets.token_hex(16), ended, claim.token, claim.owner),
+                (secrets.token_hex(16), f.ended, claim.token, claim.owner),
             ).fetchone()
-            if row is not None:
-                self._changed(cur, claim.job_id)
-        if row is None:
-            row = cur.execute(
-                "DELETE FROM tickwork_claims WHERE token = %s AND owner = %s RETURNING started",
-                (claim.token, claim.owner),
-            ).fetchone()
-        if row is None:
-            return False
-        cur.execute(
-            "UPDATE tickwork_jobs SET last_scheduled = %s, last_started = %s,"
-            " last_ended = %s, last_outcome = %s, last_error = %s, last_token = %s"
-            " WHERE id = %s",
-            (claim.scheduled, row[0], ended, outcome, error, claim.token, claim.job_id),
-        )
-        if next_run is not KEEP:
-            cur.execute(
-                "UPDATE tickwork_jobs SET next_run = %s WHERE id = %s",
-                (next_run, claim.job_id),
-            )
-            self._changed(cur, claim.job_id)
-        elif job[0] != "allow" and job[1] is not None:
-            # The released claim held back a job that allows no overlap: its next
-            # run, which other nodes leave out of their wake-ups while it is held,
-            # can be claimed now. Tell them rather than let them wait for a poll.
-            self._changed(cur, claim.job_id)
-        return True
-
-    def _finish_again(self, cur: Cursor, f: Finish) -> bool:
-        """After a commit of unknown outcome: True if the finish is recorded, else retry."""
-        claim, ended, outcome = f.claim, f.ended, f.outcome
-        held = cur.execute(
-            "SELECT 1 FROM tickwork_claims WHERE token = %s AND owner = %s",
+            if handed is not None:
+                return None, True
+        row = cur.execute(
+            "DELETE FROM tickwork_claims WHERE token = %s AND owner = %s RETURNING started",
             (claim.token, claim.owner),
         ).fetchone()
-        if held is not None:
-            return self._finish(cur, f)
-        row = cur.execute(
-            "SELECT last_token, last_ended, last_outcome FROM tickwork_jobs WHERE id = %s",
-            (claim.job_id,),
-        ).fetchone()
-        return row is not None and tuple(row) == (claim.token, ended, outcome)
-
-    def record(
-        self, starts: Sequence[Start], finishes: Sequence[Finish]
-    ) -> tuple[list[bool], list[bool]]:
-        """Starts, then finishes, in one transaction: one commit for all of them.
-
-        See `tickwork.stores.BatchRecorder`; each item does what `start` or `finish`
-        would, including the check after a commit of unknown outcome. There, a finish
-        whose claim is gone counts as recorded only if the job's row names its claim:
-        of two finishes of one ``overlap="allow"`` job in one batch, the earlier then
-        reads as not recorded (and is logged so by the scheduler), never the reverse.
-        """
-        starts = [check_start(s) for s in starts]
-        finishes = [check_finish(f) for f in finishes]
-        if not starts and not finishes:
-            return [], []
-
-        # The finishes lock job rows: in id order, so that two nodes' batches never
-        # wait for each other in a cycle (claims and recovery skip locked job rows).
-        order = sorted(range(len(finishes)), key=lambda i: finishes[i].claim.job_id)
-
-        def apply(cur: Cursor, again: bool) -> tuple[list[bool], list[bool]]:
-            started = [(self._start_again if again else self._start)(cur, s) for s in starts]
-            ended = [False] * len(finishes)
-            for i in order:
-                ended[i] = (self._finish_again if again else self._finish)(cur, finishes[i])
-            return started, ended
-
-        def body(cur: Cursor) -> tuple[list[bool], list[bool]]:
-            return apply(cur, False)
-
-        def resolve(cur: Cursor) -> tuple[list[bool], list[bool]]:
-            return apply(cur, True)
-
-        what = f"record {len(starts)} start(s) and {len(finishes)} finish(es)"
-        return self._run(what, body, resolve=resolve, batch=True)
+        return None if row is None else (row[0], False)
 
     def recover_expired(self, now: float) -> list[Recovered]:
         """Release expired claims per delivery semantics (see the protocol).

@@ -29,24 +29,16 @@ from tickwork._timefmt import iso
 
 from ._errors import SchemaVersionError, StoreError
 from ._model import (
-    KEEP,
     Advance,
     Claim,
     Finish,
-    Keep,
-    Outcome,
     Recovered,
-    Start,
     StartNow,
     abandoned_error,
-    check_claim,
-    check_finish,
     check_limit,
     check_optional_time,
-    check_outcome,
     check_owner,
     check_positive,
-    check_start,
     check_time,
     hands_back,
     recovery_action,
@@ -382,6 +374,7 @@ class SQLiteStore(SQLStore[sqlite3.Connection]):
         "snapshot": "",  # a read transaction is one snapshot already
         "lock": "",  # BEGIN IMMEDIATE: no other writer until the commit
         "if_absent": "",
+        "greatest": "max",
     }
 
     def _q_list(self, template: str, values: Sequence[Any]) -> tuple[str, Sequence[Any]]:
@@ -509,98 +502,22 @@ class SQLiteStore(SQLStore[sqlite3.Connection]):
                     Claim(token, job_id, owner, scheduled, now, now + lease, None, spec, True)
                 )
 
-    def start(self, claim: Claim, *, started: float) -> bool:
-        """Record the claimed run as started (see `tickwork.stores.Store.start`)."""
-        claim = check_claim(claim)
-        started = check_time("started", started)
-        with self._tx(f"start a run of job {claim.job_id!r}") as conn:
-            return self._start(conn, claim, started)
-
-    @staticmethod
-    def _start(conn: sqlite3.Connection, claim: Claim, started: float) -> bool:
-        cur = conn.execute(
-            "UPDATE claims SET started = ? WHERE token = ? AND owner = ?"
-            " AND started IS NULL AND lease_until > ?",
-            (started, claim.token, claim.owner, started),
-        )
-        return cur.rowcount == 1
-
-    def renew(self, claim: Claim, *, now: float, lease_seconds: float) -> bool:
-        """Extend the claim's lease (see `tickwork.stores.Store.renew`); never shortens it."""
-        claim = check_claim(claim)
-        now = check_time("now", now)
-        lease = check_positive("lease_seconds", lease_seconds)
-        with self._tx(f"renew the lease on job {claim.job_id!r}") as conn:
-            cur = conn.execute(
-                "UPDATE claims SET lease_until = max(lease_until, ?) WHERE token = ? AND owner = ?",
-                (now + lease, claim.token, claim.owner),
-            )
-            return cur.rowcount == 1
-
-    def finish(
-        self,
-        claim: Claim,
-        *,
-        outcome: Outcome,
-        ended: float,
-        error: str | None = None,
-        next_run: float | Keep | None = KEEP,
-    ) -> bool:
-        """Record the run's end and release the claim (see `tickwork.stores.Store.finish`)."""
-        claim = check_claim(claim)
-        outcome = check_outcome(outcome)
-        ended = check_time("ended", ended)
-        if error is not None and not isinstance(error, str):
-            raise TypeError(f"error must be a str or None, got {error!r}")
-        if next_run is not KEEP:
-            next_run = check_optional_time("next_run", next_run)
-        with self._tx(f"finish a run of job {claim.job_id!r}") as conn:
-            return self._finish(conn, Finish(claim, outcome, ended, error, next_run))
-
-    @staticmethod
-    def _finish(conn: sqlite3.Connection, f: Finish) -> bool:
-        claim = f.claim
-        row = conn.execute(
-            "SELECT started FROM claims WHERE token = ? AND owner = ?",
-            (claim.token, claim.owner),
+    def _release(self, cur: sqlite3.Connection, f: Finish) -> tuple[float | None, bool] | None:
+        token = f.claim.token
+        row = cur.execute(
+            "SELECT started FROM claims WHERE token = ? AND owner = ?", (token, f.claim.owner)
         ).fetchone()
         if row is None:
-            return False
+            return None
         if hands_back(f.outcome, row[0]):
-            conn.execute(
+            cur.execute(
                 "UPDATE claims SET token = ?, owner = '', lease_until = ?, retry = 1"
                 " WHERE token = ?",
-                (secrets.token_hex(16), f.ended, claim.token),
+                (secrets.token_hex(16), f.ended, token),
             )
-        else:
-            conn.execute("DELETE FROM claims WHERE token = ?", (claim.token,))
-        conn.execute(
-            "UPDATE jobs SET last_scheduled = ?, last_started = ?, last_ended = ?,"
-            " last_outcome = ?, last_error = ? WHERE id = ?",
-            (claim.scheduled, row[0], f.ended, f.outcome, f.error, claim.job_id),
-        )
-        if f.next_run is not KEEP:
-            conn.execute("UPDATE jobs SET next_run = ? WHERE id = ?", (f.next_run, claim.job_id))
-        return True
-
-    def record(
-        self, starts: Sequence[Start], finishes: Sequence[Finish]
-    ) -> tuple[list[bool], list[bool]]:
-        """Starts, then finishes, in one transaction: one commit for all of them.
-
-        See `tickwork.stores.BatchRecorder`; each item does what `start` or `finish`
-        would.
-        """
-        starts = [check_start(s) for s in starts]
-        finishes = [check_finish(f) for f in finishes]
-        if not starts and not finishes:
-            return [], []
-        what = f"record {len(starts)} start(s) and {len(finishes)} finish(es)"
-        with self._tx(what) as conn:
-            return (
-                [self._start(conn, s.claim, s.started) for s in starts],
-                [self._finish(conn, f) for f in finishes],
-            )
+            return None, True
+        cur.execute("DELETE FROM claims WHERE token = ?", (token,))
+        return row[0], False
 
     def recover_expired(self, now: float) -> list[Recovered]:
         """Release expired claims per delivery semantics (see the protocol)."""
