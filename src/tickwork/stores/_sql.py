@@ -21,9 +21,15 @@ the database (sessions, clocks, notifications) stay in the database modules.
 from __future__ import annotations
 
 import json
+import logging
+import math
+import secrets
+import time
 from abc import ABC, abstractmethod
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from typing import Any, ClassVar, Final, Generic, Protocol, Self, TypeVar
+
+from tickwork._timefmt import iso
 
 from ._errors import JobNotFoundError, SchemaVersionError
 from ._model import (
@@ -35,8 +41,10 @@ from ._model import (
     JobState,
     Keep,
     Outcome,
+    Recovered,
     Start,
     Upsert,
+    abandoned_error,
     check_claim,
     check_finish,
     check_job_id,
@@ -46,11 +54,20 @@ from ._model import (
     check_spec,
     check_start,
     check_time,
+    recovery_action,
     spec_to_json,
 )
 from ._rows import RowReader
 
-__all__ = ["CLAIM_COLUMNS", "JOB_COLUMNS", "SQLCursor", "SQLResult", "SQLStore"]
+__all__ = [
+    "CLAIM_COLUMNS",
+    "JOB_COLUMNS",
+    "LIVENESS_CHECK",
+    "LIVENESS_WAKE",
+    "SQLCursor",
+    "SQLResult",
+    "SQLStore",
+]
 
 #: The columns of a job row as `RowReader` reads them, in this order.
 JOB_COLUMNS: Final = (
@@ -58,6 +75,16 @@ JOB_COLUMNS: Final = (
 )
 #: The columns of a claim row as `RowReader` reads them, in this order.
 CLAIM_COLUMNS: Final = "token, job_id, owner, scheduled, claimed_at, lease_until, started, retry"
+
+#: How often (seconds, at most) a store looks for listed owners that are gone (their
+#: process ended, or their database sessions), in the claim and recovery calls.
+LIVENESS_CHECK: Final = 0.25
+#: While other listed owners hold claims, `SQLStore.next_wakeup` is at most this far past
+#: the last look, so a dead owner's claims are recovered within about this long even on
+#: an idle node.
+LIVENESS_WAKE: Final = 1.0
+
+_log = logging.getLogger("tickwork.stores")
 
 T = TypeVar("T")
 
@@ -110,12 +137,14 @@ class SQLStore(RowReader, ABC, Generic[C]):
     #: ``snapshot`` (a statement making a read transaction one snapshot, or ``""``),
     #: ``lock`` (after a select of one job row: lock it for this transaction, or ``""``
     #: where a write transaction excludes the others), ``if_absent`` (after an
-    #: insert of a job: do nothing if the id exists, or ``""`` where it cannot) and
-    #: ``greatest`` (the larger of two numbers).
+    #: insert of a job: do nothing if the id exists, or ``""`` where it cannot),
+    #: ``greatest`` (the larger of two numbers) and ``true`` (a true boolean column).
     _WORDS: ClassVar[Mapping[str, str]]
     #: Whether the jobs table has ``last_token``: the claim of the run recorded last,
     #: by which a finish whose commit was cut off is found out (`_finish_again`).
     _LAST_TOKEN: ClassVar[bool] = False
+    #: Why a claim recovered before its lease ended was lost, for the log.
+    _LOST: ClassVar[str]
     _queries: ClassVar[dict[str, str]]
 
     def __init_subclass__(cls, **kwargs: Any) -> None:
@@ -123,9 +152,12 @@ class SQLStore(RowReader, ABC, Generic[C]):
         cls._queries = {}  # each dialect translates the templates once
 
     def _init_core(self) -> None:
-        """The shared state: decoded specs and the warnings given for unreadable rows."""
+        """The shared state: decoded specs, warnings given, and the liveness looks."""
         self._warned: set[tuple[str, str]] = set()
         self._specs: dict[str, JobSpec] = {}
+        self._owner: str | None = None  # tag_sessions: this store's owner
+        self._gone_checked = -math.inf  # monotonic time of the last look for gone owners
+        self._gone_now: float | None = None  # the caller's ``now`` at that look
 
     def __enter__(self) -> Self:
         return self
@@ -484,7 +516,7 @@ class SQLStore(RowReader, ABC, Generic[C]):
                 f.ended,
                 f.outcome,
                 f.error,
-                *self._token(claim),
+                *self._token(claim.token),
                 claim.job_id,
             ),
         )
@@ -500,9 +532,9 @@ class SQLStore(RowReader, ABC, Generic[C]):
             self._changed(cur, claim.job_id)
         return True
 
-    def _token(self, claim: Claim) -> tuple[str, ...]:
+    def _token(self, token: str) -> tuple[str, ...]:
         """The parameter for ``{last_token}``: the claim's token where it is kept."""
-        return (claim.token,) if self._LAST_TOKEN else ()
+        return (token,) if self._LAST_TOKEN else ()
 
     def _finish_again(self, cur: C, f: Finish) -> bool:
         """After a commit of unknown outcome: True if the finish is recorded, else retry.
@@ -554,3 +586,94 @@ class SQLStore(RowReader, ABC, Generic[C]):
         return self._run(
             what, lambda cur: apply(cur, False), resolve=lambda cur: apply(cur, True), batch=True
         )
+
+    def recover_expired(self, now: float) -> list[Recovered]:
+        """Release expired claims per delivery semantics (see the protocol).
+
+        On PostgreSQL, a job whose row another transaction holds right now (a `finish`
+        in flight) is left for the next call: ``next_wakeup`` still reports its lease end.
+        """
+        now = check_time("now", now)
+        return self._run("recover expired claims", lambda cur: self._recover(cur, now))
+
+    @abstractmethod
+    def _owners_gone(self, cur: C, mono: float) -> list[tuple[str, bool]]:
+        """Listed owners this store can tell are gone, each with whether it holds claims.
+
+        ``mono``: the monotonic time of this look.
+        """
+
+    def _gone_owners(self, cur: C, now: float) -> list[str]:
+        """Listed owners that are gone and hold claims (at most every `LIVENESS_CHECK` s).
+
+        Listed owners that are gone and hold nothing are forgotten on the way.
+        """
+        mono = time.monotonic()
+        if mono - self._gone_checked < LIVENESS_CHECK:
+            return []
+        self._gone_checked, self._gone_now = mono, now
+        gone = self._owners_gone(cur, mono)
+        idle = [owner for owner, holds in gone if not holds]
+        if idle:
+            cur.execute(*self._q_list("DELETE FROM {nodes} WHERE owner {any}", idle))
+        return [owner for owner, holds in gone if holds]
+
+    @abstractmethod
+    def _expired(self, cur: C, now: float, gone: list[str]) -> list[Sequence[Any]]:
+        """The held claims to recover, each row the claim's columns and its job's spec.
+
+        Those whose lease ended by ``now`` and those of the owners in ``gone``, in any
+        order. A store may leave out claims it cannot take now (a locked job row).
+        """
+
+    def _recover(self, cur: C, now: float) -> list[Recovered]:
+        gone = self._gone_owners(cur, now)
+        out: list[Recovered] = []
+        for row in sorted(self._expired(cur, now, gone), key=lambda r: (r[5], r[0])):
+            token, job_id, owner, scheduled, _, lease_until, started, _, text = row
+            spec = self._decode(job_id, text, strict=False)
+            if spec is None:
+                cur.execute(self._q("DELETE FROM {claims} WHERE token = ?"), (token,))
+                continue
+            early = lease_until > now  # recovered because its owner is gone
+            if started is not None:
+                cur.execute(
+                    self._q(
+                        "UPDATE {jobs} SET last_scheduled = ?, last_started = ?,"
+                        " last_ended = NULL, last_outcome = 'abandoned', last_error = ?"
+                        "{last_token} WHERE id = ?"
+                        " AND (last_scheduled IS NULL OR last_scheduled <= ?)"
+                    ),
+                    (
+                        scheduled,
+                        started,
+                        abandoned_error(owner, lease_until, gone=early),
+                        *self._token(token),
+                        job_id,
+                        scheduled,
+                    ),
+                )
+            action = recovery_action(spec, started)
+            if action == "abandoned":
+                cur.execute(self._q("DELETE FROM {claims} WHERE token = ?"), (token,))
+            else:
+                # Re-offer exactly this slot (a retry under a new token, so the old owner's
+                # claim is gone); the job's next run is not touched.
+                cur.execute(
+                    self._q(
+                        "UPDATE {claims} SET token = ?, owner = '', lease_until = ?,"
+                        " started = NULL, retry = {true} WHERE token = ?"
+                    ),
+                    (secrets.token_hex(16), now, token),
+                )
+                self._changed(cur, job_id)
+            _log.warning(
+                "claim on job %r (scheduled %s) by %r %s: %s",
+                job_id,
+                iso(scheduled, millis=True),
+                owner,
+                f"lost ({self._LOST})" if early else "expired",
+                action,
+            )
+            out.append(Recovered(self._claim(row[:8], spec), action))
+        return out

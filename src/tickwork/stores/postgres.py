@@ -17,7 +17,6 @@ from __future__ import annotations
 
 import hashlib
 import logging
-import math
 import secrets
 import select
 import socket
@@ -33,25 +32,22 @@ import psycopg
 from psycopg import sql
 from psycopg.conninfo import conninfo_to_dict, make_conninfo
 
-from tickwork._timefmt import iso
-
 from ._errors import SchemaVersionError, StoreError
 from ._model import (
     Advance,
     Claim,
     Finish,
-    Recovered,
     StartNow,
-    abandoned_error,
     check_limit,
     check_optional_time,
     check_owner,
     check_positive,
     check_time,
     hands_back,
-    recovery_action,
 )
 from ._sql import CLAIM_COLUMNS, JOB_COLUMNS, SQLStore
+from ._sql import LIVENESS_CHECK as LIVENESS_CHECK
+from ._sql import LIVENESS_WAKE as LIVENESS_WAKE
 
 __all__ = ["APPLICATION", "MIGRATIONS", "PostgresStore", "redact_dsn"]
 
@@ -208,16 +204,13 @@ _GONE_SQL: Final = (
     " AND l.classid = %s::bigint::oid AND l.objid::bigint = n.lock_key AND l.database ="
     " (SELECT oid FROM pg_database WHERE datname = current_database()))"
 )
-#: How often (seconds, at most) a store asks the database which listed owners are gone.
-LIVENESS_CHECK: Final = 0.25
 #: An owner counts as gone once it has had no session for this long, seen by two checks:
 #: a live node whose connections were cut marks its new ones within milliseconds (its
 #: listener reconnects at once), and must not lose its claims for that.
 LIVENESS_GRACE: Final = 0.5
-#: While other listed owners hold claims, `next_wakeup` is at most this far past the
-#: last check (`LIVENESS_GRACE` while an owner without sessions waits for its second
+#: While other listed owners hold claims, `next_wakeup` is at most `LIVENESS_WAKE` past
+#: the last check (`LIVENESS_GRACE` while an owner without sessions waits for its second
 #: look), so a dead node's claims are recovered within about 1.5 s even on idle nodes.
-LIVENESS_WAKE: Final = 1.0
 
 
 @dataclass
@@ -342,12 +335,8 @@ class PostgresStore(SQLStore[Cursor]):
         # tag_sessions: the advisory-lock key marking this store's sessions as an owner's,
         # and the key the listening connection holds (it is tagged by its own thread).
         self._owner_key: tuple[int, int] | None = None
-        self._owner: str | None = None  # the tagged owner
         self._listen_key: tuple[int, int] | None = None
-        # Owners whose sessions ended: checked at most every LIVENESS_CHECK seconds
-        # (monotonic), and the caller's ``now`` at that check, for next_wakeup.
-        self._gone_checked = -math.inf
-        self._gone_now: float | None = None
+        # Owners whose sessions ended (checked at most every LIVENESS_CHECK seconds):
         self._gone_seen: dict[str, float] = {}  # owner -> when first seen without sessions
         # The listener: its own connection, and a socket pair to interrupt its wait.
         self._listen_lock = threading.Lock()
@@ -651,6 +640,7 @@ class PostgresStore(SQLStore[Cursor]):
 
     _PARAM: ClassVar[str] = "%s"
     _LAST_TOKEN: ClassVar[bool] = True
+    _LOST: ClassVar[str] = "the owner's database sessions ended"
     _WORDS: ClassVar[Mapping[str, str]] = {
         "jobs": "tickwork_jobs",
         "claims": "tickwork_claims",
@@ -661,6 +651,7 @@ class PostgresStore(SQLStore[Cursor]):
         "lock": " FOR NO KEY UPDATE",
         "if_absent": " ON CONFLICT (id) DO NOTHING",
         "greatest": "greatest",
+        "true": "true",
     }
 
     def _q_list(self, template: str, values: Sequence[Any]) -> tuple[str, Sequence[Any]]:
@@ -829,35 +820,14 @@ class PostgresStore(SQLStore[Cursor]):
         ).fetchone()
         return None if row is None else (row[0], False)
 
-    def recover_expired(self, now: float) -> list[Recovered]:
-        """Release expired claims per delivery semantics (see the protocol).
-
-        A job whose row another transaction holds right now (a `finish` in flight) is
-        left for the next call: ``next_wakeup`` still reports its lease end.
-        """
-        now = check_time("now", now)
-        return self._run("recover expired claims", lambda cur: self._recover(cur, now))
-
-    def _gone_owners(self, cur: Cursor, now: float) -> list[str]:
-        """Listed owners with claims and no session left (at most every LIVENESS_CHECK s).
-
-        Listed owners with neither sessions nor claims are forgotten on the way.
-        """
-        mono = time.monotonic()
-        if mono - self._gone_checked < LIVENESS_CHECK:
-            return []
-        self._gone_checked, self._gone_now = mono, now
-        space = self._owner_lock_key("")[0]
-        rows = cur.execute(_GONE_SQL, (space,)).fetchall()
+    def _owners_gone(self, cur: Cursor, mono: float) -> list[tuple[str, bool]]:
+        """Listed owners none of whose sessions is left, seen so for `LIVENESS_GRACE`."""
+        rows = cur.execute(_GONE_SQL, (self._owner_lock_key("")[0],)).fetchall()
         self._gone_seen = seen = {owner: self._gone_seen.get(owner, mono) for owner, _ in rows}
-        gone = [(owner, holds) for owner, holds in rows if mono - seen[owner] >= LIVENESS_GRACE]
-        idle = [owner for owner, holds in gone if not holds]
-        if idle:
-            cur.execute("DELETE FROM tickwork_nodes WHERE owner = ANY(%s)", (idle,))
-        return [owner for owner, holds in gone if holds]
+        return [(owner, holds) for owner, holds in rows if mono - seen[owner] >= LIVENESS_GRACE]
 
-    def _recover(self, cur: Cursor, now: float) -> list[Recovered]:
-        gone = self._gone_owners(cur, now)
+    def _expired(self, cur: Cursor, now: float, gone: list[str]) -> list[Sequence[Any]]:
+        """Lock the job rows first, skipping those another transaction holds."""
         ids = [
             r[0]
             for r in cur.execute(
@@ -870,59 +840,12 @@ class PostgresStore(SQLStore[Cursor]):
         ]
         if not ids:
             return []
-        expired = cur.execute(
-            f"SELECT {CLAIM_COLUMNS} FROM tickwork_claims WHERE job_id = ANY(%s)"
-            " AND owner <> '' AND (lease_until <= %s OR owner = ANY(%s))",
+        return cur.execute(
+            f"SELECT {CLAIM_COLUMNS}, j.spec FROM tickwork_claims c JOIN tickwork_jobs j"
+            " ON j.id = c.job_id WHERE c.job_id = ANY(%s) AND c.owner <> ''"
+            " AND (c.lease_until <= %s OR c.owner = ANY(%s))",
             (ids, now, gone),
         ).fetchall()
-        specs = dict(
-            cur.execute("SELECT id, spec FROM tickwork_jobs WHERE id = ANY(%s)", (ids,)).fetchall()
-        )
-        out: list[Recovered] = []
-        for row in sorted(expired, key=lambda r: (r[5], r[0])):
-            token, job_id, owner, scheduled, _, lease_until, started, _ = row
-            spec = self._decode(job_id, specs[job_id], strict=False)
-            if spec is None:
-                cur.execute("DELETE FROM tickwork_claims WHERE token = %s", (token,))
-                continue
-            early = lease_until > now  # recovered because its owner is gone
-            if started is not None:
-                cur.execute(
-                    "UPDATE tickwork_jobs SET last_scheduled = %s, last_started = %s,"
-                    " last_ended = NULL, last_outcome = 'abandoned', last_error = %s,"
-                    " last_token = %s WHERE id = %s"
-                    " AND (last_scheduled IS NULL OR last_scheduled <= %s)",
-                    (
-                        scheduled,
-                        started,
-                        abandoned_error(owner, lease_until, gone=early),
-                        token,
-                        job_id,
-                        scheduled,
-                    ),
-                )
-            action = recovery_action(spec, started)
-            if action == "abandoned":
-                cur.execute("DELETE FROM tickwork_claims WHERE token = %s", (token,))
-            else:
-                # Re-offer exactly this slot (a retry under a new token, so the old owner's
-                # claim is gone); the job's next run is not touched.
-                cur.execute(
-                    "UPDATE tickwork_claims SET token = %s, owner = '', lease_until = %s,"
-                    " started = NULL, retry = true WHERE token = %s",
-                    (secrets.token_hex(16), now, token),
-                )
-                self._changed(cur, job_id)
-            _log.warning(
-                "claim on job %r (scheduled %s) by %r %s: %s",
-                job_id,
-                iso(scheduled, millis=True),
-                owner,
-                "lost (the owner's database sessions ended)" if early else "expired",
-                action,
-            )
-            out.append(Recovered(self._claim(row, spec), action))
-        return out
 
     def next_wakeup(self) -> float | None:
         """The earliest claimable due time or lease end (see the protocol).

@@ -13,7 +13,6 @@ with an error and never modified.
 from __future__ import annotations
 
 import logging
-import math
 import os
 import secrets
 import sqlite3
@@ -25,25 +24,23 @@ from contextlib import contextmanager, suppress
 from typing import Any, ClassVar, Final, TypeVar
 
 from tickwork._procs import own_identity, process_alive, process_scope
-from tickwork._timefmt import iso
 
 from ._errors import SchemaVersionError, StoreError
 from ._model import (
     Advance,
     Claim,
     Finish,
-    Recovered,
     StartNow,
-    abandoned_error,
     check_limit,
     check_optional_time,
     check_owner,
     check_positive,
     check_time,
     hands_back,
-    recovery_action,
 )
 from ._sql import CLAIM_COLUMNS, JOB_COLUMNS, SQLStore
+from ._sql import LIVENESS_CHECK as LIVENESS_CHECK
+from ._sql import LIVENESS_WAKE as LIVENESS_WAKE
 
 __all__ = ["APPLICATION_ID", "MIGRATIONS", "SQLiteStore"]
 
@@ -142,13 +139,6 @@ MIGRATIONS: list[Callable[[sqlite3.Connection], None]] = [
     _due_order_v4,
 ]
 
-#: How often (seconds, at most) a store looks for listed owners whose process is gone.
-LIVENESS_CHECK: Final = 0.25
-#: While other listed owners of this scope hold claims, `SQLiteStore.next_wakeup` is at
-#: most this far past the last look, so a dead process's claims are recovered within
-#: about this long even on an idle node.
-LIVENESS_WAKE: Final = 1.0
-
 # A job is claimable when due, not paused and not claimed, unless it allows overlap.
 _CLAIMABLE: Final = (
     "next_run IS NOT NULL AND paused = 0"
@@ -203,10 +193,7 @@ class SQLiteStore(SQLStore[sqlite3.Connection]):
         self._lock = threading.RLock()
         self._busy = False
         self._conn: sqlite3.Connection | None = None
-        self._owner: str | None = None  # tag_sessions
         self._scope = process_scope()
-        self._gone_checked = -math.inf  # monotonic time of the last look for dead owners
-        self._gone_now: float | None = None  # the caller's ``now`` at that look
         memory = self._path == ":memory:"
         if not memory:
             self._prepare_file()
@@ -375,10 +362,13 @@ class SQLiteStore(SQLStore[sqlite3.Connection]):
         "lock": "",  # BEGIN IMMEDIATE: no other writer until the commit
         "if_absent": "",
         "greatest": "max",
+        "true": "1",
     }
 
     def _q_list(self, template: str, values: Sequence[Any]) -> tuple[str, Sequence[Any]]:
         return self._q(template).replace("{marks}", ",".join("?" * len(values))), values
+
+    _LOST: ClassVar[str] = "the owner's process ended"
 
     # -- the Store protocol -----------------------------------------------------------
 
@@ -519,92 +509,33 @@ class SQLiteStore(SQLStore[sqlite3.Connection]):
         cur.execute("DELETE FROM claims WHERE token = ?", (token,))
         return row[0], False
 
-    def recover_expired(self, now: float) -> list[Recovered]:
-        """Release expired claims per delivery semantics (see the protocol)."""
-        now = check_time("now", now)
-        with self._tx("recover expired claims") as conn:
-            return self._recover(conn, now)
-
-    def _gone_owners(self, conn: sqlite3.Connection, now: float) -> set[str]:
-        """Listed owners of this scope whose process has ended and that hold claims.
-
-        Looked for at most every `LIVENESS_CHECK` seconds; listed owners that are gone
-        and hold nothing are forgotten on the way.
-        """
-        mono = time.monotonic()
-        if self._scope is None or mono - self._gone_checked < LIVENESS_CHECK:
-            return set()
-        self._gone_checked, self._gone_now = mono, now
-        rows = conn.execute(
+    def _owners_gone(self, cur: sqlite3.Connection, mono: float) -> list[tuple[str, bool]]:
+        """Owners listed in this scope whose process has ended."""
+        if self._scope is None:
+            return []
+        rows = cur.execute(
             "SELECT owner, pid, started, EXISTS (SELECT 1 FROM claims c WHERE c.owner ="
             " nodes.owner) FROM nodes WHERE scope = ?",
             (self._scope,),
         ).fetchall()
-        gone = [
-            (owner, holds) for owner, pid, started, holds in rows if not process_alive(pid, started)
+        return [
+            (owner, bool(holds))
+            for owner, pid, started, holds in rows
+            if not process_alive(pid, started)
         ]
-        idle = [owner for owner, holds in gone if not holds]
-        if idle:
-            conn.executemany("DELETE FROM nodes WHERE owner = ?", [(o,) for o in idle])
-        return {owner for owner, holds in gone if holds}
 
-    def _recover(self, conn: sqlite3.Connection, now: float) -> list[Recovered]:
-        out: list[Recovered] = []
-        expired = conn.execute(
-            f"SELECT {CLAIM_COLUMNS} FROM claims WHERE owner <> '' AND lease_until <= ?"
-            " ORDER BY lease_until",
-            (now,),
-        ).fetchall()
-        gone = self._gone_owners(conn, now)
+    def _expired(self, cur: sqlite3.Connection, now: float, gone: list[str]) -> list[Sequence[Any]]:
+        held = (
+            f"SELECT {CLAIM_COLUMNS}, j.spec FROM claims c JOIN jobs j ON j.id = c.job_id"
+            " WHERE c.owner <> '' AND "
+        )
+        rows = cur.execute(held + "c.lease_until <= ?", (now,)).fetchall()
         if gone:
             marks = ", ".join("?" * len(gone))
-            expired += conn.execute(
-                f"SELECT {CLAIM_COLUMNS} FROM claims WHERE owner IN ({marks})"
-                " AND lease_until > ? ORDER BY lease_until",
-                (*sorted(gone), now),
+            rows += cur.execute(
+                held + f"c.owner IN ({marks}) AND c.lease_until > ?", (*gone, now)
             ).fetchall()
-        for row in expired:
-            token, job_id, owner, scheduled, _, lease_until, started, _ = row
-            early = lease_until > now  # recovered because its owner's process is gone
-            job = conn.execute("SELECT spec FROM jobs WHERE id = ?", (job_id,)).fetchone()
-            spec = None if job is None else self._decode(job_id, job[0], strict=False)
-            if spec is None:
-                conn.execute("DELETE FROM claims WHERE token = ?", (token,))
-                continue
-            if started is not None:
-                conn.execute(
-                    "UPDATE jobs SET last_scheduled = ?, last_started = ?, last_ended = NULL,"
-                    " last_outcome = 'abandoned', last_error = ? WHERE id = ?"
-                    " AND (last_scheduled IS NULL OR last_scheduled <= ?)",
-                    (
-                        scheduled,
-                        started,
-                        abandoned_error(owner, lease_until, gone=early),
-                        job_id,
-                        scheduled,
-                    ),
-                )
-            action = recovery_action(spec, started)
-            if action == "abandoned":
-                conn.execute("DELETE FROM claims WHERE token = ?", (token,))
-            else:
-                # Re-offer exactly this slot (a retry under a new token, so the old owner's
-                # claim is gone); the job's next run is not touched.
-                conn.execute(
-                    "UPDATE claims SET token = ?, owner = '', lease_until = ?, started = NULL,"
-                    " retry = 1 WHERE token = ?",
-                    (secrets.token_hex(16), now, token),
-                )
-            _log.warning(
-                "claim on job %r (scheduled %s) by %r %s: %s",
-                job_id,
-                iso(scheduled, millis=True),
-                owner,
-                "lost (the owner's process ended)" if early else "expired",
-                action,
-            )
-            out.append(Recovered(self._claim(row, spec), action))
-        return out
+        return rows
 
     def next_wakeup(self) -> float | None:
         """The earliest claimable due time or lease end (see the protocol).
