@@ -138,7 +138,10 @@ class SQLStore(RowReader, ABC, Generic[C]):
     #: ``lock`` (after a select of one job row: lock it for this transaction, or ``""``
     #: where a write transaction excludes the others), ``if_absent`` (after an
     #: insert of a job: do nothing if the id exists, or ``""`` where it cannot),
-    #: ``greatest`` (the larger of two numbers) and ``true`` (a true boolean column).
+    #: ``greatest`` (the larger of two numbers), ``true`` (a true boolean column),
+    #: ``claimable`` (a job ``j`` is due, not paused and not held unless it allows
+    #: overlap), ``unpaused`` (``j`` is not paused), and ``watched`` (more conditions on
+    #: the listed owners ``n`` whose claims `next_wakeup` watches, see `_watched`).
     _WORDS: ClassVar[Mapping[str, str]]
     #: Whether the jobs table has ``last_token``: the claim of the run recorded last,
     #: by which a finish whose commit was cut off is found out (`_finish_again`).
@@ -677,3 +680,37 @@ class SQLStore(RowReader, ABC, Generic[C]):
             )
             out.append(Recovered(self._claim(row[:8], spec), action))
         return out
+
+    def next_wakeup(self) -> float | None:
+        """The earliest claimable due time or lease end (see the protocol).
+
+        While other owners listed by ``tag_sessions`` (SQLite: in this process's scope)
+        hold claims, also no later than `LIVENESS_WAKE` seconds after the last look for
+        owners that are gone (in the ``now`` of the call that made it), so a dead
+        owner's claims are recovered within about a second even on an idle node.
+        """
+        query = self._q(
+            "SELECT (SELECT min(j.next_run) FROM {jobs} j WHERE {claimable}),"
+            " (SELECT min(lease_until) FROM {claims} WHERE owner <> ''),"
+            " (SELECT min(c.scheduled) FROM {claims} c"
+            " JOIN {jobs} j ON j.id = c.job_id WHERE c.owner = '' AND {unpaused}),"
+            " EXISTS (SELECT 1 FROM {claims} c JOIN {nodes} n"
+            " ON n.owner = c.owner WHERE c.owner <> ?{watched})"
+        )
+
+        def body(cur: C) -> float | None:
+            row = cur.execute(query, self._watched()).fetchone()
+            times = [t for t in row[:3] if t is not None]
+            if row[3] and self._gone_now is not None:
+                times.append(self._gone_now + self._liveness_wait())
+            return min(times) if times else None
+
+        return self._run("find the next wakeup", body, write=False)
+
+    def _watched(self) -> tuple[Any, ...]:
+        """The parameters of ``?{watched}``: the listed owners judged, other than ours."""
+        return (self._owner or "",)
+
+    def _liveness_wait(self) -> float:
+        """How long after a look for gone owners the next one is due, while one may be."""
+        return LIVENESS_WAKE

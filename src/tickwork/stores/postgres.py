@@ -652,6 +652,9 @@ class PostgresStore(SQLStore[Cursor]):
         "if_absent": " ON CONFLICT (id) DO NOTHING",
         "greatest": "greatest",
         "true": "true",
+        "claimable": _CLAIMABLE,
+        "unpaused": "NOT j.paused",
+        "watched": "",
     }
 
     def _q_list(self, template: str, values: Sequence[Any]) -> tuple[str, Sequence[Any]]:
@@ -847,33 +850,8 @@ class PostgresStore(SQLStore[Cursor]):
             (ids, now, gone),
         ).fetchall()
 
-    def next_wakeup(self) -> float | None:
-        """The earliest claimable due time or lease end (see the protocol).
-
-        While other owners listed by `tag_sessions` hold claims, also no later than
-        `LIVENESS_WAKE` seconds after the last check for owners that are gone (in the
-        ``now`` of the call that made it), so a dead node's claims are recovered within
-        about a second even on an idle node.
-        """
-
-        def body(cur: Cursor) -> float | None:
-            row = cur.execute(
-                f"SELECT (SELECT min(j.next_run) FROM tickwork_jobs j WHERE {_CLAIMABLE}),"
-                " (SELECT min(lease_until) FROM tickwork_claims WHERE owner <> ''),"
-                " (SELECT min(c.scheduled) FROM tickwork_claims c"
-                " JOIN tickwork_jobs j ON j.id = c.job_id WHERE c.owner = '' AND NOT j.paused),"
-                " EXISTS (SELECT 1 FROM tickwork_claims c JOIN tickwork_nodes n"
-                " ON n.owner = c.owner WHERE c.owner <> %s)",
-                (self._owner or "",),
-            ).fetchone()
-            assert row is not None
-            times = [t for t in row[:3] if t is not None]
-            if row[3] and self._gone_now is not None:
-                wait = LIVENESS_GRACE if self._gone_seen else LIVENESS_WAKE
-                times.append(self._gone_now + wait)
-            return min(times) if times else None
-
-        return self._run("find the next wakeup", body, write=False)
+    def _liveness_wait(self) -> float:
+        return LIVENESS_GRACE if self._gone_seen else LIVENESS_WAKE
 
     # -- ChangeNotifier -----------------------------------------------------------------
 

@@ -363,6 +363,9 @@ class SQLiteStore(SQLStore[sqlite3.Connection]):
         "if_absent": "",
         "greatest": "max",
         "true": "1",
+        "claimable": _CLAIMABLE,
+        "unpaused": "j.paused = 0",
+        "watched": " AND n.scope = ?",  # only owners of this scope can be judged
     }
 
     def _q_list(self, template: str, values: Sequence[Any]) -> tuple[str, Sequence[Any]]:
@@ -537,29 +540,8 @@ class SQLiteStore(SQLStore[sqlite3.Connection]):
             ).fetchall()
         return rows
 
-    def next_wakeup(self) -> float | None:
-        """The earliest claimable due time or lease end (see the protocol).
-
-        While other owners listed by `tag_sessions` in this process's scope hold claims,
-        also no later than `LIVENESS_WAKE` seconds after the last look for dead owners
-        (in the ``now`` of the call that made it).
-        """
-        with self._tx("find the next wakeup", write=False) as conn:
-            due = conn.execute(f"SELECT min(next_run) FROM jobs j WHERE {_CLAIMABLE}").fetchone()
-            lease = conn.execute("SELECT min(lease_until) FROM claims WHERE owner <> ''").fetchone()
-            retry = conn.execute(
-                "SELECT min(c.scheduled) FROM claims c JOIN jobs j ON j.id = c.job_id"
-                " WHERE c.owner = '' AND j.paused = 0"
-            ).fetchone()
-            watch = conn.execute(
-                "SELECT EXISTS (SELECT 1 FROM claims c JOIN nodes n ON n.owner = c.owner"
-                " WHERE c.owner <> ? AND n.scope = ?)",
-                (self._owner or "", self._scope or ""),
-            ).fetchone()
-        times = [t for t in (due[0], lease[0], retry[0]) if t is not None]
-        if watch[0] and self._gone_now is not None:
-            times.append(self._gone_now + LIVENESS_WAKE)
-        return min(times) if times else None
+    def _watched(self) -> tuple[Any, ...]:
+        return (self._owner or "", self._scope or "")
 
     # -- SessionLiveness ----------------------------------------------------------------
 
