@@ -23,6 +23,7 @@ from __future__ import annotations
 import json
 import logging
 import math
+import os
 import secrets
 import time
 from abc import ABC, abstractmethod
@@ -35,6 +36,7 @@ from ._errors import JobNotFoundError, SchemaVersionError
 from ._model import (
     KEEP,
     SPEC_VERSION,
+    Advance,
     Claim,
     Finish,
     JobSpec,
@@ -43,13 +45,16 @@ from ._model import (
     Outcome,
     Recovered,
     Start,
+    StartNow,
     Upsert,
     abandoned_error,
     check_claim,
     check_finish,
     check_job_id,
+    check_limit,
     check_optional_time,
     check_outcome,
+    check_owner,
     check_positive,
     check_spec,
     check_start,
@@ -138,7 +143,7 @@ class SQLStore(RowReader, ABC, Generic[C]):
     #: ``lock`` (after a select of one job row: lock it for this transaction, or ``""``
     #: where a write transaction excludes the others), ``if_absent`` (after an
     #: insert of a job: do nothing if the id exists, or ``""`` where it cannot),
-    #: ``greatest`` (the larger of two numbers), ``true`` (a true boolean column),
+    #: ``greatest`` (the larger of two numbers), ``true`` and ``false`` (booleans),
     #: ``claimable`` (a job ``j`` is due, not paused and not held unless it allows
     #: overlap), ``unpaused`` (``j`` is not paused), and ``watched`` (more conditions on
     #: the listed owners ``n`` whose claims `next_wakeup` watches, see `_watched`).
@@ -406,6 +411,150 @@ class SQLStore(RowReader, ABC, Generic[C]):
         if cur.execute(self._q(template), (value, job_id)).rowcount == 0:
             raise JobNotFoundError(f"no job with id {job_id!r}")
         self._changed(cur, job_id)
+
+    def claim_due(
+        self,
+        now: float,
+        *,
+        owner: str,
+        lease_seconds: float,
+        limit: int,
+        advance: Advance,
+        start: StartNow | None = None,
+    ) -> list[Claim]:
+        """Take due runs under a lease and advance their jobs, atomically.
+
+        See `tickwork.stores.Store.claim_due`, and `tickwork.stores.BatchRecorder` for
+        ``start``. Jobs whose stored declaration cannot be read are skipped (and logged
+        once); they never block the others. On PostgreSQL, rows are locked with ``FOR NO
+        KEY UPDATE SKIP LOCKED``, so concurrent schedulers never wait for each other's
+        claims and never take the same run; if the connection breaks while committing,
+        the store reconnects and returns exactly the claims that committed (found by
+        their tokens, which this process generated), so none is lost or run twice.
+
+        Raises:
+            ValueError: ``advance`` returned something other than a finite number or
+                ``None`` (nothing is claimed then).
+
+        """
+        now = check_time("now", now)
+        owner = check_owner(owner)
+        lease = check_positive("lease_seconds", lease_seconds)
+        limit = check_limit(limit)
+        if not callable(advance):
+            raise TypeError(f"advance must be callable as advance(state, now), got {advance!r}")
+        if start is not None and not callable(start):
+            raise TypeError(f"start must be callable as start(state) or None, got {start!r}")
+        insert = self._q(
+            "INSERT INTO {claims} ({claim_columns}) VALUES (?, ?, ?, ?, ?, ?, ?, {false})"
+        )
+        move = self._q("UPDATE {jobs} SET next_run = ? WHERE id = ?")
+        pending: list[Claim] = []
+
+        def body(cur: C) -> list[Claim]:
+            pending.clear()
+            self._recover(cur, now)
+            self._take_retries(cur, now, owner, lease, limit, pending)
+            seen: list[str] = []  # taken or unreadable this call: never looked at twice
+            while len(pending) < limit:
+                rows = self._candidates(cur, now, seen, limit - len(pending), retries=False)
+                if rows is None:
+                    break
+                held = self._claims_by_job(cur, [row[0] for row in rows])
+                inserts: list[tuple[Any, ...]] = []
+                moves: list[tuple[float | None, str]] = []
+                for row in rows:
+                    job_id = row[0]
+                    spec = self._decode(job_id, row[1], strict=False)
+                    if spec is None:
+                        continue
+                    state = self._state(row, spec, held.get(job_id, ()))
+                    result = advance(state, now)
+                    try:
+                        new_next = check_optional_time("advance() result", result)
+                    except (TypeError, ValueError):
+                        raise ValueError(
+                            "advance() must return a finite number of seconds or None,"
+                            f" got {result!r} for job {job_id!r}"
+                        ) from None
+                    token = os.urandom(16).hex()
+                    scheduled = row[3]
+                    started = now if start is not None and start(state) else None
+                    inserts.append((token, job_id, owner, scheduled, now, now + lease, started))
+                    moves.append((new_next, job_id))
+                    pending.append(
+                        Claim(token, job_id, owner, scheduled, now, now + lease, started, spec)
+                    )
+                if inserts:
+                    # One statement each for the whole batch: the rows are distinct jobs,
+                    # so no claim made here changes what another row of the batch decides.
+                    cur.executemany(insert, inserts)
+                    cur.executemany(move, moves)
+            return list(pending)
+
+        def resolve(cur: C) -> list[Claim]:
+            # The commit was cut off: the claims are ours exactly if their tokens exist.
+            if not pending:
+                return []
+            query, params = self._q_list(
+                "SELECT token FROM {claims} WHERE token {any}", [c.token for c in pending]
+            )
+            committed = {r[0] for r in cur.execute(query, params).fetchall()}
+            _log.warning(
+                "claim commit outcome was unknown: %d of %d claims had committed",
+                len(committed),
+                len(pending),
+            )
+            return [c for c in pending if c.token in committed]
+
+        return self._run("claim due jobs", body, resolve=resolve)
+
+    @abstractmethod
+    def _candidates(
+        self, cur: C, now: float, seen: list[str], n: int, *, retries: bool
+    ) -> list[Sequence[Any]] | None:
+        """Up to ``n`` rows to claim, in claim order; None when there are none left.
+
+        Due jobs (``retries`` false): job rows (`JOB_COLUMNS`) that are claimable with
+        ``next_run <= now``, earliest first. Pending retries: ``(token, job id,
+        scheduled, spec)`` of unowned claims of jobs not paused with ``scheduled <=
+        now``, oldest slot first. Rows whose key (the first column, or the job id
+        where the store locks job rows) is in ``seen`` are left out; the keys looked at
+        are added to it. A store may lock what it returns and skip what others hold.
+        """
+
+    def _take_retries(
+        self, cur: C, now: float, owner: str, lease: float, limit: int, pending: list[Claim]
+    ) -> None:
+        """Hand out pending retries (oldest slot first) as fresh claims, up to ``limit``.
+
+        The job's next run is left alone and ``advance`` is not called (later slots may
+        have been taken since); the caller decides the retry again (``DurableScheduler``:
+        `decide_retry`).
+        """
+        seen: list[str] = []  # looked at this call: never looked at twice
+        while len(pending) < limit:
+            rows = self._candidates(cur, now, seen, limit - len(pending), retries=True)
+            if rows is None:
+                return
+            taken: list[tuple[str, str, float, float, str]] = []
+            for old, job_id, scheduled, text in rows:
+                spec = self._decode(job_id, text, strict=False)
+                if spec is None:
+                    continue
+                token = secrets.token_hex(16)
+                taken.append((token, owner, now, now + lease, old))
+                pending.append(
+                    Claim(token, job_id, owner, scheduled, now, now + lease, None, spec, True)
+                )
+            if taken:
+                cur.executemany(
+                    self._q(
+                        "UPDATE {claims} SET token = ?, owner = ?, claimed_at = ?,"
+                        " lease_until = ?, started = NULL WHERE token = ?"
+                    ),
+                    taken,
+                )
 
     def start(self, claim: Claim, *, started: float) -> bool:
         """Record the claimed run as started (see `tickwork.stores.Store.start`).

@@ -34,13 +34,7 @@ from psycopg.conninfo import conninfo_to_dict, make_conninfo
 
 from ._errors import SchemaVersionError, StoreError
 from ._model import (
-    Advance,
-    Claim,
     Finish,
-    StartNow,
-    check_limit,
-    check_optional_time,
-    check_owner,
     check_positive,
     check_time,
     hands_back,
@@ -148,9 +142,9 @@ _LOCK_DUE: Final = (
 # Pending retries (recovered slots) of jobs not paused: lock their job rows as in step 1,
 # then re-read the retries under the locks.
 _LOCK_RETRIES: Final = (
-    "SELECT j.id FROM tickwork_jobs j WHERE NOT j.paused AND j.id <> ALL(%s) AND EXISTS"
+    "SELECT j.id FROM tickwork_jobs j WHERE NOT j.paused AND EXISTS"
     " (SELECT 1 FROM tickwork_claims c WHERE c.job_id = j.id AND c.owner = ''"
-    " AND c.scheduled <= %s)"
+    " AND c.scheduled <= %s) AND j.id <> ALL(%s)"
     " ORDER BY (SELECT min(c.scheduled) FROM tickwork_claims c WHERE c.job_id = j.id"
     " AND c.owner = ''), j.id LIMIT %s FOR NO KEY UPDATE OF j SKIP LOCKED"
 )
@@ -161,7 +155,7 @@ _REREAD_RETRIES: Final = (
 )
 _REREAD_DUE: Final = (
     f"SELECT {JOB_COLUMNS} FROM tickwork_jobs j WHERE j.id = ANY(%s) AND {_CLAIMABLE}"
-    " AND j.next_run <= %s ORDER BY j.next_run, j.id"
+    " AND j.next_run <= %s ORDER BY j.next_run, j.id LIMIT %s"
 )
 
 
@@ -652,6 +646,7 @@ class PostgresStore(SQLStore[Cursor]):
         "if_absent": " ON CONFLICT (id) DO NOTHING",
         "greatest": "greatest",
         "true": "true",
+        "false": "false",
         "claimable": _CLAIMABLE,
         "unpaused": "NOT j.paused",
         "watched": "",
@@ -666,143 +661,16 @@ class PostgresStore(SQLStore[Cursor]):
 
     # -- the Store protocol -------------------------------------------------------------
 
-    def claim_due(
-        self,
-        now: float,
-        *,
-        owner: str,
-        lease_seconds: float,
-        limit: int,
-        advance: Advance,
-        start: StartNow | None = None,
-    ) -> list[Claim]:
-        """Take due runs under a lease and advance their jobs, atomically.
-
-        See `tickwork.stores.Store.claim_due`, and `tickwork.stores.BatchRecorder` for
-        ``start``. Rows are locked with ``FOR NO KEY UPDATE
-        SKIP LOCKED``, so concurrent schedulers never wait for each other's claims and
-        never take the same run. Jobs whose stored declaration cannot be read are
-        skipped (and logged once). If the connection breaks while committing, the store
-        reconnects and returns exactly the claims that committed (found by their
-        tokens, which this process generated), so none is lost or run twice.
-
-        Raises:
-            ValueError: ``advance`` returned something other than a finite number or
-                ``None`` (nothing is claimed then).
-
-        """
-        now = check_time("now", now)
-        owner = check_owner(owner)
-        lease = check_positive("lease_seconds", lease_seconds)
-        limit = check_limit(limit)
-        if not callable(advance):
-            raise TypeError(f"advance must be callable as advance(state, now), got {advance!r}")
-        if start is not None and not callable(start):
-            raise TypeError(f"start must be callable as start(state) or None, got {start!r}")
-        pending: list[Claim] = []
-
-        def body(cur: Cursor) -> list[Claim]:
-            pending.clear()
-            self._recover(cur, now)
-            self._take_retries(cur, now, owner, lease, limit, pending)
-            seen: list[str] = []  # locked or unreadable this call: never looked at twice
-            while len(pending) < limit:
-                locked = [
-                    r[0]
-                    for r in cur.execute(_LOCK_DUE, (now, seen, limit - len(pending))).fetchall()
-                ]
-                if not locked:
-                    break
-                seen.extend(locked)
-                rows = cur.execute(_REREAD_DUE, (locked, now)).fetchall()
-                claims_of = self._claims_by_job(cur, [r[0] for r in rows])
-                new_claims: list[tuple[Any, ...]] = []
-                advanced: list[tuple[float | None, str]] = []
-                for row in rows:
-                    job_id = row[0]
-                    spec = self._decode(job_id, row[1], strict=False)
-                    if spec is None:
-                        continue
-                    state = self._state(row, spec, claims_of.get(job_id, []))
-                    result = advance(state, now)
-                    try:
-                        new_next = check_optional_time("advance() result", result)
-                    except (TypeError, ValueError):
-                        raise ValueError(
-                            "advance() must return a finite number of seconds or None,"
-                            f" got {result!r} for job {job_id!r}"
-                        ) from None
-                    token = secrets.token_hex(16)
-                    scheduled = row[3]
-                    started = now if start is not None and start(state) else None
-                    new_claims.append((token, job_id, owner, scheduled, now, now + lease, started))
-                    advanced.append((new_next, job_id))
-                    pending.append(
-                        Claim(token, job_id, owner, scheduled, now, now + lease, started, spec)
-                    )
-                if new_claims:
-                    cur.executemany(
-                        f"INSERT INTO tickwork_claims ({CLAIM_COLUMNS})"
-                        " VALUES (%s, %s, %s, %s, %s, %s, %s, false)",
-                        new_claims,
-                    )
-                    cur.executemany(
-                        "UPDATE tickwork_jobs SET next_run = %s WHERE id = %s", advanced
-                    )
-            return list(pending)
-
-        def resolve(cur: Cursor) -> list[Claim]:
-            # The commit was cut off: the claims are ours exactly if their tokens exist.
-            if not pending:
-                return []
-            rows = cur.execute(
-                "SELECT token FROM tickwork_claims WHERE token = ANY(%s)",
-                ([c.token for c in pending],),
-            ).fetchall()
-            committed = {r[0] for r in rows}
-            _log.warning(
-                "claim commit outcome was unknown: %d of %d claims had committed",
-                len(committed),
-                len(pending),
-            )
-            return [c for c in pending if c.token in committed]
-
-        return self._run("claim due jobs", body, resolve=resolve)
-
-    def _take_retries(
-        self, cur: Cursor, now: float, owner: str, lease: float, limit: int, pending: list[Claim]
-    ) -> None:
-        """Hand out pending retries (oldest slot first) as fresh claims, up to ``limit``.
-
-        The job rows are locked first (``SKIP LOCKED``: another node taking them now
-        keeps them), the retries re-read under the locks. The job's next run is left
-        alone and ``advance`` is not called (later slots may have been taken since);
-        the caller decides the retry again (``DurableScheduler``: `decide_retry`).
-        """
-        seen: list[str] = []  # locked this call: never looked at twice
-        while len(pending) < limit:
-            locked = [r[0] for r in cur.execute(_LOCK_RETRIES, (seen, now, limit - len(pending)))]
-            if not locked:
-                return
-            seen.extend(locked)
-            taken: list[tuple[str, str, float, float, str]] = []
-            for old, job_id, scheduled, text in cur.execute(
-                _REREAD_RETRIES, (locked, now, limit - len(pending))
-            ).fetchall():
-                spec = self._decode(job_id, text, strict=False)
-                if spec is None:
-                    continue
-                token = secrets.token_hex(16)
-                taken.append((token, owner, now, now + lease, old))
-                pending.append(
-                    Claim(token, job_id, owner, scheduled, now, now + lease, None, spec, True)
-                )
-            if taken:
-                cur.executemany(
-                    "UPDATE tickwork_claims SET token = %s, owner = %s, claimed_at = %s,"
-                    " lease_until = %s, started = NULL WHERE token = %s",
-                    taken,
-                )
+    def _candidates(
+        self, cur: Cursor, now: float, seen: list[str], n: int, *, retries: bool
+    ) -> list[Sequence[Any]] | None:
+        """Lock job rows nobody else holds (``SKIP LOCKED``), then re-read them."""
+        lock, reread = (_LOCK_RETRIES, _REREAD_RETRIES) if retries else (_LOCK_DUE, _REREAD_DUE)
+        locked = [r[0] for r in cur.execute(lock, (now, seen, n)).fetchall()]
+        if not locked:
+            return None
+        seen.extend(locked)
+        return cur.execute(reread, (locked, now, n)).fetchall()
 
     def _release(self, cur: Cursor, f: Finish) -> tuple[float | None, bool] | None:
         claim = f.claim

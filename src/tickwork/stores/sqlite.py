@@ -27,15 +27,8 @@ from tickwork._procs import own_identity, process_alive, process_scope
 
 from ._errors import SchemaVersionError, StoreError
 from ._model import (
-    Advance,
-    Claim,
     Finish,
-    StartNow,
-    check_limit,
-    check_optional_time,
-    check_owner,
     check_positive,
-    check_time,
     hands_back,
 )
 from ._sql import CLAIM_COLUMNS, JOB_COLUMNS, SQLStore
@@ -143,6 +136,18 @@ MIGRATIONS: list[Callable[[sqlite3.Connection], None]] = [
 _CLAIMABLE: Final = (
     "next_run IS NOT NULL AND paused = 0"
     " AND (overlap = 'allow' OR NOT EXISTS (SELECT 1 FROM claims c WHERE c.job_id = j.id))"
+)
+# Due jobs and pending retries (recovered slots) of jobs not paused, in claim order;
+# ``{seen}`` holds a mark for each key already looked at by this claim.
+_DUE: Final = (
+    f"SELECT {JOB_COLUMNS} FROM jobs j WHERE {_CLAIMABLE} AND next_run <= ?"
+    " AND id NOT IN ({seen}) ORDER BY next_run, id LIMIT ?"
+)
+_RETRIES: Final = (
+    "SELECT c.token, c.job_id, c.scheduled, j.spec FROM claims c"
+    " JOIN jobs j ON j.id = c.job_id WHERE c.owner = '' AND j.paused = 0"
+    " AND c.scheduled <= ? AND c.token NOT IN ({seen})"
+    " ORDER BY c.scheduled, c.token LIMIT ?"
 )
 
 
@@ -363,6 +368,7 @@ class SQLiteStore(SQLStore[sqlite3.Connection]):
         "if_absent": "",
         "greatest": "max",
         "true": "1",
+        "false": "0",
         "claimable": _CLAIMABLE,
         "unpaused": "j.paused = 0",
         "watched": " AND n.scope = ?",  # only owners of this scope can be judged
@@ -375,125 +381,16 @@ class SQLiteStore(SQLStore[sqlite3.Connection]):
 
     # -- the Store protocol -----------------------------------------------------------
 
-    def claim_due(
-        self,
-        now: float,
-        *,
-        owner: str,
-        lease_seconds: float,
-        limit: int,
-        advance: Advance,
-        start: StartNow | None = None,
-    ) -> list[Claim]:
-        """Take due runs under a lease and advance their jobs, atomically.
-
-        See `tickwork.stores.Store.claim_due`, and `tickwork.stores.BatchRecorder` for
-        ``start``. Jobs whose stored declaration cannot be
-        read are skipped (and logged once); they never block the others.
-
-        Raises:
-            ValueError: ``advance`` returned something other than a finite number or
-                ``None`` (nothing is claimed then).
-
-        """
-        now = check_time("now", now)
-        owner = check_owner(owner)
-        lease = check_positive("lease_seconds", lease_seconds)
-        limit = check_limit(limit)
-        if not callable(advance):
-            raise TypeError(f"advance must be callable as advance(state, now), got {advance!r}")
-        if start is not None and not callable(start):
-            raise TypeError(f"start must be callable as start(state) or None, got {start!r}")
-        claims: list[Claim] = []
-        with self._tx("claim due jobs") as conn:
-            self._recover(conn, now)
-            self._take_retries(conn, now, owner, lease, limit, claims)
-            seen: list[str] = []  # claimed or unreadable this call: never looked at twice
-            while len(claims) < limit:
-                marks = ",".join("?" * len(seen))
-                rows = conn.execute(
-                    f"SELECT {JOB_COLUMNS} FROM jobs j WHERE {_CLAIMABLE} AND next_run <= ?"
-                    f" AND id NOT IN ({marks}) ORDER BY next_run, id LIMIT ?",
-                    (now, *seen, limit - len(claims)),
-                ).fetchall()
-                if not rows:
-                    break
-                held = self._claims_by_job(conn, [row[0] for row in rows])
-                inserts: list[tuple[Any, ...]] = []
-                moves: list[tuple[float | None, str]] = []
-                for row in rows:
-                    job_id, text = row[0], row[1]
-                    seen.append(job_id)
-                    spec = self._decode(job_id, text, strict=False)
-                    if spec is None:
-                        continue
-                    state = self._state(row, spec, held.get(job_id, ()))
-                    result = advance(state, now)
-                    try:
-                        new_next = check_optional_time("advance() result", result)
-                    except (TypeError, ValueError):
-                        raise ValueError(
-                            "advance() must return a finite number of seconds or None,"
-                            f" got {result!r} for job {job_id!r}"
-                        ) from None
-                    token = os.urandom(16).hex()
-                    scheduled = row[3]
-                    started = now if start is not None and start(state) else None
-                    inserts.append((token, job_id, owner, scheduled, now, now + lease, started))
-                    moves.append((new_next, job_id))
-                    claims.append(
-                        Claim(token, job_id, owner, scheduled, now, now + lease, started, spec)
-                    )
-                # One statement each for the whole batch: the rows are distinct jobs, so
-                # no claim made here changes what another row of the batch decides.
-                conn.executemany(
-                    f"INSERT INTO claims ({CLAIM_COLUMNS}) VALUES (?, ?, ?, ?, ?, ?, ?, 0)",
-                    inserts,
-                )
-                conn.executemany("UPDATE jobs SET next_run = ? WHERE id = ?", moves)
-        return claims
-
-    def _take_retries(
-        self,
-        conn: sqlite3.Connection,
-        now: float,
-        owner: str,
-        lease: float,
-        limit: int,
-        claims: list[Claim],
-    ) -> None:
-        """Hand out pending retries (oldest slot first) as fresh claims, up to ``limit``.
-
-        The job's next run is left alone and ``advance`` is not called (later slots may
-        have been taken since); the caller decides the retry again (``DurableScheduler``:
-        `decide_retry`).
-        """
-        seen: list[str] = []  # unreadable ones: never looked at twice
-        while len(claims) < limit:
-            marks = ",".join("?" * len(seen))
-            rows = conn.execute(
-                "SELECT c.token, c.job_id, c.scheduled, j.spec FROM claims c"
-                " JOIN jobs j ON j.id = c.job_id WHERE c.owner = '' AND j.paused = 0"
-                f" AND c.scheduled <= ? AND c.token NOT IN ({marks})"
-                " ORDER BY c.scheduled, c.token LIMIT ?",
-                (now, *seen, limit - len(claims)),
-            ).fetchall()
-            if not rows:
-                return
-            for old, job_id, scheduled, text in rows:
-                seen.append(old)
-                spec = self._decode(job_id, text, strict=False)
-                if spec is None:
-                    continue
-                token = secrets.token_hex(16)
-                conn.execute(
-                    "UPDATE claims SET token = ?, owner = ?, claimed_at = ?, lease_until = ?,"
-                    " started = NULL WHERE token = ?",
-                    (token, owner, now, now + lease, old),
-                )
-                claims.append(
-                    Claim(token, job_id, owner, scheduled, now, now + lease, None, spec, True)
-                )
+    def _candidates(
+        self, cur: sqlite3.Connection, now: float, seen: list[str], n: int, *, retries: bool
+    ) -> list[Sequence[Any]] | None:
+        marks = ",".join("?" * len(seen))
+        query = (_RETRIES if retries else _DUE).replace("{seen}", marks)
+        rows = cur.execute(query, (now, *seen, n)).fetchall()
+        if not rows:
+            return None
+        seen.extend(row[0] for row in rows)
+        return rows
 
     def _release(self, cur: sqlite3.Connection, f: Finish) -> tuple[float | None, bool] | None:
         token = f.claim.token
