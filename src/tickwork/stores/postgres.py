@@ -33,12 +33,7 @@ from psycopg import sql
 from psycopg.conninfo import conninfo_to_dict, make_conninfo
 
 from ._errors import SchemaVersionError, StoreError
-from ._model import (
-    Finish,
-    check_positive,
-    check_time,
-    hands_back,
-)
+from ._model import Finish, check_positive, check_time, hands_back
 from ._sql import CLAIM_COLUMNS, JOB_COLUMNS, SQLStore
 from ._sql import LIVENESS_CHECK as LIVENESS_CHECK
 from ._sql import LIVENESS_WAKE as LIVENESS_WAKE
@@ -659,7 +654,7 @@ class PostgresStore(SQLStore[Cursor]):
         """Announce a change; PostgreSQL delivers it only if the transaction commits."""
         cur.execute("SELECT pg_notify(%s, %s)", (self._channel, job_id))
 
-    # -- the Store protocol -------------------------------------------------------------
+    # -- where the statements differ (the hooks of SQLStore) ----------------------------
 
     def _candidates(
         self, cur: Cursor, now: float, seen: list[str], n: int, *, retries: bool

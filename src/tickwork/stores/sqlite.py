@@ -26,11 +26,7 @@ from typing import Any, ClassVar, Final, TypeVar
 from tickwork._procs import own_identity, process_alive, process_scope
 
 from ._errors import SchemaVersionError, StoreError
-from ._model import (
-    Finish,
-    check_positive,
-    hands_back,
-)
+from ._model import Finish, check_positive, hands_back
 from ._sql import CLAIM_COLUMNS, JOB_COLUMNS, SQLStore
 from ._sql import LIVENESS_CHECK as LIVENESS_CHECK
 from ._sql import LIVENESS_WAKE as LIVENESS_WAKE
@@ -379,7 +375,7 @@ class SQLiteStore(SQLStore[sqlite3.Connection]):
 
     _LOST: ClassVar[str] = "the owner's process ended"
 
-    # -- the Store protocol -----------------------------------------------------------
+    # -- where the statements differ (the hooks of SQLStore) --------------------------
 
     def _candidates(
         self, cur: sqlite3.Connection, now: float, seen: list[str], n: int, *, retries: bool
