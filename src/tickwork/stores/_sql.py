@@ -636,21 +636,17 @@ class SQLStore(RowReader, ABC, Generic[C]):
 
     @abstractmethod
     def _release(self, cur: C, f: Finish) -> tuple[float | None, bool] | None:
-        """Release ``f``'s claim: ``(its start, whether handed back)``, None if not held.
+        """Release ``f``'s claim: ``(its start, whether handed back)``; None if not held.
 
         The claim is held if its token and owner match. It is handed back (see
         `hands_back`: it becomes an unowned retry of its slot, under a new token, with
-        its lease ending at ``f.ended``) or deleted.
+        its lease ending at ``f.ended``) or deleted. A store whose writers run
+        concurrently locks the job row first (the lock order everywhere: the job row,
+        then its claims).
         """
 
     def _finish(self, cur: C, f: Finish) -> bool:
         claim = f.claim
-        # Lock order everywhere: the job row, then its claims (no deadlocks).
-        job = cur.execute(
-            self._q("SELECT overlap, next_run FROM {jobs} WHERE id = ?{lock}"), (claim.job_id,)
-        ).fetchone()
-        if job is None:
-            return False
         released = self._release(cur, f)
         if released is None:
             return False
@@ -676,11 +672,6 @@ class SQLStore(RowReader, ABC, Generic[C]):
             cur.execute(
                 self._q("UPDATE {jobs} SET next_run = ? WHERE id = ?"), (f.next_run, claim.job_id)
             )
-            self._changed(cur, claim.job_id)
-        elif job[0] != "allow" and job[1] is not None:
-            # The released claim held back a job that allows no overlap: its next
-            # run, which other nodes leave out of their wake-ups while it is held,
-            # can be claimed now. Tell them rather than let them wait for a poll.
             self._changed(cur, claim.job_id)
         return True
 

@@ -33,7 +33,7 @@ from psycopg import sql
 from psycopg.conninfo import conninfo_to_dict, make_conninfo
 
 from ._errors import SchemaVersionError, StoreError
-from ._model import Finish, check_positive, check_time, hands_back
+from ._model import KEEP, Finish, check_positive, check_time, hands_back
 from ._sql import CLAIM_COLUMNS, JOB_COLUMNS, SQLStore
 from ._sql import LIVENESS_CHECK as LIVENESS_CHECK
 from ._sql import LIVENESS_WAKE as LIVENESS_WAKE
@@ -669,6 +669,12 @@ class PostgresStore(SQLStore[Cursor]):
 
     def _release(self, cur: Cursor, f: Finish) -> tuple[float | None, bool] | None:
         claim = f.claim
+        job = cur.execute(
+            "SELECT overlap, next_run FROM tickwork_jobs WHERE id = %s FOR NO KEY UPDATE",
+            (claim.job_id,),
+        ).fetchone()
+        if job is None:
+            return None
         if hands_back(f.outcome, None):
             # A cancelled claim is handed back if it never started: the UPDATE checks
             # that on the claim row itself (start does not lock the job row).
@@ -684,7 +690,14 @@ class PostgresStore(SQLStore[Cursor]):
             "DELETE FROM tickwork_claims WHERE token = %s AND owner = %s RETURNING started",
             (claim.token, claim.owner),
         ).fetchone()
-        return None if row is None else (row[0], False)
+        if row is None:
+            return None
+        if f.next_run is KEEP and job[0] != "allow" and job[1] is not None:
+            # The released claim held back a job that allows no overlap: its next run,
+            # which other nodes leave out of their wake-ups while it is held, can be
+            # claimed now. Tell them rather than let them wait for a poll.
+            self._changed(cur, claim.job_id)
+        return row[0], False
 
     def _owners_gone(self, cur: Cursor, mono: float) -> list[tuple[str, bool]]:
         """Listed owners none of whose sessions is left, seen so for `LIVENESS_GRACE`."""
