@@ -16,57 +16,27 @@ backoff; an operation is retried only when that cannot run anything twice (see
 from __future__ import annotations
 
 import hashlib
-import json
 import logging
-import math
 import secrets
 import select
 import socket
 import threading
 import time
 import zlib
-from collections.abc import Callable, Iterable, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from contextlib import suppress
 from dataclasses import dataclass
-from typing import Any, Final, TypeVar
+from typing import Any, ClassVar, Final, TypeVar
 
 import psycopg
 from psycopg import sql
 from psycopg.conninfo import conninfo_to_dict, make_conninfo
 
-from tickwork._timefmt import iso
-
-from ._errors import JobNotFoundError, SchemaVersionError, StoreError
-from ._model import (
-    KEEP,
-    SPEC_VERSION,
-    Advance,
-    Claim,
-    Finish,
-    JobSpec,
-    JobState,
-    Keep,
-    Outcome,
-    Recovered,
-    Start,
-    StartNow,
-    Upsert,
-    abandoned_error,
-    check_claim,
-    check_finish,
-    check_job_id,
-    check_limit,
-    check_optional_time,
-    check_owner,
-    check_positive,
-    check_spec,
-    check_start,
-    check_time,
-    hands_back,
-    recovery_action,
-    spec_to_json,
-)
-from ._rows import RowReader
+from ._errors import SchemaVersionError, StoreError
+from ._model import KEEP, Finish, check_positive, check_time, hands_back
+from ._sql import CLAIM_COLUMNS, JOB_COLUMNS, SQLStore
+from ._sql import LIVENESS_CHECK as LIVENESS_CHECK
+from ._sql import LIVENESS_WAKE as LIVENESS_WAKE
 
 __all__ = ["APPLICATION", "MIGRATIONS", "PostgresStore", "redact_dsn"]
 
@@ -151,10 +121,6 @@ def _nodes_v3(cur: Cursor) -> None:
 MIGRATIONS: list[Callable[[Cursor], None]] = [_create_v1, _retry_v2, _nodes_v3]
 
 _TABLES: Final = ("tickwork_meta", "tickwork_jobs", "tickwork_claims")
-_JOB_COLUMNS: Final = (
-    "id, spec, paused, next_run, last_scheduled, last_started, last_ended, last_outcome, last_error"
-)
-_CLAIM_COLUMNS: Final = "token, job_id, owner, scheduled, claimed_at, lease_until, started, retry"
 # A job is claimable when due, not paused and not claimed, unless it allows overlap.
 _CLAIMABLE: Final = (
     "j.next_run IS NOT NULL AND NOT j.paused AND (j.overlap = 'allow'"
@@ -171,9 +137,9 @@ _LOCK_DUE: Final = (
 # Pending retries (recovered slots) of jobs not paused: lock their job rows as in step 1,
 # then re-read the retries under the locks.
 _LOCK_RETRIES: Final = (
-    "SELECT j.id FROM tickwork_jobs j WHERE NOT j.paused AND j.id <> ALL(%s) AND EXISTS"
+    "SELECT j.id FROM tickwork_jobs j WHERE NOT j.paused AND EXISTS"
     " (SELECT 1 FROM tickwork_claims c WHERE c.job_id = j.id AND c.owner = ''"
-    " AND c.scheduled <= %s)"
+    " AND c.scheduled <= %s) AND j.id <> ALL(%s)"
     " ORDER BY (SELECT min(c.scheduled) FROM tickwork_claims c WHERE c.job_id = j.id"
     " AND c.owner = ''), j.id LIMIT %s FOR NO KEY UPDATE OF j SKIP LOCKED"
 )
@@ -183,13 +149,9 @@ _REREAD_RETRIES: Final = (
     " AND NOT j.paused AND c.scheduled <= %s ORDER BY c.scheduled, c.token LIMIT %s"
 )
 _REREAD_DUE: Final = (
-    f"SELECT {_JOB_COLUMNS} FROM tickwork_jobs j WHERE j.id = ANY(%s) AND {_CLAIMABLE}"
-    " AND j.next_run <= %s ORDER BY j.next_run, j.id"
+    f"SELECT {JOB_COLUMNS} FROM tickwork_jobs j WHERE j.id = ANY(%s) AND {_CLAIMABLE}"
+    " AND j.next_run <= %s ORDER BY j.next_run, j.id LIMIT %s"
 )
-
-
-def _schedule_json(spec: JobSpec) -> str:
-    return json.dumps(spec.schedule.to_dict(), sort_keys=True, separators=(",", ":"))
 
 
 def redact_dsn(dsn: str) -> str:
@@ -231,16 +193,13 @@ _GONE_SQL: Final = (
     " AND l.classid = %s::bigint::oid AND l.objid::bigint = n.lock_key AND l.database ="
     " (SELECT oid FROM pg_database WHERE datname = current_database()))"
 )
-#: How often (seconds, at most) a store asks the database which listed owners are gone.
-LIVENESS_CHECK: Final = 0.25
 #: An owner counts as gone once it has had no session for this long, seen by two checks:
 #: a live node whose connections were cut marks its new ones within milliseconds (its
 #: listener reconnects at once), and must not lose its claims for that.
 LIVENESS_GRACE: Final = 0.5
-#: While other listed owners hold claims, `next_wakeup` is at most this far past the
-#: last check (`LIVENESS_GRACE` while an owner without sessions waits for its second
+#: While other listed owners hold claims, `next_wakeup` is at most `LIVENESS_WAKE` past
+#: the last check (`LIVENESS_GRACE` while an owner without sessions waits for its second
 #: look), so a dead node's claims are recovered within about 1.5 s even on idle nodes.
-LIVENESS_WAKE: Final = 1.0
 
 
 @dataclass
@@ -258,7 +217,7 @@ def _transient(exc: BaseException, conn: psycopg.Connection[Any] | None) -> bool
     return isinstance(exc, psycopg.OperationalError | psycopg.errors.TransactionRollback)
 
 
-class PostgresStore(RowReader):
+class PostgresStore(SQLStore[Cursor]):
     """Durable jobs in PostgreSQL; implements `tickwork.stores.Store` and `ChangeNotifier`.
 
     Tables ``tickwork_meta``, ``tickwork_jobs`` and ``tickwork_claims`` are created (or
@@ -350,11 +309,10 @@ class PostgresStore(RowReader):
             self._connect_kwargs["connect_timeout"] = max(1, round(connect_timeout))
         if "application_name" not in params:
             self._connect_kwargs["application_name"] = "tickwork"
+        self._init_core()
         self._lock = threading.RLock()
         self._busy = False
         self._closed = False
-        self._warned: set[tuple[str, str]] = set()
-        self._specs: dict[str, JobSpec] = {}
         self._conn: psycopg.Connection[Any] | None = None
         # `record` has a connection of its own, so that the workers' group commits and
         # the timing thread's claims do not wait for each other (claims skip locked rows;
@@ -366,12 +324,8 @@ class PostgresStore(RowReader):
         # tag_sessions: the advisory-lock key marking this store's sessions as an owner's,
         # and the key the listening connection holds (it is tagged by its own thread).
         self._owner_key: tuple[int, int] | None = None
-        self._owner: str | None = None  # the tagged owner
         self._listen_key: tuple[int, int] | None = None
-        # Owners whose sessions ended: checked at most every LIVENESS_CHECK seconds
-        # (monotonic), and the caller's ``now`` at that check, for next_wakeup.
-        self._gone_checked = -math.inf
-        self._gone_now: float | None = None
+        # Owners whose sessions ended (checked at most every LIVENESS_CHECK seconds):
         self._gone_seen: dict[str, float] = {}  # owner -> when first seen without sessions
         # The listener: its own connection, and a socket pair to interrupt its wait.
         self._listen_lock = threading.Lock()
@@ -391,12 +345,6 @@ class PostgresStore(RowReader):
     def __repr__(self) -> str:
         schema = "" if self._schema is None else f", schema={self._schema!r}"
         return f"PostgresStore({self._redacted!r}{schema})"
-
-    def __enter__(self) -> PostgresStore:
-        return self
-
-    def __exit__(self, *exc_info: object) -> None:
-        self.close()
 
     @property
     def schema(self) -> str | None:
@@ -503,16 +451,17 @@ class PostgresStore(RowReader):
         *,
         write: bool = True,
         resolve: Callable[[Cursor], T] | None = None,
-        lane: str = "_conn",
+        batch: bool = False,
     ) -> T:
         """One operation: a transaction, retried across reconnections where that is safe.
 
         A failure before the commit changed nothing, so ``fn`` runs again. A failure
         during the commit leaves the outcome unknown; then ``resolve`` (default: ``fn``,
         for operations whose repetition is harmless) runs instead, in a new transaction.
-        ``lane``: the connection, the main one or `record`'s (``"_rec_conn"``).
+        ``batch``: a `record` batch, run on its own connection (``"_rec_conn"``).
         """
-        main = lane == "_conn"
+        main = not batch
+        lane = "_rec_conn" if batch else "_conn"
         with self._lock if main else self._rec_lock:
             if self._closed:
                 raise StoreError(f"cannot {what}: the store is closed")
@@ -676,530 +625,88 @@ class PostgresStore(RowReader):
             channel = "tickwork:" + hashlib.sha256(current.encode()).hexdigest()[:32]
         self._channel = channel
 
-    # -- reading rows -------------------------------------------------------------------
+    # -- the dialect --------------------------------------------------------------------
 
-    @staticmethod
-    def _claims_of(cur: Cursor, job_ids: list[str]) -> dict[str, list[Sequence[Any]]]:
-        out: dict[str, list[Sequence[Any]]] = {}
-        rows = cur.execute(
-            f"SELECT {_CLAIM_COLUMNS} FROM tickwork_claims WHERE job_id = ANY(%s)"
-            " ORDER BY scheduled, token",
-            (job_ids,),
-        ).fetchall()
-        for c in rows:
-            out.setdefault(c[1], []).append(c)
-        return out
+    _PARAM: ClassVar[str] = "%s"
+    _LAST_TOKEN: ClassVar[bool] = True
+    _LOST: ClassVar[str] = "the owner's database sessions ended"
+    _WORDS: ClassVar[Mapping[str, str]] = {
+        "jobs": "tickwork_jobs",
+        "claims": "tickwork_claims",
+        "nodes": "tickwork_nodes",
+        "by_id": 'id COLLATE "C"',
+        "any": "= ANY(%s)",
+        "snapshot": "SET TRANSACTION ISOLATION LEVEL REPEATABLE READ READ ONLY",
+        "lock": " FOR NO KEY UPDATE",
+        "if_absent": " ON CONFLICT (id) DO NOTHING",
+        "greatest": "greatest",
+        "true": "true",
+        "false": "false",
+        "claimable": _CLAIMABLE,
+        "unpaused": "NOT j.paused",
+        "watched": "",
+    }
 
-    def _notify(self, cur: Cursor, job_id: str) -> None:
+    def _q_list(self, template: str, values: Sequence[Any]) -> tuple[str, Sequence[Any]]:
+        return self._q(template), (list(values),)
+
+    def _changed(self, cur: Cursor, job_id: str) -> None:
         """Announce a change; PostgreSQL delivers it only if the transaction commits."""
         cur.execute("SELECT pg_notify(%s, %s)", (self._channel, job_id))
 
-    # -- the Store protocol -------------------------------------------------------------
+    # -- where the statements differ (the hooks of SQLStore) ----------------------------
 
-    def upsert(self, spec: JobSpec, next_run: float | None) -> Upsert:
-        """Declare a job, idempotently by id (see `tickwork.stores.Store.upsert`).
-
-        Raises:
-            SchemaVersionError: The stored declaration was written by a newer tickwork
-                (it is not overwritten).
-
-        """
-        spec = check_spec(spec)
-        next_run = check_optional_time("next_run", next_run)
-        text = spec_to_json(spec)
-        schedule = _schedule_json(spec)
-        intended: list[Upsert] = []
-
-        def body(cur: Cursor) -> Upsert:
-            inserted = cur.execute(
-                "INSERT INTO tickwork_jobs (id, spec, schedule, overlap, paused, next_run)"
-                " VALUES (%s, %s, %s, %s, %s, %s) ON CONFLICT (id) DO NOTHING RETURNING id",
-                (spec.id, text, schedule, spec.overlap, spec.paused, next_run),
-            ).fetchone()
-            if inserted is not None:
-                self._notify(cur, spec.id)
-                intended.append(Upsert.CREATED)
-                return Upsert.CREATED
-            row = cur.execute(
-                "SELECT spec, schedule, paused FROM tickwork_jobs WHERE id = %s FOR NO KEY UPDATE",
-                (spec.id,),
-            ).fetchone()
-            assert row is not None  # the insert conflicted, and nothing deletes under our lock
-            old_text, old_schedule, paused = row
-            if old_text == text:
-                return Upsert.UNCHANGED
-            if self._declared_paused(spec.id, old_text) != spec.paused:
-                paused = spec.paused
-            if old_schedule == schedule:
-                cur.execute(
-                    "UPDATE tickwork_jobs SET spec = %s, overlap = %s, paused = %s WHERE id = %s",
-                    (text, spec.overlap, paused, spec.id),
-                )
-            else:
-                cur.execute(
-                    "UPDATE tickwork_jobs SET spec = %s, schedule = %s, overlap = %s,"
-                    " paused = %s, next_run = %s WHERE id = %s",
-                    (text, schedule, spec.overlap, paused, next_run, spec.id),
-                )
-            self._notify(cur, spec.id)
-            intended.append(Upsert.UPDATED)
-            return Upsert.UPDATED
-
-        def resolve(cur: Cursor) -> Upsert:
-            # Our write may have committed: then the row holds our declaration already.
-            result = body(cur)
-            return intended[0] if result is Upsert.UNCHANGED and intended else result
-
-        return self._run(f"upsert job {spec.id!r}", body, resolve=resolve)
-
-    @staticmethod
-    def _declared_paused(job_id: str, old_text: str) -> object:
-        """``paused`` of a stored declaration; refuses to overwrite a newer version's."""
-        try:
-            old = json.loads(old_text)
-        except ValueError:
-            return None  # unreadable: the new declaration repairs the row
-        if not isinstance(old, dict):
+    def _candidates(
+        self, cur: Cursor, now: float, seen: list[str], n: int, *, retries: bool
+    ) -> list[Sequence[Any]] | None:
+        """Lock job rows nobody else holds (``SKIP LOCKED``), then re-read them."""
+        lock, reread = (_LOCK_RETRIES, _REREAD_RETRIES) if retries else (_LOCK_DUE, _REREAD_DUE)
+        locked = [r[0] for r in cur.execute(lock, (now, seen, n)).fetchall()]
+        if not locked:
             return None
-        version = old.get("v")
-        if isinstance(version, int) and version > SPEC_VERSION:
-            raise SchemaVersionError(
-                f"job {job_id!r} was stored by a newer tickwork (spec version {version});"
-                " refusing to overwrite it"
-            )
-        return old.get("paused")
+        seen.extend(locked)
+        return cur.execute(reread, (locked, now, n)).fetchall()
 
-    def remove(self, job_id: str) -> None:
-        """Delete a job and its claims (see `tickwork.stores.Store.remove`)."""
-        job_id = check_job_id(job_id)
-
-        def body(cur: Cursor) -> None:
-            if cur.execute("DELETE FROM tickwork_jobs WHERE id = %s", (job_id,)).rowcount == 0:
-                raise JobNotFoundError(f"no job with id {job_id!r}")
-            self._notify(cur, job_id)
-
-        def resolve(cur: Cursor) -> None:
-            # The first attempt found the job and reached its commit: "not found" now
-            # means that commit went through.
-            try:
-                body(cur)
-            except JobNotFoundError:
-                return
-
-        self._run(f"remove job {job_id!r}", body, resolve=resolve)
-
-    def get(self, job_id: str) -> JobState | None:
-        """The job's state, or ``None`` (see `tickwork.stores.Store.get`).
-
-        Raises:
-            StoreError: The stored declaration cannot be read.
-
-        """
-        job_id = check_job_id(job_id)
-
-        def body(cur: Cursor) -> JobState | None:
-            row = cur.execute(
-                f"SELECT {_JOB_COLUMNS} FROM tickwork_jobs WHERE id = %s", (job_id,)
-            ).fetchone()
-            if row is None:
-                return None
-            spec = self._decode(job_id, row[1], strict=True)
-            assert spec is not None  # strict decoding raises instead
-            return self._state(row, spec, self._claims_of(cur, [job_id]).get(job_id, []))
-
-        return self._run(f"get job {job_id!r}", body, write=False)
-
-    def jobs(self) -> list[JobState]:
-        """Every job, ordered by id.
-
-        A job whose stored declaration cannot be read is skipped, with a warning logged
-        on ``tickwork.stores``.
-        """
-
-        def body(cur: Cursor) -> list[JobState]:
-            # One snapshot for both reads, so claims and jobs agree.
-            cur.execute("SET TRANSACTION ISOLATION LEVEL REPEATABLE READ READ ONLY")
-            claims: dict[str, list[Sequence[Any]]] = {}
-            for c in cur.execute(
-                f"SELECT {_CLAIM_COLUMNS} FROM tickwork_claims ORDER BY scheduled, token"
-            ).fetchall():
-                claims.setdefault(c[1], []).append(c)
-            out = []
-            for row in cur.execute(
-                f'SELECT {_JOB_COLUMNS} FROM tickwork_jobs ORDER BY id COLLATE "C"'
-            ).fetchall():
-                spec = self._decode(row[0], row[1], strict=False)
-                if spec is not None:
-                    out.append(self._state(row, spec, claims.get(row[0], [])))
-            return out
-
-        return self._run("list jobs", body, write=False)
-
-    def set_paused(self, job_id: str, paused: bool) -> None:
-        """Pause or resume a job (see `tickwork.stores.Store.set_paused`)."""
-        job_id = check_job_id(job_id)
-        if not isinstance(paused, bool):
-            raise TypeError(f"paused must be a bool, got {paused!r}")
-
-        def body(cur: Cursor) -> None:
-            cur.execute("UPDATE tickwork_jobs SET paused = %s WHERE id = %s", (paused, job_id))
-            if cur.rowcount == 0:
-                raise JobNotFoundError(f"no job with id {job_id!r}")
-            self._notify(cur, job_id)
-
-        self._run(f"pause job {job_id!r}", body)
-
-    def set_next_run(self, job_id: str, next_run: float | None) -> None:
-        """Set a job's next due time (see `tickwork.stores.Store.set_next_run`)."""
-        job_id = check_job_id(job_id)
-        next_run = check_optional_time("next_run", next_run)
-
-        def body(cur: Cursor) -> None:
-            cur.execute("UPDATE tickwork_jobs SET next_run = %s WHERE id = %s", (next_run, job_id))
-            if cur.rowcount == 0:
-                raise JobNotFoundError(f"no job with id {job_id!r}")
-            self._notify(cur, job_id)
-
-        self._run(f"set next run of job {job_id!r}", body)
-
-    def claim_due(
-        self,
-        now: float,
-        *,
-        owner: str,
-        lease_seconds: float,
-        limit: int,
-        advance: Advance,
-        start: StartNow | None = None,
-    ) -> list[Claim]:
-        """Take due runs under a lease and advance their jobs, atomically.
-
-        See `tickwork.stores.Store.claim_due`, and `tickwork.stores.BatchRecorder` for
-        ``start``. Rows are locked with ``FOR NO KEY UPDATE
-        SKIP LOCKED``, so concurrent schedulers never wait for each other's claims and
-        never take the same run. Jobs whose stored declaration cannot be read are
-        skipped (and logged once). If the connection breaks while committing, the store
-        reconnects and returns exactly the claims that committed (found by their
-        tokens, which this process generated), so none is lost or run twice.
-
-        Raises:
-            ValueError: ``advance`` returned something other than a finite number or
-                ``None`` (nothing is claimed then).
-
-        """
-        now = check_time("now", now)
-        owner = check_owner(owner)
-        lease = check_positive("lease_seconds", lease_seconds)
-        limit = check_limit(limit)
-        if not callable(advance):
-            raise TypeError(f"advance must be callable as advance(state, now), got {advance!r}")
-        if start is not None and not callable(start):
-            raise TypeError(f"start must be callable as start(state) or None, got {start!r}")
-        pending: list[Claim] = []
-
-        def body(cur: Cursor) -> list[Claim]:
-            pending.clear()
-            self._recover(cur, now)
-            self._take_retries(cur, now, owner, lease, limit, pending)
-            seen: list[str] = []  # locked or unreadable this call: never looked at twice
-            while len(pending) < limit:
-                locked = [
-                    r[0]
-                    for r in cur.execute(_LOCK_DUE, (now, seen, limit - len(pending))).fetchall()
-                ]
-                if not locked:
-                    break
-                seen.extend(locked)
-                rows = cur.execute(_REREAD_DUE, (locked, now)).fetchall()
-                claims_of = self._claims_of(cur, [r[0] for r in rows])
-                new_claims: list[tuple[Any, ...]] = []
-                advanced: list[tuple[float | None, str]] = []
-                for row in rows:
-                    job_id = row[0]
-                    spec = self._decode(job_id, row[1], strict=False)
-                    if spec is None:
-                        continue
-                    state = self._state(row, spec, claims_of.get(job_id, []))
-                    result = advance(state, now)
-                    try:
-                        new_next = check_optional_time("advance() result", result)
-                    except (TypeError, ValueError):
-                        raise ValueError(
-                            "advance() must return a finite number of seconds or None,"
-                            f" got {result!r} for job {job_id!r}"
-                        ) from None
-                    token = secrets.token_hex(16)
-                    scheduled = row[3]
-                    started = now if start is not None and start(state) else None
-                    new_claims.append((token, job_id, owner, scheduled, now, now + lease, started))
-                    advanced.append((new_next, job_id))
-                    pending.append(
-                        Claim(token, job_id, owner, scheduled, now, now + lease, started, spec)
-                    )
-                if new_claims:
-                    cur.executemany(
-                        f"INSERT INTO tickwork_claims ({_CLAIM_COLUMNS})"
-                        " VALUES (%s, %s, %s, %s, %s, %s, %s, false)",
-                        new_claims,
-                    )
-                    cur.executemany(
-                        "UPDATE tickwork_jobs SET next_run = %s WHERE id = %s", advanced
-                    )
-            return list(pending)
-
-        def resolve(cur: Cursor) -> list[Claim]:
-            # The commit was cut off: the claims are ours exactly if their tokens exist.
-            if not pending:
-                return []
-            rows = cur.execute(
-                "SELECT token FROM tickwork_claims WHERE token = ANY(%s)",
-                ([c.token for c in pending],),
-            ).fetchall()
-            committed = {r[0] for r in rows}
-            _log.warning(
-                "claim commit outcome was unknown: %d of %d claims had committed",
-                len(committed),
-                len(pending),
-            )
-            return [c for c in pending if c.token in committed]
-
-        return self._run("claim due jobs", body, resolve=resolve)
-
-    def _take_retries(
-        self, cur: Cursor, now: float, owner: str, lease: float, limit: int, pending: list[Claim]
-    ) -> None:
-        """Hand out pending retries (oldest slot first) as fresh claims, up to ``limit``.
-
-        The job rows are locked first (``SKIP LOCKED``: another node taking them now
-        keeps them), the retries re-read under the locks. The job's next run is left
-        alone and ``advance`` is not called (later slots may have been taken since);
-        the caller decides the retry again (``DurableScheduler``: `decide_retry`).
-        """
-        seen: list[str] = []  # locked this call: never looked at twice
-        while len(pending) < limit:
-            locked = [r[0] for r in cur.execute(_LOCK_RETRIES, (seen, now, limit - len(pending)))]
-            if not locked:
-                return
-            seen.extend(locked)
-            taken: list[tuple[str, str, float, float, str]] = []
-            for old, job_id, scheduled, text in cur.execute(
-                _REREAD_RETRIES, (locked, now, limit - len(pending))
-            ).fetchall():
-                spec = self._decode(job_id, text, strict=False)
-                if spec is None:
-                    continue
-                token = secrets.token_hex(16)
-                taken.append((token, owner, now, now + lease, old))
-                pending.append(
-                    Claim(token, job_id, owner, scheduled, now, now + lease, None, spec, True)
-                )
-            if taken:
-                cur.executemany(
-                    "UPDATE tickwork_claims SET token = %s, owner = %s, claimed_at = %s,"
-                    " lease_until = %s, started = NULL WHERE token = %s",
-                    taken,
-                )
-
-    def start(self, claim: Claim, *, started: float) -> bool:
-        """Record the claimed run as started (see `tickwork.stores.Store.start`).
-
-        If the connection breaks while committing, the claim is read back after
-        reconnecting: True if it holds this start time, else the start is tried again.
-        """
-        s = check_start(Start(claim, started))
-        return self._run(
-            f"start a run of job {claim.job_id!r}",
-            lambda cur: self._start(cur, s),
-            resolve=lambda cur: self._start_again(cur, s),
-        )
-
-    @staticmethod
-    def _start(cur: Cursor, s: Start) -> bool:
-        cur.execute(
-            "UPDATE tickwork_claims SET started = %s WHERE token = %s AND owner = %s"
-            " AND started IS NULL AND lease_until > %s",
-            (s.started, s.claim.token, s.claim.owner, s.started),
-        )
-        return cur.rowcount == 1
-
-    @classmethod
-    def _start_again(cls, cur: Cursor, s: Start) -> bool:
-        """After a commit of unknown outcome: True if the start is recorded, else retry."""
-        row = cur.execute(
-            "SELECT started FROM tickwork_claims WHERE token = %s AND owner = %s",
-            (s.claim.token, s.claim.owner),
-        ).fetchone()
-        if row is None:
-            return False
-        if row[0] is None:
-            return cls._start(cur, s)
-        return bool(row[0] == s.started)
-
-    def renew(self, claim: Claim, *, now: float, lease_seconds: float) -> bool:
-        """Extend the claim's lease (see `tickwork.stores.Store.renew`); never shortens it."""
-        claim = check_claim(claim)
-        now = check_time("now", now)
-        lease = check_positive("lease_seconds", lease_seconds)
-
-        def body(cur: Cursor) -> bool:
-            cur.execute(
-                "UPDATE tickwork_claims SET lease_until = greatest(lease_until, %s)"
-                " WHERE token = %s AND owner = %s",
-                (now + lease, claim.token, claim.owner),
-            )
-            return cur.rowcount == 1
-
-        return self._run(f"renew the lease on job {claim.job_id!r}", body)
-
-    def finish(
-        self,
-        claim: Claim,
-        *,
-        outcome: Outcome,
-        ended: float,
-        error: str | None = None,
-        next_run: float | Keep | None = KEEP,
-    ) -> bool:
-        """Record the run's end and release the claim (see `tickwork.stores.Store.finish`).
-
-        If the connection breaks while committing, the job row is read back after
-        reconnecting: the finish counts as done only if the row records this claim's
-        token and end, and is tried again if the claim is still held.
-        """
-        f = check_finish(Finish(claim, outcome, ended, error, next_run))
-        return self._run(
-            f"finish a run of job {claim.job_id!r}",
-            lambda cur: self._finish(cur, f),
-            resolve=lambda cur: self._finish_again(cur, f),
-        )
-
-    def _finish(self, cur: Cursor, f: Finish) -> bool:
-        claim, outcome, ended, error, next_run = f.claim, f.outcome, f.ended, f.error, f.next_run
-        # Lock order everywhere: the job row, then its claims (no deadlocks).
+    def _release(self, cur: Cursor, f: Finish) -> tuple[float | None, bool] | None:
+        claim = f.claim
         job = cur.execute(
             "SELECT overlap, next_run FROM tickwork_jobs WHERE id = %s FOR NO KEY UPDATE",
             (claim.job_id,),
         ).fetchone()
         if job is None:
-            return False
-        row = None
-        if hands_back(outcome, None):
+            return None
+        if hands_back(f.outcome, None):
             # A cancelled claim is handed back if it never started: the UPDATE checks
             # that on the claim row itself (start does not lock the job row).
-            row = cur.execute(
+            handed = cur.execute(
                 "UPDATE tickwork_claims SET token = %s, owner = '', lease_until = %s,"
                 " retry = true WHERE token = %s AND owner = %s AND started IS NULL"
                 " RETURNING started",
-                (secrets.token_hex(16), ended, claim.token, claim.owner),
+                (secrets.token_hex(16), f.ended, claim.token, claim.owner),
             ).fetchone()
-            if row is not None:
-                self._notify(cur, claim.job_id)
-        if row is None:
-            row = cur.execute(
-                "DELETE FROM tickwork_claims WHERE token = %s AND owner = %s RETURNING started",
-                (claim.token, claim.owner),
-            ).fetchone()
-        if row is None:
-            return False
-        cur.execute(
-            "UPDATE tickwork_jobs SET last_scheduled = %s, last_started = %s,"
-            " last_ended = %s, last_outcome = %s, last_error = %s, last_token = %s"
-            " WHERE id = %s",
-            (claim.scheduled, row[0], ended, outcome, error, claim.token, claim.job_id),
-        )
-        if next_run is not KEEP:
-            cur.execute(
-                "UPDATE tickwork_jobs SET next_run = %s WHERE id = %s",
-                (next_run, claim.job_id),
-            )
-            self._notify(cur, claim.job_id)
-        elif job[0] != "allow" and job[1] is not None:
-            # The released claim held back a job that allows no overlap: its next
-            # run, which other nodes leave out of their wake-ups while it is held,
-            # can be claimed now. Tell them rather than let them wait for a poll.
-            self._notify(cur, claim.job_id)
-        return True
-
-    def _finish_again(self, cur: Cursor, f: Finish) -> bool:
-        """After a commit of unknown outcome: True if the finish is recorded, else retry."""
-        claim, ended, outcome = f.claim, f.ended, f.outcome
-        held = cur.execute(
-            "SELECT 1 FROM tickwork_claims WHERE token = %s AND owner = %s",
+            if handed is not None:
+                return None, True
+        row = cur.execute(
+            "DELETE FROM tickwork_claims WHERE token = %s AND owner = %s RETURNING started",
             (claim.token, claim.owner),
         ).fetchone()
-        if held is not None:
-            return self._finish(cur, f)
-        row = cur.execute(
-            "SELECT last_token, last_ended, last_outcome FROM tickwork_jobs WHERE id = %s",
-            (claim.job_id,),
-        ).fetchone()
-        return row is not None and tuple(row) == (claim.token, ended, outcome)
+        if row is None:
+            return None
+        if f.next_run is KEEP and job[0] != "allow" and job[1] is not None:
+            # The released claim held back a job that allows no overlap: its next run,
+            # which other nodes leave out of their wake-ups while it is held, can be
+            # claimed now. Tell them rather than let them wait for a poll.
+            self._changed(cur, claim.job_id)
+        return row[0], False
 
-    def record(
-        self, starts: Sequence[Start], finishes: Sequence[Finish]
-    ) -> tuple[list[bool], list[bool]]:
-        """Starts, then finishes, in one transaction: one commit for all of them.
-
-        See `tickwork.stores.BatchRecorder`; each item does what `start` or `finish`
-        would, including the check after a commit of unknown outcome. There, a finish
-        whose claim is gone counts as recorded only if the job's row names its claim:
-        of two finishes of one ``overlap="allow"`` job in one batch, the earlier then
-        reads as not recorded (and is logged so by the scheduler), never the reverse.
-        """
-        starts = [check_start(s) for s in starts]
-        finishes = [check_finish(f) for f in finishes]
-        if not starts and not finishes:
-            return [], []
-
-        # The finishes lock job rows: in id order, so that two nodes' batches never
-        # wait for each other in a cycle (claims and recovery skip locked job rows).
-        order = sorted(range(len(finishes)), key=lambda i: finishes[i].claim.job_id)
-
-        def apply(cur: Cursor, again: bool) -> tuple[list[bool], list[bool]]:
-            started = [(self._start_again if again else self._start)(cur, s) for s in starts]
-            ended = [False] * len(finishes)
-            for i in order:
-                ended[i] = (self._finish_again if again else self._finish)(cur, finishes[i])
-            return started, ended
-
-        def body(cur: Cursor) -> tuple[list[bool], list[bool]]:
-            return apply(cur, False)
-
-        def resolve(cur: Cursor) -> tuple[list[bool], list[bool]]:
-            return apply(cur, True)
-
-        what = f"record {len(starts)} start(s) and {len(finishes)} finish(es)"
-        return self._run(what, body, resolve=resolve, lane="_rec_conn")
-
-    def recover_expired(self, now: float) -> list[Recovered]:
-        """Release expired claims per delivery semantics (see the protocol).
-
-        A job whose row another transaction holds right now (a `finish` in flight) is
-        left for the next call: ``next_wakeup`` still reports its lease end.
-        """
-        now = check_time("now", now)
-        return self._run("recover expired claims", lambda cur: self._recover(cur, now))
-
-    def _gone_owners(self, cur: Cursor, now: float) -> list[str]:
-        """Listed owners with claims and no session left (at most every LIVENESS_CHECK s).
-
-        Listed owners with neither sessions nor claims are forgotten on the way.
-        """
-        mono = time.monotonic()
-        if mono - self._gone_checked < LIVENESS_CHECK:
-            return []
-        self._gone_checked, self._gone_now = mono, now
-        space = self._owner_lock_key("")[0]
-        rows = cur.execute(_GONE_SQL, (space,)).fetchall()
+    def _owners_gone(self, cur: Cursor, mono: float) -> list[tuple[str, bool]]:
+        """Listed owners none of whose sessions is left, seen so for `LIVENESS_GRACE`."""
+        rows = cur.execute(_GONE_SQL, (self._owner_lock_key("")[0],)).fetchall()
         self._gone_seen = seen = {owner: self._gone_seen.get(owner, mono) for owner, _ in rows}
-        gone = [(owner, holds) for owner, holds in rows if mono - seen[owner] >= LIVENESS_GRACE]
-        idle = [owner for owner, holds in gone if not holds]
-        if idle:
-            cur.execute("DELETE FROM tickwork_nodes WHERE owner = ANY(%s)", (idle,))
-        return [owner for owner, holds in gone if holds]
+        return [(owner, holds) for owner, holds in rows if mono - seen[owner] >= LIVENESS_GRACE]
 
-    def _recover(self, cur: Cursor, now: float) -> list[Recovered]:
-        gone = self._gone_owners(cur, now)
+    def _expired(self, cur: Cursor, now: float, gone: list[str]) -> list[Sequence[Any]]:
+        """Lock the job rows first, skipping those another transaction holds."""
         ids = [
             r[0]
             for r in cur.execute(
@@ -1212,87 +719,15 @@ class PostgresStore(RowReader):
         ]
         if not ids:
             return []
-        expired = cur.execute(
-            f"SELECT {_CLAIM_COLUMNS} FROM tickwork_claims WHERE job_id = ANY(%s)"
-            " AND owner <> '' AND (lease_until <= %s OR owner = ANY(%s))",
+        return cur.execute(
+            f"SELECT {CLAIM_COLUMNS}, j.spec FROM tickwork_claims c JOIN tickwork_jobs j"
+            " ON j.id = c.job_id WHERE c.job_id = ANY(%s) AND c.owner <> ''"
+            " AND (c.lease_until <= %s OR c.owner = ANY(%s))",
             (ids, now, gone),
         ).fetchall()
-        specs = dict(
-            cur.execute("SELECT id, spec FROM tickwork_jobs WHERE id = ANY(%s)", (ids,)).fetchall()
-        )
-        out: list[Recovered] = []
-        for row in sorted(expired, key=lambda r: (r[5], r[0])):
-            token, job_id, owner, scheduled, _, lease_until, started, _ = row
-            spec = self._decode(job_id, specs[job_id], strict=False)
-            if spec is None:
-                cur.execute("DELETE FROM tickwork_claims WHERE token = %s", (token,))
-                continue
-            early = lease_until > now  # recovered because its owner is gone
-            if started is not None:
-                cur.execute(
-                    "UPDATE tickwork_jobs SET last_scheduled = %s, last_started = %s,"
-                    " last_ended = NULL, last_outcome = 'abandoned', last_error = %s,"
-                    " last_token = %s WHERE id = %s"
-                    " AND (last_scheduled IS NULL OR last_scheduled <= %s)",
-                    (
-                        scheduled,
-                        started,
-                        abandoned_error(owner, lease_until, gone=early),
-                        token,
-                        job_id,
-                        scheduled,
-                    ),
-                )
-            action = recovery_action(spec, started)
-            if action == "abandoned":
-                cur.execute("DELETE FROM tickwork_claims WHERE token = %s", (token,))
-            else:
-                # Re-offer exactly this slot (a retry under a new token, so the old owner's
-                # claim is gone); the job's next run is not touched.
-                cur.execute(
-                    "UPDATE tickwork_claims SET token = %s, owner = '', lease_until = %s,"
-                    " started = NULL, retry = true WHERE token = %s",
-                    (secrets.token_hex(16), now, token),
-                )
-                self._notify(cur, job_id)
-            _log.warning(
-                "claim on job %r (scheduled %s) by %r %s: %s",
-                job_id,
-                iso(scheduled, millis=True),
-                owner,
-                "lost (the owner's database sessions ended)" if early else "expired",
-                action,
-            )
-            out.append(Recovered(self._claim(row, spec), action))
-        return out
 
-    def next_wakeup(self) -> float | None:
-        """The earliest claimable due time or lease end (see the protocol).
-
-        While other owners listed by `tag_sessions` hold claims, also no later than
-        `LIVENESS_WAKE` seconds after the last check for owners that are gone (in the
-        ``now`` of the call that made it), so a dead node's claims are recovered within
-        about a second even on an idle node.
-        """
-
-        def body(cur: Cursor) -> float | None:
-            row = cur.execute(
-                f"SELECT (SELECT min(j.next_run) FROM tickwork_jobs j WHERE {_CLAIMABLE}),"
-                " (SELECT min(lease_until) FROM tickwork_claims WHERE owner <> ''),"
-                " (SELECT min(c.scheduled) FROM tickwork_claims c"
-                " JOIN tickwork_jobs j ON j.id = c.job_id WHERE c.owner = '' AND NOT j.paused),"
-                " EXISTS (SELECT 1 FROM tickwork_claims c JOIN tickwork_nodes n"
-                " ON n.owner = c.owner WHERE c.owner <> %s)",
-                (self._owner or "",),
-            ).fetchone()
-            assert row is not None
-            times = [t for t in row[:3] if t is not None]
-            if row[3] and self._gone_now is not None:
-                wait = LIVENESS_GRACE if self._gone_seen else LIVENESS_WAKE
-                times.append(self._gone_now + wait)
-            return min(times) if times else None
-
-        return self._run("find the next wakeup", body, write=False)
+    def _liveness_wait(self) -> float:
+        return LIVENESS_GRACE if self._gone_seen else LIVENESS_WAKE
 
     # -- ChangeNotifier -----------------------------------------------------------------
 

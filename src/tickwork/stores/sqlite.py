@@ -12,58 +12,30 @@ with an error and never modified.
 
 from __future__ import annotations
 
-import json
 import logging
-import math
 import os
 import secrets
 import sqlite3
 import stat
 import threading
 import time
-from collections.abc import Callable, Iterable, Iterator, Sequence
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from contextlib import contextmanager, suppress
-from typing import Any, Final
+from typing import Any, ClassVar, Final, TypeVar
 
 from tickwork._procs import own_identity, process_alive, process_scope
-from tickwork._timefmt import iso
 
-from ._errors import JobNotFoundError, SchemaVersionError, StoreError
-from ._model import (
-    KEEP,
-    SPEC_VERSION,
-    Advance,
-    Claim,
-    Finish,
-    JobSpec,
-    JobState,
-    Keep,
-    Outcome,
-    Recovered,
-    Start,
-    StartNow,
-    Upsert,
-    abandoned_error,
-    check_claim,
-    check_finish,
-    check_job_id,
-    check_limit,
-    check_optional_time,
-    check_outcome,
-    check_owner,
-    check_positive,
-    check_spec,
-    check_start,
-    check_time,
-    hands_back,
-    recovery_action,
-    spec_to_json,
-)
-from ._rows import RowReader
+from ._errors import SchemaVersionError, StoreError
+from ._model import Finish, check_positive, hands_back
+from ._sql import CLAIM_COLUMNS, JOB_COLUMNS, SQLStore
+from ._sql import LIVENESS_CHECK as LIVENESS_CHECK
+from ._sql import LIVENESS_WAKE as LIVENESS_WAKE
 
 __all__ = ["APPLICATION_ID", "MIGRATIONS", "SQLiteStore"]
 
 _log = logging.getLogger("tickwork.stores")
+
+T = TypeVar("T")
 
 #: ``PRAGMA application_id`` of a tickwork database (ASCII "tick"): how a file is
 #: recognised as ours, and anything else as foreign.
@@ -156,26 +128,23 @@ MIGRATIONS: list[Callable[[sqlite3.Connection], None]] = [
     _due_order_v4,
 ]
 
-#: How often (seconds, at most) a store looks for listed owners whose process is gone.
-LIVENESS_CHECK: Final = 0.25
-#: While other listed owners of this scope hold claims, `SQLiteStore.next_wakeup` is at
-#: most this far past the last look, so a dead process's claims are recovered within
-#: about this long even on an idle node.
-LIVENESS_WAKE: Final = 1.0
-
-_JOB_COLUMNS: Final = (
-    "id, spec, paused, next_run, last_scheduled, last_started, last_ended, last_outcome, last_error"
-)
-_CLAIM_COLUMNS: Final = "token, job_id, owner, scheduled, claimed_at, lease_until, started, retry"
 # A job is claimable when due, not paused and not claimed, unless it allows overlap.
 _CLAIMABLE: Final = (
     "next_run IS NOT NULL AND paused = 0"
     " AND (overlap = 'allow' OR NOT EXISTS (SELECT 1 FROM claims c WHERE c.job_id = j.id))"
 )
-
-
-def _schedule_json(spec: JobSpec) -> str:
-    return json.dumps(spec.schedule.to_dict(), sort_keys=True, separators=(",", ":"))
+# Due jobs and pending retries (recovered slots) of jobs not paused, in claim order;
+# ``{seen}`` holds a mark for each key already looked at by this claim.
+_DUE: Final = (
+    f"SELECT {JOB_COLUMNS} FROM jobs j WHERE {_CLAIMABLE} AND next_run <= ?"
+    " AND id NOT IN ({seen}) ORDER BY next_run, id LIMIT ?"
+)
+_RETRIES: Final = (
+    "SELECT c.token, c.job_id, c.scheduled, j.spec FROM claims c"
+    " JOIN jobs j ON j.id = c.job_id WHERE c.owner = '' AND j.paused = 0"
+    " AND c.scheduled <= ? AND c.token NOT IN ({seen})"
+    " ORDER BY c.scheduled, c.token LIMIT ?"
+)
 
 
 def _check_header(path: str) -> None:
@@ -192,7 +161,7 @@ def _check_header(path: str) -> None:
         )
 
 
-class SQLiteStore(RowReader):
+class SQLiteStore(SQLStore[sqlite3.Connection]):
     """Durable jobs in one SQLite file; implements the `tickwork.stores.Store` protocol.
 
     A new file is created with owner-only permissions (0600; SQLite gives its ``-wal``
@@ -221,15 +190,11 @@ class SQLiteStore(RowReader):
         if not isinstance(self._path, str):
             raise TypeError(f"path must be a str or os.PathLike[str], got {path!r}")
         busy_timeout = check_positive("busy_timeout", busy_timeout)
+        self._init_core()
         self._lock = threading.RLock()
         self._busy = False
-        self._warned: set[tuple[str, str]] = set()
-        self._specs: dict[str, JobSpec] = {}
         self._conn: sqlite3.Connection | None = None
-        self._owner: str | None = None  # tag_sessions
         self._scope = process_scope()
-        self._gone_checked = -math.inf  # monotonic time of the last look for dead owners
-        self._gone_now: float | None = None  # the caller's ``now`` at that look
         memory = self._path == ":memory:"
         if not memory:
             self._prepare_file()
@@ -248,12 +213,6 @@ class SQLiteStore(RowReader):
 
     def __repr__(self) -> str:
         return f"SQLiteStore({self._path!r})"
-
-    def __enter__(self) -> SQLiteStore:
-        return self
-
-    def __exit__(self, *exc_info: object) -> None:
-        self.close()
 
     @property
     def path(self) -> str:
@@ -379,474 +338,103 @@ class SQLiteStore(RowReader):
             finally:
                 self._busy = False
 
-    # -- reading rows -----------------------------------------------------------------
+    def _run(
+        self,
+        what: str,
+        fn: Callable[[sqlite3.Connection], T],
+        *,
+        write: bool = True,
+        resolve: Callable[[sqlite3.Connection], T] | None = None,
+        batch: bool = False,
+    ) -> T:
+        """``fn`` in one transaction (a commit never has an unknown outcome here)."""
+        with self._tx(what, write=write) as conn:
+            return fn(conn)
 
-    def _claims_of(self, conn: sqlite3.Connection, job_id: str) -> list[Sequence[Any]]:
-        return conn.execute(
-            f"SELECT {_CLAIM_COLUMNS} FROM claims WHERE job_id = ? ORDER BY scheduled, token",
-            (job_id,),
-        ).fetchall()
+    # -- the dialect ------------------------------------------------------------------
 
-    def _claims_by_job(
-        self, conn: sqlite3.Connection, job_ids: list[str]
-    ) -> dict[str, list[Sequence[Any]]]:
-        """The claims held on each of ``job_ids``, oldest slot first: one query."""
-        marks = ",".join("?" * len(job_ids))
-        held: dict[str, list[Sequence[Any]]] = {}
-        for row in conn.execute(
-            f"SELECT {_CLAIM_COLUMNS} FROM claims WHERE job_id IN ({marks})"
-            " ORDER BY scheduled, token",
-            job_ids,
-        ):
-            held.setdefault(row[1], []).append(row)
-        return held
+    _WORDS: ClassVar[Mapping[str, str]] = {
+        "jobs": "jobs",
+        "claims": "claims",
+        "nodes": "nodes",
+        "by_id": "id",
+        "any": "IN ({marks})",
+        "snapshot": "",  # a read transaction is one snapshot already
+        "lock": "",  # BEGIN IMMEDIATE: no other writer until the commit
+        "if_absent": "",
+        "greatest": "max",
+        "true": "1",
+        "false": "0",
+        "claimable": _CLAIMABLE,
+        "unpaused": "j.paused = 0",
+        "watched": " AND n.scope = ?",  # only owners of this scope can be judged
+    }
 
-    # -- the Store protocol -----------------------------------------------------------
+    def _q_list(self, template: str, values: Sequence[Any]) -> tuple[str, Sequence[Any]]:
+        return self._q(template).replace("{marks}", ",".join("?" * len(values))), values
 
-    def upsert(self, spec: JobSpec, next_run: float | None) -> Upsert:
-        """Declare a job, idempotently by id (see `tickwork.stores.Store.upsert`).
+    _LOST: ClassVar[str] = "the owner's process ended"
 
-        Raises:
-            SchemaVersionError: The stored declaration was written by a newer tickwork
-                (it is not overwritten).
+    # -- where the statements differ (the hooks of SQLStore) --------------------------
 
-        """
-        spec = check_spec(spec)
-        next_run = check_optional_time("next_run", next_run)
-        text = spec_to_json(spec)
-        schedule = _schedule_json(spec)
-        with self._tx(f"upsert job {spec.id!r}") as conn:
-            row = conn.execute(
-                "SELECT spec, schedule, paused FROM jobs WHERE id = ?", (spec.id,)
-            ).fetchone()
-            if row is None:
-                conn.execute(
-                    "INSERT INTO jobs (id, spec, schedule, overlap, paused, next_run)"
-                    " VALUES (?, ?, ?, ?, ?, ?)",
-                    (spec.id, text, schedule, spec.overlap, int(spec.paused), next_run),
-                )
-                return Upsert.CREATED
-            old_text, old_schedule, paused = row
-            if old_text == text:
-                return Upsert.UNCHANGED
-            old_declared_paused = self._declared_paused(spec.id, old_text)
-            if old_declared_paused != spec.paused:
-                paused = int(spec.paused)
-            if old_schedule == schedule:
-                conn.execute(
-                    "UPDATE jobs SET spec = ?, overlap = ?, paused = ? WHERE id = ?",
-                    (text, spec.overlap, paused, spec.id),
-                )
-            else:
-                conn.execute(
-                    "UPDATE jobs SET spec = ?, schedule = ?, overlap = ?, paused = ?,"
-                    " next_run = ? WHERE id = ?",
-                    (text, schedule, spec.overlap, paused, next_run, spec.id),
-                )
-            return Upsert.UPDATED
-
-    @staticmethod
-    def _declared_paused(job_id: str, old_text: str) -> object:
-        """``paused`` of a stored declaration; refuses to overwrite a newer version's."""
-        try:
-            old = json.loads(old_text)
-        except ValueError:
-            return None  # unreadable: the new declaration repairs the row
-        if not isinstance(old, dict):
+    def _candidates(
+        self, cur: sqlite3.Connection, now: float, seen: list[str], n: int, *, retries: bool
+    ) -> list[Sequence[Any]] | None:
+        marks = ",".join("?" * len(seen))
+        query = (_RETRIES if retries else _DUE).replace("{seen}", marks)
+        rows = cur.execute(query, (now, *seen, n)).fetchall()
+        if not rows:
             return None
-        version = old.get("v")
-        if isinstance(version, int) and version > SPEC_VERSION:
-            raise SchemaVersionError(
-                f"job {job_id!r} was stored by a newer tickwork (spec version {version});"
-                " refusing to overwrite it"
-            )
-        return old.get("paused")
+        seen.extend(row[0] for row in rows)
+        return rows
 
-    def remove(self, job_id: str) -> None:
-        """Delete a job and its claims (see `tickwork.stores.Store.remove`)."""
-        job_id = check_job_id(job_id)
-        with self._tx(f"remove job {job_id!r}") as conn:
-            conn.execute("DELETE FROM claims WHERE job_id = ?", (job_id,))
-            if conn.execute("DELETE FROM jobs WHERE id = ?", (job_id,)).rowcount == 0:
-                raise JobNotFoundError(f"no job with id {job_id!r}")
-
-    def get(self, job_id: str) -> JobState | None:
-        """The job's state, or ``None`` (see `tickwork.stores.Store.get`).
-
-        Raises:
-            StoreError: The stored declaration cannot be read.
-
-        """
-        job_id = check_job_id(job_id)
-        with self._tx(f"get job {job_id!r}", write=False) as conn:
-            row = conn.execute(
-                f"SELECT {_JOB_COLUMNS} FROM jobs WHERE id = ?", (job_id,)
-            ).fetchone()
-            if row is None:
-                return None
-            spec = self._decode(job_id, row[1], strict=True)
-            assert spec is not None  # strict decoding raises instead
-            return self._state(row, spec, self._claims_of(conn, job_id))
-
-    def jobs(self) -> list[JobState]:
-        """Every job, ordered by id.
-
-        A job whose stored declaration cannot be read is skipped, with a warning logged
-        on ``tickwork.stores``.
-        """
-        with self._tx("list jobs", write=False) as conn:
-            claims: dict[str, list[Sequence[Any]]] = {}
-            for c in conn.execute(f"SELECT {_CLAIM_COLUMNS} FROM claims ORDER BY scheduled, token"):
-                claims.setdefault(c[1], []).append(c)
-            out = []
-            for row in conn.execute(f"SELECT {_JOB_COLUMNS} FROM jobs ORDER BY id"):
-                spec = self._decode(row[0], row[1], strict=False)
-                if spec is not None:
-                    out.append(self._state(row, spec, claims.get(row[0], [])))
-            return out
-
-    def set_paused(self, job_id: str, paused: bool) -> None:
-        """Pause or resume a job (see `tickwork.stores.Store.set_paused`)."""
-        job_id = check_job_id(job_id)
-        if not isinstance(paused, bool):
-            raise TypeError(f"paused must be a bool, got {paused!r}")
-        with self._tx(f"pause job {job_id!r}") as conn:
-            cur = conn.execute("UPDATE jobs SET paused = ? WHERE id = ?", (int(paused), job_id))
-            if cur.rowcount == 0:
-                raise JobNotFoundError(f"no job with id {job_id!r}")
-
-    def set_next_run(self, job_id: str, next_run: float | None) -> None:
-        """Set a job's next due time (see `tickwork.stores.Store.set_next_run`)."""
-        job_id = check_job_id(job_id)
-        next_run = check_optional_time("next_run", next_run)
-        with self._tx(f"set next run of job {job_id!r}") as conn:
-            cur = conn.execute("UPDATE jobs SET next_run = ? WHERE id = ?", (next_run, job_id))
-            if cur.rowcount == 0:
-                raise JobNotFoundError(f"no job with id {job_id!r}")
-
-    def claim_due(
-        self,
-        now: float,
-        *,
-        owner: str,
-        lease_seconds: float,
-        limit: int,
-        advance: Advance,
-        start: StartNow | None = None,
-    ) -> list[Claim]:
-        """Take due runs under a lease and advance their jobs, atomically.
-
-        See `tickwork.stores.Store.claim_due`, and `tickwork.stores.BatchRecorder` for
-        ``start``. Jobs whose stored declaration cannot be
-        read are skipped (and logged once); they never block the others.
-
-        Raises:
-            ValueError: ``advance`` returned something other than a finite number or
-                ``None`` (nothing is claimed then).
-
-        """
-        now = check_time("now", now)
-        owner = check_owner(owner)
-        lease = check_positive("lease_seconds", lease_seconds)
-        limit = check_limit(limit)
-        if not callable(advance):
-            raise TypeError(f"advance must be callable as advance(state, now), got {advance!r}")
-        if start is not None and not callable(start):
-            raise TypeError(f"start must be callable as start(state) or None, got {start!r}")
-        claims: list[Claim] = []
-        with self._tx("claim due jobs") as conn:
-            self._recover(conn, now)
-            self._take_retries(conn, now, owner, lease, limit, claims)
-            seen: list[str] = []  # claimed or unreadable this call: never looked at twice
-            while len(claims) < limit:
-                marks = ",".join("?" * len(seen))
-                rows = conn.execute(
-                    f"SELECT {_JOB_COLUMNS} FROM jobs j WHERE {_CLAIMABLE} AND next_run <= ?"
-                    f" AND id NOT IN ({marks}) ORDER BY next_run, id LIMIT ?",
-                    (now, *seen, limit - len(claims)),
-                ).fetchall()
-                if not rows:
-                    break
-                held = self._claims_by_job(conn, [row[0] for row in rows])
-                inserts: list[tuple[Any, ...]] = []
-                moves: list[tuple[float | None, str]] = []
-                for row in rows:
-                    job_id, text = row[0], row[1]
-                    seen.append(job_id)
-                    spec = self._decode(job_id, text, strict=False)
-                    if spec is None:
-                        continue
-                    state = self._state(row, spec, held.get(job_id, ()))
-                    result = advance(state, now)
-                    try:
-                        new_next = check_optional_time("advance() result", result)
-                    except (TypeError, ValueError):
-                        raise ValueError(
-                            "advance() must return a finite number of seconds or None,"
-                            f" got {result!r} for job {job_id!r}"
-                        ) from None
-                    token = os.urandom(16).hex()
-                    scheduled = row[3]
-                    started = now if start is not None and start(state) else None
-                    inserts.append((token, job_id, owner, scheduled, now, now + lease, started))
-                    moves.append((new_next, job_id))
-                    claims.append(
-                        Claim(token, job_id, owner, scheduled, now, now + lease, started, spec)
-                    )
-                # One statement each for the whole batch: the rows are distinct jobs, so
-                # no claim made here changes what another row of the batch decides.
-                conn.executemany(
-                    f"INSERT INTO claims ({_CLAIM_COLUMNS}) VALUES (?, ?, ?, ?, ?, ?, ?, 0)",
-                    inserts,
-                )
-                conn.executemany("UPDATE jobs SET next_run = ? WHERE id = ?", moves)
-        return claims
-
-    def _take_retries(
-        self,
-        conn: sqlite3.Connection,
-        now: float,
-        owner: str,
-        lease: float,
-        limit: int,
-        claims: list[Claim],
-    ) -> None:
-        """Hand out pending retries (oldest slot first) as fresh claims, up to ``limit``.
-
-        The job's next run is left alone and ``advance`` is not called (later slots may
-        have been taken since); the caller decides the retry again (``DurableScheduler``:
-        `decide_retry`).
-        """
-        seen: list[str] = []  # unreadable ones: never looked at twice
-        while len(claims) < limit:
-            marks = ",".join("?" * len(seen))
-            rows = conn.execute(
-                "SELECT c.token, c.job_id, c.scheduled, j.spec FROM claims c"
-                " JOIN jobs j ON j.id = c.job_id WHERE c.owner = '' AND j.paused = 0"
-                f" AND c.scheduled <= ? AND c.token NOT IN ({marks})"
-                " ORDER BY c.scheduled, c.token LIMIT ?",
-                (now, *seen, limit - len(claims)),
-            ).fetchall()
-            if not rows:
-                return
-            for old, job_id, scheduled, text in rows:
-                seen.append(old)
-                spec = self._decode(job_id, text, strict=False)
-                if spec is None:
-                    continue
-                token = secrets.token_hex(16)
-                conn.execute(
-                    "UPDATE claims SET token = ?, owner = ?, claimed_at = ?, lease_until = ?,"
-                    " started = NULL WHERE token = ?",
-                    (token, owner, now, now + lease, old),
-                )
-                claims.append(
-                    Claim(token, job_id, owner, scheduled, now, now + lease, None, spec, True)
-                )
-
-    def start(self, claim: Claim, *, started: float) -> bool:
-        """Record the claimed run as started (see `tickwork.stores.Store.start`)."""
-        claim = check_claim(claim)
-        started = check_time("started", started)
-        with self._tx(f"start a run of job {claim.job_id!r}") as conn:
-            return self._start(conn, claim, started)
-
-    @staticmethod
-    def _start(conn: sqlite3.Connection, claim: Claim, started: float) -> bool:
-        cur = conn.execute(
-            "UPDATE claims SET started = ? WHERE token = ? AND owner = ?"
-            " AND started IS NULL AND lease_until > ?",
-            (started, claim.token, claim.owner, started),
-        )
-        return cur.rowcount == 1
-
-    def renew(self, claim: Claim, *, now: float, lease_seconds: float) -> bool:
-        """Extend the claim's lease (see `tickwork.stores.Store.renew`); never shortens it."""
-        claim = check_claim(claim)
-        now = check_time("now", now)
-        lease = check_positive("lease_seconds", lease_seconds)
-        with self._tx(f"renew the lease on job {claim.job_id!r}") as conn:
-            cur = conn.execute(
-                "UPDATE claims SET lease_until = max(lease_until, ?) WHERE token = ? AND owner = ?",
-                (now + lease, claim.token, claim.owner),
-            )
-            return cur.rowcount == 1
-
-    def finish(
-        self,
-        claim: Claim,
-        *,
-        outcome: Outcome,
-        ended: float,
-        error: str | None = None,
-        next_run: float | Keep | None = KEEP,
-    ) -> bool:
-        """Record the run's end and release the claim (see `tickwork.stores.Store.finish`)."""
-        claim = check_claim(claim)
-        outcome = check_outcome(outcome)
-        ended = check_time("ended", ended)
-        if error is not None and not isinstance(error, str):
-            raise TypeError(f"error must be a str or None, got {error!r}")
-        if next_run is not KEEP:
-            next_run = check_optional_time("next_run", next_run)
-        with self._tx(f"finish a run of job {claim.job_id!r}") as conn:
-            return self._finish(conn, Finish(claim, outcome, ended, error, next_run))
-
-    @staticmethod
-    def _finish(conn: sqlite3.Connection, f: Finish) -> bool:
-        claim = f.claim
-        row = conn.execute(
-            "SELECT started FROM claims WHERE token = ? AND owner = ?",
-            (claim.token, claim.owner),
+    def _release(self, cur: sqlite3.Connection, f: Finish) -> tuple[float | None, bool] | None:
+        token = f.claim.token
+        row = cur.execute(
+            "SELECT started FROM claims WHERE token = ? AND owner = ?", (token, f.claim.owner)
         ).fetchone()
         if row is None:
-            return False
+            return None
         if hands_back(f.outcome, row[0]):
-            conn.execute(
+            cur.execute(
                 "UPDATE claims SET token = ?, owner = '', lease_until = ?, retry = 1"
                 " WHERE token = ?",
-                (secrets.token_hex(16), f.ended, claim.token),
+                (secrets.token_hex(16), f.ended, token),
             )
-        else:
-            conn.execute("DELETE FROM claims WHERE token = ?", (claim.token,))
-        conn.execute(
-            "UPDATE jobs SET last_scheduled = ?, last_started = ?, last_ended = ?,"
-            " last_outcome = ?, last_error = ? WHERE id = ?",
-            (claim.scheduled, row[0], f.ended, f.outcome, f.error, claim.job_id),
-        )
-        if f.next_run is not KEEP:
-            conn.execute("UPDATE jobs SET next_run = ? WHERE id = ?", (f.next_run, claim.job_id))
-        return True
+            return None, True
+        cur.execute("DELETE FROM claims WHERE token = ?", (token,))
+        return row[0], False
 
-    def record(
-        self, starts: Sequence[Start], finishes: Sequence[Finish]
-    ) -> tuple[list[bool], list[bool]]:
-        """Starts, then finishes, in one transaction: one commit for all of them.
-
-        See `tickwork.stores.BatchRecorder`; each item does what `start` or `finish`
-        would.
-        """
-        starts = [check_start(s) for s in starts]
-        finishes = [check_finish(f) for f in finishes]
-        if not starts and not finishes:
-            return [], []
-        what = f"record {len(starts)} start(s) and {len(finishes)} finish(es)"
-        with self._tx(what) as conn:
-            return (
-                [self._start(conn, s.claim, s.started) for s in starts],
-                [self._finish(conn, f) for f in finishes],
-            )
-
-    def recover_expired(self, now: float) -> list[Recovered]:
-        """Release expired claims per delivery semantics (see the protocol)."""
-        now = check_time("now", now)
-        with self._tx("recover expired claims") as conn:
-            return self._recover(conn, now)
-
-    def _gone_owners(self, conn: sqlite3.Connection, now: float) -> set[str]:
-        """Listed owners of this scope whose process has ended and that hold claims.
-
-        Looked for at most every `LIVENESS_CHECK` seconds; listed owners that are gone
-        and hold nothing are forgotten on the way.
-        """
-        mono = time.monotonic()
-        if self._scope is None or mono - self._gone_checked < LIVENESS_CHECK:
-            return set()
-        self._gone_checked, self._gone_now = mono, now
-        rows = conn.execute(
+    def _owners_gone(self, cur: sqlite3.Connection, mono: float) -> list[tuple[str, bool]]:
+        """Owners listed in this scope whose process has ended."""
+        if self._scope is None:
+            return []
+        rows = cur.execute(
             "SELECT owner, pid, started, EXISTS (SELECT 1 FROM claims c WHERE c.owner ="
             " nodes.owner) FROM nodes WHERE scope = ?",
             (self._scope,),
         ).fetchall()
-        gone = [
-            (owner, holds) for owner, pid, started, holds in rows if not process_alive(pid, started)
+        return [
+            (owner, bool(holds))
+            for owner, pid, started, holds in rows
+            if not process_alive(pid, started)
         ]
-        idle = [owner for owner, holds in gone if not holds]
-        if idle:
-            conn.executemany("DELETE FROM nodes WHERE owner = ?", [(o,) for o in idle])
-        return {owner for owner, holds in gone if holds}
 
-    def _recover(self, conn: sqlite3.Connection, now: float) -> list[Recovered]:
-        out: list[Recovered] = []
-        expired = conn.execute(
-            f"SELECT {_CLAIM_COLUMNS} FROM claims WHERE owner <> '' AND lease_until <= ?"
-            " ORDER BY lease_until",
-            (now,),
-        ).fetchall()
-        gone = self._gone_owners(conn, now)
+    def _expired(self, cur: sqlite3.Connection, now: float, gone: list[str]) -> list[Sequence[Any]]:
+        held = (
+            f"SELECT {CLAIM_COLUMNS}, j.spec FROM claims c JOIN jobs j ON j.id = c.job_id"
+            " WHERE c.owner <> '' AND "
+        )
+        rows = cur.execute(held + "c.lease_until <= ?", (now,)).fetchall()
         if gone:
             marks = ", ".join("?" * len(gone))
-            expired += conn.execute(
-                f"SELECT {_CLAIM_COLUMNS} FROM claims WHERE owner IN ({marks})"
-                " AND lease_until > ? ORDER BY lease_until",
-                (*sorted(gone), now),
+            rows += cur.execute(
+                held + f"c.owner IN ({marks}) AND c.lease_until > ?", (*gone, now)
             ).fetchall()
-        for row in expired:
-            token, job_id, owner, scheduled, _, lease_until, started, _ = row
-            early = lease_until > now  # recovered because its owner's process is gone
-            job = conn.execute("SELECT spec FROM jobs WHERE id = ?", (job_id,)).fetchone()
-            spec = None if job is None else self._decode(job_id, job[0], strict=False)
-            if spec is None:
-                conn.execute("DELETE FROM claims WHERE token = ?", (token,))
-                continue
-            if started is not None:
-                conn.execute(
-                    "UPDATE jobs SET last_scheduled = ?, last_started = ?, last_ended = NULL,"
-                    " last_outcome = 'abandoned', last_error = ? WHERE id = ?"
-                    " AND (last_scheduled IS NULL OR last_scheduled <= ?)",
-                    (
-                        scheduled,
-                        started,
-                        abandoned_error(owner, lease_until, gone=early),
-                        job_id,
-                        scheduled,
-                    ),
-                )
-            action = recovery_action(spec, started)
-            if action == "abandoned":
-                conn.execute("DELETE FROM claims WHERE token = ?", (token,))
-            else:
-                # Re-offer exactly this slot (a retry under a new token, so the old owner's
-                # claim is gone); the job's next run is not touched.
-                conn.execute(
-                    "UPDATE claims SET token = ?, owner = '', lease_until = ?, started = NULL,"
-                    " retry = 1 WHERE token = ?",
-                    (secrets.token_hex(16), now, token),
-                )
-            _log.warning(
-                "claim on job %r (scheduled %s) by %r %s: %s",
-                job_id,
-                iso(scheduled, millis=True),
-                owner,
-                "lost (the owner's process ended)" if early else "expired",
-                action,
-            )
-            out.append(Recovered(self._claim(row, spec), action))
-        return out
+        return rows
 
-    def next_wakeup(self) -> float | None:
-        """The earliest claimable due time or lease end (see the protocol).
-
-        While other owners listed by `tag_sessions` in this process's scope hold claims,
-        also no later than `LIVENESS_WAKE` seconds after the last look for dead owners
-        (in the ``now`` of the call that made it).
-        """
-        with self._tx("find the next wakeup", write=False) as conn:
-            due = conn.execute(f"SELECT min(next_run) FROM jobs j WHERE {_CLAIMABLE}").fetchone()
-            lease = conn.execute("SELECT min(lease_until) FROM claims WHERE owner <> ''").fetchone()
-            retry = conn.execute(
-                "SELECT min(c.scheduled) FROM claims c JOIN jobs j ON j.id = c.job_id"
-                " WHERE c.owner = '' AND j.paused = 0"
-            ).fetchone()
-            watch = conn.execute(
-                "SELECT EXISTS (SELECT 1 FROM claims c JOIN nodes n ON n.owner = c.owner"
-                " WHERE c.owner <> ? AND n.scope = ?)",
-                (self._owner or "", self._scope or ""),
-            ).fetchone()
-        times = [t for t in (due[0], lease[0], retry[0]) if t is not None]
-        if watch[0] and self._gone_now is not None:
-            times.append(self._gone_now + LIVENESS_WAKE)
-        return min(times) if times else None
+    def _watched(self) -> tuple[Any, ...]:
+        return (self._owner or "", self._scope or "")
 
     # -- SessionLiveness ----------------------------------------------------------------
 

@@ -1,0 +1,856 @@
+"""The store logic shared by the SQL stores, written once over a small SQL dialect.
+
+`SQLStore` implements the `tickwork.stores.Store` operations (and the optional
+`tickwork.stores.BatchRecorder`) as SQL statements on one transaction's cursor. A
+database module subclasses it with what differs:
+
+- ``_run``: runs one operation's body in a transaction (SQLite: one connection under a
+  lock, ``BEGIN IMMEDIATE``; PostgreSQL: connection lanes, reconnection, and the
+  ``resolve`` callback after a commit of unknown outcome);
+- ``_WORDS`` and ``_PARAM``: the dialect the statements are written in (table names,
+  placeholders, booleans, row locks), filled into the templates of this module once;
+- a few hooks where the statements themselves differ (how due rows and retries are
+  found and locked, how a claim is released, which claims recovery takes, which owners
+  are gone) and ``_changed``, called inside every transaction that can make a run due
+  sooner (PostgreSQL sends its ``NOTIFY`` there).
+
+Schema creation, migrations, connections and the optional capabilities that depend on
+the database (sessions, clocks, notifications) stay in the database modules.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import math
+import os
+import secrets
+import time
+from abc import ABC, abstractmethod
+from collections.abc import Callable, Iterable, Mapping, Sequence
+from typing import Any, ClassVar, Final, Generic, Protocol, Self, TypeVar
+
+from tickwork._timefmt import iso
+
+from ._errors import JobNotFoundError, SchemaVersionError
+from ._model import (
+    KEEP,
+    SPEC_VERSION,
+    Advance,
+    Claim,
+    Finish,
+    JobSpec,
+    JobState,
+    Keep,
+    Outcome,
+    Recovered,
+    Start,
+    StartNow,
+    Upsert,
+    abandoned_error,
+    check_claim,
+    check_finish,
+    check_job_id,
+    check_limit,
+    check_optional_time,
+    check_outcome,
+    check_owner,
+    check_positive,
+    check_spec,
+    check_start,
+    check_time,
+    recovery_action,
+    spec_to_json,
+)
+from ._rows import RowReader
+
+__all__ = [
+    "CLAIM_COLUMNS",
+    "JOB_COLUMNS",
+    "LIVENESS_CHECK",
+    "LIVENESS_WAKE",
+    "SQLCursor",
+    "SQLResult",
+    "SQLStore",
+]
+
+#: The columns of a job row as `RowReader` reads them, in this order.
+JOB_COLUMNS: Final = (
+    "id, spec, paused, next_run, last_scheduled, last_started, last_ended, last_outcome, last_error"
+)
+#: The columns of a claim row as `RowReader` reads them, in this order.
+CLAIM_COLUMNS: Final = "token, job_id, owner, scheduled, claimed_at, lease_until, started, retry"
+
+#: How often (seconds, at most) a store looks for listed owners that are gone (their
+#: process ended, or their database sessions), in the claim and recovery calls.
+LIVENESS_CHECK: Final = 0.25
+#: While other listed owners hold claims, `SQLStore.next_wakeup` is at most this far past
+#: the last look, so a dead owner's claims are recovered within about this long even on
+#: an idle node.
+LIVENESS_WAKE: Final = 1.0
+
+_log = logging.getLogger("tickwork.stores")
+
+T = TypeVar("T")
+
+
+class SQLResult(Protocol):
+    """What an executed statement offers: its rows and the count of rows it changed."""
+
+    @property
+    def rowcount(self) -> int:
+        """Rows changed by the statement."""
+        ...
+
+    def fetchone(self) -> Any:
+        """The next row, or ``None``."""
+        ...
+
+    def fetchall(self) -> list[Any]:
+        """The remaining rows."""
+        ...
+
+
+class SQLCursor(Protocol):
+    """A DB-API cursor (or `sqlite3.Connection`): what the shared logic executes on."""
+
+    def execute(self, query: str, params: Sequence[Any] = ..., /) -> SQLResult:
+        """Run one statement."""
+        ...
+
+    def executemany(self, query: str, params: Iterable[Sequence[Any]], /) -> object:
+        """Run one statement for each parameter row."""
+        ...
+
+
+C = TypeVar("C", bound=SQLCursor)
+
+
+class SQLStore(RowReader, ABC, Generic[C]):
+    """The `Store` logic over SQL, once; subclasses supply transactions and dialect.
+
+    Subclasses set `_WORDS` (the dialect's words for the ``{name}`` fields of the
+    statement templates, see `_q`) and `_PARAM` (the placeholder), implement `_run`
+    and the hooks, and call `_init_core` from their constructor.
+    """
+
+    #: The placeholder of the driver; templates are written with ``?``.
+    _PARAM: ClassVar[str] = "?"
+    #: The dialect's words for the templates' ``{fields}``: ``jobs``, ``claims`` and
+    #: ``nodes`` (table names), ``by_id`` (ordering by id, byte-wise), ``any`` (a column
+    #: is in a list given as the statement's only parameter, see `_q_list`),
+    #: ``snapshot`` (a statement making a read transaction one snapshot, or ``""``),
+    #: ``lock`` (after a select of one job row: lock it for this transaction, or ``""``
+    #: where a write transaction excludes the others), ``if_absent`` (after an
+    #: insert of a job: do nothing if the id exists, or ``""`` where it cannot),
+    #: ``greatest`` (the larger of two numbers), ``true`` and ``false`` (booleans),
+    #: ``claimable`` (a job ``j`` is due, not paused and not held unless it allows
+    #: overlap), ``unpaused`` (``j`` is not paused), and ``watched`` (more conditions on
+    #: the listed owners ``n`` whose claims `next_wakeup` watches, see `_watched`).
+    _WORDS: ClassVar[Mapping[str, str]]
+    #: Whether the jobs table has ``last_token``: the claim of the run recorded last,
+    #: by which a finish whose commit was cut off is found out (`_finish_again`).
+    _LAST_TOKEN: ClassVar[bool] = False
+    #: Why a claim recovered before its lease ended was lost, for the log.
+    _LOST: ClassVar[str]
+    _queries: ClassVar[dict[str, str]]
+
+    def __init_subclass__(cls, **kwargs: Any) -> None:
+        super().__init_subclass__(**kwargs)
+        cls._queries = {}  # each dialect translates the templates once
+
+    def _init_core(self) -> None:
+        """The shared state: decoded specs, warnings given, and the liveness looks."""
+        self._warned: set[tuple[str, str]] = set()
+        self._specs: dict[str, JobSpec] = {}
+        self._owner: str | None = None  # tag_sessions: this store's owner
+        self._gone_checked = -math.inf  # monotonic time of the last look for gone owners
+        self._gone_now: float | None = None  # the caller's ``now`` at that look
+
+    def __enter__(self) -> Self:
+        return self
+
+    def __exit__(self, *exc_info: object) -> None:
+        self.close()
+
+    @abstractmethod
+    def close(self) -> None:
+        """Release the store's resources; later calls raise `StoreError`. Idempotent."""
+
+    # -- the dialect ------------------------------------------------------------------
+
+    def _q(self, template: str) -> str:
+        """``template`` in this store's dialect (translated once, then remembered)."""
+        query = self._queries.get(template)
+        if query is None:
+            words = {
+                "job_columns": JOB_COLUMNS,
+                "claim_columns": CLAIM_COLUMNS,
+                "last_token": ", last_token = ?" if self._LAST_TOKEN else "",
+                **self._WORDS,
+            }
+            query = template.format_map(words)
+            if self._PARAM != "?":
+                query = query.replace("?", self._PARAM)
+            self._queries[template] = query
+        return query
+
+    @abstractmethod
+    def _q_list(self, template: str, values: Sequence[Any]) -> tuple[str, Sequence[Any]]:
+        """A statement whose only parameter is the list ``values`` (``{any}`` in it)."""
+
+    # -- transactions -----------------------------------------------------------------
+
+    @abstractmethod
+    def _run(
+        self,
+        what: str,
+        fn: Callable[[C], T],
+        *,
+        write: bool = True,
+        resolve: Callable[[C], T] | None = None,
+        batch: bool = False,
+    ) -> T:
+        """Run ``fn`` in one transaction and commit; raise `StoreError` saying ``what``.
+
+        ``resolve`` replaces ``fn`` when a commit's outcome is unknown (the connection
+        broke during it) and the store retries: it finds out what the first attempt
+        did and finishes the job (default: ``fn``, for bodies that are safe to repeat).
+        ``batch``: a `record` batch, which a store may run on a connection of its own.
+        """
+
+    def _changed(self, cur: C, job_id: str) -> None:
+        """Called in a transaction that may make a run of ``job_id`` due sooner."""
+
+    # -- reading ----------------------------------------------------------------------
+
+    def _claims_by_job(self, cur: C, job_ids: Sequence[str]) -> dict[str, list[Sequence[Any]]]:
+        """The claims held on each of ``job_ids``, oldest slot first: one query."""
+        query, params = self._q_list(
+            "SELECT {claim_columns} FROM {claims} WHERE job_id {any} ORDER BY scheduled, token",
+            job_ids,
+        )
+        held: dict[str, list[Sequence[Any]]] = {}
+        for row in cur.execute(query, params).fetchall():
+            held.setdefault(row[1], []).append(row)
+        return held
+
+    # -- the Store protocol -----------------------------------------------------------
+
+    def get(self, job_id: str) -> JobState | None:
+        """The job's state, or ``None`` (see `tickwork.stores.Store.get`).
+
+        Raises:
+            StoreError: The stored declaration cannot be read.
+
+        """
+        job_id = check_job_id(job_id)
+
+        def body(cur: C) -> JobState | None:
+            row = cur.execute(
+                self._q("SELECT {job_columns} FROM {jobs} WHERE id = ?"), (job_id,)
+            ).fetchone()
+            if row is None:
+                return None
+            spec = self._decode(job_id, row[1], strict=True)
+            assert spec is not None  # strict decoding raises instead
+            return self._state(row, spec, self._claims_by_job(cur, [job_id]).get(job_id, []))
+
+        return self._run(f"get job {job_id!r}", body, write=False)
+
+    def jobs(self) -> list[JobState]:
+        """Every job, ordered by id.
+
+        A job whose stored declaration cannot be read is skipped, with a warning logged
+        on ``tickwork.stores``.
+        """
+
+        def body(cur: C) -> list[JobState]:
+            snapshot = self._WORDS["snapshot"]
+            if snapshot:  # one snapshot for both reads, so claims and jobs agree
+                cur.execute(snapshot)
+            claims: dict[str, list[Sequence[Any]]] = {}
+            for c in cur.execute(
+                self._q("SELECT {claim_columns} FROM {claims} ORDER BY scheduled, token")
+            ).fetchall():
+                claims.setdefault(c[1], []).append(c)
+            out = []
+            for row in cur.execute(
+                self._q("SELECT {job_columns} FROM {jobs} ORDER BY {by_id}")
+            ).fetchall():
+                spec = self._decode(row[0], row[1], strict=False)
+                if spec is not None:
+                    out.append(self._state(row, spec, claims.get(row[0], [])))
+            return out
+
+        return self._run("list jobs", body, write=False)
+
+    def upsert(self, spec: JobSpec, next_run: float | None) -> Upsert:
+        """Declare a job, idempotently by id (see `tickwork.stores.Store.upsert`).
+
+        Raises:
+            SchemaVersionError: The stored declaration was written by a newer tickwork
+                (it is not overwritten).
+
+        """
+        spec = check_spec(spec)
+        next_run = check_optional_time("next_run", next_run)
+        text = spec_to_json(spec)
+        schedule = json.dumps(spec.schedule.to_dict(), sort_keys=True, separators=(",", ":"))
+        select = self._q("SELECT spec, schedule, paused FROM {jobs} WHERE id = ?{lock}")
+        intended: list[Upsert] = []
+
+        def body(cur: C) -> Upsert:
+            row = cur.execute(select, (spec.id,)).fetchone()
+            if row is None:
+                inserted = cur.execute(
+                    self._q(
+                        "INSERT INTO {jobs} (id, spec, schedule, overlap, paused, next_run)"
+                        " VALUES (?, ?, ?, ?, ?, ?){if_absent}"
+                    ),
+                    (spec.id, text, schedule, spec.overlap, spec.paused, next_run),
+                )
+                if inserted.rowcount == 1:
+                    self._changed(cur, spec.id)
+                    intended.append(Upsert.CREATED)
+                    return Upsert.CREATED
+                # Inserted by another transaction since the select (where that can be).
+                row = cur.execute(select, (spec.id,)).fetchone()
+                assert row is not None  # nothing deletes it under our lock
+            old_text, old_schedule, paused = row
+            if old_text == text:
+                return Upsert.UNCHANGED
+            if self._declared_paused(spec.id, old_text) != spec.paused:
+                paused = spec.paused
+            if old_schedule == schedule:
+                cur.execute(
+                    self._q("UPDATE {jobs} SET spec = ?, overlap = ?, paused = ? WHERE id = ?"),
+                    (text, spec.overlap, paused, spec.id),
+                )
+            else:
+                cur.execute(
+                    self._q(
+                        "UPDATE {jobs} SET spec = ?, schedule = ?, overlap = ?, paused = ?,"
+                        " next_run = ? WHERE id = ?"
+                    ),
+                    (text, schedule, spec.overlap, paused, next_run, spec.id),
+                )
+            self._changed(cur, spec.id)
+            intended.append(Upsert.UPDATED)
+            return Upsert.UPDATED
+
+        def resolve(cur: C) -> Upsert:
+            # Our write may have committed: then the row holds our declaration already.
+            result = body(cur)
+            return intended[0] if result is Upsert.UNCHANGED and intended else result
+
+        return self._run(f"upsert job {spec.id!r}", body, resolve=resolve)
+
+    @staticmethod
+    def _declared_paused(job_id: str, old_text: str) -> object:
+        """``paused`` of a stored declaration; refuses to overwrite a newer version's."""
+        try:
+            old = json.loads(old_text)
+        except ValueError:
+            return None  # unreadable: the new declaration repairs the row
+        if not isinstance(old, dict):
+            return None
+        version = old.get("v")
+        if isinstance(version, int) and version > SPEC_VERSION:
+            raise SchemaVersionError(
+                f"job {job_id!r} was stored by a newer tickwork (spec version {version});"
+                " refusing to overwrite it"
+            )
+        return old.get("paused")
+
+    def remove(self, job_id: str) -> None:
+        """Delete a job and its claims (see `tickwork.stores.Store.remove`)."""
+        job_id = check_job_id(job_id)
+
+        def body(cur: C) -> None:
+            # Its claims go with it (ON DELETE CASCADE): the job row is locked first.
+            if cur.execute(self._q("DELETE FROM {jobs} WHERE id = ?"), (job_id,)).rowcount == 0:
+                raise JobNotFoundError(f"no job with id {job_id!r}")
+            self._changed(cur, job_id)
+
+        def resolve(cur: C) -> None:
+            # The first attempt found the job and reached its commit: "not found" now
+            # means that commit went through.
+            try:
+                body(cur)
+            except JobNotFoundError:
+                return
+
+        self._run(f"remove job {job_id!r}", body, resolve=resolve)
+
+    def set_paused(self, job_id: str, paused: bool) -> None:
+        """Pause or resume a job (see `tickwork.stores.Store.set_paused`)."""
+        job_id = check_job_id(job_id)
+        if not isinstance(paused, bool):
+            raise TypeError(f"paused must be a bool, got {paused!r}")
+        self._run(
+            f"pause job {job_id!r}",
+            lambda cur: self._set_job(
+                cur, job_id, "UPDATE {jobs} SET paused = ? WHERE id = ?", paused
+            ),
+        )
+
+    def set_next_run(self, job_id: str, next_run: float | None) -> None:
+        """Set a job's next due time (see `tickwork.stores.Store.set_next_run`)."""
+        job_id = check_job_id(job_id)
+        next_run = check_optional_time("next_run", next_run)
+        self._run(
+            f"set next run of job {job_id!r}",
+            lambda cur: self._set_job(
+                cur, job_id, "UPDATE {jobs} SET next_run = ? WHERE id = ?", next_run
+            ),
+        )
+
+    def _set_job(self, cur: C, job_id: str, template: str, value: object) -> None:
+        """One column of a job's row; `JobNotFoundError` if there is no such job."""
+        if cur.execute(self._q(template), (value, job_id)).rowcount == 0:
+            raise JobNotFoundError(f"no job with id {job_id!r}")
+        self._changed(cur, job_id)
+
+    def claim_due(
+        self,
+        now: float,
+        *,
+        owner: str,
+        lease_seconds: float,
+        limit: int,
+        advance: Advance,
+        start: StartNow | None = None,
+    ) -> list[Claim]:
+        """Take due runs under a lease and advance their jobs, atomically.
+
+        See `tickwork.stores.Store.claim_due`, and `tickwork.stores.BatchRecorder` for
+        ``start``. Jobs whose stored declaration cannot be read are skipped (and logged
+        once); they never block the others. On PostgreSQL, rows are locked with ``FOR NO
+        KEY UPDATE SKIP LOCKED``, so concurrent schedulers never wait for each other's
+        claims and never take the same run; if the connection breaks while committing,
+        the store reconnects and returns exactly the claims that committed (found by
+        their tokens, which this process generated), so none is lost or run twice.
+
+        Raises:
+            ValueError: ``advance`` returned something other than a finite number or
+                ``None`` (nothing is claimed then).
+
+        """
+        now = check_time("now", now)
+        owner = check_owner(owner)
+        lease = check_positive("lease_seconds", lease_seconds)
+        limit = check_limit(limit)
+        if not callable(advance):
+            raise TypeError(f"advance must be callable as advance(state, now), got {advance!r}")
+        if start is not None and not callable(start):
+            raise TypeError(f"start must be callable as start(state) or None, got {start!r}")
+        insert = self._q(
+            "INSERT INTO {claims} ({claim_columns}) VALUES (?, ?, ?, ?, ?, ?, ?, {false})"
+        )
+        move = self._q("UPDATE {jobs} SET next_run = ? WHERE id = ?")
+        pending: list[Claim] = []
+
+        def body(cur: C) -> list[Claim]:
+            pending.clear()
+            self._recover(cur, now)
+            self._take_retries(cur, now, owner, lease, limit, pending)
+            seen: list[str] = []  # taken or unreadable this call: never looked at twice
+            while len(pending) < limit:
+                rows = self._candidates(cur, now, seen, limit - len(pending), retries=False)
+                if rows is None:
+                    break
+                held = self._claims_by_job(cur, [row[0] for row in rows])
+                inserts: list[tuple[Any, ...]] = []
+                moves: list[tuple[float | None, str]] = []
+                for row in rows:
+                    job_id = row[0]
+                    spec = self._decode(job_id, row[1], strict=False)
+                    if spec is None:
+                        continue
+                    state = self._state(row, spec, held.get(job_id, ()))
+                    result = advance(state, now)
+                    try:
+                        new_next = check_optional_time("advance() result", result)
+                    except (TypeError, ValueError):
+                        raise ValueError(
+                            "advance() must return a finite number of seconds or None,"
+                            f" got {result!r} for job {job_id!r}"
+                        ) from None
+                    token = os.urandom(16).hex()
+                    scheduled = row[3]
+                    started = now if start is not None and start(state) else None
+                    inserts.append((token, job_id, owner, scheduled, now, now + lease, started))
+                    moves.append((new_next, job_id))
+                    pending.append(
+                        Claim(token, job_id, owner, scheduled, now, now + lease, started, spec)
+                    )
+                if inserts:
+                    # One statement each for the whole batch: the rows are distinct jobs,
+                    # so no claim made here changes what another row of the batch decides.
+                    cur.executemany(insert, inserts)
+                    cur.executemany(move, moves)
+            return list(pending)
+
+        def resolve(cur: C) -> list[Claim]:
+            # The commit was cut off: the claims are ours exactly if their tokens exist.
+            if not pending:
+                return []
+            query, params = self._q_list(
+                "SELECT token FROM {claims} WHERE token {any}", [c.token for c in pending]
+            )
+            committed = {r[0] for r in cur.execute(query, params).fetchall()}
+            _log.warning(
+                "claim commit outcome was unknown: %d of %d claims had committed",
+                len(committed),
+                len(pending),
+            )
+            return [c for c in pending if c.token in committed]
+
+        return self._run("claim due jobs", body, resolve=resolve)
+
+    @abstractmethod
+    def _candidates(
+        self, cur: C, now: float, seen: list[str], n: int, *, retries: bool
+    ) -> list[Sequence[Any]] | None:
+        """Up to ``n`` rows to claim, in claim order; None when there are none left.
+
+        Due jobs (``retries`` false): job rows (`JOB_COLUMNS`) that are claimable with
+        ``next_run <= now``, earliest first. Pending retries: ``(token, job id,
+        scheduled, spec)`` of unowned claims of jobs not paused with ``scheduled <=
+        now``, oldest slot first. Rows whose key (the first column, or the job id
+        where the store locks job rows) is in ``seen`` are left out; the keys looked at
+        are added to it. A store may lock what it returns and skip what others hold.
+        """
+
+    def _take_retries(
+        self, cur: C, now: float, owner: str, lease: float, limit: int, pending: list[Claim]
+    ) -> None:
+        """Hand out pending retries (oldest slot first) as fresh claims, up to ``limit``.
+
+        The job's next run is left alone and ``advance`` is not called (later slots may
+        have been taken since); the caller decides the retry again (``DurableScheduler``:
+        `decide_retry`).
+        """
+        seen: list[str] = []  # looked at this call: never looked at twice
+        while len(pending) < limit:
+            rows = self._candidates(cur, now, seen, limit - len(pending), retries=True)
+            if rows is None:
+                return
+            taken: list[tuple[str, str, float, float, str]] = []
+            for old, job_id, scheduled, text in rows:
+                spec = self._decode(job_id, text, strict=False)
+                if spec is None:
+                    continue
+                token = secrets.token_hex(16)
+                taken.append((token, owner, now, now + lease, old))
+                pending.append(
+                    Claim(token, job_id, owner, scheduled, now, now + lease, None, spec, True)
+                )
+            if taken:
+                cur.executemany(
+                    self._q(
+                        "UPDATE {claims} SET token = ?, owner = ?, claimed_at = ?,"
+                        " lease_until = ?, started = NULL WHERE token = ?"
+                    ),
+                    taken,
+                )
+
+    def start(self, claim: Claim, *, started: float) -> bool:
+        """Record the claimed run as started (see `tickwork.stores.Store.start`).
+
+        If the connection breaks while committing (PostgreSQL), the claim is read back
+        after reconnecting: True if it holds this start time, else the start is tried
+        again.
+        """
+        s = Start(check_claim(claim), check_time("started", started))
+        return self._run(
+            f"start a run of job {claim.job_id!r}",
+            lambda cur: self._start(cur, s),
+            resolve=lambda cur: self._start_again(cur, s),
+        )
+
+    def _start(self, cur: C, s: Start) -> bool:
+        query = self._q(
+            "UPDATE {claims} SET started = ? WHERE token = ? AND owner = ?"
+            " AND started IS NULL AND lease_until > ?"
+        )
+        return (
+            cur.execute(query, (s.started, s.claim.token, s.claim.owner, s.started)).rowcount == 1
+        )
+
+    def _start_again(self, cur: C, s: Start) -> bool:
+        """After a commit of unknown outcome: True if the start is recorded, else retry."""
+        row = cur.execute(
+            self._q("SELECT started FROM {claims} WHERE token = ? AND owner = ?"),
+            (s.claim.token, s.claim.owner),
+        ).fetchone()
+        if row is None:
+            return False
+        if row[0] is None:
+            return self._start(cur, s)
+        return bool(row[0] == s.started)
+
+    def renew(self, claim: Claim, *, now: float, lease_seconds: float) -> bool:
+        """Extend the claim's lease (see `tickwork.stores.Store.renew`); never shortens it."""
+        claim = check_claim(claim)
+        now = check_time("now", now)
+        lease = check_positive("lease_seconds", lease_seconds)
+        query = self._q(
+            "UPDATE {claims} SET lease_until = {greatest}(lease_until, ?)"
+            " WHERE token = ? AND owner = ?"
+        )
+        return self._run(
+            f"renew the lease on job {claim.job_id!r}",
+            lambda cur: cur.execute(query, (now + lease, claim.token, claim.owner)).rowcount == 1,
+        )
+
+    def finish(
+        self,
+        claim: Claim,
+        *,
+        outcome: Outcome,
+        ended: float,
+        error: str | None = None,
+        next_run: float | Keep | None = KEEP,
+    ) -> bool:
+        """Record the run's end and release the claim (see `tickwork.stores.Store.finish`).
+
+        If the connection breaks while committing (PostgreSQL), the job row is read back
+        after reconnecting: the finish counts as done only if the row records this
+        claim's token and end, and is tried again if the claim is still held.
+        """
+        claim = check_claim(claim)
+        outcome = check_outcome(outcome)
+        ended = check_time("ended", ended)
+        if error is not None and not isinstance(error, str):
+            raise TypeError(f"error must be a str or None, got {error!r}")
+        if next_run is not KEEP:
+            next_run = check_optional_time("next_run", next_run)
+        f = Finish(claim, outcome, ended, error, next_run)
+        return self._run(
+            f"finish a run of job {claim.job_id!r}",
+            lambda cur: self._finish(cur, f),
+            resolve=lambda cur: self._finish_again(cur, f),
+        )
+
+    @abstractmethod
+    def _release(self, cur: C, f: Finish) -> tuple[float | None, bool] | None:
+        """Release ``f``'s claim: ``(its start, whether handed back)``; None if not held.
+
+        The claim is held if its token and owner match. It is handed back (see
+        `hands_back`: it becomes an unowned retry of its slot, under a new token, with
+        its lease ending at ``f.ended``) or deleted. A store whose writers run
+        concurrently locks the job row first (the lock order everywhere: the job row,
+        then its claims).
+        """
+
+    def _finish(self, cur: C, f: Finish) -> bool:
+        claim = f.claim
+        released = self._release(cur, f)
+        if released is None:
+            return False
+        started, handed_back = released
+        if handed_back:
+            self._changed(cur, claim.job_id)
+        cur.execute(
+            self._q(
+                "UPDATE {jobs} SET last_scheduled = ?, last_started = ?, last_ended = ?,"
+                " last_outcome = ?, last_error = ?{last_token} WHERE id = ?"
+            ),
+            (
+                claim.scheduled,
+                started,
+                f.ended,
+                f.outcome,
+                f.error,
+                *self._token(claim.token),
+                claim.job_id,
+            ),
+        )
+        if f.next_run is not KEEP:
+            cur.execute(
+                self._q("UPDATE {jobs} SET next_run = ? WHERE id = ?"), (f.next_run, claim.job_id)
+            )
+            self._changed(cur, claim.job_id)
+        return True
+
+    def _token(self, token: str) -> tuple[str, ...]:
+        """The parameter for ``{last_token}``: the claim's token where it is kept."""
+        return (token,) if self._LAST_TOKEN else ()
+
+    def _finish_again(self, cur: C, f: Finish) -> bool:
+        """After a commit of unknown outcome: True if the finish is recorded, else retry.
+
+        Only a store whose commits can be cut off resolves them; it keeps ``last_token``.
+        """
+        claim = f.claim
+        held = cur.execute(
+            self._q("SELECT 1 FROM {claims} WHERE token = ? AND owner = ?"),
+            (claim.token, claim.owner),
+        ).fetchone()
+        if held is not None:
+            return self._finish(cur, f)
+        row = cur.execute(
+            self._q("SELECT last_token, last_ended, last_outcome FROM {jobs} WHERE id = ?"),
+            (claim.job_id,),
+        ).fetchone()
+        return row is not None and tuple(row) == (claim.token, f.ended, f.outcome)
+
+    def record(
+        self, starts: Sequence[Start], finishes: Sequence[Finish]
+    ) -> tuple[list[bool], list[bool]]:
+        """Starts, then finishes, in one transaction: one commit for all of them.
+
+        See `tickwork.stores.BatchRecorder`; each item does what `start` or `finish`
+        would, including the check after a commit of unknown outcome (PostgreSQL).
+        There, a finish whose claim is gone counts as recorded only if the job's row
+        names its claim: of two finishes of one ``overlap="allow"`` job in one batch,
+        the earlier then reads as not recorded (and is logged so by the scheduler),
+        never the reverse.
+        """
+        starts = [check_start(s) for s in starts]
+        finishes = [check_finish(f) for f in finishes]
+        if not starts and not finishes:
+            return [], []
+
+        # The finishes lock job rows: in id order, so that two nodes' batches never
+        # wait for each other in a cycle (claims and recovery skip locked job rows).
+        order = sorted(range(len(finishes)), key=lambda i: finishes[i].claim.job_id)
+
+        def apply(cur: C, again: bool) -> tuple[list[bool], list[bool]]:
+            started = [(self._start_again if again else self._start)(cur, s) for s in starts]
+            ended = [False] * len(finishes)
+            for i in order:
+                ended[i] = (self._finish_again if again else self._finish)(cur, finishes[i])
+            return started, ended
+
+        what = f"record {len(starts)} start(s) and {len(finishes)} finish(es)"
+        return self._run(
+            what, lambda cur: apply(cur, False), resolve=lambda cur: apply(cur, True), batch=True
+        )
+
+    def recover_expired(self, now: float) -> list[Recovered]:
+        """Release expired claims per delivery semantics (see the protocol).
+
+        On PostgreSQL, a job whose row another transaction holds right now (a `finish`
+        in flight) is left for the next call: ``next_wakeup`` still reports its lease end.
+        """
+        now = check_time("now", now)
+        return self._run("recover expired claims", lambda cur: self._recover(cur, now))
+
+    @abstractmethod
+    def _owners_gone(self, cur: C, mono: float) -> list[tuple[str, bool]]:
+        """Listed owners this store can tell are gone, each with whether it holds claims.
+
+        ``mono``: the monotonic time of this look.
+        """
+
+    def _gone_owners(self, cur: C, now: float) -> list[str]:
+        """Listed owners that are gone and hold claims (at most every `LIVENESS_CHECK` s).
+
+        Listed owners that are gone and hold nothing are forgotten on the way.
+        """
+        mono = time.monotonic()
+        if mono - self._gone_checked < LIVENESS_CHECK:
+            return []
+        self._gone_checked, self._gone_now = mono, now
+        gone = self._owners_gone(cur, mono)
+        idle = [owner for owner, holds in gone if not holds]
+        if idle:
+            cur.execute(*self._q_list("DELETE FROM {nodes} WHERE owner {any}", idle))
+        return [owner for owner, holds in gone if holds]
+
+    @abstractmethod
+    def _expired(self, cur: C, now: float, gone: list[str]) -> list[Sequence[Any]]:
+        """The held claims to recover, each row the claim's columns and its job's spec.
+
+        Those whose lease ended by ``now`` and those of the owners in ``gone``, in any
+        order. A store may leave out claims it cannot take now (a locked job row).
+        """
+
+    def _recover(self, cur: C, now: float) -> list[Recovered]:
+        gone = self._gone_owners(cur, now)
+        out: list[Recovered] = []
+        for row in sorted(self._expired(cur, now, gone), key=lambda r: (r[5], r[0])):
+            token, job_id, owner, scheduled, _, lease_until, started, _, text = row
+            spec = self._decode(job_id, text, strict=False)
+            if spec is None:
+                cur.execute(self._q("DELETE FROM {claims} WHERE token = ?"), (token,))
+                continue
+            early = lease_until > now  # recovered because its owner is gone
+            if started is not None:
+                cur.execute(
+                    self._q(
+                        "UPDATE {jobs} SET last_scheduled = ?, last_started = ?,"
+                        " last_ended = NULL, last_outcome = 'abandoned', last_error = ?"
+                        "{last_token} WHERE id = ?"
+                        " AND (last_scheduled IS NULL OR last_scheduled <= ?)"
+                    ),
+                    (
+                        scheduled,
+                        started,
+                        abandoned_error(owner, lease_until, gone=early),
+                        *self._token(token),
+                        job_id,
+                        scheduled,
+                    ),
+                )
+            action = recovery_action(spec, started)
+            if action == "abandoned":
+                cur.execute(self._q("DELETE FROM {claims} WHERE token = ?"), (token,))
+            else:
+                # Re-offer exactly this slot (a retry under a new token, so the old owner's
+                # claim is gone); the job's next run is not touched.
+                cur.execute(
+                    self._q(
+                        "UPDATE {claims} SET token = ?, owner = '', lease_until = ?,"
+                        " started = NULL, retry = {true} WHERE token = ?"
+                    ),
+                    (secrets.token_hex(16), now, token),
+                )
+                self._changed(cur, job_id)
+            _log.warning(
+                "claim on job %r (scheduled %s) by %r %s: %s",
+                job_id,
+                iso(scheduled, millis=True),
+                owner,
+                f"lost ({self._LOST})" if early else "expired",
+                action,
+            )
+            out.append(Recovered(self._claim(row[:8], spec), action))
+        return out
+
+    def next_wakeup(self) -> float | None:
+        """The earliest claimable due time or lease end (see the protocol).
+
+        While other owners listed by ``tag_sessions`` (SQLite: in this process's scope)
+        hold claims, also no later than `LIVENESS_WAKE` seconds after the last look for
+        owners that are gone (in the ``now`` of the call that made it), so a dead
+        owner's claims are recovered within about a second even on an idle node.
+        """
+        query = self._q(
+            "SELECT (SELECT min(j.next_run) FROM {jobs} j WHERE {claimable}),"
+            " (SELECT min(lease_until) FROM {claims} WHERE owner <> ''),"
+            " (SELECT min(c.scheduled) FROM {claims} c"
+            " JOIN {jobs} j ON j.id = c.job_id WHERE c.owner = '' AND {unpaused}),"
+            " EXISTS (SELECT 1 FROM {claims} c JOIN {nodes} n"
+            " ON n.owner = c.owner WHERE c.owner <> ?{watched})"
+        )
+
+        def body(cur: C) -> float | None:
+            row = cur.execute(query, self._watched()).fetchone()
+            times = [t for t in row[:3] if t is not None]
+            if row[3] and self._gone_now is not None:
+                times.append(self._gone_now + self._liveness_wait())
+            return min(times) if times else None
+
+        return self._run("find the next wakeup", body, write=False)
+
+    def _watched(self) -> tuple[Any, ...]:
+        """The parameters of ``?{watched}``: the listed owners judged, other than ours."""
+        return (self._owner or "",)
+
+    def _liveness_wait(self) -> float:
+        """How long after a look for gone owners the next one is due, while one may be."""
+        return LIVENESS_WAKE
