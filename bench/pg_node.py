@@ -6,7 +6,8 @@
 Whichever ``tickwork`` is first on ``sys.path`` is used: bench/postgres.py sets
 ``PYTHONPATH`` to the ``src`` folder of the tree it measures (this checkout, or a
 ``git worktree`` of the baseline), so this file must work with both trees' public API.
-Each mode prints one JSON line, which includes the ``tickwork`` file it imported.
+Each mode prints one JSON line, which includes the ``tickwork`` file it imported (and,
+for ``load``, the tree's default lease of `DurableScheduler`, which the nodes use).
 
 ``load`` opens a `PostgresStore` on ``dsn`` in ``schema`` (created by the store) with
 ``synchronous_commit=off`` (setup only: the nodes' commits are all durable) and declares
@@ -21,13 +22,16 @@ poll, pool size) and ``allowed_modules=["bench.pg_node"]``, ``start()``; it touc
 
 `record`, the jobs' function, writes (job id, scheduled time, start time, owner, claim
 token) into ``runs`` in ``results_schema`` of ``results_dsn``, one autocommit insert per
-run on a connection of its worker thread. The results live in another database than the
+run on a connection of its worker thread. With ``sleep`` in the config (the fault
+workload "quiet"), it first sleeps that long (the start time is taken before): a run
+cut short by a SIGKILL leaves no row. The results live in another database than the
 jobs, so the jobs database's commit counter counts the scheduler alone. Rows are keyed
 by nothing: a slot that ran twice shows up as two rows.
 """
 
 from __future__ import annotations
 
+import inspect
 import json
 import logging
 import sys
@@ -73,6 +77,8 @@ def record() -> None:
     started = time.time()
     claim = DurableScheduler.current_claim()
     assert claim is not None, "record() runs only as a durable job"
+    if _config.get("sleep"):
+        time.sleep(_config["sleep"])
     _results().execute(
         "INSERT INTO runs VALUES (%s, %s, %s, %s, %s)",
         (claim.job_id, claim.scheduled, started, _config["owner"], claim.token),
@@ -93,7 +99,8 @@ def load(config: dict[str, Any]) -> dict[str, Any]:
         count, seconds, first = config.get("every") or (0, 1.0, 0.0)
         for i in range(count):
             store.upsert(JobSpec(f"every{i:03}", FUNC, EverySchedule(seconds)), first)
-    return {"tickwork": tickwork.__file__, "seconds": time.time() - t0}
+    lease = inspect.signature(DurableScheduler).parameters["lease"].default
+    return {"tickwork": tickwork.__file__, "seconds": time.time() - t0, "lease": lease}
 
 
 def node(config: dict[str, Any]) -> dict[str, Any]:

@@ -1,7 +1,8 @@
 """Benchmark: real `DurableScheduler` node processes on one PostgreSQL database, old vs new.
 
-    .venv/bin/python bench/postgres.py                 # about 5 min on 2 cores
-    .venv/bin/python bench/postgres.py --quick         # small sizes, about 2 min
+    .venv/bin/python bench/postgres.py                 # about 7 min on 2 cores
+    .venv/bin/python bench/postgres.py --quick         # small sizes, about 3 min
+    .venv/bin/python bench/postgres.py --workloads kill   # the fault runs alone, 4 min
 
 Every figure comes from node processes (bench/pg_node.py) that each run the shipped
 `tickwork.DurableScheduler` on a `PostgresStore`, with the library's defaults (lease,
@@ -19,7 +20,8 @@ folder; the node and loader processes import ``tickwork`` from the tree's ``src`
 (``PYTHONPATH``) and the harness checks which file they imported. One small warm-up run
 of each tree comes first; within each workload, which tree goes first alternates.
 
-Workloads, each in a fresh schema of a database created for the run:
+Workloads (``--workloads``, default all), each in a fresh schema of a database created
+for the run:
 
 - burst: ``--burst`` one-shots all due at one instant, on each of ``--nodes`` node
   counts: runs per second from the due time to the last start, and the ratio to one node.
@@ -33,6 +35,25 @@ Workloads, each in a fresh schema of a database created for the run:
   use that database (the results and the harness's reads go to the DSN's database), so
   nothing is subtracted: it includes the nodes' idle look-ups in the few seconds around
   the burst. Then 3 idle nodes (jobs due in an hour) for ``--idle`` seconds: commits/s.
+- kill (issue 15, point 4): 3 nodes, one SIGKILLed, every job at the defaults
+  (at-most-once, ``overlap`` and ``missed`` "skip") and both trees at their default lease
+  (`DurableScheduler`'s, 30 s in both; the loader reports it). "busy": 5,000 one-shots
+  due evenly over 10 s plus 20 jobs ``EverySchedule(1.0)``, a node killed 3 s in
+  (``--quick``: 1,000 over 4 s, killed 2 s in, slots counted over 8 s);
+  "quiet": 2,000 one-shots over 60 s (``--quick``: 600 over 20 s), each run sleeping
+  0.2 s first so that nodes hold runs, a node killed 10 s in. From that moment the
+  harness reads the claims table every 5 ms and kills (SIGKILL) the node holding the most
+  claims not yet started, as soon as one does (at most 1 s), else the one holding the
+  most claims; it reads that node's claims 0.1 s later. The survivors then run until
+  the killed node holds no claim and no one-shot is due or held (and the window is
+  over), or at most the lease plus 20 s after the kill (the old tree's nodes may notice
+  a lease end only at their 10-s safety poll). Figures: one-shots run once,
+  run twice, "lost" (never started anywhere) and "lost in flight" (recorded started on
+  the killed node, which died before the run wrote its row: at-most-once gives them up
+  as ``abandoned``, by design; the store's outcome is checked); recurring slots of the
+  20-s window missing or run twice; when the killed node's claims were all gone from
+  the store; its unstarted claims re-run on a survivor and the latest re-start after
+  the kill; the longest any slot due in the window waited after the kill.
 
 Duplicate runs (a slot recorded twice) are counted everywhere; they must be 0. This is
 not a test: nothing asserts on time, and the figures are only comparable within a run.
@@ -53,6 +74,7 @@ import math
 import os
 import secrets
 import shutil
+import signal
 import subprocess
 import sys
 import tempfile
@@ -70,6 +92,11 @@ from psycopg.conninfo import make_conninfo
 ROOT = Path(__file__).resolve().parent.parent
 SETTLE = 0.5  # seconds from all nodes ready to the earliest due time, at least
 STALL = 120.0  # no new run for this long: the workload is reported as stuck
+WORKLOADS = ("burst", "steady", "idle", "kill")
+# Fault runs: seconds past the lease (from the kill) before what is left counts as lost;
+# more than the safety poll of a notified store (10 s), which is when the old tree's
+# nodes, asleep through a lease end, notice it.
+MARGIN = 20.0
 
 Row = tuple[str, float, float, str, str]  # job id, scheduled, started, owner, token
 
@@ -136,6 +163,60 @@ class Result:
     per_node: dict[str, int] = field(default_factory=dict)
 
 
+@dataclass
+class Fault:
+    """When to SIGKILL a node (wall time ``at``) and the end of the workload's window."""
+
+    at: float
+    end: float
+    prefer: float = 1.0  # at most this long waiting for a node to hold an unstarted claim
+    within: float = 5.0  # at most this long waiting for a node to hold a claim
+
+
+@dataclass
+class Killed:
+    """What `Lab._fault` saw: the node it killed, when, and the claims it held."""
+
+    owner: str
+    at: float  # wall time of the SIGKILL
+    held: bool  # it held a claim when it was picked
+    claims: list[tuple[str, str, float, float | None]]  # token, job, scheduled, started
+    lease: float
+    freed: float = math.nan  # seconds from the kill until it held no claim any more
+    gave_up: int = 0  # one-shots still due or held when the wait ended at its bound
+    outcomes: dict[str, str | None] = field(default_factory=dict)  # one-shots' last_outcome
+
+
+@dataclass
+class KillResult:
+    """The figures of one fault run (see `kill`)."""
+
+    late: bool = False
+    owner: str = ""
+    held: bool = False
+    unstarted: int = 0  # claims of the killed node not started when it died
+    started: int = 0  # ... recorded started (a run in flight, or one just claimed)
+    oneshots: int = 0
+    once: int = 0  # one-shots that ran exactly once
+    lost: int = 0  # never started anywhere
+    in_flight: int = 0  # started on the killed node, no row, not run again (at-most-once)
+    twice: int = 0  # one-shots that ran more than once
+    slots: int = 0  # recurring slots scheduled in the window
+    missing: int = 0
+    doubled: int = 0
+    freed: float = math.nan
+    rerun: int = 0  # unstarted claims of the killed node that ran on a survivor
+    recovery: float = math.nan  # the latest such re-run, seconds after the kill
+    wait: float = math.nan  # the longest a due slot waited after the kill
+    lease: float = math.nan
+    gave_up: int = 0
+    dups: int = 0  # slots recorded more than once, anywhere
+    killed_at: float = math.nan  # seconds after the first due time
+    again: int = 0  # started on the killed node and run again (at-most-once broken)
+    off_grid: int = 0  # recurring runs scheduled off the job's 1-s grid
+    missing_in_flight: int = 0  # missing slots started on the killed node (at-most-once)
+
+
 class Lab:
     """The server, the jobs database, and the processes of one workload run."""
 
@@ -152,6 +233,7 @@ class Lab:
         self.jobs_dsn = dsn if self.jobs_db is None else make_conninfo(dsn, dbname=self.jobs_db)
         self.per_job = 0.003  # seconds to declare one job (learned from each load)
         self.start = 3.0  # seconds from launching the nodes to all ready (learned)
+        self.lease = 30.0  # the default lease of the tree's DurableScheduler (learned)
 
     def close(self) -> None:
         if self.jobs_db is not None:
@@ -196,11 +278,15 @@ class Lab:
         every: int = 0,
         done: Callable[[int], bool] | None = None,
         hold: float = 0.0,
+        fault: Fault | None = None,
+        sleep: float = 0.0,
     ) -> tuple[list[Row], dict[str, Any]]:
         """Load the jobs, run ``nodes`` nodes until ``done(one-shots run)``; the rows.
 
         ``oneshots`` is (span, count) from ``first``; ``every`` jobs run each second from
         ``first``. Without ``done`` the nodes stop ``hold`` seconds after they settled.
+        With ``fault``, one node is SIGKILLed and the nodes stop as `_fault` says;
+        ``info["killed"]`` is what it saw. ``sleep``: seconds each run sleeps first.
         ``info["commits"]`` is the jobs database's commits from just before the nodes
         started to after they all exited (their sessions' statistics are flushed then;
         a busy backend reports them up to 10 s late, so no earlier reading is exact).
@@ -225,6 +311,7 @@ class Lab:
                 "schema": schema,
                 "oneshots": [first, oneshots[0], oneshots[1]],
                 "every": [every, 1.0, first],
+                "sleep": sleep,
             }
             out = subprocess.run(
                 [sys.executable, "-m", "bench.pg_node", "load", json.dumps(config)],
@@ -237,6 +324,7 @@ class Lab:
                 raise SystemExit(f"[{tree.name}] loading the jobs failed:\n{out.stderr}")
             loaded = json.loads(out.stdout.strip().splitlines()[-1])
             self._check_import(tree, loaded["tickwork"])
+            self.lease = float(loaded["lease"])
             if oneshots[1] + every:
                 self.per_job = 1.3 * loaded["seconds"] / (oneshots[1] + every)
             before = self.settled_commits()
@@ -268,7 +356,9 @@ class Lab:
             self.start = max(self.start * 0.8, 1.3 * (time.monotonic() - launched))
             time.sleep(SETTLE)  # let the nodes finish their first look at the store
             info["late"] = time.time() > first - 0.05
-            if done is None:
+            if fault is not None:
+                info["killed"] = self._fault(schema, procs, fault)
+            elif done is None:
                 time.sleep(hold)
             else:
                 self._wait(tree, results, done)
@@ -302,6 +392,85 @@ class Lab:
     def lead(self, jobs: int) -> float:
         """When the first job may be due: after loading, starting and settling."""
         return time.time() + self.per_job * jobs + self.start + SETTLE + 1.0
+
+    def _fault(self, schema: str, procs: list[subprocess.Popen[str]], fault: Fault) -> Killed:
+        """SIGKILL one node ``fault.after`` s into the window; wait for the survivors.
+
+        From then on the claims table is read every 5 ms until a node holds a claim that
+        has not started (for at most ``fault.prefer`` s; after that any claim will do,
+        for at most ``fault.within`` s): the node holding the most unstarted claims, then
+        the most claims, is killed (``n0`` if none held any). Its claims are read 0.1 s
+        after it died (its sessions have ended by then, and neither tree recovers a
+        claim that soon: the new one waits 0.5 s to believe an owner is gone, the old one
+        for the lease). Then the survivors run until the killed node holds no claim, no
+        one-shot is due or held, and the window is 2 s past; or, at the latest, until
+        the lease plus `MARGIN` after the kill (what is left then is lost).
+        """
+        claims = sql.Identifier(schema, "tickwork_claims")
+        jobs = sql.Identifier(schema, "tickwork_jobs")
+        with psycopg.connect(self.jobs_dsn, autocommit=True) as conn:
+            time.sleep(max(0.0, fault.at - time.time()))
+            prefer = time.monotonic() + fault.prefer
+            give_up = time.monotonic() + fault.within
+            while True:
+                held = [
+                    (str(o), int(u), int(t))
+                    for o, u, t in conn.execute(
+                        sql.SQL(
+                            "SELECT owner, count(*) FILTER (WHERE started IS NULL), count(*)"
+                            " FROM {} WHERE owner <> '' GROUP BY owner"
+                        ).format(claims)
+                    ).fetchall()
+                ]
+                now = time.monotonic()
+                if any(h[1] for h in held) or (held and now > prefer) or now > give_up:
+                    break
+                time.sleep(0.005)
+            owner = max(held, key=lambda h: (h[1], h[2]))[0] if held else "n0"
+            proc = procs[int(owner[1:])]
+            proc.send_signal(signal.SIGKILL)
+            at = time.time()
+            proc.wait()
+            time.sleep(0.1)
+            snapshot = [
+                (str(r[0]), str(r[1]), float(r[2]), None if r[3] is None else float(r[3]))
+                for r in conn.execute(
+                    sql.SQL(
+                        "SELECT token, job_id, scheduled, started FROM {} WHERE owner = %s"
+                    ).format(claims),
+                    (owner,),
+                ).fetchall()
+            ]
+            killed = Killed(owner, at, bool(held), snapshot, lease=self.lease)
+            pending_sql = sql.SQL(
+                "SELECT count(*) FROM {} j WHERE j.id LIKE 'once%' AND (j.next_run IS NOT NULL"
+                " OR EXISTS (SELECT 1 FROM {} c WHERE c.job_id = j.id))"
+            ).format(jobs, claims)
+            bound = max(fault.end, at + self.lease) + MARGIN
+            while True:
+                now = time.time()
+                if math.isnan(killed.freed):
+                    row = conn.execute(
+                        sql.SQL("SELECT count(*) FROM {} WHERE owner = %s").format(claims),
+                        (owner,),
+                    ).fetchone()
+                    if row is not None and row[0] == 0:
+                        killed.freed = now - at
+                row = conn.execute(pending_sql).fetchone()
+                pending = 0 if row is None else int(row[0])
+                if not math.isnan(killed.freed) and pending == 0 and now > fault.end + 2.0:
+                    break
+                if now > bound:
+                    killed.gave_up = pending
+                    break
+                time.sleep(0.05 if math.isnan(killed.freed) else 0.25)
+            killed.outcomes = {
+                str(job_id): None if outcome is None else str(outcome)
+                for job_id, outcome in conn.execute(
+                    sql.SQL("SELECT id, last_outcome FROM {} WHERE id LIKE 'once%'").format(jobs)
+                ).fetchall()
+            }
+        return killed
 
     def _check_import(self, tree: Tree, path: str) -> None:
         if not Path(path).resolve().is_relative_to(tree.src.resolve()):
@@ -442,6 +611,147 @@ def idle(lab: Lab, tree: Tree, seconds: float) -> tuple[Result, Result]:
     return results[0], results[1]
 
 
+@dataclass(frozen=True)
+class KillLoad:
+    """A fault workload: 3 nodes, one-shots and recurring jobs, one node SIGKILLed."""
+
+    name: str
+    oneshots: int  # due evenly over ``span`` seconds from the first due time
+    span: float
+    every: int  # jobs EverySchedule(1.0) from the first due time
+    window: float  # seconds; recurring slots scheduled in it are counted
+    after: float  # the kill, seconds after the first due time
+    sleep: float = 0.0  # each run sleeps this long before recording itself
+
+    def describe(self) -> str:
+        text = f"{self.oneshots:,} one-shots due evenly over {self.span:g} s"
+        if self.every:
+            text += f" + {self.every} jobs every 1 s for {self.window:g} s"
+        if self.sleep:
+            text += f", each run {self.sleep * 1000:.0f} ms long"
+        return f"{text}; one node SIGKILLed from {self.after:g} s in"
+
+
+KILLS = (
+    KillLoad("busy", 5000, 10.0, 20, 20.0, 3.0),
+    KillLoad("quiet", 2000, 60.0, 0, 60.0, 10.0, sleep=0.2),
+)
+QUICK_KILLS = (
+    KillLoad("busy", 1000, 4.0, 20, 8.0, 2.0),
+    KillLoad("quiet", 600, 20.0, 0, 20.0, 10.0, sleep=0.2),
+)
+
+
+def kill(lab: Lab, tree: Tree, load: KillLoad) -> KillResult:
+    """One fault run on 3 nodes: what was lost, run twice, and how fast it recovered.
+
+    One-shots: run once; run twice; "in flight" when never run but started on the killed
+    node (the store recorded its start: at-most-once, the default delivery, gives such a
+    run up as ``abandoned`` by design); "lost" when never started anywhere. Recurring
+    slots of the window: missing or recorded twice. The killed node's claims that had
+    not started must run on a survivor: how many did, and the latest start after the
+    kill. The longest wait: over the slots due before the window's end and started
+    after the kill, the longest from the kill (or the due time, if later) to the start.
+    """
+    first = lab.lead(load.oneshots + load.every)
+    end = first + load.window
+    rows, info = lab.run(
+        tree,
+        3,
+        first=first,
+        oneshots=(load.span, load.oneshots),
+        every=load.every,
+        fault=Fault(first + load.after, end),
+        sleep=load.sleep,
+    )
+    k: Killed = info["killed"]
+    r = KillResult(late=info["late"], owner=k.owner, held=k.held, lease=k.lease)
+    r.freed, r.gave_up, r.oneshots, r.killed_at = k.freed, k.gave_up, load.oneshots, k.at - first
+    r.unstarted = sum(1 for c in k.claims if c[3] is None)
+    r.started = len(k.claims) - r.unstarted
+    by_slot: dict[tuple[str, float], list[Row]] = {}
+    for row in rows:
+        by_slot.setdefault((row[0], row[1]), []).append(row)
+    r.dups = sum(len(v) - 1 for v in by_slot.values())
+    ran: dict[str, int] = {}
+    for row in rows:
+        if row[0].startswith("once"):
+            ran[row[0]] = ran.get(row[0], 0) + 1
+    in_flight = {c[1] for c in k.claims if c[3] is not None}
+    for i in range(load.oneshots):
+        job = f"once{i:06}"
+        count = ran.get(job, 0)
+        if count == 1:
+            r.once += 1
+        elif count > 1:
+            r.twice += 1
+        elif job in in_flight or k.outcomes.get(job) == "abandoned":
+            r.in_flight += 1
+        else:
+            r.lost += 1
+    # A started claim of the killed node that also ran on a survivor: at-most-once broken.
+    for _, job, scheduled, started in k.claims:
+        again = [x for x in by_slot.get((job, scheduled), []) if x[3] != k.owner]
+        if started is not None and again:
+            r.again += 1
+            log(f"[{tree.name}] {job} at {scheduled:.3f} was started on {k.owner} and ran again")
+        if started is None and again:
+            r.rerun += 1
+            late = min(x[2] for x in again) - k.at
+            r.recovery = late if math.isnan(r.recovery) else max(r.recovery, late)
+    slots: dict[tuple[str, int], int] = {}
+    for job, scheduled, *_ in rows:
+        step = round(scheduled - first)
+        if job.startswith("every") and scheduled < end - 1e-6:
+            if abs(scheduled - first - step) > 1e-3 or step < 0:
+                r.off_grid += 1
+            else:
+                slots[job, step] = slots.get((job, step), 0) + 1
+    r.slots = load.every * math.ceil(load.window)
+    r.missing = r.slots - len(slots)
+    started_slots = {
+        (job, round(scheduled - first))
+        for _, job, scheduled, started in k.claims
+        if started is not None and job.startswith("every")
+    }
+    r.missing_in_flight = sum(
+        1
+        for j in range(load.every)
+        for step in range(math.ceil(load.window))
+        if (f"every{j:03}", step) in started_slots and (f"every{j:03}", step) not in slots
+    )
+    r.doubled = sum(1 for c in slots.values() if c > 1)
+    for (_, scheduled), runs in by_slot.items():
+        start = min(x[2] for x in runs)
+        if scheduled < end and start > k.at:
+            waited = start - max(scheduled, k.at)
+            r.wait = waited if math.isnan(r.wait) else max(r.wait, waited)
+    log(
+        f"[{tree.name}] kill {load.name}: killed {k.owner}"
+        f"{'' if k.held else ' (it held no claim)'} {k.at - first:.2f} s in holding"
+        f" {r.unstarted} unstarted + {r.started} started claims; one-shots once {r.once},"
+        f" lost {r.lost}, in flight {r.in_flight}, twice {r.twice}; recurring slots"
+        f" missing {r.missing} ({r.missing_in_flight} in flight), doubled {r.doubled} of"
+        f" {r.slots}; dups {r.dups};"
+        f" claims freed {r.freed:.2f} s after the kill; unstarted re-run {r.rerun}"
+        f" (last {r.recovery:.2f} s); longest wait {r.wait:.2f} s; lease {k.lease:g} s"
+        f"{f'; gave up with {k.gave_up} one-shots pending' if k.gave_up else ''}"
+        f"{' LATE' if r.late else ''}"
+    )
+    outcomes: dict[str, int] = {}
+    for job, outcome in k.outcomes.items():
+        if not ran.get(job):
+            outcomes[str(outcome)] = outcomes.get(str(outcome), 0) + 1
+    if outcomes:
+        log(f"[{tree.name}]   store's last outcome of the one-shots that never ran: {outcomes}")
+    warnings = info.get("warnings", [])
+    for line in warnings[:3]:
+        log(f"[{tree.name}]   node log: {line}")
+    if len(warnings) > 3:
+        log(f"[{tree.name}]   ... {len(warnings) - 3} more node log lines")
+    return r
+
+
 def _report(tree: Tree, what: str, r: Result, info: dict[str, Any]) -> None:
     figures = (
         f"{r.runs} runs, {r.dups} dups, {r.per_s:.0f} runs/s, delay p50/p99/max"
@@ -516,13 +826,25 @@ def table(
     bursts: dict[tuple[str, int], Result],
     steadies: dict[str, Result],
     idles: dict[str, tuple[Result, Result]],
+    kills: dict[tuple[str, str], KillResult],
     args: argparse.Namespace,
 ) -> None:
-    """Print the figures of both trees side by side (markdown tables)."""
+    """Print the figures of both trees side by side (markdown tables), per workload run."""
     names = [t.name for t in trees]
-    both = len(trees) == 2
-    # Commits of a node's start-up and shutdown (3 nodes that stop as soon as they are
-    # ready), and of an idle node per second (3 nodes idle --idle seconds longer).
+    if bursts:
+        burst_table(names, bursts, idles, args)
+    if steadies:
+        steady_table(names, steadies, args)
+    if idles:
+        idle_table(names, idles, args)
+    if kills:
+        kill_table(names, kills, args)
+
+
+def _idle_figures(
+    names: list[str], idles: dict[str, tuple[Result, Result]], seconds: float
+) -> tuple[dict[str, float | None], dict[str, float | None]]:
+    """Commits of a node's start-up and shutdown, and of an idle node per second."""
     fixed: dict[str, float | None] = {}
     rate: dict[str, float | None] = {}
     for name in names:
@@ -531,11 +853,24 @@ def table(
         rate[name] = (
             None
             if short.commits is None or long.commits is None
-            else (long.commits - short.commits) / args.idle
+            else (long.commits - short.commits) / seconds
         )
+    return fixed, rate
+
+
+def burst_table(
+    names: list[str],
+    bursts: dict[tuple[str, int], Result],
+    idles: dict[str, tuple[Result, Result]],
+    args: argparse.Namespace,
+) -> None:
+    both = len(names) == 2
+    # Commits of a node's start-up and shutdown (3 nodes that stop as soon as they are
+    # ready), and of an idle node per second (3 nodes idle --idle seconds longer).
+    fixed, _ = _idle_figures(names, idles, args.idle) if idles else ({}, {})
 
     def per_run(name: str, nodes: int) -> str:
-        r, f = bursts[name, nodes], fixed[name]
+        r, f = bursts[name, nodes], fixed.get(name)
         if r.commits is None or f is None or not r.runs:
             return "-"
         return f"{(r.commits - nodes * f) / r.runs:.2f}"
@@ -569,6 +904,10 @@ def table(
         "started no run while runs waited. commits/run: the jobs database's xact_commit over\n"
         "the nodes' lives, minus their start-up and shutdown (below), divided by the runs."
     )
+
+
+def steady_table(names: list[str], steadies: dict[str, Result], args: argparse.Namespace) -> None:
+    both = len(names) == 2
     print()
     print(
         f"steady: {args.steady:,} one-shots due evenly over {args.seconds:g} s + {args.every}"
@@ -597,12 +936,74 @@ def table(
         "delay: start minus scheduled. node gap, runs waiting: the longest any node started\n"
         "no run while some run was due and not started; node gap: ... started no run at all."
     )
+
+
+def idle_table(
+    names: list[str], idles: dict[str, tuple[Result, Result]], args: argparse.Namespace
+) -> None:
+    fixed, rate = _idle_figures(names, idles, args.idle)
     print()
     print(f"idle: 3 nodes, 10 jobs due in an hour, {args.idle:g} s")
     print("| tree | commits/s, 3 idle nodes | commits per node start-up + shutdown |")
     print("| --- | ---: | ---: |")
     for name in names:
         print(f"| {name} | {_c(rate[name])} | {_c(fixed[name], 1)} |")
+
+
+def kill_table(
+    names: list[str], kills: dict[tuple[str, str], KillResult], args: argparse.Namespace
+) -> None:
+    loads = [load for load in args.kill_loads if (names[0], load.name) in kills]
+    leases = sorted({f"{r.lease:g} s" for r in kills.values()})
+    print()
+    print(
+        f"kill: 3 nodes, one SIGKILLed; every job at the defaults (at-most-once, overlap and"
+        f" missed 'skip'); lease {' / '.join(leases)}, the DurableScheduler default"
+    )
+    for load in loads:
+        print(f"  {load.name}: {load.describe()}")
+    print(
+        "| workload | tree | killed at | its claims, unstarted + started | one-shots run once"
+        " | lost | lost in flight (at-most-once) | run twice | recurring slots missing /"
+        " doubled | killed node's claims freed | its unstarted claims re-run, last"
+        " | longest wait after the kill |"
+    )
+    print("| --- | --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: |")
+    for load in loads:
+        for name in names:
+            r = kills[name, load.name]
+            tree = f"{name}{' (late)' if r.late else ''}"
+            recurring = "-"
+            if r.slots:
+                flight = f" ({r.missing_in_flight} in flight)" if r.missing_in_flight else ""
+                recurring = f"{r.missing}{flight} / {r.doubled} of {r.slots:,}"
+            rerun = f"{r.rerun} of {r.unstarted}" + (f", {_s(r.recovery)}" if r.rerun else "")
+            print(
+                f"| {load.name} | {tree} | {_s(r.killed_at)} | {r.unstarted} + {r.started}"
+                f"{'' if r.held else ' (held none)'} | {r.once:,} of {r.oneshots:,} | {r.lost}"
+                f" | {r.in_flight} | {r.twice} | {recurring} | {_s(r.freed)} | {rerun}"
+                f" | {_s(r.wait)} |"
+            )
+    print(
+        "killed at: seconds after the first due time. From the workload's moment on, the kill\n"
+        "waits up to 1 s for a node holding a claim not yet started (the most such claims\n"
+        "wins); then it takes the node holding the most claims.\n"
+        "lost: never started anywhere. lost in flight: recorded started on the killed node,\n"
+        "which died before the run wrote its row; given up as 'abandoned', by design of\n"
+        "at-most-once delivery (so are missing recurring slots 'in flight'). claims freed:\n"
+        "from the kill until the killed node held no claim. re-run: its claims that had not\n"
+        "started, run on a survivor; the last one's start after the kill. longest wait: over\n"
+        "slots due in the window and started after the kill, the longest from the kill (or\n"
+        "the due time, if later) to the start. (late): the nodes were ready only after the\n"
+        "first due time (a slow start on a loaded machine), so they began with work due."
+    )
+    bad = {key: r for key, r in kills.items() if r.dups or r.again or r.off_grid or r.gave_up}
+    for (name, workload), r in sorted(bad.items()):
+        print(
+            f"!! {name} {workload}: {r.dups} slots recorded twice, {r.again} started runs"
+            f" run again, {r.off_grid} recurring runs off the grid, {r.gave_up} one-shots"
+            " still pending when the wait ended"
+        )
 
 
 def main() -> None:
@@ -617,11 +1018,21 @@ def main() -> None:
         "--baseline", default="4dc0735", help="git ref of the old tree ('none': new only)"
     )
     parser.add_argument("--new", default=None, help="git ref of the new tree (default: src/)")
+    parser.add_argument(
+        "--workloads",
+        nargs="+",
+        choices=WORKLOADS,
+        default=list(WORKLOADS),
+        help="which workloads to run (default: all)",
+    )
     parser.add_argument("--quick", action="store_true", help="small sizes: a smoke run")
     args = parser.parse_args()
     sys.stdout.reconfigure(line_buffering=True)  # type: ignore[union-attr]
+    args.kill_loads = KILLS
     if args.quick:
         args.burst, args.steady, args.seconds, args.idle = 400, 200, 4.0, 3.0
+        args.kill_loads = QUICK_KILLS
+    chosen = set(args.workloads)
     warm = max(50, min(500, args.burst // 10))
     trees: list[Tree] = []
     keeper = None
@@ -650,18 +1061,28 @@ def main() -> None:
                 burst(lab, tree, 2, warm)  # warm-up: discarded
             order = list(trees)
             bursts: dict[tuple[str, int], Result] = {}
-            for nodes in args.nodes:
-                for tree in order:
-                    bursts[tree.name, nodes] = burst(lab, tree, nodes, args.burst)
-                order.reverse()
             steadies: dict[str, Result] = {}
-            for tree in order:
-                steadies[tree.name] = steady(lab, tree, args.steady, args.seconds, args.every)
-            order.reverse()
             idles: dict[str, tuple[Result, Result]] = {}
-            for tree in order:
-                idles[tree.name] = idle(lab, tree, args.idle)
-            table(trees, bursts, steadies, idles, args)
+            kills: dict[tuple[str, str], KillResult] = {}
+            if "burst" in chosen:
+                for nodes in args.nodes:
+                    for tree in order:
+                        bursts[tree.name, nodes] = burst(lab, tree, nodes, args.burst)
+                    order.reverse()
+            if "steady" in chosen:
+                for tree in order:
+                    steadies[tree.name] = steady(lab, tree, args.steady, args.seconds, args.every)
+                order.reverse()
+            if "idle" in chosen:
+                for tree in order:
+                    idles[tree.name] = idle(lab, tree, args.idle)
+                order.reverse()
+            if "kill" in chosen:
+                for load in args.kill_loads:
+                    for tree in order:
+                        kills[tree.name, load.name] = kill(lab, tree, load)
+                    order.reverse()
+            table(trees, bursts, steadies, idles, kills, args)
         finally:
             lab.close()
     finally:
