@@ -10,6 +10,7 @@ test sleeps.
 from __future__ import annotations
 
 import math
+import time
 from collections.abc import Callable
 from typing import Any
 
@@ -23,17 +24,20 @@ from tickwork.stores import (
     CronSchedule,
     EverySchedule,
     Finish,
+    GivenUp,
     JobNotFoundError,
     JobSpec,
     JobState,
     LastRun,
+    SlotLedger,
+    SlotRecord,
     Start,
     Store,
     StoreError,
     Upsert,
 )
 
-OpenStore = Callable[[], Store]
+OpenStore = Callable[..., Store]
 
 LEASE = 30.0
 
@@ -783,6 +787,190 @@ class StoreContract:
         state = store.get("job")
         assert state is not None and [x.started for x in state.claims] == [None]
         assert state.last_run is None
+
+    # -- the slot ledger ----------------------------------------------------------------
+
+    def test_a_finished_run_writes_one_ledger_entry(self, store: Store) -> None:
+        assert isinstance(store, SlotLedger)
+        store.upsert(spec(), 100.0)
+        (c,) = claim(store, 100.25)
+        assert store.start(c, started=100.5)
+        assert store.finish(c, outcome="failed", ended=102.0, error="boom")
+        (e,) = store.history()
+        assert e == SlotRecord(
+            e.seq, "job", 100.0, "failed", 1, "schedule", 100.25, 100.5, 102.0, "A", 1, "boom"
+        )
+        assert (e.lateness, e.duration) == (0.5, 1.5)
+        assert e.to_dict()["scheduled"] == "1970-01-01T00:01:40.000Z"
+        assert e.to_dict()["lateness_seconds"] == 0.5
+
+    def test_a_batch_writes_an_entry_per_finish_and_none_for_a_slot_handed_back(
+        self, store: Store
+    ) -> None:
+        assert isinstance(store, BatchRecorder) and isinstance(store, SlotLedger)
+        for name in ("a", "b", "c"):
+            store.upsert(spec(name), 100.0)
+        a, b, c = claim(store, 100.0)
+        assert store.record(
+            [Start(a, 100.1), Start(b, 100.1)],
+            [
+                Finish(a, "ok", 101.0, output="line 1\nline 2"),
+                Finish(b, "failed", 101.0, "bad"),
+                Finish(c, "cancelled", 101.0),  # never started: handed back, not ended
+            ],
+        ) == ([True, True], [True, True, True])
+        entries = store.history()
+        assert [(e.job_id, e.outcome, e.output) for e in entries] == [
+            ("b", "failed", None),
+            ("a", "ok", "line 1\nline 2"),
+        ]
+        assert entries[0].seq > entries[1].seq
+        (retry,) = claim(store, 102.0, owner="B", advance=never)
+        assert retry.job_id == "c" and retry.retry
+        assert store.finish(retry, outcome="missed", ended=102.0)
+        assert [(e.job_id, e.outcome, e.node) for e in store.history(limit=1)] == [
+            ("c", "missed", "B")
+        ]
+
+    def test_slots_a_claim_gives_up_are_written_by_the_claim(self, store: Store) -> None:
+        assert isinstance(store, SlotLedger)
+        store.upsert(spec("late"), 100.0)
+        store.upsert(spec("on-time"), 150.0)
+        asked: list[str] = []
+
+        def given_up(state: JobState) -> GivenUp | None:
+            asked.append(state.id)
+            return GivenUp("missed", 110.0, 4) if state.id == "late" else None
+
+        claims = store.claim_due(
+            150.0,
+            owner="A",
+            lease_seconds=LEASE,
+            limit=10,
+            advance=grid,
+            given_up=given_up,
+        )
+        assert sorted(c.job_id for c in claims) == ["late", "on-time"]
+        assert sorted(asked) == ["late", "on-time"]
+        (e,) = store.history()
+        assert (e.job_id, e.outcome, e.scheduled, e.slots, e.claimed, e.started, e.ended) == (
+            "late",
+            "missed",
+            110.0,
+            4,
+            150.0,
+            None,
+            150.0,
+        )
+        assert e.node == "A"
+
+    def test_a_bad_given_up_result_claims_nothing(self, store: Store) -> None:
+        assert isinstance(store, SlotLedger)
+        store.upsert(spec(), 100.0)
+        with pytest.raises(TypeError, match="given_up\\(\\) must return a GivenUp or None"):
+            store.claim_due(
+                100.0,
+                owner="A",
+                lease_seconds=LEASE,
+                limit=10,
+                advance=grid,
+                given_up=lambda state: ("missed", 1),  # type: ignore[arg-type,return-value]
+            )
+        state = store.get("job")
+        assert state is not None and state.claims == () and state.next_run == 100.0
+        assert store.history() == []
+
+    @pytest.mark.parametrize("delivery", ["at_most_once", "at_least_once"])
+    def test_a_lost_started_run_is_an_abandoned_attempt(self, store: Store, delivery: str) -> None:
+        assert isinstance(store, SlotLedger)
+        store.upsert(spec(schedule=AtSchedule(100.0), delivery=delivery), 100.0)
+        (c,) = claim(store, 100.0, advance=once)
+        assert store.start(c, started=100.5)
+        store.recover_expired(100.0 + LEASE)
+        (lost,) = store.history()
+        assert (lost.outcome, lost.started, lost.ended, lost.node, lost.attempt) == (
+            "abandoned",
+            100.5,
+            None,
+            "A",
+            1,
+        )
+        assert lost.error is not None and "'A'" in lost.error
+        if delivery == "at_least_once":
+            (again,) = claim(store, 140.0, owner="B", advance=never)
+            assert store.start(again, started=140.0)
+            assert store.finish(again, outcome="ok", ended=141.0)
+            latest = store.history(limit=1)[0]
+            assert (latest.outcome, latest.attempt, latest.node) == ("ok", 2, "B")
+
+    def test_a_lost_claim_that_never_started_writes_nothing(self, store: Store) -> None:
+        assert isinstance(store, SlotLedger)
+        store.upsert(spec(), 100.0)
+        claim(store, 100.0)
+        assert [r.action for r in store.recover_expired(100.0 + LEASE)] == ["released"]
+        assert store.history() == []
+
+    def test_history_filters_and_pages(self, store: Store) -> None:
+        assert isinstance(store, SlotLedger)
+        store.upsert(spec("a", schedule=EverySchedule(10)), 100.0)
+        store.upsert(spec("b", schedule=EverySchedule(10)), 100.0)
+        for now in (100.0, 110.0, 120.0):
+            for c in claim(store, now, advance=step_one):
+                outcome = "ok" if (c.job_id, now) != ("b", 110.0) else "failed"
+                assert store.finish(c, outcome=outcome, ended=now + 1)  # type: ignore[arg-type]
+        everything = store.history()
+        assert len(everything) == 6
+        assert [e.seq for e in everything] == sorted((e.seq for e in everything), reverse=True)
+        assert [e.scheduled for e in store.history("a")] == [120.0, 110.0, 100.0]
+        assert [(e.job_id, e.scheduled) for e in store.history(outcome="failed")] == [("b", 110.0)]
+        assert {e.scheduled for e in store.history(since=110.0)} == {110.0, 120.0}
+        _, second = store.history(limit=2)
+        page = store.history(before=second.seq, limit=10)
+        assert [e.seq for e in page] == [e.seq for e in everything[2:]]
+        assert store.history("nobody") == []
+
+    @pytest.mark.parametrize(
+        ("kw", "error", "match"),
+        [
+            ({"limit": 0}, ValueError, "limit"),
+            ({"outcome": "fine"}, ValueError, "outcome must be one of"),
+            ({"since": float("nan")}, ValueError, "since"),
+            ({"before": "7"}, TypeError, "before must be an int"),
+            ({"job_id": ""}, ValueError, "job"),
+        ],
+    )
+    def test_history_refuses_bad_arguments(
+        self, store: Store, kw: dict[str, Any], error: type[Exception], match: str
+    ) -> None:
+        assert isinstance(store, SlotLedger)
+        with pytest.raises(error, match=match):
+            store.history(**kw)
+
+    def test_pruning_keeps_the_newest_entries_per_job_and_drops_old_ones(
+        self, open_store: OpenStore
+    ) -> None:
+        store = open_store(history_keep=3, history_days=1.0)
+        assert isinstance(store, SlotLedger)
+        store.upsert(spec("a", schedule=EverySchedule(10)), 100.0)
+        store.upsert(spec("b", schedule=EverySchedule(10)), 100.0)
+        for k in range(5):
+            for c in claim(store, 100.0 + 10 * k, advance=step_one):
+                if c.job_id == "a" or k == 0:
+                    assert store.finish(c, outcome="ok", ended=101.0 + 10 * k)
+        # b's one entry is young: only a's two oldest go
+        assert store.prune_history(time.time()) == 2
+        assert [e.scheduled for e in store.history("a")] == [140.0, 130.0, 120.0]
+        assert len(store.history("b")) == 1
+        assert store.prune_history(time.time()) == 0  # nothing written since
+        # two days on, everything is older than history_days
+        assert store.prune_history(time.time() + 2 * 86400) == 4
+        assert store.history() == []
+
+    def test_retention_arguments_are_checked(self, open_store: OpenStore) -> None:
+        with pytest.raises(ValueError, match="history_keep must be an int >= 1 or None, got 0"):
+            open_store(history_keep=0)
+        with pytest.raises(ValueError, match="history_days"):
+            open_store(history_days=-1.0)
 
     # -- durability -------------------------------------------------------------------
 

@@ -590,6 +590,53 @@ def test_the_demo_shows_every_kind_of_job_it_announces(tmp_path: Path) -> None:
         timeout=60,
         check=True,
     ).stdout
+    # The slot ledger of the same run, through `tickwork history`.
+    history = json.loads(
+        subprocess.run(
+            [
+                sys.executable,
+                "-m",
+                "tickwork",
+                "history",
+                "-f",
+                str(example),
+                "--state",
+                str(state),
+                "--limit",
+                "1000",
+                "--json",
+            ],
+            capture_output=True,
+            text=True,
+            timeout=60,
+            check=True,
+        ).stdout
+    )
+    seen = {(e["job"], e["outcome"]) for e in history}
+    assert {("rotate-logs", "ok"), ("probe-api", "failed"), ("slow-sync", "skipped")} <= seen
+    assert all(e["id"].startswith("housekeeping/") for e in history)
+    failed = next(e for e in history if e["job"] == "probe-api")
+    assert failed["error"] and failed["node"] and failed["lateness_seconds"] is not None
+    probe = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "tickwork",
+            "history",
+            "probe-api",
+            "-f",
+            str(example),
+            "--state",
+            str(state),
+            "--outcome",
+            "failed",
+        ],
+        capture_output=True,
+        text=True,
+        timeout=60,
+        check=True,
+    ).stdout.splitlines()
+    assert probe and all("  probe-api  failed  " in line for line in probe[::2]), probe
     after = listing.split("\nweekday-digest\n", 1)[1].splitlines()
     ends = [i for i, line in enumerate(after) if not line.startswith(" ")]
     digest = "\n".join(after[: ends[0] if ends else len(after)])

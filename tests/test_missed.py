@@ -23,6 +23,7 @@ from tickwork.stores import (
     Claim,
     CronSchedule,
     EverySchedule,
+    GivenUp,
     JobSpec,
     JobState,
     LastRun,
@@ -57,15 +58,25 @@ CASES: list[tuple[str, dict[str, Any], float, Decision]] = [
     ("on time exactly at the slot", {}, 100.0, Decision("run", 110.0)),
     ("on time, late but no grace", {}, 109.9, Decision("run", 110.0)),
     # behind by whole slots (100, 110, 120, 130 passed at 135)
-    ("skip: go to the next slot after now", {}, 135.0, Decision("missed", 140.0, missed=4)),
-    ("once: one catch-up, back on the grid", {"missed": "once"}, 135, Decision("run", 140.0, 3)),
+    (
+        "skip: go to the next slot after now",
+        {},
+        135.0,
+        Decision("missed", 140.0, missed=4, given_up=GivenUp("missed", 110.0, 3)),
+    ),
+    (
+        "once: one catch-up, back on the grid",
+        {"missed": "once"},
+        135,
+        Decision("run", 140.0, 3, given_up=GivenUp("missed", 110.0, 3)),
+    ),
     ("all: replay the oldest first", {"missed": "all"}, 135.0, Decision("run", 110.0)),
     ("all: the last replay", {"missed": "all", "next_run": 130.0}, 135.0, Decision("run", 140.0)),
     (
         "all: over the cap drops the oldest",
         {"missed": "all", "missed_cap": 2},
         135.0,
-        Decision("missed", 120.0, missed=2, capped=True),
+        Decision("missed", 120.0, missed=2, capped=True, given_up=GivenUp("missed", 110.0, 1)),
     ),
     ("all: at the cap replays", {"missed": "all", "missed_cap": 4}, 135.0, Decision("run", 110.0)),
     # grace: a late run beyond it counts as missed
@@ -106,13 +117,13 @@ CASES: list[tuple[str, dict[str, Any], float, Decision]] = [
         "overlap skip",
         {"last": ran(95, 125), "next_run": 110.0},
         126.0,
-        Decision("skipped", 130.0, skipped=2),
+        Decision("skipped", 130.0, skipped=2, given_up=GivenUp("skipped", 120.0, 1)),
     ),
     (
         "overlap queue: one run, the rest skipped",
         {"last": ran(95, 125), "overlap": "queue", "next_run": 110.0},
         126.0,
-        Decision("run", 130.0, skipped=1),
+        Decision("run", 130.0, skipped=1, given_up=GivenUp("skipped", 120.0, 1)),
     ),
     (
         "overlap allow ignores the last run",
@@ -138,13 +149,13 @@ CASES: list[tuple[str, dict[str, Any], float, Decision]] = [
         "cron skip after an hour down",
         {"schedule": CRON5, "next_run": T0},
         T0 + 3610,
-        Decision("missed", T0 + 3900, missed=13),
+        Decision("missed", T0 + 3900, missed=13, given_up=GivenUp("missed", T0 + 300, 12)),
     ),
     (
         "cron once after an hour down",
         {"schedule": CRON5, "next_run": T0, "missed": "once"},
         T0 + 3610,
-        Decision("run", T0 + 3900, missed=12),
+        Decision("run", T0 + 3900, missed=12, given_up=GivenUp("missed", T0 + 300, 12)),
     ),
     (
         "cron all replays the next slot",
@@ -156,7 +167,9 @@ CASES: list[tuple[str, dict[str, Any], float, Decision]] = [
         "cron all over the cap: the newest 5 of 13",
         {"schedule": CRON5, "next_run": T0, "missed": "all", "missed_cap": 5},
         T0 + 3610,
-        Decision("missed", T0 + 8 * 300, missed=8, capped=True),
+        Decision(
+            "missed", T0 + 8 * 300, missed=8, capped=True, given_up=GivenUp("missed", T0 + 300, 7)
+        ),
     ),
 ]
 
@@ -182,8 +195,15 @@ def test_huge_downtime_is_counted_with_a_limit() -> None:
     d = decide(state(CronSchedule("* * * * *"), next_run=T0), T0 + year)
     assert d.action == "missed" and d.missed == COUNT_LIMIT
     assert d.next_run == T0 + year + 60  # T0 + year is itself a minute boundary
+    assert d.given_up == GivenUp("missed", T0 + 60, COUNT_LIMIT - 1)  # "at least" so many
     d = decide(state(CronSchedule("* * * * *"), next_run=T0, missed="all", missed_cap=3), T0 + year)
-    assert d == Decision("missed", T0 + year - 120, missed=COUNT_LIMIT - 3, capped=True)
+    assert d == Decision(
+        "missed",
+        T0 + year - 120,
+        missed=COUNT_LIMIT - 3,
+        capped=True,
+        given_up=GivenUp("missed", T0 + 60, COUNT_LIMIT - 4),
+    )
 
 
 def test_the_next_slot_is_strictly_after_now_despite_rounding() -> None:

@@ -31,10 +31,10 @@ def test_public_surface_is_pinned() -> None:
     assert tickwork.stores.__all__ == [
         "DELIVERIES", "KEEP", "MISSED_POLICIES", "OUTCOMES", "OVERLAP_POLICIES", "SPEC_VERSION",
         "Advance", "AtSchedule", "BatchRecorder", "ChangeNotifier", "Claim", "CronSchedule",
-        "Delivery", "EverySchedule", "Finish", "JobNotFoundError", "JobSpec", "JobSpecError",
-        "JobState", "Keep", "LastRun", "Missed",
+        "Delivery", "EverySchedule", "Finish", "GiveUp", "GivenUp", "JobNotFoundError", "JobSpec",
+        "JobSpecError", "JobState", "Keep", "LastRun", "Missed",
         "Outcome", "Overlap", "Recovered", "Schedule", "SchemaVersionError", "SessionLiveness",
-        "Start", "StartNow", "Store", "StoreClock",
+        "SlotLedger", "SlotRecord", "Start", "StartNow", "Store", "StoreClock",
         "StoreError", "TickworkError", "Upsert", "resolve_func", "schedule_from_dict",
         "spec_from_json", "spec_to_json",
     ]  # fmt: skip

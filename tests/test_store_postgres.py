@@ -40,11 +40,11 @@ from .store_contract import StoreContract, claim, once, spec  # noqa: E402
 
 class TestPostgresContract(StoreContract):
     @pytest.fixture
-    def open_store(self, pg_dsn: str, pg_schema: str) -> Iterator[Callable[[], Store]]:
+    def open_store(self, pg_dsn: str, pg_schema: str) -> Iterator[Callable[..., Store]]:
         opened: list[PostgresStore] = []
 
-        def open_store() -> Store:
-            opened.append(PostgresStore(pg_dsn, schema=pg_schema))
+        def open_store(**kw: Any) -> Store:
+            opened.append(PostgresStore(pg_dsn, schema=pg_schema, **kw))
             return opened[-1]
 
         yield open_store
@@ -248,7 +248,7 @@ def test_a_version_1_schema_with_a_live_claim_migrates_and_recovers(
     monkeypatch.undo()
     store = open_pg()
     meta = dict(rows(pg_dsn, pg_schema, "SELECT key, value FROM tickwork_meta"))
-    assert meta["schema_version"] == str(len(pg_mod.MIGRATIONS)) == "3"
+    assert meta["schema_version"] == str(len(pg_mod.MIGRATIONS)) == "4"
     (old,) = store.get("job").claims  # type: ignore[union-attr]
     assert (old.token, old.owner, old.retry) == ("old-token", "dead", False)
     (r,) = store.recover_expired(130.0)
@@ -616,3 +616,25 @@ def test_record_does_not_wait_for_a_claim_in_progress(
     assert c.job_id == "next" and recorded == [([], [True])]
     done = store.get("done")
     assert done is not None and done.last_run is not None and done.last_run.outcome == "ok"
+
+
+def test_a_version_3_schema_gains_the_slot_ledger_and_keeps_everything(
+    open_pg: Callable[..., PostgresStore],
+    pg_schema: str,
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    # A schema from before the ledger (3) with a claim held: it survives the
+    # migration, and its finish writes the first entry.
+    monkeypatch.setattr(pg_mod, "MIGRATIONS", pg_mod.MIGRATIONS[:3])
+    old = open_pg()
+    old.upsert(spec(), 100.0)
+    (held,) = claim(old, 100.0)
+    assert old.start(held, started=100.5)
+    monkeypatch.undo()
+    store = open_pg()
+    state = store.get("job")
+    assert state is not None and [c.token for c in state.claims] == [held.token]
+    assert store.history() == []
+    assert store.finish(held, outcome="ok", ended=101.0)
+    (e,) = store.history()
+    assert (e.job_id, e.scheduled, e.started, e.ended, e.node) == ("job", 100.0, 100.5, 101.0, "A")

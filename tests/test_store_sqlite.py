@@ -14,6 +14,7 @@ import threading
 import time
 from collections.abc import Callable, Iterator
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -35,11 +36,11 @@ from .store_contract import FUNC, StoreContract, claim, once, spec
 
 class TestSQLiteContract(StoreContract):
     @pytest.fixture
-    def open_store(self, tmp_path: Path) -> Iterator[Callable[[], Store]]:
+    def open_store(self, tmp_path: Path) -> Iterator[Callable[..., Store]]:
         opened: list[SQLiteStore] = []
 
-        def open_store() -> Store:
-            opened.append(SQLiteStore(tmp_path / "jobs.db"))
+        def open_store(**kw: Any) -> Store:
+            opened.append(SQLiteStore(tmp_path / "jobs.db", **kw))
             return opened[-1]
 
         yield open_store
@@ -286,7 +287,7 @@ def test_a_version_1_file_with_a_live_claim_migrates_and_recovers(db: Path) -> N
         (again,) = claim(s, 130.0, "B", limit=1)
         assert (again.scheduled, again.retry, again.owner) == (100.0, True, "B")
     conn = raw(db)
-    assert conn.execute("PRAGMA user_version").fetchone()[0] == len(sqlite_mod.MIGRATIONS) == 4
+    assert conn.execute("PRAGMA user_version").fetchone()[0] == len(sqlite_mod.MIGRATIONS) == 5
     columns = [r[1] for r in conn.execute("PRAGMA table_info(claims)")]
     conn.close()
     assert columns[-1] == "retry"
@@ -487,3 +488,40 @@ def test_sigkill_at_each_point_of_a_run(
         if most == "abandoned":
             last = s.get("most").last_run  # type: ignore[union-attr]
             assert last is not None and last.outcome == "abandoned" and last.started == 100.0
+
+
+def test_a_version_4_file_gains_the_slot_ledger_and_keeps_everything(db: Path) -> None:
+    # A file of the schema before the ledger (4), with a job that ran and one claim
+    # held: both survive the migration, and the next finish writes the first entry.
+    conn = raw(db)
+    for step in sqlite_mod.MIGRATIONS[:4]:
+        step(conn)
+    conn.execute(f"PRAGMA application_id={APPLICATION_ID:d}")
+    conn.execute("PRAGMA user_version=4")
+    conn.execute(
+        "INSERT INTO jobs (id, spec, schedule, overlap, paused, next_run, last_scheduled,"
+        " last_started, last_ended, last_outcome) VALUES ('job', ?, '{}', 'skip', 0, 130.0,"
+        " 110.0, 110.5, 111.0, 'ok')",
+        (spec_to_json(spec()),),
+    )
+    conn.execute("INSERT INTO claims VALUES ('tok', 'job', 'A', 120.0, 120.0, 150.0, 120.5, 0)")
+    conn.commit()
+    conn.close()
+    with SQLiteStore(db) as s:
+        state = s.get("job")
+        assert state is not None and state.next_run == 130.0
+        assert state.last_run is not None and state.last_run.outcome == "ok"
+        (held,) = state.claims
+        assert s.history() == []
+        assert s.finish(held, outcome="ok", ended=121.0)
+        (e,) = s.history()
+        assert (e.job_id, e.scheduled, e.started, e.ended, e.node) == (
+            "job",
+            120.0,
+            120.5,
+            121.0,
+            "A",
+        )
+    conn = raw(db)
+    assert conn.execute("PRAGMA user_version").fetchone()[0] == 5
+    conn.close()

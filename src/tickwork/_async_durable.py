@@ -19,14 +19,16 @@ from __future__ import annotations
 
 import asyncio
 import concurrent.futures
+import functools
 from collections.abc import Awaitable, Callable, Coroutine, Iterable
 from concurrent.futures import Executor
+from datetime import datetime
 from types import TracebackType
 from typing import Any, Final
 
 from ._durable import DurableErrorHook, DurableScheduler, current_async_claim
 from ._scheduler import DEFAULT_MAX_ERRORS, Listener
-from .stores._model import Claim, JobSpec, JobState, Schedule, Upsert
+from .stores._model import Claim, JobSpec, JobState, Schedule, SlotRecord, Upsert
 from .stores._protocol import Store
 
 __all__ = ["AsyncDurableScheduler"]
@@ -176,6 +178,27 @@ class AsyncDurableScheduler:
     async def jobs(self) -> list[JobState]:
         """`DurableScheduler.jobs`, in a thread."""
         return await asyncio.to_thread(self._engine.jobs)
+
+    async def history(
+        self,
+        job_id: str | None = None,
+        *,
+        since: float | datetime | None = None,
+        outcome: str | None = None,
+        before: int | None = None,
+        limit: int = 100,
+    ) -> list[SlotRecord]:
+        """`DurableScheduler.history`, in a thread."""
+        return await asyncio.to_thread(
+            functools.partial(
+                self._engine.history,
+                job_id,
+                since=since,
+                outcome=outcome,
+                before=before,
+                limit=limit,
+            )
+        )
 
     # -- lifecycle -------------------------------------------------------------------
 

@@ -22,6 +22,7 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, TextIO
 
+from ._cli_history import failure_summary
 from ._config import Config, load_config
 from ._errors import ConfigError
 from ._schedules import parse_duration
@@ -168,6 +169,10 @@ def add_parsers(subparsers: Any) -> None:
     j.add_argument("--json", action="store_true", help="one JSON array, for machines")
     j.set_defaults(func=run_jobs)
 
+    from ._cli_history import add_parser as add_history
+
+    add_history(subparsers, _add_store_options)
+
 
 def daemon_config(args: argparse.Namespace) -> DaemonConfig:
     """The `DaemonConfig` that ``tickwork run``'s parsed options describe."""
@@ -260,6 +265,11 @@ def _lost_because(claim: Claim, now: float, host: str, live: set[str] | None = N
     return None
 
 
+def _seconds(text: str) -> float:
+    """POSIX seconds of an ISO 8601 text written by `_iso`."""
+    return datetime.fromisoformat(text.replace("Z", "+00:00")).timestamp()
+
+
 def _iso(ts: float | None) -> str | None:
     return None if ts is None else iso(ts, millis=True)
 
@@ -321,11 +331,12 @@ def run_jobs(
             live = store.live_owners(c.owner for s in states for c in s.claims if c.owner)
         # Leases are judged by the store's clock where it has one, as the daemons do.
         now = store.read_clock(time.time)[0] if isinstance(store, StoreClock) else time.time()
+        namespace = args.namespace or (default_namespace(args.file) if args.file else None)
+        if namespace is not None:
+            states = [s for s in states if owned(s, namespace)]
+        summaries = {s.id: failure_summary(store, s.id) for s in states}
     finally:
         store.close()
-    namespace = args.namespace or (default_namespace(args.file) if args.file else None)
-    if namespace is not None:
-        states = [s for s in states if owned(s, namespace)]
     rows: list[dict[str, Any]] = []
     seen: set[str] = set()
     host = socket.gethostname()
@@ -364,6 +375,7 @@ def run_jobs(
                 "last_ended": _iso(last.ended) if last else None,
                 "outcome": last.outcome if last else None,
                 "error": last.error if last else None,
+                **summaries[s.id],
                 "_next": s.next_run,
                 "_last": last,
                 "_running": running,
@@ -386,6 +398,8 @@ def run_jobs(
                         "last_ended": None,
                         "outcome": "not in the state yet",
                         "error": None,
+                        "last_success": None,
+                        "consecutive_failures": None,
                         "_next": None,
                         "_last": None,
                         "_running": [],
@@ -450,3 +464,9 @@ def _print_row(row: dict[str, Any], out: TextIO) -> None:
                 tail.insert(0, "...")
             for i, line in enumerate(tail):
                 print(f"  {'error' if i == 0 else '':<8}  {line}", file=out)
+        if row["last_success"] is not None or row["consecutive_failures"]:
+            success = row["last_success"]
+            shown = "never" if success is None else _when(_seconds(success))
+            print(f"  last ok   {shown}", file=out)
+        if row["consecutive_failures"]:
+            print(f"  failing   {row['consecutive_failures']} run(s) in a row", file=out)

@@ -34,6 +34,7 @@ from collections import deque
 from collections.abc import Awaitable, Callable, Iterable
 from concurrent.futures import Executor, ThreadPoolExecutor
 from dataclasses import replace
+from datetime import datetime
 from types import TracebackType
 
 from ._durable_base import (
@@ -64,11 +65,19 @@ from .stores._model import (
     JobSpec,
     JobState,
     Schedule,
+    SlotRecord,
     Upsert,
     check_job_id,
     resolve_func,
 )
-from .stores._protocol import BatchRecorder, ChangeNotifier, SessionLiveness, Store, StoreClock
+from .stores._protocol import (
+    BatchRecorder,
+    ChangeNotifier,
+    SessionLiveness,
+    SlotLedger,
+    Store,
+    StoreClock,
+)
 from .testing import watch_clock
 
 __all__ = ["DurableScheduler"]
@@ -218,6 +227,8 @@ class DurableScheduler(_Claiming):
         # Checked once: an isinstance against a runtime protocol costs microseconds,
         # too much for every step of the timing loop.
         self._batch: BatchRecorder | None = store if isinstance(store, BatchRecorder) else None
+        self._ledger: SlotLedger | None = store if isinstance(store, SlotLedger) else None
+        self._pruned = -math.inf  # wall time of the last ledger pruning
         self._recorder = Recorder(self._batch) if self._batch is not None else None
         self._lease = _positive("lease", lease)
         self._notifier = store if isinstance(store, ChangeNotifier) else None
@@ -409,6 +420,43 @@ class DurableScheduler(_Claiming):
     def jobs(self) -> list[JobState]:
         """Every stored job, ordered by id; finished one-shots stay with their last run."""
         return self._store.jobs()
+
+    def history(
+        self,
+        job_id: str | None = None,
+        *,
+        since: float | datetime | None = None,
+        outcome: str | None = None,
+        before: int | None = None,
+        limit: int = 100,
+    ) -> list[SlotRecord]:
+        """The slot ledger, newest entry first: how each slot of each job ended.
+
+        Every slot ends in exactly one entry (``ok``, ``failed``, ``missed``,
+        ``skipped``, ``abandoned``; slots given up together share one entry with its
+        ``slots`` count). See `tickwork.stores.SlotLedger` and docs/observability.md.
+
+        Args:
+            job_id: Only this job (``None``: all, removed jobs included until pruned).
+            since: Only slots due at or after this time (an aware datetime or POSIX
+                seconds).
+            outcome: Only entries with this outcome.
+            before: Only entries older than this ``seq`` (to page back).
+            limit: Most entries returned.
+
+        Raises:
+            TypeError: The store keeps no slot ledger.
+
+        """
+        if self._ledger is None:
+            raise TypeError(f"the store {self._store!r} keeps no slot ledger (no history())")
+        if isinstance(since, datetime):
+            if since.tzinfo is None:
+                raise ValueError(f"since must be an aware datetime or POSIX seconds, got {since!r}")
+            since = since.timestamp()
+        return self._ledger.history(
+            job_id, since=since, outcome=outcome, before=before, limit=limit
+        )
 
     @staticmethod
     def current_claim() -> Claim | None:

@@ -34,7 +34,7 @@ from ._storetime import StoreTime
 from .stores._model import (
     Claim,
 )
-from .stores._protocol import BatchRecorder, ChangeNotifier, Store
+from .stores._protocol import BatchRecorder, ChangeNotifier, SlotLedger, Store
 
 _log = logging.getLogger("tickwork.durable")
 
@@ -97,6 +97,8 @@ class _Engine:
     _store: Store
     _owner: str
     _batch: BatchRecorder | None
+    _ledger: SlotLedger | None
+    _pruned: float
     _recorder: Recorder | None
     _lease: float
     _notifier: ChangeNotifier | None

@@ -21,11 +21,15 @@ from .stores._errors import JobSpecError
 from .stores._model import (
     KEEP,
     Claim,
+    GivenUp,
     JobState,
     Outcome,
 )
 
 _log = logging.getLogger("tickwork.durable")
+
+#: Seconds between two prunings of the slot ledger, at most (only in quiet looks).
+_PRUNE_EVERY = 10.0
 
 
 class _Claiming(_Running):
@@ -54,6 +58,11 @@ class _Claiming(_Running):
                 decisions[state.id] = decision
                 return decision.next_run
 
+            def given_up(state: JobState) -> GivenUp | None:
+                return decisions[state.id].given_up
+
+            ledger = self._ledger
+
             batch = self._batch
             if batch is not None:
                 folded = 0
@@ -74,13 +83,33 @@ class _Claiming(_Running):
                     folded += 1
                     return True
 
-                claims = batch.claim_due(
+                if ledger is not None:  # a ledger store takes ``start`` too
+                    claims = ledger.claim_due(
+                        now,
+                        owner=self._owner,
+                        lease_seconds=lease,
+                        limit=free,
+                        advance=advance,
+                        start=start_now,
+                        given_up=given_up,
+                    )
+                else:
+                    claims = batch.claim_due(
+                        now,
+                        owner=self._owner,
+                        lease_seconds=lease,
+                        limit=free,
+                        advance=advance,
+                        start=start_now,
+                    )
+            elif ledger is not None:
+                claims = ledger.claim_due(
                     now,
                     owner=self._owner,
                     lease_seconds=lease,
                     limit=free,
                     advance=advance,
-                    start=start_now,
+                    given_up=given_up,
                 )
             else:
                 claims = store.claim_due(
@@ -107,6 +136,12 @@ class _Claiming(_Running):
         if claims and len(claims) == free:
             return 0.0  # a full batch: more may be due
         now = self._wall()
+        if not claims and self._ledger is not None and now - self._pruned >= _PRUNE_EVERY:
+            self._pruned = now  # a quiet look: trim the ledger (bounded work)
+            try:
+                self._ledger.prune_history(now)
+            except Exception:
+                _log.exception("cannot prune the slot ledger; trying again later")
         with self._lock:
             renew = min((r.renew_at for r in self._runs.values()), default=math.inf)
             full = len(self._runs) - self._ending >= self._capacity

@@ -25,7 +25,7 @@ from typing import Final, Literal
 from ._cron import CronExpression
 from ._schedules import At, Cron, Every, Once
 from ._timefmt import iso
-from .stores._model import JobState, Schedule
+from .stores._model import GivenUp, JobState, Schedule
 
 __all__ = [
     "CORRECTION",
@@ -72,6 +72,9 @@ class Decision:
     oldest (a warning is logged)."""
     error: str | None = None
     """Why no run time could be computed, for ``"failed"``."""
+    given_up: GivenUp | None = None
+    """The slots after the claimed one that this decision gives up (written to the slot
+    ledger by the claim); the claimed slot's own end is recorded when it finishes."""
 
 
 class _Grid:
@@ -232,18 +235,28 @@ def _decide(state: JobState, now: float, vanished: tuple[float, float] | None) -
         # kept it unclaimed until that run ended).
         if spec.overlap == "skip":
             during = grid.count(min(last.ended, now), COUNT_LIMIT)
-            return Decision("skipped", grid.after(last.ended), skipped=during)
+            return Decision(
+                "skipped",
+                grid.after(last.ended),
+                skipped=during,
+                given_up=_others(grid, "skipped", during - 1),
+            )
         # queue: this one slot runs now; others that passed meanwhile are skipped.
         upto = grid.after(now)
-        return Decision("run", upto, skipped=grid.count(now, COUNT_LIMIT) - 1)
+        others = grid.count(now, COUNT_LIMIT) - 1
+        return Decision("run", upto, skipped=others, given_up=_others(grid, "skipped", others))
 
     if following > now and not late:
         return Decision("run", following)  # on time
     passed = grid.count(now, COUNT_LIMIT)
     if spec.missed == "skip":
-        return Decision("missed", grid.after(now), missed=passed)
+        return Decision(
+            "missed", grid.after(now), missed=passed, given_up=_others(grid, "missed", passed - 1)
+        )
     if spec.missed == "once":
-        return Decision("run", grid.after(now), missed=passed - 1)
+        return Decision(
+            "run", grid.after(now), missed=passed - 1, given_up=_others(grid, "missed", passed - 1)
+        )
     cap = spec.missed_cap
     if passed > cap:
         # Replay only the newest `cap` slots; never stop the job (K8s's >100 rule did).
@@ -256,8 +269,19 @@ def _decide(state: JobState, now: float, vanished: tuple[float, float] | None) -
             cap,
             cap,
         )
-        return Decision("missed", grid.tail(now, cap), missed=passed - cap, capped=True)
+        return Decision(
+            "missed",
+            grid.tail(now, cap),
+            missed=passed - cap,
+            capped=True,
+            given_up=_others(grid, "missed", passed - cap - 1),
+        )
     return Decision("run", following if following <= now else grid.after(now))
+
+
+def _others(grid: _Grid, outcome: Literal["missed", "skipped"], n: int) -> GivenUp | None:
+    """The ``n`` slots after the claimed one, given up as ``outcome`` (None if none)."""
+    return GivenUp(outcome, grid.after(grid.s), n) if n > 0 else None
 
 
 def decide_retry(state: JobState, slot: float, now: float) -> Decision:

@@ -28,6 +28,8 @@ from ._model import CronSchedule as CronSchedule
 from ._model import Delivery as Delivery
 from ._model import EverySchedule as EverySchedule
 from ._model import Finish as Finish
+from ._model import GivenUp as GivenUp
+from ._model import GiveUp as GiveUp
 from ._model import JobSpec as JobSpec
 from ._model import JobState as JobState
 from ._model import Keep as Keep
@@ -37,6 +39,7 @@ from ._model import Outcome as Outcome
 from ._model import Overlap as Overlap
 from ._model import Recovered as Recovered
 from ._model import Schedule as Schedule
+from ._model import SlotRecord as SlotRecord
 from ._model import Start as Start
 from ._model import StartNow as StartNow
 from ._model import Upsert as Upsert
@@ -47,6 +50,7 @@ from ._model import spec_to_json as spec_to_json
 from ._protocol import BatchRecorder as BatchRecorder
 from ._protocol import ChangeNotifier as ChangeNotifier
 from ._protocol import SessionLiveness as SessionLiveness
+from ._protocol import SlotLedger as SlotLedger
 from ._protocol import Store as Store
 from ._protocol import StoreClock as StoreClock
 
@@ -66,6 +70,8 @@ __all__ = [
     "Delivery",
     "EverySchedule",
     "Finish",
+    "GiveUp",
+    "GivenUp",
     "JobNotFoundError",
     "JobSpec",
     "JobSpecError",
@@ -79,6 +85,8 @@ __all__ = [
     "Schedule",
     "SchemaVersionError",
     "SessionLiveness",
+    "SlotLedger",
+    "SlotRecord",
     "Start",
     "StartNow",
     "Store",

@@ -39,6 +39,8 @@ __all__ = [
     "Delivery",
     "EverySchedule",
     "Finish",
+    "GiveUp",
+    "GivenUp",
     "JobSpec",
     "JobState",
     "Keep",
@@ -49,6 +51,7 @@ __all__ = [
     "Recovered",
     "RecoveryAction",
     "Schedule",
+    "SlotRecord",
     "Start",
     "StartNow",
     "Upsert",
@@ -640,6 +643,8 @@ class Finish:
     """As `Store.finish`'s ``error``."""
     next_run: float | Keep | None = KEEP
     """As `Store.finish`'s ``next_run``."""
+    output: str | None = None
+    """The tail of the run's output, for the slot ledger (where the runner kept it)."""
 
 
 def check_start(value: object) -> Start:
@@ -662,6 +667,8 @@ def check_finish(value: object) -> Finish:
         raise TypeError(f"error must be a str or None, got {value.error!r}")
     if value.next_run is not KEEP:
         check_optional_time("next_run", value.next_run)
+    if value.output is not None and not isinstance(value.output, str):
+        raise TypeError(f"output must be a str or None, got {value.output!r}")
     return value
 
 
@@ -712,6 +719,102 @@ def abandoned_error(owner: str, lease_until: float, *, gone: bool = False) -> st
     if gone:
         return f"owner {owner!r} was gone (no live session or process) before the run ended"
     return f"lease of {owner!r} expired at {iso(lease_until, millis=True)} before the run ended"
+
+
+@dataclass(frozen=True, slots=True)
+class GivenUp:
+    """Slots given up together by one claim decision, beyond the claimed slot itself.
+
+    A job found behind (missed-run policy) or overlapping its own run (overlap policy)
+    gives up the slots that passed meanwhile in one decision; the claimed slot itself
+    ends by `Store.finish` like any other. These others are written to the slot ledger
+    by the claim's own transaction, as one entry.
+    """
+
+    outcome: Literal["missed", "skipped"]
+    """Why: the ``missed`` policy, or the ``overlap`` policy."""
+    scheduled: float
+    """The first of them (UTC POSIX seconds)."""
+    slots: int
+    """How many consecutive slots of the schedule, from ``scheduled`` on (counting stops
+    at ``tickwork._missed.COUNT_LIMIT``, 10,000)."""
+
+
+#: The caller's account of what a claim gave up, called by a `tickwork.stores.SlotLedger`
+#: store's ``claim_due(..., given_up=)`` as ``given_up(state)`` after ``advance`` for each
+#: newly claimed job: the slots to write to the ledger as given up, or ``None``.
+GiveUp: TypeAlias = Callable[[JobState], GivenUp | None]
+
+
+@dataclass(frozen=True, slots=True)
+class SlotRecord:
+    """One entry of the slot ledger: how a slot (or a run of given-up slots) ended.
+
+    Every slot of a durable job ends in exactly one entry: ``"ok"``, ``"failed"``,
+    ``"missed"`` (missed-run policy), ``"skipped"`` (overlap policy) or ``"abandoned"``
+    (its runner was lost); a slot run again after an ``"abandoned"`` attempt
+    (``at_least_once``) has one entry per attempt. Times are UTC POSIX seconds.
+    """
+
+    seq: int
+    """The entry's place in the ledger: larger is later (unique per store)."""
+    job_id: str
+    """The job."""
+    scheduled: float
+    """The slot's due time (the first slot, when ``slots`` > 1)."""
+    outcome: Outcome
+    """How it ended."""
+    slots: int = 1
+    """Consecutive slots this entry accounts for (> 1 only for given-up slots)."""
+    origin: str = "schedule"
+    """What caused the slot: ``"schedule"`` (its grid)."""
+    claimed: float | None = None
+    """When it was claimed, if it was."""
+    started: float | None = None
+    """When the run started, if it did."""
+    ended: float | None = None
+    """When the run ended or the slot was given up (``None``: its runner was lost)."""
+    node: str = ""
+    """The owner that claimed it (``host:pid:...``), or ``""``."""
+    attempt: int = 1
+    """1, or more for a slot re-run after an abandoned attempt."""
+    error: str | None = None
+    """Error text for ``"failed"`` and ``"abandoned"``; why, for a failed decision."""
+    output: str | None = None
+    """The tail of the run's output, where the runner kept it."""
+
+    @property
+    def lateness(self) -> float | None:
+        """Seconds from the due time to the start (``None`` if it never started)."""
+        return None if self.started is None else self.started - self.scheduled
+
+    @property
+    def duration(self) -> float | None:
+        """Seconds from the start to the end (``None`` unless both are known)."""
+        if self.started is None or self.ended is None:
+            return None
+        return self.ended - self.started
+
+    def to_dict(self) -> dict[str, Any]:
+        """The entry as JSON-ready data: times as ISO 8601 UTC text, plus seconds."""
+        out: dict[str, Any] = {
+            "seq": self.seq,
+            "job": self.job_id,
+            "scheduled": iso(self.scheduled, millis=True),
+            "outcome": self.outcome,
+            "slots": self.slots,
+            "origin": self.origin,
+        }
+        for name in ("claimed", "started", "ended"):
+            value = getattr(self, name)
+            out[name] = None if value is None else iso(value, millis=True)
+        out["lateness_seconds"] = self.lateness
+        out["duration_seconds"] = self.duration
+        out["node"] = self.node
+        out["attempt"] = self.attempt
+        out["error"] = self.error
+        out["output"] = self.output
+        return out
 
 
 #: The caller's policy, called by `Store.claim_due` inside its transaction as

@@ -16,17 +16,26 @@ from ._model import (
     Advance,
     Claim,
     Finish,
+    GiveUp,
     JobSpec,
     JobState,
     Keep,
     Outcome,
     Recovered,
+    SlotRecord,
     Start,
     StartNow,
     Upsert,
 )
 
-__all__ = ["BatchRecorder", "ChangeNotifier", "SessionLiveness", "Store", "StoreClock"]
+__all__ = [
+    "BatchRecorder",
+    "ChangeNotifier",
+    "SessionLiveness",
+    "SlotLedger",
+    "Store",
+    "StoreClock",
+]
 
 
 @runtime_checkable
@@ -358,5 +367,58 @@ class BatchRecorder(Protocol):
             TypeError, ValueError: An item is malformed (nothing is recorded).
             StoreError: The transaction failed (nothing is recorded).
 
+        """
+        ...
+
+
+@runtime_checkable
+class SlotLedger(Protocol):
+    """Optional store capability: the slot ledger, one entry per ended slot.
+
+    A ledger store writes an entry (a `SlotRecord`) in the transaction that records
+    how a slot ended: `Store.finish` (and each finish of a `BatchRecorder.record`),
+    the recovery of a started claim (``"abandoned"``), and ``claim_due`` for the slots a
+    claim gives up beyond its own (``given_up``). No commit is added for it. Both
+    bundled stores are ledger stores.
+    """
+
+    def claim_due(
+        self,
+        now: float,
+        *,
+        owner: str,
+        lease_seconds: float,
+        limit: int,
+        advance: Advance,
+        start: StartNow | None = None,
+        given_up: GiveUp | None = None,
+    ) -> list[Claim]:
+        """`BatchRecorder.claim_due`, and ``given_up`` names the slots each claim gives up.
+
+        ``given_up(state)`` is called after ``advance`` for each newly claimed job; a
+        `GivenUp` it returns is written to the ledger in the claim's transaction.
+        """
+        ...
+
+    def history(
+        self,
+        job_id: str | None = None,
+        *,
+        since: float | None = None,
+        outcome: str | None = None,
+        before: int | None = None,
+        limit: int = 100,
+    ) -> list[SlotRecord]:
+        """Ledger entries, newest first; at most ``limit``.
+
+        Filtered by job, due time (``since``), outcome, and ``seq`` (``before``, for
+        paging back).
+        """
+        ...
+
+    def prune_history(self, now: float) -> int:
+        """Trim the ledger to the store's retention; the number of entries deleted.
+
+        A bounded amount of work per call.
         """
         ...

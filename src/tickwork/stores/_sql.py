@@ -25,6 +25,7 @@ import logging
 import math
 import os
 import secrets
+import threading
 import time
 from abc import ABC, abstractmethod
 from collections.abc import Callable, Iterable, Mapping, Sequence
@@ -39,11 +40,14 @@ from ._model import (
     Advance,
     Claim,
     Finish,
+    GivenUp,
+    GiveUp,
     JobSpec,
     JobState,
     Keep,
     Outcome,
     Recovered,
+    SlotRecord,
     Start,
     StartNow,
     Upsert,
@@ -66,7 +70,10 @@ from ._rows import RowReader
 
 __all__ = [
     "CLAIM_COLUMNS",
+    "HISTORY_DAYS",
+    "HISTORY_KEEP",
     "JOB_COLUMNS",
+    "LEDGER_COLUMNS",
     "LIVENESS_CHECK",
     "LIVENESS_WAKE",
     "SQLCursor",
@@ -80,6 +87,22 @@ JOB_COLUMNS: Final = (
 )
 #: The columns of a claim row as `RowReader` reads them, in this order.
 CLAIM_COLUMNS: Final = "token, job_id, owner, scheduled, claimed_at, lease_until, started, retry"
+
+#: The columns of a ledger entry as `SQLStore.history` reads them, in this order.
+LEDGER_COLUMNS: Final = (
+    "seq, job_id, scheduled, outcome, slots, origin, claimed, started, ended, node, attempt,"
+    " error, output"
+)
+_LEDGER_INSERT: Final = (
+    "INSERT INTO {ledger} (job_id, scheduled, outcome, slots, origin, claimed, started, ended,"
+    " node, attempt, error, output, recorded) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)"
+)
+#: Default retention of the slot ledger: entries kept per job, and their age in days.
+HISTORY_KEEP: Final = 1000
+HISTORY_DAYS: Final = 30.0
+#: Most jobs trimmed, and most entries deleted by age, per `SQLStore.prune_history`.
+_PRUNE_JOBS: Final = 64
+_PRUNE_ROWS: Final = 2000
 
 #: How often (seconds, at most) a store looks for listed owners that are gone (their
 #: process ended, or their database sessions), in the claim and recovery calls.
@@ -159,8 +182,20 @@ class SQLStore(RowReader, ABC, Generic[C]):
         super().__init_subclass__(**kwargs)
         cls._queries = {}  # each dialect translates the templates once
 
-    def _init_core(self) -> None:
-        """The shared state: decoded specs, warnings given, and the liveness looks."""
+    def _init_core(
+        self, history_keep: int | None = HISTORY_KEEP, history_days: float | None = HISTORY_DAYS
+    ) -> None:
+        """The shared state: decoded specs, warnings given, liveness looks, retention."""
+        if history_keep is not None and (
+            isinstance(history_keep, bool) or not isinstance(history_keep, int) or history_keep < 1
+        ):
+            raise ValueError(f"history_keep must be an int >= 1 or None, got {history_keep!r}")
+        if history_days is not None:
+            history_days = check_positive("history_days", history_days)
+        self._history_keep = history_keep
+        self._history_days = history_days
+        self._written: set[str] = set()  # jobs with ledger entries since the last prune
+        self._written_lock = threading.Lock()  # batches may commit on their own threads
         self._warned: set[tuple[str, str]] = set()
         self._specs: dict[str, JobSpec] = {}
         self._owner: str | None = None  # tag_sessions: this store's owner
@@ -186,6 +221,7 @@ class SQLStore(RowReader, ABC, Generic[C]):
             words = {
                 "job_columns": JOB_COLUMNS,
                 "claim_columns": CLAIM_COLUMNS,
+                "ledger_columns": LEDGER_COLUMNS,
                 "last_token": ", last_token = ?" if self._LAST_TOKEN else "",
                 **self._WORDS,
             }
@@ -421,11 +457,14 @@ class SQLStore(RowReader, ABC, Generic[C]):
         limit: int,
         advance: Advance,
         start: StartNow | None = None,
+        given_up: GiveUp | None = None,
     ) -> list[Claim]:
         """Take due runs under a lease and advance their jobs, atomically.
 
-        See `tickwork.stores.Store.claim_due`, and `tickwork.stores.BatchRecorder` for
-        ``start``. Jobs whose stored declaration cannot be read are skipped (and logged
+        See `tickwork.stores.Store.claim_due`, `tickwork.stores.BatchRecorder` for
+        ``start``, and `tickwork.stores.SlotLedger` for ``given_up`` (the slots each
+        claim gives up beyond its own, written to the ledger in the same transaction).
+        Jobs whose stored declaration cannot be read are skipped (and logged
         once); they never block the others. On PostgreSQL, rows are locked with ``FOR NO
         KEY UPDATE SKIP LOCKED``, so concurrent schedulers never wait for each other's
         claims and never take the same run; if the connection breaks while committing,
@@ -445,6 +484,10 @@ class SQLStore(RowReader, ABC, Generic[C]):
             raise TypeError(f"advance must be callable as advance(state, now), got {advance!r}")
         if start is not None and not callable(start):
             raise TypeError(f"start must be callable as start(state) or None, got {start!r}")
+        if given_up is not None and not callable(given_up):
+            raise TypeError(
+                f"given_up must be callable as given_up(state) or None, got {given_up!r}"
+            )
         insert = self._q(
             "INSERT INTO {claims} ({claim_columns}) VALUES (?, ?, ?, ?, ?, ?, ?, {false})"
         )
@@ -463,6 +506,7 @@ class SQLStore(RowReader, ABC, Generic[C]):
                 held = self._claims_by_job(cur, [row[0] for row in rows])
                 inserts: list[tuple[Any, ...]] = []
                 moves: list[tuple[float | None, str]] = []
+                ledger: list[tuple[Any, ...]] = []
                 for row in rows:
                     job_id = row[0]
                     spec = self._decode(job_id, row[1], strict=False)
@@ -480,6 +524,10 @@ class SQLStore(RowReader, ABC, Generic[C]):
                     token = os.urandom(16).hex()
                     scheduled = row[3]
                     started = now if start is not None and start(state) else None
+                    if given_up is not None:
+                        gave = given_up(state)
+                        if gave is not None:
+                            ledger.append(self._given_up_entry(job_id, gave, owner, now))
                     inserts.append((token, job_id, owner, scheduled, now, now + lease, started))
                     moves.append((new_next, job_id))
                     pending.append(
@@ -490,6 +538,8 @@ class SQLStore(RowReader, ABC, Generic[C]):
                     # so no claim made here changes what another row of the batch decides.
                     cur.executemany(insert, inserts)
                     cur.executemany(move, moves)
+                if ledger:
+                    self._write_ledger(cur, ledger)
             return list(pending)
 
         def resolve(cur: C) -> list[Claim]:
@@ -645,7 +695,8 @@ class SQLStore(RowReader, ABC, Generic[C]):
         then its claims).
         """
 
-    def _finish(self, cur: C, f: Finish) -> bool:
+    def _finish(self, cur: C, f: Finish, ledger: list[tuple[Any, ...]] | None = None) -> bool:
+        """Record ``f``; its ledger entry goes to ``ledger`` (written by the caller), or now."""
         claim = f.claim
         released = self._release(cur, f)
         if released is None:
@@ -653,6 +704,26 @@ class SQLStore(RowReader, ABC, Generic[C]):
         started, handed_back = released
         if handed_back:
             self._changed(cur, claim.job_id)
+        else:  # the slot ended: one ledger entry
+            entry = (
+                claim.job_id,
+                claim.scheduled,
+                f.outcome,
+                1,
+                "schedule",
+                claim.claimed_at,
+                started,
+                f.ended,
+                claim.owner,
+                self._attempt_no(cur, claim.job_id, claim.scheduled, claim.retry),
+                f.error,
+                f.output,
+                time.time(),
+            )
+            if ledger is None:
+                self._write_ledger(cur, [entry])
+            else:
+                ledger.append(entry)
         cur.execute(
             self._q(
                 "UPDATE {jobs} SET last_scheduled = ?, last_started = ?, last_ended = ?,"
@@ -721,8 +792,14 @@ class SQLStore(RowReader, ABC, Generic[C]):
         def apply(cur: C, again: bool) -> tuple[list[bool], list[bool]]:
             started = [(self._start_again if again else self._start)(cur, s) for s in starts]
             ended = [False] * len(finishes)
+            ledger: list[tuple[Any, ...]] = []
             for i in order:
-                ended[i] = (self._finish_again if again else self._finish)(cur, finishes[i])
+                if again:
+                    ended[i] = self._finish_again(cur, finishes[i])
+                else:
+                    ended[i] = self._finish(cur, finishes[i], ledger)
+            if ledger:  # one statement for the batch's entries
+                self._write_ledger(cur, ledger)
             return started, ended
 
         what = f"record {len(starts)} start(s) and {len(finishes)} finish(es)"
@@ -780,6 +857,28 @@ class SQLStore(RowReader, ABC, Generic[C]):
                 continue
             early = lease_until > now  # recovered because its owner is gone
             if started is not None:
+                # The attempt ended with its runner: one ledger entry, whether or not
+                # the slot is re-offered (at-least-once runs it again, a new attempt).
+                self._write_ledger(
+                    cur,
+                    [
+                        (
+                            job_id,
+                            scheduled,
+                            "abandoned",
+                            1,
+                            "schedule",
+                            row[4],
+                            started,
+                            None,
+                            owner,
+                            self._attempt_no(cur, job_id, scheduled, bool(row[7])),
+                            abandoned_error(owner, lease_until, gone=early),
+                            None,
+                            time.time(),
+                        )
+                    ],
+                )
                 cur.execute(
                     self._q(
                         "UPDATE {jobs} SET last_scheduled = ?, last_started = ?,"
@@ -820,6 +919,144 @@ class SQLStore(RowReader, ABC, Generic[C]):
             )
             out.append(Recovered(self._claim(row[:8], spec), action))
         return out
+
+    # -- the slot ledger ----------------------------------------------------------------
+
+    @staticmethod
+    def _given_up_entry(job_id: str, gave: GivenUp, owner: str, now: float) -> tuple[Any, ...]:
+        if not isinstance(gave, GivenUp):
+            raise TypeError(f"given_up() must return a GivenUp or None, got {gave!r}")
+        return (
+            job_id,
+            gave.scheduled,
+            gave.outcome,
+            gave.slots,
+            "schedule",
+            now,
+            None,
+            now,
+            owner,
+            1,
+            None,
+            None,
+            time.time(),
+        )
+
+    def _write_ledger(self, cur: C, entries: list[tuple[Any, ...]]) -> None:
+        cur.executemany(self._q(_LEDGER_INSERT), entries)
+        with self._written_lock:
+            self._written.update(e[0] for e in entries)
+
+    def _attempt_no(self, cur: C, job_id: str, scheduled: float, retry: bool) -> int:
+        """1, or for a re-offered slot 1 + its abandoned attempts in the ledger."""
+        if not retry:
+            return 1
+        row = cur.execute(
+            self._q(
+                "SELECT COUNT(*) FROM {ledger} WHERE job_id = ? AND scheduled = ?"
+                " AND outcome = 'abandoned'"
+            ),
+            (job_id, scheduled),
+        ).fetchone()
+        return 1 + int(row[0])
+
+    def history(
+        self,
+        job_id: str | None = None,
+        *,
+        since: float | None = None,
+        outcome: str | None = None,
+        before: int | None = None,
+        limit: int = 100,
+    ) -> list[SlotRecord]:
+        """The slot ledger, newest entry first (see `tickwork.stores.SlotLedger`).
+
+        Args:
+            job_id: Only this job's entries (``None``: every job's, removed ones too).
+            since: Only slots due at or after this time (UTC POSIX seconds).
+            outcome: Only entries with this outcome (one of `OUTCOMES`).
+            before: Only entries older than this ``seq`` (for paging back).
+            limit: Most entries returned, an int >= 1.
+
+        """
+        if job_id is not None:
+            job_id = check_job_id(job_id)
+        if since is not None:
+            since = check_time("since", since)
+        if outcome is not None:
+            outcome = check_outcome(outcome)
+        if before is not None and (isinstance(before, bool) or not isinstance(before, int)):
+            raise TypeError(f"before must be an int (a seq) or None, got {before!r}")
+        limit = check_limit(limit)
+        where: list[str] = []
+        params: list[Any] = []
+        for column, value in (("job_id", job_id), ("outcome", outcome)):
+            if value is not None:
+                where.append(f"{column} = ?")
+                params.append(value)
+        if since is not None:
+            where.append("scheduled >= ?")
+            params.append(since)
+        if before is not None:
+            where.append("seq < ?")
+            params.append(before)
+        query = self._q(
+            "SELECT {ledger_columns} FROM {ledger}"
+            + (" WHERE " + " AND ".join(where) if where else "")
+            + " ORDER BY seq DESC LIMIT ?"
+        )
+        params.append(limit)
+
+        def body(cur: C) -> list[SlotRecord]:
+            return [SlotRecord(*row) for row in cur.execute(query, params).fetchall()]
+
+        return self._run("read the slot ledger", body, write=False)
+
+    def prune_history(self, now: float) -> int:
+        """Trim the ledger to its retention; a bounded amount of work per call.
+
+        Trims up to 64 jobs this store wrote entries for since its last call to their
+        newest ``history_keep`` entries, and deletes up to 2,000 of the oldest entries
+        recorded more than ``history_days`` before ``now``. `DurableScheduler` calls it
+        from its timing thread when a look at the store claimed nothing, at most every
+        few seconds: never on the path of a due run. Returns how many entries went.
+        """
+        now = check_time("now", now)
+        keep, days = self._history_keep, self._history_days
+        with self._written_lock:
+            jobs = sorted(self._written)[:_PRUNE_JOBS] if keep is not None else []
+        if not jobs and days is None:
+            return 0
+
+        def body(cur: C) -> int:
+            gone = 0
+            for job_id in jobs:
+                row = cur.execute(
+                    self._q(
+                        "SELECT seq FROM {ledger} WHERE job_id = ? ORDER BY seq DESC"
+                        " LIMIT 1 OFFSET ?"
+                    ),
+                    (job_id, keep),
+                ).fetchone()
+                if row is not None:
+                    gone += cur.execute(
+                        self._q("DELETE FROM {ledger} WHERE job_id = ? AND seq <= ?"),
+                        (job_id, row[0]),
+                    ).rowcount
+            if days is not None:
+                gone += cur.execute(
+                    self._q(
+                        "DELETE FROM {ledger} WHERE seq IN"
+                        " (SELECT seq FROM {ledger} ORDER BY seq LIMIT ?) AND recorded < ?"
+                    ),
+                    (_PRUNE_ROWS, now - days * 86400.0),
+                ).rowcount
+            return gone
+
+        gone = self._run("prune the slot ledger", body)
+        with self._written_lock:
+            self._written.difference_update(jobs)
+        return gone
 
     def next_wakeup(self) -> float | None:
         """The earliest claimable due time or lease end (see the protocol).

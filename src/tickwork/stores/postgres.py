@@ -34,7 +34,7 @@ from psycopg.conninfo import conninfo_to_dict, make_conninfo
 
 from ._errors import SchemaVersionError, StoreError
 from ._model import KEEP, Finish, check_positive, check_time, hands_back
-from ._sql import CLAIM_COLUMNS, JOB_COLUMNS, SQLStore
+from ._sql import CLAIM_COLUMNS, HISTORY_DAYS, HISTORY_KEEP, JOB_COLUMNS, SQLStore
 from ._sql import LIVENESS_CHECK as LIVENESS_CHECK
 from ._sql import LIVENESS_WAKE as LIVENESS_WAKE
 
@@ -115,10 +115,35 @@ def _nodes_v3(cur: Cursor) -> None:
     )
 
 
+def _ledger_v4(cur: Cursor) -> None:
+    """Schema 4: the slot ledger, one entry per ended slot (see `SQLStore.history`)."""
+    cur.execute(
+        """
+        CREATE TABLE tickwork_ledger (
+            seq bigserial PRIMARY KEY,
+            job_id text NOT NULL,
+            scheduled double precision NOT NULL,
+            outcome text NOT NULL,
+            slots integer NOT NULL DEFAULT 1,
+            origin text NOT NULL DEFAULT 'schedule',
+            claimed double precision,
+            started double precision,
+            ended double precision,
+            node text NOT NULL DEFAULT '',
+            attempt integer NOT NULL DEFAULT 1,
+            error text,
+            output text,
+            recorded double precision NOT NULL
+        )
+        """
+    )
+    cur.execute("CREATE INDEX tickwork_ledger_job ON tickwork_ledger (job_id, seq)")
+
+
 #: ``MIGRATIONS[i]`` takes a schema from version ``i`` to ``i + 1`` inside the opening
 #: transaction (under an advisory lock, so concurrent openers migrate once); the
 #: current version is ``len(MIGRATIONS)``. Append only: a released step is never edited.
-MIGRATIONS: list[Callable[[Cursor], None]] = [_create_v1, _retry_v2, _nodes_v3]
+MIGRATIONS: list[Callable[[Cursor], None]] = [_create_v1, _retry_v2, _nodes_v3, _ledger_v4]
 
 _TABLES: Final = ("tickwork_meta", "tickwork_jobs", "tickwork_claims")
 # A job is claimable when due, not paused and not claimed, unless it allows overlap.
@@ -249,6 +274,11 @@ class PostgresStore(SQLStore[Cursor]):
             sets one.
         sleep: How to wait between attempts (tests inject a fake); the default wait is
             cut short by `close`.
+        history_keep: Slot-ledger entries kept per job (`SQLStore.history`), an int
+            >= 1, or ``None`` for no count limit.
+        history_days: Age in days beyond which ledger entries are pruned, or
+            ``None`` for no age limit. Pruning is bounded work done by `DurableScheduler`
+            while idle (see `SQLStore.prune_history`).
 
     Raises:
         StoreError: The database cannot be reached within ``reconnect_timeout``, the
@@ -267,6 +297,8 @@ class PostgresStore(SQLStore[Cursor]):
         backoff_max: float = 5.0,
         connect_timeout: float = 10.0,
         sleep: Callable[[float], object] | None = None,
+        history_keep: int | None = HISTORY_KEEP,
+        history_days: float | None = HISTORY_DAYS,
     ) -> None:
         if not isinstance(dsn, str):
             raise TypeError(f"dsn must be a str, got {type(dsn).__name__}")
@@ -309,7 +341,7 @@ class PostgresStore(SQLStore[Cursor]):
             self._connect_kwargs["connect_timeout"] = max(1, round(connect_timeout))
         if "application_name" not in params:
             self._connect_kwargs["application_name"] = "tickwork"
-        self._init_core()
+        self._init_core(history_keep, history_days)
         self._lock = threading.RLock()
         self._busy = False
         self._closed = False
@@ -634,6 +666,7 @@ class PostgresStore(SQLStore[Cursor]):
         "jobs": "tickwork_jobs",
         "claims": "tickwork_claims",
         "nodes": "tickwork_nodes",
+        "ledger": "tickwork_ledger",
         "by_id": 'id COLLATE "C"',
         "any": "= ANY(%s)",
         "snapshot": "SET TRANSACTION ISOLATION LEVEL REPEATABLE READ READ ONLY",

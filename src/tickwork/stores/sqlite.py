@@ -27,7 +27,7 @@ from tickwork._procs import own_identity, process_alive, process_scope
 
 from ._errors import SchemaVersionError, StoreError
 from ._model import Finish, check_positive, hands_back
-from ._sql import CLAIM_COLUMNS, JOB_COLUMNS, SQLStore
+from ._sql import CLAIM_COLUMNS, HISTORY_DAYS, HISTORY_KEEP, JOB_COLUMNS, SQLStore
 from ._sql import LIVENESS_CHECK as LIVENESS_CHECK
 from ._sql import LIVENESS_WAKE as LIVENESS_WAKE
 
@@ -118,6 +118,36 @@ def _due_order_v4(conn: sqlite3.Connection) -> None:
     )
 
 
+def _ledger_v5(conn: sqlite3.Connection) -> None:
+    """Schema 5: the slot ledger, one entry per ended slot (see `SQLStore.history`).
+
+    ``slots`` > 1: consecutive slots given up together; ``recorded``: when the entry was
+    written (wall clock), for pruning by age. Entries outlive their job's removal until
+    pruned, so the history of a job that is gone can still be read.
+    """
+    conn.execute(
+        """
+        CREATE TABLE ledger (
+            seq INTEGER PRIMARY KEY,
+            job_id TEXT NOT NULL,
+            scheduled REAL NOT NULL,
+            outcome TEXT NOT NULL,
+            slots INTEGER NOT NULL DEFAULT 1,
+            origin TEXT NOT NULL DEFAULT 'schedule',
+            claimed REAL,
+            started REAL,
+            ended REAL,
+            node TEXT NOT NULL DEFAULT '',
+            attempt INTEGER NOT NULL DEFAULT 1,
+            error TEXT,
+            output TEXT,
+            recorded REAL NOT NULL
+        )
+        """
+    )
+    conn.execute("CREATE INDEX ledger_job ON ledger (job_id, seq)")
+
+
 #: ``MIGRATIONS[i]`` takes a database from schema version ``i`` to ``i + 1`` inside the
 #: opening transaction; the current version is ``len(MIGRATIONS)``. Append only: a
 #: released step is never edited.
@@ -126,6 +156,7 @@ MIGRATIONS: list[Callable[[sqlite3.Connection], None]] = [
     _retry_v2,
     _nodes_v3,
     _due_order_v4,
+    _ledger_v5,
 ]
 
 # A job is claimable when due, not paused and not claimed, unless it allows overlap.
@@ -176,6 +207,11 @@ class SQLiteStore(SQLStore[sqlite3.Connection]):
         path: The database file (``":memory:"`` for a private, non-durable store).
         busy_timeout: Seconds to wait for another process's transaction before
             failing with `StoreError`.
+        history_keep: Slot-ledger entries kept per job (`SQLStore.history`), an int
+            >= 1, or ``None`` for no count limit.
+        history_days: Age in days beyond which ledger entries are pruned, or
+            ``None`` for no age limit. Pruning is bounded work done by `DurableScheduler`
+            while idle (see `SQLStore.prune_history`).
 
     Raises:
         StoreError: The file cannot be created or read, or is not a tickwork
@@ -185,12 +221,19 @@ class SQLiteStore(SQLStore[sqlite3.Connection]):
 
     """
 
-    def __init__(self, path: str | os.PathLike[str], *, busy_timeout: float = 5.0) -> None:
+    def __init__(
+        self,
+        path: str | os.PathLike[str],
+        *,
+        busy_timeout: float = 5.0,
+        history_keep: int | None = HISTORY_KEEP,
+        history_days: float | None = HISTORY_DAYS,
+    ) -> None:
         self._path = os.fspath(path)
         if not isinstance(self._path, str):
             raise TypeError(f"path must be a str or os.PathLike[str], got {path!r}")
         busy_timeout = check_positive("busy_timeout", busy_timeout)
-        self._init_core()
+        self._init_core(history_keep, history_days)
         self._lock = threading.RLock()
         self._busy = False
         self._conn: sqlite3.Connection | None = None
@@ -357,6 +400,7 @@ class SQLiteStore(SQLStore[sqlite3.Connection]):
         "jobs": "jobs",
         "claims": "claims",
         "nodes": "nodes",
+        "ledger": "ledger",
         "by_id": "id",
         "any": "IN ({marks})",
         "snapshot": "",  # a read transaction is one snapshot already

@@ -1,0 +1,141 @@
+"""``tickwork history`` and the ledger summary of ``tickwork jobs``, in-process.
+
+The state is a SQLite file written through the store API, as the daemon writes it
+(job ids ``<namespace>/<name>``, the daemon's entry point as the function).
+"""
+
+from __future__ import annotations
+
+import argparse
+import io
+import json
+import time
+from datetime import datetime
+from pathlib import Path
+
+import pytest
+
+from tickwork.__main__ import build_parser
+from tickwork._cli_daemon import run_jobs
+from tickwork._cli_history import parse_since, run_history
+from tickwork._daemon import ENTRY_POINT
+from tickwork.stores import EverySchedule, JobSpec
+from tickwork.stores.sqlite import SQLiteStore
+
+T0 = 1_800_000_000.0  # 2027-01-15T08:00:00Z
+
+
+def grid(state: object, at: float) -> float:
+    return at + 60
+
+
+@pytest.fixture
+def state(tmp_path: Path) -> Path:
+    """Two daemon jobs: backup ok, ok, failed, failed; report skipped three slots."""
+    path = tmp_path / "s.sqlite3"
+    with SQLiteStore(path) as store:
+        for name in ("backup", "report"):
+            spec = JobSpec(f"jobs/{name}", ENTRY_POINT, EverySchedule(60), kwargs={"job": name})
+            store.upsert(spec, T0)
+        outcomes = ["ok", "ok", "failed", "failed"]
+        for k, outcome in enumerate(outcomes):
+            now = T0 + 60 * k
+            for c in store.claim_due(
+                now, owner="web1:4242:ab12", lease_seconds=30, limit=10, advance=grid
+            ):
+                if c.job_id == "jobs/backup":
+                    assert store.start(c, started=now + 0.25)
+                    error = "Traceback...\nOSError: disk full" if outcome == "failed" else None
+                    assert store.finish(
+                        c,
+                        outcome=outcome,  # type: ignore[arg-type]
+                        ended=now + 1.25,
+                        error=error,
+                    )
+                else:
+                    assert store.finish(c, outcome="skipped", ended=now)
+    return path
+
+
+def history(state: Path, *extra: str) -> tuple[int, str, str]:
+    args = build_parser().parse_args(["history", "--state", str(state), *extra])
+    out, err = io.StringIO(), io.StringIO()
+    return run_history(args, out=out, err=err), out.getvalue(), err.getvalue()
+
+
+def test_text_lists_every_slot_newest_first(state: Path) -> None:
+    code, out, _ = history(state)
+    assert code == 0
+    lines = [line for line in out.splitlines() if not line.startswith("    ")]
+    assert len(lines) == 8
+    assert lines[0].startswith("2027-01-15T08:03:00Z  ")
+    backup = [line for line in lines if "  backup  " in line]
+    assert backup[0] == (
+        "2027-01-15T08:03:00Z  backup  failed  late 0.250s  took 1.000s  on web1:4242"
+    )
+    assert "    OSError: disk full" in out  # the error's last line under a failure
+
+
+def test_name_outcome_since_and_limit_filter(state: Path) -> None:
+    _, out, _ = history(state, "backup", "--outcome", "ok")
+    assert out.count("  backup  ok  ") == 2 and "report" not in out
+    _, out, _ = history(state, "report", "--since", "2027-01-15T08:02:00Z")
+    assert [line.split("  ")[0] for line in out.splitlines()] == [
+        "2027-01-15T08:03:00Z",
+        "2027-01-15T08:02:00Z",
+    ]
+    _, out, _ = history(state, "--limit", "1")
+    assert len(out.splitlines()) <= 2
+    _, out, _ = history(state, "nobody")
+    assert out == "no entries\n"
+
+
+def test_json_has_iso_times_names_and_ids(state: Path) -> None:
+    _, out, _ = history(state, "backup", "--json", "--limit", "1")
+    (entry,) = json.loads(out)
+    assert entry["job"] == "backup" and entry["id"] == "jobs/backup"
+    assert entry["scheduled"] == "2027-01-15T08:03:00.000Z"
+    assert entry["started"] == "2027-01-15T08:03:00.250Z"
+    assert entry["outcome"] == "failed" and entry["node"] == "web1:4242:ab12"
+    assert entry["lateness_seconds"] == pytest.approx(0.25)
+    assert entry["duration_seconds"] == pytest.approx(1.0)
+
+
+def test_since_takes_a_duration_or_a_date_time() -> None:
+    now = time.time()
+    assert parse_since("2h", now) == pytest.approx(now - 7200)
+    assert parse_since("2027-01-15T08:00:00Z") == T0
+    assert parse_since("2027-01-15T09:00:00+01:00") == T0
+    local = datetime(2027, 1, 15, 8, 0).astimezone()  # no offset: local time
+    assert parse_since("2027-01-15T08:00") == local.timestamp()
+    with pytest.raises(argparse.ArgumentTypeError, match="got 'yesterday'"):
+        parse_since("yesterday")
+
+
+def test_bad_options_and_missing_state_are_clear(tmp_path: Path, state: Path) -> None:
+    with pytest.raises(SystemExit):
+        build_parser().parse_args(["history", "--outcome", "fine", "--state", str(state)])
+    args = build_parser().parse_args(["history"])
+    err = io.StringIO()
+    assert run_history(args, out=io.StringIO(), err=err) == 2
+    assert "give the jobs file (-f), --state PATH or --database DSN" in err.getvalue()
+    code, _, err_text = history(tmp_path / "none.sqlite3")
+    assert code == 1 and "no state at" in err_text
+
+
+def test_jobs_shows_last_success_and_the_failure_streak(state: Path) -> None:
+    args = build_parser().parse_args(["jobs", "--state", str(state), "--json"])
+    out = io.StringIO()
+    assert run_jobs(args, out=out, err=io.StringIO()) == 0
+    rows = {row["job"]: row for row in json.loads(out.getvalue())}
+    assert rows["backup"]["consecutive_failures"] == 2
+    assert rows["backup"]["last_success"] == "2027-01-15T08:01:01.250Z"
+    assert rows["backup"]["next_run"] is not None
+    assert rows["report"]["consecutive_failures"] == 0
+    assert rows["report"]["last_success"] is None
+    args = build_parser().parse_args(["jobs", "--state", str(state)])
+    out = io.StringIO()
+    assert run_jobs(args, out=out, err=io.StringIO()) == 0
+    text = out.getvalue()
+    assert "  failing   2 run(s) in a row" in text
+    assert "  last ok   20" in text and "(2027-01-15T08:01:01Z)" in text
