@@ -4,6 +4,7 @@ Usage::
 
     .venv/bin/python bench/versus.py 4dc0735              # every workload, 5 rounds
     .venv/bin/python bench/versus.py f8385e4 --rounds 3 --workloads core-timers durable-sqlite
+    .venv/bin/python bench/versus.py f8385e4 --new 91c46cb    # two commits, neither checked out
 
 A change that should not cost anything (a refactor, a new option that is off by
 default) is proven so here: the old tree is checked out in a temporary ``git worktree``
@@ -17,7 +18,7 @@ the machine's load during the run moves both sides together.
 Workloads:
 
 core-timers      ``Scheduler``: 20,000 one-shots scheduled and run on a fake clock (ns per
-                 task, best of 3 in the child; lower is better)
+                 task, best of 7 in the child; lower is better)
 core-recurring   ``Scheduler``: 2,000 recurring tasks over 1,000 ticks (ns per run)
 core-timeouts    ``Scheduler``: 20,000 one-shots, 90% cancelled before they run (ns per task)
 thread-burst     ``ThreadScheduler``: 20,000 no-op one-shots due at once (jobs/s, higher is better)
@@ -69,7 +70,7 @@ def _core(kind: str) -> float:
         "core-timeouts": core.api_timeouts,
     }[kind]
     best = float("inf")
-    for _ in range(3):
+    for _ in range(7):
         ns, _jobs, units = core.call_quietly(lambda: fn(factory, data), keep_gc=False)
         best = min(best, ns / units)
     return best
@@ -147,6 +148,9 @@ def _worktree(ref: str, into: Path) -> Path:
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("baseline", nargs="?", help="git ref of the old tree")
+    parser.add_argument(
+        "--new", metavar="REF", help="git ref of the new tree (default: this tree's src/)"
+    )
     parser.add_argument("--rounds", type=int, default=5, help="rounds per workload (default 5)")
     parser.add_argument("--workloads", nargs="+", choices=list(WORKLOADS), default=list(WORKLOADS))
     parser.add_argument("--child", choices=list(WORKLOADS), help=argparse.SUPPRESS)
@@ -172,11 +176,15 @@ def main() -> int:
         check=True,
     ).stdout.strip()
     state = ", modified" if dirty else ""
-    print(f"old: {args.baseline}; new: this tree's src/ (HEAD {head}{state})")
+    if args.new:
+        print(f"old: {args.baseline}; new: {args.new}")
+    else:
+        print(f"old: {args.baseline}; new: this tree's src/ (HEAD {head}{state})")
     print(f"{os.cpu_count()} CPUs, load average {os.getloadavg()[0]:.2f}, {sys.executable}")
     with tempfile.TemporaryDirectory(prefix="tw-versus-old-") as tmp:
         old_src = _worktree(args.baseline, Path(tmp) / "tree") / "src"
-        trees = {"old": old_src, "new": ROOT / "src"}
+        new_src = _worktree(args.new, Path(tmp) / "new") / "src" if args.new else ROOT / "src"
+        trees = {"old": old_src, "new": new_src}
         try:
             print()
             print("| workload | unit | old (median) | new (median) | new vs old | per round |")
@@ -201,10 +209,19 @@ def main() -> int:
                     flush=True,
                 )
         finally:
-            subprocess.run(
-                ["git", "-C", str(ROOT), "worktree", "remove", "--force", str(Path(tmp) / "tree")],
-                capture_output=True,
-            )
+            for name in ("tree", "new"):
+                subprocess.run(
+                    [
+                        "git",
+                        "-C",
+                        str(ROOT),
+                        "worktree",
+                        "remove",
+                        "--force",
+                        str(Path(tmp) / name),
+                    ],
+                    capture_output=True,
+                )
     print()
     print(
         "new vs old: the median over rounds of new/old, as a speed (above 1.000x is faster);"
