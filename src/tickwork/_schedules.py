@@ -427,18 +427,7 @@ class _IntervalPlan(_Plan):
 class _RatePlan(_IntervalPlan):
     """Fixed-rate with jitter: the grid is kept apart from the jittered due time."""
 
-    __slots__ = ("grid",)
-
-    def __init__(
-        self,
-        first: float,
-        every: float,
-        jitter: float,
-        rng: random.Random,
-        until: float | None = None,
-    ) -> None:
-        super().__init__(first, every, jitter, rng, until)
-        self.grid = 0.0
+    __slots__ = ("grid",)  # set by first(), which the core calls before next()
 
     def first(self, now: float, offset: float) -> float:
         self.grid = now + self._first
