@@ -74,6 +74,7 @@ __all__ = [
     "HISTORY_KEEP",
     "JOB_COLUMNS",
     "LEDGER_COLUMNS",
+    "LEDGER_INSERT",
     "LIVENESS_CHECK",
     "LIVENESS_WAKE",
     "SQLCursor",
@@ -93,7 +94,8 @@ LEDGER_COLUMNS: Final = (
     "seq, job_id, scheduled, outcome, slots, origin, claimed, started, ended, node, attempt,"
     " error, output"
 )
-_LEDGER_INSERT: Final = (
+#: The insert of one ledger entry; `SQLStore._insert_ledger` gets tuples in its order.
+LEDGER_INSERT: Final = (
     "INSERT INTO {ledger} (job_id, scheduled, outcome, slots, origin, claimed, started, ended,"
     " node, attempt, error, output, recorded) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)"
 )
@@ -943,9 +945,14 @@ class SQLStore(RowReader, ABC, Generic[C]):
         )
 
     def _write_ledger(self, cur: C, entries: list[tuple[Any, ...]]) -> None:
-        cur.executemany(self._q(_LEDGER_INSERT), entries)
+        """Insert ledger entries (tuples in `LEDGER_INSERT`'s column order)."""
+        self._insert_ledger(cur, entries)
         with self._written_lock:
             self._written.update(e[0] for e in entries)
+
+    def _insert_ledger(self, cur: C, entries: list[tuple[Any, ...]]) -> None:
+        """The insert itself; a store may do it in fewer round trips than one per entry."""
+        cur.executemany(self._q(LEDGER_INSERT), entries)
 
     def _attempt_no(self, cur: C, job_id: str, scheduled: float, retry: bool) -> int:
         """1, or for a re-offered slot 1 + its abandoned attempts in the ledger."""

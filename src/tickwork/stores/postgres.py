@@ -34,7 +34,7 @@ from psycopg.conninfo import conninfo_to_dict, make_conninfo
 
 from ._errors import SchemaVersionError, StoreError
 from ._model import KEEP, Finish, check_positive, check_time, hands_back
-from ._sql import CLAIM_COLUMNS, HISTORY_DAYS, HISTORY_KEEP, JOB_COLUMNS, SQLStore
+from ._sql import CLAIM_COLUMNS, HISTORY_DAYS, HISTORY_KEEP, JOB_COLUMNS, LEDGER_INSERT, SQLStore
 from ._sql import LIVENESS_CHECK as LIVENESS_CHECK
 from ._sql import LIVENESS_WAKE as LIVENESS_WAKE
 
@@ -139,6 +139,15 @@ def _ledger_v4(cur: Cursor) -> None:
     )
     cur.execute("CREATE INDEX tickwork_ledger_job ON tickwork_ledger (job_id, seq)")
 
+
+#: A batch of ledger entries in one statement: one array per column, in the order of
+#: ``_sql.LEDGER_INSERT``.
+_LEDGER_UNNEST: Final = (
+    "INSERT INTO tickwork_ledger (job_id, scheduled, outcome, slots, origin, claimed, started,"
+    " ended, node, attempt, error, output, recorded) SELECT * FROM unnest("
+    "%s::text[], %s::float8[], %s::text[], %s::int[], %s::text[], %s::float8[], %s::float8[],"
+    " %s::float8[], %s::text[], %s::int[], %s::text[], %s::text[], %s::float8[])"
+)
 
 #: ``MIGRATIONS[i]`` takes a schema from version ``i`` to ``i + 1`` inside the opening
 #: transaction (under an advisory lock, so concurrent openers migrate once); the
@@ -699,6 +708,13 @@ class PostgresStore(SQLStore[Cursor]):
             return None
         seen.extend(locked)
         return cur.execute(reread, (locked, now, n)).fetchall()
+
+    def _insert_ledger(self, cur: Cursor, entries: list[tuple[Any, ...]]) -> None:
+        """One statement for a batch's entries (unnest of one array per column)."""
+        if len(entries) == 1:
+            cur.execute(self._q(LEDGER_INSERT), entries[0])
+            return
+        cur.execute(_LEDGER_UNNEST, [list(column) for column in zip(*entries, strict=True)])
 
     def _release(self, cur: Cursor, f: Finish) -> tuple[float | None, bool] | None:
         claim = f.claim
