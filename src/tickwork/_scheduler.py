@@ -493,11 +493,11 @@ class Scheduler:
         delay: float,
         fn: Callable[..., object],
         interval: float | None = None,
-        *,
-        fixed_delay: bool = False,
         args: tuple[Any, ...] | list[Any] = (),
         kwargs: Mapping[str, Any] | None = None,
         name: str | None = None,
+        *,
+        fixed_delay: bool = False,
     ) -> int:
         """Schedule ``fn`` to run ``delay`` seconds from now; return its task id.
 
@@ -508,12 +508,14 @@ class Scheduler:
             fn: The job, called as ``fn(*args, **kwargs)``.
             interval: For a recurring task, seconds between runs (finite, > 0, and at
                 least the clock's resolution at the first due time, ``math.ulp(due)``).
-            fixed_delay: Measure ``interval`` from the end of each run instead of
-                from its due time (fixed-rate, the default, keeps a steady grid).
-            args: Positional arguments for ``fn``.
+            args: Positional arguments for ``fn`` (pass ``args``, ``kwargs`` and
+                ``name`` by keyword; they are not keyword-only only because Python
+                fills a keyword-only default slower, and this is the hot path).
             kwargs: Keyword arguments for ``fn``. With ``args``, checked against
                 ``fn``'s signature now: a call that could never work is refused here.
             name: What `tasks` calls it (default: ``fn``'s qualified name).
+            fixed_delay: Measure ``interval`` from the end of each run instead of
+                from its due time (fixed-rate, the default, keeps a steady grid).
 
         Returns:
             The task id: 1, 2, 3, ... in scheduling order (failed calls use none).
@@ -534,9 +536,8 @@ class Scheduler:
         if not callable(fn):
             raise TypeError(f"fn must be callable, got {fn!r}")
         _refuse_coroutine_function("fn", fn, "Scheduler")
-        shown: Shown | None = None
         if args or kwargs or name is not None:  # off the hot path: plain calls skip it
-            fn, shown = bind(fn, args, kwargs, name)
+            return self._schedule_shown(seconds, fn, interval, fixed_delay, args, kwargs, name)
         every: float | None = None
         if interval is not None:
             if type(interval) is float and 0.0 < interval < math.inf:
@@ -550,13 +551,6 @@ class Scheduler:
             if every is None:
                 raise ValueError("fixed_delay=True needs an interval, got interval=None")
             rec = _DelayPlan(seconds, every, 0.0, self._rng)
-        if shown is not None:  # the equivalent schedule value, for tasks()
-            value = (
-                Once(seconds)
-                if every is None
-                else Every(every, fixed_delay=fixed_delay is True, first=seconds)
-            )
-            shown = Shown(shown.fn, shown.args, shown.kwargs, shown.name, value)
         now = self._clock()
         if type(now) is float and now >= self._last_now:
             self._last_now = now
@@ -569,7 +563,7 @@ class Scheduler:
         task_id = self._next_id
         self._next_id = task_id + 1
         # A plain call's entry has no fifth slot (`tasks` derives what it shows).
-        entry = [due, task_id, fn, rec] if shown is None else [due, task_id, fn, rec, shown]
+        entry = [due, task_id, fn, rec]
         self._tasks[task_id] = entry
         tick_now = self._tick_now
         if tick_now is not None and due <= tick_now:
@@ -578,11 +572,33 @@ class Scheduler:
             heappush(self._heap, entry)
         return task_id
 
+    def _schedule_shown(
+        self,
+        seconds: float,
+        fn: Callable[..., object],
+        interval: float | None,
+        fixed_delay: bool,
+        args: tuple[Any, ...] | list[Any],
+        kwargs: Mapping[str, Any] | None,
+        name: str | None,
+    ) -> int:
+        """`schedule` with arguments or a name: bound, then given its fifth slot."""
+        bound, shown = bind(fn, args, kwargs, name)
+        task_id = self.schedule(seconds, bound, interval, fixed_delay=fixed_delay)
+        # Valid now (schedule checked it): the equivalent schedule value, for tasks().
+        value = (
+            Once(seconds)
+            if interval is None
+            else Every(interval, fixed_delay=fixed_delay is True, first=seconds)
+        )
+        # The entry sorts by (due, id) and ids are unique: a fifth slot never reorders it.
+        self._tasks[task_id].append(Shown(shown.fn, shown.args, shown.kwargs, shown.name, value))
+        return task_id
+
     def add(
         self,
         schedule: Schedule,
         fn: Callable[..., object],
-        *,
         args: tuple[Any, ...] | list[Any] = (),
         kwargs: Mapping[str, Any] | None = None,
         name: str | None = None,
