@@ -20,6 +20,7 @@ def test_all_is_pinned_and_sorted() -> None:
         "DurableScheduler",
         "EventKind",
         "Every",
+        "Health",
         "Once",
         "RunEvent",
         "Schedule",

@@ -28,6 +28,7 @@ if TYPE_CHECKING:
     from ._async_durable import AsyncDurableScheduler as AsyncDurableScheduler
     from ._asyncio import AsyncScheduler as AsyncScheduler
     from ._durable import DurableScheduler as DurableScheduler
+    from ._durable import Health as Health
     from ._thread import ThreadScheduler as ThreadScheduler
 
 __version__ = "0.1.0.dev0"
@@ -41,6 +42,7 @@ __all__ = [
     "DurableScheduler",
     "EventKind",
     "Every",
+    "Health",
     "Once",
     "RunEvent",
     "Schedule",
@@ -58,6 +60,7 @@ _LAZY = {
     "AsyncDurableScheduler": "._async_durable",
     "AsyncScheduler": "._asyncio",
     "DurableScheduler": "._durable",
+    "Health": "._durable",
     "ThreadScheduler": "._thread",
 }
 

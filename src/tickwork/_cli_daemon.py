@@ -127,6 +127,19 @@ def add_parsers(subparsers: Any) -> None:
         help="stop by itself after this long, as on SIGTERM (e.g. 20s)",
     )
     p.add_argument(
+        "--http",
+        metavar="HOST:PORT",
+        help="serve Prometheus metrics at /metrics and a liveness check at /healthz "
+        "(e.g. 127.0.0.1:9120; :PORT binds to 127.0.0.1); needs tickwork[metrics]",
+    )
+    p.add_argument(
+        "--http-token",
+        metavar="TOKEN",
+        default=os.environ.get("TICKWORK_HTTP_TOKEN") or None,
+        help="require 'Authorization: Bearer TOKEN' on every path but /healthz "
+        "(default: $TICKWORK_HTTP_TOKEN)",
+    )
+    p.add_argument(
         "--watch",
         action="store_true",
         help="also reload when the file changes (checked every second)",
@@ -190,6 +203,8 @@ def daemon_config(args: argparse.Namespace) -> DaemonConfig:
         workers=args.workers,
         watch=args.watch,
         run_for=args.run_for,
+        http=args.http,
+        http_token=args.http_token,
     )
 
 

@@ -37,7 +37,7 @@ from concurrent.futures import Executor
 from dataclasses import dataclass, fields
 from pathlib import Path
 from types import FrameType
-from typing import Any, Final, TextIO
+from typing import TYPE_CHECKING, Any, Final, TextIO
 from urllib.parse import urlsplit, urlunsplit
 
 from ._config import Config, JobConfig, load_config
@@ -78,6 +78,10 @@ __all__ = [
     "run_configured_job",
     "spec_for",
 ]
+
+
+if TYPE_CHECKING:
+    from ._http import StatusServer
 
 _log = logging.getLogger("tickwork.daemon")
 
@@ -915,6 +919,11 @@ class DaemonConfig:
     """Reload the file when it changes (SIGHUP always reloads)."""
     run_for: float | None = None
     """Stop after this many seconds (``--for``); ``None``: until a signal."""
+    http: str | None = None
+    """Serve ``/metrics`` and ``/healthz`` on this ``HOST:PORT`` (``--http``); needs the
+    ``metrics`` extra. ``None``: no HTTP endpoint."""
+    http_token: str | None = None
+    """With ``http``: the bearer token every path but ``/healthz`` requires."""
 
     def store_location(self) -> tuple[str | None, str | None]:
         """``(state, database)``: the database when given, else the state file."""
@@ -949,6 +958,22 @@ def run_daemon(config: DaemonConfig, *, err: TextIO | None = None) -> int:
     except DaemonError as exc:
         print(f"tickwork run: {exc}", file=err)
         return 2
+    address: tuple[str, int] | None = None
+    if config.http is not None:
+        from ._http import parse_address
+
+        try:
+            address = parse_address(config.http)
+            import prometheus_client  # noqa: F401  (needed for --http)
+        except ValueError as exc:
+            print(f"tickwork run: {exc}", file=err)
+            return 2
+        except ImportError:
+            print(
+                "tickwork run: --http needs prometheus_client: pip install 'tickwork[metrics]'",
+                file=err,
+            )
+            return 2
     state, database = config.store_location()
     try:
         store = open_store(state=state, database=database)
@@ -982,14 +1007,47 @@ def run_daemon(config: DaemonConfig, *, err: TextIO | None = None) -> int:
             return 1
         where = f"state {state}" if state is not None else f"database {shown}"
         enabled = sum(job.enabled for job in jobs.jobs)
+        server = None
+        if address is not None:
+            try:
+                server = _status_server(daemon, namespace, address, config.http_token)
+            except OSError as exc:
+                store.close()
+                print(f"tickwork run: --http {config.http}: cannot listen: {exc}", file=err)
+                return 1
         _log.info(
             "%s",
             f"running {enabled} job{'s' if enabled != 1 else ''} from {config.jobs_file}"
             f" ({result.summary()}; {where}; pid {os.getpid()})",
         )
-        return daemon.serve(run_for=config.run_for)
+        try:
+            if server is not None:
+                server.start()
+                _log.info("%s", f"metrics at {server.url}/metrics, health at {server.url}/healthz")
+            return daemon.serve(run_for=config.run_for)
+        finally:
+            if server is not None:
+                server.close()
     finally:
         undo()
+
+
+def _status_server(
+    daemon: Daemon, namespace: str, address: tuple[str, int], token: str | None
+) -> StatusServer:
+    """The ``--http`` endpoint: metrics of the daemon's jobs (by name) and its health."""
+    from ._http import StatusServer, is_loopback
+    from .metrics import SchedulerMetrics
+
+    metrics = SchedulerMetrics(job_label=lambda job: job.removeprefix(namespace + "/"))
+    metrics.watch(daemon.scheduler)
+    if not is_loopback(address[0]) and token is None:
+        _log.warning(
+            "--http %s:%d is reachable from other hosts and has no --http-token: anyone who"
+            " can connect reads the job names and figures",
+            *address,
+        )
+    return StatusServer(address, metrics.registry, daemon.scheduler, token=token)
 
 
 def _seconds_text(seconds: float) -> str:

@@ -33,7 +33,7 @@ import time
 from collections import deque
 from collections.abc import Awaitable, Callable, Iterable
 from concurrent.futures import Executor, ThreadPoolExecutor
-from dataclasses import replace
+from dataclasses import dataclass, replace
 from datetime import datetime
 from types import TracebackType
 
@@ -96,6 +96,26 @@ def _positive(name: str, value: object) -> float:
     if not (0.0 < value < math.inf):
         raise ValueError(f"{name} must be a finite number > 0, got {value!r}")
     return float(value)
+
+
+@dataclass(frozen=True, slots=True)
+class Health:
+    """What `DurableScheduler.health` reports."""
+
+    ok: bool
+    """Whether the scheduler is doing its work (``reason`` is None)."""
+    reason: str | None
+    """Why not: not started, stopping, the timing thread died, the store is failing,
+    or the loop has stalled."""
+    store_failures: int
+    """Store steps failed in a row now (0 while the store works)."""
+    store_errors: int
+    """Store steps failed since the scheduler was built."""
+    lost_claims: int
+    """Runs whose claim this scheduler lost (its lease ran out and another scheduler
+    recovered the slot) since it was built."""
+    last_look_age: float | None
+    """Seconds since the timing loop last looked at the store (``None``: never)."""
 
 
 class DurableScheduler(_Claiming):
@@ -270,6 +290,10 @@ class DurableScheduler(_Claiming):
         self._halt = threading.Event()  # set by stop(): cuts the listener's back-off
         self._stopping = False
         self._failures = 0  # store steps failed in a row (timing thread only)
+        self._store_errors = 0  # store steps failed since construction (for health())
+        self._lost_claims = 0  # claims lost to recovery elsewhere (for health())
+        self._last_error: str | None = None  # the last failed store step's error
+        self._looked: float | None = None  # monotonic time the last look ended
         self._held = 0  # looks in a row that found work due and claimed none (same)
         self._errors: deque[str] = deque(maxlen=max_errors)
         self._listeners: list[Listener] = []
@@ -420,6 +444,35 @@ class DurableScheduler(_Claiming):
     def jobs(self) -> list[JobState]:
         """Every stored job, ordered by id; finished one-shots stay with their last run."""
         return self._store.jobs()
+
+    def health(self) -> Health:
+        """Whether this scheduler is doing its work: for liveness probes and dashboards.
+
+        Healthy while started, its timing thread alive, its last look at the store
+        successful, and that look no older than ``2 * poll + 5`` seconds (the loop
+        looks at least every ``poll`` seconds). Cheap: it reads counters, never the
+        store. ``tickwork run --http`` answers ``/healthz`` from it.
+        """
+        thread = self._thread
+        looked = self._looked
+        age = None if looked is None else max(0.0, self._mono() - looked)
+        reason: str | None = None
+        if thread is None or self._stopping:
+            reason = "not started" if thread is None else "stopping"
+        elif not thread.is_alive():
+            reason = "the timing thread died (see the log); no run starts"
+        elif self._failures:
+            reason = f"the store failed {self._failures} time(s) in a row: {self._last_error}"
+        elif age is not None and age > 2 * self._poll + 5.0:
+            reason = f"the timing loop has not looked at the store for {age:.0f} s"
+        return Health(
+            ok=reason is None,
+            reason=reason,
+            store_failures=self._failures,
+            store_errors=self._store_errors,
+            lost_claims=self._lost_claims,
+            last_look_age=age,
+        )
 
     def history(
         self,
@@ -694,7 +747,11 @@ class DurableScheduler(_Claiming):
             timeout = self._step_store()
         except Exception as exc:
             # A busy or unreachable database: try again later, keep the thread alive.
+            self._store_errors += 1
+            self._last_error = f"{type(exc).__name__}: {exc}"
+            self._looked = self._mono()
             return self._store_failed(exc)
+        self._looked = self._mono()
         if self._failures:
             _log.warning(
                 "durable scheduler %r: the store works again after %d failed attempt(s)",

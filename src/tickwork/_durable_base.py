@@ -127,6 +127,7 @@ class _Engine:
     _halt: threading.Event
     _stopping: bool
     _failures: int
+    _lost_claims: int
     _held: int
     _errors: deque[str]
     _listeners: list[Listener]

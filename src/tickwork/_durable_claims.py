@@ -174,7 +174,12 @@ class _Claiming(_Running):
             )
             self._emit(
                 RunEvent(
-                    EventKind.MISSED, 0, claim.scheduled, missed=decision.missed, job_id=job_id
+                    EventKind.MISSED,
+                    0,
+                    claim.scheduled,
+                    missed=decision.missed,
+                    job_id=job_id,
+                    name=job_id,
                 )
             )
         if decision.skipped:
@@ -183,7 +188,12 @@ class _Claiming(_Running):
             )
             self._emit(
                 RunEvent(
-                    EventKind.SKIPPED, 0, claim.scheduled, missed=decision.skipped, job_id=job_id
+                    EventKind.SKIPPED,
+                    0,
+                    claim.scheduled,
+                    missed=decision.skipped,
+                    job_id=job_id,
+                    name=job_id,
                 )
             )
         if decision.action != "run":

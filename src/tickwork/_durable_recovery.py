@@ -110,6 +110,7 @@ class _Recovery(_Engine):
             if self._store.renew(run.claim, now=now, lease_seconds=self._lease):
                 run.renew_at = now + self._lease / 3
             else:
+                self._lost_claims += 1
                 _log.warning(
                     "lost the claim on job %r (scheduled %s): its lease expired and was"
                     " recovered elsewhere",

@@ -85,7 +85,16 @@ class _Running(_Recovery):
         with self._lock:
             run.started = True
             self._in_job += 1
-        self._emit(RunEvent(EventKind.STARTED, 0, claim.scheduled, started, job_id=claim.job_id))
+        self._emit(
+            RunEvent(
+                EventKind.STARTED,
+                0,
+                claim.scheduled,
+                started,
+                job_id=claim.job_id,
+                name=claim.job_id,
+            )
+        )
         local = self._local
         local.depth = getattr(local, "depth", 0) + 1
         _current.claim = claim
@@ -116,6 +125,7 @@ class _Running(_Recovery):
                     started,
                     ended - started,
                     job_id=claim.job_id,
+                    name=claim.job_id,
                 )
             )
         schedule = spec.schedule
@@ -212,6 +222,7 @@ class _Running(_Recovery):
                 exc_info=result,
             )
         elif not result:
+            self._lost_claims += 1
             _log.warning(
                 "job %r (scheduled %s) ended but its claim was gone (lease expired or job"
                 " removed); the outcome %r was not recorded",
@@ -268,5 +279,14 @@ class _Running(_Recovery):
                 _log.exception("on_error hook failed for job %r", job_id)
         if scheduled is not None:
             self._emit(
-                RunEvent(EventKind.FAILED, 0, scheduled, started, duration, exc, job_id=job_id)
+                RunEvent(
+                    EventKind.FAILED,
+                    0,
+                    scheduled,
+                    started,
+                    duration,
+                    exc,
+                    job_id=job_id,
+                    name=job_id,
+                )
             )

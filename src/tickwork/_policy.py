@@ -29,6 +29,7 @@ delivers them with `Policy.deliver` after unlocking.
 
 from __future__ import annotations
 
+import dataclasses
 import logging
 import math
 from collections.abc import Awaitable, Callable
@@ -127,6 +128,13 @@ class _Task:
         # What the driver needs to know to run it (the asyncio driver: how to call fn
         # and its timeout); never read by the policy.
         self.driver: Any = None
+
+    def name(self) -> str:
+        """The task's name as `tasks` shows it: given, else its job's qualified name."""
+        shown = self.shown
+        if shown is None:
+            return name_of(self.fn)
+        return shown.name or name_of(shown.fn)
 
     def dispatch(self) -> None:
         """The function the core runs when this task is due (*locked*)."""
@@ -297,7 +305,9 @@ class Policy:
         events describe `_Task.dispatch`, not the job, and are dropped.
         """
         if event.kind is EventKind.MISSED:
-            self.outbox.append(event)
+            task = self.tasks.get(event.task_id)  # the core named it after dispatch
+            name = task.name() if task is not None else None
+            self.outbox.append(dataclasses.replace(event, name=name))
 
     def _due(self, task: _Task) -> None:
         """A task is due: start a run, queue one, or skip it (*locked*)."""
@@ -325,7 +335,9 @@ class Policy:
                     task.running,
                 )
                 if self.listeners:
-                    self.outbox.append(RunEvent(EventKind.SKIPPED, task.task_id, scheduled))
+                    self.outbox.append(
+                        RunEvent(EventKind.SKIPPED, task.task_id, scheduled, name=task.name())
+                    )
                 return
         self._add_run(task, scheduled)
 
@@ -420,7 +432,9 @@ class Policy:
     def _started(self, run: Run, announce: Callable[[RunEvent], object] | None) -> float:
         """Read the start time and announce STARTED (there is at least one listener)."""
         started = run.started = self.clock()
-        event = RunEvent(EventKind.STARTED, run.task.task_id, run.scheduled, started)
+        event = RunEvent(
+            EventKind.STARTED, run.task.task_id, run.scheduled, started, name=run.task.name()
+        )
         if announce is None:
             _deliver(self.listeners, event)
         else:
@@ -485,7 +499,15 @@ class Policy:
             kind = EventKind.FINISHED if error is None else EventKind.FAILED
             _deliver(
                 self.listeners,
-                RunEvent(kind, task_id, run.scheduled, run.started, run.duration, error),
+                RunEvent(
+                    kind,
+                    task_id,
+                    run.scheduled,
+                    run.started,
+                    run.duration,
+                    error,
+                    name=run.task.name(),
+                ),
             )
 
     def deliver(self, events: list[RunEvent]) -> None:

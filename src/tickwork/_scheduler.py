@@ -217,6 +217,9 @@ class RunEvent:
     job_id: str | None = None
     """The durable job's id, for events of `DurableScheduler` (its ``task_id`` is 0
     and its times are wall-clock POSIX seconds); ``None`` for the other schedulers."""
+    name: str | None = field(default=None, compare=False)
+    """The task's name as `tasks` shows it (given, or the function's qualified name);
+    the job id for `DurableScheduler`. A low-cardinality label for metrics."""
 
 
 Listener = Callable[[RunEvent], object]
@@ -288,6 +291,14 @@ class Shown:
         self.kwargs = kwargs
         self.name = name
         self.schedule = schedule
+
+
+def _label(entry: list[Any]) -> str:
+    """The name `tasks` shows for a core entry (its given name, else its job's)."""
+    if len(entry) > 4:
+        shown: Shown = entry[4]
+        return shown.name or name_of(shown.fn)
+    return name_of(entry[2])
 
 
 def name_of(fn: object) -> str:
@@ -940,9 +951,11 @@ class Scheduler:
                 self._wall.pop(task_id, None)
         observed = bool(self._listeners)
         started = 0.0
+        label = ""
         if observed:
+            label = _label(entry)
             started = self._clock()
-            self._emit(RunEvent(EventKind.STARTED, task_id, due, started))
+            self._emit(RunEvent(EventKind.STARTED, task_id, due, started, name=label))
         try:
             if (result := fn()) is not None:
                 _check_result(fn, result)
@@ -950,12 +963,27 @@ class Scheduler:
             self._failed(task_id, exc)
             if observed:
                 self._emit(
-                    RunEvent(EventKind.FAILED, task_id, due, started, self._clock() - started, exc)
+                    RunEvent(
+                        EventKind.FAILED,
+                        task_id,
+                        due,
+                        started,
+                        self._clock() - started,
+                        exc,
+                        name=label,
+                    )
                 )
         else:
             if observed:
                 self._emit(
-                    RunEvent(EventKind.FINISHED, task_id, due, started, self._clock() - started)
+                    RunEvent(
+                        EventKind.FINISHED,
+                        task_id,
+                        due,
+                        started,
+                        self._clock() - started,
+                        name=label,
+                    )
                 )
         finally:
             if repeats:
@@ -971,7 +999,9 @@ class Scheduler:
             if due <= now:
                 if self._listeners:
                     missed = int((now - due) // rec) + 1
-                    self._emit(RunEvent(EventKind.MISSED, entry[1], due, missed=missed))
+                    self._emit(
+                        RunEvent(EventKind.MISSED, entry[1], due, missed=missed, name=_label(entry))
+                    )
                 due = now + rec
                 if due <= now:  # too small for the clock at now: never loop on it
                     due = math.nextafter(now, math.inf)

@@ -1,0 +1,198 @@
+"""``tickwork run --http``: ``/metrics`` and ``/healthz``, and `DurableScheduler.health`.
+
+The endpoint is tested in-process (a `StatusServer` on a free port, with a stand-in
+health source) and end to end (a real daemon process serving its own figures).
+"""
+
+from __future__ import annotations
+
+import io
+import sys
+import textwrap
+import urllib.error
+import urllib.request
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import pytest
+from prometheus_client import CollectorRegistry, Counter
+
+from tests.test_daemon_e2e import LIMIT, Run, wait_until
+from tickwork import DurableScheduler
+from tickwork._daemon import DaemonConfig, run_daemon
+from tickwork._http import StatusServer, is_loopback, parse_address
+from tickwork.stores import StoreError
+from tickwork.stores.sqlite import SQLiteStore
+
+
+@dataclass
+class Fake:
+    ok: bool = True
+    reason: str | None = None
+
+    def health(self) -> Any:
+        return self
+
+
+def get(url: str, token: str | None = None) -> tuple[int, str]:
+    request = urllib.request.Request(url)
+    if token is not None:
+        request.add_header("Authorization", f"Bearer {token}")
+    try:
+        with urllib.request.urlopen(request, timeout=10) as response:
+            return response.status, response.read().decode()
+    except urllib.error.HTTPError as exc:
+        return exc.code, exc.read().decode()
+
+
+@pytest.mark.parametrize(
+    ("text", "want"),
+    [
+        ("127.0.0.1:9120", ("127.0.0.1", 9120)),
+        (":9120", ("127.0.0.1", 9120)),
+        ("9120", ("127.0.0.1", 9120)),
+        ("[::1]:0", ("::1", 0)),
+        ("0.0.0.0:80", ("0.0.0.0", 80)),
+    ],
+)
+def test_addresses(text: str, want: tuple[str, int]) -> None:
+    assert parse_address(text) == want
+
+
+@pytest.mark.parametrize("text", ["", "host:", "host:http", ":70000", "a b:1"])
+def test_bad_addresses_say_what_is_wrong(text: str) -> None:
+    with pytest.raises(ValueError, match=f"--http must be HOST:PORT.*got {text!r}"):
+        parse_address(text)
+
+
+def test_loopback() -> None:
+    assert is_loopback("127.0.0.1") and is_loopback("::1") and is_loopback("localhost")
+    assert not is_loopback("0.0.0.0") and not is_loopback("example.org")
+
+
+def test_healthz_is_200_or_503_with_the_reason_and_metrics_are_served() -> None:
+    registry = CollectorRegistry()
+    Counter("probe", "A counter.", registry=registry).inc(3)
+    health = Fake()
+    server = StatusServer(("127.0.0.1", 0), registry, health)
+    server.start()
+    try:
+        assert get(server.url + "/healthz") == (200, "ok\n")
+        health.ok, health.reason = False, "the store failed 3 time(s) in a row: boom"
+        assert get(server.url + "/healthz") == (
+            503,
+            "unhealthy: the store failed 3 time(s) in a row: boom\n",
+        )
+        code, text = get(server.url + "/metrics")
+        assert code == 200 and "probe_total 3.0" in text
+        assert get(server.url + "/nothing")[0] == 404
+    finally:
+        server.close()
+
+
+def test_a_token_guards_everything_but_healthz() -> None:
+    server = StatusServer(("127.0.0.1", 0), CollectorRegistry(), Fake(), token="s3cret")
+    server.start()
+    try:
+        assert get(server.url + "/metrics")[0] == 401
+        assert get(server.url + "/metrics", token="wrong")[0] == 401
+        assert get(server.url + "/metrics", token="s3cret")[0] == 200
+        assert get(server.url + "/healthz") == (200, "ok\n")
+    finally:
+        server.close()
+
+
+# -- DurableScheduler.health ------------------------------------------------------------
+
+
+class BrokenStore(SQLiteStore):
+    """Its claims fail while ``broken`` is set."""
+
+    broken = False
+
+    def claim_due(self, *args: Any, **kwargs: Any) -> Any:
+        if self.broken:
+            raise StoreError("claim due jobs: database is locked")
+        return super().claim_due(*args, **kwargs)
+
+
+def test_health_follows_the_loop_and_the_store(tmp_path: Path) -> None:
+    store = BrokenStore(tmp_path / "s.db")
+    ds = DurableScheduler(store, poll=0.05)
+    assert not ds.health().ok and ds.health().reason == "not started"
+    ds.start()
+    try:
+        wait_until("a healthy look", lambda: ds.health().ok)
+        store.broken = True
+        h = wait_until("an unhealthy look", lambda: (h := ds.health()).store_failures and h)
+        assert not h.ok and "database is locked" in (h.reason or "")
+        assert h.store_errors >= 1
+        store.broken = False
+        wait_until("healthy again", lambda: ds.health().ok)
+        assert ds.health().store_errors >= 1 and ds.health().lost_claims == 0
+    finally:
+        ds.stop()
+        store.close()
+    assert ds.health().reason == "stopping"
+
+
+# -- the daemon ------------------------------------------------------------------------
+
+
+def test_the_daemon_serves_its_metrics_and_health(tmp_path: Path) -> None:
+    jobs = tmp_path / "jobs.toml"
+    jobs.write_text(
+        textwrap.dedent(
+            """
+            [[job]]
+            name = "tick"
+            every = "200ms"
+            command = ["true"]
+
+            [[job]]
+            name = "fail"
+            every = "300ms"
+            command = ["false"]
+            """
+        )
+    )
+    run = Run(jobs, tmp_path / "s.sqlite3", "--http", "127.0.0.1:0", "--for", "60s")
+    try:
+        line = run.wait_line("metrics at http://127.0.0.1:")
+        base = line.split("metrics at ", 1)[1].split("/metrics", 1)[0]
+        assert get(base + "/healthz") == (200, "ok\n")
+
+        def scraped() -> str | None:
+            text = get(base + "/metrics")[1]
+            ok = 'tickwork_runs_total{job="tick",outcome="ok"}' in text
+            return text if ok and 'job="fail",outcome="failed"' in text else None
+
+        text = wait_until("both jobs in /metrics", scraped, LIMIT)
+        assert 'tickwork_next_run_timestamp_seconds{job="tick"}' in text
+        assert 'tickwork_run_lateness_seconds_bucket{job="tick",le="0.1"}' in text
+        assert "tickwork_store_errors_total 0.0" in text
+        assert "jobs/" not in text  # labels are the names of the file, not stored ids
+        run.signal(15)
+        assert run.wait() == 0
+    finally:
+        run.kill()
+
+
+def test_http_needs_prometheus_client_and_a_valid_address(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    jobs = tmp_path / "jobs.toml"
+    jobs.write_text('[[job]]\nname = "t"\nevery = "1s"\ncommand = ["true"]\n')
+    err = io.StringIO()
+    config = DaemonConfig(str(jobs), state=str(tmp_path / "s.db"), http="127.0.0.1:x")
+    assert run_daemon(config, err=err) == 2
+    assert "--http must be HOST:PORT, :PORT or PORT (port 0-65535), got '127.0.0.1:x'" in (
+        err.getvalue()
+    )
+    monkeypatch.setitem(sys.modules, "prometheus_client", None)
+    err = io.StringIO()
+    config = DaemonConfig(str(jobs), state=str(tmp_path / "s.db"), http="127.0.0.1:0")
+    assert run_daemon(config, err=err) == 2
+    assert "--http needs prometheus_client: pip install 'tickwork[metrics]'" in err.getvalue()
+    assert not (tmp_path / "s.db").exists()  # refused before anything was opened

@@ -1,0 +1,173 @@
+"""`tickwork.metrics.SchedulerMetrics` on every scheduler, deterministically.
+
+Each scheduler runs on a `FakeClock`, its due jobs run inside ``step()`` (or
+``run_pending()``), and the figures are read back from the registry as a scrape would.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+from prometheus_client import CollectorRegistry, generate_latest
+
+from tests.executors import ManualExecutor
+from tickwork import AsyncScheduler, DurableScheduler, Scheduler, ThreadScheduler
+from tickwork.metrics import SchedulerMetrics
+from tickwork.stores import EverySchedule, JobSpec
+from tickwork.stores.sqlite import SQLiteStore
+from tickwork.testing import FakeClock, InlineExecutor
+
+from . import durable_jobs
+
+START = 1_800_000_000.0
+
+
+def value(registry: CollectorRegistry, name: str, **labels: str) -> float | None:
+    return registry.get_sample_value(name, labels)
+
+
+def ok() -> None:
+    """A job that works."""
+
+
+def boom() -> None:
+    """A job that fails."""
+    raise RuntimeError("boom")
+
+
+def test_the_core_scheduler_counts_runs_by_name_and_outcome() -> None:
+    clock = FakeClock()
+    s = Scheduler(clock)
+    m = SchedulerMetrics(wall_clock=lambda: START)
+    m.watch(s)
+    s.schedule(1, ok, 1)  # named after the function
+    s.schedule(1, boom, name="nightly")
+    for _ in range(3):
+        clock.advance(1)
+        s.run_pending()
+    r = m.registry
+    assert value(r, "tickwork_runs_total", job="ok", outcome="ok") == 3
+    assert value(r, "tickwork_runs_total", job="nightly", outcome="failed") == 1
+    assert value(r, "tickwork_run_duration_seconds_count", job="ok") == 3
+    assert value(r, "tickwork_run_lateness_seconds_count", job="nightly") == 1
+    assert value(r, "tickwork_last_success_timestamp_seconds", job="ok") == START
+    assert value(r, "tickwork_last_success_timestamp_seconds", job="nightly") is None
+    assert value(r, "tickwork_running", job="ok") == 0
+    # the recurring task's next run, read at scrape time from tasks()
+    (info,) = s.tasks()
+    assert value(r, "tickwork_next_run_timestamp_seconds", job="ok") == pytest.approx(
+        info.next_run.timestamp()  # type: ignore[union-attr]
+    )
+    assert value(r, "tickwork_next_run_timestamp_seconds", job="nightly") is None
+
+
+def test_a_late_core_task_counts_its_missed_slots() -> None:
+    clock = FakeClock()
+    s = Scheduler(clock)
+    m = SchedulerMetrics()
+    m.watch(s)
+    s.schedule(1, ok, 1, name="tick")
+    clock.advance(4.5)  # due at 1; slots 2, 3 and 4 pass unrun
+    s.run_pending()
+    assert value(m.registry, "tickwork_slots_skipped_total", job="tick", reason="missed") == 3
+
+
+def test_the_thread_driver_counts_overlap_skips_and_running() -> None:
+    clock = FakeClock()
+    pool = ManualExecutor()
+    ts = ThreadScheduler(clock, executor=pool)
+    m = SchedulerMetrics()
+    m.watch(ts)
+    seen: list[float | None] = []
+
+    def sync() -> None:
+        seen.append(value(m.registry, "tickwork_running", job=sync.__qualname__))
+
+    ts.schedule(1, sync, 1, overlap="skip")
+    clock.advance(1)
+    ts.step()  # handed to the pool, not started yet
+    clock.advance(1)
+    ts.step()  # due again while the first run is pending: skipped
+    pool.run_all()
+    ts.step()
+    r = m.registry
+    assert seen == [1.0]  # the gauge counted it while it ran
+    assert value(r, "tickwork_slots_skipped_total", job=sync.__qualname__, reason="overlap") == 1
+    assert value(r, "tickwork_runs_total", job=sync.__qualname__, outcome="ok") == 1
+    assert value(r, "tickwork_running", job=sync.__qualname__) == 0
+
+
+def test_the_asyncio_driver_is_watched_the_same_way() -> None:
+    async def main() -> CollectorRegistry:
+        clock = FakeClock()
+        s = AsyncScheduler(clock)
+        m = SchedulerMetrics()
+        m.watch(s)
+        s.schedule(1, boom, name="fetch")
+        clock.advance(1)
+        s.step()
+        for _ in range(3):
+            await asyncio.sleep(0)
+        return m.registry
+
+    r = asyncio.run(main())
+    assert value(r, "tickwork_runs_total", job="fetch", outcome="failed") == 1
+
+
+@pytest.fixture
+def clock() -> Iterator[FakeClock]:
+    c = FakeClock(wall_start=START)
+    durable_jobs.CALLS.clear()
+    durable_jobs.CLOCK = c
+    yield c
+    durable_jobs.CLOCK = None
+
+
+def test_the_durable_scheduler_labels_by_job_and_reports_its_next_runs(
+    tmp_path: Path, clock: FakeClock
+) -> None:
+    with SQLiteStore(tmp_path / "s.db") as store:
+        pool = ManualExecutor()
+        ds = DurableScheduler(store, executor=pool, wall_clock=clock.wall, monotonic_clock=clock)
+        m = SchedulerMetrics(job_label=lambda job: job.partition("/")[2] or job)
+        m.watch(ds)
+        ds.declare(JobSpec("ns/report", "tests.durable_jobs:record", EverySchedule(10)))
+        ds.declare(JobSpec("ns/bad", "tests.durable_jobs:boom", EverySchedule(10)))
+        clock.advance(10)
+        ds.step()
+        pool.run_all()
+        ds.step()
+        r = m.registry
+        assert value(r, "tickwork_runs_total", job="report", outcome="ok") == 1
+        assert value(r, "tickwork_runs_total", job="bad", outcome="failed") == 1
+        # durable events carry wall-clock times: the success is the run's own end
+        assert value(r, "tickwork_last_success_timestamp_seconds", job="report") == START + 10
+        assert value(r, "tickwork_next_run_timestamp_seconds", job="report") == START + 20
+        assert value(r, "tickwork_store_errors_total") == 0
+        assert value(r, "tickwork_lost_leases_total") == 0
+        text = generate_latest(r).decode()
+        assert 'tickwork_runs_total{job="report",outcome="ok"} 1.0' in text
+        assert "ns/report" not in text  # labels are the names job_label makes
+
+
+def test_bad_arguments_are_refused() -> None:
+    with pytest.raises(TypeError, match="registry must be a CollectorRegistry"):
+        SchedulerMetrics(registry="default")  # type: ignore[arg-type]
+    with pytest.raises(TypeError, match="job_label must be callable"):
+        SchedulerMetrics(job_label="job")  # type: ignore[arg-type]
+    with pytest.raises(TypeError, match="must have add_listener"):
+        SchedulerMetrics().watch(object())  # type: ignore[arg-type]
+
+
+def test_inline_executor_runs_count_at_once() -> None:
+    clock = FakeClock()
+    ts = ThreadScheduler(clock, executor=InlineExecutor())
+    m = SchedulerMetrics()
+    m.watch(ts)
+    ts.schedule(2, ok)
+    clock.advance(2)
+    ts.step()
+    assert value(m.registry, "tickwork_runs_total", job="ok", outcome="ok") == 1
