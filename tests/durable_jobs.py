@@ -36,3 +36,15 @@ def reported() -> None:
     from tickwork._errors import JobFailed
 
     raise JobFailed("exit=3\nthe end of its output")
+
+
+def noisy(text: str) -> None:
+    """A job that keeps ``text`` as its output (`DurableScheduler.record_output`)."""
+    DurableScheduler.record_output(text)
+    record(text)
+
+
+def noisy_fail(text: str) -> None:
+    """A job that keeps ``text`` as its output, then fails."""
+    DurableScheduler.record_output(text)
+    raise RuntimeError("after the output")

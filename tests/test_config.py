@@ -341,3 +341,33 @@ def test_the_example_is_valid() -> None:
         "slow-sync",
     ]
     assert config.job("weekday-digest").schedule == Cron("0 7 * * 1-5", tz="Europe/Berlin")
+
+
+def test_output_is_log_by_default_and_may_be_set_in_defaults_or_the_job() -> None:
+    config = parse_config(
+        textwrap.dedent(
+            """
+            [defaults]
+            output = "tail"
+
+            [[job]]
+            name = "a"
+            every = "1m"
+            command = ["true"]
+
+            [[job]]
+            name = "b"
+            every = "1m"
+            command = ["true"]
+            output = "discard"
+            """
+        )
+    )
+    assert [j.output for j in config.jobs] == ["tail", "discard"]
+    plain = parse_config('[[job]]\nname = "c"\nevery = "1m"\ncommand = ["true"]\n')
+    assert plain.jobs[0].output == "log"
+    with pytest.raises(ConfigError) as caught:
+        parse_config('[[job]]\nname = "d"\nevery = "1m"\ncommand = ["true"]\noutput = "loud"\n')
+    assert str(caught.value.errors[0]) == (
+        "<string>:5: job \"d\": output: must be one of 'log', 'tail', 'discard', got 'loud'"
+    )

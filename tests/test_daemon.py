@@ -285,3 +285,12 @@ def test_slots_passing_while_a_run_is_held_are_counted_on_the_grid() -> None:
     assert _slots_between(cron, start, None, start + 601) == (3, start, start + 600)
     assert _slots_between(cron, start, start + 1, start + 601) == (2, start + 300, start + 600)
     assert _slots_between(AtSchedule(start), start, None, start + 60) == (0, None, None)
+
+
+def test_a_default_output_leaves_the_fingerprint_of_earlier_versions() -> None:
+    # Computed by tickwork before `output` existed: an upgrade re-declares nothing.
+    text = '[[job]]\nname="backup"\ncron="0 3 * * *"\ncommand=["backup.sh", "--all"]\nretries=2\n'
+    (job,) = parse_config(text).jobs
+    assert fingerprint(job) == "9df165fb8933"
+    (tail,) = parse_config(text + 'output = "tail"\n').jobs
+    assert fingerprint(tail) != fingerprint(job)

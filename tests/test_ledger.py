@@ -203,3 +203,22 @@ def test_the_async_face_reads_the_ledger(make: Make, clock: FakeClock) -> None:
     drain(ds, pool)
     face = AsyncDurableScheduler(ds.store)
     assert [e.outcome for e in asyncio.run(face.history("e"))] == ["ok"]
+
+
+def test_a_job_s_recorded_output_goes_into_its_entry(make: Make, clock: FakeClock) -> None:
+    ds, pool = make()
+    ds.declare(JobSpec("n", "tests.durable_jobs:noisy", EverySchedule(10), args=["x" * 5000]))
+    ds.declare(JobSpec("f", "tests.durable_jobs:noisy_fail", EverySchedule(10), args=["why"]))
+    clock.advance(10)
+    drain(ds, pool)
+    (n,) = ds.history("n")
+    assert n.outcome == "ok" and n.output == "x" * 4000  # the end, bounded
+    (f,) = ds.history("f")
+    assert f.outcome == "failed" and f.output == "why" and "after the output" in (f.error or "")
+
+
+def test_record_output_is_only_for_a_running_job() -> None:
+    with pytest.raises(RuntimeError, match="only for a running durable job"):
+        DurableScheduler.record_output("x")
+    with pytest.raises(TypeError, match="text must be a str, got bytes"):
+        DurableScheduler.record_output(b"x")  # type: ignore[arg-type]

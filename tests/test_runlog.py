@@ -134,3 +134,37 @@ def test_iso_and_bad_format() -> None:
     assert iso(T + 0.25, millis=True) == "2026-12-02T17:00:00.250Z"
     with pytest.raises(ValueError, match=r"^format must be 'text' or 'json', got 'xml'$"):
         RunLog(io.StringIO(), format="xml")  # type: ignore[arg-type]
+
+
+def test_output_lines_of_a_successful_run_are_logged_bounded() -> None:
+    out = io.StringIO()
+    log = RunLog(out, wall=lambda: T)
+    log.output("report", T, RunResult(exit_code=0, output="one\n\ntwo\n", output_bytes=9))
+    assert out.getvalue().splitlines() == [
+        "2026-12-02T17:00:00Z report | one",
+        "2026-12-02T17:00:00Z report | two",
+    ]
+    out = io.StringIO()
+    log = RunLog(out, wall=lambda: T)
+    text = "".join(f"line {i}\n" for i in range(60))
+    log.output("chatty", T, RunResult(exit_code=0, output=text, output_bytes=len(text) + 100))
+    lines = out.getvalue().splitlines()
+    assert len(lines) == 51
+    assert lines[0].endswith("chatty | ... (10 line(s) and 100 byte(s) before these not shown)")
+    assert lines[1].endswith("chatty | line 10") and lines[-1].endswith("chatty | line 59")
+    out = io.StringIO()
+    RunLog(out, wall=lambda: T).output("quiet", T, RunResult(exit_code=0, output="\n \n"))
+    assert out.getvalue() == ""
+
+
+def test_output_lines_in_json() -> None:
+    out = io.StringIO()
+    log = RunLog(out, format="json", wall=lambda: T)
+    log.output("report", T, RunResult(exit_code=0, output="done: 3 rows\n", output_bytes=13))
+    (record,) = [json.loads(line) for line in out.getvalue().splitlines()]
+    assert list(record) == list(JSON_KEYS)
+    assert (record["event"], record["job"], record["output"]) == (
+        "output",
+        "report",
+        "done: 3 rows",
+    )

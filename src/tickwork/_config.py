@@ -48,9 +48,11 @@ __all__ = [
 
 Overlap = Literal["skip", "queue", "allow"]
 Missed = Literal["skip", "once", "all"]
+Output = Literal["log", "tail", "discard"]
 
 _OVERLAP: Final = ("skip", "queue", "allow")
 _MISSED: Final = ("skip", "once", "all")
+_OUTPUT: Final = ("log", "tail", "discard")
 _SCHEDULE_KEYS: Final = ("every", "cron", "at", "in")
 
 #: Options that may appear in ``[defaults]`` as well as in a job.
@@ -69,6 +71,7 @@ DEFAULT_KEYS: Final = frozenset(
         "cwd",
         "enabled",
         "timezone",
+        "output",
     }
 )
 #: Every key a ``[[job]]`` table may have.
@@ -139,6 +142,10 @@ class JobConfig:
     against the file's directory)."""
     enabled: bool = True
     """A disabled job is validated but never scheduled."""
+    output: Output = "log"
+    """What becomes of what a run writes: ``"log"`` its lines to the run log (bounded
+    per run) and its tail to the slot ledger, ``"tail"`` only the tail to the ledger,
+    ``"discard"`` neither (a failure's tail still goes into its error)."""
     line: int = field(default=0, compare=False)
     """The line of the job's ``[[job]]`` header, for messages."""
 
@@ -596,6 +603,7 @@ class _Checker:
         checks: dict[str, Callable[[object], object]] = {
             "overlap": _choice(_OVERLAP),
             "missed": _choice(_MISSED),
+            "output": _choice(_OUTPUT),
             "grace": _duration,
             "jitter": _duration,
             "timeout": _duration,

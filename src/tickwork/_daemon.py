@@ -246,13 +246,23 @@ def _plain(value: object) -> Any:
     return repr(value)
 
 
+#: Options added after the first release, with their defaults: left out of a job's
+#: fingerprint while at their default, so an upgrade changes no fingerprint.
+_LATER: Final[dict[str, object]] = {"output": "log"}
+_NOT_DEFAULT: Final = object()
+
+
 def fingerprint(job: JobConfig) -> str:
     """12 hex digits that change whenever any option of ``job`` changes.
 
     Stored in the job's kwargs, so a changed job is an ``UPDATED`` declaration and a
     host running an older file can tell (it logs a warning and runs its own version).
     """
-    data = {f.name: _plain(getattr(job, f.name)) for f in fields(job) if f.name != "line"}
+    data = {
+        f.name: _plain(getattr(job, f.name))
+        for f in fields(job)
+        if f.name != "line" and _LATER.get(f.name, _NOT_DEFAULT) != getattr(job, f.name)
+    }
     text = json.dumps(data, sort_keys=True, separators=(",", ":"), ensure_ascii=False)
     return hashlib.sha256(text.encode()).hexdigest()[:12]
 
@@ -614,10 +624,18 @@ class Daemon:
             groups=self._groups,
             stop=self._stop,
             on_start=lambda attempt: self.log.started(name, scheduled, attempt=attempt),
-            on_end=lambda r: self.log.finished(name, scheduled, r),
+            on_end=lambda r: self._ended(name, scheduled, job, r),
         )
+        if job.output != "discard" and result.output.strip() and claim is not None:
+            DurableScheduler.record_output(result.output)  # its tail, for the ledger
         if not result.ok:
             raise JobFailed(_failure_text(result))
+
+    def _ended(self, name: str, scheduled: float, job: JobConfig, result: RunResult) -> None:
+        """An attempt ended: its log line, then (``output = "log"``, ok) what it wrote."""
+        self.log.finished(name, scheduled, result)
+        if result.ok and job.output == "log":
+            self.log.output(name, scheduled, result)
 
     def _on_event(self, event: RunEvent) -> None:
         if event.job_id is None:

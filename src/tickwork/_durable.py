@@ -39,7 +39,9 @@ from types import TracebackType
 
 from ._durable_base import (
     _RETRY_MIN,
+    OUTPUT_LIMIT,
     _current,
+    _outputs,
     _Run,
 )
 from ._durable_base import DEFAULT_NOTIFIED_POLL as DEFAULT_NOTIFIED_POLL
@@ -510,6 +512,26 @@ class DurableScheduler(_Claiming):
         return self._ledger.history(
             job_id, since=since, outcome=outcome, before=before, limit=limit
         )
+
+    @staticmethod
+    def record_output(text: str) -> None:
+        """Inside a running durable job: keep ``text`` as the run's output.
+
+        Its end (the last 4,000 characters) goes into the run's slot-ledger entry
+        (`SlotRecord.output`), whether the run then succeeds or fails; a later call
+        replaces an earlier one. ``tickwork run`` records a command's output tail so.
+
+        Raises:
+            TypeError: ``text`` is not a str.
+            RuntimeError: Called outside a running durable job.
+
+        """
+        if not isinstance(text, str):
+            raise TypeError(f"text must be a str, got {type(text).__name__}")
+        claim = DurableScheduler.current_claim()
+        if claim is None:
+            raise RuntimeError("record_output() is only for a running durable job")
+        _outputs[claim.token] = text[-OUTPUT_LIMIT:]
 
     @staticmethod
     def current_claim() -> Claim | None:

@@ -60,6 +60,11 @@ CLOCK_STEP: Final = 1.0
 DurableErrorHook = Callable[[str, Exception], object]
 
 _current = threading.local()
+#: What running jobs gave `DurableScheduler.record_output`, by claim token; taken by
+#: the run's finish into the slot ledger.
+_outputs: dict[str, str] = {}
+#: Characters of a run's output kept for the ledger (the end of it).
+OUTPUT_LIMIT = 4000
 #: The claim of the coroutine job running in this context (`AsyncDurableScheduler`).
 current_async_claim: ContextVar[Claim | None] = ContextVar("tickwork_claim", default=None)
 

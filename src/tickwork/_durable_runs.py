@@ -14,6 +14,7 @@ from collections.abc import Callable
 from ._durable_base import (
     _current,
     _error_text,
+    _outputs,
     _Run,
 )
 from ._durable_recovery import _Recovery
@@ -136,7 +137,8 @@ class _Running(_Recovery):
                 after = math.nextafter(ended, math.inf)
             next_run = within_until(schedule, after)
         text = None if error is None else _error_text(error)
-        self._end(run, "ok" if error is None else "failed", ended, text, next_run)
+        output = _outputs.pop(claim.token, None)
+        self._end(run, "ok" if error is None else "failed", ended, text, next_run, output)
 
     def _resolve(self, spec: JobSpec) -> Callable[..., object] | Exception:
         """The job's function, or why it may not or cannot run (never imported then)."""
@@ -176,6 +178,7 @@ class _Running(_Recovery):
         ended: float | None,
         error: str | None,
         next_run: float | Keep | None,
+        output: str | None = None,
     ) -> None:
         claim = run.claim
         finish = Finish(
@@ -184,6 +187,7 @@ class _Running(_Recovery):
             self._wall() if ended is None else ended,
             error,
             next_run,
+            output,
         )
         if self._recorder is not None:
             # Written with the next batch; `_ended` runs once it is committed. The

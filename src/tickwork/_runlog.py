@@ -45,6 +45,8 @@ JSON_KEYS: Final = (
 
 _LATE: Final = 1.0  # seconds late before a text start line says so
 _TEXT_TAIL: Final = 300  # characters of output on a text failure line
+#: Most output lines of one successful run written to the log (its last ones).
+OUTPUT_LINES: Final = 50
 
 
 def _due(ts: float) -> str:
@@ -152,6 +154,31 @@ class RunLog:
         if result.timed_out and result.signal is not None:
             details.insert(0, f"ended by {_signal(result)}")
         self._write(f"{head}: {' | '.join(details)}" if details else head)
+
+    def output(self, job: str, scheduled: float, result: RunResult) -> None:
+        """The lines a successful run of ``job`` wrote, one log line each (``output = "log"``).
+
+        At most `OUTPUT_LINES` (the last ones of the kept tail), after a line saying how
+        much came before them; blank lines are left out. Text: ``<time> <job> | <line>``;
+        JSON: event ``"output"`` with the line in ``output``.
+        """
+        lines = [line.rstrip() for line in result.output.splitlines() if line.strip()]
+        if not lines:
+            return
+        shown = lines[-OUTPUT_LINES:]
+        hidden = len(lines) - len(shown)
+        dropped = max(0, result.output_bytes - len(result.output.encode()))
+        now = self._wall()
+        if hidden or dropped:
+            parts = [f"{hidden} line(s)"] if hidden else []
+            if dropped:
+                parts.append(f"{dropped} byte(s)")
+            shown.insert(0, f"... ({' and '.join(parts)} before these not shown)")
+        for line in shown:
+            if self._format == "json":
+                self._json(now, "output", job, scheduled, attempt=result.attempt, output=line)
+            else:
+                self._write(f"{iso(now)} {job} | {line}")
 
     def skipped(
         self,

@@ -1,0 +1,59 @@
+"""``output = "log" | "tail" | "discard"``: what a daemon job's output becomes.
+
+A real ``tickwork run`` process; its log lines and the slot ledger of its state are read
+back.
+"""
+
+from __future__ import annotations
+
+import textwrap
+from pathlib import Path
+
+from tests.test_daemon_e2e import Run
+from tickwork.stores.sqlite import SQLiteStore
+
+
+def test_output_modes_log_lines_and_keep_tails_in_the_ledger(tmp_path: Path) -> None:
+    jobs = tmp_path / "jobs.toml"
+    jobs.write_text(
+        textwrap.dedent(
+            """
+            [[job]]
+            name = "chatty"
+            in = "0s"
+            command = ["sh", "-c", "echo first line; echo second line"]
+
+            [[job]]
+            name = "tailed"
+            in = "0s"
+            output = "tail"
+            command = ["sh", "-c", "echo kept quietly"]
+
+            [[job]]
+            name = "silent"
+            in = "0s"
+            output = "discard"
+            command = ["sh", "-c", "echo never kept"]
+            """
+        )
+    )
+    state = tmp_path / "s.sqlite3"
+    run = Run(jobs, state)
+    try:
+        run.wait_line(" chatty | second line")
+        for name in ("tailed", "silent"):
+            run.wait_line(f" {name} finished ok")
+        run.signal(15)
+        assert run.wait() == 0
+    finally:
+        run.kill()
+    text = run.text()
+    assert " chatty | first line" in text
+    assert "kept quietly" not in text and "never kept" not in text
+    with SQLiteStore(state) as store:
+        outputs = {e.job_id.partition("/")[2]: e.output for e in store.history()}
+    assert outputs == {
+        "chatty": "first line\nsecond line\n",
+        "tailed": "kept quietly\n",
+        "silent": None,
+    }
