@@ -38,6 +38,7 @@ from ._schedules import At, Cron, Every, Once, Schedule, parse_duration
 
 __all__ = [
     "JOB_KEYS",
+    "Alert",
     "Config",
     "JobConfig",
     "Missed",
@@ -72,6 +73,7 @@ DEFAULT_KEYS: Final = frozenset(
         "enabled",
         "timezone",
         "output",
+        "on_failure",
     }
 )
 #: Every key a ``[[job]]`` table may have.
@@ -142,6 +144,8 @@ class JobConfig:
     against the file's directory)."""
     enabled: bool = True
     """A disabled job is validated but never scheduled."""
+    on_failure: Alert | None = None
+    """Who to tell when the job keeps failing, and when it recovers (see `Alert`)."""
     output: Output = "log"
     """What becomes of what a run writes: ``"log"`` its lines to the run log (bounded
     per run) and its tail to the slot ledger, ``"tail"`` only the tail to the ledger,
@@ -153,6 +157,65 @@ class JobConfig:
     def jitter(self) -> float:
         """The schedule's jitter in seconds (0 for one-shot schedules)."""
         return cast(float, getattr(self.schedule, "jitter", 0.0))
+
+
+@dataclass(frozen=True, slots=True)
+class Alert:
+    """A job's ``on_failure``: a command and/or a webhook, fired by the daemon.
+
+    Fired once when the job has failed ``after`` times in a row, and once more on the
+    first success after that (recovery). The outcome goes to the command as ``TICKWORK_*``
+    environment variables and as JSON on its stdin, and to the webhook as a JSON POST.
+    """
+
+    command: tuple[str, ...] | None = None
+    """The argv to run (no shell)."""
+    webhook: str | None = None
+    """An ``http://`` or ``https://`` URL to POST the JSON to."""
+    after: int = 1
+    """Failures in a row that make the job "failing"."""
+    timeout: float = 10.0
+    """Seconds each attempt (the command, or one POST) may take."""
+    retries: int = 3
+    """Further attempts of a failed webhook POST (1 s, 2 s, 4 s, ... apart)."""
+
+
+_ALERT_KEYS: Final = ("command", "webhook", "after", "timeout", "retries")
+
+
+def _alert(value: object) -> Alert:
+    if not isinstance(value, dict):
+        raise _Invalid(f"must be a table with command and/or webhook, got {_show(value)}")
+    unknown = sorted(set(value) - set(_ALERT_KEYS))
+    if unknown:
+        raise _Invalid(f"unknown key {unknown[0]!r} (known: {', '.join(_ALERT_KEYS)})")
+    command = value.get("command")
+    if command is not None and (
+        not isinstance(command, list)
+        or not command
+        or not all(isinstance(a, str) and a for a in command)
+    ):
+        raise _Invalid(
+            f"command must be a non-empty array of strings (an argv), got {_show(command)}"
+        )
+    webhook = value.get("webhook")
+    if webhook is not None and (
+        not isinstance(webhook, str) or not webhook.startswith(("http://", "https://"))
+    ):
+        raise _Invalid(f"webhook must be an http:// or https:// URL, got {_show(webhook)}")
+    if command is None and webhook is None:
+        raise _Invalid("needs a command, a webhook, or both")
+    after = value.get("after", 1)
+    if isinstance(after, bool) or not isinstance(after, int) or not 1 <= after <= 1000:
+        raise _Invalid(f"after must be an integer from 1 to 1000, got {_show(after)}")
+    try:
+        timeout = _duration(value.get("timeout", 10.0), positive=True)
+    except _Invalid as exc:
+        raise _Invalid(f"timeout {exc}") from None
+    retries = value.get("retries", 3)
+    if isinstance(retries, bool) or not isinstance(retries, int) or not 0 <= retries <= 10:
+        raise _Invalid(f"retries must be an integer from 0 to 10, got {_show(retries)}")
+    return Alert(tuple(command) if command is not None else None, webhook, after, timeout, retries)
 
 
 @dataclass(frozen=True, slots=True)
@@ -604,6 +667,7 @@ class _Checker:
             "overlap": _choice(_OVERLAP),
             "missed": _choice(_MISSED),
             "output": _choice(_OUTPUT),
+            "on_failure": _alert,
             "grace": _duration,
             "jitter": _duration,
             "timeout": _duration,

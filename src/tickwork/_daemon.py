@@ -40,6 +40,8 @@ from types import FrameType
 from typing import TYPE_CHECKING, Any, Final, TextIO
 from urllib.parse import urlsplit, urlunsplit
 
+from ._alerts import AlertSender
+from ._cli_history import failure_summary
 from ._config import Config, JobConfig, load_config
 from ._durable import DurableScheduler
 from ._errors import ConfigError, JobFailed, TickworkError
@@ -248,7 +250,7 @@ def _plain(value: object) -> Any:
 
 #: Options added after the first release, with their defaults: left out of a job's
 #: fingerprint while at their default, so an upgrade changes no fingerprint.
-_LATER: Final[dict[str, object]] = {"output": "log"}
+_LATER: Final[dict[str, object]] = {"output": "log", "on_failure": None}
 _NOT_DEFAULT: Final = object()
 
 
@@ -489,6 +491,7 @@ class Daemon:
         self.state_key = state_key or make_state_key(namespace, "")
         self._groups = ProcessGroups(marker=daemon_marker(self.state_key))
         self._stop = threading.Event()
+        self.alerts = AlertSender()
         self.scheduler = DurableScheduler(
             store,
             lease=lease,
@@ -628,8 +631,30 @@ class Daemon:
         )
         if job.output != "discard" and result.output.strip() and claim is not None:
             DurableScheduler.record_output(result.output)  # its tail, for the ledger
+        if job.on_failure is not None and claim is not None:
+            self._alert(name, job, claim.job_id, scheduled, result)
         if not result.ok:
             raise JobFailed(_failure_text(result))
+
+    def _alert(
+        self, name: str, job: JobConfig, job_id: str, scheduled: float, result: RunResult
+    ) -> None:
+        """Queue ``on_failure``'s alert if this run starts or ends a failing streak."""
+        try:  # the runs before this one, as the ledger has them (this one is not in yet)
+            before = failure_summary(self.store, job_id)["consecutive_failures"] or 0
+        except Exception as exc:
+            _log.error("job %r: cannot read its failure streak for on_failure: %s", name, exc)
+            return
+        self.alerts.run_ended(
+            name,
+            job.on_failure,
+            ok=result.ok,
+            failures_before=before,
+            scheduled=scheduled,
+            status=result.status,
+            error=None if result.ok else _failure_text(result),
+            output=result.output,
+        )
 
     def _ended(self, name: str, scheduled: float, job: JobConfig, result: RunResult) -> None:
         """An attempt ended: its log line, then (``output = "log"``, ok) what it wrote."""
@@ -761,9 +786,11 @@ class Daemon:
         }
         try:
             self.end_survivors()
+            self.alerts.start()
             self.scheduler.start()
             self._loop(run_for)
             self._shutdown()
+            self.alerts.close()
         finally:
             for sig, handler in previous.items():
                 signal.signal(sig, handler)
