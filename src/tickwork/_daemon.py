@@ -1092,7 +1092,35 @@ def _status_server(
             " can connect reads the job names and figures",
             *address,
         )
-    return StatusServer(address, metrics.registry, daemon.scheduler, token=token)
+    return StatusServer(
+        address,
+        metrics.registry,
+        daemon.scheduler,
+        token=token,
+        page=lambda: _status_page(daemon, namespace),
+    )
+
+
+def _status_page(daemon: Daemon, namespace: str) -> str:
+    """The status page of the daemon's jobs: what the state says right now."""
+    from ._cli_daemon import _owner, _schedule_text
+    from ._status import STRIP, JobView, render
+
+    now = time.time()
+    views: list[JobView] = []
+    nodes: set[str] = set()
+    for state in daemon.scheduler.jobs():
+        if not owned(state, namespace):
+            continue
+        entries = daemon.scheduler.history(state.id, limit=STRIP)
+        nodes.update(
+            _owner(e.node) for e in entries if e.node and (e.ended or e.scheduled) > now - 3600
+        )
+        nodes.update(_owner(c.owner) for c in state.claims if c.owner)
+        name = str(state.spec.kwargs.get("job", state.id))
+        views.append(JobView(name, state, _schedule_text(state.spec.schedule), entries))
+    views.sort(key=lambda v: v.name)
+    return render(str(daemon.config_path), views, sorted(nodes), now)
 
 
 def _seconds_text(seconds: float) -> str:

@@ -1,4 +1,4 @@
-"""The daemon's HTTP endpoint: ``/metrics`` (Prometheus) and ``/healthz`` (liveness).
+"""The daemon's HTTP endpoint: ``/metrics`` (Prometheus), ``/healthz`` (liveness), ``/`` (status).
 
 ``tickwork run --http 127.0.0.1:9120`` starts a `StatusServer` beside the scheduler, on a
 thread of its own (a `ThreadingHTTPServer`), so a slow scrape never delays a run. It binds
@@ -16,6 +16,7 @@ import threading
 from collections.abc import Callable
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any, Protocol
+from urllib.parse import parse_qs, urlsplit
 
 __all__ = ["HealthSource", "StatusServer", "parse_address"]
 
@@ -72,7 +73,9 @@ class StatusServer:
         health: The scheduler whose ``health()`` answers ``/healthz``: 200 ``ok``, or
             503 with the reason (for a container's liveness probe).
         token: If set, every path but ``/healthz`` needs ``Authorization: Bearer
-            <token>`` (401 otherwise).
+            <token>`` (401 otherwise); the status page also takes ``?token=<token>``,
+            for a browser.
+        page: Renders the status page served at ``/`` (``None``: no page).
 
     Raises:
         OSError: The address cannot be bound (in use, not this host's).
@@ -86,6 +89,7 @@ class StatusServer:
         health: HealthSource,
         *,
         token: str | None = None,
+        page: Callable[[], str] | None = None,
     ) -> None:
         from prometheus_client import CONTENT_TYPE_LATEST, generate_latest
 
@@ -93,7 +97,7 @@ class StatusServer:
             raise ValueError("token must be a non-empty str or None")
         render: Callable[[], bytes] = lambda: generate_latest(registry)  # noqa: E731
         self._server = ThreadingHTTPServer(
-            address, _handler(render, CONTENT_TYPE_LATEST, health, token)
+            address, _handler(render, CONTENT_TYPE_LATEST, health, token, page)
         )
         self._server.daemon_threads = True
         self._thread: threading.Thread | None = None
@@ -123,7 +127,11 @@ class StatusServer:
 
 
 def _handler(
-    render: Callable[[], bytes], content_type: str, health: HealthSource, token: str | None
+    render: Callable[[], bytes],
+    content_type: str,
+    health: HealthSource,
+    token: str | None,
+    page: Callable[[], str] | None,
 ) -> type[BaseHTTPRequestHandler]:
     expected = f"Bearer {token}".encode() if token is not None else None
 
@@ -142,6 +150,9 @@ def _handler(
                 return
             if expected is not None:
                 given = (self.headers.get("Authorization") or "").encode()
+                query = parse_qs(urlsplit(self.path).query).get("token", [""])[0]
+                if path == "/" and query:
+                    given = f"Bearer {query}".encode()
                 if not hmac.compare_digest(given, expected):
                     self._send(
                         401,
@@ -152,6 +163,8 @@ def _handler(
                     return
             if path == "/metrics":
                 self._send(200, render(), content_type)
+            elif path == "/" and page is not None:
+                self._send(200, page().encode(), "text/html; charset=utf-8")
             else:
                 self._send(404, b"not found: try /metrics or /healthz\n", "text/plain")
 

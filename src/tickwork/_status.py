@@ -1,0 +1,165 @@
+"""The daemon's status page: one server-rendered HTML page, no script, no external files.
+
+`render` turns what the state says (the daemon's jobs, their recent ledger entries, the
+nodes seen) into a page that refreshes itself. Every text from the state is escaped.
+"""
+
+from __future__ import annotations
+
+import html
+from collections.abc import Sequence
+from dataclasses import dataclass
+from datetime import UTC, datetime
+from typing import Final
+
+from .stores._model import JobState, SlotRecord
+
+__all__ = ["JobView", "render"]
+
+#: Ledger entries shown per job in its strip.
+STRIP: Final = 30
+
+_COLOURS: Final = {
+    "ok": "#2e9d4f",
+    "failed": "#d1393b",
+    "abandoned": "#8b3fc4",
+    "missed": "#e0a526",
+    "skipped": "#9aa3ad",
+    "cancelled": "#cfd6dd",
+}
+
+
+@dataclass(frozen=True, slots=True)
+class JobView:
+    """One row of the page: a job, its schedule in words, and its newest entries."""
+
+    name: str
+    state: JobState
+    schedule: str
+    entries: Sequence[SlotRecord]
+    """Newest first."""
+
+
+def _time(ts: float | None) -> str:
+    if ts is None:
+        return "-"
+    return datetime.fromtimestamp(ts, UTC).strftime("%Y-%m-%d %H:%M:%S UTC")
+
+
+def _ago(now: float, ts: float | None) -> str:
+    if ts is None:
+        return ""
+    delta = ts - now
+    word = "in" if delta >= 0 else "ago"
+    s = abs(delta)
+    text = f"{s:.0f} s" if s < 120 else f"{s / 60:.0f} min" if s < 7200 else f"{s / 3600:.1f} h"
+    return f"{word} {text}" if word == "in" else f"{text} {word}"
+
+
+def _seconds(value: float | None) -> str:
+    if value is None:
+        return "-"
+    return f"{value * 1000:.0f} ms" if value < 1 else f"{value:.2f} s"
+
+
+def _strip(entries: Sequence[SlotRecord]) -> str:
+    cells = []
+    for e in reversed(entries[:STRIP]):  # oldest on the left
+        colour = _COLOURS.get(e.outcome, "#cfd6dd")
+        title = f"{_time(e.scheduled)}: {e.outcome}"
+        if e.slots > 1:
+            title += f" ({e.slots} slots)"
+        if e.lateness is not None:
+            title += f", {_seconds(e.lateness)} late"
+        if e.duration is not None:
+            title += f", took {_seconds(e.duration)}"
+        if e.error:
+            title += f"\n{e.error.strip().splitlines()[-1]}"
+        cells.append(
+            f'<span class="slot {html.escape(e.outcome)}" style="background:{colour}"'
+            f' title="{html.escape(title)}"></span>'
+        )
+    return "".join(cells) or '<span class="none">no runs yet</span>'
+
+
+def render(
+    title: str, jobs: Sequence[JobView], nodes: Sequence[str], now: float, refresh: int = 10
+) -> str:
+    """The status page as HTML text.
+
+    Args:
+        title: What the page is about (the jobs file).
+        jobs: One view per job, in the order to show.
+        nodes: The nodes (``host:pid``) seen running this state.
+        now: The time the page shows as "now" (POSIX seconds).
+        refresh: Seconds between the page's own reloads.
+
+    """
+    rows = []
+    for job in jobs:
+        s = job.state
+        last = job.entries[0] if job.entries else None
+        outcome = last.outcome if last else "-"
+        flags = " <em>paused</em>" if s.paused else ""
+        late = _seconds(last.lateness) if last is not None else "-"
+        error = ""
+        if last is not None and last.error:
+            error = f'<div class="error">{html.escape(last.error.strip().splitlines()[-1])}</div>'
+        rows.append(
+            "<tr>"
+            f'<td class="job">{html.escape(job.name)}{flags}</td>'
+            f"<td>{html.escape(job.schedule)}</td>"
+            f'<td>{_time(s.next_run)}<div class="sub">{_ago(now, s.next_run)}</div></td>'
+            f'<td><span class="outcome {html.escape(outcome)}">{html.escape(outcome)}</span>'
+            f"{error}</td>"
+            f"<td>{late}</td>"
+            f'<td class="strip">{_strip(job.entries)}</td>'
+            "</tr>"
+        )
+    legend = "".join(
+        f'<span class="slot" style="background:{c}"></span> {o} ' for o, c in _COLOURS.items()
+    )
+    node_list = ", ".join(html.escape(n) for n in nodes) or "none seen in the last hour"
+    body = "\n".join(rows) or '<tr><td colspan="6">no jobs in the state</td></tr>'
+    return f"""<!doctype html>
+<html lang="en">
+<head>
+<meta charset="utf-8">
+<meta http-equiv="refresh" content="{refresh}">
+<meta name="viewport" content="width=device-width, initial-scale=1">
+<title>tickwork: {html.escape(title)}</title>
+<style>
+body {{ font: 14px/1.4 system-ui, sans-serif; margin: 24px; color: #1d232a; }}
+h1 {{ font-size: 20px; margin: 0 0 4px; }}
+.meta {{ color: #5b6570; margin-bottom: 16px; }}
+table {{ border-collapse: collapse; width: 100%; }}
+th, td {{ text-align: left; padding: 8px 10px; border-bottom: 1px solid #e3e7eb;
+  vertical-align: top; }}
+th {{ font-weight: 600; color: #5b6570; }}
+td.job {{ font-weight: 600; }}
+.sub {{ color: #5b6570; font-size: 12px; }}
+.error {{ color: #a12b2d; font-size: 12px; max-width: 28em; overflow-wrap: anywhere; }}
+.outcome {{ font-weight: 600; }}
+.outcome.ok {{ color: #2e9d4f; }} .outcome.failed {{ color: #d1393b; }}
+.slot {{ display: inline-block; width: 10px; height: 18px; margin-right: 2px;
+  border-radius: 2px; vertical-align: middle; }}
+.legend {{ color: #5b6570; margin-top: 12px; font-size: 12px; }}
+.none {{ color: #8a939c; }}
+td.strip {{ white-space: nowrap; }}
+</style>
+</head>
+<body>
+<h1>tickwork: {html.escape(title)}</h1>
+<div class="meta">{_time(now)} &middot; nodes: {node_list} &middot;
+refreshes every {refresh} s</div>
+<table>
+<thead><tr><th>job</th><th>schedule</th><th>next run</th><th>last outcome</th>
+<th>lateness</th><th>recent slots (oldest left)</th></tr></thead>
+<tbody>
+{body}
+</tbody>
+</table>
+<div class="legend">{legend}</div>
+</body>
+</html>
+"""

@@ -1,0 +1,117 @@
+"""The status page of ``tickwork run --http``, as a person sees it: in a real browser.
+
+A real daemon process serves the page; headless Chromium (Debian's package) loads it
+and the test reads the DOM it rendered, then takes a screenshot. Without Chromium the
+browser tests skip with one line; CI (.ci/run) installs it and refuses skips.
+"""
+
+from __future__ import annotations
+
+import shutil
+import subprocess
+import textwrap
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+from tests.test_daemon_e2e import LIMIT, Run, wait_until
+from tests.test_http import get
+from tickwork._status import JobView, render
+from tickwork.stores import EverySchedule, JobSpec, JobState, SlotRecord
+
+CHROMIUM = shutil.which("chromium") or shutil.which("chromium-browser")
+needs_browser = pytest.mark.skipif(
+    CHROMIUM is None, reason="no Chromium on this machine (apt-get install chromium)"
+)
+
+
+def browse(url: str, tmp_path: Path, *extra: str) -> str:
+    """Load ``url`` in headless Chromium; the DOM it rendered (or what ``extra`` asks)."""
+    assert CHROMIUM is not None
+    profile = tmp_path / "profile"
+    proc = subprocess.run(
+        [
+            CHROMIUM,
+            "--headless",
+            "--no-sandbox",
+            "--disable-gpu",
+            "--disable-quic",
+            "--no-first-run",
+            "--disable-background-networking",
+            "--disable-component-update",
+            "--disable-sync",
+            f"--user-data-dir={profile}",
+            *extra,
+            url,
+        ],
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+    assert proc.returncode == 0, proc.stderr[-2000:]
+    return proc.stdout
+
+
+@pytest.fixture
+def daemon(tmp_path: Path) -> Iterator[tuple[Run, str]]:
+    jobs = tmp_path / "jobs.toml"
+    jobs.write_text(
+        textwrap.dedent(
+            """
+            [[job]]
+            name = "rotate-logs"
+            every = "300ms"
+            command = ["true"]
+
+            [[job]]
+            name = "probe-api"
+            every = "400ms"
+            command = ["sh", "-c", "echo 'connection refused' >&2; exit 7"]
+            """
+        )
+    )
+    run = Run(jobs, tmp_path / "s.sqlite3", "--http", "127.0.0.1:0", "--http-token", "t0ken")
+    line = run.wait_line("metrics at http://127.0.0.1:")
+    base = line.split("metrics at ", 1)[1].split("/metrics", 1)[0]
+
+    def both_ran() -> bool:
+        text = get(base + "/metrics", token="t0ken")[1]
+        return 'job="rotate-logs",outcome="ok"' in text and 'job="probe-api"' in text
+
+    wait_until("runs of both jobs", both_ran, LIMIT)
+    yield run, base
+    run.kill()
+
+
+@needs_browser
+def test_a_browser_shows_each_job_its_outcome_and_its_slots(
+    daemon: tuple[Run, str], tmp_path: Path
+) -> None:
+    _, base = daemon
+    assert get(base + "/")[0] == 401  # the token guards the page too
+    dom = browse(base + "/?token=t0ken", tmp_path, "--dump-dom")
+    assert "<h1>tickwork: " in dom and "jobs.toml</h1>" in dom
+    rotate = dom.split('<td class="job">rotate-logs', 1)[1].split("</tr>", 1)[0]
+    assert "every 0.3s" in rotate and '<span class="outcome ok">ok</span>' in rotate
+    assert '<span class="slot ok"' in rotate
+    probe = dom.split('<td class="job">probe-api', 1)[1].split("</tr>", 1)[0]
+    assert '<span class="outcome failed">failed</span>' in probe
+    assert "connection refused" in probe and '<span class="slot failed"' in probe
+    assert "nodes: " in dom and "refreshes every 10 s" in dom
+    shot = tmp_path / "status.png"
+    browse(base + "/?token=t0ken", tmp_path, f"--screenshot={shot}", "--window-size=1200,420")
+    assert shot.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n" and shot.stat().st_size > 5000
+
+
+def test_the_page_escapes_what_the_state_says() -> None:
+    spec = JobSpec("ns/x", "m:f", EverySchedule(60), kwargs={"job": "<b>x</b>"})
+    state = JobState(spec, 1_800_000_060.0, False, None)
+    entry = SlotRecord(
+        1, "ns/x", 1_800_000_000.0, "failed", started=1_800_000_000.5, ended=1_800_000_001.0,
+        error="Traceback\nValueError: <script>alert(1)</script>",
+    )  # fmt: skip
+    page = render("a&b.toml", [JobView("<b>x</b>", state, "every 60s", [entry])], [], 1.8e9)
+    assert "<script>" not in page and "&lt;script&gt;" in page
+    assert "&lt;b&gt;x&lt;/b&gt;" in page and "tickwork: a&amp;b.toml" in page
+    assert 'http-equiv="refresh"' in page and "http://" not in page and "https://" not in page
