@@ -48,3 +48,8 @@ def noisy_fail(text: str) -> None:
     """A job that keeps ``text`` as its output, then fails."""
     DurableScheduler.record_output(text)
     raise RuntimeError("after the output")
+
+
+def too_slow() -> None:
+    """A job that gives up as timed out."""
+    raise TimeoutError("the export took more than 30 s")

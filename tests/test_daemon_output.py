@@ -57,3 +57,23 @@ def test_output_modes_log_lines_and_keep_tails_in_the_ledger(tmp_path: Path) -> 
         "tailed": "kept quietly\n",
         "silent": None,
     }
+
+
+def test_a_command_over_its_timeout_is_recorded_as_timeout(tmp_path: Path) -> None:
+    jobs = tmp_path / "jobs.toml"
+    jobs.write_text(
+        '[[job]]\nname = "stuck"\nin = "0s"\ntimeout = "300ms"\ncommand = ["sleep", "30"]\n'
+    )
+    state = tmp_path / "s.sqlite3"
+    run = Run(jobs, state)
+    try:
+        run.wait_line(" stuck failed timeout")
+        run.signal(15)
+        assert run.wait() == 0
+    finally:
+        run.kill()
+    with SQLiteStore(state) as store:
+        (entry,) = store.history()
+        (job,) = store.jobs()
+    assert entry.outcome == "timeout" and (entry.error or "").startswith("timeout")
+    assert job.last_run is not None and job.last_run.outcome == "timeout"

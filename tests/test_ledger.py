@@ -222,3 +222,15 @@ def test_record_output_is_only_for_a_running_job() -> None:
         DurableScheduler.record_output("x")
     with pytest.raises(TypeError, match="text must be a str, got bytes"):
         DurableScheduler.record_output(b"x")  # type: ignore[arg-type]
+
+
+def test_a_job_that_times_out_ends_as_timeout(make: Make, clock: FakeClock) -> None:
+    ds, pool = make()
+    ds.declare(JobSpec("t", "tests.durable_jobs:too_slow", EverySchedule(10)))
+    clock.advance(10)
+    drain(ds, pool)
+    (e,) = ds.history("t")
+    assert e.outcome == "timeout" and "more than 30 s" in (e.error or "")
+    state = ds.get("t")
+    assert state is not None and state.last_run is not None
+    assert state.last_run.outcome == "timeout"

@@ -196,7 +196,7 @@ def failure_summary(store: Store, job_id: str) -> dict[str, Any]:
         if e.outcome == "ok":
             last_ok = e.ended if e.ended is not None else e.scheduled
             break
-        if e.outcome in ("failed", "abandoned"):
+        if e.outcome in ("failed", "timeout", "abandoned"):
             failures += 1
     if last_ok is None:  # not among the newest: look for the last success alone
         older = store.history(job_id, outcome="ok", limit=1)

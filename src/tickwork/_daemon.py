@@ -44,7 +44,7 @@ from ._alerts import AlertSender
 from ._cli_history import failure_summary
 from ._config import Config, JobConfig, load_config
 from ._durable import DurableScheduler
-from ._errors import ConfigError, JobFailed, TickworkError
+from ._errors import ConfigError, JobFailed, JobTimedOut, TickworkError
 from ._runlog import LogFormat, RunLog, iso
 from ._runner import (
     ProcessGroups,
@@ -633,6 +633,8 @@ class Daemon:
             DurableScheduler.record_output(result.output)  # its tail, for the ledger
         if job.on_failure is not None and claim is not None:
             self._alert(name, job, claim.job_id, scheduled, result)
+        if result.timed_out:
+            raise JobTimedOut(_failure_text(result))
         if not result.ok:
             raise JobFailed(_failure_text(result))
 

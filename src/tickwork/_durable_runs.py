@@ -138,7 +138,10 @@ class _Running(_Recovery):
             next_run = within_until(schedule, after)
         text = None if error is None else _error_text(error)
         output = _outputs.pop(claim.token, None)
-        self._end(run, "ok" if error is None else "failed", ended, text, next_run, output)
+        outcome: Outcome = (
+            "ok" if error is None else "timeout" if isinstance(error, TimeoutError) else "failed"
+        )
+        self._end(run, outcome, ended, text, next_run, output)
 
     def _resolve(self, spec: JobSpec) -> Callable[..., object] | Exception:
         """The job's function, or why it may not or cannot run (never imported then)."""

@@ -28,6 +28,14 @@ class JobFailed(TickworkError):
     """
 
 
+class JobTimedOut(JobFailed, TimeoutError):
+    """`JobFailed` for a run that went over its timeout: recorded as ``"timeout"``.
+
+    A durable job that raises any `TimeoutError` is recorded with the outcome
+    ``"timeout"`` instead of ``"failed"``; ``tickwork run`` raises this one.
+    """
+
+
 class JobInterrupted(TickworkError):
     """A job on a worker thread raised a `BaseException` that is not an `Exception`.
 

@@ -22,6 +22,7 @@ STRIP: Final = 30
 _COLOURS: Final = {
     "ok": "#2e9d4f",
     "failed": "#d1393b",
+    "timeout": "#a8323e",
     "abandoned": "#8b3fc4",
     "missed": "#e0a526",
     "skipped": "#9aa3ad",

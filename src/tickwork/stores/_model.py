@@ -68,7 +68,9 @@ SPEC_VERSION: Final = 1
 Overlap: TypeAlias = Literal["skip", "queue", "allow"]
 Missed: TypeAlias = Literal["skip", "once", "all"]
 Delivery: TypeAlias = Literal["at_most_once", "at_least_once"]
-Outcome: TypeAlias = Literal["ok", "failed", "missed", "skipped", "abandoned", "cancelled"]
+Outcome: TypeAlias = Literal[
+    "ok", "failed", "timeout", "missed", "skipped", "abandoned", "cancelled"
+]
 #: What recovery does with an expired claim (`Recovered.action`, `recovery_action`).
 RecoveryAction: TypeAlias = Literal["released", "requeued", "abandoned"]
 
@@ -82,6 +84,7 @@ DELIVERIES: Final[tuple[Delivery, ...]] = ("at_most_once", "at_least_once")
 OUTCOMES: Final[tuple[Outcome, ...]] = (
     "ok",
     "failed",
+    "timeout",
     "missed",
     "skipped",
     "abandoned",
@@ -751,6 +754,7 @@ class SlotRecord:
     """One entry of the slot ledger: how a slot (or a run of given-up slots) ended.
 
     Every slot of a durable job ends in exactly one entry: ``"ok"``, ``"failed"``,
+    ``"timeout"`` (the job raised a `TimeoutError`: ``tickwork run``'s timeouts do),
     ``"missed"`` (missed-run policy), ``"skipped"`` (overlap policy) or ``"abandoned"``
     (its runner was lost); a slot run again after an ``"abandoned"`` attempt
     (``at_least_once``) has one entry per attempt. Times are UTC POSIX seconds.
