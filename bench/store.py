@@ -54,6 +54,7 @@ import threading
 import time
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
+from typing import Any
 
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT / "src"))
@@ -115,9 +116,9 @@ def burst_thread(n: int) -> float:
     return rate
 
 
-def burst_durable(n: int, tmp: Path) -> float:
+def burst_durable(n: int, tmp: Path, **store_kw: Any) -> float:
     tmp.mkdir(parents=True, exist_ok=True)
-    store = SQLiteStore(tmp / "burst.db")
+    store = SQLiteStore(tmp / "burst.db", **store_kw)
     now = time.time()
     for i in range(n):
         store.upsert(JobSpec(f"job-{i:06d}", NOOP, AtSchedule(now)), now)
@@ -250,6 +251,24 @@ def compare_burst(
     return ours, (theirs if have_aps else None), orders
 
 
+def ledger_cost(n: int, tmp: Path, rounds: int) -> tuple[list[float], list[float]]:
+    """Durable bursts with the slot ledger and without it (``history_keep=0``).
+
+    Same tree, same run: warmed up, then each round alternates which goes first.
+    """
+    if "history_keep" not in inspect.signature(SQLiteStore).parameters:
+        return [], []  # a tree from before the ledger
+    burst_durable(min(500, n), tmp / "warm-ledger")
+    with_ledger: list[float] = []
+    without: list[float] = []
+    for r in range(rounds):
+        for keep in (None, 0) if r % 2 == 0 else (0, None):
+            kw = {} if keep is None else {"history_keep": 0}
+            rate = burst_durable(n, tmp / f"ledger-{r}-{keep}", **kw)
+            (with_ledger if keep is None else without).append(rate)
+    return with_ledger, without
+
+
 def startup(m: int, tmp: Path) -> dict[str, float]:
     out: dict[str, float] = {}
     ahead = time.time() + 86400
@@ -357,6 +376,17 @@ def main() -> None:
             if theirs is not None:
                 figures += f", APScheduler {theirs[r]:,.0f} ({ours[r] / theirs[r]:.1f}x)"
             print(f"      round {r + 1}, {order}: {figures} jobs/s")
+        led, bare = ledger_cost(n, tmp, max(1, args.rounds))
+        if led:
+            costs = [b / w for w, b in zip(led, bare, strict=True)]
+            cost = statistics.median(costs)
+            verdict = "PASS" if cost <= 1.10 else "MISS"
+            print(
+                f"    ledger cost: {statistics.median(led):,.0f} jobs/s with the slot ledger,"
+                f" {statistics.median(bare):,.0f} without (history_keep=0);"
+                f" without / with = {cost:.3f} (median of the per-round ratios,"
+                f" {min(costs):.3f}-{max(costs):.3f}); target <= 1.10: {verdict}"
+            )
         print(f"(b) startup: {m:,} stored jobs")
         res = startup(m, tmp)
         core_s = res["core"]

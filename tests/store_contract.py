@@ -966,9 +966,20 @@ class StoreContract:
         assert store.prune_history(time.time() + 2 * 86400) == 4
         assert store.history() == []
 
+    def test_keeping_no_history_writes_no_entries(self, open_store: OpenStore) -> None:
+        store = open_store(history_keep=0)
+        assert isinstance(store, SlotLedger)
+        store.upsert(spec(), 100.0)
+        (c,) = claim(store, 100.0)
+        assert store.finish(c, outcome="ok", ended=101.0)
+        assert store.history() == []
+        state = store.get("job")
+        assert state is not None and state.last_run is not None  # the last run is kept
+        assert store.prune_history(time.time()) == 0
+
     def test_retention_arguments_are_checked(self, open_store: OpenStore) -> None:
-        with pytest.raises(ValueError, match="history_keep must be an int >= 1 or None, got 0"):
-            open_store(history_keep=0)
+        with pytest.raises(ValueError, match="history_keep must be an int >= 0 or None, got -1"):
+            open_store(history_keep=-1)
         with pytest.raises(ValueError, match="history_days"):
             open_store(history_days=-1.0)
 

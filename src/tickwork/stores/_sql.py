@@ -189,9 +189,9 @@ class SQLStore(RowReader, ABC, Generic[C]):
     ) -> None:
         """The shared state: decoded specs, warnings given, liveness looks, retention."""
         if history_keep is not None and (
-            isinstance(history_keep, bool) or not isinstance(history_keep, int) or history_keep < 1
+            isinstance(history_keep, bool) or not isinstance(history_keep, int) or history_keep < 0
         ):
-            raise ValueError(f"history_keep must be an int >= 1 or None, got {history_keep!r}")
+            raise ValueError(f"history_keep must be an int >= 0 or None, got {history_keep!r}")
         if history_days is not None:
             history_days = check_positive("history_days", history_days)
         self._history_keep = history_keep
@@ -946,6 +946,8 @@ class SQLStore(RowReader, ABC, Generic[C]):
 
     def _write_ledger(self, cur: C, entries: list[tuple[Any, ...]]) -> None:
         """Insert ledger entries (tuples in `LEDGER_INSERT`'s column order)."""
+        if self._history_keep == 0:  # no history kept: nothing written
+            return
         self._insert_ledger(cur, entries)
         with self._written_lock:
             self._written.update(e[0] for e in entries)
@@ -1031,7 +1033,7 @@ class SQLStore(RowReader, ABC, Generic[C]):
         now = check_time("now", now)
         keep, days = self._history_keep, self._history_days
         with self._written_lock:
-            jobs = sorted(self._written)[:_PRUNE_JOBS] if keep is not None else []
+            jobs = sorted(self._written)[:_PRUNE_JOBS] if keep else []
         if not jobs and days is None:
             return 0
 

@@ -284,7 +284,7 @@ class PostgresStore(SQLStore[Cursor]):
         sleep: How to wait between attempts (tests inject a fake); the default wait is
             cut short by `close`.
         history_keep: Slot-ledger entries kept per job (`SQLStore.history`), an int
-            >= 1, or ``None`` for no count limit.
+            >= 0, or ``None`` for no count limit; 0 writes no entries at all.
         history_days: Age in days beyond which ledger entries are pruned, or
             ``None`` for no age limit. Pruning is bounded work done by `DurableScheduler`
             while idle (see `SQLStore.prune_history`).
