@@ -93,7 +93,7 @@ def test_a_browser_shows_each_job_its_outcome_and_its_slots(
     dom = browse(base + "/?token=t0ken", tmp_path, "--dump-dom")
     assert "<h1>tickwork: " in dom and "jobs.toml</h1>" in dom
     rotate = dom.split('<td class="job">rotate-logs', 1)[1].split("</tr>", 1)[0]
-    assert "every 0.3s" in rotate and '<span class="outcome ok">ok</span>' in rotate
+    assert "every 0.3 seconds" in rotate and '<span class="outcome ok">ok</span>' in rotate
     assert '<span class="slot ok"' in rotate
     probe = dom.split('<td class="job">probe-api', 1)[1].split("</tr>", 1)[0]
     assert '<span class="outcome failed">failed</span>' in probe

@@ -1105,8 +1105,9 @@ def _status_server(
 
 def _status_page(daemon: Daemon, namespace: str) -> str:
     """The status page of the daemon's jobs: what the state says right now."""
-    from ._cli_daemon import _owner, _schedule_text
+    from ._cli_daemon import _owner
     from ._status import STRIP, JobView, render
+    from ._words import schedule_words
 
     now = time.time()
     views: list[JobView] = []
@@ -1120,7 +1121,7 @@ def _status_page(daemon: Daemon, namespace: str) -> str:
         )
         nodes.update(_owner(c.owner) for c in state.claims if c.owner)
         name = str(state.spec.kwargs.get("job", state.id))
-        views.append(JobView(name, state, _schedule_text(state.spec.schedule), entries))
+        views.append(JobView(name, state, schedule_words(state.spec.schedule), entries))
     views.sort(key=lambda v: v.name)
     return render(str(daemon.config_path), views, sorted(nodes), now)
 
