@@ -107,7 +107,7 @@ def node(config: dict[str, Any]) -> dict[str, Any]:
     """Run one `DurableScheduler` until the stop file appears; a summary."""
     _config.update(config)
     logging.basicConfig(level=logging.WARNING, format="%(asctime)s %(name)s: %(message)s")
-    store = PostgresStore(config["dsn"], schema=config["schema"])
+    store = PostgresStore(config["dsn"], schema=config["schema"], **config.get("store", {}))
     store.wait_for_change(0)  # LISTEN before "ready": no change after it is missed
     ds = DurableScheduler(store, owner=config["owner"], allowed_modules=["bench.pg_node"])
     ds.start()

@@ -75,6 +75,7 @@ import os
 import secrets
 import shutil
 import signal
+import statistics
 import subprocess
 import sys
 import tempfile
@@ -92,7 +93,9 @@ from psycopg.conninfo import make_conninfo
 ROOT = Path(__file__).resolve().parent.parent
 SETTLE = 0.5  # seconds from all nodes ready to the earliest due time, at least
 STALL = 120.0  # no new run for this long: the workload is reported as stuck
-WORKLOADS = ("burst", "steady", "idle", "kill")
+WORKLOADS = ("burst", "steady", "idle", "kill", "ledger")
+#: Rounds of the ledger workload: bursts with and without the slot ledger, alternating.
+LEDGER_ROUNDS = 3
 # Fault runs: seconds past the lease (from the kill) before what is left counts as lost;
 # more than the safety poll of a notified store (10 s), which is when the old tree's
 # nodes, asleep through a lease end, notice it.
@@ -280,6 +283,7 @@ class Lab:
         hold: float = 0.0,
         fault: Fault | None = None,
         sleep: float = 0.0,
+        store: dict[str, Any] | None = None,
     ) -> tuple[list[Row], dict[str, Any]]:
         """Load the jobs, run ``nodes`` nodes until ``done(one-shots run)``; the rows.
 
@@ -287,6 +291,8 @@ class Lab:
         ``first``. Without ``done`` the nodes stop ``hold`` seconds after they settled.
         With ``fault``, one node is SIGKILLed and the nodes stop as `_fault` says;
         ``info["killed"]`` is what it saw. ``sleep``: seconds each run sleeps first.
+        ``store``: keyword arguments for each node's `PostgresStore` (the ledger
+        workload passes ``history_keep=0``).
         ``info["commits"]`` is the jobs database's commits from just before the nodes
         started to after they all exited (their sessions' statistics are flushed then;
         a busy backend reports them up to 10 s late, so no earlier reading is exact).
@@ -312,6 +318,7 @@ class Lab:
                 "oneshots": [first, oneshots[0], oneshots[1]],
                 "every": [every, 1.0, first],
                 "sleep": sleep,
+                "store": store or {},
             }
             out = subprocess.run(
                 [sys.executable, "-m", "bench.pg_node", "load", json.dumps(config)],
@@ -570,17 +577,47 @@ def summarize(rows: list[Row], owners: list[str], lo: float, hi: float) -> Resul
     return result
 
 
-def burst(lab: Lab, tree: Tree, nodes: int, n: int) -> Result:
+def burst(lab: Lab, tree: Tree, nodes: int, n: int, store: dict[str, Any] | None = None) -> Result:
     first = lab.lead(n)
-    rows, info = lab.run(tree, nodes, first=first, oneshots=(0.0, n), done=lambda c: c >= n)
+    rows, info = lab.run(
+        tree, nodes, first=first, oneshots=(0.0, n), done=lambda c: c >= n, store=store
+    )
     owners = [f"n{i}" for i in range(nodes)]
     last = max(r[2] for r in rows)
     result = summarize(rows, owners, first, last)
     result.per_s = len({r[0] for r in rows}) / (last - first) if last > first else math.inf
     result.late = info["late"]
     result.commits = info.get("commits")
-    _report(tree, f"burst {n} on {nodes} node(s)", result, info)
+    what = f"burst {n} on {nodes} node(s)" + (f" with {store}" if store else "")
+    _report(tree, what, result, info)
     return result
+
+
+def ledger(lab: Lab, tree: Tree, nodes: int, n: int) -> tuple[list[float], list[float]]:
+    """Bursts with the slot ledger and without it (``history_keep=0``), alternating."""
+    with_ledger: list[float] = []
+    without: list[float] = []
+    for r in range(LEDGER_ROUNDS):
+        for keep in (None, 0) if r % 2 == 0 else (0, None):
+            store = None if keep is None else {"history_keep": 0}
+            rate = burst(lab, tree, nodes, n, store).per_s
+            (with_ledger if keep is None else without).append(rate)
+    return with_ledger, without
+
+
+def ledger_table(results: dict[int, tuple[list[float], list[float]]], n: int) -> None:
+    print()
+    print(f"ledger: the new tree, {n:,} one-shots due at once, with the slot ledger and without")
+    print("(history_keep=0), alternating, the same run")
+    print("| nodes | with ledger runs/s | without runs/s | with / without | per round |")
+    print("| ---: | ---: | ---: | ---: | --- |")
+    for nodes, (led, bare) in sorted(results.items()):
+        ratios = [w / b for w, b in zip(led, bare, strict=True)]
+        print(
+            f"| {nodes} | {statistics.median(led):,.0f} | {statistics.median(bare):,.0f}"
+            f" | {statistics.median(ratios):.2f}x | {', '.join(f'{x:.2f}' for x in ratios)} |"
+        )
+    print("with / without: the median of the per-round ratios (1.00x: the ledger costs nothing).")
 
 
 def steady(lab: Lab, tree: Tree, n: int, seconds: float, every: int) -> Result:
@@ -1077,12 +1114,18 @@ def main() -> None:
                 for tree in order:
                     idles[tree.name] = idle(lab, tree, args.idle)
                 order.reverse()
+            ledgers: dict[int, tuple[list[float], list[float]]] = {}
+            if "ledger" in chosen:
+                for nodes in args.nodes:
+                    ledgers[nodes] = ledger(lab, trees[-1], nodes, args.burst)
             if "kill" in chosen:
                 for load in args.kill_loads:
                     for tree in order:
                         kills[tree.name, load.name] = kill(lab, tree, load)
                     order.reverse()
             table(trees, bursts, steadies, idles, kills, args)
+            if ledgers:
+                ledger_table(ledgers, args.burst)
         finally:
             lab.close()
     finally:

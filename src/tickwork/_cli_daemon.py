@@ -22,7 +22,7 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, TextIO
 
-from ._cli_history import failure_summary
+from ._cli_history import failure_summary, open_state
 from ._config import Config, load_config
 from ._errors import ConfigError
 from ._schedules import parse_duration
@@ -306,7 +306,7 @@ def run_jobs(
     args: argparse.Namespace, *, out: TextIO | None = None, err: TextIO | None = None
 ) -> int:
     """Run ``tickwork jobs`` for parsed arguments; return the exit status."""
-    from ._daemon import DaemonError, default_namespace, open_store, owned
+    from ._daemon import default_namespace, owned
 
     out = sys.stdout if out is None else out
     err = sys.stderr if err is None else err
@@ -321,22 +321,9 @@ def run_jobs(
             for issue in exc.errors:
                 print(issue, file=err)
             return 2
-    from ._daemon import DaemonConfig
-
-    state, database = DaemonConfig(
-        args.file, state=args.state, database=args.database
-    ).store_location()
-    if state is not None and not Path(state).expanduser().exists():
-        print(
-            f"tickwork jobs: no state at {state} (has `tickwork run` run with it?)",
-            file=err,
-        )
-        return 1
-    try:
-        store = open_store(state=state, database=database)
-    except DaemonError as exc:
-        print(f"tickwork jobs: {exc}", file=err)
-        return 1
+    store = open_state(args, "jobs", err)
+    if isinstance(store, int):
+        return store
     try:
         states = store.jobs()
         # Owners whose database sessions are all gone (PostgreSQL): lost at once, not

@@ -19,7 +19,7 @@ from ._timefmt import iso
 from .stores._model import OUTCOMES, SlotRecord
 from .stores._protocol import SlotLedger, Store
 
-__all__ = ["add_parser", "failure_summary", "parse_since", "run_history"]
+__all__ = ["add_parser", "failure_summary", "open_state", "parse_since", "run_history"]
 
 #: Newest ledger entries read per job for ``tickwork jobs``' summary.
 SUMMARY_DEPTH = 200
@@ -101,24 +101,16 @@ def run_history(
     args: argparse.Namespace, *, out: TextIO | None = None, err: TextIO | None = None
 ) -> int:
     """Run ``tickwork history`` for parsed arguments; return the exit status."""
-    from ._daemon import DaemonConfig, DaemonError, default_namespace, open_store
+    from ._daemon import default_namespace
 
     out = sys.stdout if out is None else out
     err = sys.stderr if err is None else err
     if args.file is None and args.state is None and args.database is None:
         print("tickwork history: give the jobs file (-f), --state PATH or --database DSN", file=err)
         return 2
-    state, database = DaemonConfig(
-        args.file, state=args.state, database=args.database
-    ).store_location()
-    if state is not None and not Path(state).expanduser().exists():
-        print(f"tickwork history: no state at {state} (has `tickwork run` run with it?)", file=err)
-        return 1
-    try:
-        store = open_store(state=state, database=database)
-    except DaemonError as exc:
-        print(f"tickwork history: {exc}", file=err)
-        return 1
+    store = open_state(args, "history", err)
+    if isinstance(store, int):
+        return store
     namespace = args.namespace or (default_namespace(args.file) if args.file else None)
     try:
         if not isinstance(store, SlotLedger):
@@ -144,6 +136,29 @@ def run_history(
     for e in entries:
         print(_line(e), file=out)
     return 0
+
+
+def open_state(args: argparse.Namespace, command: str, err: TextIO) -> Store | int:
+    """The store ``--state``/``--database``/the jobs file name, or an exit status (said why).
+
+    Shared by ``tickwork jobs`` and ``tickwork history``: a state file that does not
+    exist is not created (status 1), and a store that cannot be opened says why.
+    """
+    from ._daemon import DaemonConfig, DaemonError, open_store
+
+    state, database = DaemonConfig(
+        args.file, state=args.state, database=args.database
+    ).store_location()
+    if state is not None and not Path(state).expanduser().exists():
+        print(
+            f"tickwork {command}: no state at {state} (has `tickwork run` run with it?)", file=err
+        )
+        return 1
+    try:
+        return open_store(state=state, database=database)
+    except DaemonError as exc:
+        print(f"tickwork {command}: {exc}", file=err)
+        return 1
 
 
 def _job_id(store: Store, name: str | None, namespace: str | None) -> str | None:

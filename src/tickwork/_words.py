@@ -9,23 +9,12 @@ from __future__ import annotations
 
 from typing import Any, Final
 
+from ._cron import _MONTH_NAMES
+
 __all__ = ["cron_words", "schedule_words"]
 
 _DAYS: Final = ("Sunday", "Monday", "Tuesday", "Wednesday", "Thursday", "Friday", "Saturday")
-_MONTHS: Final = (
-    "January",
-    "February",
-    "March",
-    "April",
-    "May",
-    "June",
-    "July",
-    "August",
-    "September",
-    "October",
-    "November",
-    "December",
-)
+_MONTHS: Final = _MONTH_NAMES
 
 
 def _ints(field: str, low: int, high: int) -> list[int] | None:
