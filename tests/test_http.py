@@ -161,7 +161,8 @@ def test_the_daemon_serves_its_metrics_and_health(tmp_path: Path) -> None:
     try:
         line = run.wait_line("metrics at http://127.0.0.1:")
         base = line.split("metrics at ", 1)[1].split("/metrics", 1)[0]
-        assert get(base + "/healthz") == (200, "ok\n")
+        # The endpoint is up before the scheduler starts: "not started" (503) until it has.
+        wait_until("a healthy daemon", lambda: get(base + "/healthz") == (200, "ok\n"))
 
         def scraped() -> str | None:
             text = get(base + "/metrics")[1]
