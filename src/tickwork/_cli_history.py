@@ -14,6 +14,7 @@ from datetime import datetime
 from pathlib import Path
 from typing import Any, TextIO
 
+from ._cli_next import _count
 from ._schedules import parse_duration
 from ._timefmt import iso
 from .stores._model import OUTCOMES, SlotRecord
@@ -53,16 +54,6 @@ def parse_since(text: str, now: float | None = None) -> float:
     return moment.timestamp()
 
 
-def _limit(text: str) -> int:
-    try:
-        value = int(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"must be an integer >= 1, got {text!r}") from None
-    if value < 1:
-        raise argparse.ArgumentTypeError(f"must be an integer >= 1, got {value}")
-    return value
-
-
 def add_parser(subparsers: Any, add_store_options: Any) -> argparse.ArgumentParser:
     """Add ``history`` to an argparse ``subparsers`` object."""
     p: argparse.ArgumentParser = subparsers.add_parser(
@@ -85,7 +76,7 @@ def add_parser(subparsers: Any, add_store_options: Any) -> argparse.ArgumentPars
     )
     p.add_argument("--outcome", choices=OUTCOMES, help="only entries with this outcome")
     p.add_argument(
-        "--limit", type=_limit, default=50, metavar="N", help="most entries (default: 50)"
+        "--limit", type=_count, default=50, metavar="N", help="most entries (default: 50)"
     )
     p.add_argument("--json", action="store_true", help="one JSON array, for machines")
     p.set_defaults(func=run_history)

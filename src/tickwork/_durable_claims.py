@@ -24,6 +24,7 @@ from .stores._model import (
     GivenUp,
     JobState,
     Outcome,
+    StartNow,
 )
 
 _log = logging.getLogger("tickwork.durable")
@@ -61,9 +62,8 @@ class _Claiming(_Running):
             def given_up(state: JobState) -> GivenUp | None:
                 return decisions[state.id].given_up
 
-            ledger = self._ledger
-
             batch = self._batch
+            start_now: StartNow | None = None
             if batch is not None:
                 folded = 0
 
@@ -83,33 +83,24 @@ class _Claiming(_Running):
                     folded += 1
                     return True
 
-                if ledger is not None:  # a ledger store takes ``start`` too
-                    claims = ledger.claim_due(
-                        now,
-                        owner=self._owner,
-                        lease_seconds=lease,
-                        limit=free,
-                        advance=advance,
-                        start=start_now,
-                        given_up=given_up,
-                    )
-                else:
-                    claims = batch.claim_due(
-                        now,
-                        owner=self._owner,
-                        lease_seconds=lease,
-                        limit=free,
-                        advance=advance,
-                        start=start_now,
-                    )
-            elif ledger is not None:
-                claims = ledger.claim_due(
+            if self._ledger is not None:  # a ledger store takes ``start`` too
+                claims = self._ledger.claim_due(
                     now,
                     owner=self._owner,
                     lease_seconds=lease,
                     limit=free,
                     advance=advance,
+                    start=start_now,
                     given_up=given_up,
+                )
+            elif batch is not None:
+                claims = batch.claim_due(
+                    now,
+                    owner=self._owner,
+                    lease_seconds=lease,
+                    limit=free,
+                    advance=advance,
+                    start=start_now,
                 )
             else:
                 claims = store.claim_due(
