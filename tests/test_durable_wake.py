@@ -51,6 +51,18 @@ class NotifyingStore(SQLiteStore):
         self.changed.set()
 
 
+class PlainStore:
+    """A SQLite store seen without its change announcements (a store that has none)."""
+
+    def __init__(self, path: Path) -> None:
+        self._inner = SQLiteStore(path)
+
+    def __getattr__(self, name: str) -> Any:
+        if name in ("wait_for_change", "interrupt_wait"):
+            raise AttributeError(name)
+        return getattr(self._inner, name)
+
+
 class FlakyStore(SQLiteStore):
     """A SQLite store whose `claim_due` raises `StoreError` while ``failures`` > 0."""
 
@@ -85,11 +97,15 @@ def test_the_default_poll_is_slower_with_a_change_notifier(paths: Path) -> None:
         assert isinstance(notifying, ChangeNotifier)
         assert DurableScheduler(notifying)._poll == DEFAULT_NOTIFIED_POLL
         assert DurableScheduler(notifying, poll=0.5)._poll == 0.5
-    with SQLiteStore(paths) as plain:
-        assert not isinstance(plain, ChangeNotifier)
-        assert DurableScheduler(plain)._poll == DEFAULT_POLL
+    with SQLiteStore(paths) as sqlite:
+        assert isinstance(sqlite, ChangeNotifier)  # its change check
+        assert DurableScheduler(sqlite)._poll == DEFAULT_NOTIFIED_POLL
+    plain = PlainStore(paths)
+    assert not isinstance(plain, ChangeNotifier)
+    assert DurableScheduler(plain)._poll == DEFAULT_POLL  # type: ignore[arg-type]
     with pytest.raises(ValueError, match=r"^poll must be a finite number > 0, got 0$"):
-        DurableScheduler(plain, poll=0)
+        DurableScheduler(plain, poll=0)  # type: ignore[arg-type]
+    plain.close()
 
 
 def test_another_nodes_change_wakes_the_scheduler_before_its_poll(paths: Path) -> None:

@@ -29,11 +29,13 @@ from tickwork.stores import (
 
 def test_public_surface_is_pinned() -> None:
     assert tickwork.stores.__all__ == [
-        "DELIVERIES", "KEEP", "MISSED_POLICIES", "OUTCOMES", "OVERLAP_POLICIES", "SPEC_VERSION",
+        "ACTION_KINDS", "DELIVERIES", "KEEP", "MISSED_POLICIES", "ORIGINS", "OUTCOMES",
+        "OVERLAP_POLICIES", "SPEC_VERSION", "ActionKind", "ActionRecord",
         "Advance", "AtSchedule", "BatchRecorder", "ChangeNotifier", "Claim", "CronSchedule",
-        "Delivery", "EverySchedule", "Finish", "GiveUp", "GivenUp", "JobNotFoundError", "JobSpec",
-        "JobSpecError", "JobState", "Keep", "LastRun", "Missed",
-        "Outcome", "Overlap", "Recovered", "Schedule", "SchemaVersionError", "SessionLiveness",
+        "Delivery", "EverySchedule", "Finish", "GiveUp", "GivenUp", "JobNotFoundError",
+        "JobPausedError", "JobSpec", "JobSpecError", "JobState", "Keep", "LastRun", "Missed",
+        "Origin", "Outcome", "Overlap", "PauseNote", "Recovered", "RuntimeControl", "Schedule",
+        "SchemaVersionError", "SessionLiveness",
         "SlotLedger", "SlotRecord", "Start", "StartNow", "Store", "StoreClock",
         "StoreError", "TickworkError", "Upsert", "resolve_func", "schedule_from_dict",
         "spec_from_json", "spec_to_json",

@@ -287,10 +287,10 @@ def test_a_version_1_file_with_a_live_claim_migrates_and_recovers(db: Path) -> N
         (again,) = claim(s, 130.0, "B", limit=1)
         assert (again.scheduled, again.retry, again.owner) == (100.0, True, "B")
     conn = raw(db)
-    assert conn.execute("PRAGMA user_version").fetchone()[0] == len(sqlite_mod.MIGRATIONS) == 5
+    assert conn.execute("PRAGMA user_version").fetchone()[0] == len(sqlite_mod.MIGRATIONS) == 6
     columns = [r[1] for r in conn.execute("PRAGMA table_info(claims)")]
     conn.close()
-    assert columns[-1] == "retry"
+    assert columns[-2:] == ["retry", "origin"]
 
 
 # -- rows this version cannot read ------------------------------------------------------
@@ -523,5 +523,5 @@ def test_a_version_4_file_gains_the_slot_ledger_and_keeps_everything(db: Path) -
             "A",
         )
     conn = raw(db)
-    assert conn.execute("PRAGMA user_version").fetchone()[0] == 5
+    assert conn.execute("PRAGMA user_version").fetchone()[0] == len(sqlite_mod.MIGRATIONS)
     conn.close()

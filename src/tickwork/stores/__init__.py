@@ -12,15 +12,20 @@ from __future__ import annotations
 from tickwork._errors import TickworkError as TickworkError
 
 from ._errors import JobNotFoundError as JobNotFoundError
+from ._errors import JobPausedError as JobPausedError
 from ._errors import JobSpecError as JobSpecError
 from ._errors import SchemaVersionError as SchemaVersionError
 from ._errors import StoreError as StoreError
+from ._model import ACTION_KINDS as ACTION_KINDS
 from ._model import DELIVERIES as DELIVERIES
 from ._model import KEEP as KEEP
 from ._model import MISSED_POLICIES as MISSED_POLICIES
+from ._model import ORIGINS as ORIGINS
 from ._model import OUTCOMES as OUTCOMES
 from ._model import OVERLAP_POLICIES as OVERLAP_POLICIES
 from ._model import SPEC_VERSION as SPEC_VERSION
+from ._model import ActionKind as ActionKind
+from ._model import ActionRecord as ActionRecord
 from ._model import Advance as Advance
 from ._model import AtSchedule as AtSchedule
 from ._model import Claim as Claim
@@ -35,8 +40,10 @@ from ._model import JobState as JobState
 from ._model import Keep as Keep
 from ._model import LastRun as LastRun
 from ._model import Missed as Missed
+from ._model import Origin as Origin
 from ._model import Outcome as Outcome
 from ._model import Overlap as Overlap
+from ._model import PauseNote as PauseNote
 from ._model import Recovered as Recovered
 from ._model import Schedule as Schedule
 from ._model import SlotRecord as SlotRecord
@@ -49,18 +56,23 @@ from ._model import spec_from_json as spec_from_json
 from ._model import spec_to_json as spec_to_json
 from ._protocol import BatchRecorder as BatchRecorder
 from ._protocol import ChangeNotifier as ChangeNotifier
+from ._protocol import RuntimeControl as RuntimeControl
 from ._protocol import SessionLiveness as SessionLiveness
 from ._protocol import SlotLedger as SlotLedger
 from ._protocol import Store as Store
 from ._protocol import StoreClock as StoreClock
 
 __all__ = [
+    "ACTION_KINDS",
     "DELIVERIES",
     "KEEP",
     "MISSED_POLICIES",
+    "ORIGINS",
     "OUTCOMES",
     "OVERLAP_POLICIES",
     "SPEC_VERSION",
+    "ActionKind",
+    "ActionRecord",
     "Advance",
     "AtSchedule",
     "BatchRecorder",
@@ -73,15 +85,19 @@ __all__ = [
     "GiveUp",
     "GivenUp",
     "JobNotFoundError",
+    "JobPausedError",
     "JobSpec",
     "JobSpecError",
     "JobState",
     "Keep",
     "LastRun",
     "Missed",
+    "Origin",
     "Outcome",
     "Overlap",
+    "PauseNote",
     "Recovered",
+    "RuntimeControl",
     "Schedule",
     "SchemaVersionError",
     "SessionLiveness",

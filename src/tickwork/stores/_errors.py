@@ -4,7 +4,13 @@ from __future__ import annotations
 
 from tickwork._errors import TickworkError
 
-__all__ = ["JobNotFoundError", "JobSpecError", "SchemaVersionError", "StoreError"]
+__all__ = [
+    "JobNotFoundError",
+    "JobPausedError",
+    "JobSpecError",
+    "SchemaVersionError",
+    "StoreError",
+]
 
 
 class StoreError(TickworkError):
@@ -23,6 +29,10 @@ class SchemaVersionError(StoreError):
 
 class JobNotFoundError(StoreError, LookupError):
     """No job with the given id exists in the store."""
+
+
+class JobPausedError(StoreError):
+    """The job is paused, and the operation runs only jobs that are not (a trigger)."""
 
 
 class JobSpecError(TickworkError, ValueError):

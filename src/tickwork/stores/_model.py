@@ -26,12 +26,16 @@ from tickwork._timefmt import iso
 from ._errors import JobSpecError, SchemaVersionError, StoreError
 
 __all__ = [
+    "ACTION_KINDS",
     "DELIVERIES",
     "KEEP",
     "MISSED_POLICIES",
+    "ORIGINS",
     "OUTCOMES",
     "OVERLAP_POLICIES",
     "SPEC_VERSION",
+    "ActionKind",
+    "ActionRecord",
     "Advance",
     "AtSchedule",
     "Claim",
@@ -46,8 +50,10 @@ __all__ = [
     "Keep",
     "LastRun",
     "Missed",
+    "Origin",
     "Outcome",
     "Overlap",
+    "PauseNote",
     "Recovered",
     "RecoveryAction",
     "Schedule",
@@ -71,6 +77,21 @@ Delivery: TypeAlias = Literal["at_most_once", "at_least_once"]
 Outcome: TypeAlias = Literal[
     "ok", "failed", "timeout", "missed", "skipped", "abandoned", "cancelled"
 ]
+#: Why a slot runs (`Claim.origin`, `SlotRecord.origin`).
+Origin: TypeAlias = Literal["schedule", "manual", "backfill"]
+ORIGINS: Final[tuple[Origin, ...]] = ("schedule", "manual", "backfill")
+#: An operator's action on a job (`ActionRecord.action`).
+ActionKind: TypeAlias = Literal["pause", "resume", "trigger", "backfill", "skip-next"]
+ACTION_KINDS: Final[tuple[ActionKind, ...]] = (
+    "pause",
+    "resume",
+    "trigger",
+    "backfill",
+    "skip-next",
+)
+#: The longest note kept with an action (longer ones are cut, with a mark).
+MAX_NOTE: Final = 500
+
 #: What recovery does with an expired claim (`Recovered.action`, `recovery_action`).
 RecoveryAction: TypeAlias = Literal["released", "requeued", "abandoned"]
 
@@ -597,7 +618,11 @@ class Claim:
     `DurableScheduler` does, by the job's ``missed`` / ``grace`` rules as of the new
     claim (``tickwork._missed.decide_retry``): run, or given up ``"missed"``. In
     `JobState.claims`, a retry nobody has taken yet has ``owner=""``, ``started=None``
-    and ``lease_until`` = when it was recovered."""
+    and ``lease_until`` = when it was recovered. A run asked for by an operator
+    (``origin`` not ``"schedule"``) waits the same way until it is taken."""
+    origin: Origin = "schedule"
+    """Why the slot runs: ``"schedule"`` (its grid), ``"manual"`` (`RuntimeControl.trigger`)
+    or ``"backfill"`` (`RuntimeControl.backfill`); the slot ledger records it."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -615,6 +640,9 @@ class JobState:
     claims: tuple[Claim, ...] = ()
     """Runs currently claimed, and recovered slots waiting to be re-offered (``retry``
     set, no owner); at most one in all unless ``overlap="allow"``."""
+    pause: PauseNote | None = None
+    """Who paused the job at run time, when, why and until when (``None``: not paused
+    at run time; a job declared paused has ``paused`` set and no note)."""
 
     @property
     def id(self) -> str:
@@ -770,8 +798,9 @@ class SlotRecord:
     """How it ended."""
     slots: int = 1
     """Consecutive slots this entry accounts for (> 1 only for given-up slots)."""
-    origin: str = "schedule"
-    """What caused the slot: ``"schedule"`` (its grid)."""
+    origin: Origin = "schedule"
+    """What caused the slot: ``"schedule"`` (its grid), ``"manual"`` (a trigger, or a
+    slot skipped by ``skip-next``) or ``"backfill"``."""
     claimed: float | None = None
     """When it was claimed, if it was."""
     started: float | None = None
@@ -819,6 +848,104 @@ class SlotRecord:
         out["error"] = self.error
         out["output"] = self.output
         return out
+
+
+@dataclass(frozen=True, slots=True)
+class PauseNote:
+    """A pause made at run time: by whom, when, why, and until when."""
+
+    by: str
+    """Who paused the job (``user@host``, or what the caller said)."""
+    at: float
+    """When (UTC POSIX seconds)."""
+    note: str | None = None
+    """Why, in the operator's words."""
+    until: float | None = None
+    """When the pause ends by itself (UTC POSIX seconds), or ``None``: until resumed."""
+
+    def to_json(self) -> str:
+        """The note as stored (JSON text)."""
+        return json.dumps({"by": self.by, "at": self.at, "note": self.note, "until": self.until})
+
+    @staticmethod
+    def from_json(text: str | None) -> PauseNote | None:
+        """A stored note, or ``None`` for none (or one this version cannot read)."""
+        if not text:
+            return None
+        try:
+            data = json.loads(text)
+            return PauseNote(
+                str(data["by"]),
+                float(data["at"]),
+                None if data.get("note") is None else str(data["note"]),
+                None if data.get("until") is None else float(data["until"]),
+            )
+        except (ValueError, TypeError, KeyError):
+            return None
+
+    def to_dict(self) -> dict[str, Any]:
+        """JSON-ready data: times as ISO 8601 UTC text."""
+        return {
+            "by": self.by,
+            "at": iso(self.at, millis=True),
+            "note": self.note,
+            "until": None if self.until is None else iso(self.until, millis=True),
+        }
+
+
+@dataclass(frozen=True, slots=True)
+class ActionRecord:
+    """One operator action on a job, as recorded (`RuntimeControl.actions`)."""
+
+    seq: int
+    """Its place among the actions: larger is later."""
+    job_id: str
+    """The job acted on."""
+    action: ActionKind
+    """``"pause"``, ``"resume"``, ``"trigger"``, ``"backfill"`` or ``"skip-next"``."""
+    actor: str
+    """Who (``user@host``, ``tickwork`` for a pause that ended by itself)."""
+    at: float
+    """When (UTC POSIX seconds)."""
+    note: str | None = None
+    """The operator's note."""
+    detail: str | None = None
+    """What it did, in words (the slots queued, the slot skipped, a pause's end)."""
+
+    def to_dict(self) -> dict[str, Any]:
+        """JSON-ready data: the time as ISO 8601 UTC text."""
+        return {
+            "seq": self.seq,
+            "job": self.job_id,
+            "action": self.action,
+            "actor": self.actor,
+            "at": iso(self.at, millis=True),
+            "note": self.note,
+            "detail": self.detail,
+        }
+
+
+def check_actor(value: object) -> str:
+    """An actor: non-empty text without control characters, else `TypeError` / `ValueError`."""
+    if not isinstance(value, str):
+        raise TypeError(f"by must be a str (who acts, e.g. 'ops@host'), got {value!r}")
+    if not value.strip() or len(value) > 200 or any(ord(c) < 32 for c in value):
+        raise ValueError(
+            f"by must be 1 to 200 printable characters (who acts, e.g. 'ops@host'), got {value!r}"
+        )
+    return value
+
+
+def check_note(value: object) -> str | None:
+    """A note: text (cut to `MAX_NOTE` characters) or ``None``, else `TypeError`."""
+    if value is None:
+        return None
+    if not isinstance(value, str):
+        raise TypeError(f"note must be a str or None, got {value!r}")
+    value = value.strip()
+    if not value:
+        return None
+    return value if len(value) <= MAX_NOTE else value[: MAX_NOTE - 1] + "\u2026"
 
 
 #: The caller's policy, called by `Store.claim_due` inside its transaction as

@@ -10,9 +10,10 @@ this contract; every store runs it.
 from __future__ import annotations
 
 from collections.abc import Callable, Iterable, Sequence
-from typing import Protocol, runtime_checkable
+from typing import Literal, Protocol, runtime_checkable
 
 from ._model import (
+    ActionRecord,
     Advance,
     Claim,
     Finish,
@@ -31,6 +32,7 @@ from ._model import (
 __all__ = [
     "BatchRecorder",
     "ChangeNotifier",
+    "RuntimeControl",
     "SessionLiveness",
     "SlotLedger",
     "Store",
@@ -421,4 +423,116 @@ class SlotLedger(Protocol):
 
         A bounded amount of work per call.
         """
+        ...
+
+
+@runtime_checkable
+class RuntimeControl(Protocol):
+    """Optional store capability: operators' control of jobs at run time, recorded.
+
+    Every call is one transaction that carries out the action and records it (an
+    `ActionRecord`: who, when, the note) together; the slots it ends go to the slot
+    ledger in the same transaction. Both bundled stores have it. Times are UTC POSIX
+    seconds; ``by`` names who acts (``user@host``).
+    """
+
+    def pause_job(
+        self,
+        job_id: str,
+        *,
+        by: str,
+        at: float,
+        note: str | None = None,
+        until: float | None = None,
+    ) -> None:
+        """Pause the job (a run already claimed goes on); it ends by itself at ``until``.
+
+        The pause and its note survive restarts and re-declarations of the job, until
+        `resume_job`, ``until``, or a declaration whose own ``paused`` changes.
+
+        Raises:
+            JobNotFoundError: No such job.
+            ValueError: ``until`` is not later than ``at``.
+
+        """
+        ...
+
+    def resume_job(self, job_id: str, *, by: str, at: float, note: str | None = None) -> bool:
+        """Resume the job; False (nothing recorded) if it was not paused.
+
+        The slots that came due while it was paused are decided by its missed-run
+        policy when it is next claimed.
+
+        Raises:
+            JobNotFoundError: No such job.
+
+        """
+        ...
+
+    def trigger_job(
+        self, job_id: str, *, by: str, at: float, note: str | None = None
+    ) -> Literal["queued", "skipped"]:
+        """Ask for one run now (``scheduled`` = ``at``, origin ``"manual"``), off the grid.
+
+        The job's next run is not moved. Under ``overlap="skip"``, while a run of the
+        job is going or waiting, the trigger is given up: a ``"skipped"`` ledger entry,
+        and ``"skipped"`` returned. Otherwise the run waits for a scheduler to take it
+        (``"queued"``); with ``"queue"`` it starts after the runs ahead of it.
+
+        Raises:
+            JobNotFoundError: No such job.
+            JobPausedError: The job is paused.
+
+        """
+        ...
+
+    def backfill_job(
+        self,
+        job_id: str,
+        slots: Sequence[float],
+        *,
+        by: str,
+        at: float,
+        note: str | None = None,
+    ) -> list[float]:
+        """Queue the given slots to run (origin ``"backfill"``); the slots queued, in order.
+
+        Only slots before both ``at`` and the job's next run are queued (the later ones
+        belong to the grid), and none that is held or waiting, or that the slot ledger
+        records as run (started), so no slot runs twice. Slots given up (missed,
+        skipped) are queued: filling them is what a backfill is for.
+        Unless the job allows overlap, they run one after another, oldest first.
+
+        Raises:
+            JobNotFoundError: No such job.
+            JobPausedError: The job is paused.
+
+        """
+        ...
+
+    def skip_next_job(
+        self,
+        job_id: str,
+        following: Callable[[float], float | None],
+        *,
+        by: str,
+        at: float,
+        note: str | None = None,
+    ) -> tuple[float, float | None] | None:
+        """Give up the job's next slot: ``(that slot, the new next run)``, or None if none.
+
+        ``following(slot)`` gives the slot after it (``None``: the schedule ends); it is
+        called inside the transaction, with the job's row locked. The slot gets a
+        ``"skipped"`` ledger entry with origin ``"manual"``.
+
+        Raises:
+            JobNotFoundError: No such job.
+
+        """
+        ...
+
+    def actions(
+        self, job_id: str | None = None, *, since: float | None = None, limit: int = 100
+    ) -> list[ActionRecord]:
+        """Recorded actions, newest first: of one job or all, since a time, at most ``limit``."""
         ...

@@ -12,7 +12,7 @@ from collections.abc import Sequence
 from typing import Any, Final
 
 from ._errors import StoreError
-from ._model import Claim, JobSpec, JobState, LastRun, spec_from_json
+from ._model import Claim, JobSpec, JobState, LastRun, PauseNote, spec_from_json
 
 _log = logging.getLogger("tickwork.stores")
 
@@ -49,15 +49,24 @@ class RowReader:
 
     @staticmethod
     def _claim(row: Sequence[Any], spec: JobSpec) -> Claim:
-        token, job_id, owner, scheduled, claimed_at, lease_until, started, retry = row
+        token, job_id, owner, scheduled, claimed_at, lease_until, started, retry, origin = row
         return Claim(
-            token, job_id, owner, scheduled, claimed_at, lease_until, started, spec, bool(retry)
+            token,
+            job_id,
+            owner,
+            scheduled,
+            claimed_at,
+            lease_until,
+            started,
+            spec,
+            bool(retry),
+            origin,
         )
 
     def _state(
         self, row: Sequence[Any], spec: JobSpec, claims: Sequence[Sequence[Any]]
     ) -> JobState:
-        _, _, paused, next_run, l_sched, l_start, l_end, l_outcome, l_error = row
+        _, _, paused, next_run, l_sched, l_start, l_end, l_outcome, l_error, control = row
         last = None
         if l_outcome is not None:
             last = LastRun(l_sched, l_start, l_end, l_outcome, l_error)
@@ -67,4 +76,5 @@ class RowReader:
             paused=bool(paused),
             last_run=last,
             claims=tuple(self._claim(c, spec) for c in claims),
+            pause=PauseNote.from_json(control) if control else None,
         )

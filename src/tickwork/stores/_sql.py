@@ -20,6 +20,7 @@ the database (sessions, clocks, notifications) stay in the database modules.
 
 from __future__ import annotations
 
+import bisect
 import json
 import logging
 import math
@@ -29,14 +30,16 @@ import threading
 import time
 from abc import ABC, abstractmethod
 from collections.abc import Callable, Iterable, Mapping, Sequence
-from typing import Any, ClassVar, Final, Generic, Protocol, Self, TypeVar
+from typing import Any, ClassVar, Final, Generic, Literal, Protocol, Self, TypeVar
 
 from tickwork._timefmt import iso
 
-from ._errors import JobNotFoundError, SchemaVersionError
+from ._errors import JobNotFoundError, JobPausedError, SchemaVersionError
 from ._model import (
     KEEP,
     SPEC_VERSION,
+    ActionKind,
+    ActionRecord,
     Advance,
     Claim,
     Finish,
@@ -46,16 +49,19 @@ from ._model import (
     JobState,
     Keep,
     Outcome,
+    PauseNote,
     Recovered,
     SlotRecord,
     Start,
     StartNow,
     Upsert,
     abandoned_error,
+    check_actor,
     check_claim,
     check_finish,
     check_job_id,
     check_limit,
+    check_note,
     check_optional_time,
     check_outcome,
     check_owner,
@@ -77,6 +83,7 @@ __all__ = [
     "LEDGER_INSERT",
     "LIVENESS_CHECK",
     "LIVENESS_WAKE",
+    "OPERATOR_GATE",
     "SQLCursor",
     "SQLResult",
     "SQLStore",
@@ -84,10 +91,24 @@ __all__ = [
 
 #: The columns of a job row as `RowReader` reads them, in this order.
 JOB_COLUMNS: Final = (
-    "id, spec, paused, next_run, last_scheduled, last_started, last_ended, last_outcome, last_error"
+    "id, spec, paused, next_run, last_scheduled, last_started, last_ended, last_outcome,"
+    " last_error, control"
 )
 #: The columns of a claim row as `RowReader` reads them, in this order.
-CLAIM_COLUMNS: Final = "token, job_id, owner, scheduled, claimed_at, lease_until, started, retry"
+CLAIM_COLUMNS: Final = (
+    "token, job_id, owner, scheduled, claimed_at, lease_until, started, retry, origin"
+)
+
+#: When a waiting run asked for by an operator (a claim ``c`` of job ``j`` with no owner
+#: and an origin other than ``schedule``) may be taken: its job allows overlap, or no
+#: other claim of the job is held or waits ahead of it. Backfilled slots of a job that
+#: does not allow overlap so run one after another, in order. ``{claims}`` is the
+#: dialect's claims table.
+OPERATOR_GATE: Final = (
+    "(c.origin = 'schedule' OR j.overlap = 'allow' OR NOT EXISTS (SELECT 1 FROM {claims} o"
+    " WHERE o.job_id = c.job_id AND o.token <> c.token AND (o.owner <> ''"
+    " OR o.scheduled < c.scheduled OR (o.scheduled = c.scheduled AND o.token < c.token))))"
+)
 
 #: The columns of a ledger entry as `SQLStore.history` reads them, in this order.
 LEDGER_COLUMNS: Final = (
@@ -105,6 +126,12 @@ HISTORY_DAYS: Final = 30.0
 #: Most jobs trimmed, and most entries deleted by age, per `SQLStore.prune_history`.
 _PRUNE_JOBS: Final = 64
 _PRUNE_ROWS: Final = 2000
+#: Two due times closer than this (seconds) are one slot: a grid computed from another
+#: anchor may differ in the last bits.
+_SAME_SLOT: Final = 0.001
+
+#: Who ends a pause whose ``until`` has come, in the actions it records.
+AUTO_ACTOR: Final = "tickwork"
 
 #: How often (seconds, at most) a store looks for listed owners that are gone (their
 #: process ended, or their database sessions), in the claim and recovery calls.
@@ -117,6 +144,12 @@ LIVENESS_WAKE: Final = 1.0
 _log = logging.getLogger("tickwork.stores")
 
 T = TypeVar("T")
+
+
+def _near(times: Sequence[float], t: float) -> bool:
+    """Whether sorted ``times`` holds one within `_SAME_SLOT` of ``t``."""
+    i = bisect.bisect_left(times, t - _SAME_SLOT)
+    return i < len(times) and times[i] <= t + _SAME_SLOT
 
 
 class SQLResult(Protocol):
@@ -224,6 +257,7 @@ class SQLStore(RowReader, ABC, Generic[C]):
                 "job_columns": JOB_COLUMNS,
                 "claim_columns": CLAIM_COLUMNS,
                 "ledger_columns": LEDGER_COLUMNS,
+                "gate": OPERATOR_GATE.replace("{claims}", self._WORDS["claims"]),
                 "last_token": ", last_token = ?" if self._LAST_TOKEN else "",
                 **self._WORDS,
             }
@@ -359,7 +393,12 @@ class SQLStore(RowReader, ABC, Generic[C]):
             if old_text == text:
                 return Upsert.UNCHANGED
             if self._declared_paused(spec.id, old_text) != spec.paused:
+                # The declaration's pause changed: it wins over one made at run time.
                 paused = spec.paused
+                cur.execute(
+                    self._q("UPDATE {jobs} SET control = NULL, paused_until = NULL WHERE id = ?"),
+                    (spec.id,),
+                )
             if old_schedule == schedule:
                 cur.execute(
                     self._q("UPDATE {jobs} SET spec = ?, overlap = ?, paused = ? WHERE id = ?"),
@@ -429,7 +468,10 @@ class SQLStore(RowReader, ABC, Generic[C]):
         self._run(
             f"pause job {job_id!r}",
             lambda cur: self._set_job(
-                cur, job_id, "UPDATE {jobs} SET paused = ? WHERE id = ?", paused
+                cur,
+                job_id,
+                "UPDATE {jobs} SET paused = ?, control = NULL, paused_until = NULL WHERE id = ?",
+                paused,
             ),
         )
 
@@ -443,6 +485,317 @@ class SQLStore(RowReader, ABC, Generic[C]):
                 cur, job_id, "UPDATE {jobs} SET next_run = ? WHERE id = ?", next_run
             ),
         )
+
+    # -- runtime control (tickwork.stores.RuntimeControl) -----------------------------
+
+    def _lock_job(self, cur: C, job_id: str) -> Sequence[Any]:
+        """``(paused, next_run, overlap, spec)`` of the job, row locked; or not found."""
+        row = cur.execute(
+            self._q("SELECT paused, next_run, overlap, spec FROM {jobs} WHERE id = ?{lock}"),
+            (job_id,),
+        ).fetchone()
+        if row is None:
+            raise JobNotFoundError(f"no job with id {job_id!r}")
+        return tuple(row)
+
+    def _act(
+        self,
+        cur: C,
+        job_id: str,
+        action: ActionKind,
+        by: str,
+        at: float,
+        note: str | None,
+        detail: str | None,
+    ) -> None:
+        """Record an operator's action, in the transaction that carries it out."""
+        cur.execute(
+            self._q(
+                "INSERT INTO {actions} (job_id, action, actor, at, note, detail)"
+                " VALUES (?, ?, ?, ?, ?, ?)"
+            ),
+            (job_id, action, by, at, note, detail),
+        )
+
+    def pause_job(
+        self,
+        job_id: str,
+        *,
+        by: str,
+        at: float,
+        note: str | None = None,
+        until: float | None = None,
+    ) -> None:
+        """Pause a job at run time, with who, when, why and until when (recorded).
+
+        See `tickwork.stores.RuntimeControl.pause_job`. Pausing a paused job replaces
+        its note and end.
+        """
+        job_id = check_job_id(job_id)
+        by, at, note = check_actor(by), check_time("at", at), check_note(note)
+        until = check_optional_time("until", until)
+        if until is not None and until <= at:
+            raise ValueError(f"until must be later than now ({iso(at)}), got {iso(until)}")
+        control = PauseNote(by, at, note, until).to_json()
+
+        def body(cur: C) -> None:
+            self._lock_job(cur, job_id)
+            cur.execute(
+                self._q(
+                    "UPDATE {jobs} SET paused = {true}, control = ?, paused_until = ? WHERE id = ?"
+                ),
+                (control, until, job_id),
+            )
+            detail = None if until is None else f"until {iso(until)}"
+            self._act(cur, job_id, "pause", by, at, note, detail)
+            self._changed(cur, job_id)
+
+        self._run(f"pause job {job_id!r}", body)
+
+    def resume_job(self, job_id: str, *, by: str, at: float, note: str | None = None) -> bool:
+        """Resume a paused job (recorded); False, and nothing recorded, if it was not paused.
+
+        See `tickwork.stores.RuntimeControl.resume_job`.
+        """
+        job_id = check_job_id(job_id)
+        by, at, note = check_actor(by), check_time("at", at), check_note(note)
+
+        def body(cur: C) -> bool:
+            if not self._lock_job(cur, job_id)[0]:
+                return False
+            cur.execute(
+                self._q(
+                    "UPDATE {jobs} SET paused = {false}, control = NULL, paused_until = NULL"
+                    " WHERE id = ?"
+                ),
+                (job_id,),
+            )
+            self._act(cur, job_id, "resume", by, at, note, None)
+            self._changed(cur, job_id)
+            return True
+
+        return self._run(f"resume job {job_id!r}", body)
+
+    def _resume_ended(self, cur: C, now: float) -> None:
+        """End the pauses whose ``until`` has come (in the claim's transaction)."""
+        rows = cur.execute(
+            self._q("SELECT id, paused_until FROM {jobs} WHERE paused_until <= ?"), (now,)
+        ).fetchall()
+        for job_id, until in rows:
+            cur.execute(
+                self._q(
+                    "UPDATE {jobs} SET paused = {false}, control = NULL, paused_until = NULL"
+                    " WHERE id = ?"
+                ),
+                (job_id,),
+            )
+            self._act(
+                cur, job_id, "resume", AUTO_ACTOR, now, None, f"the pause until {iso(until)} ended"
+            )
+            self._changed(cur, job_id)
+
+    def trigger_job(
+        self, job_id: str, *, by: str, at: float, note: str | None = None
+    ) -> Literal["queued", "skipped"]:
+        """Ask for one run of a job now, outside its grid (recorded).
+
+        See `tickwork.stores.RuntimeControl.trigger_job`.
+        """
+        job_id = check_job_id(job_id)
+        by, at, note = check_actor(by), check_time("at", at), check_note(note)
+
+        def body(cur: C) -> Literal["queued", "skipped"]:
+            paused, _, overlap, _ = self._lock_job(cur, job_id)
+            if paused:
+                raise JobPausedError(
+                    f"job {job_id!r} is paused: resume it first (a trigger never runs a paused job)"
+                )
+            busy = cur.execute(
+                self._q("SELECT count(*) FROM {claims} WHERE job_id = ?"), (job_id,)
+            ).fetchone()[0]
+            if busy and overlap == "skip":
+                why = (
+                    f"skipped: a run of the job is going or waiting (overlap 'skip'),"
+                    f" triggered by {by}"
+                )
+                self._write_ledger(
+                    cur,
+                    [
+                        (
+                            job_id,
+                            at,
+                            "skipped",
+                            1,
+                            "manual",
+                            None,
+                            None,
+                            at,
+                            "",
+                            1,
+                            why,
+                            None,
+                            time.time(),
+                        )
+                    ],
+                )
+                self._act(cur, job_id, "trigger", by, at, note, "skipped: a run is going")
+                return "skipped"
+            self._queue(cur, job_id, at, "manual")
+            self._act(cur, job_id, "trigger", by, at, note, None)
+            return "queued"
+
+        return self._run(f"trigger job {job_id!r}", body)
+
+    def _queue(self, cur: C, job_id: str, scheduled: float, origin: str) -> None:
+        """A run waiting for any node to take it (an unowned claim, as a retry is)."""
+        cur.execute(
+            self._q(
+                "INSERT INTO {claims} ({claim_columns}) VALUES (?, ?, '', ?, ?, ?, NULL, {true}, ?)"
+            ),
+            (secrets.token_hex(16), job_id, scheduled, scheduled, scheduled, origin),
+        )
+        self._changed(cur, job_id)
+
+    def backfill_job(
+        self,
+        job_id: str,
+        slots: Sequence[float],
+        *,
+        by: str,
+        at: float,
+        note: str | None = None,
+    ) -> list[float]:
+        """Queue past slots of a job to run, in order (recorded); the slots queued.
+
+        See `tickwork.stores.RuntimeControl.backfill_job`.
+        """
+        job_id = check_job_id(job_id)
+        by, at, note = check_actor(by), check_time("at", at), check_note(note)
+        wanted = sorted({check_time("slots", t) for t in slots})
+
+        def body(cur: C) -> list[float]:
+            paused, next_run, _, _ = self._lock_job(cur, job_id)
+            if paused:
+                raise JobPausedError(f"job {job_id!r} is paused: resume it first")
+            limit = at if next_run is None else min(at, next_run)
+            candidates = [t for t in wanted if t < limit]
+            taken: list[float] = []
+            if candidates:
+                # Slots held or waiting now, and slots the ledger records as run (started:
+                # ok, failed, timeout, abandoned): none of them is queued again.
+                taken = [
+                    row[0]
+                    for row in cur.execute(
+                        self._q("SELECT scheduled FROM {claims} WHERE job_id = ?"), (job_id,)
+                    ).fetchall()
+                ]
+                taken += [
+                    row[0]
+                    for row in cur.execute(
+                        self._q(
+                            "SELECT scheduled FROM {ledger} WHERE job_id = ? AND scheduled >= ?"
+                            " AND scheduled <= ? AND started IS NOT NULL"
+                        ),
+                        (job_id, candidates[0] - _SAME_SLOT, candidates[-1] + _SAME_SLOT),
+                    ).fetchall()
+                ]
+            taken.sort()
+            queued = [t for t in candidates if not _near(taken, t)]
+            for t in queued:
+                self._queue(cur, job_id, t, "backfill")
+            left = len(wanted) - len(queued)
+            detail = f"{len(queued)} slot(s) queued"
+            if queued:
+                detail += f", {iso(queued[0])} to {iso(queued[-1])}"
+            if left:
+                detail += f"; {left} left out (ran or waiting already, or not before the next run)"
+            self._act(cur, job_id, "backfill", by, at, note, detail)
+            return queued
+
+        return self._run(f"backfill job {job_id!r}", body)
+
+    def skip_next_job(
+        self,
+        job_id: str,
+        following: Callable[[float], float | None],
+        *,
+        by: str,
+        at: float,
+        note: str | None = None,
+    ) -> tuple[float, float | None] | None:
+        """Give up the job's next slot (recorded); ``(that slot, the next run now)``.
+
+        See `tickwork.stores.RuntimeControl.skip_next_job`.
+        """
+        job_id = check_job_id(job_id)
+        by, at, note = check_actor(by), check_time("at", at), check_note(note)
+        if not callable(following):
+            raise TypeError(f"following must be callable as following(slot), got {following!r}")
+
+        def body(cur: C) -> tuple[float, float | None] | None:
+            _, next_run, _, _ = self._lock_job(cur, job_id)
+            if next_run is None:
+                return None
+            after = check_optional_time("following() result", following(next_run))
+            cur.execute(self._q("UPDATE {jobs} SET next_run = ? WHERE id = ?"), (after, job_id))
+            why = f"skipped by {by}" + (f": {note}" if note else "")
+            self._write_ledger(
+                cur,
+                [
+                    (
+                        job_id,
+                        next_run,
+                        "skipped",
+                        1,
+                        "manual",
+                        None,
+                        None,
+                        at,
+                        "",
+                        1,
+                        why,
+                        None,
+                        time.time(),
+                    )
+                ],
+            )
+            detail = f"skipped {iso(next_run)}; next run " + (
+                "none" if after is None else iso(after)
+            )
+            self._act(cur, job_id, "skip-next", by, at, note, detail)
+            self._changed(cur, job_id)
+            return next_run, after
+
+        return self._run(f"skip the next run of job {job_id!r}", body)
+
+    def actions(
+        self, job_id: str | None = None, *, since: float | None = None, limit: int = 100
+    ) -> list[ActionRecord]:
+        """Operators' actions, newest first (see `tickwork.stores.RuntimeControl.actions`)."""
+        if job_id is not None:
+            job_id = check_job_id(job_id)
+        if since is not None:
+            since = check_time("since", since)
+        limit = check_limit(limit)
+        where: list[str] = []
+        params: list[Any] = []
+        if job_id is not None:
+            where.append("job_id = ?")
+            params.append(job_id)
+        if since is not None:
+            where.append("at >= ?")
+            params.append(since)
+        query = self._q(
+            "SELECT seq, job_id, action, actor, at, note, detail FROM {actions}"
+            + (" WHERE " + " AND ".join(where) if where else "")
+            + " ORDER BY seq DESC LIMIT ?"
+        )
+        params.append(limit)
+
+        def body(cur: C) -> list[ActionRecord]:
+            return [ActionRecord(*row) for row in cur.execute(query, params).fetchall()]
+
+        return self._run("read the actions", body, write=False)
 
     def _set_job(self, cur: C, job_id: str, template: str, value: object) -> None:
         """One column of a job's row; `JobNotFoundError` if there is no such job."""
@@ -491,13 +844,15 @@ class SQLStore(RowReader, ABC, Generic[C]):
                 f"given_up must be callable as given_up(state) or None, got {given_up!r}"
             )
         insert = self._q(
-            "INSERT INTO {claims} ({claim_columns}) VALUES (?, ?, ?, ?, ?, ?, ?, {false})"
+            "INSERT INTO {claims} ({claim_columns})"
+            " VALUES (?, ?, ?, ?, ?, ?, ?, {false}, 'schedule')"
         )
         move = self._q("UPDATE {jobs} SET next_run = ? WHERE id = ?")
         pending: list[Claim] = []
 
         def body(cur: C) -> list[Claim]:
             pending.clear()
+            self._resume_ended(cur, now)
             self._recover(cur, now)
             self._take_retries(cur, now, owner, lease, limit, pending)
             seen: list[str] = []  # taken or unreadable this call: never looked at twice
@@ -590,14 +945,16 @@ class SQLStore(RowReader, ABC, Generic[C]):
             if rows is None:
                 return
             taken: list[tuple[str, str, float, float, str]] = []
-            for old, job_id, scheduled, text in rows:
+            for old, job_id, scheduled, text, origin in rows:
                 spec = self._decode(job_id, text, strict=False)
                 if spec is None:
                     continue
                 token = secrets.token_hex(16)
                 taken.append((token, owner, now, now + lease, old))
                 pending.append(
-                    Claim(token, job_id, owner, scheduled, now, now + lease, None, spec, True)
+                    Claim(
+                        token, job_id, owner, scheduled, now, now + lease, None, spec, True, origin
+                    )
                 )
             if taken:
                 cur.executemany(
@@ -712,7 +1069,7 @@ class SQLStore(RowReader, ABC, Generic[C]):
                 claim.scheduled,
                 f.outcome,
                 1,
-                "schedule",
+                claim.origin,
                 claim.claimed_at,
                 started,
                 f.ended,
@@ -852,7 +1209,7 @@ class SQLStore(RowReader, ABC, Generic[C]):
         gone = self._gone_owners(cur, now)
         out: list[Recovered] = []
         for row in sorted(self._expired(cur, now, gone), key=lambda r: (r[5], r[0])):
-            token, job_id, owner, scheduled, _, lease_until, started, _, text = row
+            token, job_id, owner, scheduled, _, lease_until, started, _, origin, text = row
             spec = self._decode(job_id, text, strict=False)
             if spec is None:
                 cur.execute(self._q("DELETE FROM {claims} WHERE token = ?"), (token,))
@@ -869,7 +1226,7 @@ class SQLStore(RowReader, ABC, Generic[C]):
                             scheduled,
                             "abandoned",
                             1,
-                            "schedule",
+                            origin,
                             row[4],
                             started,
                             None,
@@ -919,7 +1276,7 @@ class SQLStore(RowReader, ABC, Generic[C]):
                 f"lost ({self._LOST})" if early else "expired",
                 action,
             )
-            out.append(Recovered(self._claim(row[:8], spec), action))
+            out.append(Recovered(self._claim(row[:9], spec), action))
         return out
 
     # -- the slot ledger ----------------------------------------------------------------
@@ -1079,15 +1436,17 @@ class SQLStore(RowReader, ABC, Generic[C]):
             "SELECT (SELECT min(j.next_run) FROM {jobs} j WHERE {claimable}),"
             " (SELECT min(lease_until) FROM {claims} WHERE owner <> ''),"
             " (SELECT min(c.scheduled) FROM {claims} c"
-            " JOIN {jobs} j ON j.id = c.job_id WHERE c.owner = '' AND {unpaused}),"
+            " JOIN {jobs} j ON j.id = c.job_id WHERE c.owner = '' AND {unpaused}"
+            " AND {gate}),"
+            " (SELECT min(paused_until) FROM {jobs} WHERE paused_until IS NOT NULL),"
             " EXISTS (SELECT 1 FROM {claims} c JOIN {nodes} n"
             " ON n.owner = c.owner WHERE c.owner <> ?{watched})"
         )
 
         def body(cur: C) -> float | None:
             row = cur.execute(query, self._watched()).fetchone()
-            times = [t for t in row[:3] if t is not None]
-            if row[3] and self._gone_now is not None:
+            times = [t for t in row[:4] if t is not None]
+            if row[4] and self._gone_now is not None:
                 times.append(self._gone_now + self._liveness_wait())
             return min(times) if times else None
 

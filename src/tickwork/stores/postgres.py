@@ -34,7 +34,15 @@ from psycopg.conninfo import conninfo_to_dict, make_conninfo
 
 from ._errors import SchemaVersionError, StoreError
 from ._model import KEEP, Finish, check_positive, check_time, hands_back
-from ._sql import CLAIM_COLUMNS, HISTORY_DAYS, HISTORY_KEEP, JOB_COLUMNS, LEDGER_INSERT, SQLStore
+from ._sql import (
+    CLAIM_COLUMNS,
+    HISTORY_DAYS,
+    HISTORY_KEEP,
+    JOB_COLUMNS,
+    LEDGER_INSERT,
+    OPERATOR_GATE,
+    SQLStore,
+)
 from ._sql import LIVENESS_CHECK as LIVENESS_CHECK
 from ._sql import LIVENESS_WAKE as LIVENESS_WAKE
 
@@ -140,6 +148,27 @@ def _ledger_v4(cur: Cursor) -> None:
     cur.execute("CREATE INDEX tickwork_ledger_job ON tickwork_ledger (job_id, seq)")
 
 
+def _control_v5(cur: Cursor) -> None:
+    """Schema 5: runtime control (issue 14): a pause's note and end, manual runs, actions.
+
+    As SQLite's schema 6 (`tickwork.stores.sqlite`), without its change counter:
+    changes are announced with ``NOTIFY``.
+    """
+    cur.execute("ALTER TABLE tickwork_jobs ADD COLUMN control text")
+    cur.execute("ALTER TABLE tickwork_jobs ADD COLUMN paused_until double precision")
+    cur.execute(
+        "CREATE INDEX tickwork_jobs_paused_until ON tickwork_jobs (paused_until)"
+        " WHERE paused_until IS NOT NULL"
+    )
+    cur.execute("ALTER TABLE tickwork_claims ADD COLUMN origin text NOT NULL DEFAULT 'schedule'")
+    cur.execute(
+        "CREATE TABLE tickwork_actions (seq bigserial PRIMARY KEY, job_id text NOT NULL,"
+        " action text NOT NULL, actor text NOT NULL, at double precision NOT NULL,"
+        " note text, detail text)"
+    )
+    cur.execute("CREATE INDEX tickwork_actions_job ON tickwork_actions (job_id, seq)")
+
+
 #: A batch of ledger entries in one statement: one array per column, in the order of
 #: ``_sql.LEDGER_INSERT``.
 _LEDGER_UNNEST: Final = (
@@ -152,7 +181,13 @@ _LEDGER_UNNEST: Final = (
 #: ``MIGRATIONS[i]`` takes a schema from version ``i`` to ``i + 1`` inside the opening
 #: transaction (under an advisory lock, so concurrent openers migrate once); the
 #: current version is ``len(MIGRATIONS)``. Append only: a released step is never edited.
-MIGRATIONS: list[Callable[[Cursor], None]] = [_create_v1, _retry_v2, _nodes_v3, _ledger_v4]
+MIGRATIONS: list[Callable[[Cursor], None]] = [
+    _create_v1,
+    _retry_v2,
+    _nodes_v3,
+    _ledger_v4,
+    _control_v5,
+]
 
 _TABLES: Final = ("tickwork_meta", "tickwork_jobs", "tickwork_claims")
 # A job is claimable when due, not paused and not claimed, unless it allows overlap.
@@ -178,9 +213,11 @@ _LOCK_RETRIES: Final = (
     " AND c.owner = ''), j.id LIMIT %s FOR NO KEY UPDATE OF j SKIP LOCKED"
 )
 _REREAD_RETRIES: Final = (
-    "SELECT c.token, c.job_id, c.scheduled, j.spec FROM tickwork_claims c"
+    "SELECT c.token, c.job_id, c.scheduled, j.spec, c.origin FROM tickwork_claims c"
     " JOIN tickwork_jobs j ON j.id = c.job_id WHERE c.job_id = ANY(%s) AND c.owner = ''"
-    " AND NOT j.paused AND c.scheduled <= %s ORDER BY c.scheduled, c.token LIMIT %s"
+    " AND NOT j.paused AND c.scheduled <= %s"
+    f" AND {OPERATOR_GATE.replace('{claims}', 'tickwork_claims')}"
+    " ORDER BY c.scheduled, c.token LIMIT %s"
 )
 _REREAD_DUE: Final = (
     f"SELECT {JOB_COLUMNS} FROM tickwork_jobs j WHERE j.id = ANY(%s) AND {_CLAIMABLE}"
@@ -676,6 +713,7 @@ class PostgresStore(SQLStore[Cursor]):
         "claims": "tickwork_claims",
         "nodes": "tickwork_nodes",
         "ledger": "tickwork_ledger",
+        "actions": "tickwork_actions",
         "by_id": 'id COLLATE "C"',
         "any": "= ANY(%s)",
         "snapshot": "SET TRANSACTION ISOLATION LEVEL REPEATABLE READ READ ONLY",

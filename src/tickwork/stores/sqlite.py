@@ -26,8 +26,15 @@ from typing import Any, ClassVar, Final, TypeVar
 from tickwork._procs import own_identity, process_alive, process_scope
 
 from ._errors import SchemaVersionError, StoreError
-from ._model import Finish, check_positive, hands_back
-from ._sql import CLAIM_COLUMNS, HISTORY_DAYS, HISTORY_KEEP, JOB_COLUMNS, SQLStore
+from ._model import Finish, check_positive, check_time, hands_back
+from ._sql import (
+    CLAIM_COLUMNS,
+    HISTORY_DAYS,
+    HISTORY_KEEP,
+    JOB_COLUMNS,
+    OPERATOR_GATE,
+    SQLStore,
+)
 from ._sql import LIVENESS_CHECK as LIVENESS_CHECK
 from ._sql import LIVENESS_WAKE as LIVENESS_WAKE
 
@@ -42,6 +49,9 @@ T = TypeVar("T")
 APPLICATION_ID: Final = 0x7469636B
 
 _MAGIC: Final = b"SQLite format 3\x00"
+
+#: Seconds between two looks of `SQLiteStore.wait_for_change` at the database.
+CHANGE_CHECK: Final = 0.2
 
 
 def _create_v1(conn: sqlite3.Connection) -> None:
@@ -148,6 +158,32 @@ def _ledger_v5(conn: sqlite3.Connection) -> None:
     conn.execute("CREATE INDEX ledger_job ON ledger (job_id, seq)")
 
 
+def _control_v6(conn: sqlite3.Connection) -> None:
+    """Schema 6: runtime control (issue 14): a pause's note and end, manual runs, actions.
+
+    ``jobs.control``: the pause made at run time, as JSON (who, when, note), or NULL;
+    ``jobs.paused_until``: when that pause ends by itself. ``claims.origin``: why the
+    slot runs (``schedule``, ``manual`` for a trigger, ``backfill``). ``actions``: every
+    control action, who took it and when. ``changes``: a counter bumped by every change
+    that can make a run due sooner, which other processes' schedulers watch
+    (`SQLiteStore.wait_for_change`).
+    """
+    conn.execute("ALTER TABLE jobs ADD COLUMN control TEXT")
+    conn.execute("ALTER TABLE jobs ADD COLUMN paused_until REAL")
+    conn.execute(
+        "CREATE INDEX jobs_paused_until ON jobs (paused_until) WHERE paused_until IS NOT NULL"
+    )
+    conn.execute("ALTER TABLE claims ADD COLUMN origin TEXT NOT NULL DEFAULT 'schedule'")
+    conn.execute(
+        "CREATE TABLE actions (seq INTEGER PRIMARY KEY, job_id TEXT NOT NULL,"
+        " action TEXT NOT NULL, actor TEXT NOT NULL, at REAL NOT NULL, note TEXT,"
+        " detail TEXT)"
+    )
+    conn.execute("CREATE INDEX actions_job ON actions (job_id, seq)")
+    conn.execute("CREATE TABLE changes (n INTEGER NOT NULL)")
+    conn.execute("INSERT INTO changes (n) VALUES (0)")
+
+
 #: ``MIGRATIONS[i]`` takes a database from schema version ``i`` to ``i + 1`` inside the
 #: opening transaction; the current version is ``len(MIGRATIONS)``. Append only: a
 #: released step is never edited.
@@ -157,6 +193,7 @@ MIGRATIONS: list[Callable[[sqlite3.Connection], None]] = [
     _nodes_v3,
     _due_order_v4,
     _ledger_v5,
+    _control_v6,
 ]
 
 # A job is claimable when due, not paused and not claimed, unless it allows overlap.
@@ -171,9 +208,10 @@ _DUE: Final = (
     " AND id NOT IN ({seen}) ORDER BY next_run, id LIMIT ?"
 )
 _RETRIES: Final = (
-    "SELECT c.token, c.job_id, c.scheduled, j.spec FROM claims c"
+    "SELECT c.token, c.job_id, c.scheduled, j.spec, c.origin FROM claims c"
     " JOIN jobs j ON j.id = c.job_id WHERE c.owner = '' AND j.paused = 0"
     " AND c.scheduled <= ? AND c.token NOT IN ({seen})"
+    f" AND {OPERATOR_GATE.replace('{claims}', 'claims')}"
     " ORDER BY c.scheduled, c.token LIMIT ?"
 )
 
@@ -236,6 +274,11 @@ class SQLiteStore(SQLStore[sqlite3.Connection]):
         self._init_core(history_keep, history_days)
         self._lock = threading.RLock()
         self._busy = False
+        self._watch_lock = threading.Lock()  # wait_for_change: one caller at a time
+        self._watch: sqlite3.Connection | None = None
+        self._watch_version: int | None = None
+        self._watch_seen = -1
+        self._interrupt = threading.Event()
         self._conn: sqlite3.Connection | None = None
         self._scope = process_scope()
         memory = self._path == ":memory:"
@@ -401,6 +444,7 @@ class SQLiteStore(SQLStore[sqlite3.Connection]):
         "claims": "claims",
         "nodes": "nodes",
         "ledger": "ledger",
+        "actions": "actions",
         "by_id": "id",
         "any": "IN ({marks})",
         "snapshot": "",  # a read transaction is one snapshot already
@@ -535,9 +579,95 @@ class SQLiteStore(SQLStore[sqlite3.Connection]):
         dead = {owner for owner, pid, started in rows if not process_alive(pid, started)}
         return wanted - dead
 
+    # -- ChangeNotifier -----------------------------------------------------------------
+
+    def _changed(self, cur: sqlite3.Connection, job_id: str) -> None:
+        """Count the change: other processes' `wait_for_change` see the counter move."""
+        cur.execute("UPDATE changes SET n = n + 1")
+
+    def wait_for_change(self, timeout: float) -> bool:
+        """Wait up to ``timeout`` seconds for a change to the jobs by any process.
+
+        See `tickwork.stores.ChangeNotifier.wait_for_change`. SQLite cannot announce a
+        commit, so a second connection of this store looks every `CHANGE_CHECK` seconds
+        at ``PRAGMA data_version`` (which moves when another connection has committed:
+        read from shared memory, no disk access and no lock) and, only when it moved, at
+        the change counter that every change that can make a run due sooner bumps in its
+        own transaction. The first call returns True at once. Calls from several
+        threads take turns.
+
+        Raises:
+            StoreError: The store is closed.
+            ValueError: ``timeout`` is negative or not finite.
+
+        """
+        timeout = check_time("timeout", timeout)
+        if timeout < 0:
+            raise ValueError(f"timeout must be a finite number >= 0, got {timeout!r}")
+        deadline = time.monotonic() + timeout
+        with self._watch_lock:
+            if self._conn is None:
+                raise StoreError("cannot wait for changes: the store is closed")
+            if self._path == ":memory:":  # private to this store: no one else changes it
+                if self._interrupt.wait(timeout):
+                    self._interrupt.clear()
+                    return True
+                return False
+            if self._watch is None:
+                try:
+                    self._watch = sqlite3.connect(
+                        self._path, isolation_level=None, check_same_thread=False
+                    )
+                    self._watch_seen = self._read_changes(self._watch)
+                except sqlite3.Error as exc:
+                    _log.warning("cannot watch %r for changes: %s", self._path, exc)
+                    self._close_watch()
+                    self._interrupt.wait(timeout)
+                    return False
+                return True
+            watch = self._watch
+            while True:
+                if self._interrupt.is_set():
+                    self._interrupt.clear()
+                    return True
+                try:
+                    version = watch.execute("PRAGMA data_version").fetchone()[0]
+                    if version != self._watch_version:
+                        self._watch_version = version
+                        seen = self._read_changes(watch)
+                        if seen != self._watch_seen:
+                            self._watch_seen = seen
+                            return True
+                except sqlite3.Error as exc:
+                    _log.warning("lost the watch on %r: %s", self._path, exc)
+                    self._close_watch()
+                    return True
+                left = deadline - time.monotonic()
+                if left <= 0:
+                    return False
+                self._interrupt.wait(min(CHANGE_CHECK, left))
+
+    @staticmethod
+    def _read_changes(conn: sqlite3.Connection) -> int:
+        row = conn.execute("SELECT n FROM changes").fetchone()
+        return -1 if row is None else int(row[0])
+
+    def _close_watch(self) -> None:
+        if self._watch is not None:
+            with suppress(sqlite3.Error):
+                self._watch.close()
+            self._watch = None
+
+    def interrupt_wait(self) -> None:
+        """Make the current (or else the next) `wait_for_change` return True promptly."""
+        self._interrupt.set()
+
     def close(self) -> None:
         """Close the connection; later calls raise `StoreError`. Idempotent."""
+        self._interrupt.set()
         with self._lock:
             if self._conn is not None:
                 self._conn.close()
                 self._conn = None
+        with self._watch_lock:
+            self._close_watch()
