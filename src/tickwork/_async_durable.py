@@ -24,11 +24,11 @@ from collections.abc import Awaitable, Callable, Coroutine, Iterable
 from concurrent.futures import Executor
 from datetime import datetime
 from types import TracebackType
-from typing import Any, Final
+from typing import Any, Final, Literal
 
 from ._durable import DurableErrorHook, DurableScheduler, current_async_claim
 from ._scheduler import DEFAULT_MAX_ERRORS, Listener
-from .stores._model import Claim, JobSpec, JobState, Schedule, SlotRecord, Upsert
+from .stores._model import ActionRecord, Claim, JobSpec, JobState, Schedule, SlotRecord, Upsert
 from .stores._protocol import Store
 
 __all__ = ["AsyncDurableScheduler"]
@@ -159,13 +159,53 @@ class AsyncDurableScheduler:
         """`DurableScheduler.remove`, in a thread."""
         await asyncio.to_thread(self._engine.remove, job_id)
 
-    async def pause(self, job_id: str) -> None:
+    async def pause(
+        self,
+        job_id: str,
+        *,
+        note: str | None = None,
+        until: float | datetime | None = None,
+        by: str | None = None,
+    ) -> None:
         """`DurableScheduler.pause`, in a thread."""
-        await asyncio.to_thread(self._engine.pause, job_id)
+        await asyncio.to_thread(self._engine.pause, job_id, note=note, until=until, by=by)
 
-    async def resume(self, job_id: str) -> None:
+    async def resume(self, job_id: str, *, by: str | None = None, note: str | None = None) -> bool:
         """`DurableScheduler.resume`, in a thread."""
-        await asyncio.to_thread(self._engine.resume, job_id)
+        return await asyncio.to_thread(self._engine.resume, job_id, by=by, note=note)
+
+    async def trigger(
+        self, job_id: str, *, by: str | None = None, note: str | None = None
+    ) -> Literal["queued", "skipped"]:
+        """`DurableScheduler.trigger`, in a thread."""
+        return await asyncio.to_thread(self._engine.trigger, job_id, by=by, note=note)
+
+    async def backfill(
+        self,
+        job_id: str,
+        start: float | datetime,
+        end: float | datetime,
+        *,
+        force: bool = False,
+        by: str | None = None,
+        note: str | None = None,
+    ) -> list[float]:
+        """`DurableScheduler.backfill`, in a thread."""
+        return await asyncio.to_thread(
+            self._engine.backfill, job_id, start, end, force=force, by=by, note=note
+        )
+
+    async def skip_next(
+        self, job_id: str, *, by: str | None = None, note: str | None = None
+    ) -> tuple[float, float | None] | None:
+        """`DurableScheduler.skip_next`, in a thread."""
+        return await asyncio.to_thread(self._engine.skip_next, job_id, by=by, note=note)
+
+    async def actions(
+        self, job_id: str | None = None, *, since: float | None = None, limit: int = 100
+    ) -> list[ActionRecord]:
+        """`DurableScheduler.actions`, in a thread."""
+        return await asyncio.to_thread(self._engine.actions, job_id, since=since, limit=limit)
 
     async def reschedule(self, job_id: str, schedule: Schedule) -> None:
         """`DurableScheduler.reschedule`, in a thread."""

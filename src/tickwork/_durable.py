@@ -36,7 +36,9 @@ from concurrent.futures import Executor, ThreadPoolExecutor
 from dataclasses import dataclass, replace
 from datetime import datetime
 from types import TracebackType
+from typing import Literal
 
+from ._control import backfill_slots, default_actor, following_slot
 from ._durable_base import (
     _RETRY_MIN,
     OUTPUT_LIMIT,
@@ -63,6 +65,7 @@ from ._schedules import Every
 from ._storetime import StoreTime
 from .stores._errors import JobNotFoundError, JobSpecError
 from .stores._model import (
+    ActionRecord,
     Claim,
     JobSpec,
     JobState,
@@ -75,6 +78,7 @@ from .stores._model import (
 from .stores._protocol import (
     BatchRecorder,
     ChangeNotifier,
+    RuntimeControl,
     SessionLiveness,
     SlotLedger,
     Store,
@@ -90,6 +94,22 @@ _log = logging.getLogger("tickwork.durable")
 def _real_time() -> float:
     """Seconds of real time, suspends included where the system can tell (Linux)."""
     return time.clock_gettime(time.CLOCK_BOOTTIME)
+
+
+def _instant(name: str, value: object) -> float:
+    """POSIX seconds from an aware datetime or a finite number; naive datetimes refused."""
+    if isinstance(value, datetime):
+        if value.tzinfo is None:
+            raise ValueError(f"{name} must be an aware datetime or POSIX seconds, got {value!r}")
+        return value.timestamp()
+    if isinstance(value, bool) or not isinstance(value, int | float) or not math.isfinite(value):
+        raise TypeError(f"{name} must be an aware datetime or POSIX seconds, got {value!r}")
+    return float(value)
+
+
+def _actor(by: str | None) -> str:
+    """Who acts: ``by`` as given (checked by the store), else ``user@host``."""
+    return default_actor() if by is None else by
 
 
 def _positive(name: str, value: object) -> float:
@@ -254,6 +274,7 @@ class DurableScheduler(_Claiming):
         self._recorder = Recorder(self._batch) if self._batch is not None else None
         self._lease = _positive("lease", lease)
         self._notifier = store if isinstance(store, ChangeNotifier) else None
+        self._control = store if isinstance(store, RuntimeControl) else None
         if poll is None:
             poll = DEFAULT_POLL if self._notifier is None else DEFAULT_NOTIFIED_POLL
         self._poll = _positive("poll", poll)
@@ -398,27 +419,164 @@ class DurableScheduler(_Claiming):
         """
         self._store.remove(check_job_id(job_id))
 
-    def pause(self, job_id: str) -> None:
+    def pause(
+        self,
+        job_id: str,
+        *,
+        note: str | None = None,
+        until: float | datetime | None = None,
+        by: str | None = None,
+    ) -> None:
         """Stop starting runs of a job until `resume` (a run already claimed goes on).
 
-        Raises:
-            JobNotFoundError: No such job.
-
-        """
-        self._store.set_paused(check_job_id(job_id), True)
-
-    def resume(self, job_id: str) -> None:
-        """Resume a paused job; the runs that came due while it was paused are missed.
-
-        The job's ``missed`` policy decides what happens to them: skip them, run one
-        now, or replay them.
+        The pause is recorded with who took it (``by``, default ``user@host``), when,
+        and the ``note``; with ``until`` it ends by itself then. It survives restarts
+        and re-declarations, until resumed or until a declaration's own ``paused``
+        changes (see docs/daemon.md, "Who wins"). Pausing a paused job replaces its
+        note and end.
 
         Raises:
             JobNotFoundError: No such job.
+            ValueError: ``until`` is not in the future, or a naive datetime.
 
         """
-        self._store.set_paused(check_job_id(job_id), False)
+        job_id = check_job_id(job_id)
+        end = None if until is None else _instant("until", until)
+        control = self._control
+        if control is None:
+            if note is not None or end is not None or by is not None:
+                raise TypeError(f"the store {self._store!r} keeps no notes (no RuntimeControl)")
+            self._store.set_paused(job_id, True)
+            return
+        control.pause_job(job_id, by=_actor(by), at=self._wall(), note=note, until=end)
         self._poke()
+
+    def resume(self, job_id: str, *, by: str | None = None, note: str | None = None) -> bool:
+        """Resume a paused job; False if it was not paused (nothing is recorded then).
+
+        The slots that came due while it was paused are decided by the job's ``missed``
+        policy: skipped, one run now, or replayed.
+
+        Raises:
+            JobNotFoundError: No such job.
+
+        """
+        job_id = check_job_id(job_id)
+        control = self._control
+        if control is None:
+            state = self._store.get(job_id)
+            if state is None:
+                raise JobNotFoundError(f"no job with id {job_id!r}")
+            self._store.set_paused(job_id, False)
+            self._poke()
+            return state.paused
+        resumed = control.resume_job(job_id, by=_actor(by), at=self._wall(), note=note)
+        self._poke()
+        return resumed
+
+    def trigger(
+        self, job_id: str, *, by: str | None = None, note: str | None = None
+    ) -> Literal["queued", "skipped"]:
+        """Run a job once now, outside its schedule, under its overlap policy.
+
+        The run is queued in the store (any scheduler on it may take it; the ledger
+        records its origin ``manual``); the job's next run does not move. With
+        ``overlap="skip"``, a trigger while a run of the job is going or waiting is
+        given up and recorded ``skipped`` (returns ``"skipped"``); with ``"queue"`` it
+        runs after the runs ahead of it; with ``"allow"`` alongside them.
+
+        Raises:
+            JobNotFoundError: No such job.
+            JobPausedError: The job is paused (resume it first).
+
+        """
+        control = self._require_control("trigger")
+        done = control.trigger_job(check_job_id(job_id), by=_actor(by), at=self._wall(), note=note)
+        self._poke()
+        return done
+
+    def backfill(
+        self,
+        job_id: str,
+        start: float | datetime,
+        end: float | datetime,
+        *,
+        force: bool = False,
+        by: str | None = None,
+        note: str | None = None,
+    ) -> list[float]:
+        """Run the job's slots between ``start`` and ``end`` (inclusive), oldest first.
+
+        Only slots before now and before the job's next run are queued (the later ones
+        are the schedule's own), and none held, waiting, or recorded as run in the slot
+        ledger: no slot runs twice. Given-up slots (missed, skipped) are filled. Unless
+        the job allows overlap they run one after another. The ledger records their
+        origin ``backfill``. Returns the slots queued (UTC POSIX seconds).
+
+        Args:
+            job_id: The job.
+            start: The window's start (an aware datetime or POSIX seconds).
+            end: Its end.
+            force: Allow more than `tickwork._control.BACKFILL_CAP` (1,000) slots, up
+                to 100,000.
+            by: Who acts (default ``user@host``).
+            note: Why, recorded with the action.
+
+        Raises:
+            JobNotFoundError: No such job.
+            JobPausedError: The job is paused.
+            BackfillError: The window is reversed, too long, or the job has no grid
+                (fixed-delay, `Once`).
+
+        """
+        control = self._require_control("backfill")
+        job_id = check_job_id(job_id)
+        state = self._store.get(job_id)
+        if state is None:
+            raise JobNotFoundError(f"no job with id {job_id!r}")
+        slots = backfill_slots(state, _instant("start", start), _instant("end", end), force=force)
+        queued = control.backfill_job(job_id, slots, by=_actor(by), at=self._wall(), note=note)
+        self._poke()
+        return queued
+
+    def skip_next(
+        self, job_id: str, *, by: str | None = None, note: str | None = None
+    ) -> tuple[float, float | None] | None:
+        """Give up the job's next slot: ``(that slot, the new next run)``; None if none.
+
+        The slot is recorded ``skipped`` (origin ``manual``) in the ledger. A slot
+        already claimed is not the next one: its run goes on.
+
+        Raises:
+            JobNotFoundError: No such job.
+
+        """
+        control = self._require_control("skip_next")
+        job_id = check_job_id(job_id)
+        state = self._store.get(job_id)
+        if state is None:
+            raise JobNotFoundError(f"no job with id {job_id!r}")
+        done = control.skip_next_job(
+            job_id, following_slot(state), by=_actor(by), at=self._wall(), note=note
+        )
+        self._poke()
+        return done
+
+    def actions(
+        self, job_id: str | None = None, *, since: float | None = None, limit: int = 100
+    ) -> list[ActionRecord]:
+        """Operators' recorded actions (pause, resume, trigger, backfill, skip-next), newest first.
+
+        Raises:
+            TypeError: The store keeps no actions.
+
+        """
+        return self._require_control("actions").actions(job_id, since=since, limit=limit)
+
+    def _require_control(self, verb: str) -> RuntimeControl:
+        if self._control is None:
+            raise TypeError(f"the store {self._store!r} has no runtime control (no {verb}())")
+        return self._control
 
     def reschedule(self, job_id: str, schedule: Schedule) -> None:
         """Give a job a new schedule; its next run is computed afresh from now.

@@ -112,7 +112,11 @@ class _Claiming(_Running):
             self._last_recover = now
         for claim in claims:
             try:
-                if claim.retry:
+                if claim.origin != "schedule":
+                    # Asked for by an operator: it runs (the store let it through the
+                    # overlap policy); no missed-run rule applies, the grid is not moved.
+                    decision = Decision("run", None)
+                elif claim.retry:
                     decision = self._decide_retry(claim, now)
                 else:
                     decision = decisions[claim.job_id]

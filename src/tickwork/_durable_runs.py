@@ -131,7 +131,7 @@ class _Running(_Recovery):
             )
         schedule = spec.schedule
         next_run: float | Keep | None = KEEP
-        if isinstance(schedule, Every) and schedule.fixed_delay:
+        if isinstance(schedule, Every) and schedule.fixed_delay and claim.origin == "schedule":
             after = ended + schedule.interval
             if after <= ended:  # too small for the wall clock: still strictly later
                 after = math.nextafter(ended, math.inf)
