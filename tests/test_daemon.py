@@ -235,7 +235,10 @@ def test_jobs_lists_file_jobs_not_in_the_state_yet(
     out = capsys.readouterr().out
     assert "a\n  schedule  every 30s\n  next run  " in out
     assert "b\n  schedule  cron '0 3 * * *' Europe/Berlin\n" in out
-    assert "d [paused]\n  next run  -\n  last run  - (not in the state yet)\n" in out
+    assert (
+        "d [paused]\n  paused    in the jobs file (enabled = false)\n  next run  -\n"
+        "  last run  - (not in the state yet)\n"
+    ) in out
 
 
 def test_reload_keeps_the_old_config_when_the_file_or_the_state_fails(

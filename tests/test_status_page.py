@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import shutil
 import subprocess
+import sys
 import textwrap
 from collections.abc import Iterator
 from pathlib import Path
@@ -18,7 +19,7 @@ import pytest
 from tests.test_daemon_e2e import LIMIT, Run, wait_until
 from tests.test_http import get
 from tickwork._status import JobView, render
-from tickwork.stores import EverySchedule, JobSpec, JobState, SlotRecord
+from tickwork.stores import ActionRecord, EverySchedule, JobSpec, JobState, PauseNote, SlotRecord
 
 CHROMIUM = shutil.which("chromium") or shutil.which("chromium-browser")
 needs_browser = pytest.mark.skipif(
@@ -115,3 +116,33 @@ def test_the_page_escapes_what_the_state_says() -> None:
     assert "<script>" not in page and "&lt;script&gt;" in page
     assert "&lt;b&gt;x&lt;/b&gt;" in page and "tickwork: a&amp;b.toml" in page
     assert 'http-equiv="refresh"' in page and "http://" not in page and "https://" not in page
+
+
+@needs_browser
+def test_a_browser_shows_a_pause_its_note_and_the_actions(
+    daemon: tuple[Run, str], tmp_path: Path
+) -> None:
+    _, base = daemon
+    jobs, state = tmp_path / "jobs.toml", tmp_path / "s.sqlite3"
+    paused = subprocess.run(
+        [sys.executable, "-m", "tickwork", "pause", "probe-api", "-f", str(jobs),
+         "--state", str(state), "--note", "API down, see INC-7", "--by", "ana@ops"],
+        capture_output=True, text=True, timeout=60,
+    )  # fmt: skip
+    assert paused.returncode == 0, paused.stderr
+    dom = browse(base + "/?token=t0ken", tmp_path, "--dump-dom")
+    probe = dom.split('<td class="job">probe-api', 1)[1].split("</tr>", 1)[0]
+    assert "<em>paused</em>" in probe and "by ana@ops" in probe
+    assert '<div class="note">API down, see INC-7</div>' in probe
+    actions = dom.split("<h2>recent actions</h2>", 1)[1]
+    assert "probe-api · pause by ana@ops" in actions and "INC-7" in actions
+
+
+def test_the_page_escapes_an_operators_note() -> None:
+    spec = JobSpec("ns/x", "m:f", EverySchedule(60), kwargs={"job": "x"})
+    note = PauseNote("<i>eve</i>", 1.8e9, "<script>alert(1)</script>", 1.8e9 + 60)
+    state = JobState(spec, None, True, None, pause=note)
+    act = ActionRecord(1, "ns/x", "pause", "<i>eve</i>", 1.8e9, "<script>x</script>", None)
+    page = render("j.toml", [JobView("x", state, "every 60s", [])], [], 1.8e9, actions=[("x", act)])
+    assert "<script>" not in page and "<i>" not in page
+    assert "&lt;script&gt;alert(1)&lt;/script&gt;" in page and "until 2027-01-15" in page

@@ -155,10 +155,11 @@ def add_parsers(subparsers: Any) -> None:
     p.add_argument(
         "--poll",
         type=_positive_duration("--poll"),
-        default=1.0,
+        default=10.0,
         metavar="DURATION",
-        help="the longest the daemon goes without looking at the state, so changes made "
-        "by other hosts are seen (default: 1s)",
+        help="the longest the daemon goes without looking at the state; changes by other "
+        "processes and hosts (a `tickwork pause`, another daemon) wake it at once "
+        "(default: 10s)",
     )
     p.add_argument(
         "--workers",
@@ -185,6 +186,10 @@ def add_parsers(subparsers: Any) -> None:
     from ._cli_history import add_parser as add_history
 
     add_history(subparsers, _add_store_options)
+
+    from ._cli_control import add_parsers as add_control
+
+    add_control(subparsers, _add_store_options)
 
 
 def daemon_config(args: argparse.Namespace) -> DaemonConfig:
@@ -348,8 +353,11 @@ def run_jobs(
         last = s.last_run
         running: list[dict[str, Any]] = []
         lost: list[dict[str, Any]] = []
+        waiting: dict[str, int] = {}
         for c in s.claims:
-            if not c.owner:  # a pending retry: a recovered slot nobody has taken yet
+            if not c.owner:  # waiting: a recovered slot or an operator's run, not taken yet
+                if c.origin != "schedule":
+                    waiting[c.origin] = waiting.get(c.origin, 0) + 1
                 continue
             why = _lost_because(c, now, host, live)
             entry = {
@@ -369,6 +377,8 @@ def run_jobs(
                 "id": s.id,
                 "schedule": _schedule_text(s.spec.schedule),
                 "paused": s.paused,
+                "pause": None if s.pause is None else s.pause.to_dict(),
+                "waiting": waiting,
                 "running": len(running),
                 "lost": lost,
                 "next_run": _iso(s.next_run),
@@ -392,6 +402,8 @@ def run_jobs(
                         "id": None,
                         "schedule": None,
                         "paused": not job.enabled,
+                        "pause": None,
+                        "waiting": {},
                         "running": 0,
                         "lost": [],
                         "next_run": None,
@@ -435,6 +447,17 @@ def _print_row(row: dict[str, Any], out: TextIO) -> None:
     print(f"{row['job']}{flag}", file=out)
     if row["schedule"]:
         print(f"  schedule  {row['schedule']}", file=out)
+    pause = row["pause"]
+    if pause is not None:
+        until = "" if pause["until"] is None else f", until {_when(_seconds(pause['until']))}"
+        note = "" if not pause["note"] else f": {pause['note']}"
+        print(
+            f"  paused    by {pause['by']} at {_when(_seconds(pause['at']))}{until}{note}", file=out
+        )
+    elif row["paused"]:
+        print("  paused    in the jobs file (enabled = false)", file=out)
+    for origin, count in sorted(row["waiting"].items()):
+        print(f"  waiting   {count} {origin} run(s), to start in order", file=out)
     for claim in row["_running"]:
         started = f", started {claim['started']}" if claim["started"] else ", not started yet"
         print(

@@ -17,8 +17,8 @@ from typing import Any, TextIO
 from ._cli_next import _count
 from ._schedules import parse_duration
 from ._timefmt import iso
-from .stores._model import OUTCOMES, SlotRecord
-from .stores._protocol import SlotLedger, Store
+from .stores._model import OUTCOMES, ActionRecord, SlotRecord
+from .stores._protocol import RuntimeControl, SlotLedger, Store
 
 __all__ = ["add_parser", "failure_summary", "open_state", "parse_since", "run_history"]
 
@@ -109,24 +109,48 @@ def run_history(
             return 1
         job_id = _job_id(store, args.name, namespace)
         entries = store.history(job_id, since=args.since, outcome=args.outcome, limit=args.limit)
+        actions: list[ActionRecord] = []
+        if args.outcome is None and isinstance(store, RuntimeControl):
+            actions = store.actions(job_id, since=args.since, limit=args.limit)
     finally:
         store.close()
     if namespace is not None and job_id is None:
         entries = [e for e in entries if e.job_id.startswith(namespace + "/")]
+        actions = [a for a in actions if a.job_id.startswith(namespace + "/")]
+    # One list, newest first: slots by when they ended (or were due), actions by when taken.
+    merged: list[SlotRecord | ActionRecord] = [*entries, *actions]
+    merged.sort(key=_when_recorded, reverse=True)
+    del merged[args.limit :]
     if args.json:
-        json.dump(
-            [e.to_dict() | {"job": _name(e.job_id), "id": e.job_id} for e in entries],
-            out,
-            indent=2,
-        )
+        json.dump([_json(item) for item in merged], out, indent=2)
         out.write("\n")
         return 0
-    if not entries:
+    if not merged:
         print("no entries", file=out)
         return 0
-    for e in entries:
-        print(_line(e), file=out)
+    for item in merged:
+        print(_line(item) if isinstance(item, SlotRecord) else _action_line(item), file=out)
     return 0
+
+
+def _when_recorded(item: SlotRecord | ActionRecord) -> float:
+    if isinstance(item, ActionRecord):
+        return item.at
+    return item.ended if item.ended is not None else item.scheduled
+
+
+def _json(item: SlotRecord | ActionRecord) -> dict[str, Any]:
+    kind = "slot" if isinstance(item, SlotRecord) else "action"
+    return {"kind": kind} | item.to_dict() | {"job": _name(item.job_id), "id": item.job_id}
+
+
+def _action_line(a: ActionRecord) -> str:
+    line = f"{iso(a.at)}  {_name(a.job_id)}  [{a.action}]  by {a.actor}"
+    if a.detail:
+        line += f"  {a.detail}"
+    if a.note:
+        line += f"\n    note: {a.note}"
+    return line
 
 
 def open_state(args: argparse.Namespace, command: str, err: TextIO) -> Store | int:

@@ -958,8 +958,9 @@ class DaemonConfig:
     """Seconds running jobs get after SIGTERM before they are killed."""
     lease: float = 30.0
     """The scheduler's lease (seconds); see `DurableScheduler`."""
-    poll: float = 1.0
-    """The scheduler's safety poll (seconds)."""
+    poll: float = 10.0
+    """The scheduler's safety poll (seconds): changes by other processes wake it sooner
+    (PostgreSQL's NOTIFY, SQLite's change check)."""
     workers: int = 32
     """How many runs may go at once."""
     watch: bool = False
@@ -1106,7 +1107,7 @@ def _status_server(
 def _status_page(daemon: Daemon, namespace: str) -> str:
     """The status page of the daemon's jobs: what the state says right now."""
     from ._cli_daemon import _owner
-    from ._status import STRIP, JobView, render
+    from ._status import ACTIONS_SHOWN, STRIP, JobView, render
     from ._words import schedule_words
 
     now = time.time()
@@ -1123,7 +1124,11 @@ def _status_page(daemon: Daemon, namespace: str) -> str:
         name = str(state.spec.kwargs.get("job", state.id))
         views.append(JobView(name, state, schedule_words(state.spec.schedule), entries))
     views.sort(key=lambda v: v.name)
-    return render(str(daemon.config_path), views, sorted(nodes), now)
+    names = {v.state.id: v.name for v in views}
+    actions = [
+        (names[a.job_id], a) for a in daemon.scheduler.actions(limit=100) if a.job_id in names
+    ][:ACTIONS_SHOWN]
+    return render(str(daemon.config_path), views, sorted(nodes), now, actions=actions)
 
 
 def _seconds_text(seconds: float) -> str:

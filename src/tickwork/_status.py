@@ -12,12 +12,14 @@ from dataclasses import dataclass
 from datetime import UTC, datetime
 from typing import Final
 
-from .stores._model import JobState, SlotRecord
+from .stores._model import ActionRecord, JobState, SlotRecord
 
-__all__ = ["JobView", "render"]
+__all__ = ["ACTIONS_SHOWN", "JobView", "render"]
 
 #: Ledger entries shown per job in its strip.
 STRIP: Final = 30
+#: Operators' actions shown under the table, newest first.
+ACTIONS_SHOWN: Final = 10
 
 _COLOURS: Final = {
     "ok": "#2e9d4f",
@@ -83,8 +85,41 @@ def _strip(entries: Sequence[SlotRecord]) -> str:
     return "".join(cells) or '<span class="none">no runs yet</span>'
 
 
+def _paused(s: JobState) -> str:
+    """The paused mark under a job's name: who paused it, until when, why."""
+    if not s.paused:
+        return ""
+    p = s.pause
+    if p is None:
+        return ' <em>paused</em><div class="sub">in the jobs file</div>'
+    words = f"by {p.by}, {_time(p.at)}"
+    if p.until is not None:
+        words += f", until {_time(p.until)}"
+    note = "" if not p.note else f'<div class="note">{html.escape(p.note)}</div>'
+    return f' <em>paused</em><div class="sub">{html.escape(words)}</div>{note}'
+
+
+def _actions(actions: Sequence[tuple[str, ActionRecord]]) -> str:
+    if not actions:
+        return ""
+    items = []
+    for name, a in actions:
+        text = f"{_time(a.at)} \u00b7 {name} \u00b7 {a.action} by {a.actor}"
+        if a.detail:
+            text += f" \u00b7 {a.detail}"
+        note = "" if not a.note else f' <span class="note">{html.escape(a.note)}</span>'
+        items.append(f'<li class="action">{html.escape(text)}{note}</li>')
+    return '<h2>recent actions</h2>\n<ul class="actions">' + "".join(items) + "</ul>"
+
+
 def render(
-    title: str, jobs: Sequence[JobView], nodes: Sequence[str], now: float, refresh: int = 10
+    title: str,
+    jobs: Sequence[JobView],
+    nodes: Sequence[str],
+    now: float,
+    refresh: int = 10,
+    *,
+    actions: Sequence[tuple[str, ActionRecord]] = (),
 ) -> str:
     """The status page as HTML text.
 
@@ -94,6 +129,7 @@ def render(
         nodes: The nodes (``host:pid``) seen running this state.
         now: The time the page shows as "now" (POSIX seconds).
         refresh: Seconds between the page's own reloads.
+        actions: Operators' recent actions, newest first, with their job's name.
 
     """
     rows = []
@@ -101,7 +137,7 @@ def render(
         s = job.state
         last = job.entries[0] if job.entries else None
         outcome = last.outcome if last else "-"
-        flags = " <em>paused</em>" if s.paused else ""
+        flags = _paused(s)
         late = _seconds(last.lateness) if last is not None else "-"
         error = ""
         if last is not None and last.error:
@@ -147,6 +183,9 @@ td.job {{ font-weight: 600; }}
 .legend {{ color: #5b6570; margin-top: 12px; font-size: 12px; }}
 .none {{ color: #8a939c; }}
 td.strip {{ white-space: nowrap; }}
+h2 {{ font-size: 16px; margin: 20px 0 6px; }}
+.note {{ color: #6b4e00; font-size: 12px; font-style: italic; }}
+ul.actions {{ padding-left: 18px; color: #3a434c; }}
 </style>
 </head>
 <body>
@@ -161,6 +200,7 @@ refreshes every {refresh} s</div>
 </tbody>
 </table>
 <div class="legend">{legend}</div>
+{_actions(actions)}
 </body>
 </html>
 """
