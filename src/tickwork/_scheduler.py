@@ -1123,6 +1123,10 @@ class Scheduler:
         else:
             live = entry[:]
             entry[2] = None
+            # The dead entry keeps its place, but must not tie with its live copy when
+            # that is pushed back at the same due time (lists would compare ``fn`` next):
+            # ``id - 0.5`` sorts exactly where ``id`` did among the other (integer) ids.
+            entry[1] = task_id - 0.5
             self._dead += 1
             self._tasks[task_id] = live
             if task_id in self._wall:
