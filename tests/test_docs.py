@@ -23,3 +23,13 @@ def test_readme_quick_start_has_exactly_two_commands() -> None:
     [block] = re.findall(r"```sh\n(.*?)```", quick, re.DOTALL)
     commands = [line.split("#")[0].strip() for line in block.splitlines() if line.strip()]
     assert commands == ["python3 dev.py demo", "python3 dev.py test"]
+
+
+def test_drivers_pause_resume_trigger_example_runs(capsys: pytest.CaptureFixture[str]) -> None:
+    text = (ROOT / "docs" / "drivers.md").read_text()
+    section = text.split("## Pause, resume and trigger a task", 1)[1].split("\n## ", 1)[0]
+    [example] = BLOCK.findall(section)
+    exec(compile(example, "docs/drivers.md", "exec"), {})
+    assert capsys.readouterr().out == (
+        "probe at 10.0\nTrue backend maintenance\nprobe at 35.0\n5.0\nprobe at 40.0\n"
+    )

@@ -275,6 +275,68 @@ class AsyncScheduler:
             return self._cancel(task_id)
         return self._on_loop(self._cancel, task_id)
 
+    def pause(self, task_id: int, note: str | None = None) -> bool:
+        """Pause a task: it stops coming due until `resume`; return whether it was paused.
+
+        After it returns True, no run of the task starts but the ones `trigger` asks
+        for: a run already going finishes (cancel its coroutine yourself to stop it),
+        a run handed over and not started is dropped, a queued run is forgotten. The
+        task stays live and `tasks` shows it paused, with ``note``. Any thread, as
+        `cancel`.
+
+        Args:
+            task_id: The id `schedule` or `add` returned.
+            note: Why it is paused, shown by `tasks` (``TaskInfo.note``) until resumed.
+
+        Returns:
+            False, and nothing changes, for an unknown id (as `cancel`) and for a task
+            paused already (it keeps its first note).
+
+        Raises:
+            TypeError: ``task_id`` is not an int, or ``note`` is not a str or ``None``.
+
+        """
+        return self._on_loop(self._pause, task_id, note)
+
+    def resume(self, task_id: int) -> bool:
+        """Resume a paused task; the runs that came due while it was paused are missed.
+
+        The rules of `ThreadScheduler.resume`: a due time still ahead is kept; one that
+        passed goes to the next slot of the task's own grid after now (fixed-rate),
+        ``interval`` after now (fixed-delay) or the next fire time (cron), and a
+        one-shot task runs at once. Any thread, as `cancel`.
+
+        Returns:
+            Whether a paused task was resumed: False for an unknown id and for a task
+            that is not paused.
+
+        Raises:
+            TypeError: ``task_id`` is not an int.
+
+        """
+        return self._on_loop(self._resume, task_id)
+
+    def trigger(self, task_id: int) -> bool:
+        """Run a task once now, outside its schedule, under its overlap policy.
+
+        The run is handed over by this call, as a due run is (a coroutine job becomes a
+        task on the loop, a plain callable goes to the executor), started or not. The
+        rules of `ThreadScheduler.trigger`: the grid does not move, a fixed-delay task
+        counts it as one of its runs, a one-shot task runs now instead of later, a
+        paused task runs and stays paused, and a trigger while a run is going on is
+        skipped, queued or run alongside as ``overlap`` says. Any thread, as `cancel`.
+
+        Returns:
+            Whether a run was handed over or queued: False for an unknown id and for a
+            trigger the overlap policy skipped.
+
+        Raises:
+            TypeError: ``task_id`` is not an int.
+            RuntimeError: The scheduler has been stopped.
+
+        """
+        return self._on_loop(self._trigger, task_id)
+
     def next_run_in(self) -> float | None:
         """Seconds until the next task is due: 0.0 if overdue, ``None`` if none."""
         return self._on_loop(self._core.next_run_in)
@@ -486,6 +548,36 @@ class AsyncScheduler:
             self._wake()
         return True
 
+    def _pause(self, task_id: int, note: str | None) -> bool:
+        policy = self._policy
+        entry = self._core._tasks.get(task_id) if type(task_id) is int else None
+        if not policy.pause(task_id, note):
+            return False
+        # As for cancel: if the owner sleeps for this task, re-arm its timer.
+        if entry is not None and entry[_DUE] <= policy.deadline + _HEAD_SLACK:
+            self._wake()
+        return True
+
+    def _resume(self, task_id: int) -> bool:
+        policy = self._policy
+        if not policy.resume(task_id):
+            return False
+        if policy.wake:
+            self._wake()
+        return True
+
+    def _trigger(self, task_id: int) -> bool:
+        if self._stopping:
+            raise RuntimeError(f"trigger() on a stopped AsyncScheduler, got task_id={task_id!r}")
+        policy = self._policy
+        entry = self._core._tasks.get(task_id) if type(task_id) is int else None
+        done = policy.trigger(task_id)
+        # A one-shot or fixed-delay task left the schedule: re-arm as cancel does.
+        if entry is not None and entry[2] is None and entry[_DUE] <= policy.deadline + _HEAD_SLACK:
+            self._wake()
+        self._hand_over()
+        return done
+
     def step(self) -> float | None:
         """Run one tick now; return seconds until the next run (``None``: none planned).
 
@@ -644,12 +736,13 @@ class AsyncScheduler:
     def _call_in_worker(self, run: Run) -> bool:
         """On the worker: call the job unless the run was cancelled or stopped meanwhile.
 
-        Reads two flags the loop sets (a plain attribute read, atomic in CPython): a
-        run still waiting in the executor's queue when `cancel` or `stop` returns does
-        not start, as with the thread driver.
+        Reads flags the loop sets (plain attribute reads, atomic in CPython): a run
+        still waiting in the executor's queue when `cancel`, `pause` or `stop` returns
+        does not start, as with the thread driver.
         """
         policy = self._policy
-        if policy.stopped or run.task.cancelled:
+        task = run.task
+        if policy.stopped or task.cancelled or (task.paused and not run.forced):
             return False
         policy.call(run, self._announce, worker=True)
         return True

@@ -33,7 +33,7 @@ import dataclasses
 import logging
 import math
 from collections.abc import Awaitable, Callable
-from typing import Any, Final, Literal
+from typing import Any, ClassVar, Final, Literal
 
 from ._errors import JobInterrupted
 from ._scheduler import (
@@ -51,7 +51,7 @@ from ._scheduler import (
 )
 from ._schedules import Schedule, _DelayPlan, _Plan
 
-__all__ = ["OVERLAP_POLICIES", "Overlap", "Policy", "Run", "seconds_or_none"]
+__all__ = ["OVERLAP_POLICIES", "Overlap", "Policy", "Run", "Triggered", "seconds_or_none"]
 
 Overlap = Literal["skip", "queue", "allow"]
 
@@ -92,7 +92,9 @@ class _Task:
         "fixed_delay",
         "fn",
         "max_running",
+        "note",
         "overlap",
+        "paused",
         "policy",
         "queued",
         "repeats",
@@ -125,6 +127,8 @@ class _Task:
         self.queued: float | None = None  # due time of the one run waiting (queue)
         self.skipped = 0
         self.cancelled = False
+        self.paused = False  # no run of it starts but triggered ones (`Policy.pause`)
+        self.note: str | None = None
         # What the driver needs to know to run it (the asyncio driver: how to call fn
         # and its timeout); never read by the policy.
         self.driver: Any = None
@@ -146,12 +150,30 @@ class Run:
 
     __slots__ = ("duration", "error", "scheduled", "started", "task")
 
+    #: A run asked for by `Policy.trigger` (`Triggered`): it starts even if its task is
+    #: paused. A class attribute, so an ordinary run pays nothing for it.
+    forced: ClassVar[bool] = False
+
     def __init__(self, task: _Task, scheduled: float) -> None:
         self.task = task
         self.scheduled = scheduled
         self.started: float | None = None
         self.duration = 0.0
         self.error: Exception | None = None
+
+
+class Triggered(Run):
+    """A run asked for by `Policy.trigger`, outside the task's schedule."""
+
+    __slots__ = ()
+    forced = True
+
+
+def _task_id_arg(task_id: object) -> int:
+    """Check a task id argument: an int (a `bool` is refused)."""
+    if isinstance(task_id, bool) or not isinstance(task_id, int):
+        raise TypeError(f"task_id must be an int, got {task_id!r}")
+    return task_id
 
 
 class Policy:
@@ -260,6 +282,103 @@ class Policy:
         task.queued = None
         return True
 
+    def pause(self, task_id: int, note: str | None) -> bool:
+        """Pause a task: no run of it starts until `resume`, but triggered ones (*locked*).
+
+        Its heap entry is parked in the core, so it is never due; a run handed over
+        but not started is dropped by `begin`, and a queued run is forgotten. Returns
+        False for an unknown id (as `cancel`) and for a task paused already (which
+        keeps its note).
+
+        Raises:
+            TypeError: ``task_id`` is not an int, or ``note`` is not a str or None.
+
+        """
+        _task_id_arg(task_id)
+        if note is not None and not isinstance(note, str):
+            raise TypeError(f"note must be a str or None, got {note!r}")
+        task = self.tasks.get(task_id)
+        if task is None or task.paused:
+            return False
+        task.entry = self.core._pause(task_id)
+        task.paused = True
+        task.note = note
+        task.queued = None
+        return True
+
+    def resume(self, task_id: int) -> bool:
+        """Resume a paused task at its next slot after now (*locked*); see `Scheduler._resume`.
+
+        Returns False for an unknown id and for a task that is not paused. A task whose
+        schedule ended while it was paused (an ``until`` in the past) ends here.
+
+        Raises:
+            TypeError: ``task_id`` is not an int.
+
+        """
+        _task_id_arg(task_id)
+        task = self.tasks.get(task_id)
+        if task is None or not task.paused:
+            return False
+        task.paused = False
+        task.note = None
+        core = self.core
+        due = core._resume(task_id, task.fixed_delay and task.running > 0)
+        entry = core._tasks.get(task_id)
+        if entry is None:  # finished: its until passed while it was paused
+            del self.tasks[task_id]
+            return True
+        task.entry = entry
+        if due is not None and due < self.deadline:
+            self.wake = True
+        return True
+
+    def trigger(self, task_id: int) -> bool:
+        """One run of a task now, outside its schedule, under its overlap policy (*locked*).
+
+        A recurring task keeps its schedule (a fixed-rate grid does not move); a
+        fixed-delay task counts the run as one of its own: it is off the schedule while
+        the run goes on and due ``interval`` after it ends, so it still never overlaps
+        itself. A one-shot task runs now instead of at its due time (it is then
+        finished). A paused task runs too and stays paused. While a run of the task is
+        going on, the overlap policy decides as for a due run: ``"skip"`` (and any
+        fixed-delay task) skips it, counted and reported as SKIPPED; ``"queue"`` queues
+        it if nothing waits; ``"allow"`` runs it alongside, up to ``max_running``.
+
+        Returns:
+            Whether a run was made ready (the driver submits it, `take`) or queued:
+            False for an unknown id and for a run the overlap policy skipped.
+
+        Raises:
+            TypeError: ``task_id`` is not an int.
+
+        """
+        _task_id_arg(task_id)
+        task = self.tasks.get(task_id)
+        if task is None:
+            return False
+        core = self.core
+        now = core._now()
+        if not task.repeats:
+            core.cancel(task_id)  # its run is this one: retired as at its due time
+            del self.tasks[task_id]
+        elif task.running:
+            overlap = task.overlap
+            if not task.fixed_delay and overlap == "queue" and task.queued is None:
+                task.queued = now
+                return True
+            if (
+                task.fixed_delay
+                or overlap != "allow"
+                or (task.max_running is not None and task.running >= task.max_running)
+            ):
+                self._skip(task, now)
+                return False
+        elif task.fixed_delay:
+            task.entry = core._park(task_id)  # off the schedule until the run ends
+        self._add_run(task, now, Triggered)
+        return True
+
     def take(self) -> tuple[list[Run], list[RunEvent]]:
         """Hand over the runs to submit and the events to deliver (*locked*).
 
@@ -326,33 +445,42 @@ class Policy:
             if overlap != "allow" or (
                 task.max_running is not None and task.running >= task.max_running
             ):
-                task.skipped += 1
-                self.skipped_total += 1
-                _log.debug(
-                    "task %d: run due at %r skipped, %d still running",
-                    task.task_id,
-                    scheduled,
-                    task.running,
-                )
-                if self.listeners:
-                    self.outbox.append(
-                        RunEvent(EventKind.SKIPPED, task.task_id, scheduled, name=task.name())
-                    )
+                self._skip(task, scheduled)
                 return
         self._add_run(task, scheduled)
 
-    def _add_run(self, task: _Task, scheduled: float) -> None:
+    def _skip(self, task: _Task, scheduled: float) -> None:
+        """Skip a run because of overlap: count, log and report it (*locked*)."""
+        task.skipped += 1
+        self.skipped_total += 1
+        _log.debug(
+            "task %d: run due at %r skipped, %d still running",
+            task.task_id,
+            scheduled,
+            task.running,
+        )
+        if self.listeners:
+            self.outbox.append(
+                RunEvent(EventKind.SKIPPED, task.task_id, scheduled, name=task.name())
+            )
+
+    def _add_run(self, task: _Task, scheduled: float, kind: type[Run] = Run) -> None:
         task.running += 1
         task_id = task.task_id
         running = self.running
         running[task_id] = running.get(task_id, 0) + 1
-        self.ready.append(Run(task, scheduled))
+        self.ready.append(kind(task, scheduled))
 
     # -- the worker's steps ------------------------------------------------------
 
     def begin(self, run: Run) -> bool:
-        """Whether the run may start; if not, it is dropped here (*locked*)."""
-        if self.stopped or run.task.cancelled:
+        """Whether the run may start; if not, it is dropped here (*locked*).
+
+        Dropped: any run once the driver stopped or the task was cancelled, and a run
+        that is not a triggered one while the task is paused.
+        """
+        task = run.task
+        if self.stopped or task.cancelled or (task.paused and not run.forced):
             self.abandon(run)
             return False
         self.in_progress += 1
@@ -458,7 +586,8 @@ class Policy:
                 self.wake = True
         elif task.queued is not None:
             scheduled, task.queued = task.queued, None
-            self._add_run(task, scheduled)
+            # Pausing forgets a queued run: one queued while paused is a trigger's.
+            self._add_run(task, scheduled, Triggered if task.paused else Run)
 
     def abandon(self, run: Run) -> None:
         """Forget a run that never started: dropped or refused by the executor (*locked*).
@@ -547,6 +676,8 @@ class Policy:
                     next_run=t.next_run,
                     args=shown.args,
                     kwargs=shown.kwargs,
+                    paused=task.paused,
+                    note=task.note,
                 )
             )
         return infos
@@ -558,6 +689,9 @@ class Policy:
         assert set(self.tasks) == set(core._tasks), "driver and core tasks disagree"
         for task_id, task in self.tasks.items():
             assert task.task_id == task_id and not task.cancelled, f"bad task {task_id}"
+            assert task.entry is core._tasks[task_id], f"task {task_id}: stale entry"
+            assert task.paused == (task_id in core._paused), f"task {task_id}: paused"
+            assert task.paused or task.note is None, f"task {task_id}: note kept"
             assert task.running == self.running.get(task_id, 0), f"task {task_id} count"
         assert all(n > 0 for n in self.running.values()), "zero count kept in running"
         assert 0 <= self.in_progress <= sum(self.running.values()), "in_progress"

@@ -47,6 +47,7 @@ from ._schedules import (
     _OncePlan,
     _Plan,
     _RatePlan,
+    next_slot,
     seconds_arg,
 )
 
@@ -263,6 +264,12 @@ class TaskInfo:
     """The positional arguments the job is called with."""
     kwargs: Mapping[str, Any] = field(default_factory=dict, compare=False)
     """The keyword arguments the job is called with."""
+    paused: bool = field(default=False, compare=False)
+    """Whether the task is paused (`ThreadScheduler.pause`, `AsyncScheduler.pause`): it
+    does not come due until resumed. ``due`` and ``next_run`` then show the due time it
+    had when it was paused (`resume` moves it on if it has passed meanwhile)."""
+    note: str | None = field(default=None, compare=False)
+    """The note given to ``pause``, while the task is paused; else ``None``."""
 
 
 #: The keyword arguments of a job called without any (shared, read-only).
@@ -433,6 +440,7 @@ class Scheduler:
         "_offset",
         "_on_error",
         "_parked",
+        "_paused",
         "_rng",
         "_tasks",
         "_tick_now",
@@ -485,6 +493,9 @@ class Scheduler:
         # Recurring entries a driver took out of the schedule while their run goes on in
         # a worker pool (fixed-delay): live, in no heap, until `_unpark` puts them back.
         self._parked: dict[int, list[Any]] = {}
+        # The parked tasks a driver paused (`_pause`): they stay parked until `_resume`,
+        # even when a run of theirs ends meanwhile.
+        self._paused: set[int] = set()
         # Live tasks on wall-clock schedules, and the wall-minus-monotonic offset their
         # due times were computed with (re-anchored when it jumps).
         self._wall: dict[int, list[Any]] = {}
@@ -669,6 +680,7 @@ class Scheduler:
         if self._held and self._held.pop(task_id, None) is not None:
             return True
         if self._parked and self._parked.pop(task_id, None) is not None:
+            self._paused.discard(task_id)
             return True
         if entry is not self._current:
             self._dead += 1
@@ -924,9 +936,10 @@ class Scheduler:
         # the heap, O(n) like a compaction, rather than leave moved copies behind. Every
         # plan hears of the step; the running and the parked entries get their due time
         # from the plan when their run ends (`_advance`).
-        current, parked = self._current, self._parked
+        current, parked, paused = self._current, self._parked, self._paused
         for task_id, entry in self._wall.items():
-            running = entry is current or task_id in parked
+            # A paused task is parked but not running: its due time follows the clock.
+            running = entry is current or (task_id in parked and task_id not in paused)
             due = entry[3].reanchor(offset, step, since, running)
             if not running:
                 entry[0] = due
@@ -1073,8 +1086,11 @@ class Scheduler:
 
         The plan decides the due time, as if the run had just ended here (fixed-delay:
         ``interval`` after now). Returns ``None`` if the task is not parked (it was
-        cancelled meanwhile) or its schedule is exhausted.
+        cancelled meanwhile), is paused (it stays parked until `_resume`) or its
+        schedule is exhausted.
         """
+        if task_id in self._paused:  # paused meanwhile: it stays out until `_resume`
+            return None
         entry = self._parked.pop(task_id, None)
         if entry is None:
             return None
@@ -1083,6 +1099,90 @@ class Scheduler:
             self._sync_wall(self._now())
         self._advance(entry, self._now())
         return entry[0] if entry[2] is not None else None
+
+    def _park(self, task_id: int) -> list[Any]:
+        """Take a live task out of the schedule until `_unpark` or `_resume`; return its entry.
+
+        For a driver's pause and its trigger of a fixed-delay task. O(1), as `cancel`:
+        the heap entry is left behind dead and a live copy of it is parked (and becomes
+        the task's entry). A task parked already stays as it is.
+
+        Raises:
+            KeyError: ``task_id`` is not a live task.
+            RuntimeError: It is the task being run right now.
+
+        """
+        parked = self._parked.get(task_id)
+        if parked is not None:
+            return parked
+        entry = self._tasks[task_id]
+        if entry is self._current:
+            raise RuntimeError(f"_park() called for task {task_id} while it runs")
+        if self._held and self._held.pop(task_id, None) is not None:
+            live = entry  # in no heap yet
+        else:
+            live = entry[:]
+            entry[2] = None
+            # The dead entry keeps its place, but must not tie with its live copy when
+            # that is pushed back at the same due time (lists would compare ``fn`` next):
+            # ``id - 0.5`` sorts exactly where ``id`` did among the other (integer) ids.
+            entry[1] = task_id - 0.5
+            self._dead += 1
+            self._tasks[task_id] = live
+            if task_id in self._wall:
+                self._wall[task_id] = live
+            if self._dead > len(self._tasks) + COMPACT_SLACK:
+                self._compact()
+        self._parked[task_id] = live
+        return live
+
+    def _pause(self, task_id: int) -> list[Any]:
+        """Park a live task until `_resume`, whatever runs of it end meanwhile; return its entry."""
+        entry = self._park(task_id)
+        self._paused.add(task_id)
+        return entry
+
+    def _resume(self, task_id: int, running: bool) -> float | None:
+        """Put a paused task back on the schedule; return its due time.
+
+        A due time still ahead is kept. One that passed while the task was paused is
+        missed: a one-shot runs at once, a fixed-rate task goes to its next grid slot
+        after now, a fixed-delay task to ``interval`` after now, a cron task to its next
+        fire time after now. With ``running`` (a fixed-delay task whose run is going
+        on) it stays parked, and the end of that run puts it back (`_unpark`).
+
+        Returns ``None`` when it stays parked, or when its schedule ended while it was
+        paused (its ``until`` passed): then the task is finished, no longer live.
+        """
+        self._paused.discard(task_id)
+        if running:
+            return None
+        entry = self._parked.pop(task_id)
+        now = self._now()
+        rec = entry[3]
+        if rec is not None and type(rec) is not float and rec.wall:
+            self._sync_wall(now)  # its due time follows the wall clock as of now
+        due: float = entry[0]
+        if due <= now:
+            if rec is None:
+                due = now
+            elif type(rec) is float:
+                due = next_slot(due, rec, now)
+            else:
+                nxt = rec.resume(due, now, self._offset)
+                if nxt is None:  # the schedule ended while it was paused
+                    del self._tasks[task_id]
+                    self._wall.pop(task_id, None)
+                    entry[2] = None
+                    return None
+                due = nxt
+        entry[0] = due
+        tick_now = self._tick_now
+        if tick_now is not None and due <= tick_now:
+            self._held[task_id] = entry
+        else:
+            heappush(self._heap, entry)
+        return due
 
     def _compact(self) -> None:
         """Rebuild the heap without dead entries, in place (a running loop holds it)."""
@@ -1107,6 +1207,7 @@ class Scheduler:
         expected = {id(e) for e in self._tasks.values()}
         parked = {id(e) for e in self._parked.values()}
         assert not parked & {id(e) for e in live}, "a parked entry is also in the heap"
+        assert self._paused <= set(self._parked), "a paused task is not parked"
         for task_id, entry in self._parked.items():
             assert entry[1] == task_id, f"parked under the wrong id: {entry!r}"
         placed = {id(e) for e in live} | {id(e) for e in self._held.values()} | parked

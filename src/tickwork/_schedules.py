@@ -302,6 +302,24 @@ def _optional(
 # -- plans: per-task state, private to the core -----------------------------------------
 
 
+def next_slot(slot: float, every: float, now: float) -> float:
+    """The first slot of the grid ``slot + k * every`` (``k >= 0``) that is after ``now``.
+
+    For a fixed-rate task resumed after a pause: the slots up to ``now`` are missed, the
+    task stays on its grid. Strictly after ``now``, as rule 4 of the core's contract; a
+    grid too fine for the clock at ``now`` gives the next representable time.
+    """
+    if slot > now:
+        return slot
+    k = math.floor((now - slot) / every) + 1
+    nxt = slot + k * every
+    if nxt <= now:  # rounding put it on ``now``
+        nxt = slot + (k + 1) * every
+        if nxt <= now:
+            nxt = math.nextafter(now, math.inf)
+    return nxt
+
+
 class _Plan:
     """Per-task schedule state. Times: ``now``/``due`` monotonic; ``offset`` = wall - mono."""
 
@@ -329,6 +347,16 @@ class _Plan:
         whose `after_finish` is true.
         """
         raise NotImplementedError
+
+    def resume(self, due: float, now: float, offset: float) -> float | None:
+        """The due time of a task resumed at ``now`` whose due time ``due`` passed while paused.
+
+        The slots that came due while it was paused are missed. By default the task goes
+        on as after a run due at ``due`` ended at ``now`` (`next`): a cron schedule at
+        its first fire time after ``now``, a fixed-delay one ``interval`` after ``now``.
+        ``None``: the schedule ended while it was paused (its ``until`` passed).
+        """
+        return self.next(due, now, offset)
 
     def reanchor(self, offset: float, step: float, seen: float, running: bool) -> float:
         """The due time after the wall clock moved against the monotonic clock.
@@ -360,6 +388,9 @@ class _OncePlan(_Plan):
     def next(self, due: float, now: float, offset: float) -> float | None:
         return None
 
+    def resume(self, due: float, now: float, offset: float) -> float | None:
+        return now  # a one-shot whose time passed while paused runs at once
+
 
 class _AtPlan(_Plan):
     __slots__ = ("when",)
@@ -375,6 +406,9 @@ class _AtPlan(_Plan):
 
     def next(self, due: float, now: float, offset: float) -> float | None:
         return None
+
+    def resume(self, due: float, now: float, offset: float) -> float | None:
+        return now  # a one-shot whose time passed while paused runs at once
 
     def reanchor(self, offset: float, step: float, seen: float, running: bool) -> float:
         # A wall instant: it moves with the wall clock whatever the step.
@@ -438,6 +472,13 @@ class _RatePlan(_IntervalPlan):
     def next(self, due: float, now: float, offset: float) -> float | None:
         grid = self.grid + self.every
         self.grid = grid if grid > now else now + self.every
+        self._slot(self.grid, offset)
+        self.due = self.grid + self._draw()
+        return None if self.over else self.due
+
+    def resume(self, due: float, now: float, offset: float) -> float | None:
+        # Back on its own grid, at the first slot after now (with a fresh jitter draw).
+        self.grid = next_slot(self.grid, self.every, now)
         self._slot(self.grid, offset)
         self.due = self.grid + self._draw()
         return None if self.over else self.due

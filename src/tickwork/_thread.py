@@ -243,6 +243,108 @@ class ThreadScheduler:
                 self._cond.notify()
             return True
 
+    def pause(self, task_id: int, note: str | None = None) -> bool:
+        """Pause a task: it stops coming due until `resume`; return whether it was paused.
+
+        After it returns True, no run of the task starts but the ones `trigger` asks
+        for: a run already going finishes, a run handed to the pool and not started is
+        dropped, a queued run (``overlap="queue"``) is forgotten. The task stays live
+        (``in``, `len`, `cancel` work) and `tasks` shows it paused, with ``note``.
+
+        Args:
+            task_id: The id `schedule` or `add` returned.
+            note: Why it is paused, shown by `tasks` (``TaskInfo.note``) until resumed.
+
+        Returns:
+            False, and nothing changes, for an unknown id (as `cancel`: a cancelled
+            task, a one-shot task already due) and for a task paused already (it keeps
+            its first note).
+
+        Raises:
+            TypeError: ``task_id`` is not an int, or ``note`` is not a str or ``None``.
+
+        """
+        with self._lock:
+            policy = self._policy
+            entry = self._core._tasks.get(task_id) if type(task_id) is int else None
+            if not policy.pause(task_id, note):
+                return False
+            # As for cancel: if the timing thread sleeps for this task, re-arm it.
+            if entry is not None and entry[0] <= policy.deadline + 1e-6:
+                self._cond.notify()
+            return True
+
+    def resume(self, task_id: int) -> bool:
+        """Resume a paused task; the runs that came due while it was paused are missed.
+
+        A due time still ahead is kept (a pause shorter than the wait changes
+        nothing). One that passed while the task was paused is not run: a fixed-rate
+        task comes due at the next slot of its own grid after now, a fixed-delay task
+        ``interval`` after now, a cron task at its next fire time after now; a one-shot
+        task runs at once. A task whose ``until`` passed while it was paused ends. The
+        timing thread is woken if the task is due before it would wake.
+
+        Returns:
+            Whether a paused task was resumed: False for an unknown id and for a task
+            that is not paused.
+
+        Raises:
+            TypeError: ``task_id`` is not an int.
+
+        """
+        with self._lock:
+            policy = self._policy
+            if not policy.resume(task_id):
+                return False
+            if policy.wake:
+                policy.wake = False
+                self._cond.notify()
+            return True
+
+    def trigger(self, task_id: int) -> bool:
+        """Run a task once now, outside its schedule, under its overlap policy.
+
+        The run is handed to the executor by this call (never run on the timing
+        thread), started or not; its events are those of any run, with ``scheduled``
+        the clock time of the trigger. A fixed-rate task stays on its grid. A
+        fixed-delay task counts it as one of its runs: its next run is due
+        ``interval`` after this one ends, and it never overlaps itself. A one-shot task
+        runs now instead of at its due time (it is then finished). A paused task runs
+        too, and stays paused.
+
+        While a run of the task is going on, the overlap policy decides as for a due
+        run: with ``"skip"`` (and for any fixed-delay task) the trigger is skipped,
+        counted in `skipped_runs` and reported as a SKIPPED event (on this thread);
+        ``"queue"`` starts it when the current run ends, unless a run waits already;
+        ``"allow"`` runs it alongside, up to ``max_running``.
+
+        Returns:
+            Whether a run was handed over or queued: False for an unknown id (as
+            `cancel`) and for a trigger the overlap policy skipped.
+
+        Raises:
+            TypeError: ``task_id`` is not an int.
+            RuntimeError: The scheduler has been stopped.
+
+        """
+        with self._lock:
+            if self._stopping:
+                raise RuntimeError(
+                    f"trigger() on a stopped ThreadScheduler, got task_id={task_id!r}"
+                )
+            policy = self._policy
+            entry = self._core._tasks.get(task_id) if type(task_id) is int else None
+            done = policy.trigger(task_id)
+            # A one-shot or fixed-delay task left the schedule: re-arm as cancel does.
+            if entry is not None and entry[2] is None and entry[0] <= policy.deadline + 1e-6:
+                self._cond.notify()
+            ready, events = policy.take()
+        if events:
+            policy.deliver(events)
+        if ready:
+            self._submit(ready)
+        return done
+
     def next_run_in(self) -> float | None:
         """Seconds until the next task is due: 0.0 if overdue, ``None`` if none."""
         with self._lock:

@@ -208,7 +208,7 @@ def _next_runs_of(scheduler: Any) -> Iterator[tuple[str, float]]:
                 yield state.id, state.next_run
         return
     for info in scheduler.tasks():
-        if info.next_run is not None:
+        if info.next_run is not None and not info.paused:  # a paused task is not planned
             yield info.name, info.next_run.timestamp()
 
 
