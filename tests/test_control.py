@@ -399,3 +399,12 @@ def test_the_async_face_has_the_same_verbs(make: Make, clock: FakeClock) -> None
         assert [a.action for a in acts] == ["backfill", "skip-next", "trigger", "resume", "pause"]
 
     asyncio.run(main())
+
+
+def test_actions_are_pruned_by_age_with_the_ledger(open_store: Callable[..., Store]) -> None:
+    store: Any = open_store(history_days=1.0)
+    store.upsert(every(), START + 10)
+    store.pause_job("e", by="old@ops", at=START, note="long ago")
+    store.resume_job("e", by="new@ops", at=START + 2 * 86400)
+    store.prune_history(START + 2 * 86400 + 1)
+    assert [(a.action, a.actor) for a in store.actions("e")] == [("resume", "new@ops")]

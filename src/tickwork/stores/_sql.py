@@ -1383,7 +1383,8 @@ class SQLStore(RowReader, ABC, Generic[C]):
 
         Trims up to 64 jobs this store wrote entries for since its last call to their
         newest ``history_keep`` entries, and deletes up to 2,000 of the oldest entries
-        recorded more than ``history_days`` before ``now``. `DurableScheduler` calls it
+        recorded more than ``history_days`` before ``now`` (and as many of the oldest
+        operators' actions taken before then). `DurableScheduler` calls it
         from its timing thread when a look at the store claimed nothing, at most every
         few seconds: never on the path of a due run. Returns how many entries went.
         """
@@ -1417,6 +1418,14 @@ class SQLStore(RowReader, ABC, Generic[C]):
                     ),
                     (_PRUNE_ROWS, now - days * 86400.0),
                 ).rowcount
+                # Operators' actions are kept as long (not counted in the result).
+                cur.execute(
+                    self._q(
+                        "DELETE FROM {actions} WHERE seq IN"
+                        " (SELECT seq FROM {actions} ORDER BY seq LIMIT ?) AND at < ?"
+                    ),
+                    (_PRUNE_ROWS, now - days * 86400.0),
+                )
             return gone
 
         gone = self._run("prune the slot ledger", body)
