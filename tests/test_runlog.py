@@ -168,3 +168,16 @@ def test_output_lines_in_json() -> None:
         "report",
         "done: 3 rows",
     )
+
+
+def test_a_run_an_operator_asked_for_says_so() -> None:
+    out = Stream()
+    log = RunLog(out, wall=lambda: T + 0.25)
+    log.started("report", T, origin="manual")
+    log.started("report", T, origin="backfill", attempt=2)
+    log.started("report", T)
+    assert out.getvalue().splitlines() == [
+        f"{iso(T + 0.25)} report started (manual)",
+        f"{iso(T + 0.25)} report started (backfill, attempt 2)",
+        f"{iso(T + 0.25)} report started",
+    ]

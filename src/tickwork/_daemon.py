@@ -626,7 +626,12 @@ class Daemon:
             job,
             groups=self._groups,
             stop=self._stop,
-            on_start=lambda attempt: self.log.started(name, scheduled, attempt=attempt),
+            on_start=lambda attempt: self.log.started(
+                name,
+                scheduled,
+                attempt=attempt,
+                origin="schedule" if claim is None else claim.origin,
+            ),
             on_end=lambda r: self._ended(name, scheduled, job, r),
         )
         if job.output != "discard" and result.output.strip() and claim is not None:

@@ -97,20 +97,24 @@ class RunLog:
         self._format = format
         self._wall = wall
 
-    def started(self, job: str, scheduled: float, *, attempt: int = 1) -> None:
+    def started(
+        self, job: str, scheduled: float, *, attempt: int = 1, origin: str = "schedule"
+    ) -> None:
         """A run (or a retry: ``attempt`` > 1) of ``job`` due at ``scheduled`` starts now.
 
         Args:
             job: The job's name.
             scheduled: The run's scheduled time, POSIX seconds.
             attempt: 1 for the run, 2 for the first retry, ...
+            origin: ``"schedule"``, or ``"manual"`` / ``"backfill"`` for a run an
+                operator asked for (said on a text line).
         """
         now = self._wall()
         late = max(0.0, now - scheduled)
         if self._format == "json":
             self._json(now, "started", job, scheduled, attempt=attempt, late=round(late, 3))
             return
-        extra = []
+        extra = [] if origin == "schedule" else [origin]
         if attempt > 1:
             extra.append(f"attempt {attempt}")
         if late >= _LATE:
