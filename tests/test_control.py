@@ -240,12 +240,24 @@ def test_triggers_under_allow_run_side_by_side(make: Make) -> None:
     assert ran() == [0, 0]
 
 
-def test_a_paused_or_unknown_job_cannot_be_triggered(make: Make) -> None:
+def test_a_paused_job_runs_its_trigger_and_stays_paused(make: Make, clock: FakeClock) -> None:
     ds, pool = make()
     ds.declare(every())
-    ds.pause("e")
+    ds.pause("e", note="held")
+    clock.advance(5)
+    assert ds.trigger("e") == "queued"
+    clock.advance(30)  # slots 10, 20, 30 pass: the pause holds them
+    drain(ds, pool)
+    assert ran() == [5]
+    state = ds.get("e")
+    assert state is not None and state.paused and state.pause is not None
     with pytest.raises(JobPausedError, match="'e' is paused"):
-        ds.trigger("e")
+        ds.backfill("e", START, START + 30)
+
+
+def test_an_unknown_or_removed_job_cannot_be_triggered(make: Make) -> None:
+    ds, pool = make()
+    ds.declare(every())
     with pytest.raises(JobNotFoundError):
         ds.trigger("gone")
     ds.remove("e")

@@ -483,11 +483,11 @@ class DurableScheduler(_Claiming):
         records its origin ``manual``); the job's next run does not move. With
         ``overlap="skip"``, a trigger while a run of the job is going or waiting is
         given up and recorded ``skipped`` (returns ``"skipped"``); with ``"queue"`` it
-        runs after the runs ahead of it; with ``"allow"`` alongside them.
+        runs after the runs ahead of it; with ``"allow"`` alongside them. A paused job
+        runs the triggered run and stays paused (as `ThreadScheduler.trigger` does).
 
         Raises:
             JobNotFoundError: No such job.
-            JobPausedError: The job is paused (resume it first).
 
         """
         control = self._require_control("trigger")

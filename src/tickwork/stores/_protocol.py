@@ -474,14 +474,15 @@ class RuntimeControl(Protocol):
     ) -> Literal["queued", "skipped"]:
         """Ask for one run now (``scheduled`` = ``at``, origin ``"manual"``), off the grid.
 
-        The job's next run is not moved. Under ``overlap="skip"``, while a run of the
+        The job's next run is not moved, and a paused job stays paused (the triggered
+        run is the one that starts: a way to test a fix while the schedule is held).
+        Under ``overlap="skip"``, while a run of the
         job is going or waiting, the trigger is given up: a ``"skipped"`` ledger entry,
         and ``"skipped"`` returned. Otherwise the run waits for a scheduler to take it
         (``"queued"``); with ``"queue"`` it starts after the runs ahead of it.
 
         Raises:
             JobNotFoundError: No such job.
-            JobPausedError: The job is paused.
 
         """
         ...

@@ -203,8 +203,10 @@ class SQLStore(RowReader, ABC, Generic[C]):
     #: insert of a job: do nothing if the id exists, or ``""`` where it cannot),
     #: ``greatest`` (the larger of two numbers), ``true`` and ``false`` (booleans),
     #: ``claimable`` (a job ``j`` is due, not paused and not held unless it allows
-    #: overlap), ``unpaused`` (``j`` is not paused), and ``watched`` (more conditions on
-    #: the listed owners ``n`` whose claims `next_wakeup` watches, see `_watched`).
+    #: overlap), ``unpaused`` (a waiting claim ``c`` of job ``j`` may be taken as far
+    #: as pausing goes: ``j`` is not paused, or ``c`` is a trigger), and ``watched``
+    #: (more conditions on the listed owners ``n`` whose claims `next_wakeup` watches,
+    #: see `_watched`).
     _WORDS: ClassVar[Mapping[str, str]]
     #: Whether the jobs table has ``last_token``: the claim of the run recorded last,
     #: by which a finish whose commit was cut off is found out (`_finish_again`).
@@ -605,11 +607,7 @@ class SQLStore(RowReader, ABC, Generic[C]):
         by, at, note = check_actor(by), check_time("at", at), check_note(note)
 
         def body(cur: C) -> Literal["queued", "skipped"]:
-            paused, _, overlap, _ = self._lock_job(cur, job_id)
-            if paused:
-                raise JobPausedError(
-                    f"job {job_id!r} is paused: resume it first (a trigger never runs a paused job)"
-                )
+            _, _, overlap, _ = self._lock_job(cur, job_id)
             busy = cur.execute(
                 self._q("SELECT count(*) FROM {claims} WHERE job_id = ?"), (job_id,)
             ).fetchone()[0]

@@ -206,16 +206,17 @@ _LOCK_DUE: Final = (
 # Pending retries (recovered slots) of jobs not paused: lock their job rows as in step 1,
 # then re-read the retries under the locks.
 _LOCK_RETRIES: Final = (
-    "SELECT j.id FROM tickwork_jobs j WHERE NOT j.paused AND EXISTS"
+    "SELECT j.id FROM tickwork_jobs j WHERE EXISTS"
     " (SELECT 1 FROM tickwork_claims c WHERE c.job_id = j.id AND c.owner = ''"
-    " AND c.scheduled <= %s) AND j.id <> ALL(%s)"
+    " AND c.scheduled <= %s AND (NOT j.paused OR c.origin = 'manual'))"
+    " AND j.id <> ALL(%s)"
     " ORDER BY (SELECT min(c.scheduled) FROM tickwork_claims c WHERE c.job_id = j.id"
     " AND c.owner = ''), j.id LIMIT %s FOR NO KEY UPDATE OF j SKIP LOCKED"
 )
 _REREAD_RETRIES: Final = (
     "SELECT c.token, c.job_id, c.scheduled, j.spec, c.origin FROM tickwork_claims c"
     " JOIN tickwork_jobs j ON j.id = c.job_id WHERE c.job_id = ANY(%s) AND c.owner = ''"
-    " AND NOT j.paused AND c.scheduled <= %s"
+    " AND (NOT j.paused OR c.origin = 'manual') AND c.scheduled <= %s"
     f" AND {OPERATOR_GATE.replace('{claims}', 'tickwork_claims')}"
     " ORDER BY c.scheduled, c.token LIMIT %s"
 )
@@ -723,7 +724,7 @@ class PostgresStore(SQLStore[Cursor]):
         "true": "true",
         "false": "false",
         "claimable": _CLAIMABLE,
-        "unpaused": "NOT j.paused",
+        "unpaused": "(NOT j.paused OR c.origin = 'manual')",
         "watched": "",
     }
 

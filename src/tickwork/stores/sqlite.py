@@ -209,7 +209,8 @@ _DUE: Final = (
 )
 _RETRIES: Final = (
     "SELECT c.token, c.job_id, c.scheduled, j.spec, c.origin FROM claims c"
-    " JOIN jobs j ON j.id = c.job_id WHERE c.owner = '' AND j.paused = 0"
+    " JOIN jobs j ON j.id = c.job_id WHERE c.owner = ''"
+    " AND (j.paused = 0 OR c.origin = 'manual')"
     " AND c.scheduled <= ? AND c.token NOT IN ({seen})"
     f" AND {OPERATOR_GATE.replace('{claims}', 'claims')}"
     " ORDER BY c.scheduled, c.token LIMIT ?"
@@ -454,7 +455,7 @@ class SQLiteStore(SQLStore[sqlite3.Connection]):
         "true": "1",
         "false": "0",
         "claimable": _CLAIMABLE,
-        "unpaused": "j.paused = 0",
+        "unpaused": "(j.paused = 0 OR c.origin = 'manual')",
         "watched": " AND n.scope = ?",  # only owners of this scope can be judged
     }
 
