@@ -146,3 +146,18 @@ def test_the_page_escapes_an_operators_note() -> None:
     page = render("j.toml", [JobView("x", state, "every 60s", [])], [], 1.8e9, actions=[("x", act)])
     assert "<script>" not in page and "<i>" not in page
     assert "&lt;script&gt;alert(1)&lt;/script&gt;" in page and "until 2027-01-15" in page
+
+
+def test_the_next_run_of_a_paused_or_busy_job_says_why_it_waits() -> None:
+    from tickwork.stores import Claim
+
+    spec = JobSpec("ns/x", "m:f", EverySchedule(60), kwargs={"job": "x"})
+    past = 1.8e9 - 5
+    paused = JobState(spec, past, True, None)
+    claim = Claim("t", "ns/x", "web1:7:ab", past - 60, past - 60, 1.8e9 + 30, past - 60, spec)
+    busy = JobState(spec, past, False, None, claims=(claim,))
+    idle = JobState(spec, 1.8e9 + 30, False, None)
+    views = [JobView(n, st, "every 60s", []) for n, st in (("p", paused), ("b", busy), ("i", idle))]
+    page = render("j.toml", views, [], 1.8e9)
+    assert "held while paused" in page and "after the run going now" in page
+    assert "in 30 s" in page and "5 s ago" not in page

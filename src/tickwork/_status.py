@@ -99,6 +99,15 @@ def _paused(s: JobState) -> str:
     return f' <em>paused</em><div class="sub">{html.escape(words)}</div>{note}'
 
 
+def _next_note(s: JobState, now: float) -> str:
+    """Under the next run: how far off it is, or why it is past yet not started."""
+    if s.paused:
+        return "held while paused"
+    if s.next_run is not None and s.next_run <= now and any(c.owner for c in s.claims):
+        return "after the run going now"  # overlap: the slot waits for (or skips) it
+    return _ago(now, s.next_run)
+
+
 def _actions(actions: Sequence[tuple[str, ActionRecord]]) -> str:
     if not actions:
         return ""
@@ -146,7 +155,7 @@ def render(
             "<tr>"
             f'<td class="job">{html.escape(job.name)}{flags}</td>'
             f"<td>{html.escape(job.schedule)}</td>"
-            f'<td>{_time(s.next_run)}<div class="sub">{_ago(now, s.next_run)}</div></td>'
+            f'<td>{_time(s.next_run)}<div class="sub">{_next_note(s, now)}</div></td>'
             f'<td><span class="outcome {html.escape(outcome)}">{html.escape(outcome)}</span>'
             f"{error}</td>"
             f"<td>{late}</td>"
