@@ -38,6 +38,23 @@ def boom() -> None:
     raise RuntimeError("boom")
 
 
+def late() -> None:
+    """A job that gives up as timed out."""
+    raise TimeoutError("took too long")
+
+
+def test_a_timed_out_run_is_counted_as_timeout() -> None:
+    clock = FakeClock()
+    s = Scheduler(clock)
+    m = SchedulerMetrics(wall_clock=lambda: START)
+    m.watch(s)
+    s.schedule(1, late, name="export")
+    clock.advance(1)
+    s.run_pending()
+    assert value(m.registry, "tickwork_runs_total", job="export", outcome="timeout") == 1
+    assert value(m.registry, "tickwork_runs_total", job="export", outcome="failed") is None
+
+
 def test_the_core_scheduler_counts_runs_by_name_and_outcome() -> None:
     clock = FakeClock()
     s = Scheduler(clock)

@@ -23,6 +23,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any, TextIO
 
 from ._cli_history import failure_summary, open_state
+from ._cli_next import _count
 from ._config import Config, load_config
 from ._errors import ConfigError
 from ._schedules import parse_duration
@@ -56,16 +57,6 @@ def _positive_duration(option: str) -> Any:
         return value
 
     return parse
-
-
-def _workers(text: str) -> int:
-    try:
-        value = int(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"must be an integer >= 1, got {text!r}") from None
-    if value < 1:
-        raise argparse.ArgumentTypeError(f"must be an integer >= 1, got {value}")
-    return value
 
 
 def _add_store_options(p: argparse.ArgumentParser) -> None:
@@ -163,7 +154,7 @@ def add_parsers(subparsers: Any) -> None:
     )
     p.add_argument(
         "--workers",
-        type=_workers,
+        type=_count,
         default=32,
         metavar="N",
         help="most runs at once (default: 32)",

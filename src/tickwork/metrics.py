@@ -61,8 +61,9 @@ class SchedulerMetrics:
 
     Instruments (``job`` is the job's name, see ``job_label``):
 
-    - ``tickwork_runs_total{job,outcome}``: runs that ended, ``outcome`` ``ok`` or
-      ``failed``;
+    - ``tickwork_runs_total{job,outcome}``: runs that ended, ``outcome`` ``ok``,
+      ``failed`` or ``timeout`` (the job raised a `TimeoutError`, as ``tickwork run``'s
+      timeouts do);
     - ``tickwork_run_duration_seconds{job}`` and ``tickwork_run_lateness_seconds{job}``
       (start minus due time): histograms;
     - ``tickwork_slots_skipped_total{job,reason}``: slots not run, ``reason``
@@ -160,7 +161,13 @@ class SchedulerMetrics:
                 self._lateness.labels(job).observe(max(0.0, event.started - event.scheduled))
         elif kind is EventKind.FINISHED or kind is EventKind.FAILED:
             self._running.labels(job).dec()
-            outcome = "ok" if kind is EventKind.FINISHED else "failed"
+            outcome = (
+                "ok"
+                if kind is EventKind.FINISHED
+                else "timeout"
+                if isinstance(event.error, TimeoutError)
+                else "failed"
+            )
             self._runs.labels(job, outcome).inc()
             if event.duration is not None:
                 self._duration.labels(job).observe(event.duration)
