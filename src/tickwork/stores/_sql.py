@@ -774,21 +774,11 @@ class SQLStore(RowReader, ABC, Generic[C]):
             job_id = check_job_id(job_id)
         if since is not None:
             since = check_time("since", since)
-        limit = check_limit(limit)
-        where: list[str] = []
-        params: list[Any] = []
-        if job_id is not None:
-            where.append("job_id = ?")
-            params.append(job_id)
-        if since is not None:
-            where.append("at >= ?")
-            params.append(since)
-        query = self._q(
-            "SELECT seq, job_id, action, actor, at, note, detail FROM {actions}"
-            + (" WHERE " + " AND ".join(where) if where else "")
-            + " ORDER BY seq DESC LIMIT ?"
+        query, params = self._newest_first(
+            "SELECT seq, job_id, action, actor, at, note, detail FROM {actions}",
+            [("job_id = ?", job_id), ("at >= ?", since)],
+            check_limit(limit),
         )
-        params.append(limit)
 
         def body(cur: C) -> list[ActionRecord]:
             return [ActionRecord(*row) for row in cur.execute(query, params).fetchall()]
@@ -1351,30 +1341,28 @@ class SQLStore(RowReader, ABC, Generic[C]):
             outcome = check_outcome(outcome)
         if before is not None and (isinstance(before, bool) or not isinstance(before, int)):
             raise TypeError(f"before must be an int (a seq) or None, got {before!r}")
-        limit = check_limit(limit)
-        where: list[str] = []
-        params: list[Any] = []
-        for column, value in (("job_id", job_id), ("outcome", outcome)):
-            if value is not None:
-                where.append(f"{column} = ?")
-                params.append(value)
-        if since is not None:
-            where.append("scheduled >= ?")
-            params.append(since)
-        if before is not None:
-            where.append("seq < ?")
-            params.append(before)
-        query = self._q(
-            "SELECT {ledger_columns} FROM {ledger}"
-            + (" WHERE " + " AND ".join(where) if where else "")
-            + " ORDER BY seq DESC LIMIT ?"
-        )
-        params.append(limit)
+        query, params = self._newest_first(
+            "SELECT {ledger_columns} FROM {ledger}",
+            [("job_id = ?", job_id), ("outcome = ?", outcome), ("scheduled >= ?", since),
+             ("seq < ?", before)],
+            check_limit(limit),
+        )  # fmt: skip
 
         def body(cur: C) -> list[SlotRecord]:
             return [SlotRecord(*row) for row in cur.execute(query, params).fetchall()]
 
         return self._run("read the slot ledger", body, write=False)
+
+    def _newest_first(
+        self, select: str, filters: Sequence[tuple[str, Any]], limit: int
+    ) -> tuple[str, list[Any]]:
+        """``select`` with each filter whose value is not None, newest (largest seq) first."""
+        used = [(condition, value) for condition, value in filters if value is not None]
+        where = " WHERE " + " AND ".join(c for c, _ in used) if used else ""
+        return self._q(f"{select}{where} ORDER BY seq DESC LIMIT ?"), [
+            *(v for _, v in used),
+            limit,
+        ]
 
     def prune_history(self, now: float) -> int:
         """Trim the ledger to its retention; a bounded amount of work per call.
