@@ -95,7 +95,7 @@ SETTLE = 0.5  # seconds from all nodes ready to the earliest due time, at least
 STALL = 120.0  # no new run for this long: the workload is reported as stuck
 WORKLOADS = ("burst", "steady", "idle", "kill", "ledger")
 #: Rounds of the ledger workload: bursts with and without the slot ledger, alternating.
-LEDGER_ROUNDS = 3
+LEDGER_ROUNDS = 5
 # Fault runs: seconds past the lease (from the kill) before what is left counts as lost;
 # more than the safety poll of a notified store (10 s), which is when the old tree's
 # nodes, asleep through a lease end, notice it.

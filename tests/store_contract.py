@@ -832,6 +832,35 @@ class StoreContract:
             ("c", "missed", "B")
         ]
 
+    def test_a_batch_s_entries_read_back_exactly_even_when_its_last_finish_is_refused(
+        self, store: Store
+    ) -> None:
+        # PostgreSQL sends a batch's entries as one JSON parameter of the last finish's
+        # statement; when that finish's claim is gone, they go in a statement of their own.
+        assert isinstance(store, BatchRecorder) and isinstance(store, SlotLedger)
+        for name in ("a", "b", "c", "z"):
+            store.upsert(spec(name), 100.0)
+        by_job = {x.job_id: x for x in claim(store, 100.0 + 1 / 3)}
+        a, b, c, z = (by_job[j] for j in ("a", "b", "c", "z"))
+        assert store.finish(z, outcome="ok", ended=101.0)
+        text = 'quote " backslash \\ tab \t é 🎉 \u2028 end'
+        times = (100.1 + 0.2, 1e-7 + 100.0, 100.0 + 2**-40)
+        assert store.record(
+            [Start(a, times[0]), Start(b, times[1])],
+            [
+                Finish(b, "failed", times[2], text, output=text),
+                Finish(a, "ok", 102.0, output=""),
+                Finish(c, "skipped", 102.0),  # never started: ends all the same
+                Finish(z, "ok", 103.0),  # z finished already: not recorded
+            ],
+        ) == ([True, True], [True, True, True, False])
+        got = {e.job_id: e for e in store.history()}
+        assert sorted(got) == ["a", "b", "c", "z"]
+        assert (got["a"].started, got["a"].output, got["a"].error) == (times[0], "", None)
+        assert (got["b"].started, got["b"].ended, got["b"].error) == (times[1], times[2], text)
+        assert got["b"].output == text and got["b"].claimed == 100.0 + 1 / 3
+        assert (got["c"].outcome, got["c"].started, got["c"].node) == ("skipped", None, "A")
+
     def test_slots_a_claim_gives_up_are_written_by_the_claim(self, store: Store) -> None:
         assert isinstance(store, SlotLedger)
         store.upsert(spec("late"), 100.0)

@@ -120,6 +120,11 @@ LEDGER_INSERT: Final = (
     "INSERT INTO {ledger} (job_id, scheduled, outcome, slots, origin, claimed, started, ended,"
     " node, attempt, error, output, recorded) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)"
 )
+#: What a finished run sets on its job row (`SQLStore._last_run`).
+LAST_RUN: Final = (
+    "UPDATE {jobs} SET last_scheduled = ?, last_started = ?, last_ended = ?, last_outcome = ?,"
+    " last_error = ?{last_token} WHERE id = ?"
+)
 #: Default retention of the slot ledger: entries kept per job, and their age in days.
 HISTORY_KEEP: Final = 1000
 HISTORY_DAYS: Final = 30.0
@@ -1042,40 +1047,44 @@ class SQLStore(RowReader, ABC, Generic[C]):
         then its claims).
         """
 
-    def _finish(self, cur: C, f: Finish, ledger: list[tuple[Any, ...]] | None = None) -> bool:
-        """Record ``f``; its ledger entry goes to ``ledger`` (written by the caller), or now."""
+    def _finish(
+        self, cur: C, f: Finish, ledger: list[tuple[Any, ...]] | None = None, *, last: bool = True
+    ) -> bool:
+        """Record ``f``; True if its claim was held.
+
+        Its ledger entry joins ``ledger``, the batch's entries not yet written (None: a
+        lone finish). The batch's ``last`` finish writes them all with the statement that
+        records its job's last run (`_last_run`) and empties ``ledger``; a finish whose
+        claim is not held writes nothing, and the caller writes what is left.
+        """
         claim = f.claim
         released = self._release(cur, f)
         if released is None:
             return False
         started, handed_back = released
+        pending = [] if ledger is None else ledger
         if handed_back:
             self._changed(cur, claim.job_id)
         else:  # the slot ended: one ledger entry
-            entry = (
-                claim.job_id,
-                claim.scheduled,
-                f.outcome,
-                1,
-                claim.origin,
-                claim.claimed_at,
-                started,
-                f.ended,
-                claim.owner,
-                self._attempt_no(cur, claim.job_id, claim.scheduled, claim.retry),
-                f.error,
-                f.output,
-                time.time(),
+            pending.append(
+                (
+                    claim.job_id,
+                    claim.scheduled,
+                    f.outcome,
+                    1,
+                    claim.origin,
+                    claim.claimed_at,
+                    started,
+                    f.ended,
+                    claim.owner,
+                    self._attempt_no(cur, claim.job_id, claim.scheduled, claim.retry),
+                    f.error,
+                    f.output,
+                    time.time(),
+                )
             )
-            if ledger is None:
-                self._write_ledger(cur, [entry])
-            else:
-                ledger.append(entry)
-        cur.execute(
-            self._q(
-                "UPDATE {jobs} SET last_scheduled = ?, last_started = ?, last_ended = ?,"
-                " last_outcome = ?, last_error = ?{last_token} WHERE id = ?"
-            ),
+        self._last_run(
+            cur,
             (
                 claim.scheduled,
                 started,
@@ -1085,13 +1094,25 @@ class SQLStore(RowReader, ABC, Generic[C]):
                 *self._token(claim.token),
                 claim.job_id,
             ),
+            pending if last else [],
         )
+        if last:
+            pending.clear()
         if f.next_run is not KEEP:
             cur.execute(
                 self._q("UPDATE {jobs} SET next_run = ? WHERE id = ?"), (f.next_run, claim.job_id)
             )
             self._changed(cur, claim.job_id)
         return True
+
+    def _last_run(self, cur: C, params: tuple[Any, ...], entries: list[tuple[Any, ...]]) -> None:
+        """Record a finished run on its job row and write ``entries`` to the ledger.
+
+        ``params``: those of `LAST_RUN`, in its order. A store may do both in one statement.
+        """
+        cur.execute(self._q(LAST_RUN), params)
+        if entries:
+            self._write_ledger(cur, entries)
 
     def _token(self, token: str) -> tuple[str, ...]:
         """The parameter for ``{last_token}``: the claim's token where it is kept."""
@@ -1139,13 +1160,15 @@ class SQLStore(RowReader, ABC, Generic[C]):
         def apply(cur: C, again: bool) -> tuple[list[bool], list[bool]]:
             started = [(self._start_again if again else self._start)(cur, s) for s in starts]
             ended = [False] * len(finishes)
+            # The batch's ledger entries are written by its last finish (a store may
+            # fold them into that finish's own statement), or after it if it wrote none.
             ledger: list[tuple[Any, ...]] = []
             for i in order:
                 if again:
                     ended[i] = self._finish_again(cur, finishes[i])
                 else:
-                    ended[i] = self._finish(cur, finishes[i], ledger)
-            if ledger:  # one statement for the batch's entries
+                    ended[i] = self._finish(cur, finishes[i], ledger, last=i == order[-1])
+            if ledger:
                 self._write_ledger(cur, ledger)
             return started, ended
 
@@ -1294,6 +1317,10 @@ class SQLStore(RowReader, ABC, Generic[C]):
         if self._history_keep == 0:  # no history kept: nothing written
             return
         self._insert_ledger(cur, entries)
+        self._note_written(entries)
+
+    def _note_written(self, entries: list[tuple[Any, ...]]) -> None:
+        """Remember the jobs of ledger entries written, for `prune_history`."""
         with self._written_lock:
             self._written.update(e[0] for e in entries)
 

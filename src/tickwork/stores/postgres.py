@@ -16,6 +16,7 @@ backoff; an operation is retried only when that cannot run anything twice (see
 from __future__ import annotations
 
 import hashlib
+import json
 import logging
 import secrets
 import select
@@ -39,6 +40,7 @@ from ._sql import (
     HISTORY_DAYS,
     HISTORY_KEEP,
     JOB_COLUMNS,
+    LAST_RUN,
     LEDGER_INSERT,
     OPERATOR_GATE,
     SQLStore,
@@ -169,14 +171,24 @@ def _control_v5(cur: Cursor) -> None:
     cur.execute("CREATE INDEX tickwork_actions_job ON tickwork_actions (job_id, seq)")
 
 
-#: A batch of ledger entries in one statement: one array per column, in the order of
-#: ``_sql.LEDGER_INSERT``.
-_LEDGER_UNNEST: Final = (
+#: One ledger entry: 13 parameters in the order of ``_sql.LEDGER_INSERT``.
+_LEDGER_ONE: Final = LEDGER_INSERT.format(ledger="tickwork_ledger").replace("?", "%s")
+#: A batch of ledger entries in one parameter: a JSON array of entries, each an array in
+#: the order of ``_sql.LEDGER_INSERT`` (`_ledger_json`). One small string for psycopg to
+#: send, where one array per column cost more to adapt than the rows cost to insert.
+#: Floats go as their shortest repr, which ``float8`` reads back exactly.
+_LEDGER_JSON: Final = (
     "INSERT INTO tickwork_ledger (job_id, scheduled, outcome, slots, origin, claimed, started,"
-    " ended, node, attempt, error, output, recorded) SELECT * FROM unnest("
-    "%s::text[], %s::float8[], %s::text[], %s::int[], %s::text[], %s::float8[], %s::float8[],"
-    " %s::float8[], %s::text[], %s::int[], %s::text[], %s::text[], %s::float8[])"
+    " ended, node, attempt, error, output, recorded) SELECT e->>0, (e->>1)::float8, e->>2,"
+    " (e->>3)::int, e->>4, (e->>5)::float8, (e->>6)::float8, (e->>7)::float8, e->>8,"
+    " (e->>9)::int, e->>10, e->>11, (e->>12)::float8 FROM jsonb_array_elements(%s::jsonb) AS e"
 )
+
+
+def _ledger_json(entries: list[tuple[Any, ...]]) -> str:
+    """The parameter of `_LEDGER_JSON` (times are finite: `check_time`)."""
+    return json.dumps(entries, ensure_ascii=False, allow_nan=False)
+
 
 #: ``MIGRATIONS[i]`` takes a schema from version ``i`` to ``i + 1`` inside the opening
 #: transaction (under an advisory lock, so concurrent openers migrate once); the
@@ -748,12 +760,29 @@ class PostgresStore(SQLStore[Cursor]):
         seen.extend(locked)
         return cur.execute(reread, (locked, now, n)).fetchall()
 
-    def _insert_ledger(self, cur: Cursor, entries: list[tuple[Any, ...]]) -> None:
-        """One statement for a batch's entries (unnest of one array per column)."""
+    def _ledger_insert(self, entries: list[tuple[Any, ...]]) -> tuple[str, tuple[Any, ...]]:
+        """One statement for ``entries`` (at least one) and its parameters."""
         if len(entries) == 1:
-            cur.execute(self._q(LEDGER_INSERT), entries[0])
+            return _LEDGER_ONE, entries[0]
+        return _LEDGER_JSON, (_ledger_json(entries),)
+
+    def _insert_ledger(self, cur: Cursor, entries: list[tuple[Any, ...]]) -> None:
+        cur.execute(*self._ledger_insert(entries))
+
+    def _last_run(
+        self, cur: Cursor, params: tuple[Any, ...], entries: list[tuple[Any, ...]]
+    ) -> None:
+        """The job row's update and the ledger's insert in one statement: one round trip.
+
+        The insert is a data-modifying ``WITH``: it runs to completion within the
+        statement, whether or not the update reads it, so in the same transaction.
+        """
+        if not entries or self._history_keep == 0:
+            super()._last_run(cur, params, entries)
             return
-        cur.execute(_LEDGER_UNNEST, [list(column) for column in zip(*entries, strict=True)])
+        insert, values = self._ledger_insert(entries)
+        cur.execute(f"WITH ledger AS ({insert}) {self._q(LAST_RUN)}", (*values, *params))
+        self._note_written(entries)
 
     def _release(self, cur: Cursor, f: Finish) -> tuple[float | None, bool] | None:
         claim = f.claim
