@@ -170,3 +170,42 @@ def test_the_scheduler_groups_its_workers_starts_and_finishes(tmp_path: Path) ->
         # not record itself (runs handed straight to an idle worker).
         rec = ds._recorder
         assert rec is not None and 200 <= rec.records <= 400 and rec.batches <= rec.records
+
+
+def test_a_writer_unwound_by_a_callback_hands_the_writing_to_a_waiting_start(
+    store: GatedStore,
+) -> None:
+    c0, c1 = claims(store, 2)
+    rec = Recorder(store)
+
+    class Boom(BaseException):
+        pass
+
+    def explode(result: object) -> None:
+        raise Boom
+
+    raised: list[BaseException] = []
+
+    def finish() -> None:
+        try:
+            rec.finish(Finish(c0, "cancelled", 100.6), explode)
+        except Boom as exc:
+            raised.append(exc)
+
+    writer = threading.Thread(target=finish)
+    writer.start()
+    assert store.inside.wait(30)  # the finish's thread writes, held in its commit
+    started: list[bool] = []
+    waiting = threading.Thread(target=lambda: started.append(rec.start(c1, 100.5)))
+    waiting.start()
+    deadline = time.monotonic() + 30
+    while len(rec._queue) < 1:
+        assert time.monotonic() < deadline
+        time.sleep(0.001)
+    store.gate.set()
+    writer.join(30)
+    waiting.join(30)
+    assert len(raised) == 1  # the writer's callback unwound it
+    assert started == [True]  # and the waiting start was written all the same
+    assert store.calls == [(0, 1), (1, 0)]
+    assert not rec._writing

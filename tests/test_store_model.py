@@ -282,3 +282,116 @@ def test_resolve_func_reports_a_module_that_fails_to_import(
         match=r"^func 'broken_jobs_mod:run' cannot be imported: RuntimeError: config missing$",
     ):
         resolve_func("broken_jobs_mod:run")
+
+
+def _decoded(text: str) -> tuple[str, object]:
+    """What `spec_from_json` gives for ``text``: the spec (repr'd, typed) or the error."""
+    try:
+        spec = spec_from_json(text)
+    except Exception as exc:
+        return type(exc).__name__, str(exc)
+    fields = {f: getattr(spec, f) for f in spec.__dataclass_fields__ if f != "_"}
+    types = {f: type(v) for f, v in fields.items()}
+    return "spec", (spec, repr(spec), types, type(spec.schedule), spec.to_dict())
+
+
+def test_the_quick_decode_of_plain_specs_builds_the_constructors_spec(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """The decode that skips `JobSpec`'s constructor (every claim of a one-shot takes it)
+    yields the very spec, or the very error, of the constructor, over many shapes."""
+    import random
+
+    import tickwork.stores._model as model
+
+    base = json.loads(spec_to_json(JobSpec("job-1", "os.path:join", AtSchedule(1.5e9))))
+    # Each key's candidate values: valid ones and broken ones.
+    values: dict[str, list[Any]] = {
+        "id": ["job-1", "", "x" * 200, "x" * 201, "tab\there", 7, None, "ünï", ["a"]],
+        "func": ["os.path:join", "os.path:join.x", "nocolon", "a b:c", 3, ["x"], {"a": 1}],
+        "schedule": [
+            {"kind": "at", "at": 1.5e9},
+            {"kind": "at", "at": 0.0},
+            {"kind": "at", "at": -3.25},
+            {"kind": "at", "at": 1e308},
+            {"kind": "at", "at": 5},
+            {"kind": "at", "at": True},
+            {"kind": "at", "at": "1"},
+            {"kind": "at", "at": None},
+            {"kind": "at"},
+            {"kind": "at", "at": 1.0, "x": 1},
+            {"kind": "at", "when": 1.0},
+            {"kind": "every", "seconds": 5.0, "fixed_delay": False},
+            {"kind": "every", "seconds": 5.0, "fixed_delay": True, "jitter": 1.0},
+            {"kind": "cron", "expr": "* * * * *", "tz": "UTC"},
+            {"kind": "once", "delay": 3.0},
+            {"kind": "nope"},
+            [1],
+            "at",
+        ],
+        "args": [[], [1, "a", None, True, 2.5], [[{"k": [1]}]], (), "x", None, {"a": 1}],
+        "kwargs": [{}, {"a": 1}, {"a": {"b": [1, 2.5]}}, {"not id": 1}, {"": 1}, [], None],
+        "overlap": ["skip", "queue", "allow", "nope", None, 1, ["skip"]],
+        "missed": ["skip", "once", "all", "never", None],
+        "missed_cap": [100, 1, 10**30, 0, -1, True, False, 1.0, "1", None],
+        "grace": [None, 0.0, -0.0, 2.5, 1e300, 3, -1.0, True, "1", [1]],
+        "delivery": ["at_most_once", "at_least_once", "once", None],
+        "paused": [False, True, 0, 1, None, "true"],
+        "v": [1, 1.0, True, 2, 0, None],
+    }
+    rng = random.Random(15)
+    texts = [spec_to_json(JobSpec("job-1", "os.path:join", AtSchedule(1.5e9)))]
+    for key, options in values.items():  # every value of every key, the rest plain
+        for value in options:
+            texts.append(json.dumps({**base, key: value}))
+    for _ in range(3000):  # and random mixes, mostly valid
+        data = dict(base)
+        for key, options in values.items():
+            if rng.random() < 0.12:
+                data[key] = rng.choice(options)
+        texts.append(json.dumps(data))
+    # Values `json.dumps` does not write, in stored text: non-finite numbers, bad keys.
+    for raw in ("NaN", "Infinity", "-Infinity", "1e999"):
+        texts.append(
+            spec_to_json(JobSpec("j", "os.path:join", AtSchedule(1.0))).replace(
+                '"at":1.0', f'"at":{raw}'
+            )
+        )
+        texts.append(json.dumps({**base, "args": [0.0]}).replace("0.0", raw))
+        texts.append(json.dumps({**base, "grace": 0.5}).replace("0.5", raw))
+    texts.append(json.dumps({**base, "x": 1}))
+    texts.append(json.dumps({k: v for k, v in base.items() if k != "paused"}))
+
+    plain = model._plain_spec
+    taken = 0
+
+    def counted(data: dict[str, Any]) -> JobSpec | None:
+        nonlocal taken
+        spec = plain(data)
+        taken += spec is not None
+        return spec
+
+    monkeypatch.setattr(model, "_plain_spec", counted)
+    quick = [_decoded(text) for text in texts]
+    monkeypatch.setattr(model, "_plain_spec", lambda data: None)
+    full = [_decoded(text) for text in texts]
+    for text, q, f in zip(texts, quick, full, strict=True):
+        assert q == f, text
+    specs = sum(1 for kind, _ in full if kind == "spec")
+    assert specs > 500  # many valid shapes were compared, not only errors
+    assert len(texts) - specs > 500
+    assert taken > 300  # and many of them took the quick decode
+
+
+def test_the_quick_decode_takes_plain_one_shots() -> None:
+    import tickwork.stores._model as model
+
+    spec = JobSpec("j", "os.path:join", AtSchedule(2.5), args=[1, {"a": [2]}], kwargs={"k": 1})
+    data = json.loads(spec_to_json(spec))
+    quick = model._plain_spec(data)
+    assert quick == spec
+    assert quick is not None and type(quick.schedule) is type(spec.schedule)
+    assert quick.args == (1, {"a": [2]}) and quick.kwargs == {"k": 1}
+    assert hash(quick) == hash(spec)
+    every = json.loads(spec_to_json(JobSpec("j", "os.path:join", EverySchedule(5.0))))
+    assert model._plain_spec(every) is None  # other kinds take the constructor

@@ -86,16 +86,17 @@ class _Running(_Recovery):
         with self._lock:
             run.started = True
             self._in_job += 1
-        self._emit(
-            RunEvent(
-                EventKind.STARTED,
-                0,
-                claim.scheduled,
-                started,
-                job_id=claim.job_id,
-                name=claim.job_id,
+        if self._listeners:  # no event is built for nobody
+            self._emit(
+                RunEvent(
+                    EventKind.STARTED,
+                    0,
+                    claim.scheduled,
+                    started,
+                    job_id=claim.job_id,
+                    name=claim.job_id,
+                )
             )
-        )
         local = self._local
         local.depth = getattr(local, "depth", 0) + 1
         _current.claim = claim
@@ -117,7 +118,7 @@ class _Running(_Recovery):
         if error is not None:
             failure = error if isinstance(error, Exception) else JobInterrupted.wrap(error)
             self._failed(claim.job_id, failure, claim.scheduled, started, ended - started)
-        else:
+        elif self._listeners:
             self._emit(
                 RunEvent(
                     EventKind.FINISHED,

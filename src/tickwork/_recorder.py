@@ -6,7 +6,8 @@ them: a worker adds its record to a queue; if no transaction is being written, i
 becomes the writer, takes everything queued (its own record and whatever others added
 meanwhile) and writes it with one `BatchRecorder.record` call, then the next batch,
 until nothing is queued; otherwise it waits for the writer that takes its record (a
-start: the run may not begin before its start is committed) or returns at once (a
+start: the run may not begin before its start is committed; it waits on a lock of its
+own, which the writer releases, so only its own commit wakes it) or returns at once (a
 finish: the writer commits it, then calls back). Nothing waits on a timer: a lone
 worker writes at once, exactly as a single call would, and while one transaction
 commits the next batch gathers. Every record is as durable as a single call.
@@ -14,6 +15,7 @@ commits the next batch gathers. Every record is as durable as a single call.
 
 from __future__ import annotations
 
+import _thread
 import logging
 import threading
 from collections.abc import Callable
@@ -34,7 +36,7 @@ MAX_BATCH: Final = 256
 class _Op:
     """One queued record and, once written, its result (or what to call with it)."""
 
-    __slots__ = ("done", "error", "item", "result", "then")
+    __slots__ = ("done", "error", "item", "result", "then", "waiter")
 
     def __init__(
         self, item: Start | Finish, then: Callable[[bool | BaseException], None] | None = None
@@ -44,6 +46,9 @@ class _Op:
         self.done = False
         self.result = False
         self.error: BaseException | None = None
+        #: Held while its submitter waits for another thread to write it; released
+        #: once it is done, or to make that thread the writer (``done`` still false).
+        self.waiter: _thread.LockType | None = None
 
 
 class Recorder:
@@ -59,7 +64,7 @@ class Recorder:
         if not isinstance(store, Store):
             raise TypeError(f"store must implement tickwork.stores.Store, got {store!r}")
         self._store = store
-        self._cond = threading.Condition(threading.Lock())
+        self._lock = threading.Lock()
         self._queue: list[_Op] = []
         self._writing = False
         self.batches = 0
@@ -85,35 +90,52 @@ class Recorder:
         self._submit(_Op(finish, then))
 
     def _submit(self, op: _Op) -> bool:
-        with self._cond:
+        with self._lock:
             self._queue.append(op)
-            while not op.done:
-                if self._writing:
-                    if op.then is not None:
-                        return False  # the writing thread takes it with its next batch
-                    self._cond.wait()
-                    continue
-                # This thread writes, until nothing is queued: a finish nobody waits
-                # for is never left behind.
+            if not self._writing:
                 self._writing = True
-                try:
-                    while self._queue:
-                        batch = self._queue[:MAX_BATCH]
-                        del self._queue[:MAX_BATCH]
-                        self._cond.release()
-                        try:
-                            self._write(batch)
-                        finally:
-                            self._cond.acquire()
-                            self._cond.notify_all()
-                finally:
-                    self._writing = False
-                    self._cond.notify_all()
+                waiter = None
+            elif op.then is not None:
+                return False  # the writing thread takes it with its next batch
+            else:
+                waiter = op.waiter = _thread.allocate_lock()
+                waiter.acquire()
+        if waiter is not None:
+            # The writer takes everything queued before it stops, so this op's own
+            # release is the only wake-up it needs (not done: this thread writes now).
+            waiter.acquire()
+        if not op.done:
+            self._drain()
         if op.error is not None:
             if op.then is not None:
                 return False
             raise op.error
         return op.result
+
+    def _drain(self) -> None:
+        """Write batches until nothing is queued (a finish nobody waits for included)."""
+        lock = self._lock
+        queue = self._queue
+        try:
+            while True:
+                with lock:
+                    if not queue:
+                        self._writing = False
+                        return
+                    batch = queue[:MAX_BATCH]
+                    del queue[:MAX_BATCH]
+                self._write(batch)
+        except BaseException:
+            # Unwinding (a callback raised, an interrupt): a waiting start takes over
+            # the writing, or the next submitter does.
+            with lock:
+                for queued in queue:
+                    if queued.waiter is not None:
+                        queued.waiter.release()
+                        break
+                else:
+                    self._writing = False
+            raise
 
     def _write(self, batch: list[_Op]) -> None:
         """One transaction for ``batch``; every op ends done, with a result or an error."""
@@ -156,6 +178,8 @@ class Recorder:
         finally:
             for op in batch:
                 op.done = True
+                if op.waiter is not None:
+                    op.waiter.release()  # its start is committed: the run may begin
             for op in batch:
                 if op.then is not None:
                     try:

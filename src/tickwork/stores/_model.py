@@ -523,6 +523,9 @@ def spec_from_json(text: str | bytes) -> JobSpec:
             f"stored job spec {data.get('id')!r} has keys {sorted(data)}, expected"
             f" {sorted(_SPEC_KEYS)}"
         )
+    spec = _plain_spec(data)
+    if spec is not None:
+        return spec
     try:
         return JobSpec(
             data["id"],
@@ -539,6 +542,70 @@ def spec_from_json(text: str | bytes) -> JobSpec:
         )
     except JobSpecError as exc:
         raise StoreError(f"stored job spec {data.get('id')!r} is invalid: {exc}") from exc
+
+
+def _plain_spec(data: dict[str, Any]) -> JobSpec | None:
+    """The spec of decoded ``data`` built without `JobSpec`'s constructor, or ``None``.
+
+    Stores decode a spec at every claim, and a one-shot's text is never seen twice, so
+    this is on the path of every durable run. It makes the same checks as the
+    constructor (and `schedule_from_dict`) on the values `json` yields, only cheaper:
+    exact types instead of ABCs, the spec written field by field. Anything it does not
+    recognise at once (another schedule kind, a value that needs converting or is
+    invalid) gives ``None``, and `spec_from_json` takes the full path, which builds the
+    same spec or raises with its message. ``data`` has exactly the spec's keys.
+    """
+    schedule = data["schedule"]
+    if type(schedule) is not dict or len(schedule) != 2 or schedule.get("kind") != "at":
+        return None
+    at = schedule.get("at")
+    if type(at) is not float or not math.isfinite(at):
+        return None
+    job_id, func = data["id"], data["func"]
+    if (
+        type(job_id) is not str
+        or not job_id
+        or len(job_id) > _MAX_ID
+        or not job_id.isprintable()
+        or type(func) is not str
+        or func not in _GOOD_PATHS  # well-formed paths only (checked before)
+        or data["overlap"] not in OVERLAP_POLICIES
+        or data["missed"] not in MISSED_POLICIES
+        or data["delivery"] not in DELIVERIES
+        or type(data["missed_cap"]) is not int
+        or data["missed_cap"] < 1
+        or type(data["paused"]) is not bool
+    ):
+        return None
+    args, kwargs, grace = data["args"], data["kwargs"], data["grace"]
+    if type(args) is not list or type(kwargs) is not dict:
+        return None
+    if grace is not None and (type(grace) is not float or not 0.0 <= grace < math.inf):
+        return None
+    try:
+        args = [_json_copy(a, f"args[{i}]") for i, a in enumerate(args)] if args else ()
+        for k in kwargs:
+            if not k.isidentifier():  # json keys are always str
+                return None
+        kwargs = {k: _json_copy(v, f"kwargs[{k!r}]") for k, v in kwargs.items()}
+    except JobSpecError:
+        return None
+    when = object.__new__(At)
+    put = object.__setattr__
+    put(when, "when", at)
+    spec = object.__new__(JobSpec)
+    put(spec, "id", job_id)
+    put(spec, "func", func)
+    put(spec, "schedule", when)
+    put(spec, "args", tuple(args))
+    put(spec, "kwargs", MappingProxyType(kwargs))
+    put(spec, "overlap", data["overlap"])
+    put(spec, "missed", data["missed"])
+    put(spec, "missed_cap", data["missed_cap"])
+    put(spec, "grace", grace)
+    put(spec, "delivery", data["delivery"])
+    put(spec, "paused", data["paused"])
+    return spec
 
 
 # -- live state ------------------------------------------------------------------------
