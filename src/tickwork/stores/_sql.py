@@ -623,23 +623,7 @@ class SQLStore(RowReader, ABC, Generic[C]):
                 )
                 self._write_ledger(
                     cur,
-                    [
-                        (
-                            job_id,
-                            at,
-                            "skipped",
-                            1,
-                            "manual",
-                            None,
-                            None,
-                            at,
-                            "",
-                            1,
-                            why,
-                            None,
-                            time.time(),
-                        )
-                    ],
+                    [self._manual_skip(job_id, at, at, why)],
                 )
                 self._act(cur, job_id, "trigger", by, at, note, "skipped: a run is going")
                 return "skipped"
@@ -648,6 +632,12 @@ class SQLStore(RowReader, ABC, Generic[C]):
             return "queued"
 
         return self._run(f"trigger job {job_id!r}", body)
+
+    @staticmethod
+    def _manual_skip(job_id: str, scheduled: float, at: float, why: str) -> tuple[Any, ...]:
+        """The ledger entry of a slot an operator's action gave up (origin ``manual``)."""
+        return (job_id, scheduled, "skipped", 1, "manual", None, None, at, "", 1, why, None,
+                time.time())  # fmt: skip
 
     def _queue(self, cur: C, job_id: str, scheduled: float, origin: str) -> None:
         """A run waiting for any node to take it (an unowned claim, as a retry is)."""
@@ -744,23 +734,7 @@ class SQLStore(RowReader, ABC, Generic[C]):
             why = f"skipped by {by}" + (f": {note}" if note else "")
             self._write_ledger(
                 cur,
-                [
-                    (
-                        job_id,
-                        next_run,
-                        "skipped",
-                        1,
-                        "manual",
-                        None,
-                        None,
-                        at,
-                        "",
-                        1,
-                        why,
-                        None,
-                        time.time(),
-                    )
-                ],
+                [self._manual_skip(job_id, next_run, at, why)],
             )
             detail = f"skipped {iso(next_run)}; next run " + (
                 "none" if after is None else iso(after)
