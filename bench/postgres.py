@@ -94,8 +94,10 @@ ROOT = Path(__file__).resolve().parent.parent
 SETTLE = 0.5  # seconds from all nodes ready to the earliest due time, at least
 STALL = 120.0  # no new run for this long: the workload is reported as stuck
 WORKLOADS = ("burst", "steady", "idle", "kill", "ledger")
-#: Rounds of the ledger workload: bursts with and without the slot ledger, alternating.
-LEDGER_ROUNDS = 5
+#: Rounds of the ledger workload: bursts with and without the slot ledger, alternating
+#: (``--rounds``). A single node's bursts vary by 20-30% from one to the next on a shared
+#: machine, so a 10% budget needs the median of many pairs, not of five.
+LEDGER_ROUNDS = 11
 # Fault runs: seconds past the lease (from the kill) before what is left counts as lost;
 # more than the safety poll of a notified store (10 s), which is when the old tree's
 # nodes, asleep through a lease end, notice it.
@@ -593,11 +595,13 @@ def burst(lab: Lab, tree: Tree, nodes: int, n: int, store: dict[str, Any] | None
     return result
 
 
-def ledger(lab: Lab, tree: Tree, nodes: int, n: int) -> tuple[list[float], list[float]]:
+def ledger(
+    lab: Lab, tree: Tree, nodes: int, n: int, rounds: int = LEDGER_ROUNDS
+) -> tuple[list[float], list[float]]:
     """Bursts with the slot ledger and without it (``history_keep=0``), alternating."""
     with_ledger: list[float] = []
     without: list[float] = []
-    for r in range(LEDGER_ROUNDS):
+    for r in range(rounds):
         for keep in (None, 0) if r % 2 == 0 else (0, None):
             store = None if keep is None else {"history_keep": 0}
             rate = burst(lab, tree, nodes, n, store).per_s
@@ -617,7 +621,8 @@ def ledger_table(results: dict[int, tuple[list[float], list[float]]], n: int) ->
             f"| {nodes} | {statistics.median(led):,.0f} | {statistics.median(bare):,.0f}"
             f" | {statistics.median(ratios):.2f}x | {', '.join(f'{x:.2f}' for x in ratios)} |"
         )
-    print("with / without: the median of the per-round ratios (1.00x: the ledger costs nothing).")
+    print("with / without: the median of the per-round ratios (1.00x: the ledger costs nothing);")
+    print("budget of issue 13: within 10% (>= 0.90x).")
 
 
 def steady(lab: Lab, tree: Tree, n: int, seconds: float, every: int) -> Result:
@@ -1062,6 +1067,12 @@ def main() -> None:
         default=list(WORKLOADS),
         help="which workloads to run (default: all)",
     )
+    parser.add_argument(
+        "--rounds",
+        type=int,
+        default=LEDGER_ROUNDS,
+        help=f"rounds of the ledger workload (default {LEDGER_ROUNDS})",
+    )
     parser.add_argument("--quick", action="store_true", help="small sizes: a smoke run")
     args = parser.parse_args()
     sys.stdout.reconfigure(line_buffering=True)  # type: ignore[union-attr]
@@ -1069,6 +1080,7 @@ def main() -> None:
     if args.quick:
         args.burst, args.steady, args.seconds, args.idle = 400, 200, 4.0, 3.0
         args.kill_loads = QUICK_KILLS
+        args.rounds = min(args.rounds, 3)
     chosen = set(args.workloads)
     warm = max(50, min(500, args.burst // 10))
     trees: list[Tree] = []
@@ -1117,7 +1129,7 @@ def main() -> None:
             ledgers: dict[int, tuple[list[float], list[float]]] = {}
             if "ledger" in chosen:
                 for nodes in args.nodes:
-                    ledgers[nodes] = ledger(lab, trees[-1], nodes, args.burst)
+                    ledgers[nodes] = ledger(lab, trees[-1], nodes, args.burst, args.rounds)
             if "kill" in chosen:
                 for load in args.kill_loads:
                     for tree in order:
