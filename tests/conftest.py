@@ -41,6 +41,49 @@ def log() -> Log:
     return Log()
 
 
+# -- durable schedulers on a fake clock, on either store -----------------------------------
+
+#: The wall-clock start of `durable_clock` (2023-11-14T22:13:20Z).
+DURABLE_START = 1_700_000_000.0
+
+
+@pytest.fixture
+def durable_clock() -> Iterator[FakeClock]:
+    """A fake clock at `DURABLE_START`, also the one ``tests.durable_jobs`` records by."""
+    from . import durable_jobs
+
+    c = FakeClock(wall_start=DURABLE_START)
+    durable_jobs.CALLS.clear()
+    durable_jobs.CLOCK = c
+    yield c
+    durable_jobs.CLOCK = None
+
+
+@pytest.fixture(params=["sqlite", "postgres"])
+def open_either_store(
+    request: pytest.FixtureRequest, tmp_path: Any
+) -> Iterator[Callable[..., Any]]:
+    """Opens stores on one database (SQLite file, or PostgreSQL schema), all closed after."""
+    from tickwork.stores.sqlite import SQLiteStore
+
+    opened: list[Any] = []
+
+    def open_store(**kw: Any) -> Any:
+        if request.param == "sqlite":
+            opened.append(SQLiteStore(tmp_path / "jobs.db", **kw))
+        else:
+            from tickwork.stores.postgres import PostgresStore
+
+            dsn = request.getfixturevalue("pg_dsn")
+            schema = request.getfixturevalue("pg_schema")
+            opened.append(PostgresStore(dsn, schema=schema, **kw))
+        return opened[-1]
+
+    yield open_store
+    for s in opened:
+        s.close()
+
+
 # -- PostgreSQL ---------------------------------------------------------------------------
 
 PG_SKIP = "PostgreSQL tests skipped"

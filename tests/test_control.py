@@ -7,13 +7,14 @@ races with a live daemon in another process are in tests/test_control_races.py.
 from __future__ import annotations
 
 import threading
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 from datetime import datetime
 from pathlib import Path
 from typing import Any
 
 import pytest
 
+from tests.conftest import DURABLE_START
 from tests.executors import ManualExecutor
 from tickwork import DurableScheduler
 from tickwork._control import BackfillError
@@ -31,38 +32,19 @@ from tickwork.testing import FakeClock
 from . import durable_jobs
 
 REC = "tests.durable_jobs:record"
-START = 1_700_000_000.0  # 2023-11-14T22:13:20Z
+START = DURABLE_START
 
 Make = Callable[..., tuple[DurableScheduler, ManualExecutor]]
 
 
 @pytest.fixture
-def clock() -> Iterator[FakeClock]:
-    c = FakeClock(wall_start=START)
-    durable_jobs.CALLS.clear()
-    durable_jobs.CLOCK = c
-    yield c
-    durable_jobs.CLOCK = None
+def clock(durable_clock: FakeClock) -> FakeClock:
+    return durable_clock
 
 
-@pytest.fixture(params=["sqlite", "postgres"])
-def open_store(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[Callable[..., Store]]:
-    opened: list[Any] = []
-
-    def open_store(**kw: Any) -> Store:
-        if request.param == "sqlite":
-            opened.append(SQLiteStore(tmp_path / "jobs.db", **kw))
-        else:
-            from tickwork.stores.postgres import PostgresStore
-
-            dsn = request.getfixturevalue("pg_dsn")
-            schema = request.getfixturevalue("pg_schema")
-            opened.append(PostgresStore(dsn, schema=schema, **kw))
-        return opened[-1]  # type: ignore[no-any-return]
-
-    yield open_store
-    for s in opened:
-        s.close()
+@pytest.fixture
+def open_store(open_either_store: Callable[..., Store]) -> Callable[..., Store]:
+    return open_either_store
 
 
 @pytest.fixture

@@ -16,7 +16,6 @@ import signal
 import subprocess
 import sys
 import textwrap
-import threading
 import time
 from collections.abc import Callable, Iterator
 from pathlib import Path
@@ -24,45 +23,9 @@ from typing import Any
 
 import pytest
 
-from tests.test_daemon_e2e import LIMIT, lines_of, wait_until
+from tests.test_daemon_e2e import LIMIT, Run, lines_of, wait_until
 
 pytestmark = pytest.mark.skipif(sys.platform == "win32", reason="POSIX processes")
-
-
-class Daemon:
-    """One ``tickwork run`` process on a store; its stderr lines are collected."""
-
-    def __init__(self, jobs: Path, where: list[str], *extra: str) -> None:
-        self.proc = subprocess.Popen(
-            [sys.executable, "-m", "tickwork", "run", str(jobs), *where, *extra],
-            stdin=subprocess.DEVNULL,
-            stdout=subprocess.DEVNULL,
-            stderr=subprocess.PIPE,
-            text=True,
-        )
-        self.lines: list[str] = []
-        self._reader = threading.Thread(target=self._read, daemon=True)
-        self._reader.start()
-
-    def _read(self) -> None:
-        assert self.proc.stderr is not None
-        for line in self.proc.stderr:
-            self.lines.append(line.rstrip("\n"))
-
-    def text(self) -> str:
-        return "\n".join(self.lines)
-
-    def stop(self) -> None:
-        if self.proc.poll() is None:
-            self.proc.terminate()
-            try:
-                self.proc.wait(30)
-            except subprocess.TimeoutExpired:
-                self.proc.kill()
-                self.proc.wait(10)
-        self._reader.join(5)
-        if self.proc.stderr is not None:
-            self.proc.stderr.close()
 
 
 @pytest.fixture(params=["sqlite", "postgres"])
@@ -74,20 +37,20 @@ def where(request: pytest.FixtureRequest, tmp_path: Path) -> list[str]:
 
 
 @pytest.fixture
-def daemons() -> Iterator[list[Daemon]]:
-    started: list[Daemon] = []
+def daemons() -> Iterator[list[Run]]:
+    started: list[Run] = []
     yield started
     for d in started:
         d.stop()
 
 
-Start = Callable[[Path], Daemon]
+Start = Callable[[Path], Run]
 
 
 @pytest.fixture
-def start(where: list[str], daemons: list[Daemon]) -> Start:
-    def start(jobs: Path) -> Daemon:
-        daemon = Daemon(jobs, where, "--poll", "60s", "--log-format", "json")
+def start(where: list[str], daemons: list[Run]) -> Start:
+    def start(jobs: Path) -> Run:
+        daemon = Run(jobs, where, "--poll", "60s", "--log-format", "json")
         daemons.append(daemon)
         return daemon
 
@@ -116,7 +79,7 @@ def history(jobs: Path, where: list[str], name: str) -> list[dict[str, Any]]:
     return rows
 
 
-def events(daemon: Daemon, kind: str) -> list[dict[str, Any]]:
+def events(daemon: Run, kind: str) -> list[dict[str, Any]]:
     out = []
     for line in list(daemon.lines):
         try:

@@ -6,6 +6,7 @@ proof), with generous limits for a loaded 2-core machine; intervals are 200-300 
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import signal
@@ -72,13 +73,22 @@ def stopped(pid: int) -> bool:
 
 
 class Run:
-    """One ``tickwork run`` process; its stderr lines are collected as they come."""
+    """One ``tickwork run`` process; its stderr lines are collected as they come.
+
+    ``state``: the SQLite state file, or the store options themselves (``["--database",
+    DSN]``, say).
+    """
 
     def __init__(
-        self, jobs: Path, state: Path, *extra: str, env: dict[str, str] | None = None
+        self,
+        jobs: Path,
+        state: Path | list[str],
+        *extra: str,
+        env: dict[str, str] | None = None,
     ) -> None:
+        where = ["--state", str(state)] if isinstance(state, Path) else state
         self.proc = subprocess.Popen(
-            [sys.executable, "-m", "tickwork", "run", str(jobs), "--state", str(state), *extra],
+            [sys.executable, "-m", "tickwork", "run", str(jobs), *where, *extra],
             stdin=subprocess.DEVNULL,
             stdout=subprocess.DEVNULL,
             stderr=subprocess.PIPE,
@@ -119,6 +129,14 @@ class Run:
         self._reader.join(5)
         if self.proc.stderr is not None:
             self.proc.stderr.close()
+
+    def stop(self) -> None:
+        """SIGTERM and wait for the orderly stop (SIGKILL after 30 s)."""
+        if self.proc.poll() is None:
+            self.proc.terminate()
+            with contextlib.suppress(subprocess.TimeoutExpired):
+                self.proc.wait(30)
+        self.kill()
 
 
 @pytest.fixture

@@ -8,54 +8,32 @@ retention pruning the timing thread does when it is idle.
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 from datetime import UTC, datetime
-from pathlib import Path
 from typing import Any
 
 import pytest
 
+from tests.conftest import DURABLE_START
 from tests.executors import ManualExecutor
 from tickwork import AsyncDurableScheduler, DurableScheduler
 from tickwork.stores import EverySchedule, JobSpec, SlotRecord, Store
-from tickwork.stores.sqlite import SQLiteStore
 from tickwork.testing import FakeClock
 
-from . import durable_jobs
-
 REC = "tests.durable_jobs:record"
-START = 1_700_000_000.0
+START = DURABLE_START
 
 Make = Callable[..., tuple[DurableScheduler, ManualExecutor]]
 
 
 @pytest.fixture
-def clock() -> Iterator[FakeClock]:
-    c = FakeClock(wall_start=START)
-    durable_jobs.CALLS.clear()
-    durable_jobs.CLOCK = c
-    yield c
-    durable_jobs.CLOCK = None
+def clock(durable_clock: FakeClock) -> FakeClock:
+    return durable_clock
 
 
-@pytest.fixture(params=["sqlite", "postgres"])
-def open_store(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[Callable[..., Store]]:
-    opened: list[Any] = []
-
-    def open_store(**kw: Any) -> Store:
-        if request.param == "sqlite":
-            opened.append(SQLiteStore(tmp_path / "jobs.db", **kw))
-        else:
-            from tickwork.stores.postgres import PostgresStore
-
-            dsn = request.getfixturevalue("pg_dsn")
-            schema = request.getfixturevalue("pg_schema")
-            opened.append(PostgresStore(dsn, schema=schema, **kw))
-        return opened[-1]  # type: ignore[no-any-return]
-
-    yield open_store
-    for s in opened:
-        s.close()
+@pytest.fixture
+def open_store(open_either_store: Callable[..., Store]) -> Callable[..., Store]:
+    return open_either_store
 
 
 @pytest.fixture
