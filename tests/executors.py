@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from concurrent.futures import Executor, Future
-from typing import Any
+from typing import Any, Protocol
 
 
 class ManualExecutor(Executor):
@@ -29,3 +29,16 @@ class ManualExecutor(Executor):
             fn(*args)
             n += 1
         return n
+
+
+class _Steps(Protocol):
+    def step(self) -> float: ...
+
+
+def drain(ds: _Steps, pool: ManualExecutor) -> None:
+    """Step ``ds`` and run ``pool`` until nothing more is due now (at most 1,000 steps)."""
+    for _ in range(1000):
+        wait = ds.step()
+        if not pool.run_all() and wait > 0:
+            return
+    raise AssertionError("never settled")

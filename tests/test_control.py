@@ -15,7 +15,7 @@ from typing import Any
 import pytest
 
 from tests.conftest import DURABLE_START
-from tests.executors import ManualExecutor
+from tests.executors import ManualExecutor, drain
 from tickwork import DurableScheduler
 from tickwork._control import BackfillError
 from tickwork.stores import (
@@ -57,14 +57,6 @@ def make(clock: FakeClock, open_store: Callable[..., Store]) -> Make:
         return ds, pool
 
     return new
-
-
-def drain(ds: DurableScheduler, pool: ManualExecutor) -> None:
-    for _ in range(1000):
-        wait = ds.step()
-        if not pool.run_all() and wait > 0:
-            return
-    raise AssertionError("never settled")
 
 
 def ran() -> list[float]:

@@ -17,7 +17,7 @@ from typing import Any
 
 import pytest
 
-from tests.executors import ManualExecutor
+from tests.executors import ManualExecutor, drain
 from tickwork import CronError, DurableScheduler, EventKind, Every, RunEvent
 from tickwork.stores import (
     AtSchedule,
@@ -83,15 +83,6 @@ def make(clock: FakeClock, db: Path, opened: list[SQLiteStore]) -> Make:
 
 def calls() -> list[Any]:
     return [c[0] for c in durable_jobs.CALLS]
-
-
-def drain(ds: DurableScheduler, pool: ManualExecutor) -> None:
-    """Step and run until nothing more is due now."""
-    for _ in range(1000):
-        wait = ds.step()
-        if not pool.run_all() and wait > 0:
-            return
-    raise AssertionError("never settled")
 
 
 def every(job_id: str = "e", seconds: float = 10, **kw: Any) -> JobSpec:

@@ -22,7 +22,7 @@ from typing import Any
 
 import pytest
 
-from tests.executors import ManualExecutor
+from tests.executors import ManualExecutor, drain
 from tickwork import DurableScheduler, EventKind, RunEvent
 from tickwork.stores import AtSchedule, EverySchedule, JobSpec, JobSpecError
 from tickwork.stores.sqlite import SQLiteStore
@@ -92,15 +92,6 @@ def made(clock: FakeClock, store: SQLiteStore) -> Made:
     events: list[RunEvent] = []
     ds.add_listener(events.append)
     return ds, pool, hooked, events
-
-
-def drain(ds: DurableScheduler, pool: ManualExecutor) -> None:
-    """Step and run until nothing more is due now."""
-    for _ in range(100):
-        wait = ds._step()
-        if not pool.run_all() and wait > 0:
-            return
-    raise AssertionError("never settled")
 
 
 # -- declare / add refuse coroutine functions ---------------------------------------------

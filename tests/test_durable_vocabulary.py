@@ -33,7 +33,7 @@ from tickwork.stores.sqlite import SQLiteStore
 from tickwork.testing import FakeClock
 
 from . import durable_jobs
-from .executors import ManualExecutor
+from .executors import ManualExecutor, drain
 
 REC = "tests.durable_jobs:record"
 START = 1_700_000_000.0
@@ -56,14 +56,6 @@ def scheduler(store: SQLiteStore, clock: FakeClock) -> tuple[DurableScheduler, M
     pool = ManualExecutor()
     ds = DurableScheduler(store, executor=pool, wall_clock=clock.wall, monotonic_clock=clock)
     return ds, pool
-
-
-def drain(ds: DurableScheduler, pool: ManualExecutor) -> None:
-    for _ in range(1000):
-        wait = ds.step()
-        if not pool.run_all() and wait > 0:
-            return
-    raise AssertionError("never settled")
 
 
 def slots() -> list[float]:
