@@ -123,8 +123,8 @@ class JobConfig:
     """When a run is due while the previous one still runs: skip it, queue it, or allow
     both to run at once."""
     missed: Missed = "skip"
-    """Runs later than `grace` (the daemon was down or busy): skip them, run once for all
-    of them, or run each one."""
+    """Runs the daemon is behind on (down or busy: the next slot has also come, or later
+    than `grace`): skip them, run once for all of them, or run each one."""
     grace: float = 60.0
     """Seconds a run may start late and still count as on time."""
     timeout: float | None = None
