@@ -214,7 +214,7 @@ def test_the_asgi_example_runs_its_job_within_the_lifespan(tmp_path: Path) -> No
             answer.clear()
             await app({"type": "http", "method": "GET", "path": "/"}, nothing, collect)
             body = json.loads(answer[1]["body"])
-            if body.get("refresh") is not None:
+            if body.get("refresh") == "ok":  # a slot given up (loaded machine) may come first
                 break
             await asyncio.sleep(0.02)
         await to_app.put({"type": "lifespan.shutdown"})

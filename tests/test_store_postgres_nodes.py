@@ -203,10 +203,11 @@ def test_three_nodes_run_every_one_shot_and_every_slot_exactly_once(cluster: Clu
 def test_a_node_sigkilled_mid_run_loses_nothing_and_repeats_only_at_least_once(
     cluster: Cluster,
 ) -> None:
-    lease = 2.0
+    # These nodes never renew a lease: the survivors' 10 s outlast any batch of theirs
+    # on a loaded machine, while the doomed node's 2 s make its claims recoverable soon.
     for owner in ("n1", "n2"):
-        cluster.start(owner, lease=lease)
-    cluster.start("doomed", lease=lease, die_after=300, batch=30)
+        cluster.start(owner, lease=10.0)
+    cluster.start("doomed", lease=2.0, die_after=300, batch=30)
     cluster.load(lead=4.0)
     cluster.wait_ready()
     cluster.wait_done(timeout=60)

@@ -194,7 +194,7 @@ def test_real_early_wake_up() -> None:
         ts.schedule(0.05, fired.set)
         assert fired.wait(10)
         late = time.monotonic() - t0
-    assert 0.05 <= late < 0.05 + 0.5, late
+    assert 0.05 <= late < 5, late  # woken early: the loop was waiting on the 1 h task
 
 
 @pytest.mark.timeout(30)
@@ -218,7 +218,15 @@ def test_real_overlap_with_a_sleeping_job(overlap: str, most: int) -> None:
     cap = 3 if overlap == "allow" else None
     with ThreadScheduler(max_workers=6) as ts:
         ts.schedule(0, slow, interval=0.03, overlap=overlap, max_running=cap)  # type: ignore[arg-type]
-        time.sleep(0.5)
+
+        def seen() -> bool:  # what the policy shows, however slowly a loaded machine gets there
+            with lock:
+                enough = runs >= 2 and (peak >= 2 if overlap == "allow" else True)
+            return enough and (overlap == "allow" or ts.skipped_runs() >= 1)
+
+        give_up = time.monotonic() + 10
+        while not seen() and time.monotonic() < give_up:
+            time.sleep(0.02)
         assert ts.stop(timeout=10)
     assert peak <= most and runs >= 2
     if overlap == "allow":
