@@ -17,6 +17,7 @@ from typing import Any
 
 import pytest
 
+from tests.conftest import DURABLE_START
 from tests.executors import ManualExecutor, drain
 from tickwork import CronError, DurableScheduler, EventKind, Every, RunEvent
 from tickwork.stores import (
@@ -34,16 +35,12 @@ from tickwork.testing import FakeClock
 from . import durable_jobs
 
 REC = "tests.durable_jobs:record"
-START = 1_700_000_000.0
+START = DURABLE_START
 
 
 @pytest.fixture
-def clock() -> Iterator[FakeClock]:
-    c = FakeClock(wall_start=START)
-    durable_jobs.CALLS.clear()
-    durable_jobs.CLOCK = c
-    yield c
-    durable_jobs.CLOCK = None
+def clock(durable_clock: FakeClock) -> FakeClock:
+    return durable_clock
 
 
 @pytest.fixture
