@@ -126,7 +126,8 @@ class JobConfig:
     """Runs the daemon is behind on (down or busy: the next slot has also come, or later
     than `grace`): skip them, run once for all of them, or run each one."""
     grace: float = 60.0
-    """Seconds a run may start late and still count as on time."""
+    """Seconds a run may start late and still count as on time (if its next slot has not
+    come yet)."""
     timeout: float | None = None
     """Seconds a command may run before its process group is terminated."""
     kill_grace: float = 10.0
