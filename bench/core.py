@@ -480,7 +480,7 @@ def load_tickwork() -> tuple[Factory | None, ModuleType | None, str]:
     cls = getattr(pkg, "Scheduler", None)
     mod: ModuleType | None = None
     try:
-        mod = importlib.import_module("tickwork._scheduler")
+        mod = importlib.import_module("tickwork._core.scheduler")
     except ImportError:
         mod = None
     if cls is None and mod is not None:

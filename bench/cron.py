@@ -23,7 +23,7 @@ from zoneinfo import ZoneInfo
 from croniter import croniter
 from cronsim import CronSim
 
-from tickwork._cron import CronExpression
+from tickwork._core.cron import CronExpression
 
 TZ = ZoneInfo("Europe/Berlin")
 EXPRS = ["*/5 * * * *", "0 9 * * 1-5"]

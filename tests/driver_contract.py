@@ -19,7 +19,7 @@ from typing import Any
 import pytest
 
 from tickwork import At, Cron, EventKind, Every, Once, RunEvent
-from tickwork._scheduler import WALL_CHECK_INTERVAL
+from tickwork._core.scheduler import WALL_CHECK_INTERVAL
 from tickwork.testing import FakeClock
 
 from .conftest import Log

@@ -33,7 +33,7 @@ def boom() -> None:
 
 def reported() -> None:
     """A job that reports its own failure, already described."""
-    from tickwork._errors import JobFailed
+    from tickwork._core.errors import JobFailed
 
     raise JobFailed("exit=3\nthe end of its output")
 

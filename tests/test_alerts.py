@@ -20,8 +20,8 @@ from typing import Any
 import pytest
 
 from tests.test_daemon_e2e import LIMIT, Run, wait_until
-from tickwork._alerts import AlertSender
-from tickwork._config import Alert
+from tickwork._daemon.alerts import AlertSender
+from tickwork._daemon.config import Alert
 
 
 class Hook:

@@ -7,7 +7,7 @@ import sys
 import pytest
 
 from tickwork.__main__ import main
-from tickwork._demo import run_demo
+from tickwork._cli.demo import run_demo
 
 EXAMPLE_1 = """\
 t=0    s.schedule(5, job("backup"))               -> 1
@@ -51,8 +51,8 @@ def test_demo_output_holds_when_the_machine_stalls(monkeypatch: pytest.MonkeyPat
     def sleep(seconds: float) -> None:
         now[0] += seconds + 0.15
 
-    monkeypatch.setattr("tickwork._demo.time.monotonic", monotonic)
-    monkeypatch.setattr("tickwork._demo.time.sleep", sleep)
+    monkeypatch.setattr("tickwork._cli.demo.time.monotonic", monotonic)
+    monkeypatch.setattr("tickwork._cli.demo.time.sleep", sleep)
     out = io.StringIO()
     assert run_demo(out, speed=10.0) == 0
     lines = out.getvalue().splitlines()

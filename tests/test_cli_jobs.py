@@ -20,8 +20,8 @@ from typing import Any
 import pytest
 
 from tickwork.__main__ import build_parser
-from tickwork._cli_daemon import run_jobs
-from tickwork._daemon import ENTRY_POINT
+from tickwork._cli.run import run_jobs
+from tickwork._daemon.declare import ENTRY_POINT
 from tickwork.stores import EverySchedule, JobSpec
 from tickwork.stores.sqlite import SQLiteStore
 

@@ -29,7 +29,7 @@ from typing import Any
 import pytest
 
 from tickwork import At, Cron, Every, Scheduler
-from tickwork._scheduler import WALL_CHECK_INTERVAL
+from tickwork._core.scheduler import WALL_CHECK_INTERVAL
 from tickwork.testing import FakeClock
 
 from .test_asyncio import AsyncHarness

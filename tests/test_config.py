@@ -8,8 +8,8 @@ from pathlib import Path
 import pytest
 
 from tickwork import At, Cron, Every, Once
-from tickwork._config import JOB_KEYS, load_config, parse_config
-from tickwork._errors import ConfigError, ConfigIssue
+from tickwork._core.errors import ConfigError, ConfigIssue
+from tickwork._daemon.config import JOB_KEYS, load_config, parse_config
 
 ROOT = Path(__file__).resolve().parent.parent
 

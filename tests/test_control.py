@@ -17,7 +17,7 @@ import pytest
 from tests.conftest import DURABLE_START
 from tests.executors import ManualExecutor, drain
 from tickwork import DurableScheduler
-from tickwork._control import BackfillError
+from tickwork._durable.control import BackfillError
 from tickwork.stores import (
     CronSchedule,
     EverySchedule,

@@ -1,4 +1,4 @@
-"""Tests for tickwork._cron (CronExpression) and tickwork._cli_next."""
+"""Tests for tickwork._core.cron (CronExpression) and tickwork._cli.next."""
 
 from __future__ import annotations
 
@@ -13,9 +13,9 @@ from zoneinfo import ZoneInfo
 import pytest
 from croniter import croniter
 
-from tickwork._cli_next import add_parser, main, run
-from tickwork._cron import CronExpression
-from tickwork._errors import CronError, TickworkError
+from tickwork._cli.next import add_parser, main, run
+from tickwork._core.cron import CronExpression
+from tickwork._core.errors import CronError, TickworkError
 
 from .cron_reference import reference_fires, transitions
 

@@ -15,20 +15,19 @@ from pathlib import Path
 import pytest
 
 from tickwork.__main__ import main
-from tickwork._config import parse_config
-from tickwork._daemon import (
+from tickwork._daemon.config import parse_config
+from tickwork._daemon.daemon import Daemon, run_configured_job
+from tickwork._daemon.declare import (
     ENTRY_POINT,
-    Daemon,
     DaemonError,
     default_namespace,
     default_state_path,
     fingerprint,
     open_store,
     redact_dsn,
-    run_configured_job,
     spec_for,
 )
-from tickwork._runlog import RunLog
+from tickwork._daemon.runlog import RunLog
 from tickwork.stores import AtSchedule, CronSchedule, EverySchedule, JobSpec
 from tickwork.stores.sqlite import SQLiteStore
 
@@ -275,7 +274,7 @@ def test_reload_keeps_the_old_config_when_the_file_or_the_state_fails(
 
 
 def test_slots_passing_while_a_run_is_held_are_counted_on_the_grid() -> None:
-    from tickwork._daemon import _slots_between
+    from tickwork._daemon.daemon import _slots_between
 
     every = EverySchedule(0.1)
     assert _slots_between(every, 100.0, None, 100.35) == (4, 100.0, pytest.approx(100.3))

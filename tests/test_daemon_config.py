@@ -10,7 +10,8 @@ from pathlib import Path
 
 import pytest
 
-from tickwork._daemon import DaemonConfig, default_state_path, run_daemon
+from tickwork._daemon.daemon import DaemonConfig, run_daemon
+from tickwork._daemon.declare import default_state_path
 from tickwork.stores.sqlite import SQLiteStore
 
 #: Only reached when something is broken; a loaded machine is merely slow.

@@ -21,7 +21,7 @@ from typing import Any
 
 import pytest
 
-from tickwork._runlog import JSON_KEYS
+from tickwork._daemon.runlog import JSON_KEYS
 
 pytestmark = pytest.mark.skipif(sys.platform == "win32", reason="POSIX signals")
 

@@ -17,7 +17,7 @@ import pytest
 
 from tests.executors import ManualExecutor
 from tickwork import DurableScheduler, EventKind, RunEvent
-from tickwork._durable import DEFAULT_NOTIFIED_POLL, DEFAULT_POLL
+from tickwork._durable.scheduler import DEFAULT_NOTIFIED_POLL, DEFAULT_POLL
 from tickwork.stores import AtSchedule, ChangeNotifier, JobSpec, StoreError
 from tickwork.stores.sqlite import SQLiteStore
 

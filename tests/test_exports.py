@@ -44,8 +44,8 @@ def test_every_export_exists_and_is_documented() -> None:
 def test_drivers_are_exported_lazily() -> None:
     # Attribute access imports a driver; a bare ``import tickwork`` does not (below).
     from tickwork import AsyncScheduler, ThreadScheduler
-    from tickwork._asyncio import AsyncScheduler as direct_async
-    from tickwork._thread import ThreadScheduler as direct
+    from tickwork._drivers.asyncio import AsyncScheduler as direct_async
+    from tickwork._drivers.thread import ThreadScheduler as direct
 
     assert ThreadScheduler is direct is tickwork.ThreadScheduler
     assert AsyncScheduler is direct_async is tickwork.AsyncScheduler
@@ -55,7 +55,7 @@ def test_drivers_are_exported_lazily() -> None:
 
 def test_durable_scheduler_is_exported_lazily() -> None:
     from tickwork import DurableScheduler
-    from tickwork._durable import DurableScheduler as direct
+    from tickwork._durable.scheduler import DurableScheduler as direct
 
     assert DurableScheduler is direct is tickwork.DurableScheduler
 

@@ -285,6 +285,6 @@ def test_async_scheduler_runs_a_class_with_async_call_on_the_executor(clock: Fak
         s.schedule(1, AsyncCall())
         return s._policy.tasks[1].driver[0], s._policy.tasks[2].driver[0]
 
-    from tickwork._asyncio import _AWAIT, _POOL
+    from tickwork._drivers.asyncio import _AWAIT, _POOL
 
     assert asyncio.run(main()) == (_POOL, _AWAIT)

@@ -1,4 +1,4 @@
-"""The durable run policy (`tickwork._missed.decide`) in isolation: table-driven, pure."""
+"""The durable run policy (`tickwork._durable.decide.decide`) in isolation: table-driven, pure."""
 
 from __future__ import annotations
 
@@ -9,7 +9,7 @@ from typing import Any
 import pytest
 
 from tickwork import Cron, CronError
-from tickwork._missed import (
+from tickwork._durable.decide import (
     CORRECTION,
     COUNT_LIMIT,
     Decision,

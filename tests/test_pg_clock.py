@@ -16,7 +16,7 @@ from pathlib import Path
 import pytest
 
 from tickwork import DurableScheduler
-from tickwork._storetime import REFRESH, SKEW_WARN, StoreTime
+from tickwork._durable.storetime import REFRESH, SKEW_WARN, StoreTime
 from tickwork.stores import AtSchedule, JobSpec, StoreClock
 from tickwork.testing import FakeClock
 

@@ -17,8 +17,8 @@ import pytest
 
 from tickwork import DurableScheduler
 from tickwork.__main__ import build_parser
-from tickwork._cli_daemon import run_jobs
-from tickwork._daemon import ENTRY_POINT
+from tickwork._cli.run import run_jobs
+from tickwork._daemon.declare import ENTRY_POINT
 from tickwork.stores import EverySchedule, JobSpec, SessionLiveness
 from tickwork.stores.postgres import PostgresStore
 

@@ -1,4 +1,4 @@
-"""Group commit (`tickwork._recorder.Recorder`) on a real SQLite store.
+"""Group commit (`tickwork._durable.recorder.Recorder`) on a real SQLite store.
 
 The writer is held inside its transaction by a gate, so that what the other threads add
 meanwhile is known exactly: no test depends on timing.
@@ -14,7 +14,7 @@ from pathlib import Path
 import pytest
 
 from tickwork import DurableScheduler
-from tickwork._recorder import Recorder
+from tickwork._durable.recorder import Recorder
 from tickwork.stores import AtSchedule, Claim, Finish, JobSpec, Start, StoreError
 from tickwork.stores.sqlite import SQLiteStore
 

@@ -7,8 +7,8 @@ from datetime import UTC, datetime
 
 import pytest
 
-from tickwork._runlog import JSON_KEYS, RunLog, iso
-from tickwork._runner import RunResult
+from tickwork._daemon.runlog import JSON_KEYS, RunLog, iso
+from tickwork._daemon.runner import RunResult
 
 T = datetime(2026, 12, 2, 17, tzinfo=UTC).timestamp()
 

@@ -11,8 +11,8 @@ from pathlib import Path
 
 import pytest
 
-from tickwork._config import parse_config
-from tickwork._runner import (
+from tickwork._daemon.config import parse_config
+from tickwork._daemon.runner import (
     ProcessGroups,
     RunResult,
     backoff_delay,

@@ -10,7 +10,7 @@ from fractions import Fraction
 import pytest
 
 from tickwork import EventKind, Every, RunEvent, Scheduler, TaskInfo
-from tickwork._scheduler import COMPACT_SLACK, DEFAULT_MAX_ERRORS
+from tickwork._core.scheduler import COMPACT_SLACK, DEFAULT_MAX_ERRORS
 from tickwork.testing import FakeClock
 
 from .conftest import Log

@@ -10,8 +10,8 @@ from zoneinfo import ZoneInfo
 import pytest
 
 from tickwork import At, Cron, CronError, Every, Once, Scheduler, TaskInfo
-from tickwork._scheduler import WALL_CHECK_INTERVAL
-from tickwork._schedules import parse_duration
+from tickwork._core.scheduler import WALL_CHECK_INTERVAL
+from tickwork._core.schedules import parse_duration
 from tickwork.testing import FakeClock
 
 from .conftest import Log

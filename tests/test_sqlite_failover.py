@@ -20,8 +20,8 @@ from typing import Any
 import pytest
 
 from tickwork import DurableScheduler
-from tickwork._procs import process_scope
 from tickwork.stores import AtSchedule, JobSpec, SessionLiveness
+from tickwork.stores._procs import process_scope
 from tickwork.stores.sqlite import SQLiteStore
 
 ROOT = Path(__file__).resolve().parent.parent

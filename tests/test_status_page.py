@@ -18,7 +18,7 @@ import pytest
 
 from tests.test_daemon_e2e import LIMIT, Run, wait_until
 from tests.test_http import get
-from tickwork._status import JobView, render
+from tickwork._daemon.status_page import JobView, render
 from tickwork.stores import ActionRecord, EverySchedule, JobSpec, JobState, PauseNote, SlotRecord
 
 CHROMIUM = shutil.which("chromium") or shutil.which("chromium-browser")

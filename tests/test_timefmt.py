@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from tickwork._timefmt import iso
+from tickwork._core.text import iso
 from tickwork.stores import EverySchedule, JobSpec
 from tickwork.stores.sqlite import SQLiteStore
 

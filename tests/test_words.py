@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 
 from tickwork import At, Cron, Every, Once
-from tickwork._words import cron_words, schedule_words
+from tickwork._core.text import cron_words, schedule_words
 
 
 @pytest.mark.parametrize(

@@ -11,25 +11,25 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
-from ._errors import CronError as CronError
-from ._errors import TickworkError as TickworkError
-from ._scheduler import EventKind as EventKind
-from ._scheduler import RunEvent as RunEvent
-from ._scheduler import Scheduler as Scheduler
-from ._scheduler import TaskInfo as TaskInfo
-from ._schedules import At as At
-from ._schedules import Cron as Cron
-from ._schedules import Every as Every
-from ._schedules import Once as Once
-from ._schedules import Schedule as Schedule
-from ._schedules import parse_duration as parse_duration
+from tickwork._core.errors import CronError as CronError
+from tickwork._core.errors import TickworkError as TickworkError
+from tickwork._core.scheduler import EventKind as EventKind
+from tickwork._core.scheduler import RunEvent as RunEvent
+from tickwork._core.scheduler import Scheduler as Scheduler
+from tickwork._core.scheduler import TaskInfo as TaskInfo
+from tickwork._core.schedules import At as At
+from tickwork._core.schedules import Cron as Cron
+from tickwork._core.schedules import Every as Every
+from tickwork._core.schedules import Once as Once
+from tickwork._core.schedules import Schedule as Schedule
+from tickwork._core.schedules import parse_duration as parse_duration
 
 if TYPE_CHECKING:
-    from ._async_durable import AsyncDurableScheduler as AsyncDurableScheduler
-    from ._asyncio import AsyncScheduler as AsyncScheduler
-    from ._durable import DurableScheduler as DurableScheduler
-    from ._durable import Health as Health
-    from ._thread import ThreadScheduler as ThreadScheduler
+    from tickwork._drivers.asyncio import AsyncScheduler as AsyncScheduler
+    from tickwork._drivers.thread import ThreadScheduler as ThreadScheduler
+    from tickwork._durable.asyncio import AsyncDurableScheduler as AsyncDurableScheduler
+    from tickwork._durable.scheduler import DurableScheduler as DurableScheduler
+    from tickwork._durable.scheduler import Health as Health
 
 __version__ = "0.1.0.dev0"
 
@@ -57,11 +57,11 @@ __all__ = [
 
 # Public names whose modules import threading, asyncio or a database driver.
 _LAZY = {
-    "AsyncDurableScheduler": "._async_durable",
-    "AsyncScheduler": "._asyncio",
-    "DurableScheduler": "._durable",
-    "Health": "._durable",
-    "ThreadScheduler": "._thread",
+    "AsyncDurableScheduler": "._durable.asyncio",
+    "AsyncScheduler": "._drivers.asyncio",
+    "DurableScheduler": "._durable.scheduler",
+    "Health": "._durable.scheduler",
+    "ThreadScheduler": "._drivers.thread",
 }
 
 

@@ -32,22 +32,22 @@ def build_parser() -> argparse.ArgumentParser:
     )
     demo.set_defaults(func=_demo)
 
-    from ._cli_next import add_parser as add_next
+    from tickwork._cli.next import add_parser as add_next
 
     add_next(sub)
 
-    from ._cli_validate import add_parser as add_validate
+    from tickwork._cli.validate import add_parser as add_validate
 
     add_validate(sub)
 
-    from ._cli_daemon import add_parsers as add_daemon
+    from tickwork._cli.run import add_parsers as add_daemon
 
     add_daemon(sub)
     return parser
 
 
 def _demo(args: argparse.Namespace) -> int:
-    from ._demo import run_demo
+    from tickwork._cli.demo import run_demo
 
     return run_demo(sys.stdout, speed=args.speed)
 

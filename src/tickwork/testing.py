@@ -27,8 +27,10 @@ from collections.abc import Callable
 from types import MethodType
 from typing import TYPE_CHECKING
 
+from tickwork._core.clocks import watch_clock as watch_clock
+
 if TYPE_CHECKING:
-    from ._inline import InlineExecutor as InlineExecutor
+    from tickwork._drivers.inline import InlineExecutor as InlineExecutor
 
 __all__ = ["FakeClock", "InlineExecutor"]
 
@@ -39,7 +41,7 @@ def __getattr__(name: str) -> object:
     It needs ``concurrent.futures``, which loads threading: importing the clock must not.
     """
     if name == "InlineExecutor":
-        from ._inline import InlineExecutor
+        from tickwork._drivers.inline import InlineExecutor
 
         return InlineExecutor
     raise AttributeError(f"module 'tickwork.testing' has no attribute {name!r}")
@@ -160,16 +162,6 @@ class FakeClock:
         self._wall_offset += _finite("seconds", seconds)
         self._moved()
         return self.wall()
-
-
-def watch_clock(clock: object, callback: Callable[[], object]) -> None:
-    """Have ``callback`` called whenever ``clock`` moves, if it is a `FakeClock`.
-
-    A bound method of one (``clock.wall``) counts; any other clock is left alone.
-    """
-    owner = getattr(clock, "__self__", clock)
-    if isinstance(owner, FakeClock):
-        owner.watch(callback)
 
 
 def _finite(name: str, value: float) -> float:

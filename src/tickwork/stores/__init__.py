@@ -9,13 +9,13 @@ See ``docs/durability.md`` and ``docs/postgres.md``.
 
 from __future__ import annotations
 
-from tickwork._errors import TickworkError as TickworkError
+from tickwork._core.errors import TickworkError as TickworkError
+from tickwork.stores._errors import JobNotFoundError as JobNotFoundError
+from tickwork.stores._errors import JobPausedError as JobPausedError
+from tickwork.stores._errors import JobSpecError as JobSpecError
+from tickwork.stores._errors import SchemaVersionError as SchemaVersionError
+from tickwork.stores._errors import StoreError as StoreError
 
-from ._errors import JobNotFoundError as JobNotFoundError
-from ._errors import JobPausedError as JobPausedError
-from ._errors import JobSpecError as JobSpecError
-from ._errors import SchemaVersionError as SchemaVersionError
-from ._errors import StoreError as StoreError
 from ._model import ACTION_KINDS as ACTION_KINDS
 from ._model import DELIVERIES as DELIVERIES
 from ._model import KEEP as KEEP

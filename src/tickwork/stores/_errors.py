@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from tickwork._errors import TickworkError
+from tickwork._core.errors import TickworkError
 
 __all__ = [
     "JobNotFoundError",

@@ -19,11 +19,10 @@ from enum import Enum
 from types import MappingProxyType
 from typing import Any, Final, Literal, TypeAlias
 
-from tickwork._errors import CronError
-from tickwork._schedules import At, Cron, Every, Once
-from tickwork._timefmt import iso
-
-from ._errors import JobSpecError, SchemaVersionError, StoreError
+from tickwork._core.errors import CronError
+from tickwork._core.schedules import At, Cron, Every, Once
+from tickwork._core.text import iso
+from tickwork.stores._errors import JobSpecError, SchemaVersionError, StoreError
 
 __all__ = [
     "ACTION_KINDS",
@@ -683,7 +682,7 @@ class Claim:
     """True if this claim re-offers a slot whose earlier claim expired (see
     `Store.recover_expired`) or was handed back. The store does not decide it again;
     `DurableScheduler` does, by the job's ``missed`` / ``grace`` rules as of the new
-    claim (``tickwork._missed.decide_retry``): run, or given up ``"missed"``. In
+    claim (``tickwork._durable.decide.decide_retry``): run, or given up ``"missed"``. In
     `JobState.claims`, a retry nobody has taken yet has ``owner=""``, ``started=None``
     and ``lease_until`` = when it was recovered. A run asked for by an operator
     (``origin`` not ``"schedule"``) waits the same way until it is taken."""
@@ -835,7 +834,7 @@ class GivenUp:
     """The first of them (UTC POSIX seconds)."""
     slots: int
     """How many consecutive slots of the schedule, from ``scheduled`` on (counting stops
-    at ``tickwork._missed.COUNT_LIMIT``, 10,000)."""
+    at ``tickwork._durable.decide.COUNT_LIMIT``, 10,000)."""
 
 
 #: The caller's account of what a claim gave up, called by a `tickwork.stores.SlotLedger`

@@ -11,7 +11,8 @@ import logging
 from collections.abc import Sequence
 from typing import Any, Final
 
-from ._errors import StoreError
+from tickwork.stores._errors import StoreError
+
 from ._model import Claim, JobSpec, JobState, LastRun, PauseNote, spec_from_json
 
 _log = logging.getLogger("tickwork.stores")

@@ -32,9 +32,9 @@ from abc import ABC, abstractmethod
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from typing import Any, ClassVar, Final, Generic, Literal, Protocol, Self, TypeVar
 
-from tickwork._timefmt import iso
+from tickwork._core.text import iso
+from tickwork.stores._errors import JobNotFoundError, JobPausedError, SchemaVersionError
 
-from ._errors import JobNotFoundError, JobPausedError, SchemaVersionError
 from ._model import (
     KEEP,
     SPEC_VERSION,

@@ -33,7 +33,8 @@ import psycopg
 from psycopg import sql
 from psycopg.conninfo import conninfo_to_dict, make_conninfo
 
-from ._errors import SchemaVersionError, StoreError
+from tickwork.stores._errors import SchemaVersionError, StoreError
+
 from ._model import KEEP, Finish, check_positive, check_time, hands_back
 from ._sql import (
     CLAIM_COLUMNS,

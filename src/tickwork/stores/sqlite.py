@@ -23,9 +23,9 @@ from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from contextlib import contextmanager, suppress
 from typing import Any, ClassVar, Final, TypeVar
 
-from tickwork._procs import own_identity, process_alive, process_scope
+from tickwork.stores._errors import SchemaVersionError, StoreError
+from tickwork.stores._procs import own_identity, process_alive, process_scope
 
-from ._errors import SchemaVersionError, StoreError
 from ._model import Finish, check_positive, check_time, hands_back
 from ._sql import (
     CLAIM_COLUMNS,
@@ -106,7 +106,7 @@ def _nodes_v3(conn: sqlite3.Connection) -> None:
     """Schema 3: owners that listed their process (`SQLiteStore.tag_sessions`).
 
     ``scope`` says where ``pid`` and ``started`` (its start time in clock ticks) can be
-    judged: the host, its boot and the pid namespace (`tickwork._procs.process_scope`).
+    judged: the host, its boot and the pid namespace (`tickwork.stores._procs.process_scope`).
     """
     conn.execute(
         "CREATE TABLE nodes (owner TEXT PRIMARY KEY NOT NULL, scope TEXT NOT NULL,"

@@ -1,0 +1,237 @@
+"""``tickwork pause | resume | trigger | backfill | skip-next``: act on the daemon's state.
+
+Each command opens the state that ``tickwork run`` uses (the jobs file's default, or
+``--state`` / ``--database``), carries out one action in one transaction, records who
+took it, and exits. A running daemon on that state acts within a second: PostgreSQL
+announces the change with ``NOTIFY``, and on SQLite the daemon's change check sees it.
+The daemon need not be running: the action waits in the state for the next one.
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+import time
+from typing import Any, TextIO
+
+from tickwork._cli.history import _job_id, open_state, parse_since
+from tickwork._core.errors import ConfigError
+from tickwork._core.schedules import parse_duration
+from tickwork._core.text import iso
+from tickwork._daemon.config import load_config
+from tickwork._durable.control import BackfillError, backfill_slots, default_actor, following_slot
+from tickwork.stores._errors import JobNotFoundError, JobPausedError, StoreError
+from tickwork.stores._protocol import RuntimeControl
+
+__all__ = ["add_parsers", "run_control"]
+
+_HELP = {
+    "pause": "pause a job: no new run starts until resumed (a run going goes on)",
+    "resume": "resume a paused job",
+    "trigger": "run a job once now, outside its schedule, under its overlap policy",
+    "backfill": "run a job's slots in a past window, oldest first",
+    "skip-next": "give up a job's next slot",
+}
+
+
+def parse_time(text: str) -> float:
+    """``--from`` / ``--to``: ``now``, an ISO 8601 time, or a duration back from now."""
+    if text.strip().lower() == "now":
+        return time.time()
+    return parse_since(text)
+
+
+def parse_future(text: str) -> float:
+    """``--until``: a duration from now (``30m``, ``2h``) or an ISO 8601 time.
+
+    Raises:
+        argparse.ArgumentTypeError: Neither; the message shows the text.
+
+    """
+    try:
+        return time.time() + parse_duration(text)
+    except (ValueError, TypeError):
+        pass
+    try:
+        return parse_since(text)
+    except argparse.ArgumentTypeError:
+        raise argparse.ArgumentTypeError(
+            f"must be a duration from now (30m, 2h, 1d) or an ISO 8601 date-time"
+            f" (2026-12-04T18:00, 2026-12-04T17:00Z), got {text!r}"
+        ) from None
+
+
+def add_parsers(subparsers: Any, add_store_options: Any) -> None:
+    """Add the control commands to an argparse ``subparsers`` object."""
+    for command, help_text in _HELP.items():
+        p: argparse.ArgumentParser = subparsers.add_parser(
+            command,
+            help=help_text,
+            description=f"{help_text[0].upper()}{help_text[1:]}. Acts on the state of "
+            "`tickwork run` (give the jobs file with -f, or --state / --database); a "
+            "running daemon on it acts within a second, a stopped one when it starts. "
+            "The action is recorded with who took it (see `tickwork history`).",
+        )
+        p.add_argument("name", help="the job's name in the jobs file")
+        p.add_argument(
+            "-f",
+            "--file",
+            help="the jobs file: finds its default state and namespace, and refuses a "
+            "job that is not in it",
+        )
+        add_store_options(p)
+        p.add_argument("--note", metavar="TEXT", help="why, recorded with the action")
+        p.add_argument(
+            "--by",
+            metavar="WHO",
+            help=f"who acts, as recorded (default: user@host, here {default_actor()})",
+        )
+        if command == "pause":
+            p.add_argument(
+                "--until",
+                type=parse_future,
+                metavar="TIME",
+                help="resume by itself then: a duration from now (30m, 2h) or an ISO "
+                "8601 time (local time unless it has an offset or Z)",
+            )
+        if command == "backfill":
+            p.add_argument(
+                "--from",
+                dest="start",
+                type=parse_time,
+                required=True,
+                metavar="T",
+                help="the window's start: an ISO 8601 time (local time unless it has an "
+                "offset or Z) or a duration back from now (90m, 2h, 7d)",
+            )
+            p.add_argument(
+                "--to",
+                dest="end",
+                type=parse_time,
+                required=True,
+                metavar="T",
+                help="the window's end, as --from, or 'now' (inclusive; slots from the "
+                "next run on are the schedule's own)",
+            )
+            p.add_argument(
+                "--force",
+                action="store_true",
+                help="allow more than 1,000 slots (up to 100,000)",
+            )
+        p.set_defaults(func=run_control, command=command)
+
+
+def run_control(
+    args: argparse.Namespace, *, out: TextIO | None = None, err: TextIO | None = None
+) -> int:
+    """Run one control command for parsed arguments; return the exit status."""
+    from tickwork._daemon.declare import default_namespace
+
+    out = sys.stdout if out is None else out
+    err = sys.stderr if err is None else err
+    command: str = args.command
+    if args.file is None and args.state is None and args.database is None:
+        print(
+            f"tickwork {command}: give the jobs file (-f), --state PATH or --database DSN", file=err
+        )
+        return 2
+    if args.file is not None:
+        try:
+            config = load_config(args.file)
+        except ConfigError as exc:
+            for issue in exc.errors:
+                print(issue, file=err)
+            return 2
+        if args.name not in {job.name for job in config.jobs}:
+            print(
+                f"tickwork {command}: no job {args.name!r} in {args.file} (a job removed"
+                " from the file cannot be acted on)",
+                file=err,
+            )
+            return 1
+    store = open_state(args, command, err)
+    if isinstance(store, int):
+        return store
+    namespace = args.namespace or (default_namespace(args.file) if args.file else None)
+    by = default_actor() if args.by is None else args.by
+    try:
+        if not isinstance(store, RuntimeControl):
+            print(f"tickwork {command}: the store {store!r} has no runtime control", file=err)
+            return 1
+        job_id = _job_id(store, args.name, namespace)
+        assert job_id is not None
+        return _act(store, command, job_id, args, by, out)
+    except (JobNotFoundError, JobPausedError) as exc:
+        print(f"tickwork {command}: {_named(exc, job_id, args.name)}", file=err)
+        return 1
+    except (BackfillError, ValueError, TypeError) as exc:
+        print(f"tickwork {command}: {exc}", file=err)
+        return 2
+    except StoreError as exc:
+        print(f"tickwork {command}: {exc}", file=err)
+        return 1
+    finally:
+        store.close()
+
+
+def _named(exc: Exception, job_id: str | None, name: str) -> str:
+    """The error with the job's stored id replaced by the name the operator typed."""
+    text = str(exc)
+    return text.replace(repr(job_id), repr(name)) if job_id else text
+
+
+def _act(
+    store: Any, command: str, job_id: str, args: argparse.Namespace, by: str, out: TextIO
+) -> int:
+    control: RuntimeControl = store
+    now = time.time()
+    name = args.name
+    if command == "pause":
+        control.pause_job(job_id, by=by, at=now, note=args.note, until=args.until)
+        until = "" if args.until is None else f" until {iso(args.until)}"
+        print(f"paused {name}{until}", file=out)
+    elif command == "resume":
+        if control.resume_job(job_id, by=by, at=now, note=args.note):
+            print(f"resumed {name}", file=out)
+        else:
+            print(f"{name} was not paused; nothing done", file=out)
+    elif command == "trigger":
+        if control.trigger_job(job_id, by=by, at=now, note=args.note) == "queued":
+            print(f"triggered {name}: it runs now (on the next daemon to look)", file=out)
+        else:
+            print(
+                f"skipped: a run of {name} is going or waiting and its overlap policy is"
+                " 'skip' (recorded in the ledger)",
+                file=out,
+            )
+    elif command == "backfill":
+        state = store.get(job_id)
+        if state is None:
+            raise JobNotFoundError(f"no job with id {job_id!r}")
+        slots = backfill_slots(state, args.start, args.end, force=args.force)
+        queued = control.backfill_job(job_id, slots, by=by, at=now, note=args.note)
+        left = len(slots) - len(queued)
+        if queued:
+            print(
+                f"queued {len(queued)} slot(s) of {name}, {iso(queued[0])} to {iso(queued[-1])}",
+                file=out,
+            )
+        else:
+            print(f"no slot of {name} to backfill in that window", file=out)
+        if left:
+            print(
+                f"left out {left} slot(s): ran or waiting already, or not before now and the"
+                " next run",
+                file=out,
+            )
+    else:
+        state = store.get(job_id)
+        if state is None:
+            raise JobNotFoundError(f"no job with id {job_id!r}")
+        done = control.skip_next_job(job_id, following_slot(state), by=by, at=now, note=args.note)
+        if done is None:
+            print(f"{name} has no next run to skip", file=out)
+        else:
+            after = "none" if done[1] is None else iso(done[1])
+            print(f"skipped the run of {name} due {iso(done[0])}; next run {after}", file=out)
+    return 0

@@ -1,0 +1,211 @@
+"""``tickwork history``: the slot ledger of the daemon's state, newest first.
+
+Also the per-job summary that ``tickwork jobs`` adds from the ledger (last success,
+consecutive failures).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+import time
+from datetime import datetime
+from pathlib import Path
+from typing import Any, TextIO
+
+from tickwork._cli.next import _count
+from tickwork._core.schedules import parse_duration
+from tickwork._core.text import iso
+from tickwork.stores._model import OUTCOMES, ActionRecord, SlotRecord
+from tickwork.stores._protocol import RuntimeControl, SlotLedger, Store
+
+__all__ = ["add_parser", "open_state", "parse_since", "run_history"]
+
+#: Newest ledger entries read per job for ``tickwork jobs``' summary.
+
+
+def parse_since(text: str, now: float | None = None) -> float:
+    """``--since``: a duration back from now (``90m``, ``2h``, ``7d``) or an ISO 8601 time.
+
+    A date-time without an offset is read in local time, as a person at this terminal
+    means it.
+
+    Raises:
+        argparse.ArgumentTypeError: Neither; the message shows the text.
+
+    """
+    try:
+        ago = parse_duration(text)
+    except (ValueError, TypeError):
+        pass
+    else:
+        return (time.time() if now is None else now) - ago
+    try:
+        moment = datetime.fromisoformat(text.strip().replace("Z", "+00:00"))
+    except ValueError:
+        raise argparse.ArgumentTypeError(
+            f"must be a duration back from now (90m, 2h, 7d) or an ISO 8601 date-time"
+            f" (2026-12-04T09:00, 2026-12-04T08:00Z), got {text!r}"
+        ) from None
+    if moment.tzinfo is None:
+        moment = moment.astimezone()  # local time
+    return moment.timestamp()
+
+
+def add_parser(subparsers: Any, add_store_options: Any) -> argparse.ArgumentParser:
+    """Add ``history`` to an argparse ``subparsers`` object."""
+    p: argparse.ArgumentParser = subparsers.add_parser(
+        "history",
+        help="show the slot ledger: how each run ended, newest first",
+        description="Show the slot ledger of the state of `tickwork run`: for each slot "
+        "of each job, how it ended (ok, failed, missed, skipped, abandoned), when it was "
+        "due, started and ended, how late, on which node. Give the jobs file (-f), "
+        "--state or --database.",
+    )
+    p.add_argument("name", nargs="?", help="only this job (its name in the jobs file)")
+    p.add_argument("-f", "--file", help="the jobs file (finds its default state and namespace)")
+    add_store_options(p)
+    p.add_argument(
+        "--since",
+        type=parse_since,
+        metavar="T",
+        help="only slots due since T: a duration back from now (90m, 2h, 7d) or an ISO "
+        "8601 date-time (local time unless it has an offset or Z)",
+    )
+    p.add_argument("--outcome", choices=OUTCOMES, help="only entries with this outcome")
+    p.add_argument(
+        "--limit", type=_count, default=50, metavar="N", help="most entries (default: 50)"
+    )
+    p.add_argument("--json", action="store_true", help="one JSON array, for machines")
+    p.set_defaults(func=run_history)
+    return p
+
+
+def _name(job_id: str) -> str:
+    """A daemon job's name: its id without the ``namespace/`` prefix."""
+    return job_id.partition("/")[2] or job_id
+
+
+def run_history(
+    args: argparse.Namespace, *, out: TextIO | None = None, err: TextIO | None = None
+) -> int:
+    """Run ``tickwork history`` for parsed arguments; return the exit status."""
+    from tickwork._daemon.declare import default_namespace
+
+    out = sys.stdout if out is None else out
+    err = sys.stderr if err is None else err
+    if args.file is None and args.state is None and args.database is None:
+        print("tickwork history: give the jobs file (-f), --state PATH or --database DSN", file=err)
+        return 2
+    store = open_state(args, "history", err)
+    if isinstance(store, int):
+        return store
+    namespace = args.namespace or (default_namespace(args.file) if args.file else None)
+    try:
+        if not isinstance(store, SlotLedger):
+            print(f"tickwork history: the store {store!r} keeps no slot ledger", file=err)
+            return 1
+        job_id = _job_id(store, args.name, namespace)
+        entries = store.history(job_id, since=args.since, outcome=args.outcome, limit=args.limit)
+        actions: list[ActionRecord] = []
+        if args.outcome is None and isinstance(store, RuntimeControl):
+            actions = store.actions(job_id, since=args.since, limit=args.limit)
+    finally:
+        store.close()
+    if namespace is not None and job_id is None:
+        entries = [e for e in entries if e.job_id.startswith(namespace + "/")]
+        actions = [a for a in actions if a.job_id.startswith(namespace + "/")]
+    # One list, newest first: slots by when they ended (or were due), actions by when taken.
+    merged: list[SlotRecord | ActionRecord] = [*entries, *actions]
+    merged.sort(key=_when_recorded, reverse=True)
+    del merged[args.limit :]
+    if args.json:
+        json.dump([_json(item) for item in merged], out, indent=2)
+        out.write("\n")
+        return 0
+    if not merged:
+        print("no entries", file=out)
+        return 0
+    for item in merged:
+        print(_line(item) if isinstance(item, SlotRecord) else _action_line(item), file=out)
+    return 0
+
+
+def _when_recorded(item: SlotRecord | ActionRecord) -> float:
+    if isinstance(item, ActionRecord):
+        return item.at
+    return item.ended if item.ended is not None else item.scheduled
+
+
+def _json(item: SlotRecord | ActionRecord) -> dict[str, Any]:
+    kind = "slot" if isinstance(item, SlotRecord) else "action"
+    return {"kind": kind} | item.to_dict() | {"job": _name(item.job_id), "id": item.job_id}
+
+
+def _action_line(a: ActionRecord) -> str:
+    line = f"{iso(a.at)}  {_name(a.job_id)}  [{a.action}]  by {a.actor}"
+    if a.detail:
+        line += f"  {a.detail}"
+    if a.note:
+        line += f"\n    note: {a.note}"
+    return line
+
+
+def open_state(args: argparse.Namespace, command: str, err: TextIO) -> Store | int:
+    """The store ``--state``/``--database``/the jobs file name, or an exit status (said why).
+
+    Shared by ``tickwork jobs`` and ``tickwork history``: a state file that does not
+    exist is not created (status 1), and a store that cannot be opened says why.
+    """
+    from tickwork._daemon.daemon import DaemonConfig
+    from tickwork._daemon.declare import DaemonError, open_store
+
+    state, database = DaemonConfig(
+        args.file, state=args.state, database=args.database
+    ).store_location()
+    if state is not None and not Path(state).expanduser().exists():
+        print(
+            f"tickwork {command}: no state at {state} (has `tickwork run` run with it?)", file=err
+        )
+        return 1
+    try:
+        return open_store(state=state, database=database)
+    except DaemonError as exc:
+        print(f"tickwork {command}: {exc}", file=err)
+        return 1
+
+
+def _job_id(store: Store, name: str | None, namespace: str | None) -> str | None:
+    """The stored id of the job ``name``: under the namespace, else the id that matches."""
+    if name is None:
+        return None
+    if namespace is not None:
+        return f"{namespace}/{name}"
+    ids = {s.id for s in store.jobs()}
+    if name in ids:
+        return name
+    matches = sorted(i for i in ids if _name(i) == name)
+    return matches[0] if len(matches) == 1 else name
+
+
+def _line(e: SlotRecord) -> str:
+    parts = [iso(e.scheduled), _name(e.job_id), e.outcome]
+    if e.slots > 1:
+        parts.append(f"x{e.slots} slots")
+    if e.lateness is not None:
+        parts.append(f"late {e.lateness:.3f}s")
+    if e.duration is not None:
+        parts.append(f"took {e.duration:.3f}s")
+    if e.node:
+        host, _, rest = e.node.partition(":")
+        pid = rest.partition(":")[0]
+        parts.append(f"on {host}:{pid}" if pid else f"on {e.node}")
+    if e.attempt > 1:
+        parts.append(f"attempt {e.attempt}")
+    if e.origin != "schedule":
+        parts.append(f"({e.origin})")
+    line = "  ".join(parts)
+    if e.error:
+        line += "\n    " + e.error.strip().splitlines()[-1]
+    return line

@@ -1,0 +1,548 @@
+"""Schedules as values: `Once`, `At`, `Every` and `Cron`.
+
+A schedule is a small immutable value that answers "when is the next run?". It is
+plain data (a store can save it, the CLI can parse it) and knows nothing about tasks.
+When a schedule is given to a scheduler, it makes a *plan*: the per-task mutable state
+(the current grid slot, the current jitter draw, the current wall-clock target) that the
+core consults after each run. Plans are private; the core calls them only off its fast
+path (plain one-shots and plain fixed-rate intervals never make one).
+
+Two clocks meet here. Due times in the core are on its monotonic clock; calendar
+schedules (`At`, `Cron`) are about the wall clock. A plan is told ``offset``, the wall
+clock minus the monotonic clock at the current tick, to convert between the two; when
+that offset jumps (NTP step, suspend/resume) the core re-anchors wall plans with it, and
+each plan applies the clock-step rules of ``docs/cron.md`` ("Steps of the system clock").
+"""
+
+from __future__ import annotations
+
+import math
+import random
+import re
+from dataclasses import dataclass, field
+from datetime import datetime
+from numbers import Real
+from typing import TYPE_CHECKING, Any, ClassVar, Final
+from zoneinfo import ZoneInfo
+
+if TYPE_CHECKING:
+    from tickwork._core.cron import CronExpression
+
+__all__ = ["At", "Cron", "Every", "Once", "Schedule", "parse_duration"]
+
+
+def seconds_arg(name: str, value: object, *, positive: bool) -> float:
+    """Validate a duration argument and return it as a float.
+
+    Raises:
+        TypeError: ``value`` is not a real number (a `bool` is refused too).
+        ValueError: ``value`` is negative (or zero when ``positive``), NaN or infinite.
+    """
+    if type(value) is float or type(value) is int:
+        seconds = float(value)
+    elif isinstance(value, bool) or not isinstance(value, Real):
+        # bool is an int, but ``schedule(True, fn)`` is a bug, not a one-second delay.
+        raise TypeError(f"{name} must be a number of seconds, got {value!r}")
+    else:
+        seconds = float(value)
+    if positive:
+        if not (seconds > 0.0 and seconds != math.inf):
+            raise ValueError(f"{name} must be a finite number > 0, got {value!r}")
+    elif not (seconds >= 0.0 and seconds != math.inf):
+        raise ValueError(f"{name} must be a finite number >= 0, got {value!r}")
+    return seconds
+
+
+_UNITS: Final = {"ms": 0.001, "s": 1.0, "m": 60.0, "h": 3600.0, "d": 86400.0, "w": 604800.0}
+_DURATION: Final = re.compile(r"(\d+(?:\.\d*)?|\.\d+)(ms|s|m|h|d|w)")
+
+
+def parse_duration(text: str) -> float:
+    """Parse a human duration such as ``"30s"``, ``"5m"``, ``"1h30m"`` or ``"250ms"``.
+
+    Units: ``ms``, ``s``, ``m``, ``h``, ``d``, ``w``; parts add up. A bare number is
+    seconds.
+
+    Raises:
+        ValueError: the text is not a duration; the message shows it.
+    """
+    if not isinstance(text, str):
+        raise TypeError(f"duration must be a string like '30s', got {text!r}")
+    s = text.strip().replace(" ", "")
+    try:
+        return seconds_arg("duration", float(s), positive=False)
+    except (ValueError, TypeError):
+        pass
+    pos, total = 0, 0.0
+    for m in _DURATION.finditer(s):
+        if m.start() != pos:
+            break
+        total += float(m.group(1)) * _UNITS[m.group(2)]
+        pos = m.end()
+    if pos != len(s) or not s:
+        raise ValueError(f"duration must look like '30s', '5m', '1h30m' or '250ms', got {text!r}")
+    return total
+
+
+def _jitter_arg(value: object) -> float:
+    return seconds_arg("jitter", value, positive=False)
+
+
+def instant_arg(name: str, value: object) -> float:
+    """An aware `datetime` or finite POSIX seconds, as POSIX seconds (UTC).
+
+    Raises:
+        TypeError: Neither a `datetime` nor a finite real number (a `bool` is refused).
+        ValueError: A naive `datetime` (no time zone): its instant would depend on the host.
+    """
+    if isinstance(value, datetime):
+        if value.tzinfo is None or value.utcoffset() is None:
+            raise ValueError(f"{name} must be an aware datetime (with a time zone), got {value!r}")
+        return value.timestamp()
+    if isinstance(value, bool) or not isinstance(value, Real) or not math.isfinite(value):
+        raise TypeError(f"{name} must be an aware datetime or finite POSIX seconds, got {value!r}")
+    return float(value)
+
+
+def _until_arg(value: object) -> float | None:
+    return None if value is None else instant_arg("until", value)
+
+
+class Schedule:
+    """Base class of the schedule values; use `Once`, `At`, `Every` or `Cron`."""
+
+    __slots__ = ()
+
+    #: Whether the schedule is about the wall clock (re-anchored when it jumps).
+    wall: ClassVar[bool] = False
+
+    def _plan(self, rng: random.Random) -> _Plan:
+        raise NotImplementedError
+
+
+@dataclass(frozen=True, slots=True)
+class Once(Schedule):
+    """Run once, ``delay`` seconds after the task is added (on the monotonic clock)."""
+
+    delay: float
+    """Seconds from now (finite, >= 0)."""
+
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "delay", seconds_arg("delay", self.delay, positive=False))
+
+    def to_dict(self) -> dict[str, Any]:
+        """The JSON form a store keeps: ``{"kind": "once", "delay": seconds}``."""
+        return {"kind": "once", "delay": self.delay}
+
+    def _plan(self, rng: random.Random) -> _Plan:
+        return _OncePlan(self.delay)
+
+
+@dataclass(frozen=True, slots=True, init=False)
+class At(Schedule):
+    """Run once at a wall-clock instant (an aware `datetime` or POSIX seconds).
+
+    ``At(datetime.now(timezone.utc) + timedelta(minutes=5))`` or ``At(1767225600)``. A
+    naive `datetime` (no time zone) is refused: its instant would depend on the host.
+    If the instant is already past when the task is added, it runs at the next tick.
+    The run follows the wall clock: if the system time is stepped, the task moves with it.
+
+    Raises:
+        TypeError: ``when`` is neither a `datetime` nor a real number.
+        ValueError: A naive `datetime`, or a number that is not finite.
+    """
+
+    when: float
+    """POSIX seconds (UTC); an aware `datetime` is converted on construction."""
+
+    wall: ClassVar[bool] = True
+
+    def __init__(self, when: float | datetime) -> None:
+        object.__setattr__(self, "when", instant_arg("when", when))
+
+    @property
+    def at(self) -> float:
+        """The instant (the name durable schedules used before `At` was shared)."""
+        return self.when
+
+    def to_dict(self) -> dict[str, Any]:
+        """The JSON form a store keeps: ``{"kind": "at", "at": seconds}``."""
+        return {"kind": "at", "at": self.when}
+
+    def _plan(self, rng: random.Random) -> _Plan:
+        return _AtPlan(self.when)
+
+
+@dataclass(frozen=True, slots=True)
+class Every(Schedule):
+    """Run every ``interval`` seconds, fixed-rate (default) or fixed-delay.
+
+    Fixed-rate keeps a grid (``first``, ``first + interval``, ...); when the scheduler
+    is late past the next slot, missed slots are skipped and the task goes to
+    ``now + interval``. Fixed-delay starts the next interval when a run finishes.
+    """
+
+    interval: float
+    """Seconds between runs (finite, > 0)."""
+    fixed_delay: bool = False
+    """Measure ``interval`` from the end of each run instead of from its due time."""
+    jitter: float = 0.0
+    """Delay each run by a fresh random amount in ``[0, jitter)`` seconds; the grid does
+    not drift (the next slot is computed from the un-jittered one)."""
+    first: float | None = None
+    """Seconds until the first run; default ``interval``."""
+    until: float | datetime | None = None
+    """No run is due after this instant (an aware `datetime` or POSIX seconds, kept as
+    POSIX seconds): the schedule ends there. ``None``: it never ends."""
+
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "interval", seconds_arg("interval", self.interval, positive=True))
+        if self.fixed_delay is not True and self.fixed_delay is not False:
+            raise TypeError(f"fixed_delay must be a bool, got {self.fixed_delay!r}")
+        object.__setattr__(self, "jitter", _jitter_arg(self.jitter))
+        if self.first is not None:
+            object.__setattr__(self, "first", seconds_arg("first", self.first, positive=False))
+        object.__setattr__(self, "until", _until_arg(self.until))
+
+    @property
+    def seconds(self) -> float:
+        """The interval (the name durable schedules used before `Every` was shared)."""
+        return self.interval
+
+    def to_dict(self) -> dict[str, Any]:
+        """The JSON form a store keeps; fields at their defaults are left out.
+
+        ``{"kind": "every", "seconds": s, "fixed_delay": bool}`` plus ``"jitter"``,
+        ``"first"`` and ``"until"`` when set (so a schedule without them is stored
+        exactly as before they existed).
+        """
+        out: dict[str, Any] = {
+            "kind": "every",
+            "seconds": self.interval,
+            "fixed_delay": self.fixed_delay,
+        }
+        _optional(out, self.jitter, self.until, first=self.first)
+        return out
+
+    def _plan(self, rng: random.Random) -> _Plan:
+        first = self.interval if self.first is None else self.first
+        until = self.until if isinstance(self.until, float) else None
+        if self.fixed_delay:
+            return _DelayPlan(first, self.interval, self.jitter, rng, until)
+        return _RatePlan(first, self.interval, self.jitter, rng, until)
+
+
+@dataclass(frozen=True, slots=True)
+class Cron(Schedule):
+    """Run at the times a cron expression names (5 fields, or 6 with seconds first).
+
+    ``Cron("0 3 * * *", tz="Europe/Berlin")``. DST follows Debian/Vixie cron (see
+    ``docs/cron.md``); after the system clock is set back, wildcard jobs follow real
+    time, and after it is set forward a slot carried past runs once, late. The time
+    zone defaults to UTC; ``tz="local"`` uses the system's zone, only when asked.
+
+    Raises:
+        CronError: the expression or the zone is invalid, or the expression can never
+            fire; the message names the field.
+    """
+
+    expr: str
+    """The expression as given (``"*/5 * * * *"``, ``"@daily"``, ...)."""
+    tz: str = "UTC"
+    """IANA zone name, or ``"local"``."""
+    jitter: float = 0.0
+    """Delay each run by a fresh random amount in ``[0, jitter)`` seconds."""
+    until: float | datetime | None = None
+    """No run is due after this instant (an aware `datetime` or POSIX seconds, kept as
+    POSIX seconds): the schedule ends there. ``None``: it never ends."""
+    expression: CronExpression = field(init=False, repr=False, compare=False)
+    """The parsed expression (`next_after`, `iter_after`, ...)."""
+
+    wall: ClassVar[bool] = True
+
+    def __post_init__(self) -> None:
+        from tickwork._core.cron import CronExpression
+
+        tz: object = self.tz
+        if isinstance(tz, ZoneInfo):
+            tz = tz.key
+        if not isinstance(tz, str):
+            raise TypeError(f"tz must be an IANA zone name or 'local', got {self.tz!r}")
+        object.__setattr__(self, "tz", tz)
+        object.__setattr__(self, "expression", CronExpression(self.expr, tz))
+        object.__setattr__(self, "jitter", _jitter_arg(self.jitter))
+        object.__setattr__(self, "until", _until_arg(self.until))
+
+    def to_dict(self) -> dict[str, Any]:
+        """The JSON form a store keeps, with ``"jitter"`` and ``"until"`` when set.
+
+        ``{"kind": "cron", "expr": "...", "tz": "Area/City"}`` without them.
+        """
+        out: dict[str, Any] = {"kind": "cron", "expr": self.expr, "tz": self.tz}
+        _optional(out, self.jitter, self.until)
+        return out
+
+    def _plan(self, rng: random.Random) -> _Plan:
+        until = self.until if isinstance(self.until, float) else None
+        return _CronPlan(self.expression, self.jitter, rng, until)
+
+
+def _optional(
+    out: dict[str, Any], jitter: float, until: float | datetime | None, first: float | None = None
+) -> None:
+    """Add the optional fields of a stored schedule that differ from their defaults."""
+    if jitter:
+        out["jitter"] = jitter
+    if first is not None:
+        out["first"] = first
+    if until is not None:
+        out["until"] = until
+
+
+# -- plans: per-task state, private to the core -----------------------------------------
+
+
+def next_slot(slot: float, every: float, now: float) -> float:
+    """The first slot of the grid ``slot + k * every`` (``k >= 0``) that is after ``now``.
+
+    For a fixed-rate task resumed after a pause: the slots up to ``now`` are missed, the
+    task stays on its grid. Strictly after ``now``, as rule 4 of the core's contract; a
+    grid too fine for the clock at ``now`` gives the next representable time.
+    """
+    if slot > now:
+        return slot
+    k = math.floor((now - slot) / every) + 1
+    nxt = slot + k * every
+    if nxt <= now:  # rounding put it on ``now``
+        nxt = slot + (k + 1) * every
+        if nxt <= now:
+            nxt = math.nextafter(now, math.inf)
+    return nxt
+
+
+class _Plan:
+    """Per-task schedule state. Times: ``now``/``due`` monotonic; ``offset`` = wall - mono."""
+
+    __slots__ = ("over",)
+    #: The schedule's ``until`` has passed: the current slot lies after it, so the task
+    #: ends without running it (set by the plans that have an ``until``, per slot).
+    over: bool
+    repeats: ClassVar[bool] = True
+    wall: ClassVar[bool] = False
+    after_finish: ClassVar[bool] = False
+
+    @property
+    def interval(self) -> float | None:
+        """Seconds between runs, for interval plans (shown by `Scheduler.tasks`)."""
+        return None
+
+    def first(self, now: float, offset: float) -> float:
+        """The first due time, for a task added at ``now``."""
+        raise NotImplementedError
+
+    def next(self, due: float, now: float, offset: float) -> float | None:
+        """The due time after a run that was due at ``due``; ``None`` when done.
+
+        ``now`` is the tick's clock reading, or the reading after the run for a plan
+        whose `after_finish` is true.
+        """
+        raise NotImplementedError
+
+    def resume(self, due: float, now: float, offset: float) -> float | None:
+        """The due time of a task resumed at ``now`` whose due time ``due`` passed while paused.
+
+        The slots that came due while it was paused are missed. By default the task goes
+        on as after a run due at ``due`` ended at ``now`` (`next`): a cron schedule at
+        its first fire time after ``now``, a fixed-delay one ``interval`` after ``now``.
+        ``None``: the schedule ended while it was paused (its ``until`` passed).
+        """
+        return self.next(due, now, offset)
+
+    def reanchor(self, offset: float, step: float, seen: float, running: bool) -> float:
+        """The due time after the wall clock moved against the monotonic clock.
+
+        Args:
+            offset: The new wall-minus-monotonic offset.
+            step: How far the wall clock jumped between the last two readings, in
+                seconds (negative: set back); 0.0 for drift that built up slowly, which
+                moves due times but repeats or skips no slot.
+            seen: The wall time of the last reading before the jump, on the new wall
+                clock (``offset`` + that reading's monotonic time).
+            running: The task's run is going on: its current slot has been taken, and
+                `next` will be asked for the one after it.
+        """
+        raise NotImplementedError
+
+
+class _OncePlan(_Plan):
+    __slots__ = ("delay",)
+    repeats = False
+
+    def __init__(self, delay: float) -> None:
+        self.delay = delay
+        self.over = False
+
+    def first(self, now: float, offset: float) -> float:
+        return now + self.delay
+
+    def next(self, due: float, now: float, offset: float) -> float | None:
+        return None
+
+    def resume(self, due: float, now: float, offset: float) -> float | None:
+        return now  # a one-shot whose time passed while paused runs at once
+
+
+class _AtPlan(_Plan):
+    __slots__ = ("when",)
+    repeats = False
+    wall = True
+
+    def __init__(self, when: float) -> None:
+        self.when = when
+        self.over = False
+
+    def first(self, now: float, offset: float) -> float:
+        return self.when - offset
+
+    def next(self, due: float, now: float, offset: float) -> float | None:
+        return None
+
+    def resume(self, due: float, now: float, offset: float) -> float | None:
+        return now  # a one-shot whose time passed while paused runs at once
+
+    def reanchor(self, offset: float, step: float, seen: float, running: bool) -> float:
+        # A wall instant: it moves with the wall clock whatever the step.
+        return self.when - offset
+
+
+class _IntervalPlan(_Plan):
+    """Shared state of the two interval plans: first delay, interval, jitter, until."""
+
+    __slots__ = ("_first", "due", "every", "jitter", "rng", "slot", "until")
+
+    def __init__(
+        self,
+        first: float,
+        every: float,
+        jitter: float,
+        rng: random.Random,
+        until: float | None = None,
+    ) -> None:
+        self._first, self.every, self.jitter, self.rng = first, every, jitter, rng
+        self.until = until
+        self.over = False
+        self.slot = self.due = 0.0
+
+    @property
+    def wall(self) -> bool:  # type: ignore[override]  # a class constant elsewhere
+        """With an ``until`` (a wall instant) the core keeps this plan's offset current."""
+        return self.until is not None
+
+    def _slot(self, slot: float, offset: float) -> None:
+        """Note the current slot (monotonic, before jitter) and whether it is after ``until``."""
+        self.slot = slot
+        until = self.until
+        self.over = until is not None and slot + offset > until
+
+    def reanchor(self, offset: float, step: float, seen: float, running: bool) -> float:
+        # The interval runs on the monotonic clock: a wall step moves no slot; it only
+        # changes which slots lie after ``until``.
+        self._slot(self.slot, offset)
+        return self.due
+
+    @property
+    def interval(self) -> float | None:
+        return self.every
+
+    def _draw(self) -> float:
+        return self.rng.random() * self.jitter if self.jitter else 0.0
+
+
+class _RatePlan(_IntervalPlan):
+    """Fixed-rate with jitter: the grid is kept apart from the jittered due time."""
+
+    __slots__ = ("grid",)  # set by first(), which the core calls before next()
+
+    def first(self, now: float, offset: float) -> float:
+        self.grid = now + self._first
+        self._slot(self.grid, offset)
+        self.due = self.grid + self._draw()
+        return self.due
+
+    def next(self, due: float, now: float, offset: float) -> float | None:
+        grid = self.grid + self.every
+        self.grid = grid if grid > now else now + self.every
+        self._slot(self.grid, offset)
+        self.due = self.grid + self._draw()
+        return None if self.over else self.due
+
+    def resume(self, due: float, now: float, offset: float) -> float | None:
+        # Back on its own grid, at the first slot after now (with a fresh jitter draw).
+        self.grid = next_slot(self.grid, self.every, now)
+        self._slot(self.grid, offset)
+        self.due = self.grid + self._draw()
+        return None if self.over else self.due
+
+
+class _DelayPlan(_IntervalPlan):
+    """Fixed-delay: the next run is due ``interval`` (plus jitter) after a run ends."""
+
+    __slots__ = ()
+    after_finish = True
+
+    def first(self, now: float, offset: float) -> float:
+        self._slot(now + self._first, offset)
+        self.due = self.slot + self._draw()
+        return self.due
+
+    def next(self, due: float, now: float, offset: float) -> float | None:
+        self._slot(now + self.every, offset)
+        self.due = self.slot + self._draw()
+        return None if self.over else self.due
+
+
+class _CronPlan(_Plan):
+    """The current target is a wall-clock instant; the due time follows the offset."""
+
+    __slots__ = ("draw", "expression", "jitter", "rng", "target", "until")
+    wall = True
+
+    def __init__(
+        self,
+        expression: CronExpression,
+        jitter: float,
+        rng: random.Random,
+        until: float | None = None,
+    ) -> None:
+        self.expression, self.jitter, self.rng = expression, jitter, rng
+        self.until = until
+        self.over = False
+        self.target = 0.0
+        self.draw = 0.0
+
+    def _aim(self, after_wall: float, offset: float) -> float:
+        self.target = self.expression.next_after_timestamp(after_wall)
+        self.over = self.until is not None and self.target > self.until
+        self.draw = self.rng.random() * self.jitter if self.jitter else 0.0
+        return self.target - offset + self.draw
+
+    def first(self, now: float, offset: float) -> float:
+        return self._aim(now + offset, offset)
+
+    def next(self, due: float, now: float, offset: float) -> float | None:
+        # A late run fired once; the next slot is the first one after now (and after
+        # the slot that just ran, should the wall clock have been stepped back).
+        due = self._aim(max(now + offset, self.target), offset)
+        return None if self.over else due
+
+    def reanchor(self, offset: float, step: float, seen: float, running: bool) -> float:
+        # The clock-step rules live beside the DST rules (CronExpression); a target that
+        # moves gets a fresh jitter draw, like any new slot.
+        target = self.expression.after_clock_step(self.target, seen, step)
+        if target != self.target:
+            # A running task has taken its slot; `next` then looks for the first slot
+            # after the new wall time, not after the old clock's slot.
+            self.target = min(target, seen) if running else target
+            self.over = self.until is not None and self.target > self.until
+            self.draw = self.rng.random() * self.jitter if self.jitter else 0.0
+        return self.target - offset + self.draw

@@ -1,0 +1,138 @@
+"""Times and schedules for people: ISO 8601 instants and schedules in words.
+
+`iso` formats POSIX seconds as UTC ISO 8601, in logs, warnings and the CLI.
+`schedule_words` covers the common shapes of cron expressions (fixed times, steps of
+minutes or hours, weekday and month lists and ranges) and says nothing it is not sure
+of: for anything else it returns ``None``, and the caller shows the expression.
+"""
+
+from __future__ import annotations
+
+from datetime import UTC, datetime
+from typing import Any, Final
+
+from tickwork._core.cron import _MONTH_NAMES
+
+__all__ = ["cron_words", "iso", "schedule_words"]
+
+
+def iso(ts: float, *, millis: bool = False) -> str:
+    """Format POSIX seconds as UTC ISO 8601 with a ``Z``: ``2026-12-02T17:00:00Z``.
+
+    ``millis`` adds milliseconds (``17:00:00.250Z``). A value no calendar can show (out
+    of range, not finite) comes back as its ``repr``, so a log line never fails on it.
+    """
+    try:
+        moment = datetime.fromtimestamp(ts, UTC)
+    except (OverflowError, OSError, ValueError):
+        return repr(ts)
+    return moment.isoformat(timespec="milliseconds" if millis else "seconds").replace("+00:00", "Z")
+
+
+_DAYS: Final = ("Sunday", "Monday", "Tuesday", "Wednesday", "Thursday", "Friday", "Saturday")
+_MONTHS: Final = _MONTH_NAMES
+
+
+def _ints(field: str, low: int, high: int) -> list[int] | None:
+    """The numbers of a field made of numbers, ranges and commas; None otherwise."""
+    out: list[int] = []
+    for part in field.split(","):
+        a, sep, b = part.partition("-")
+        if not a.isdigit() or (sep and not b.isdigit()):
+            return None
+        first, last = int(a), int(b) if sep else int(a)
+        if not low <= first <= last <= high:
+            return None
+        out.extend(range(first, last + 1))
+    return sorted(set(out))
+
+
+def _join(names: list[str]) -> str:
+    return names[0] if len(names) == 1 else ", ".join(names[:-1]) + " and " + names[-1]
+
+
+def _days(field: str) -> str | None:
+    if field == "*":
+        return ""
+    if field in ("1-5", "MON-FRI", "mon-fri"):
+        return "Monday to Friday"
+    numbers = _ints(field, 0, 7)
+    if numbers is None:
+        return None
+    days = sorted({n % 7 for n in numbers}, key=lambda d: (d == 0, d))  # Sunday last
+    if days == [6, 0]:
+        return "Saturday and Sunday"
+    return "on " + _join([_DAYS[d] for d in days])
+
+
+def _time_of_day(minute: str, hour: str, second: str) -> str | None:
+    if second != "0":
+        return None
+    if minute == "*" and hour == "*":
+        return "every minute"
+    if minute.startswith("*/") and minute[2:].isdigit() and hour == "*":
+        return f"every {int(minute[2:])} minutes"
+    minutes = _ints(minute, 0, 59)
+    if minutes is None or len(minutes) != 1:
+        return None
+    m = minutes[0]
+    if hour == "*":
+        return f"every hour at minute {m}"
+    if hour.startswith("*/") and hour[2:].isdigit():
+        return f"every {int(hour[2:])} hours at minute {m}"
+    hours = _ints(hour, 0, 23)
+    if hours is None or len(hours) > 6:
+        return None
+    return "at " + _join([f"{h:02d}:{m:02d}" for h in hours])
+
+
+def cron_words(expr: str) -> str | None:
+    """A 5- or 6-field (seconds first) cron expression in words, or ``None``."""
+    fields = expr.split()
+    if len(fields) == 5:
+        fields.insert(0, "0")
+    if len(fields) != 6:
+        return None
+    second, minute, hour, dom, month, dow = fields
+    when = _time_of_day(minute, hour, second)
+    days = _days(dow)
+    if when is None or days is None:
+        return None
+    parts = [when]
+    if dom != "*":
+        numbers = _ints(dom, 1, 31)
+        if numbers is None or len(numbers) != 1 or dow != "*":
+            return None
+        parts.append(f"on day {numbers[0]} of the month")
+    if days:
+        parts.append(days)
+    if month != "*":
+        months = _ints(month, 1, 12)
+        if months is None:
+            return None
+        parts.append("in " + _join([_MONTHS[n - 1] for n in months]))
+    return ", ".join(parts)
+
+
+def schedule_words(schedule: Any) -> str:
+    """Any schedule value in words; a cron that `cron_words` cannot say shows itself."""
+    from tickwork._core.schedules import At, Cron, Once
+
+    if isinstance(schedule, Cron):
+        words = cron_words(schedule.expr)
+        zone = schedule.tz
+        return f"{words} ({zone})" if words else f"cron '{schedule.expr}' ({zone})"
+    if isinstance(schedule, At):
+        return f"once, at {iso(schedule.when)}"
+    if isinstance(schedule, Once):
+        return f"once, {schedule.delay:g} s after it was declared"
+    seconds = schedule.interval
+    if seconds % 3600 == 0 and seconds >= 3600:
+        text = f"every {seconds / 3600:g} hour{'s' if seconds != 3600 else ''}"
+    elif seconds % 60 == 0 and seconds >= 60:
+        text = f"every {seconds / 60:g} minute{'s' if seconds != 60 else ''}"
+    else:
+        text = f"every {seconds:g} second{'s' if seconds != 1 else ''}"
+    if schedule.fixed_delay:
+        text += ", counted from the end of each run"
+    return text

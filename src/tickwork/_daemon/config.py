@@ -1,0 +1,921 @@
+"""The jobs file of ``tickwork run``: parse and validate TOML into `JobConfig` values.
+
+The file is a list of ``[[job]]`` tables, with an optional ``[defaults]`` table whose
+options apply to every job that does not set them (``docs/daemon.md`` is the
+reference)::
+
+    [defaults]
+    timeout = "5m"
+
+    [[job]]
+    name = "rotate"
+    command = ["sh", "-c", "mv app.log app.log.1"]
+    cron = "0 3 * * *"
+    timezone = "Europe/Berlin"
+
+Validation collects every problem in one pass and raises one `ConfigError`; each
+`ConfigIssue` names the file, the line, the job and the dotted key. ``tomllib`` reports
+positions only for syntax errors, so `_Locator` scans the source text once to map a key
+path such as ``("job", 2, "every")`` to the line that wrote it.
+"""
+
+from __future__ import annotations
+
+import difflib
+import math
+import os
+import re
+import tomllib
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, field
+from datetime import date, datetime, time
+from pathlib import Path
+from types import MappingProxyType
+from typing import Any, Final, Literal, cast
+
+from tickwork._core.errors import ConfigError, ConfigIssue, CronError
+from tickwork._core.schedules import At, Cron, Every, Once, Schedule, parse_duration
+
+__all__ = [
+    "JOB_KEYS",
+    "Alert",
+    "Config",
+    "JobConfig",
+    "Missed",
+    "Overlap",
+    "load_config",
+    "parse_config",
+]
+
+Overlap = Literal["skip", "queue", "allow"]
+Missed = Literal["skip", "once", "all"]
+Output = Literal["log", "tail", "discard"]
+
+_OVERLAP: Final = ("skip", "queue", "allow")
+_MISSED: Final = ("skip", "once", "all")
+_OUTPUT: Final = ("log", "tail", "discard")
+_SCHEDULE_KEYS: Final = ("every", "cron", "at", "in")
+
+#: Options that may appear in ``[defaults]`` as well as in a job.
+DEFAULT_KEYS: Final = frozenset(
+    {
+        "overlap",
+        "missed",
+        "grace",
+        "jitter",
+        "timeout",
+        "kill_grace",
+        "retries",
+        "retry_backoff",
+        "retry_backoff_max",
+        "env",
+        "cwd",
+        "enabled",
+        "timezone",
+        "output",
+        "on_failure",
+    }
+)
+#: Every key a ``[[job]]`` table may have.
+JOB_KEYS: Final = DEFAULT_KEYS | {
+    "name",
+    "command",
+    "shell",
+    "call",
+    "args",
+    "kwargs",
+    "fixed_delay",
+    "first",
+    "until",
+    *_SCHEDULE_KEYS,
+}
+_TOP_KEYS: Final = ("job", "defaults")
+
+_NAME: Final = re.compile(r"[A-Za-z0-9][A-Za-z0-9_.@:-]{0,99}")
+_IMPORT_PATH: Final = re.compile(r"[A-Za-z_]\w*(?:\.[A-Za-z_]\w*)*:[A-Za-z_]\w*(?:\.[A-Za-z_]\w*)*")
+_MAX_RETRIES: Final = 100
+
+
+@dataclass(frozen=True, slots=True)
+class JobConfig:
+    """One validated job of a jobs file: what to run, when, and how.
+
+    Exactly one of `command` and `call` is set. Values are immutable; two configs are
+    equal when every option is equal (the source line is not compared), so a reload
+    can tell changed jobs from unchanged ones with ``==``.
+    """
+
+    name: str
+    """Unique within the file; the job's identity in logs and in the state."""
+    schedule: Schedule
+    """`Every`, `Cron`, `At` or `Once` (jitter is part of `Every` and `Cron`)."""
+    command: tuple[str, ...] | str | None = None
+    """The argv to run, or the shell script when `shell` is true."""
+    shell: bool = False
+    """Run `command` with ``/bin/sh -c``."""
+    call: str | None = None
+    """A Python callable as ``"package.module:function"``, run in-process."""
+    args: tuple[Any, ...] = field(default=(), hash=False)
+    """Positional arguments for `call` (JSON-compatible values)."""
+    kwargs: Mapping[str, Any] = field(default_factory=lambda: MappingProxyType({}), hash=False)
+    """Keyword arguments for `call` (JSON-compatible values)."""
+    overlap: Overlap = "skip"
+    """When a run is due while the previous one still runs: skip it, queue it, or allow
+    both to run at once."""
+    missed: Missed = "skip"
+    """Runs the daemon is behind on (down or busy: the next slot has also come, or later
+    than `grace`): skip them, run once for all of them, or run each one."""
+    grace: float = 60.0
+    """Seconds a run may start late and still count as on time (if its next slot has not
+    come yet)."""
+    timeout: float | None = None
+    """Seconds a command may run before its process group is terminated."""
+    kill_grace: float = 10.0
+    """Seconds between SIGTERM and SIGKILL when a command is terminated."""
+    retries: int = 0
+    """Further attempts after a failed one."""
+    retry_backoff: float = 1.0
+    """Seconds before the first retry; doubled for each further one."""
+    retry_backoff_max: float = 300.0
+    """The cap on the doubled backoff."""
+    env: Mapping[str, str] = field(default_factory=lambda: MappingProxyType({}), hash=False)
+    """Variables set over the daemon's environment for a command."""
+    cwd: str | None = None
+    """Working directory of a command (absolute; relative paths in the file are resolved
+    against the file's directory)."""
+    enabled: bool = True
+    """A disabled job is validated but never scheduled."""
+    on_failure: Alert | None = None
+    """Who to tell when the job keeps failing, and when it recovers (see `Alert`)."""
+    output: Output = "log"
+    """What becomes of what a run writes: ``"log"`` its lines to the run log (bounded
+    per run) and its tail to the slot ledger, ``"tail"`` only the tail to the ledger,
+    ``"discard"`` neither (a failure's tail still goes into its error)."""
+    line: int = field(default=0, compare=False)
+    """The line of the job's ``[[job]]`` header, for messages."""
+
+    @property
+    def jitter(self) -> float:
+        """The schedule's jitter in seconds (0 for one-shot schedules)."""
+        return cast(float, getattr(self.schedule, "jitter", 0.0))
+
+
+@dataclass(frozen=True, slots=True)
+class Alert:
+    """A job's ``on_failure``: a command and/or a webhook, fired by the daemon.
+
+    Fired once when the job has failed ``after`` times in a row, and once more on the
+    first success after that (recovery). The outcome goes to the command as ``TICKWORK_*``
+    environment variables and as JSON on its stdin, and to the webhook as a JSON POST.
+    """
+
+    command: tuple[str, ...] | None = None
+    """The argv to run (no shell)."""
+    webhook: str | None = None
+    """An ``http://`` or ``https://`` URL to POST the JSON to."""
+    after: int = 1
+    """Failures in a row that make the job "failing"."""
+    timeout: float = 10.0
+    """Seconds each attempt (the command, or one POST) may take."""
+    retries: int = 3
+    """Further attempts of a failed webhook POST (1 s, 2 s, 4 s, ... apart)."""
+
+
+_ALERT_KEYS: Final = ("command", "webhook", "after", "timeout", "retries")
+
+
+def _alert(value: object) -> Alert:
+    if not isinstance(value, dict):
+        raise _Invalid(f"must be a table with command and/or webhook, got {_show(value)}")
+    unknown = sorted(set(value) - set(_ALERT_KEYS))
+    if unknown:
+        raise _Invalid(f"unknown key {unknown[0]!r} (known: {', '.join(_ALERT_KEYS)})")
+    command = value.get("command")
+    if command is not None and (
+        not isinstance(command, list)
+        or not command
+        or not all(isinstance(a, str) and a for a in command)
+    ):
+        raise _Invalid(
+            f"command must be a non-empty array of strings (an argv), got {_show(command)}"
+        )
+    webhook = value.get("webhook")
+    if webhook is not None and (
+        not isinstance(webhook, str) or not webhook.startswith(("http://", "https://"))
+    ):
+        raise _Invalid(f"webhook must be an http:// or https:// URL, got {_show(webhook)}")
+    if command is None and webhook is None:
+        raise _Invalid("needs a command, a webhook, or both")
+    after = value.get("after", 1)
+    if isinstance(after, bool) or not isinstance(after, int) or not 1 <= after <= 1000:
+        raise _Invalid(f"after must be an integer from 1 to 1000, got {_show(after)}")
+    try:
+        timeout = _duration(value.get("timeout", 10.0), positive=True)
+    except _Invalid as exc:
+        raise _Invalid(f"timeout {exc}") from None
+    retries = value.get("retries", 3)
+    if isinstance(retries, bool) or not isinstance(retries, int) or not 0 <= retries <= 10:
+        raise _Invalid(f"retries must be an integer from 0 to 10, got {_show(retries)}")
+    return Alert(tuple(command) if command is not None else None, webhook, after, timeout, retries)
+
+
+@dataclass(frozen=True, slots=True)
+class Config:
+    """A validated jobs file: its path and its jobs in file order."""
+
+    path: str
+    """The file, as named to `load_config`."""
+    jobs: tuple[JobConfig, ...]
+    """Every job, enabled or not, in file order."""
+
+    def job(self, name: str) -> JobConfig:
+        """The job called ``name``.
+
+        Raises:
+            KeyError: no job has that name.
+        """
+        for job in self.jobs:
+            if job.name == name:
+                return job
+        raise KeyError(name)
+
+
+def load_config(path: str | os.PathLike[str]) -> Config:
+    """Read and validate a jobs file.
+
+    Relative ``cwd`` values are resolved against the file's directory.
+
+    Args:
+        path: The TOML file.
+
+    Returns:
+        The validated configuration.
+
+    Raises:
+        ConfigError: the file cannot be read, is not TOML, or breaks a rule; `errors`
+            lists every problem.
+    """
+    shown = os.fspath(path)
+    try:
+        text = Path(shown).read_text(encoding="utf-8")
+    except (OSError, UnicodeDecodeError) as exc:
+        reason = exc.strerror if isinstance(exc, OSError) and exc.strerror else str(exc)
+        raise ConfigError(
+            [ConfigIssue(shown, 0, "", "", f"cannot read the file: {reason}")]
+        ) from exc
+    return parse_config(text, path=shown, base_dir=Path(shown).resolve().parent)
+
+
+def parse_config(text: str, *, path: str = "<string>", base_dir: Path | None = None) -> Config:
+    """Validate the text of a jobs file.
+
+    Args:
+        text: The TOML source.
+        path: The name shown in messages.
+        base_dir: The directory relative ``cwd`` values are resolved against (default:
+            the current directory).
+
+    Returns:
+        The validated configuration.
+
+    Raises:
+        ConfigError: the text is not TOML or breaks a rule; `errors` lists every problem.
+    """
+    try:
+        doc = tomllib.loads(text)
+    except tomllib.TOMLDecodeError as exc:
+        raise ConfigError([_syntax_issue(path, text, exc)]) from None
+    checker = _Checker(path, _Locator(text), base_dir or Path.cwd())
+    jobs = checker.document(doc)
+    if checker.issues:
+        raise ConfigError(sorted(checker.issues, key=lambda issue: issue.line))
+    return Config(path, tuple(jobs))
+
+
+def _syntax_issue(path: str, text: str, exc: tomllib.TOMLDecodeError) -> ConfigIssue:
+    message = str(exc)
+    m = re.search(r"\s*\(at line (\d+), column (\d+)\)$", message)
+    if m:
+        line = int(m.group(1))
+        message = f"{message[: m.start()]} (column {m.group(2)})"
+    else:
+        line = max(1, text.count("\n") + (0 if text.endswith("\n") else 1))
+        message = re.sub(r"\s*\(at end of document\)$", " (at the end of the file)", message)
+    return ConfigIssue(path, line, "", "", f"invalid TOML: {message}")
+
+
+# -- the checker: one pass, every problem --------------------------------------------------
+
+_Path = tuple[str | int, ...]
+
+
+class _Invalid(Exception):
+    """A value failed its check; the message is the rule and the bad value."""
+
+
+def _show(value: object) -> str:
+    if isinstance(value, bool):
+        return "true" if value else "false"
+    if isinstance(value, dict):
+        return "a table"
+    return repr(value)
+
+
+def _duration(value: object, *, positive: bool = False, zero_means_none: bool = False) -> float:
+    if isinstance(value, bool) or not isinstance(value, (str, int, float)):
+        raise _Invalid(f"must be a duration such as '30s' or '1h30m', got {_show(value)}")
+    if isinstance(value, str):
+        try:
+            seconds = parse_duration(value)
+        except ValueError as exc:
+            raise _Invalid(str(exc)) from None
+    else:
+        seconds = float(value)
+    if not math.isfinite(seconds) or seconds < 0 or (positive and seconds == 0):
+        rule = "> 0" if positive else ">= 0"
+        raise _Invalid(f"must be a duration {rule}, got {_show(value)}")
+    return seconds
+
+
+def _choice(options: tuple[str, ...]) -> Callable[[object], str]:
+    def check(value: object) -> str:
+        if value not in options:
+            listed = ", ".join(repr(o) for o in options)
+            raise _Invalid(f"must be one of {listed}, got {_show(value)}")
+        return value
+
+    return check
+
+
+def _bool(value: object) -> bool:
+    if not isinstance(value, bool):
+        raise _Invalid(f"must be true or false, got {_show(value)}")
+    return value
+
+
+def _retries(value: object) -> int:
+    if isinstance(value, bool) or not isinstance(value, int) or not 0 <= value <= _MAX_RETRIES:
+        raise _Invalid(f"must be an integer from 0 to {_MAX_RETRIES}, got {_show(value)}")
+    return value
+
+
+def _json_value(value: object) -> bool:
+    if isinstance(value, (str, int, float, bool)):
+        return True
+    if isinstance(value, list):
+        return all(_json_value(v) for v in value)
+    if isinstance(value, dict):
+        return all(_json_value(v) for v in value.values())
+    return False
+
+
+class _Checker:
+    def __init__(self, path: str, locator: _Locator, base_dir: Path) -> None:
+        self.path = path
+        self.locator = locator
+        self.base_dir = base_dir
+        self.issues: list[ConfigIssue] = []
+
+    def add(self, where: str, at: _Path, key: str, message: str) -> None:
+        self.issues.append(ConfigIssue(self.path, self.locator.line(at), where, key, message))
+
+    def unknown_keys(self, where: str, at: _Path, table: dict[str, Any], known: Any) -> None:
+        for key in table:
+            if key not in known:
+                close = difflib.get_close_matches(key, sorted(known), n=1)
+                hint = f' (did you mean "{close[0]}"?)' if close else ""
+                self.add(where, (*at, key), key, f"unknown key{hint}")
+
+    def document(self, doc: dict[str, Any]) -> list[JobConfig]:
+        self.unknown_keys("", (), doc, _TOP_KEYS)
+        defaults: dict[str, Any] = {}
+        raw_defaults = doc.get("defaults", {})
+        if not isinstance(raw_defaults, dict):
+            self.add("", ("defaults",), "defaults", "must be a table ([defaults])")
+        else:
+            self.unknown_keys("defaults", ("defaults",), raw_defaults, DEFAULT_KEYS)
+            defaults = {k: v for k, v in raw_defaults.items() if k in DEFAULT_KEYS}
+            # Check the defaults once, where they are written, not once per job.
+            self.options("defaults", ("defaults",), defaults, kind=None)
+        raw_jobs = doc.get("job", [])
+        if not isinstance(raw_jobs, list) or not all(isinstance(j, dict) for j in raw_jobs):
+            self.add("", ("job",), "job", "must be an array of tables: write each job as [[job]]")
+            return []
+        if not raw_jobs:
+            self.add("", (), "job", "no jobs: add at least one [[job]] table")
+        jobs: list[JobConfig] = []
+        first_line: dict[str, int] = {}
+        for index, table in enumerate(raw_jobs):
+            job = self.job(index, table, defaults, first_line)
+            if job is not None:
+                jobs.append(job)
+        return jobs
+
+    def job(
+        self,
+        index: int,
+        table: dict[str, Any],
+        defaults: dict[str, Any],
+        first_line: dict[str, int],
+    ) -> JobConfig | None:
+        at: _Path = ("job", index)
+        before = len(self.issues)
+        name = table.get("name")
+        where = f"job #{index + 1}"
+        if "name" not in table:
+            self.add(where, at, "name", "missing: every job needs a name")
+        elif not isinstance(name, str) or not _NAME.fullmatch(name):
+            self.add(
+                where,
+                (*at, "name"),
+                "name",
+                "must be 1-100 letters, digits or '_.@:-', starting with a letter or digit,"
+                f" got {_show(name)}",
+            )
+        else:
+            where = f'job "{name}"'
+            if name in first_line:
+                self.add(
+                    where,
+                    (*at, "name"),
+                    "name",
+                    f"duplicate job name (first defined on line {first_line[name]})",
+                )
+            else:
+                first_line[name] = self.locator.line((*at, "name"))
+        self.unknown_keys(where, at, table, JOB_KEYS)
+
+        kind = self.target(where, at, table)
+        schedule = self.schedule(where, at, table, defaults)
+        merged = {**{k: v for k, v in defaults.items() if k != "env"}, **table}
+        options = self.options(where, at, table, kind=kind, merged=merged)
+        env = dict(self.options_env(defaults)) if kind == "command" else {}
+        env.update(cast(Mapping[str, str], options.pop("env", {})))
+        if len(self.issues) > before or schedule is None or kind is None:
+            return None
+        target: dict[str, Any] = {}
+        if kind == "command":
+            shell = table.get("shell", False)
+            command = table["command"]
+            target = {"command": command if shell else tuple(command), "shell": shell}
+        else:
+            target = {
+                "call": table["call"],
+                "args": tuple(table.get("args", ())),
+                "kwargs": MappingProxyType(dict(table.get("kwargs", {}))),
+            }
+        return JobConfig(
+            name=cast(str, name),
+            schedule=schedule,
+            env=MappingProxyType(env),
+            line=self.locator.line(at),
+            **target,
+            **options,
+        )
+
+    def options_env(self, defaults: dict[str, Any]) -> Mapping[str, str]:
+        env = defaults.get("env", {})
+        return (
+            env if isinstance(env, dict) and all(isinstance(v, str) for v in env.values()) else {}
+        )
+
+    def target(self, where: str, at: _Path, table: dict[str, Any]) -> str | None:
+        """Check command/shell/call/args/kwargs; return "command", "call" or None."""
+        has_command, has_call = "command" in table, "call" in table
+        if has_command == has_call:
+            self.add(
+                where,
+                at if not has_call else (*at, "call"),
+                "command" if has_command else "",
+                "set exactly one of command and call"
+                if has_command
+                else "missing: set command (a program to run) or call (a Python callable)",
+            )
+            return None
+        ok = True
+        if has_command:
+            shell = table.get("shell", False)
+            if not isinstance(shell, bool):
+                self.add(
+                    where, (*at, "shell"), "shell", f"must be true or false, got {_show(shell)}"
+                )
+                return None
+            command = table["command"]
+            if shell:
+                if not isinstance(command, str) or not command.strip():
+                    self.add(
+                        where,
+                        (*at, "command"),
+                        "command",
+                        f"with shell = true, must be a non-empty string, got {_show(command)}",
+                    )
+                    ok = False
+            elif isinstance(command, str):
+                self.add(
+                    where,
+                    (*at, "command"),
+                    "command",
+                    f"a string runs only with shell = true; give an argv array such as"
+                    f' ["sh", "-c", "..."] or set shell = true, got {command!r}',
+                )
+                ok = False
+            elif (
+                not isinstance(command, list)
+                or not command
+                or not all(isinstance(a, str) for a in command)
+                or not command[0]
+            ):
+                self.add(
+                    where,
+                    (*at, "command"),
+                    "command",
+                    f"must be a non-empty array of strings (argv), got {_show(command)}",
+                )
+                ok = False
+            for key in ("args", "kwargs"):
+                if key in table:
+                    self.add(where, (*at, key), key, "applies only to call jobs")
+                    ok = False
+        else:
+            call = table["call"]
+            if not isinstance(call, str) or not _IMPORT_PATH.fullmatch(call):
+                self.add(
+                    where,
+                    (*at, "call"),
+                    "call",
+                    f'must be an import path "package.module:function", got {_show(call)}',
+                )
+                ok = False
+            if "shell" in table:
+                self.add(where, (*at, "shell"), "shell", "applies only to command jobs")
+                ok = False
+            args = table.get("args", [])
+            if not isinstance(args, list) or not _json_value(args):
+                self.add(
+                    where,
+                    (*at, "args"),
+                    "args",
+                    f"must be an array of JSON-compatible values, got {_show(args)}",
+                )
+                ok = False
+            kwargs = table.get("kwargs", {})
+            if not isinstance(kwargs, dict) or not _json_value(kwargs):
+                self.add(
+                    where,
+                    (*at, "kwargs"),
+                    "kwargs",
+                    "must be a table of JSON-compatible values (no dates or times)",
+                )
+                ok = False
+        return ("command" if has_command else "call") if ok else None
+
+    def schedule(
+        self, where: str, at: _Path, table: dict[str, Any], defaults: dict[str, Any]
+    ) -> Schedule | None:
+        given = [k for k in _SCHEDULE_KEYS if k in table]
+        if len(given) != 1:
+            if given:
+                listed = ", ".join(given)
+                self.add(
+                    where, (*at, given[1]), given[1], f"set exactly one schedule, got {listed}"
+                )
+            else:
+                self.add(where, at, "", "missing a schedule: set every, cron, at or in")
+            return None
+        key = given[0]
+        value = table[key]
+        ok = True
+        for extra, only in (("fixed_delay", "every"), ("timezone", "cron"), ("first", "every")):
+            if extra in table and key != only:
+                self.add(where, (*at, extra), extra, f"applies only to {only} schedules")
+                ok = False
+        for extra in ("jitter", "until"):
+            if extra in table and key in ("at", "in"):
+                self.add(where, (*at, extra), extra, "applies only to every and cron schedules")
+                ok = False
+        first: float | None = None
+        until: float | None = None
+        try:
+            if "first" in table and key == "every":
+                first = _duration(table["first"])
+        except _Invalid as exc:
+            self.add(where, (*at, "first"), "first", str(exc))
+            ok = False
+        try:
+            if "until" in table and key in ("every", "cron"):
+                until = _instant(table["until"]).timestamp()
+        except _Invalid as exc:
+            self.add(where, (*at, "until"), "until", str(exc))
+            ok = False
+        jitter = 0.0
+        jitter_raw = table.get("jitter", defaults.get("jitter", 0))
+        try:
+            jitter = _duration(jitter_raw)
+        except _Invalid:
+            ok = False  # reported by options()
+        schedule: Schedule | None = None
+        try:
+            if key == "every":
+                fixed = table.get("fixed_delay", False)
+                if not isinstance(fixed, bool):
+                    self.add(
+                        where,
+                        (*at, "fixed_delay"),
+                        "fixed_delay",
+                        f"must be true or false, got {_show(fixed)}",
+                    )
+                    ok = False
+                interval = _duration(value, positive=True)
+                schedule = Every(
+                    interval, fixed_delay=fixed is True, jitter=jitter, first=first, until=until
+                )
+            elif key == "cron":
+                tz = table.get("timezone", defaults.get("timezone", "UTC"))
+                if not isinstance(value, str):
+                    raise _Invalid(f"must be a string such as '0 3 * * *', got {_show(value)}")
+                if not isinstance(tz, str):
+                    return None  # reported by options()
+                try:
+                    schedule = Cron(value, tz=tz, jitter=jitter, until=until)
+                except CronError as exc:
+                    if str(exc).startswith("tz:"):
+                        return None  # reported by options(), where the zone is written
+                    raise _Invalid(str(exc)) from None
+            elif key == "at":
+                schedule = At(_instant(value).timestamp())
+            else:
+                schedule = Once(_duration(value))
+        except _Invalid as exc:
+            self.add(where, (*at, key), key, str(exc))
+            return None
+        return schedule if ok else None
+
+    def options(
+        self,
+        where: str,
+        at: _Path,
+        table: dict[str, Any],
+        *,
+        kind: str | None,
+        merged: dict[str, Any] | None = None,
+    ) -> dict[str, Any]:
+        """Check the shared options written in ``table``; return the values for a job.
+
+        ``merged`` is the job's table over the defaults; the result is built from it,
+        while problems are reported only for keys written in ``table`` itself.
+        """
+        checks: dict[str, Callable[[object], object]] = {
+            "overlap": _choice(_OVERLAP),
+            "missed": _choice(_MISSED),
+            "output": _choice(_OUTPUT),
+            "on_failure": _alert,
+            "grace": _duration,
+            "jitter": _duration,
+            "timeout": _duration,
+            "kill_grace": _duration,
+            "retries": _retries,
+            "retry_backoff": lambda v: _duration(v, positive=True),
+            "retry_backoff_max": lambda v: _duration(v, positive=True),
+            "enabled": _bool,
+            "timezone": _zone_name,
+        }
+        out: dict[str, Any] = {}
+        source = merged if merged is not None else table
+        for key, check in checks.items():
+            if key not in source:
+                continue
+            try:
+                value = check(source[key])
+            except _Invalid as exc:
+                if key in table:
+                    self.add(where, (*at, key), key, str(exc))
+                continue
+            if key in ("jitter", "timezone"):
+                continue  # part of the schedule
+            if key == "timeout":
+                value = value or None  # 0 means no timeout, as in systemd
+            out[key] = value
+        if kind == "call":
+            for key in ("timeout", "kill_grace", "env", "cwd"):
+                if key in table:
+                    why = (
+                        "an in-process call cannot be killed; run it as a command to get a timeout"
+                        if key in ("timeout", "kill_grace")
+                        else "a call runs inside the daemon's process"
+                    )
+                    self.add(where, (*at, key), key, f"applies only to command jobs ({why})")
+            out.pop("timeout", None)
+        if "env" in table:
+            env = table["env"]
+            if not isinstance(env, dict):
+                self.add(
+                    where, (*at, "env"), "env", f"must be a table of strings, got {_show(env)}"
+                )
+            else:
+                for name, value in env.items():
+                    if not name or "=" in name or "\0" in name:
+                        self.add(
+                            where,
+                            (*at, "env", name),
+                            f"env.{name}",
+                            f"is not a valid variable name: {name!r}",
+                        )
+                    elif not isinstance(value, str):
+                        self.add(
+                            where,
+                            (*at, "env", name),
+                            f"env.{name}",
+                            f'must be a string (quote it: "{value}"), got {_show(value)}',
+                        )
+                if kind is not None:
+                    out["env"] = env
+        if "cwd" in source:
+            cwd = source["cwd"]
+            if not isinstance(cwd, str) or not cwd:
+                if "cwd" in table:
+                    self.add(
+                        where, (*at, "cwd"), "cwd", f"must be a directory path, got {_show(cwd)}"
+                    )
+            else:
+                out["cwd"] = str(self.base_dir / os.path.expanduser(cwd))
+        if kind == "call":
+            out.pop("cwd", None)
+            out.pop("kill_grace", None)
+        return out
+
+
+def _zone_name(value: object) -> str:
+    if not isinstance(value, str):
+        raise _Invalid(f"must be an IANA zone name such as 'Europe/Berlin', got {_show(value)}")
+    try:
+        Cron("0 0 * * *", tz=value)
+    except CronError as exc:
+        raise _Invalid(str(exc).removeprefix("tz: ")) from None
+    return value
+
+
+def _instant(value: object) -> datetime:
+    if isinstance(value, str):
+        try:
+            value = datetime.fromisoformat(value.strip())
+        except ValueError:
+            raise _Invalid(
+                f"must be an RFC 3339 date-time with an offset such as"
+                f" '2026-12-02T17:00:00Z', got {value!r}"
+            ) from None
+    if isinstance(value, datetime):
+        if value.tzinfo is None or value.utcoffset() is None:
+            raise _Invalid(
+                f"needs a UTC offset (2026-12-02T17:00:00Z or +01:00), got {value.isoformat()}"
+            )
+        return value
+    if isinstance(value, (date, time)):
+        raise _Invalid(f"needs a date, a time and a UTC offset, got {value.isoformat()}")
+    raise _Invalid(f"must be a date-time with an offset, got {_show(value)}")
+
+
+# -- the locator: key paths to source lines ----------------------------------------------
+
+
+class _Locator:
+    """Maps key paths (``("job", 2, "env", "PORT")``) to the line that wrote them.
+
+    It scans text that ``tomllib`` has already accepted, so it only has to tell keys
+    and table headers from the inside of values (strings, arrays, comments). A path
+    it does not know falls back to its longest known prefix (an inline table's keys
+    report the line of the table), then to line 1.
+    """
+
+    def __init__(self, text: str) -> None:
+        self._lines: dict[_Path, int] = {}
+        self._arrays: dict[_Path, int] = {}
+        self._scan(text)
+
+    def line(self, path: _Path) -> int:
+        """The line of ``path``, or of its longest known prefix, else 1."""
+        while path:
+            if path in self._lines:
+                return self._lines[path]
+            path = path[:-1]
+        return 1
+
+    def _scan(self, text: str) -> None:
+        i, n, line = 0, len(text), 1
+        table: _Path = ()
+        while i < n:
+            while i < n and text[i] in " \t\r":
+                i += 1
+            if i >= n:
+                break
+            c = text[i]
+            if c == "\n":
+                line += 1
+                i += 1
+            elif c == "#":
+                i = _eol(text, i)
+            elif c == "[":
+                array = text.startswith("[[", i)
+                keys, i = _keys(text, i + (2 if array else 1))
+                table = self._header(keys, array)
+                self._lines.setdefault(table, line)
+                i = _eol(text, i)
+            else:
+                keys, i = _keys(text, i)
+                if not keys:
+                    i = _eol(text, i)
+                    continue
+                self._lines.setdefault((*table, *keys), line)
+                while i < n and text[i] in " \t=":
+                    i += 1
+                i, line = _skip_value(text, i, line)
+
+    def _header(self, keys: list[str], array: bool) -> _Path:
+        path: _Path = ()
+        for k, key in enumerate(keys):
+            path = (*path, key)
+            if array and k == len(keys) - 1:
+                index = self._arrays.get(path, -1) + 1
+                self._arrays[path] = index
+                path = (*path, index)
+            elif path in self._arrays:
+                path = (*path, self._arrays[path])
+        return path
+
+
+_BARE_KEY: Final = re.compile(r"[A-Za-z0-9_-]+")
+
+
+def _eol(text: str, i: int) -> int:
+    end = text.find("\n", i)
+    return len(text) if end < 0 else end
+
+
+def _keys(text: str, i: int) -> tuple[list[str], int]:
+    """Read a dotted key at ``i``; return its parts and the index after it."""
+    keys: list[str] = []
+    n = len(text)
+    while i < n:
+        while i < n and text[i] in " \t":
+            i += 1
+        if i < n and text[i] in "\"'":
+            quote = text[i]
+            j = i + 1
+            while j < n and text[j] != quote:
+                j += 2 if quote == '"' and text[j] == "\\" else 1
+            raw = text[i : j + 1]
+            keys.append(cast(str, tomllib.loads(f"k = {raw}")["k"]))
+            i = j + 1
+        else:
+            m = _BARE_KEY.match(text, i)
+            if not m:
+                break
+            keys.append(m.group())
+            i = m.end()
+        while i < n and text[i] in " \t":
+            i += 1
+        if i < n and text[i] == ".":
+            i += 1
+            continue
+        break
+    return keys, i
+
+
+def _skip_value(text: str, i: int, line: int) -> tuple[int, int]:
+    """Skip a value from ``i`` to the newline that ends it; return (index, line)."""
+    n, depth = len(text), 0
+    while i < n:
+        c = text[i]
+        if c == "\n":
+            if depth == 0:
+                return i, line
+            line += 1
+            i += 1
+        elif c == "#":
+            i = _eol(text, i)
+        elif c in "\"'":
+            triple = text.startswith(c * 3, i)
+            i += 3 if triple else 1
+            while i < n:
+                if c == '"' and text[i] == "\\":
+                    line += text[i + 1 : i + 2] == "\n"
+                    i += 2
+                elif triple and text.startswith(c * 3, i):
+                    i += 3
+                    while i < n and text[i] == c:  # up to two quotes may end the content
+                        i += 1
+                    break
+                elif not triple and text[i] == c:
+                    i += 1
+                    break
+                else:
+                    line += text[i] == "\n"
+                    i += 1
+        elif c in "[{":
+            depth += 1
+            i += 1
+        elif c in "]}":
+            depth -= 1
+            i += 1
+        else:
+            i += 1
+    return i, line

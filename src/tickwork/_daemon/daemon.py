@@ -1,0 +1,1001 @@
+"""The ``tickwork run`` daemon: the jobs of a file as durable jobs, run until a signal.
+
+Each enabled or disabled `JobConfig` of the file becomes one durable job on a
+`DurableScheduler` over a store (SQLite by default, PostgreSQL for several hosts), so
+the store's state, the missed-run and overlap policy, leases and "a restart neither
+loses nor double-runs anything" all come from the durable layer:
+
+- the job id is ``<namespace>/<name>`` (the namespace defaults to the file's stem);
+- the function is this module's `run_configured_job`, the only function the daemon's
+  scheduler admits, with JSON kwargs naming the job and a fingerprint of its options;
+- that entry point looks the job's *current* `JobConfig` up in the running `Daemon`
+  and runs it with `run_job` (command or callable, timeout, retries), writing the run
+  log lines, and raises `JobFailed` when the run failed so the store records it.
+
+Declarations are upserts keyed by id: a restart with the same file changes nothing, a
+changed job is updated, and a job gone from the file is removed from the store (only
+ids in the daemon's namespace whose function is the entry point: nothing else in the
+store is ever removed). See ``docs/daemon.md``.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import logging
+import math
+import os
+import select
+import signal
+import sys
+import threading
+import time
+from collections.abc import Callable
+from concurrent.futures import Executor
+from dataclasses import dataclass
+from pathlib import Path
+from types import FrameType
+from typing import TYPE_CHECKING, Final, TextIO
+
+from tickwork._core.errors import ConfigError, JobFailed, JobTimedOut, TickworkError
+from tickwork._core.scheduler import EventKind, RunEvent
+from tickwork._core.schedules import Cron, Every
+from tickwork._daemon.alerts import AlertSender
+from tickwork._daemon.config import Config, JobConfig, load_config
+from tickwork._daemon.declare import (
+    ENTRY_POINT,
+    DaemonError,
+    check_namespace,
+    default_namespace,
+    default_state_path,
+    fingerprint,
+    job_id,
+    make_state_key,
+    open_store,
+    owned,
+    owner_label,
+    redact_dsn,
+    spec_for,
+)
+from tickwork._daemon.runlog import LogFormat, RunLog, iso
+from tickwork._daemon.runner import (
+    ProcessGroups,
+    RunResult,
+    Survivor,
+    daemon_marker,
+    end_survivors,
+    find_survivors,
+    run_job,
+)
+from tickwork._daemon.status_page import failure_summary
+from tickwork._durable.scheduler import DurableScheduler
+from tickwork.stores._model import (
+    Schedule,
+    Upsert,
+)
+from tickwork.stores._protocol import Store
+
+__all__ = [
+    "ENTRY_POINT",
+    "Daemon",
+    "DaemonError",
+    "JobFailed",
+    "Reload",
+    "default_namespace",
+    "default_state_path",
+    "fingerprint",
+    "make_state_key",
+    "open_store",
+    "redact_dsn",
+    "run_configured_job",
+    "spec_for",
+]
+
+
+if TYPE_CHECKING:
+    from tickwork._daemon.http import StatusServer
+
+_log = logging.getLogger("tickwork.daemon")
+
+_STOP_SIGNALS: Final = (signal.SIGTERM, signal.SIGINT)
+_ERROR_TAIL: Final = 1000  # characters of output kept in a failed run's stored error
+_SETTLE: Final = 5.0  # after terminate_all: seconds beyond the longest kill_grace
+_SKIP_CHECK: Final = 0.2  # how often to look for slots passing while a run is held
+_SKIP_LINE_EVERY: Final = 1.0  # at most one skip line per job per this many seconds
+_SKIP_COUNT_LIMIT: Final = 100_000  # slots counted per look (a tiny interval, a long hang)
+
+
+@dataclass(frozen=True, slots=True)
+class Reload:
+    """What applying a configuration did to the store, by job name."""
+
+    created: tuple[str, ...] = ()
+    """Jobs new to the store."""
+    updated: tuple[str, ...] = ()
+    """Jobs whose options changed."""
+    unchanged: tuple[str, ...] = ()
+    """Jobs stored exactly as declared."""
+    removed: tuple[str, ...] = ()
+    """Jobs gone from the file, removed from the store."""
+    failed: tuple[str, ...] = ()
+    """Jobs the store refused (logged); they keep their previous declaration."""
+
+    def summary(self) -> str:
+        """``"2 created, 1 updated, 3 unchanged, 1 removed"`` (empty parts left out)."""
+        parts = [
+            f"{len(names)} {word}"
+            for word, names in (
+                ("created", self.created),
+                ("updated", self.updated),
+                ("unchanged", self.unchanged),
+                ("removed", self.removed),
+                ("failed", self.failed),
+            )
+            if names
+        ]
+        return ", ".join(parts) or "no jobs"
+
+
+# -- skips logged as they pass -----------------------------------------------------------
+
+
+def _slots_between(
+    schedule: Schedule, first: float, lo: float | None, hi: float
+) -> tuple[int, float | None, float | None]:
+    """Slots of ``schedule``'s grid through ``first`` that lie in ``(lo, hi]``.
+
+    ``lo=None`` counts from ``first`` itself. Only fixed-rate and cron schedules have
+    a grid; for the others the answer is none.
+
+    Returns:
+        ``(count, first slot, last slot)``, counting at most `_SKIP_COUNT_LIMIT`.
+    """
+    if isinstance(schedule, Every) and not schedule.fixed_delay:
+        step = schedule.interval
+        k0 = 0 if lo is None or lo < first else math.floor((lo - first) / step) + 1
+        while lo is not None and first + k0 * step <= lo:  # float rounding
+            k0 += 1
+        if first + k0 * step > hi:
+            return 0, None, None
+        k1 = max(k0, math.floor((hi - first) / step))
+        while first + k1 * step > hi:
+            k1 -= 1
+        count = min(k1 - k0 + 1, _SKIP_COUNT_LIMIT)
+        return count, first + k0 * step, first + k1 * step
+    if isinstance(schedule, Cron):
+        expr = schedule.expression
+        t = first if lo is None or lo < first else expr.next_after_timestamp(lo)
+        count, start, last = 0, None, None
+        while t <= hi and count < _SKIP_COUNT_LIMIT:
+            count, last = count + 1, t
+            start = t if start is None else start
+            t = expr.next_after_timestamp(t)
+        return count, start, last
+    return 0, None, None
+
+
+@dataclass(slots=True)
+class _Stretch:
+    """The slots of one job that have passed while one of its runs was held here."""
+
+    first: float
+    """The job's stored next run when the stretch was seen: its first blocked slot."""
+    schedule: Schedule
+    seen_until: float | None = None
+    """Slots up to here have been counted (None: none yet)."""
+    logged: int = 0
+    """How many of them have been logged."""
+    pending: int = 0
+    """Counted but not logged yet (rate limit)."""
+    pending_first: float = 0.0
+    pending_last: float = 0.0
+    last_line: float = -math.inf
+    """When (monotonic) the last skip line of this stretch was written."""
+
+
+# -- the daemon ------------------------------------------------------------------------
+
+_active: Daemon | None = None
+_active_lock = threading.Lock()
+
+
+def run_configured_job(job: str, fingerprint: str = "") -> None:
+    """The durable entry point of every ``tickwork run`` job: run job ``job`` now.
+
+    Called by the daemon's `DurableScheduler` on a worker thread. Outside a running
+    daemon it refuses.
+
+    Args:
+        job: The job's name in the file.
+        fingerprint: The fingerprint of the options it was declared with.
+
+    Raises:
+        JobFailed: The run failed (the message is what the store records).
+        RuntimeError: No daemon is running in this process.
+    """
+    daemon = _active
+    if daemon is None:
+        raise RuntimeError(f"{ENTRY_POINT} runs only inside `tickwork run`")
+    daemon.run_one(job, fingerprint)
+
+
+class Daemon:
+    """The jobs of one file on a `DurableScheduler`, with signals, reload and shutdown.
+
+    Create it, `apply` a configuration (or let `serve` do it), then `serve` until a
+    signal or the ``run_for`` time ends. One per process (the entry point finds it).
+
+    Args:
+        config_path: The jobs file (read again on SIGHUP).
+        store: Where the state lives; closed by `serve` when it returns.
+        namespace: Id prefix of this file's jobs in the store.
+        log: The run log.
+        shutdown_grace: Seconds to let running jobs finish after SIGTERM/SIGINT.
+        lease: Seconds a claimed run stays reserved (see `DurableScheduler`).
+        poll: The longest the scheduler goes without looking at the store.
+        workers: Size of the worker pool (runs at once).
+        watch: Also reload when the file changes (checked every second).
+        wall_clock: UTC POSIX seconds (tests pass a fake). Default: the store's clock
+            when it has one (PostgreSQL), else `time.time` (see `DurableScheduler`).
+        monotonic_clock: Seconds of real time for the scheduler (default: its own;
+            tests pass a fake).
+        executor: Where runs go (default: the scheduler's own pool of ``workers``).
+        state_key: Names the state this daemon runs (see `make_state_key`); the runs
+            it starts carry it, so that a daemon restarted on the same state finds the
+            runs a killed one left behind. Default: from the namespace alone.
+    """
+
+    def __init__(
+        self,
+        config_path: str,
+        store: Store,
+        *,
+        namespace: str,
+        log: RunLog,
+        shutdown_grace: float = 30.0,
+        lease: float = 30.0,
+        poll: float = 1.0,
+        workers: int = 32,
+        watch: bool = False,
+        wall_clock: Callable[[], float] | None = None,
+        monotonic_clock: Callable[[], float] | None = None,
+        executor: Executor | None = None,
+        state_key: str | None = None,
+    ) -> None:
+        self.config_path = config_path
+        self.store = store
+        self.namespace = check_namespace(namespace)
+        self.log = log
+        self.shutdown_grace = shutdown_grace
+        self.watch = watch
+        self._jobs: dict[str, JobConfig] = {}
+        self._config: Config | None = None
+        self.state_key = state_key or make_state_key(namespace, "")
+        self._groups = ProcessGroups(marker=daemon_marker(self.state_key))
+        self._stop = threading.Event()
+        self.alerts = AlertSender()
+        self.scheduler = DurableScheduler(
+            store,
+            lease=lease,
+            poll=poll,
+            max_workers=workers,
+            wall_clock=wall_clock,
+            monotonic_clock=monotonic_clock,
+            executor=executor,
+        )
+        self._wall = self.scheduler.now
+        self.scheduler.add_listener(self._on_event)
+        self._signals: list[int] = []
+        self._wake_r = self._wake_w = -1
+        self._stretches: dict[str, _Stretch] = {}  # job id -> slots passing while held
+        self._stretch_lock = threading.Lock()
+
+    # -- configuration -------------------------------------------------------------
+
+    @property
+    def config(self) -> Config | None:
+        """The configuration being run (``None`` before the first `apply`)."""
+        return self._config
+
+    def check_store(self) -> None:
+        """Refuse a store that holds jobs this daemon would claim but cannot run.
+
+        Every daemon on one store claims every due run in it, so the store must hold
+        only this file's jobs: jobs of another namespace or other programs' durable
+        jobs would be claimed here and fail.
+
+        Raises:
+            DaemonError: The store holds such jobs; the message lists some.
+        """
+        foreign = [s.id for s in self.store.jobs() if not owned(s, self.namespace)]
+        if foreign:
+            shown = ", ".join(repr(i) for i in foreign[:5])
+            more = f" and {len(foreign) - 5} more" if len(foreign) > 5 else ""
+            raise DaemonError(
+                f"the state holds jobs that are not this file's (namespace"
+                f" {self.namespace!r}): {shown}{more}. Every daemon on a state runs the"
+                " same jobs file; use another --state/--database, or pass the other"
+                " file's --namespace to take its jobs over (jobs not in this file are"
+                " then removed)"
+            )
+
+    def apply(self, config: Config) -> Reload:
+        """Make the store match ``config``: declare every job, remove the ones gone.
+
+        Idempotent: applying the same configuration again changes nothing. The new
+        options take effect for runs that start from now on; a running run keeps the
+        options it started with.
+        """
+        now = self._wall()
+        stored = {s.id: s for s in self.store.jobs() if owned(s, self.namespace)}
+        self._jobs = {job.name: job for job in config.jobs}
+        self._config = config
+        created: list[str] = []
+        updated: list[str] = []
+        unchanged: list[str] = []
+        failed: list[str] = []
+        for job in config.jobs:
+            jid = job_id(self.namespace, job.name)
+            spec = spec_for(job, namespace=self.namespace, now=now, stored=stored.get(jid))
+            try:
+                result = self.scheduler.declare(spec)
+            except Exception as exc:
+                _log.error("job %r cannot be declared: %s", job.name, exc)
+                failed.append(job.name)
+                continue
+            {Upsert.CREATED: created, Upsert.UPDATED: updated, Upsert.UNCHANGED: unchanged}[
+                result
+            ].append(job.name)
+        removed: list[str] = []
+        wanted = {job_id(self.namespace, job.name) for job in config.jobs}
+        for jid in sorted(set(stored) - wanted):
+            with contextlib.suppress(Exception):  # JobNotFoundError: another host did it
+                self.scheduler.remove(jid)
+            removed.append(jid.partition("/")[2])
+        return Reload(
+            tuple(created), tuple(updated), tuple(unchanged), tuple(removed), tuple(failed)
+        )
+
+    def reload(self) -> bool:
+        """Read the file again and apply it; a broken file keeps the running configuration.
+
+        Returns:
+            Whether the new file was applied.
+        """
+        try:
+            config = load_config(self.config_path)
+        except ConfigError as exc:
+            n = len(exc.errors)
+            _log.error(
+                "reload of %s failed (%d problem%s); still running the previous configuration",
+                self.config_path,
+                n,
+                "" if n == 1 else "s",
+            )
+            for issue in exc.errors:
+                _log.error("%s", issue)
+            return False
+        try:
+            result = self.apply(config)
+        except Exception as exc:  # the state is unreachable (a database restart, say)
+            _log.error(
+                "reload of %s failed: the state cannot be read: %s; still running the"
+                " previous configuration",
+                self.config_path,
+                exc,
+            )
+            return False
+        _log.info("reloaded %s: %s", self.config_path, result.summary())
+        return True
+
+    # -- running one job (worker threads) -------------------------------------------------
+
+    def run_one(self, name: str, declared: str) -> None:
+        """Run job ``name`` with its current options (see `run_configured_job`)."""
+        claim = DurableScheduler.current_claim()
+        scheduled = claim.scheduled if claim is not None else self._wall()
+        job = self._jobs.get(name)
+        if job is None:
+            raise JobFailed(f"job {name!r} is not in {self.config_path} (removed from the file?)")
+        if declared and declared != fingerprint(job):
+            _log.warning(
+                "job %r was declared with other options than this daemon's file has"
+                " (another host runs a different version of %s?); running this file's",
+                name,
+                self.config_path,
+            )
+        result = run_job(
+            job,
+            groups=self._groups,
+            stop=self._stop,
+            on_start=lambda attempt: self.log.started(
+                name,
+                scheduled,
+                attempt=attempt,
+                origin="schedule" if claim is None else claim.origin,
+            ),
+            on_end=lambda r: self._ended(name, scheduled, job, r),
+        )
+        if job.output != "discard" and result.output.strip() and claim is not None:
+            DurableScheduler.record_output(result.output)  # its tail, for the ledger
+        if job.on_failure is not None and claim is not None:
+            self._alert(name, job, claim.job_id, scheduled, result)
+        if result.timed_out:
+            raise JobTimedOut(_failure_text(result))
+        if not result.ok:
+            raise JobFailed(_failure_text(result))
+
+    def _alert(
+        self, name: str, job: JobConfig, job_id: str, scheduled: float, result: RunResult
+    ) -> None:
+        """Queue ``on_failure``'s alert if this run starts or ends a failing streak."""
+        try:  # the runs before this one, as the ledger has them (this one is not in yet)
+            before = failure_summary(self.store, job_id)["consecutive_failures"] or 0
+        except Exception as exc:
+            _log.error("job %r: cannot read its failure streak for on_failure: %s", name, exc)
+            return
+        self.alerts.run_ended(
+            name,
+            job.on_failure,
+            ok=result.ok,
+            failures_before=before,
+            scheduled=scheduled,
+            status=result.status,
+            error=None if result.ok else _failure_text(result),
+            output=result.output,
+        )
+
+    def _ended(self, name: str, scheduled: float, job: JobConfig, result: RunResult) -> None:
+        """An attempt ended: its log line, then (``output = "log"``, ok) what it wrote."""
+        self.log.finished(name, scheduled, result)
+        if result.ok and job.output == "log":
+            self.log.output(name, scheduled, result)
+
+    def _on_event(self, event: RunEvent) -> None:
+        if event.job_id is None:
+            return
+        namespace, _, name = event.job_id.partition("/")
+        if namespace != self.namespace:
+            return
+        if event.kind is EventKind.STARTED:  # a new run: any stretch before it is over
+            if self._wake_w >= 0:  # the main loop looks for skips while runs go on
+                with contextlib.suppress(BlockingIOError, OSError):
+                    os.write(self._wake_w, b"\0")
+            with self._stretch_lock:
+                stretch = self._stretches.pop(event.job_id, None)
+            if stretch is not None and stretch.pending:
+                self._log_pending(name, stretch)
+            return
+        if event.kind not in (EventKind.SKIPPED, EventKind.MISSED):
+            return
+        reason = "overlap" if event.kind is EventKind.SKIPPED else "missed"
+        count = max(1, event.missed)
+        with self._stretch_lock:
+            stretch = self._stretches.get(event.job_id)
+            if stretch is not None and stretch.first == event.scheduled:
+                del self._stretches[event.job_id]
+            else:
+                stretch = None
+        if stretch is None:
+            self.log.skipped(name, event.scheduled, reason=reason, count=count)
+            return
+        # The durable layer decided the slots this stretch has been logging as they
+        # passed: log only the ones not logged yet.
+        left = count - stretch.logged
+        if left <= 0:
+            return
+        if stretch.pending:
+            start = stretch.pending_first
+        else:
+            _, after, _ = _slots_between(
+                stretch.schedule, stretch.first, stretch.seen_until, math.inf
+            )
+            start = event.scheduled if after is None else after
+        self.log.skipped(name, start, reason=reason, count=left)
+
+    def _log_pending(self, name: str, stretch: _Stretch) -> None:
+        self.log.skipped(
+            name,
+            stretch.pending_first,
+            reason="overlap",
+            count=stretch.pending,
+            last=stretch.pending_last,
+        )
+        stretch.logged += stretch.pending
+        stretch.pending = 0
+        stretch.last_line = time.monotonic()
+
+    def check_skips(self) -> None:
+        """Log the slots of ``overlap = "skip"`` jobs that pass while their run goes on.
+
+        The durable layer decides such a slot when the blocking run ends (it stays
+        unclaimed until then); this logs it as it passes. Lines are rate-limited: at
+        most one per job per second, with a count. The end-of-run decision then logs
+        only what is left. Called every `_SKIP_CHECK` seconds by the main loop.
+        """
+        for jid in self.scheduler.running():
+            namespace, _, name = jid.partition("/")
+            job = self._jobs.get(name)
+            if namespace != self.namespace or job is None or job.overlap != "skip":
+                continue
+            now = self._wall()
+            state = self.store.get(jid)
+            if state is None or state.next_run is None or state.next_run > now:
+                continue
+            starts = [
+                c.started
+                for c in state.claims
+                if c.owner == self.scheduler.owner and c.started is not None
+            ]
+            if not starts:
+                continue  # claimed, not started yet: nothing overlaps it so far
+            if jid not in self.scheduler.running():
+                continue  # it ended meanwhile: the durable layer decides the slot
+            # Held from before the slot to `now` and after: every slot up to `now`
+            # came while it ran.
+            with self._stretch_lock:
+                stretch = self._stretches.get(jid)
+                if stretch is None or stretch.first != state.next_run:
+                    stretch = _Stretch(state.next_run, state.spec.schedule)
+                    self._stretches[jid] = stretch
+                lo = stretch.seen_until
+                if lo is None and stretch.first < min(starts):
+                    # Its first slot came before the run started (the pool was busy):
+                    # the durable layer decides that one; count those during the run.
+                    lo = min(starts) - 1e-6
+                count, first, last = _slots_between(stretch.schedule, stretch.first, lo, now)
+                stretch.seen_until = now
+                if count:
+                    if not stretch.pending:
+                        stretch.pending_first = first or now
+                    stretch.pending += count
+                    stretch.pending_last = last or now
+                due = stretch.pending and time.monotonic() - stretch.last_line >= _SKIP_LINE_EVERY
+                if due:
+                    self._log_pending(name, stretch)
+
+    # -- the main thread ------------------------------------------------------------------
+
+    def serve(self, *, run_for: float | None = None) -> int:
+        """Run until SIGTERM/SIGINT (or ``run_for`` seconds), then shut down; return 0.
+
+        Must be called from the main thread (it installs signal handlers). SIGHUP
+        reloads the file. The store is closed on return.
+        """
+        global _active
+        with _active_lock:
+            if _active is not None:
+                raise RuntimeError("a tickwork daemon is already running in this process")
+            _active = self
+        self._wake_r, self._wake_w = os.pipe()
+        os.set_blocking(self._wake_r, False)
+        os.set_blocking(self._wake_w, False)
+        previous = {
+            sig: signal.signal(sig, self._on_signal) for sig in (*_STOP_SIGNALS, signal.SIGHUP)
+        }
+        try:
+            self.end_survivors()
+            self.alerts.start()
+            self.scheduler.start()
+            self._loop(run_for)
+            self._shutdown()
+            self.alerts.close()
+        finally:
+            for sig, handler in previous.items():
+                signal.signal(sig, handler)
+            os.close(self._wake_r)
+            os.close(self._wake_w)
+            with _active_lock:
+                _active = None
+            self.store.close()
+        return 0
+
+    def end_survivors(self) -> int:
+        """End the runs a killed daemon of this state left behind; return how many groups.
+
+        A run's supervisor ends its group when its daemon dies; this catches the runs
+        whose supervisor died too (a ``kill -9`` of the whole process tree, the OOM
+        killer) or is still in its ``kill_grace``. Called by `serve` before any run
+        starts, so a job never runs beside a survivor of itself. Each group gets
+        SIGTERM, then SIGKILL after the job's ``kill_grace``.
+        """
+        found = find_survivors(self.state_key)
+        if not found:
+            return 0
+        groups: dict[int, list[Survivor]] = {}
+        for survivor in found:
+            groups.setdefault(survivor.pgid, []).append(survivor)
+        for pgid, members in sorted(groups.items()):
+            first = members[0]
+            _log.warning(
+                "job %r: a run started by daemon pid %d, which is gone, is still going"
+                " (process group %d, %d process(es)); ending it before any run starts",
+                first.job,
+                first.daemon_pid,
+                pgid,
+                len(members),
+            )
+        grace = max(
+            (self._jobs[s.job].kill_grace for s in found if s.job in self._jobs),
+            default=10.0,
+        )
+        left = end_survivors(found, grace)
+        if left:
+            _log.error(
+                "could not end %d process(es) of earlier runs: %s",
+                len(left),
+                ", ".join(f"pid {s.pid} (job {s.job!r})" for s in left),
+            )
+        return len(groups)
+
+    def _on_signal(self, signum: int, frame: FrameType | None) -> None:
+        # Only record it and wake the main loop: the work happens in _loop.
+        self._signals.append(signum)
+        with contextlib.suppress(BlockingIOError, OSError):
+            os.write(self._wake_w, b"\0")
+
+    def _wait(self, timeout: float | None) -> None:
+        """Sleep until a signal arrives or ``timeout`` seconds pass."""
+        if timeout is not None and timeout <= 0:
+            return
+        with contextlib.suppress(InterruptedError):
+            select.select([self._wake_r], [], [], timeout)
+        with contextlib.suppress(BlockingIOError):
+            while os.read(self._wake_r, 512):
+                pass
+
+    def _file_stamp(self) -> tuple[int, int, int] | None:
+        try:
+            st = os.stat(self.config_path)
+        except OSError:
+            return None
+        return (st.st_mtime_ns, st.st_size, st.st_ino)
+
+    def _loop(self, run_for: float | None) -> None:
+        end = None if run_for is None else time.monotonic() + run_for
+        stamp = self._file_stamp()
+        while True:
+            while self._signals:
+                sig = self._signals.pop(0)
+                if sig in _STOP_SIGNALS:
+                    _log.info("got %s: shutting down", signal.Signals(sig).name)
+                    return
+                _log.info("got SIGHUP: reloading %s", self.config_path)
+                self.reload()
+                stamp = self._file_stamp()
+            if end is not None and time.monotonic() >= end:
+                _log.info("--for time is up: shutting down")
+                return
+            if self.watch:
+                now_stamp = self._file_stamp()
+                if now_stamp is not None and now_stamp != stamp:
+                    stamp = now_stamp
+                    _log.info("%s changed: reloading", self.config_path)
+                    self.reload()
+            waits = [1.0] if self.watch else []
+            if self.scheduler.running():
+                try:
+                    self.check_skips()
+                except Exception:  # the state is unreachable: the scheduler says so
+                    _log.debug("looking for skipped runs failed", exc_info=True)
+                waits.append(_SKIP_CHECK)
+            if end is not None:
+                waits.append(end - time.monotonic())
+            self._wait(min(waits) if waits else None)
+
+    def _wait_idle(self, seconds: float) -> bool:
+        """Wait up to ``seconds`` for every run to end; a second stop signal cuts it short."""
+        give_up = time.monotonic() + seconds
+        while self.scheduler.running():
+            left = give_up - time.monotonic()
+            if left <= 0 or any(s in _STOP_SIGNALS for s in self._signals):
+                return False
+            self._wait(min(left, 0.05))
+        return True
+
+    def _shutdown(self) -> None:
+        # No run starts after this; claims not yet started are handed back.
+        self.scheduler.stop(wait=False)
+        self._stop.set()  # no retry starts, a backoff or a jitter wait ends now
+        self._signals.clear()
+        running = sum(self.scheduler.running().values())
+        if running:
+            _log.info(
+                "waiting up to %s for %d running job(s)",
+                _seconds_text(self.shutdown_grace),
+                running,
+            )
+        if not self._wait_idle(self.shutdown_grace):
+            n = self._groups.terminate_all()
+            _log.warning("shutdown grace over: terminating %d running command(s)", n)
+            kill_grace = max((j.kill_grace for j in self._jobs.values()), default=10.0)
+            self._signals.clear()
+            if not self._wait_idle(kill_grace + _SETTLE):
+                left = self.scheduler.running()
+                _log.error(
+                    "exiting with runs still going (in-process calls cannot be terminated): %s",
+                    ", ".join(sorted(left)),
+                )
+                logging.shutdown()
+                sys.stderr.flush()
+                os._exit(0)  # the pool's threads would keep the interpreter alive
+        self.scheduler.stop(wait=True, timeout=5.0)
+        _log.info("stopped")
+
+
+@dataclass(frozen=True, slots=True)
+class DaemonConfig:
+    """Everything `run_daemon` needs to run a jobs file: what ``tickwork run`` parses.
+
+    Build it from code to embed the daemon (tests do), or from ``tickwork run``'s
+    options (`tickwork._cli.run`). Only ``jobs_file`` is required.
+    """
+
+    jobs_file: str
+    """The TOML jobs file (docs/daemon.md)."""
+    state: str | None = None
+    """The SQLite state file; default: next to the jobs file (`default_state_path`)."""
+    database: str | None = None
+    """A PostgreSQL DSN instead of a state file (several hosts share one schedule)."""
+    namespace: str | None = None
+    """The id prefix of this file's jobs; default: from the file's name."""
+    log_format: LogFormat = "text"
+    """``"text"`` or ``"json"`` lines on ``err``."""
+    shutdown_grace: float = 30.0
+    """Seconds running jobs get after SIGTERM before they are killed."""
+    lease: float = 30.0
+    """The scheduler's lease (seconds); see `DurableScheduler`."""
+    poll: float = 10.0
+    """The scheduler's safety poll (seconds): changes by other processes wake it sooner
+    (PostgreSQL's NOTIFY, SQLite's change check)."""
+    workers: int = 32
+    """How many runs may go at once."""
+    watch: bool = False
+    """Reload the file when it changes (SIGHUP always reloads)."""
+    run_for: float | None = None
+    """Stop after this many seconds (``--for``); ``None``: until a signal."""
+    http: str | None = None
+    """Serve ``/metrics`` and ``/healthz`` on this ``HOST:PORT`` (``--http``); needs the
+    ``metrics`` extra. ``None``: no HTTP endpoint."""
+    http_token: str | None = None
+    """With ``http``: the bearer token every path but ``/healthz`` requires."""
+
+    def store_location(self) -> tuple[str | None, str | None]:
+        """``(state, database)``: the database when given, else the state file."""
+        if self.database is not None:
+            return None, self.database
+        if self.state is not None:
+            return self.state, None
+        return str(default_state_path(self.jobs_file)), None
+
+
+def run_daemon(config: DaemonConfig, *, err: TextIO | None = None) -> int:
+    """Run the jobs of ``config.jobs_file`` until a signal or ``run_for``; the exit status.
+
+    One call does what ``tickwork run`` does: read and check the file (its problems,
+    each with its line, go to ``err``: status 2), open the store (status 1 if it cannot
+    be used), set up logging on ``err``, declare the jobs, log what runs where, and serve
+    until SIGTERM/SIGINT or ``config.run_for`` (status 0). Call it from the main thread
+    (it installs signal handlers).
+    """
+    from tickwork._daemon.runlog import RunLog
+
+    err = sys.stderr if err is None else err
+    try:
+        jobs = load_config(config.jobs_file)
+    except ConfigError as exc:
+        for issue in exc.errors:
+            print(issue, file=err)
+        print(f"tickwork run: {config.jobs_file}: not started, fix the file first", file=err)
+        return 2
+    try:
+        namespace = check_namespace(config.namespace or default_namespace(config.jobs_file))
+    except DaemonError as exc:
+        print(f"tickwork run: {exc}", file=err)
+        return 2
+    address: tuple[str, int] | None = None
+    if config.http is not None:
+        from tickwork._daemon.http import parse_address
+
+        try:
+            address = parse_address(config.http)
+            import prometheus_client  # noqa: F401  (needed for --http)
+        except ValueError as exc:
+            print(f"tickwork run: {exc}", file=err)
+            return 2
+        except ImportError:
+            print(
+                "tickwork run: --http needs prometheus_client: pip install 'tickwork[metrics]'",
+                file=err,
+            )
+            return 2
+    state, database = config.store_location()
+    try:
+        store = open_store(state=state, database=database)
+    except DaemonError as exc:
+        print(f"tickwork run: {exc}", file=err)
+        return 1
+    shown = redact_dsn(database or "")
+    undo = setup_logging(err, config.log_format)
+    try:
+        daemon = Daemon(
+            config.jobs_file,
+            store,
+            namespace=namespace,
+            log=RunLog(err, format=config.log_format),
+            shutdown_grace=config.shutdown_grace,
+            lease=config.lease,
+            poll=config.poll,
+            workers=config.workers,
+            watch=config.watch,
+            state_key=make_state_key(
+                namespace,
+                str(Path(state).expanduser().resolve()) if state is not None else shown,
+            ),
+        )
+        try:
+            daemon.check_store()
+            result = daemon.apply(jobs)
+        except TickworkError as exc:  # DaemonError, or a StoreError reading the state
+            store.close()
+            print(f"tickwork run: {exc}", file=err)
+            return 1
+        where = f"state {state}" if state is not None else f"database {shown}"
+        enabled = sum(job.enabled for job in jobs.jobs)
+        server = None
+        if address is not None:
+            try:
+                server = _status_server(daemon, namespace, address, config.http_token)
+            except OSError as exc:
+                store.close()
+                print(f"tickwork run: --http {config.http}: cannot listen: {exc}", file=err)
+                return 1
+        _log.info(
+            "%s",
+            f"running {enabled} job{'s' if enabled != 1 else ''} from {config.jobs_file}"
+            f" ({result.summary()}; {where}; pid {os.getpid()})",
+        )
+        try:
+            if server is not None:
+                server.start()
+                _log.info("%s", f"metrics at {server.url}/metrics, health at {server.url}/healthz")
+            return daemon.serve(run_for=config.run_for)
+        finally:
+            if server is not None:
+                server.close()
+    finally:
+        undo()
+
+
+def _status_server(
+    daemon: Daemon, namespace: str, address: tuple[str, int], token: str | None
+) -> StatusServer:
+    """The ``--http`` endpoint: metrics of the daemon's jobs (by name) and its health."""
+    from tickwork._daemon.http import StatusServer, is_loopback
+    from tickwork.metrics import SchedulerMetrics
+
+    metrics = SchedulerMetrics(job_label=lambda job: job.removeprefix(namespace + "/"))
+    metrics.watch(daemon.scheduler)
+    if not is_loopback(address[0]) and token is None:
+        _log.warning(
+            "--http %s:%d is reachable from other hosts and has no --http-token: anyone who"
+            " can connect reads the job names and figures",
+            *address,
+        )
+    return StatusServer(
+        address,
+        metrics.registry,
+        daemon.scheduler,
+        token=token,
+        page=lambda: _status_page(daemon, namespace),
+    )
+
+
+def _status_page(daemon: Daemon, namespace: str) -> str:
+    """The status page of the daemon's jobs: what the state says right now."""
+    from tickwork._core.text import schedule_words
+    from tickwork._daemon.status_page import ACTIONS_SHOWN, STRIP, JobView, render
+
+    now = time.time()
+    views: list[JobView] = []
+    nodes: set[str] = set()
+    for state in daemon.scheduler.jobs():
+        if not owned(state, namespace):
+            continue
+        entries = daemon.scheduler.history(state.id, limit=STRIP)
+        nodes.update(
+            owner_label(e.node) for e in entries if e.node and (e.ended or e.scheduled) > now - 3600
+        )
+        nodes.update(owner_label(c.owner) for c in state.claims if c.owner)
+        name = str(state.spec.kwargs.get("job", state.id))
+        views.append(JobView(name, state, schedule_words(state.spec.schedule), entries))
+    views.sort(key=lambda v: v.name)
+    names = {v.state.id: v.name for v in views}
+    actions = [
+        (names[a.job_id], a) for a in daemon.scheduler.actions(limit=100) if a.job_id in names
+    ][:ACTIONS_SHOWN]
+    return render(str(daemon.config_path), views, sorted(nodes), now, actions=actions)
+
+
+def _seconds_text(seconds: float) -> str:
+    return f"{seconds:g}s"
+
+
+def _failure_text(result: RunResult) -> str:
+    """What the store records for a failed run: outcome, error, end of the output."""
+    head = result.status
+    if result.attempt > 1:
+        head += f" (attempt {result.attempt})"
+    if result.error:
+        head += f": {result.error}"
+    output = result.output.strip()
+    if len(output) > _ERROR_TAIL:
+        output = "..." + output[-_ERROR_TAIL:]
+    return f"{head}\n{output}" if output else head
+
+
+# -- daemon messages in the run log's format --------------------------------------------
+
+
+class _LogFormatter(logging.Formatter):
+    """Daemon messages as one line each, text or JSON, like the run log."""
+
+    def __init__(self, fmt: LogFormat) -> None:
+        super().__init__()
+        self._json = fmt == "json"
+
+    def format(self, record: logging.LogRecord) -> str:
+        message = record.getMessage()
+        if record.exc_info and record.exc_info[1] is not None:
+            exc = record.exc_info[1]
+            message += f": {type(exc).__name__}: {exc}"
+        if self._json:
+            return json.dumps(
+                {
+                    "time": iso(record.created, millis=True),
+                    "event": "log",
+                    "level": record.levelname.lower(),
+                    "logger": record.name,
+                    "message": message,
+                },
+                ensure_ascii=False,
+            )
+        level = "" if record.levelno < logging.WARNING else f" {record.levelname.lower()}"
+        return f"{iso(record.created)} tickwork{level}: {message}"
+
+
+class _NotJobFailures(logging.Filter):
+    """Drop the durable layer's record of a failed run: the run log has said it."""
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        exc = record.exc_info[1] if record.exc_info else None
+        return not isinstance(exc, JobFailed)
+
+
+def setup_logging(stream: TextIO, fmt: LogFormat) -> Callable[[], None]:
+    """Send the ``tickwork`` loggers to ``stream`` in ``fmt``; return an undo function."""
+    handler = logging.StreamHandler(stream)
+    handler.setFormatter(_LogFormatter(fmt))
+    handler.addFilter(_NotJobFailures())
+    root = logging.getLogger("tickwork")
+    durable = logging.getLogger("tickwork.durable")
+    saved = (root.level, root.propagate, durable.level)
+    root.addHandler(handler)
+    root.setLevel(logging.INFO)
+    root.propagate = False
+    durable.setLevel(logging.WARNING)  # its INFO lines repeat the run log's skips
+
+    def undo() -> None:
+        root.removeHandler(handler)
+        root.setLevel(saved[0])
+        root.propagate = saved[1]
+        durable.setLevel(saved[2])
+
+    return undo
+
+
+def finite_seconds(name: str, value: float) -> float:
+    """``value`` if finite and >= 0, else `DaemonError` naming the option."""
+    if not math.isfinite(value) or value < 0:
+        raise DaemonError(f"{name} must be a duration >= 0, got {value!r}")
+    return value

@@ -1,0 +1,240 @@
+"""The run log of ``tickwork run``: one line when a run starts and one when it ends.
+
+Two formats, both one line per event, flushed at once:
+
+- ``text`` for people: ``2026-12-02T17:00:00Z rotate finished ok in 0.12s``. The
+  timestamp is when the line was written, so a log reads in order; a start line says
+  how late the run started, when it is late, and a skip line names the skipped run's
+  due time. Attempts and, on failure, the end of the output follow on the same line.
+- ``json`` for machines: one object per line with a fixed set of keys (`JSON_KEYS`,
+  documented in ``docs/daemon.md``); a key that does not apply is ``null``.
+"""
+
+from __future__ import annotations
+
+import json
+import signal
+import time
+from collections.abc import Callable
+from typing import Any, Final, Literal, TextIO
+
+from tickwork._core.text import iso
+from tickwork._daemon.runner import RunResult
+
+__all__ = ["JSON_KEYS", "LogFormat", "RunLog", "iso"]
+
+LogFormat = Literal["text", "json"]
+
+JSON_KEYS: Final = (
+    "time",
+    "event",
+    "job",
+    "scheduled",
+    "attempt",
+    "status",
+    "exit_code",
+    "signal",
+    "duration",
+    "late",
+    "reason",
+    "error",
+    "output",
+    "count",
+)
+"""The keys of every JSON line, in order."""
+
+_LATE: Final = 1.0  # seconds late before a text start line says so
+_TEXT_TAIL: Final = 300  # characters of output on a text failure line
+#: Most output lines of one successful run written to the log (its last ones).
+OUTPUT_LINES: Final = 50
+
+
+def _due(ts: float) -> str:
+    """A due time: ISO 8601, with milliseconds only when it is not a whole second."""
+    return iso(ts, millis=round(ts, 3) % 1 != 0)
+
+
+def _seconds(value: float) -> str:
+    if value < 10:
+        return f"{value:.2f}s"
+    if value < 60:
+        return f"{value:.1f}s"
+    minutes, seconds = divmod(round(value), 60)
+    hours, minutes = divmod(minutes, 60)
+    return f"{hours}h{minutes:02d}m{seconds:02d}s" if hours else f"{minutes}m{seconds:02d}s"
+
+
+def _one_line(text: str, limit: int) -> str:
+    text = text.strip()
+    if len(text) > limit:
+        text = "..." + text[-limit:]
+    return " | ".join(line.rstrip() for line in text.splitlines() if line.strip())
+
+
+class RunLog:
+    """Writes run events to a stream, one line each, flushed per line.
+
+    The daemon calls `started` before each attempt, `finished` after it, and `skipped`
+    for a due run it did not start. Thread-safe as far as the stream's ``write`` is
+    (each event is one ``write`` call).
+
+    Args:
+        stream: Where lines go (``sys.stderr`` by the daemon).
+        format: ``"text"`` or ``"json"``.
+        wall: The clock for the event time (``time.time``; tests pass a fake).
+    """
+
+    def __init__(
+        self,
+        stream: TextIO,
+        *,
+        format: LogFormat = "text",
+        wall: Callable[[], float] = time.time,
+    ) -> None:
+        if format not in ("text", "json"):
+            raise ValueError(f"format must be 'text' or 'json', got {format!r}")
+        self._stream = stream
+        self._format = format
+        self._wall = wall
+
+    def started(
+        self, job: str, scheduled: float, *, attempt: int = 1, origin: str = "schedule"
+    ) -> None:
+        """A run (or a retry: ``attempt`` > 1) of ``job`` due at ``scheduled`` starts now.
+
+        Args:
+            job: The job's name.
+            scheduled: The run's scheduled time, POSIX seconds.
+            attempt: 1 for the run, 2 for the first retry, ...
+            origin: ``"schedule"``, or ``"manual"`` / ``"backfill"`` for a run an
+                operator asked for (said on a text line).
+        """
+        now = self._wall()
+        late = max(0.0, now - scheduled)
+        if self._format == "json":
+            self._json(now, "started", job, scheduled, attempt=attempt, late=round(late, 3))
+            return
+        extra = [] if origin == "schedule" else [origin]
+        if attempt > 1:
+            extra.append(f"attempt {attempt}")
+        if late >= _LATE:
+            extra.append(f"{_seconds(late)} late")
+        suffix = f" ({', '.join(extra)})" if extra else ""
+        self._write(f"{iso(now)} {job} started{suffix}")
+
+    def finished(self, job: str, scheduled: float, result: RunResult) -> None:
+        """A run of ``job`` due at ``scheduled`` ended with ``result``.
+
+        Args:
+            job: The job's name.
+            scheduled: The run's scheduled time, POSIX seconds.
+            result: How it ended; its output tail is logged when it failed.
+        """
+        now = self._wall()
+        event = "finished" if result.ok else "failed"
+        if self._format == "json":
+            self._json(
+                now,
+                event,
+                job,
+                scheduled,
+                attempt=result.attempt,
+                status=result.status,
+                exit_code=result.exit_code,
+                signal=_signal(result),
+                duration=round(result.duration, 3),
+                error=result.error,
+                output=None if result.ok else result.output,
+            )
+            return
+        head = f"{iso(now)} {job} {event} {result.status}"
+        if result.attempt > 1:
+            head += f" (attempt {result.attempt})"
+        head += f" in {_seconds(result.duration)}"
+        if result.ok:
+            self._write(head)
+            return
+        details = [d for d in (result.error, _one_line(result.output, _TEXT_TAIL)) if d]
+        if result.timed_out and result.signal is not None:
+            details.insert(0, f"ended by {_signal(result)}")
+        self._write(f"{head}: {' | '.join(details)}" if details else head)
+
+    def output(self, job: str, scheduled: float, result: RunResult) -> None:
+        """The lines a successful run of ``job`` wrote, one log line each (``output = "log"``).
+
+        At most `OUTPUT_LINES` (the last ones of the kept tail), after a line saying how
+        much came before them; blank lines are left out. Text: ``<time> <job> | <line>``;
+        JSON: event ``"output"`` with the line in ``output``.
+        """
+        lines = [line.rstrip() for line in result.output.splitlines() if line.strip()]
+        if not lines:
+            return
+        shown = lines[-OUTPUT_LINES:]
+        hidden = len(lines) - len(shown)
+        dropped = max(0, result.output_bytes - len(result.output.encode()))
+        now = self._wall()
+        if hidden or dropped:
+            parts = [f"{hidden} line(s)"] if hidden else []
+            if dropped:
+                parts.append(f"{dropped} byte(s)")
+            shown.insert(0, f"... ({' and '.join(parts)} before these not shown)")
+        for line in shown:
+            if self._format == "json":
+                self._json(now, "output", job, scheduled, attempt=result.attempt, output=line)
+            else:
+                self._write(f"{iso(now)} {job} | {line}")
+
+    def skipped(
+        self,
+        job: str,
+        scheduled: float,
+        *,
+        reason: str,
+        count: int = 1,
+        last: float | None = None,
+    ) -> None:
+        """Due runs of ``job`` were not started, for ``reason``.
+
+        Args:
+            job: The job's name.
+            scheduled: The (first) skipped run's scheduled time, POSIX seconds.
+            reason: Why: ``"overlap"`` (the previous run is still going), ``"missed"``
+                (too late, past the job's grace), or ``"shutdown"``.
+            count: How many runs this line stands for (a rate-limited line).
+            last: The last of them, when ``count`` > 1 and it is known.
+        """
+        now = self._wall()
+        if self._format == "json":
+            self._json(now, "skipped", job, scheduled, reason=reason, count=count)
+            return
+        why = {
+            "overlap": "overlap: the previous run is still running",
+            "missed": "missed: too late to start",
+            "shutdown": "shutting down",
+        }.get(reason, reason)
+        if count == 1:
+            what = f"the run due {_due(scheduled)}"
+        elif last is not None:
+            what = f"{count} runs due {_due(scheduled)} to {_due(last)}"
+        else:
+            what = f"{count} runs due from {_due(scheduled)}"
+        self._write(f"{iso(now)} {job} skipped {what} ({why})")
+
+    def _json(self, now: float, event: str, job: str, scheduled: float, **fields: Any) -> None:
+        record: dict[str, Any] = dict.fromkeys(JSON_KEYS)
+        record.update(time=iso(now, millis=True), event=event, job=job)
+        record.update(scheduled=iso(scheduled, millis=True), **fields)
+        self._write(json.dumps(record, ensure_ascii=False))
+
+    def _write(self, line: str) -> None:
+        self._stream.write(line + "\n")
+        self._stream.flush()
+
+
+def _signal(result: RunResult) -> str | None:
+    if result.signal is None:
+        return None
+    try:
+        return signal.Signals(result.signal).name
+    except ValueError:
+        return str(result.signal)

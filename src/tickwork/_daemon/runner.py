@@ -1,0 +1,748 @@
+"""Run one job of a jobs file: a command in its own process group, or a Python callable.
+
+A command runs in a new session (``start_new_session=True``), so it leads its own
+process group and everything it spawns can be signalled together. Its stdout and
+stderr go to one pipe that is read as it arrives; only the last ``tail_bytes`` are
+kept, so a chatty job never costs more than that much memory.
+
+Ending a command (a timeout, or `ProcessGroups.terminate_all` at shutdown): SIGTERM
+to the whole group, then SIGKILL after ``kill_grace``. When the command exits on its
+own, the rest of its group gets SIGTERM too, and SIGKILL if it still holds the output
+pipe after ``kill_grace``: a run owns its process group, and nothing of it outlives
+the run unless it left the group (``setsid``).
+
+The main process is not reaped until the end (``waitid(..., WNOWAIT)`` sees its
+exit), so its pid, which is the group id, cannot be reused while we signal the group.
+
+With a `ProcessGroups` (as the daemon runs them), a command is started through a small
+supervisor process (``_supervisor.py``) that leads the group, runs the command as its
+child and ends the way the command ended. The supervisor holds the read end of a
+*lifeline* pipe whose write end only this process holds: if this process dies, even by
+SIGKILL, the pipe ends and the supervisor terminates the group (SIGTERM, then SIGKILL
+after ``kill_grace``). Each supervised process carries ``TICKWORK_SUPERVISED`` in its
+environment, naming the daemon that started it, so a restarted daemon can find (with
+`find_survivors`) and end (`end_survivors`) runs whose supervisor was killed too.
+
+`run_with_retries` is the attempt loop: exponential backoff with an injectable sleep,
+interrupted by a stop event so that shutdown never waits out a backoff.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import importlib
+import inspect
+import os
+import selectors
+import signal
+import subprocess
+import sys
+import threading
+import time
+import traceback
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass, replace
+from pathlib import Path
+from typing import Any, Final
+
+from tickwork._daemon.config import JobConfig
+from tickwork.stores._procs import proc_stat, process_alive
+
+__all__ = [
+    "MARKER_ENV",
+    "TAIL_BYTES",
+    "ProcessGroups",
+    "RunResult",
+    "Survivor",
+    "backoff_delay",
+    "daemon_marker",
+    "end_survivors",
+    "find_survivors",
+    "resolve_callable",
+    "run_attempt",
+    "run_call",
+    "run_command",
+    "run_job",
+    "run_with_retries",
+]
+
+TAIL_BYTES: Final = 4096
+"""How much of a command's combined output a `RunResult` keeps (the end of it)."""
+
+_READ_CHUNK: Final = 65536
+_POLL: Final = 0.05  # only where pidfd_open is missing (macOS): how often to look for exit
+_DRAIN: Final = 1.0  # after SIGKILL, how long to wait for the pipe to close
+_SUPERVISOR: Final = str(Path(__file__).with_name("supervisor.py"))
+
+MARKER_ENV: Final = "TICKWORK_SUPERVISED"
+"""The variable that marks a supervised run: ``KEY:DAEMON_PID:DAEMON_START:JOB``."""
+
+
+@dataclass(frozen=True, slots=True)
+class RunResult:
+    """How one attempt of a job ended.
+
+    A run is `ok` when it exited with status 0 (a callable: returned) in time.
+    """
+
+    exit_code: int | None = None
+    """The exit status; ``None`` if killed by a signal or if it never ran to the end
+    (a callable that raised, a command that could not start)."""
+    signal: int | None = None
+    """The signal that ended the main process, if one did."""
+    timed_out: bool = False
+    """The run exceeded its timeout and was terminated."""
+    cancelled: bool = False
+    """The run was terminated (or never started) because the daemon is stopping."""
+    error: str | None = None
+    """Why the job could not run or what it raised: ``"ValueError: bad input"``."""
+    duration: float = 0.0
+    """Seconds from start to end, including any kill grace."""
+    output: str = ""
+    """The end of the combined stdout and stderr (a callable: the traceback)."""
+    output_bytes: int = 0
+    """How many bytes of output there were in all (more than `output` holds if large)."""
+    attempt: int = 1
+    """Which attempt this was (1 is the first run, 2 the first retry, ...)."""
+
+    @property
+    def ok(self) -> bool:
+        """Whether the run succeeded."""
+        return self.exit_code == 0 and not self.timed_out and not self.cancelled
+
+    @property
+    def status(self) -> str:
+        """A short word for the outcome.
+
+        One of ``ok``, ``exit=3``, ``signal=SIGKILL``, ``timeout``, ``cancelled``,
+        ``error``.
+        """
+        if self.timed_out:
+            return "timeout"
+        if self.cancelled:
+            return "cancelled"
+        if self.exit_code == 0:
+            return "ok"
+        if self.exit_code is not None:
+            return f"exit={self.exit_code}"
+        if self.signal is not None:
+            return f"signal={_signal_name(self.signal)}"
+        return "error"
+
+
+def _signal_name(number: int) -> str:
+    try:
+        return signal.Signals(number).name
+    except ValueError:
+        return str(number)
+
+
+class ProcessGroups:
+    """The commands running now, so that a stopping daemon can end them all.
+
+    Pass the same instance to every `run_command` (or `run_job`). Thread-safe. The
+    commands run through the supervisor (see the module docstring), which ends their
+    groups if this process dies.
+
+    Args:
+        marker: ``KEY:PID:START`` from `daemon_marker`, put (with the job's name) in
+            each run's environment as `MARKER_ENV`, for `find_survivors`.
+    """
+
+    def __init__(self, *, marker: str | None = None) -> None:
+        self._lock = threading.Lock()
+        self._runs: set[_Run] = set()
+        self._closed = False
+        self.marker = marker
+        self._lifeline: int | None = None  # read end; the write end stays in this process
+        self._lifeline_w: int | None = None  # kept open (and referenced) until exit
+
+    def lifeline(self) -> int:
+        """The read end of the lifeline pipe (created on first use), for supervisors.
+
+        Its write end is never closed and never inherited, so it ends exactly when this
+        process does.
+        """
+        with self._lock:
+            if self._lifeline is None:
+                read, write = os.pipe()  # both non-inheritable
+                self._lifeline = read
+                self._lifeline_w = write
+            return self._lifeline
+
+    def __len__(self) -> int:
+        with self._lock:
+            return len(self._runs)
+
+    @property
+    def closed(self) -> bool:
+        """Whether `terminate_all` was called with ``close=True``."""
+        return self._closed
+
+    def terminate_all(self, *, close: bool = True) -> int:
+        """Terminate every running command: SIGTERM to its group, SIGKILL after its grace.
+
+        Returns at once; each run escalates on its own and its `RunResult` says
+        ``cancelled``. Wait for the calls that run the commands to return.
+
+        Args:
+            close: Also cancel every command started from now on (the default, for
+                shutdown), instead of letting it run.
+
+        Returns:
+            How many runs were told to stop.
+        """
+        with self._lock:
+            self._closed = self._closed or close
+            runs = list(self._runs)
+        for run in runs:
+            run.cancel()
+        return len(runs)
+
+    def _add(self, run: _Run) -> None:
+        with self._lock:
+            self._runs.add(run)
+            closed = self._closed
+        if closed:
+            run.cancel()
+
+    def _discard(self, run: _Run) -> None:
+        with self._lock:
+            self._runs.discard(run)
+
+
+class _Run:
+    """One running command's cancel flag and the pipe that wakes its supervisor."""
+
+    def __init__(self) -> None:
+        self._lock = threading.Lock()
+        self.cancelled = False
+        self.wake_r, self._wake_w = os.pipe()
+        os.set_blocking(self._wake_w, False)
+        self._open = True
+
+    def cancel(self) -> None:
+        with self._lock:
+            self.cancelled = True
+            if self._open:
+                with contextlib.suppress(BlockingIOError):  # full: already woken
+                    os.write(self._wake_w, b"x")
+
+    def close(self) -> None:
+        with self._lock:
+            self._open = False
+            os.close(self._wake_w)
+            os.close(self.wake_r)
+
+
+class _Tail:
+    """The last ``limit`` bytes of a stream, in memory bounded by ``2 * limit``."""
+
+    def __init__(self, limit: int) -> None:
+        self.limit = limit
+        self.buf = bytearray()
+        self.total = 0
+
+    def feed(self, data: bytes) -> None:
+        self.total += len(data)
+        self.buf += data
+        if len(self.buf) > 2 * self.limit:
+            del self.buf[: -self.limit]
+
+    def text(self) -> str:
+        data = bytes(self.buf[-self.limit :]) if self.limit else b""
+        if self.total > len(data):
+            # The cut may fall inside a UTF-8 sequence: drop its continuation bytes.
+            data = data.lstrip(bytes(range(0x80, 0xC0)))
+        return data.decode("utf-8", errors="replace")
+
+
+def _killpg(pgid: int, sig: int) -> None:
+    # Nothing left in the group (PermissionError: macOS, when only a zombie is left).
+    with contextlib.suppress(ProcessLookupError, PermissionError):
+        os.killpg(pgid, sig)
+
+
+def _has_exited(pid: int) -> bool:
+    # WNOWAIT: look without reaping, so the pid (= the group id) stays ours.
+    return os.waitid(os.P_PID, pid, os.WEXITED | os.WNOHANG | os.WNOWAIT) is not None
+
+
+def run_command(
+    command: Sequence[str] | str,
+    *,
+    shell: bool = False,
+    env: Mapping[str, str] | None = None,
+    cwd: str | None = None,
+    timeout: float | None = None,
+    kill_grace: float = 10.0,
+    tail_bytes: int = TAIL_BYTES,
+    groups: ProcessGroups | None = None,
+    base_env: Mapping[str, str] | None = None,
+    job: str = "",
+) -> RunResult:
+    """Run a command in its own process group and wait for it to end.
+
+    With ``groups``, the command runs under the supervisor, whose group does not
+    outlive this process (see the module docstring).
+
+    Args:
+        command: The argv, or a shell script when ``shell`` is true.
+        shell: Run ``command`` with ``/bin/sh -c``; never implied.
+        env: Variables set over ``base_env``.
+        cwd: The working directory (default: the daemon's).
+        timeout: Seconds before the group gets SIGTERM (``None``: no limit).
+        kill_grace: Seconds from SIGTERM to SIGKILL.
+        tail_bytes: How much of the end of the output to keep.
+        groups: The registry that `ProcessGroups.terminate_all` uses at shutdown.
+        base_env: The environment to start from (default: ``os.environ``).
+        job: The job's name, recorded in `MARKER_ENV` (with ``groups.marker``).
+
+    Returns:
+        How the command ended. A command that cannot start (no such program or
+        directory) is a result with `RunResult.error` set, not an exception.
+    """
+    if isinstance(command, str) and not shell:
+        raise TypeError(f"command is a string but shell is false: {command!r}")
+    start = time.monotonic()
+    full_env = dict(os.environ if base_env is None else base_env)
+    full_env.update(env or {})
+    if groups is not None and groups.closed:
+        return RunResult(cancelled=True, error="not started: shutting down")
+    what = command if isinstance(command, str) else command[0]
+    where = f" in {cwd!r}" if cwd else ""
+    argv: list[str] = ["/bin/sh", "-c", command] if isinstance(command, str) else list(command)
+    status_r = -1
+    if groups is not None and sys.executable:
+        if groups.marker is not None:
+            full_env[MARKER_ENV] = f"{groups.marker}:{job}"
+        lifeline = groups.lifeline()
+        status_r, status_w = os.pipe()
+        popen_args: list[str] = [
+            sys.executable,
+            "-I",
+            "-S",
+            _SUPERVISOR,
+            str(lifeline),
+            str(status_w),
+            repr(float(kill_grace)),
+            "--",
+            *argv,
+        ]
+        pass_fds: tuple[int, ...] = (lifeline, status_w)
+    else:
+        popen_args, pass_fds = argv, ()
+    try:
+        proc = subprocess.Popen(
+            popen_args,
+            env=full_env,
+            cwd=cwd,
+            stdin=subprocess.DEVNULL,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.STDOUT,
+            start_new_session=True,
+            pass_fds=pass_fds,
+        )
+    except OSError as exc:
+        if status_r >= 0:
+            os.close(status_r)
+        return RunResult(
+            error=f"cannot start {what!r}{where}: {exc.strerror or exc}",
+            duration=time.monotonic() - start,
+        )
+    finally:
+        if status_r >= 0:
+            os.close(status_w)
+    run = _Run()
+    if groups is not None:
+        groups._add(run)
+    try:
+        tail = _Tail(tail_bytes)
+        timed_out, cancelled = _supervise(proc, run, tail, start, timeout, kill_grace)
+        proc.wait()
+    finally:
+        if groups is not None:
+            groups._discard(run)
+        run.close()
+        if proc.stdout is not None:
+            proc.stdout.close()
+        report = _read_status(status_r) if status_r >= 0 else ""
+    if report.startswith("error "):  # the supervisor could not start the command
+        return RunResult(
+            error=f"cannot start {what!r}{where}: {report[6:]}",
+            duration=time.monotonic() - start,
+            output=tail.text(),
+            output_bytes=tail.total,
+        )
+    code = proc.returncode
+    return RunResult(
+        exit_code=code if code >= 0 else None,
+        signal=-code if code < 0 else None,
+        timed_out=timed_out,
+        cancelled=cancelled and not timed_out,
+        duration=time.monotonic() - start,
+        output=tail.text(),
+        output_bytes=tail.total,
+    )
+
+
+def _read_status(fd: int) -> str:
+    """What the supervisor reported on its status pipe (``pid N`` or ``error TEXT``)."""
+    try:
+        os.set_blocking(fd, False)
+        data = b""
+        with contextlib.suppress(BlockingIOError):
+            while chunk := os.read(fd, 4096):
+                data += chunk
+    finally:
+        os.close(fd)
+    return data.decode(errors="replace").strip()
+
+
+def _supervise(
+    proc: subprocess.Popen[bytes],
+    run: _Run,
+    tail: _Tail,
+    start: float,
+    timeout: float | None,
+    kill_grace: float,
+) -> tuple[bool, bool]:
+    """Read output and enforce the deadlines until the command is over.
+
+    Returns:
+        ``(timed_out, cancelled)``.
+    """
+    assert proc.stdout is not None
+    pgid = proc.pid
+    out = proc.stdout.fileno()
+    os.set_blocking(out, False)
+    deadline = None if timeout is None else start + timeout
+    timed_out = cancelled = exited = eof = False
+    kill_at: float | None = None  # set when SIGTERM went out
+    give_up_at: float | None = None  # set when SIGKILL went out
+    with selectors.DefaultSelector() as sel:
+        sel.register(out, selectors.EVENT_READ, "out")
+        sel.register(run.wake_r, selectors.EVENT_READ, "wake")
+        pidfd = -1
+        try:
+            pidfd = os.pidfd_open(proc.pid)
+            sel.register(pidfd, selectors.EVENT_READ, "exit")
+        except (AttributeError, OSError):
+            pass  # no pidfd (macOS, old Linux): poll for the exit instead
+        try:
+            while True:
+                now = time.monotonic()
+                if not exited:
+                    exited = _has_exited(proc.pid)
+                if kill_at is None:
+                    if exited:  # the rest of its group goes with it
+                        reason = "exited"
+                    elif deadline is not None and now >= deadline:
+                        reason, timed_out = "timeout", True
+                    elif run.cancelled:
+                        reason, cancelled = "cancel", True
+                    else:
+                        reason = ""
+                    if reason:
+                        _killpg(pgid, signal.SIGTERM)
+                        kill_at = now + kill_grace
+                if exited and eof:
+                    break
+                if kill_at is not None and give_up_at is None and now >= kill_at:
+                    _killpg(pgid, signal.SIGKILL)
+                    give_up_at = now + _DRAIN
+                if give_up_at is not None and exited and now >= give_up_at:
+                    break  # something outside the group holds the pipe: stop reading
+                waits = [
+                    t - now
+                    for t in (
+                        deadline if kill_at is None else None,
+                        kill_at if give_up_at is None else None,
+                        give_up_at,
+                    )
+                    if t is not None
+                ]
+                if pidfd < 0 and not exited:
+                    waits.append(_POLL)
+                wait = max(0.0, min(waits)) if waits else None
+                for key, _ in sel.select(wait):
+                    if key.data == "out":
+                        try:
+                            data = os.read(out, _READ_CHUNK)
+                        except BlockingIOError:
+                            continue
+                        if data:
+                            tail.feed(data)
+                        else:
+                            eof = True
+                            sel.unregister(out)
+                    elif key.data == "wake":
+                        os.read(run.wake_r, 64)
+                    else:
+                        sel.unregister(pidfd)
+        finally:
+            if pidfd >= 0:
+                os.close(pidfd)
+    return timed_out, cancelled
+
+
+def resolve_callable(target: str) -> Callable[..., Any]:
+    """Import ``"package.module:function"`` (the part after ``:`` may be dotted).
+
+    Raises:
+        ImportError: the module cannot be imported.
+        AttributeError: the module has no such attribute.
+        TypeError: the attribute is not callable, or ``target`` has no ``:``.
+    """
+    module_name, sep, qualname = target.partition(":")
+    if not sep or not module_name or not qualname:
+        raise TypeError(f"call must look like 'package.module:function', got {target!r}")
+    obj: Any = importlib.import_module(module_name)
+    for part in qualname.split("."):
+        obj = getattr(obj, part)
+    if not callable(obj):
+        raise TypeError(f"call {target!r} is not callable, got {obj!r}")
+    return obj  # type: ignore[no-any-return]
+
+
+def run_call(
+    target: str | Callable[..., Any],
+    args: Sequence[Any] = (),
+    kwargs: Mapping[str, Any] | None = None,
+    *,
+    tail_bytes: int = TAIL_BYTES,
+) -> RunResult:
+    """Call a Python function in this process; a coroutine it returns is run to the end.
+
+    Its output is not captured (it shares the daemon's streams). An `Exception` it
+    raises, or a failure to import it, makes a failed result whose `RunResult.output`
+    is the end of the traceback; `SystemExit` counts as an exit status.
+    """
+    start = time.monotonic()
+    try:
+        fn = resolve_callable(target) if isinstance(target, str) else target
+        value = fn(*args, **dict(kwargs or {}))
+        if inspect.iscoroutine(value):
+            import asyncio  # only for async jobs: the daemon itself is threads
+
+            asyncio.run(value)
+    except SystemExit as exc:
+        code = exc.code if isinstance(exc.code, int) else (0 if exc.code is None else 1)
+        return RunResult(exit_code=code, duration=time.monotonic() - start)
+    except Exception as exc:
+        trace = "".join(traceback.format_exception(exc))
+        return RunResult(
+            error=f"{type(exc).__name__}: {exc}",
+            duration=time.monotonic() - start,
+            output=trace[-tail_bytes:] if tail_bytes else "",
+            output_bytes=len(trace.encode()),
+        )
+    return RunResult(exit_code=0, duration=time.monotonic() - start)
+
+
+def run_attempt(
+    job: JobConfig, *, groups: ProcessGroups | None = None, tail_bytes: int = TAIL_BYTES
+) -> RunResult:
+    """Run ``job`` once, as a command or a call, with its options."""
+    if job.call is not None:
+        return run_call(job.call, job.args, job.kwargs, tail_bytes=tail_bytes)
+    assert job.command is not None
+    return run_command(
+        job.command,
+        shell=job.shell,
+        env=job.env,
+        cwd=job.cwd,
+        timeout=job.timeout,
+        kill_grace=job.kill_grace,
+        tail_bytes=tail_bytes,
+        groups=groups,
+        job=job.name,
+    )
+
+
+def backoff_delay(retry: int, *, base: float, cap: float) -> float:
+    """Seconds to wait before retry number ``retry`` (1-based).
+
+    ``base * 2**(retry-1)``, at most ``cap``.
+    """
+    return min(cap, base * 2.0 ** min(retry - 1, 64))
+
+
+def run_with_retries(
+    attempt: Callable[[int], RunResult],
+    *,
+    retries: int,
+    backoff: float,
+    backoff_max: float = 300.0,
+    stop: threading.Event | None = None,
+    sleep: Callable[[float], object] | None = None,
+) -> RunResult:
+    """Run ``attempt(1)``, then retry failures up to ``retries`` times with backoff.
+
+    Args:
+        attempt: Runs attempt number ``n`` (1-based) and returns its result.
+        retries: Further attempts after a failure (0: run once).
+        backoff: Seconds before the first retry; doubled for each further one.
+        backoff_max: The cap on the backoff.
+        stop: When set (shutdown), no further attempt starts and a backoff ends at once.
+        sleep: Waits the given seconds; returns true if interrupted. The default waits
+            on ``stop``. Tests inject one that records the delays.
+
+    Returns:
+        The last attempt's result, with `RunResult.attempt` set. A cancelled result
+        is never retried.
+    """
+    wait = sleep if sleep is not None else (stop or threading.Event()).wait
+    n = 1
+    while True:
+        result = replace(attempt(n), attempt=n)
+        if result.ok or result.cancelled or n > retries or (stop is not None and stop.is_set()):
+            return result
+        interrupted = wait(backoff_delay(n, base=backoff, cap=backoff_max))
+        if interrupted or (stop is not None and stop.is_set()):
+            return result
+        n += 1
+
+
+def run_job(
+    job: JobConfig,
+    *,
+    groups: ProcessGroups | None = None,
+    stop: threading.Event | None = None,
+    sleep: Callable[[float], object] | None = None,
+    on_start: Callable[[int], object] | None = None,
+    on_end: Callable[[RunResult], object] | None = None,
+    tail_bytes: int = TAIL_BYTES,
+) -> RunResult:
+    """Run ``job`` with its retries: the whole of one scheduled run.
+
+    Args:
+        job: The job.
+        groups: Where running commands are registered for `ProcessGroups.terminate_all`.
+        stop: Set at shutdown: no new attempt starts and a backoff ends at once.
+        sleep: Injectable backoff wait (see `run_with_retries`).
+        on_start: Called with the attempt number before each attempt (the run log).
+        on_end: Called with each attempt's result.
+        tail_bytes: How much of the end of the output to keep.
+
+    Returns:
+        The last attempt's result.
+    """
+
+    def attempt(n: int) -> RunResult:
+        if on_start is not None:
+            on_start(n)
+        result = replace(run_attempt(job, groups=groups, tail_bytes=tail_bytes), attempt=n)
+        if on_end is not None:
+            on_end(result)
+        return result
+
+    return run_with_retries(
+        attempt,
+        retries=job.retries,
+        backoff=job.retry_backoff,
+        backoff_max=job.retry_backoff_max,
+        stop=stop,
+        sleep=sleep,
+    )
+
+
+# -- runs that outlived their daemon --------------------------------------------------
+
+
+def daemon_marker(key: str) -> str:
+    """``KEY:PID:START`` naming this process (START: its start time, from /proc).
+
+    Args:
+        key: Names the state and namespace the daemon runs (hex digits, no ``:``).
+    """
+    stat = proc_stat(os.getpid())
+    return f"{key}:{os.getpid()}:{stat[2] if stat else 0}"
+
+
+@dataclass(frozen=True, slots=True)
+class Survivor:
+    """A process of a run whose daemon is gone."""
+
+    pid: int
+    """The process."""
+    started: int
+    """Its start time (clock ticks since boot): with ``pid``, its identity."""
+    pgid: int
+    """Its process group (the run's)."""
+    job: str
+    """The job whose run it belongs to."""
+    daemon_pid: int
+    """The pid of the daemon that started the run (no longer running)."""
+
+
+def find_survivors(key: str) -> list[Survivor]:
+    """The processes of runs started by daemons of ``key`` that are no longer running.
+
+    A process belongs to a run when its environment holds `MARKER_ENV` (inherited from
+    the supervisor; a process that cleared its environment is not found). Linux only
+    (it reads /proc); elsewhere the list is empty. Processes of other users and of
+    daemons that still run are left alone.
+    """
+    if not os.path.isdir("/proc"):
+        return []
+    prefix = f"{MARKER_ENV}={key}:".encode()
+    found: list[Survivor] = []
+    for entry in os.listdir("/proc"):
+        if not entry.isdigit() or int(entry) == os.getpid():
+            continue
+        pid = int(entry)
+        try:
+            environ = Path(f"/proc/{pid}/environ").read_bytes()
+        except OSError:
+            continue
+        marker = next((v for v in environ.split(b"\0") if v.startswith(prefix)), None)
+        if marker is None:
+            continue
+        try:
+            _, dpid, dstart, job = marker[len(MARKER_ENV) + 1 :].decode().split(":", 3)
+            daemon = (int(dpid), int(dstart))
+        except ValueError:
+            continue
+        if process_alive(*daemon):
+            continue
+        stat = proc_stat(pid)
+        if stat is None or stat[0] in ("Z", "X"):
+            continue
+        found.append(Survivor(pid, stat[2], stat[1], job, daemon[0]))
+    return found
+
+
+def end_survivors(
+    survivors: Sequence[Survivor],
+    grace: float,
+    *,
+    settle: float = 5.0,
+    sleep: Callable[[float], object] = time.sleep,
+) -> list[Survivor]:
+    """End the process groups of ``survivors``: SIGTERM, then SIGKILL after ``grace``.
+
+    A group is signalled only while one of its found processes is verified alive (same
+    pid, same start time), so a recycled pid is never signalled.
+
+    Returns:
+        The survivors still alive ``settle`` seconds after the SIGKILL (normally none).
+    """
+
+    def signal_groups(sig: int) -> None:
+        for pgid in {s.pgid for s in survivors if process_alive(s.pid, s.started)}:
+            _killpg(pgid, sig)
+
+    def wait(seconds: float) -> list[Survivor]:
+        give_up = time.monotonic() + seconds
+        while True:
+            left = [s for s in survivors if process_alive(s.pid, s.started)]
+            if not left or time.monotonic() >= give_up:
+                return left
+            sleep(0.05)
+
+    signal_groups(signal.SIGTERM)
+    if not wait(grace):
+        return []
+    signal_groups(signal.SIGKILL)
+    return wait(settle)

@@ -1,0 +1,1 @@
+"""Drivers around the core: the background thread and the asyncio owner task."""

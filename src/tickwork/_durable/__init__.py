@@ -1,0 +1,1 @@
+"""The durable engine: `DurableScheduler` and its parts, over a `Store`."""

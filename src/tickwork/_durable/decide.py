@@ -1,0 +1,399 @@
+"""The durable scheduler's run policy: what a claimed slot does, and the job's next run.
+
+`decide` is pure (no clock, no I/O, no store): given a job's stored state and ``now``
+(UTC POSIX seconds) it returns a `Decision`: run the claimed slot, or give it up as
+``"missed"`` / ``"skipped"`` (or ``"failed"`` when no run time can be computed), and
+the job's next run. The durable scheduler calls it as the ``advance`` of
+`Store.claim_due`, inside the claim transaction, so the slot taken and the schedule
+moved past it are always one atomic step.
+
+Terms (see ``docs/durability.md``, "Missed runs"): the claimed slot ``s`` is the job's
+stored next run. The *passed slots* are the schedule's slots from ``s`` up to ``now``.
+The job is **on time** when ``s`` is the only passed slot and, if the job has a
+``grace``, ``now - s <= grace``. Otherwise it is **behind** and every passed slot
+counts as missed; the job's ``missed`` policy says what happens to them.
+"""
+
+from __future__ import annotations
+
+import logging
+import math
+from collections import deque
+from dataclasses import dataclass, replace
+from typing import Final, Literal
+
+from tickwork._core.cron import CronExpression
+from tickwork._core.schedules import At, Cron, Every, Once
+from tickwork._core.text import iso
+from tickwork.stores._model import GivenUp, JobState, Schedule
+
+__all__ = [
+    "CORRECTION",
+    "COUNT_LIMIT",
+    "Decision",
+    "after_clock_step",
+    "decide",
+    "decide_retry",
+    "first_run",
+]
+
+_log = logging.getLogger("tickwork.durable")
+
+#: Missed slots are counted (for events and logs) up to this many; beyond it the count
+#: says "at least this many". Counting a per-minute cron across a year of downtime
+#: would otherwise walk half a million slots.
+COUNT_LIMIT: Final = 10_000
+
+#: A wall-clock step of at least this many seconds is a clock *correction*, not a DST
+#: shift (docs/cron.md, after Vixie cron): slots of the time it vanished (forward) are
+#: not run as on time, and fixed-time cron jobs run again in a repeated stretch (back).
+CORRECTION: Final = 3 * 3600.0
+
+Action = Literal["run", "missed", "skipped", "failed"]
+
+
+@dataclass(frozen=True, slots=True)
+class Decision:
+    """What to do with one claimed slot, and where the job's schedule goes next."""
+
+    action: Action
+    """``"run"`` the claimed slot; give it up as ``"missed"`` (missed-run policy) or
+    ``"skipped"`` (overlap policy) without running it; or ``"failed"``: no run time
+    could be computed (see ``error``)."""
+    next_run: float | None
+    """The job's new next run (``None``: nothing further is planned)."""
+    missed: int = 0
+    """Slots given up by the missed-run policy in this decision (the claimed one
+    included when ``action`` is ``"missed"``); at most `COUNT_LIMIT`."""
+    skipped: int = 0
+    """Slots given up by the overlap policy in this decision."""
+    capped: bool = False
+    """``missed="all"`` found more missed slots than ``missed_cap`` and dropped the
+    oldest (a warning is logged)."""
+    error: str | None = None
+    """Why no run time could be computed, for ``"failed"``."""
+    given_up: GivenUp | None = None
+    """The slots after the claimed one that this decision gives up (written to the slot
+    ledger by the claim); the claimed slot's own end is recorded when it finishes."""
+
+
+class _Grid:
+    """The slots of a fixed-rate or cron schedule, as seen from one slot ``s``."""
+
+    def __init__(self, schedule: Every | Cron, s: float) -> None:
+        self.s = s
+        self.step: float | None = None
+        self.expr: CronExpression | None = None
+        if isinstance(schedule, Every):
+            self.step = schedule.interval
+        else:
+            self.expr = schedule.expression
+
+    def after(self, t: float) -> float:
+        """The first slot strictly after ``t`` (``t >= s``)."""
+        step = self.step
+        if step is None:
+            assert self.expr is not None
+            return self.expr.next_after_timestamp(t)
+        s = self.s
+        k = math.floor((t - s) / step) + 1
+        slot = s + k * step
+        while slot <= t:  # float rounding can land one step short
+            k += 1
+            slot = s + k * step
+        return slot
+
+    def count(self, now: float, limit: int) -> int:
+        """Passed slots from ``s`` to ``now`` inclusive, at most ``limit``."""
+        step = self.step
+        if step is not None:
+            return min(limit, math.floor((now - self.s) / step) + 1)
+        n, t = 1, self.s
+        while n < limit:
+            t = self.after(t)
+            if t > now:
+                break
+            n += 1
+        return n
+
+    def tail(self, now: float, n: int) -> float:
+        """The first of the last ``n`` passed slots (the schedule has more than ``n``)."""
+        step = self.step
+        if step is not None:
+            total = math.floor((now - self.s) / step) + 1
+            return self.s + (total - n) * step
+        # Cron has no backwards step: walk forward from a start that gallops back from
+        # now until the walk sees at least n slots, keeping only the last n.
+        span = 60.0
+        while True:
+            start = max(self.s - 1.0, now - span)
+            window: deque[float] = deque(maxlen=n)
+            t = start
+            while True:
+                t = self.after(t)
+                if t > now:
+                    break
+                window.append(t)
+            if len(window) == n or start < self.s:
+                return window[0]
+            span *= 2
+
+
+def first_run(schedule: Schedule, now: float) -> float | None:
+    """The first due time of a newly declared schedule: UTC POSIX seconds.
+
+    `At` is due at its instant (already past: due at once, as late); `Once` its delay
+    after ``now``; `Every` its ``first`` delay (default: one interval) after ``now``;
+    `Cron` at its first fire time after ``now``. ``None`` when that is after the
+    schedule's ``until``: it has ended.
+
+    Raises:
+        CronError: The cron expression or its zone is invalid here.
+
+    """
+    if isinstance(schedule, At):
+        return schedule.when
+    if isinstance(schedule, Once):
+        return now + schedule.delay
+    if isinstance(schedule, Every):
+        first = now + (schedule.interval if schedule.first is None else schedule.first)
+    else:
+        first = schedule.expression.next_after_timestamp(now)
+    return within_until(schedule, first)
+
+
+def within_until(schedule: Schedule, t: float | None) -> float | None:
+    """``t``, or ``None`` when it lies after the schedule's ``until`` (it has ended)."""
+    until = getattr(schedule, "until", None)
+    if t is None or until is None or t <= until:
+        return t
+    return None
+
+
+def decide(state: JobState, now: float, *, vanished: tuple[float, float] | None = None) -> Decision:
+    """Apply the job's overlap and missed-run policy to its due slot (pure).
+
+    Args:
+        state: The job as stored, with ``next_run <= now`` (the slot being claimed).
+        now: The claim time, UTC POSIX seconds.
+        vanished: ``(a, b)``: the wall clock jumped forward from ``a`` to ``b`` by at
+            least `CORRECTION` seconds. A fixed-rate or cron slot in ``(a, b]`` never
+            counts as on time (no real time passed for it), so the ``missed`` policy
+            decides it: with ``"skip"`` nothing runs for the vanished time.
+
+    Returns:
+        The decision; never raises for a bad schedule (``"failed"`` instead, with no
+        next run, so one broken job cannot block a claim of the others).
+
+    """
+    try:
+        decision = _decide(state, now, vanished)
+    except Exception as exc:  # a cron zone missing on this host, say
+        return Decision("failed", None, error=f"cannot compute run times: {exc}")
+    nxt = within_until(state.spec.schedule, decision.next_run)
+    return decision if nxt == decision.next_run else replace(decision, next_run=nxt)
+
+
+def _decide(state: JobState, now: float, vanished: tuple[float, float] | None) -> Decision:
+    spec = state.spec
+    s = state.next_run
+    if s is None:  # stores only claim jobs with a next run; be total anyway
+        return Decision("skipped", None)
+    schedule = spec.schedule
+    grace = spec.grace
+    late = grace is not None and now - s > grace
+    if isinstance(schedule, At | Once):
+        if late and spec.missed == "skip":
+            return Decision("missed", None, missed=1)
+        return Decision("run", None, missed=int(late))
+    if within_until(schedule, s) is None:  # stored before its until was set: not a slot
+        return Decision("skipped", None)
+    if isinstance(schedule, Every) and schedule.fixed_delay:
+        step = schedule.interval
+        # Provisional: the real next run is set when the run ends (end + interval). If
+        # the runner dies, this one keeps the job alive.
+        if state.claims:  # overlap="allow": a fixed-delay job still never overlaps
+            return Decision("skipped", now + step, skipped=1)
+        if late and spec.missed == "skip":
+            return Decision("missed", now + step, missed=1)
+        return Decision("run", now + step, missed=int(late))
+    if vanished is not None and vanished[0] < s <= vanished[1]:
+        late = True
+    grid = _Grid(schedule, s)
+    following = grid.after(s)
+
+    last = state.last_run
+    if (
+        spec.overlap != "allow"
+        and last is not None
+        and last.started is not None
+        and last.ended is not None
+        and last.outcome in ("ok", "failed", "timeout")
+        and last.started <= s < last.ended
+    ):
+        # The slot came due while the previous run of this job was going (the store
+        # kept it unclaimed until that run ended).
+        if spec.overlap == "skip":
+            during = grid.count(min(last.ended, now), COUNT_LIMIT)
+            return Decision(
+                "skipped",
+                grid.after(last.ended),
+                skipped=during,
+                given_up=_others(grid, "skipped", during - 1),
+            )
+        # queue: this one slot runs now; others that passed meanwhile are skipped.
+        upto = grid.after(now)
+        others = grid.count(now, COUNT_LIMIT) - 1
+        return Decision("run", upto, skipped=others, given_up=_others(grid, "skipped", others))
+
+    if following > now and not late:
+        return Decision("run", following)  # on time
+    passed = grid.count(now, COUNT_LIMIT)
+    if spec.missed == "skip":
+        return Decision(
+            "missed", grid.after(now), missed=passed, given_up=_others(grid, "missed", passed - 1)
+        )
+    if spec.missed == "once":
+        return Decision(
+            "run", grid.after(now), missed=passed - 1, given_up=_others(grid, "missed", passed - 1)
+        )
+    cap = spec.missed_cap
+    if passed > cap:
+        # Replay only the newest `cap` slots; never stop the job (K8s's >100 rule did).
+        _log.warning(
+            "job %r is %s%d runs behind, more than missed_cap=%d: the oldest are dropped,"
+            " the last %d replayed",
+            spec.id,
+            "at least " if passed >= COUNT_LIMIT else "",
+            passed,
+            cap,
+            cap,
+        )
+        return Decision(
+            "missed",
+            grid.tail(now, cap),
+            missed=passed - cap,
+            capped=True,
+            given_up=_others(grid, "missed", passed - cap - 1),
+        )
+    return Decision("run", following if following <= now else grid.after(now))
+
+
+def _others(grid: _Grid, outcome: Literal["missed", "skipped"], n: int) -> GivenUp | None:
+    """The ``n`` slots after the claimed one, given up as ``outcome`` (None if none)."""
+    return GivenUp(outcome, grid.after(grid.s), n) if n > 0 else None
+
+
+def decide_retry(state: JobState, slot: float, now: float) -> Decision:
+    """Decide a re-offered slot (a retry) when it is claimed again (pure).
+
+    A retry is a slot whose earlier claim was lost (its owner died or stalled past its
+    lease, before or, for ``at_least_once``, during the run) or handed back. It is
+    decided by the same ``missed`` / ``grace`` rules as any claim, as of ``now``:
+
+    - on time (no later slot has come and within ``grace``): ``"run"``;
+    - behind, ``missed="skip"``: ``"missed"`` (given up, recorded);
+    - behind, ``"once"``: ``"run"`` as the one catch-up of the missed window, unless a
+      later slot is due or was taken already (it is the catch-up then): ``"missed"``;
+    - behind, ``"all"``: ``"run"`` (replayed; the store re-offers retries before the
+      job's later slots, so in order), unless more than ``missed_cap`` slots have
+      passed since it: ``"missed"``, ``capped``.
+
+    One-shots and fixed-delay jobs have no later slot: they run unless later than
+    ``grace`` with ``"skip"``. The overlap policy is not applied again (the slot was
+    let through it when first claimed). The job's next run is never moved for a retry:
+    ``next_run`` of the decision is the stored one.
+
+    Args:
+        state: The job as stored now (its ``next_run`` is the job's own next slot,
+            after ``slot``; its ``claims`` include this retry).
+        slot: The retry's scheduled time.
+        now: The claim time, UTC POSIX seconds.
+
+    Returns:
+        The decision; ``"failed"`` (never an exception) if no run time can be computed.
+
+    """
+    try:
+        return _decide_retry(state, slot, now)
+    except Exception as exc:
+        return Decision("failed", state.next_run, error=f"cannot compute run times: {exc}")
+
+
+def _decide_retry(state: JobState, slot: float, now: float) -> Decision:
+    spec = state.spec
+    keep = state.next_run
+    schedule = spec.schedule
+    late = spec.grace is not None and now - slot > spec.grace
+    if isinstance(schedule, At | Once) or (isinstance(schedule, Every) and schedule.fixed_delay):
+        if late and spec.missed == "skip":
+            return Decision("missed", keep, missed=1)
+        return Decision("run", keep, missed=int(late))
+    grid = _Grid(schedule, slot)
+    if grid.after(slot) > now and not late:
+        return Decision("run", keep)
+    if spec.missed == "skip":
+        return Decision("missed", keep, missed=1)
+    if spec.missed == "once":
+        last = state.last_run
+        taken = (
+            (keep is not None and keep <= now)
+            or any(c.scheduled > slot for c in state.claims)
+            or (last is not None and last.scheduled is not None and last.scheduled > slot)
+        )
+        return Decision("missed", keep, missed=1) if taken else Decision("run", keep)
+    passed = grid.count(now, COUNT_LIMIT)
+    if passed > spec.missed_cap:
+        _log.warning(
+            "job %r: the re-offered slot %s is %s%d slots behind, more than missed_cap=%d: dropped",
+            spec.id,
+            iso(slot, millis=True),
+            "at least " if passed >= COUNT_LIMIT else "",
+            passed,
+            spec.missed_cap,
+        )
+        return Decision("missed", keep, missed=1, capped=True)
+    return Decision("run", keep)
+
+
+def after_clock_step(state: JobState, now: float, step: float) -> float | None:
+    """The job's next run after the wall clock stepped back, or ``None`` to keep it (pure).
+
+    ``step`` is how far the wall clock jumped against real time (negative: back). A
+    stored next run was computed on the old clock; after a step back it lies further
+    ahead than the schedule allows, and left alone the job would stall for the step's
+    length. Moved earlier, never later:
+
+    - fixed-rate interval: the slot of its grid in ``(now, now + seconds]``;
+    - fixed-delay interval: ``now + seconds``, if the stored one is further away;
+    - wildcard cron (minute or hour field ``*...``): its next fire time after ``now``
+      (it runs in both passes of a repeated stretch, following real time);
+    - fixed-time cron: the same when the step is at least `CORRECTION` (a clock
+      correction); a shorter step keeps it (it ran in the first pass, once);
+    - one-shots, jobs with no next run, and forward steps (the ``missed`` policy
+      decides those as due slots): ``None``.
+
+    Raises:
+        CronError: The job's cron expression or zone is invalid here.
+
+    """
+    n = state.next_run
+    schedule = state.spec.schedule
+    if step >= 0.0 or n is None or n <= now or isinstance(schedule, At | Once):
+        return None
+    if isinstance(schedule, Every):
+        seconds = schedule.interval
+        if n - now <= seconds:
+            return None
+        if schedule.fixed_delay:
+            return now + seconds
+        k = math.ceil((n - now) / seconds) - 1
+        new = n - k * seconds
+        while new <= now:  # float rounding
+            new += seconds
+        return new if new < n else None
+    expr = schedule.expression
+    if expr.is_fixed_time and -step < CORRECTION:
+        return None
+    new = expr.next_after_timestamp(now)
+    return new if new < n else None

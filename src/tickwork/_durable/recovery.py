@@ -1,0 +1,132 @@
+"""Recovery: failed store steps, wall-clock steps, lease renewals, re-offered slots.
+
+Part of `DurableScheduler` (see ``_durable_base``).
+"""
+
+from __future__ import annotations
+
+import logging
+import math
+
+from tickwork._core.clocks import WALL_STEP
+from tickwork._core.text import iso
+from tickwork._durable.decide import CORRECTION, Decision, after_clock_step, decide_retry
+from tickwork._durable.engine import (
+    _RETRY_MIN,
+    _Engine,
+)
+from tickwork.stores._errors import StoreError
+from tickwork.stores._model import (
+    Claim,
+)
+
+_log = logging.getLogger("tickwork.durable")
+
+
+class _Recovery(_Engine):
+    """Recovery: failed store steps, wall-clock steps, lease renewals, re-offered slots."""
+
+    def _store_failed(self, exc: Exception) -> float:
+        """Log a failed step; return how long to back off (doubling, capped at ``poll``).
+
+        Retrying is safe: a store call that raised changed nothing it did not report
+        (a claim that committed unseen stays unstarted, is recovered when its lease
+        ends and then runs once), and a run held here goes on and is renewed later.
+        """
+        self._failures += 1
+        delay = min(self._poll, _RETRY_MIN * 2.0 ** min(self._failures - 1, 60))
+        if isinstance(exc, StoreError):
+            # The store has retried already (PostgresStore: for reconnect_timeout); its
+            # message names the operation and never shows a password.
+            _log.error(
+                "durable scheduler %r: store call failed (attempt %d): %s; retrying in %.2f s",
+                self._owner,
+                self._failures,
+                exc,
+                delay,
+                exc_info=exc if self._failures == 1 else None,
+            )
+        else:
+            _log.exception(
+                "durable scheduler %r: unexpected error in a store step (attempt %d);"
+                " retrying in %.2f s",
+                self._owner,
+                self._failures,
+                delay,
+            )
+        return delay
+
+    def _clock_step(self, now: float) -> float:
+        """How far the wall clock stepped since the last look (0.0: no step).
+
+        Compares the wall clock with the monotonic one; a difference of `WALL_STEP`
+        or more is a step. After a step back, next runs computed on the old clock are
+        moved earlier (`after_clock_step`) and lease renewals held here are brought
+        forward; a step forward of `CORRECTION` or more is remembered as vanished time
+        for `decide`.
+        """
+        offset = now - self._mono()
+        last, self._offset = self._offset, offset
+        if last is None:
+            return 0.0
+        step = offset - last
+        if abs(step) < WALL_STEP:
+            return 0.0
+        _log.warning(
+            "durable scheduler %r: the wall clock stepped %s by %.1f s",
+            self._owner,
+            "back" if step < 0 else "forward",
+            abs(step),
+        )
+        if step >= CORRECTION:
+            self._vanished = (now - step, now)
+        elif step < 0.0:
+            with self._lock:
+                for run in self._runs.values():
+                    run.renew_at = min(run.renew_at, now)
+            self._rebase(now, step)
+        return step
+
+    def _rebase(self, now: float, step: float) -> None:
+        """After a step back: move next runs computed on the old clock earlier."""
+        for state in self._store.jobs():  # paused ones too: they must not stall on resume
+            try:
+                new = after_clock_step(state, now, step)
+            except ValueError:  # a cron zone missing here: its claim records the failure
+                continue
+            if new is not None:
+                _log.info(
+                    "job %r: next run moved from %s to %s after the wall clock stepped back",
+                    state.id,
+                    "-" if state.next_run is None else iso(state.next_run, millis=True),
+                    iso(new, millis=True),
+                )
+                self._store.set_next_run(state.id, new)
+
+    def _renew_due(self, now: float) -> None:
+        with self._lock:
+            due = [r for r in self._runs.values() if r.renew_at <= now]
+        for run in due:
+            if self._store.renew(run.claim, now=now, lease_seconds=self._lease):
+                run.renew_at = now + self._lease / 3
+            else:
+                self._lost_claims += 1
+                _log.warning(
+                    "lost the claim on job %r (scheduled %s): its lease expired and was"
+                    " recovered elsewhere",
+                    run.claim.job_id,
+                    iso(run.claim.scheduled, millis=True),
+                )
+                run.renew_at = math.inf
+
+    def _decide_retry(self, claim: Claim, now: float) -> Decision:
+        """A re-offered slot, decided by the missed-run rules as of its new claim.
+
+        The job's state is read after the claim: the retry is this scheduler's now,
+        so with ``overlap="skip"`` or ``"queue"`` nothing else moves the job meanwhile;
+        with ``"allow"`` a later read only knows more taken slots, never fewer.
+        """
+        state = self._store.get(claim.job_id)
+        if state is None:  # removed meanwhile: finish() will find no claim
+            return Decision("missed", None, missed=1)
+        return decide_retry(state, claim.scheduled, now)

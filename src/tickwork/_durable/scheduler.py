@@ -1,0 +1,977 @@
+"""`DurableScheduler`: durable jobs kept in a `Store`, run on a worker pool.
+
+The store is the source of truth. One timing thread sleeps on a `threading.Condition`
+until the earliest of: the store's next wake-up (a due run or a lease end), the next
+lease renewal of a run it holds, and a safety poll (another process may change the
+store). A store that is a `ChangeNotifier` (PostgreSQL) also gets a listener thread that
+wakes the timing thread when another process changes the jobs; the safety poll is then
+slower. A failing store call is logged and retried with backoff. The timing thread
+claims due runs with `Store.claim_due`, whose ``advance`` is the pure policy of
+``tickwork._durable.decide`` (missed runs, overlap, next run), hands the runs to the pool and
+sleeps again. A worker records each run with `Store.start` right before
+calling the job and `Store.finish` after it. See ``docs/durability.md``.
+
+This module holds the public API, the life cycle and the timing loop. The engine's
+other parts are classes of their own, one module each, that `DurableScheduler` is built
+from: claiming (``_durable_claims``), running (``_durable_runs``) and recovery
+(``_durable_recovery``) over the shared state (``_durable_base``, which maps them).
+
+Locking: one lock guards the scheduler's own bookkeeping (runs in flight, listeners,
+errors). It is never held while a job, a listener or the ``on_error`` hook runs, nor
+during store calls, so all of them may call back into the scheduler from any thread.
+"""
+
+from __future__ import annotations
+
+import logging
+import math
+import os
+import secrets
+import socket
+import threading
+import time
+from collections import deque
+from collections.abc import Awaitable, Callable, Iterable
+from concurrent.futures import Executor, ThreadPoolExecutor
+from dataclasses import dataclass, replace
+from datetime import datetime
+from types import TracebackType
+from typing import Literal
+
+from tickwork._core.clocks import watch_clock
+from tickwork._core.scheduler import (
+    DEFAULT_MAX_ERRORS,
+    Listener,
+    _is_coroutine_function,
+    misfit,
+)
+from tickwork._core.schedules import Every
+from tickwork._durable.claims import _Claiming
+from tickwork._durable.control import backfill_slots, default_actor, following_slot
+from tickwork._durable.decide import (
+    first_run,
+)
+from tickwork._durable.engine import (
+    _RETRY_MIN,
+    OUTPUT_LIMIT,
+    _current,
+    _outputs,
+    _Run,
+)
+from tickwork._durable.engine import DEFAULT_NOTIFIED_POLL as DEFAULT_NOTIFIED_POLL
+from tickwork._durable.engine import DEFAULT_POLL as DEFAULT_POLL
+from tickwork._durable.engine import DurableErrorHook as DurableErrorHook
+from tickwork._durable.engine import current_async_claim as current_async_claim
+from tickwork._durable.recorder import Recorder
+from tickwork._durable.storetime import StoreTime
+from tickwork.stores._errors import JobNotFoundError, JobSpecError
+from tickwork.stores._model import (
+    ActionRecord,
+    Claim,
+    JobSpec,
+    JobState,
+    Schedule,
+    SlotRecord,
+    Upsert,
+    check_job_id,
+    resolve_func,
+)
+from tickwork.stores._protocol import (
+    BatchRecorder,
+    ChangeNotifier,
+    RuntimeControl,
+    SessionLiveness,
+    SlotLedger,
+    Store,
+    StoreClock,
+)
+
+__all__ = ["DurableScheduler"]
+
+_log = logging.getLogger("tickwork.durable")
+
+
+def _real_time() -> float:
+    """Seconds of real time, suspends included where the system can tell (Linux)."""
+    return time.clock_gettime(time.CLOCK_BOOTTIME)
+
+
+def _instant(name: str, value: object) -> float:
+    """POSIX seconds from an aware datetime or a finite number; naive datetimes refused."""
+    if isinstance(value, datetime):
+        if value.tzinfo is None:
+            raise ValueError(f"{name} must be an aware datetime or POSIX seconds, got {value!r}")
+        return value.timestamp()
+    if isinstance(value, bool) or not isinstance(value, int | float) or not math.isfinite(value):
+        raise TypeError(f"{name} must be an aware datetime or POSIX seconds, got {value!r}")
+    return float(value)
+
+
+def _actor(by: str | None) -> str:
+    """Who acts: ``by`` as given (checked by the store), else ``user@host``."""
+    return default_actor() if by is None else by
+
+
+def _positive(name: str, value: object) -> float:
+    if isinstance(value, bool) or not isinstance(value, int | float):
+        raise TypeError(f"{name} must be a number of seconds, got {value!r}")
+    if not (0.0 < value < math.inf):
+        raise ValueError(f"{name} must be a finite number > 0, got {value!r}")
+    return float(value)
+
+
+@dataclass(frozen=True, slots=True)
+class Health:
+    """What `DurableScheduler.health` reports."""
+
+    ok: bool
+    """Whether the scheduler is doing its work (``reason`` is None)."""
+    reason: str | None
+    """Why not: not started, stopping, the timing thread died, the store is failing,
+    or the loop has stalled."""
+    store_failures: int
+    """Store steps failed in a row now (0 while the store works)."""
+    store_errors: int
+    """Store steps failed since the scheduler was built."""
+    lost_claims: int
+    """Runs whose claim this scheduler lost (its lease ran out and another scheduler
+    recovered the slot) since it was built."""
+    last_look_age: float | None
+    """Seconds since the timing loop last looked at the store (``None``: never)."""
+
+
+class DurableScheduler(_Claiming):
+    """Durable jobs: declared by id, kept in a `Store`, run by a thread on a pool.
+
+    Jobs are `JobSpec` values naming their function by import path with JSON
+    arguments; they survive the process in the store. Declare them at start-up (an
+    upsert by id: restarting with the same declarations changes nothing), then
+    `start`::
+
+        store = SQLiteStore("jobs.db")
+        with DurableScheduler(store) as s:
+            s.declare(JobSpec("report", "myapp.jobs:report", CronSchedule("0 3 * * *")))
+            ...
+
+    Every method is safe to call from any thread, including from inside a job. Adding,
+    removing, pausing, resuming and rescheduling go through the store, so several
+    schedulers sharing one store see them (at once when the store is a
+    `ChangeNotifier`, such as PostgreSQL; otherwise within ``poll`` seconds).
+
+    Only functions this process allows are ever imported: the functions of the jobs
+    it declared or added itself, plus the modules named in ``allowed_modules``. A job
+    naming anything else (written into the database by someone else) fails with a
+    clear error and its function is never imported.
+
+    Args:
+        store: Where the jobs live; the scheduler does not close it.
+        owner: This scheduler's name in claims (default ``host:pid:random``); unique
+            per running scheduler.
+        lease: Seconds a claimed run stays reserved for this scheduler; renewed every
+            third of it while the run goes on. A crashed scheduler's runs are
+            recovered after at most this long.
+        poll: The safety poll: the longest the timing thread sleeps without looking
+            at the store. Default ``DEFAULT_POLL`` (1 s), or ``DEFAULT_NOTIFIED_POLL``
+            (10 s) when the store is a `ChangeNotifier`: then a listener thread wakes
+            the scheduler as soon as another process changes the jobs, and the poll
+            only bounds how late a missed wake-up or a wall-clock step is noticed.
+            Also the longest wait between retries of a failing store call.
+        executor: Where runs go (any `concurrent.futures.Executor`); not shut down by
+            the scheduler. Default: its own `ThreadPoolExecutor`, shut down by `stop`.
+        max_workers: Size of the default pool; with an ``executor``, how many runs may
+            be in it at once. Default: the standard library's ``min(32, cpus + 4)``.
+            At most twice this many runs are claimed ahead.
+        wall_clock: Zero-argument callable returning UTC POSIX seconds; every time
+            stored or compared with the store comes from it. Default: the store's
+            clock when it has one (`tickwork.stores.StoreClock`; PostgreSQL: the
+            database server's), so that nodes whose clocks disagree still agree on
+            due times and leases (see `clock_skew`); else `time.time`. A callable
+            given here is used as it is, store clock or not (tests pass a fake).
+        monotonic_clock: Zero-argument callable returning seconds of real time that
+            never step (default: ``CLOCK_BOOTTIME`` where it exists, which counts a
+            suspend as time passed, else `time.monotonic`). Comparing the two clocks is
+            how a wall-clock step is told from real time passing: after a step back,
+            next runs computed on the old clock are moved earlier (a job never stalls
+            for the step's length); after a step forward, slots of the vanished time
+            are decided by the ``missed`` policy (see ``docs/durability.md``).
+        max_errors: How many entries `errors` keeps (the newest); ``None``: no bound.
+        on_error: Called as ``on_error(job_id, exc)`` after each failed run, on the
+            worker thread, without any scheduler lock held.
+        allowed_modules: Module prefixes whose functions may run although this
+            process did not declare them (``"myapp.jobs"`` allows ``myapp.jobs`` and
+            ``myapp.jobs.*``); ``"*"`` allows every module (unsafe if others can write
+            the database).
+
+    Raises:
+        TypeError: An argument of the wrong kind (``store`` not a `Store`, ...).
+        ValueError: A bad value; the message names the argument and shows it.
+
+    """
+
+    def __init__(
+        self,
+        store: Store,
+        *,
+        owner: str | None = None,
+        lease: float = 30.0,
+        poll: float | None = None,
+        executor: Executor | None = None,
+        max_workers: int | None = None,
+        wall_clock: Callable[[], float] | None = None,
+        monotonic_clock: Callable[[], float] | None = None,
+        max_errors: int | None = DEFAULT_MAX_ERRORS,
+        on_error: DurableErrorHook | None = None,
+        allowed_modules: Iterable[str] | None = None,
+    ) -> None:
+        if not isinstance(store, Store):
+            raise TypeError(f"store must implement tickwork.stores.Store, got {store!r}")
+        if owner is None:
+            owner = f"{socket.gethostname()}:{os.getpid()}:{secrets.token_hex(4)}"
+        elif not isinstance(owner, str) or not owner:
+            raise ValueError(f"owner must be a non-empty string or None, got {owner!r}")
+        if executor is not None and not isinstance(executor, Executor):
+            raise TypeError(
+                f"executor must be a concurrent.futures.Executor or None, got {executor!r}"
+            )
+        if max_workers is not None and (
+            isinstance(max_workers, bool) or not isinstance(max_workers, int) or max_workers < 1
+        ):
+            raise ValueError(f"max_workers must be an int >= 1 or None, got {max_workers!r}")
+        if wall_clock is not None and not callable(wall_clock):
+            raise TypeError(f"wall_clock must be callable or None, got {wall_clock!r}")
+        if monotonic_clock is None:
+            monotonic_clock = _real_time if hasattr(time, "CLOCK_BOOTTIME") else time.monotonic
+        elif not callable(monotonic_clock):
+            raise TypeError(f"monotonic_clock must be callable or None, got {monotonic_clock!r}")
+        if max_errors is not None and (
+            isinstance(max_errors, bool) or not isinstance(max_errors, int) or max_errors < 0
+        ):
+            raise ValueError(f"max_errors must be an int >= 0 or None, got {max_errors!r}")
+        if on_error is not None and not callable(on_error):
+            raise TypeError(f"on_error must be callable or None, got {on_error!r}")
+        prefixes: tuple[str, ...] = ()
+        if allowed_modules is not None:
+            if isinstance(allowed_modules, str):
+                raise TypeError(
+                    f"allowed_modules must be a list of module prefixes, got {allowed_modules!r}"
+                )
+            prefixes = tuple(allowed_modules)
+            for p in prefixes:
+                if not isinstance(p, str) or not p or p != p.strip() or ":" in p:
+                    raise ValueError(
+                        "allowed_modules entries must be module names like 'myapp.jobs'"
+                        f" or '*', got {p!r}"
+                    )
+        self._store = store
+        self._owner = owner
+        # Starts and finishes of concurrent workers share transactions where the store
+        # can batch them (both shipped stores can).
+        # Checked once: an isinstance against a runtime protocol costs microseconds,
+        # too much for every step of the timing loop.
+        self._batch: BatchRecorder | None = store if isinstance(store, BatchRecorder) else None
+        self._ledger: SlotLedger | None = store if isinstance(store, SlotLedger) else None
+        self._pruned = -math.inf  # wall time of the last ledger pruning
+        self._recorder = Recorder(self._batch) if self._batch is not None else None
+        self._lease = _positive("lease", lease)
+        self._notifier = store if isinstance(store, ChangeNotifier) else None
+        self._control = store if isinstance(store, RuntimeControl) else None
+        if poll is None:
+            poll = DEFAULT_POLL if self._notifier is None else DEFAULT_NOTIFIED_POLL
+        self._poll = _positive("poll", poll)
+        self._mono = monotonic_clock
+        self._store_time: StoreTime | None = None
+        if wall_clock is None:
+            if isinstance(store, StoreClock):
+                self._store_time = StoreTime(store, monotonic_clock, owner=owner)
+                wall_clock = self._store_time
+            else:
+                wall_clock = time.time
+        self._wall: Callable[[], float] = wall_clock
+        self._offset: float | None = None  # wall - monotonic at the last step
+        self._vanished: tuple[float, float] | None = None  # the last big forward step
+        self._on_error = on_error
+        self._prefixes = prefixes
+        self._declared: set[str] = set()  # func paths this process declared
+        self._funcs: dict[str, Callable[..., object]] = {}
+        self._own_executor = executor is None
+        if executor is None:
+            pool = ThreadPoolExecutor(max_workers, thread_name_prefix="tickwork-durable")
+            self._capacity = pool._max_workers
+            executor = pool
+        else:
+            self._capacity = max_workers or min(32, (os.cpu_count() or 1) + 4)
+        self._executor: Executor = executor
+        self._lock = threading.RLock()
+        self._cond = threading.Condition(self._lock)  # the timing thread waits here
+        self._idle = threading.Condition(self._lock)  # stop() waits here
+        self._runs: dict[str, _Run] = {}  # token -> claimed slot held here
+        self._in_job = 0  # runs whose job function is being called
+        self._ending = 0  # runs done on their worker whose finish is not yet committed
+        self._wake = False
+        self._thread: threading.Thread | None = None
+        self._listener: threading.Thread | None = None
+        self._halt = threading.Event()  # set by stop(): cuts the listener's back-off
+        self._stopping = False
+        self._failures = 0  # store steps failed in a row (timing thread only)
+        self._store_errors = 0  # store steps failed since construction (for health())
+        self._lost_claims = 0  # claims lost to recovery elsewhere (for health())
+        self._last_error: str | None = None  # the last failed store step's error
+        self._looked: float | None = None  # monotonic time the last look ended
+        self._held = 0  # looks in a row that found work due and claimed none (same)
+        self._errors: deque[str] = deque(maxlen=max_errors)
+        self._listeners: list[Listener] = []
+        self._local = threading.local()  # .depth: jobs this thread is inside
+        self._last_recover = -math.inf
+        # A test's FakeClock wakes the timing thread when it is moved (tickwork.testing).
+        watch_clock(self._wall, self._poke)
+        watch_clock(monotonic_clock, self._poke)
+        # Set by `AsyncDurableScheduler`: runs an awaitable a job returned to completion
+        # (on the application's event loop) from the worker thread, raising what it
+        # raised. None: a job returning an awaitable has failed (nothing would await it).
+        self._awaiter: Callable[[Awaitable[object], Claim], object] | None = None
+
+    def __repr__(self) -> str:
+        return f"DurableScheduler({self._store!r}, owner={self._owner!r})"
+
+    # -- jobs ----------------------------------------------------------------------
+
+    @property
+    def store(self) -> Store:
+        """The store the jobs live in."""
+        return self._store
+
+    @property
+    def owner(self) -> str:
+        """This scheduler's name in the claims it makes."""
+        return self._owner
+
+    def now(self) -> float:
+        """The wall time this scheduler judges by, in UTC POSIX seconds.
+
+        The store's clock when the scheduler uses it (see ``wall_clock``), else its
+        wall clock. Reading the store's clock for the first time may raise
+        `tickwork.stores.StoreError`.
+        """
+        return self._wall()
+
+    @property
+    def clock_skew(self) -> float | None:
+        """This node's wall clock minus the store's clock, in seconds, at the last read.
+
+        ``None`` when the scheduler does not use a store clock, or has not read it
+        yet. It is read when the scheduler first needs the time and every 30 s after;
+        a skew of 1 s or more is logged as a warning (and again when it moves by half
+        a second), a smaller one at INFO level.
+        """
+        return None if self._store_time is None else self._store_time.skew
+
+    def declare(self, spec: JobSpec) -> Upsert:
+        """Declare a job, idempotently by id: create it, update it, or change nothing.
+
+        Call it at start-up for every job the program defines. The same declaration
+        as stored changes nothing (not the next run, not a pause made at run time);
+        a changed schedule restarts the job's schedule from now; other changes keep
+        the next run. The job's function is imported here, so a typo fails now.
+
+        Args:
+            spec: The job.
+
+        Returns:
+            What the store did.
+
+        Raises:
+            TypeError: ``spec`` is not a `JobSpec`, or its ``func`` names a coroutine
+                function (``async def``: jobs are called, never awaited).
+            JobSpecError: The function cannot be imported, the cron expression or zone
+                is invalid here, or an interval is below the wall clock's resolution.
+                Nothing is stored then.
+            StoreError: The store failed (nothing is stored).
+
+        """
+        spec, first = self._prepare(spec)
+        result = self._store.upsert(spec, first)
+        self._allow(spec.func)
+        self._poke()
+        return result
+
+    def add(self, spec: JobSpec) -> None:
+        """Add a new job at run time (`declare` if it may exist already).
+
+        Raises:
+            ValueError: A job with this id exists (nothing is changed).
+            TypeError: As for `declare`.
+            JobSpecError: As for `declare`.
+
+        """
+        spec, first = self._prepare(spec)
+        if self._store.get(spec.id) is not None:
+            raise ValueError(f"a job with id {spec.id!r} exists already; declare() updates it")
+        self._store.upsert(spec, first)
+        self._allow(spec.func)
+        self._poke()
+
+    def remove(self, job_id: str) -> None:
+        """Delete a job. A run of it already going completes but is not recorded.
+
+        Raises:
+            JobNotFoundError: No such job.
+
+        """
+        self._store.remove(check_job_id(job_id))
+
+    def pause(
+        self,
+        job_id: str,
+        *,
+        note: str | None = None,
+        until: float | datetime | None = None,
+        by: str | None = None,
+    ) -> None:
+        """Stop starting runs of a job until `resume` (a run already claimed goes on).
+
+        The pause is recorded with who took it (``by``, default ``user@host``), when,
+        and the ``note``; with ``until`` it ends by itself then. It survives restarts
+        and re-declarations, until resumed or until a declaration's own ``paused``
+        changes (see docs/daemon.md, "Who wins"). Pausing a paused job replaces its
+        note and end.
+
+        Raises:
+            JobNotFoundError: No such job.
+            ValueError: ``until`` is not in the future, or a naive datetime.
+
+        """
+        job_id = check_job_id(job_id)
+        end = None if until is None else _instant("until", until)
+        control = self._control
+        if control is None:
+            if note is not None or end is not None or by is not None:
+                raise TypeError(f"the store {self._store!r} keeps no notes (no RuntimeControl)")
+            self._store.set_paused(job_id, True)
+            return
+        control.pause_job(job_id, by=_actor(by), at=self._wall(), note=note, until=end)
+        self._poke()
+
+    def resume(self, job_id: str, *, by: str | None = None, note: str | None = None) -> bool:
+        """Resume a paused job; False if it was not paused (nothing is recorded then).
+
+        The slots that came due while it was paused are decided by the job's ``missed``
+        policy: skipped, one run now, or replayed.
+
+        Raises:
+            JobNotFoundError: No such job.
+
+        """
+        job_id = check_job_id(job_id)
+        control = self._control
+        if control is None:
+            state = self._store.get(job_id)
+            if state is None:
+                raise JobNotFoundError(f"no job with id {job_id!r}")
+            self._store.set_paused(job_id, False)
+            self._poke()
+            return state.paused
+        resumed = control.resume_job(job_id, by=_actor(by), at=self._wall(), note=note)
+        self._poke()
+        return resumed
+
+    def trigger(
+        self, job_id: str, *, by: str | None = None, note: str | None = None
+    ) -> Literal["queued", "skipped"]:
+        """Run a job once now, outside its schedule, under its overlap policy.
+
+        The run is queued in the store (any scheduler on it may take it; the ledger
+        records its origin ``manual``); the job's next run does not move. With
+        ``overlap="skip"``, a trigger while a run of the job is going or waiting is
+        given up and recorded ``skipped`` (returns ``"skipped"``); with ``"queue"`` it
+        runs after the runs ahead of it; with ``"allow"`` alongside them. A paused job
+        runs the triggered run and stays paused (as `ThreadScheduler.trigger` does).
+
+        Raises:
+            JobNotFoundError: No such job.
+
+        """
+        control = self._require_control("trigger")
+        done = control.trigger_job(check_job_id(job_id), by=_actor(by), at=self._wall(), note=note)
+        self._poke()
+        return done
+
+    def backfill(
+        self,
+        job_id: str,
+        start: float | datetime,
+        end: float | datetime,
+        *,
+        force: bool = False,
+        by: str | None = None,
+        note: str | None = None,
+    ) -> list[float]:
+        """Run the job's slots between ``start`` and ``end`` (inclusive), oldest first.
+
+        Only slots before now and before the job's next run are queued (the later ones
+        are the schedule's own), and none held, waiting, or recorded as run in the slot
+        ledger: no slot runs twice. Given-up slots (missed, skipped) are filled. Unless
+        the job allows overlap they run one after another. The ledger records their
+        origin ``backfill``. Returns the slots queued (UTC POSIX seconds).
+
+        Args:
+            job_id: The job.
+            start: The window's start (an aware datetime or POSIX seconds).
+            end: Its end.
+            force: Allow more than `tickwork._durable.control.BACKFILL_CAP` (1,000) slots, up
+                to 100,000.
+            by: Who acts (default ``user@host``).
+            note: Why, recorded with the action.
+
+        Raises:
+            JobNotFoundError: No such job.
+            JobPausedError: The job is paused.
+            BackfillError: The window is reversed, too long, or the job has no grid
+                (fixed-delay, `Once`).
+
+        """
+        control = self._require_control("backfill")
+        job_id = check_job_id(job_id)
+        state = self._store.get(job_id)
+        if state is None:
+            raise JobNotFoundError(f"no job with id {job_id!r}")
+        slots = backfill_slots(state, _instant("start", start), _instant("end", end), force=force)
+        queued = control.backfill_job(job_id, slots, by=_actor(by), at=self._wall(), note=note)
+        self._poke()
+        return queued
+
+    def skip_next(
+        self, job_id: str, *, by: str | None = None, note: str | None = None
+    ) -> tuple[float, float | None] | None:
+        """Give up the job's next slot: ``(that slot, the new next run)``; None if none.
+
+        The slot is recorded ``skipped`` (origin ``manual``) in the ledger. A slot
+        already claimed is not the next one: its run goes on.
+
+        Raises:
+            JobNotFoundError: No such job.
+
+        """
+        control = self._require_control("skip_next")
+        job_id = check_job_id(job_id)
+        state = self._store.get(job_id)
+        if state is None:
+            raise JobNotFoundError(f"no job with id {job_id!r}")
+        done = control.skip_next_job(
+            job_id, following_slot(state), by=_actor(by), at=self._wall(), note=note
+        )
+        self._poke()
+        return done
+
+    def actions(
+        self, job_id: str | None = None, *, since: float | None = None, limit: int = 100
+    ) -> list[ActionRecord]:
+        """Operators' recorded actions (pause, resume, trigger, backfill, skip-next), newest first.
+
+        Raises:
+            TypeError: The store keeps no actions.
+
+        """
+        return self._require_control("actions").actions(job_id, since=since, limit=limit)
+
+    def _require_control(self, verb: str) -> RuntimeControl:
+        if self._control is None:
+            raise TypeError(f"the store {self._store!r} has no runtime control (no {verb}())")
+        return self._control
+
+    def reschedule(self, job_id: str, schedule: Schedule) -> None:
+        """Give a job a new schedule; its next run is computed afresh from now.
+
+        A later `declare` with the program's original declaration sets it back (the
+        declaration at start-up wins).
+
+        Raises:
+            JobNotFoundError: No such job.
+            JobSpecError: ``schedule`` is not a schedule value, or an invalid cron
+                expression or zone (nothing is changed).
+
+        """
+        state = self._store.get(check_job_id(job_id))
+        if state is None:
+            raise JobNotFoundError(f"no job with id {job_id!r}")
+        spec, first = self._prepare(replace(state.spec, schedule=schedule))
+        self._store.upsert(spec, first)
+        self._poke()
+
+    def get(self, job_id: str) -> JobState | None:
+        """The job's stored state (next run, last run, live claims), or ``None``."""
+        return self._store.get(check_job_id(job_id))
+
+    def jobs(self) -> list[JobState]:
+        """Every stored job, ordered by id; finished one-shots stay with their last run."""
+        return self._store.jobs()
+
+    def health(self) -> Health:
+        """Whether this scheduler is doing its work: for liveness probes and dashboards.
+
+        Healthy while started, its timing thread alive, its last look at the store
+        successful, and that look no older than ``2 * poll + 5`` seconds (the loop
+        looks at least every ``poll`` seconds). Cheap: it reads counters, never the
+        store. ``tickwork run --http`` answers ``/healthz`` from it.
+        """
+        thread = self._thread
+        looked = self._looked
+        age = None if looked is None else max(0.0, self._mono() - looked)
+        reason: str | None = None
+        if thread is None or self._stopping:
+            reason = "not started" if thread is None else "stopping"
+        elif not thread.is_alive():
+            reason = "the timing thread died (see the log); no run starts"
+        elif self._failures:
+            reason = f"the store failed {self._failures} time(s) in a row: {self._last_error}"
+        elif age is not None and age > 2 * self._poll + 5.0:
+            reason = f"the timing loop has not looked at the store for {age:.0f} s"
+        return Health(
+            ok=reason is None,
+            reason=reason,
+            store_failures=self._failures,
+            store_errors=self._store_errors,
+            lost_claims=self._lost_claims,
+            last_look_age=age,
+        )
+
+    def history(
+        self,
+        job_id: str | None = None,
+        *,
+        since: float | datetime | None = None,
+        outcome: str | None = None,
+        before: int | None = None,
+        limit: int = 100,
+    ) -> list[SlotRecord]:
+        """The slot ledger, newest entry first: how each slot of each job ended.
+
+        Every slot ends in exactly one entry (``ok``, ``failed``, ``missed``,
+        ``skipped``, ``abandoned``; slots given up together share one entry with its
+        ``slots`` count). See `tickwork.stores.SlotLedger` and docs/observability.md.
+
+        Args:
+            job_id: Only this job (``None``: all, removed jobs included until pruned).
+            since: Only slots due at or after this time (an aware datetime or POSIX
+                seconds).
+            outcome: Only entries with this outcome.
+            before: Only entries older than this ``seq`` (to page back).
+            limit: Most entries returned.
+
+        Raises:
+            TypeError: The store keeps no slot ledger.
+
+        """
+        if self._ledger is None:
+            raise TypeError(f"the store {self._store!r} keeps no slot ledger (no history())")
+        if isinstance(since, datetime):
+            if since.tzinfo is None:
+                raise ValueError(f"since must be an aware datetime or POSIX seconds, got {since!r}")
+            since = since.timestamp()
+        return self._ledger.history(
+            job_id, since=since, outcome=outcome, before=before, limit=limit
+        )
+
+    @staticmethod
+    def record_output(text: str) -> None:
+        """Inside a running durable job: keep ``text`` as the run's output.
+
+        Its end (the last 4,000 characters) goes into the run's slot-ledger entry
+        (`SlotRecord.output`), whether the run then succeeds or fails; a later call
+        replaces an earlier one. ``tickwork run`` records a command's output tail so.
+
+        Raises:
+            TypeError: ``text`` is not a str.
+            RuntimeError: Called outside a running durable job.
+
+        """
+        if not isinstance(text, str):
+            raise TypeError(f"text must be a str, got {type(text).__name__}")
+        claim = DurableScheduler.current_claim()
+        if claim is None:
+            raise RuntimeError("record_output() is only for a running durable job")
+        _outputs[claim.token] = text[-OUTPUT_LIMIT:]
+
+    @staticmethod
+    def current_claim() -> Claim | None:
+        """Inside a running durable job: its `Claim` (``job_id``, ``scheduled``, ...).
+
+        ``(claim.job_id, claim.scheduled)`` identifies the run across restarts, which
+        makes it the natural idempotency key of an ``at_least_once`` job. ``None``
+        outside a durable job.
+        """
+        claim: Claim | None = getattr(_current, "claim", None)
+        return claim if claim is not None else current_async_claim.get()
+
+    def _prepare(self, spec: JobSpec) -> tuple[JobSpec, float | None]:
+        """Check what a store does not: the function imports, the schedule computes."""
+        if not isinstance(spec, JobSpec):
+            raise TypeError(f"spec must be a tickwork.stores.JobSpec, got {spec!r}")
+        fn = resolve_func(spec.func)  # raises JobSpecError naming the path and why
+        if self._awaiter is None and _is_coroutine_function(fn):
+            raise TypeError(
+                "func must name a plain function, not a coroutine function (async def):"
+                " DurableScheduler calls jobs without awaiting them; use"
+                " tickwork.AsyncDurableScheduler, which awaits them on your event loop,"
+                f" got {spec.func!r}"
+            )
+        why = misfit(fn, spec.args, spec.kwargs)
+        if why is not None:
+            raise JobSpecError(
+                f"job {spec.id!r}: func {spec.func!r} cannot be called with"
+                f" args={list(spec.args)!r} and kwargs={dict(spec.kwargs)!r}: {why}"
+            )
+        try:
+            first = first_run(spec.schedule, self._wall())
+        except ValueError as exc:  # CronError is a ValueError
+            raise JobSpecError(f"job {spec.id!r}: {exc}") from exc
+        schedule = spec.schedule
+        if (
+            isinstance(schedule, Every)
+            and first is not None
+            and schedule.interval < math.ulp(first)
+        ):
+            # The wall clock could not tell its slots apart (slot + seconds == slot).
+            raise JobSpecError(
+                f"job {spec.id!r}: schedule.seconds must be at least {math.ulp(first)!r} s,"
+                f" the wall clock's resolution at the first run {first!r},"
+                f" got {schedule.interval!r}"
+            )
+        return spec, first
+
+    def _allow(self, func: str) -> None:
+        with self._lock:
+            self._declared.add(func)
+
+    def _poke(self) -> None:
+        """Make the timing thread look at the store again now."""
+        with self._lock:
+            self._wake = True
+            self._cond.notify()
+
+    def step(self) -> float:
+        """Look at the store once now, in the calling thread; return seconds to the next look.
+
+        Renews leases, claims the due runs and hands them to the executor, as the timing
+        thread does on each wake-up. Meant for tests on a `tickwork.testing.FakeClock`
+        (``wall_clock=clock.wall, monotonic_clock=clock``): move the clock, call
+        ``step()``; with a `tickwork.testing.InlineExecutor` the due jobs have run (and
+        their ends are recorded) when it returns. Started or not.
+        """
+        return self._step()
+
+    # -- lifecycle -----------------------------------------------------------------
+
+    def start(self) -> None:
+        """Start the timing thread; missed runs found now follow each job's policy.
+
+        Raises:
+            RuntimeError: Already started, or stopped (a scheduler does not restart).
+
+        """
+        with self._lock:
+            if self._stopping:
+                raise RuntimeError("start() on a stopped DurableScheduler (it does not restart)")
+            if self._thread is not None:
+                raise RuntimeError("start() on a DurableScheduler that is already running")
+            if isinstance(self._store, SessionLiveness):
+                # Its claims read as live while its sessions are (`tickwork jobs`).
+                self._store.tag_sessions(self._owner)
+            self._thread = threading.Thread(
+                target=self._loop, name="tickwork-durable-timer", daemon=True
+            )
+            self._thread.start()
+            if self._notifier is not None:
+                self._listener = threading.Thread(
+                    target=self._listen,
+                    args=(self._notifier,),
+                    name="tickwork-durable-listener",
+                    daemon=True,
+                )
+                self._listener.start()
+
+    def stop(self, wait: bool = True, timeout: float | None = None) -> bool:
+        """Stop: no run starts after this returns; optionally wait for running jobs.
+
+        Runs claimed but not started are handed back to the store at once (recorded
+        ``"cancelled"``, their slot re-offered as a retry), so another scheduler or the
+        next start runs them without waiting for the lease. A run its claim recorded as
+        started (one handed straight to an idle worker) is already begun and still
+        runs. The store is not closed.
+
+        Args:
+            wait: Wait for the running jobs to finish (and their outcome recorded).
+            timeout: With ``wait``, give up after this many seconds; ``None``: no limit.
+
+        Returns:
+            Whether no job (other than the caller's own) is still running.
+
+        Raises:
+            ValueError: ``timeout`` is not ``None`` or a finite number >= 0.
+
+        """
+        if timeout is not None and (
+            isinstance(timeout, bool)
+            or not isinstance(timeout, int | float)
+            or not 0 <= timeout < math.inf
+        ):
+            raise ValueError(f"timeout must be None or a finite number >= 0, got {timeout!r}")
+        give_up = None if timeout is None else time.monotonic() + timeout
+        with self._lock:
+            self._stopping = True
+            self._cond.notify_all()
+            thread, listener = self._thread, self._listener
+        self._halt.set()
+        if listener is not None and self._notifier is not None:
+            try:
+                self._notifier.interrupt_wait()
+            except Exception:  # a closed store, say: the listener ends on its own
+                _log.debug("interrupt_wait failed while stopping", exc_info=True)
+        for t in (thread, listener):
+            if t is not None and t is not threading.current_thread():
+                t.join(None if give_up is None else max(0.0, give_up - time.monotonic()))
+        own = getattr(self._local, "depth", 0)
+        with self._lock:
+            if wait:
+                left = None if give_up is None else max(0.0, give_up - time.monotonic())
+                finished = self._idle.wait_for(lambda: len(self._runs) <= own, left)
+            else:
+                finished = self._in_job <= own
+        if self._own_executor:
+            self._executor.shutdown(wait=False)
+        return finished
+
+    def __enter__(self) -> DurableScheduler:
+        """Start the scheduler; return it."""
+        self.start()
+        return self
+
+    def __exit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        tb: TracebackType | None,
+    ) -> None:
+        """Stop the scheduler and wait for running jobs."""
+        self.stop()
+
+    # -- introspection and events ----------------------------------------------------
+
+    @property
+    def errors(self) -> list[str]:
+        """``"job <id>: <error>"`` for each failed run of this scheduler, oldest first."""
+        with self._lock:
+            return list(self._errors)
+
+    def running(self) -> dict[str, int]:
+        """Job id -> how many of its runs this scheduler holds (claimed or running)."""
+        with self._lock:
+            out: dict[str, int] = {}
+            for run in self._runs.values():
+                out[run.claim.job_id] = out.get(run.claim.job_id, 0) + 1
+            return out
+
+    def add_listener(self, listener: Listener) -> None:
+        """Deliver a `RunEvent` (with ``job_id`` set) to ``listener`` for every run.
+
+        STARTED, FINISHED and FAILED come from the worker thread; MISSED and SKIPPED
+        (slots given up by policy, ``missed`` = how many) from the timing thread. Times
+        are wall-clock POSIX seconds. A listener that raises is logged and skipped.
+        """
+        if not callable(listener):
+            raise TypeError(f"listener must be callable, got {listener!r}")
+        with self._lock:
+            self._listeners = [*self._listeners, listener]
+
+    def remove_listener(self, listener: Listener) -> None:
+        """Stop delivering events to ``listener``; unknown listeners are ignored."""
+        with self._lock:
+            if listener in self._listeners:
+                listeners = list(self._listeners)
+                listeners.remove(listener)
+                self._listeners = listeners
+
+    # -- the timing thread -----------------------------------------------------------
+
+    def _loop(self) -> None:
+        try:
+            while True:
+                timeout = self._step()
+                with self._cond:
+                    if self._stopping:
+                        return
+                    if self._failures:
+                        # Back off: wake-ups do not shorten the wait, only stop() does.
+                        until = time.monotonic() + timeout
+                        while not self._stopping and (left := until - time.monotonic()) > 0:
+                            self._wait(left)
+                    elif self._wake:
+                        self._wake = False
+                        continue
+                    elif timeout > 0.0:
+                        self._wait(timeout)
+                    self._wake = False
+        except BaseException:
+            _log.critical("tickwork durable timing thread died; no more runs start", exc_info=True)
+            raise
+
+    def _wait(self, timeout: float) -> None:
+        """Wait for a notify or ``timeout`` seconds with the lock held (tests replace it)."""
+        self._cond.wait(min(timeout, threading.TIMEOUT_MAX))
+
+    def _step(self) -> float:
+        """One look at the store: renew, claim, dispatch; return seconds to sleep."""
+        with self._lock:
+            if self._stopping:
+                return 0.0
+        try:
+            timeout = self._step_store()
+        except Exception as exc:
+            # A busy or unreachable database: try again later, keep the thread alive.
+            self._store_errors += 1
+            self._last_error = f"{type(exc).__name__}: {exc}"
+            self._looked = self._mono()
+            return self._store_failed(exc)
+        self._looked = self._mono()
+        if self._failures:
+            _log.warning(
+                "durable scheduler %r: the store works again after %d failed attempt(s)",
+                self._owner,
+                self._failures,
+            )
+            self._failures = 0
+        return timeout
+
+    def _listen(self, notifier: ChangeNotifier) -> None:
+        """The listener thread: wake the timing thread when the store announces a change.
+
+        Waits in ``notifier.wait_for_change`` (on its own connection, for PostgreSQL),
+        ``poll`` seconds at a time; `stop` ends the wait with ``interrupt_wait``. A True
+        result (a change, or possibly missed notifications) makes the timing thread look
+        at the store at once. An error is logged and retried with backoff.
+        """
+        failures = 0
+        while not self._halt.is_set():
+            try:
+                changed = notifier.wait_for_change(self._poll)
+            except Exception as exc:
+                if self._halt.is_set():
+                    return
+                failures += 1
+                delay = min(self._poll, _RETRY_MIN * 2.0 ** min(failures - 1, 60))
+                # Once per streak: a closed store would otherwise log every poll.
+                _log.log(
+                    logging.WARNING if failures == 1 else logging.DEBUG,
+                    "durable scheduler %r: waiting for store changes failed (%s: %s);"
+                    " retrying in %.2f s (the safety poll goes on meanwhile)",
+                    self._owner,
+                    type(exc).__name__,
+                    exc,
+                    delay,
+                )
+                self._halt.wait(delay)
+                continue
+            failures = 0
+            if changed and not self._halt.is_set():
+                self._poke()
+
+    # -- the worker's part -------------------------------------------------------------
