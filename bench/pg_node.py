@@ -13,7 +13,7 @@ for ``load``, the tree's default lease of `DurableScheduler`, which the nodes us
 ``synchronous_commit=off`` (setup only: the nodes' commits are all durable) and declares
 the jobs with ``store.upsert``: ``oneshots`` (``[first, span, count]``: one-shots due
 evenly over ``span`` seconds from ``first``, all at ``first`` when ``span`` is 0) and
-``every`` (``[count, seconds, first]``: `EverySchedule` jobs). Every job names `record`.
+``every`` (``[count, seconds, first]``: `Every` jobs). Every job names `record`.
 
 ``node`` is what a user's process does: a `PostgresStore`, ``wait_for_change(0)`` (so it
 listens before it says ready), a `DurableScheduler` with the library's defaults (lease,
@@ -45,8 +45,8 @@ from psycopg import sql
 from psycopg.conninfo import conninfo_to_dict, make_conninfo
 
 import tickwork
-from tickwork import DurableScheduler
-from tickwork.stores import AtSchedule, EverySchedule, JobSpec
+from tickwork import At, DurableScheduler, Every
+from tickwork.stores import JobSpec
 from tickwork.stores.postgres import PostgresStore
 
 FUNC = "bench.pg_node:record"
@@ -95,10 +95,10 @@ def load(config: dict[str, Any]) -> dict[str, Any]:
         first, span, count = config.get("oneshots") or (0.0, 0.0, 0)
         for i in range(count):
             at = first + span * i / count
-            store.upsert(JobSpec(f"once{i:06}", FUNC, AtSchedule(at)), at)
+            store.upsert(JobSpec(f"once{i:06}", FUNC, At(at)), at)
         count, seconds, first = config.get("every") or (0, 1.0, 0.0)
         for i in range(count):
-            store.upsert(JobSpec(f"every{i:03}", FUNC, EverySchedule(seconds)), first)
+            store.upsert(JobSpec(f"every{i:03}", FUNC, Every(seconds)), first)
     lease = inspect.signature(DurableScheduler).parameters["lease"].default
     return {"tickwork": tickwork.__file__, "seconds": time.time() - t0, "lease": lease}
 

@@ -26,7 +26,7 @@ for the run:
 - burst: ``--burst`` one-shots all due at one instant, on each of ``--nodes`` node
   counts: runs per second from the due time to the last start, and the ratio to one node.
 - steady: ``--steady`` one-shots due evenly over ``--seconds`` plus ``--every`` jobs
-  ``EverySchedule(1.0)``, on 3 nodes: start delay (start minus scheduled) p50/p99/max of
+  ``Every(1.0)``, on 3 nodes: start delay (start minus scheduled) p50/p99/max of
   the runs scheduled in the window; the longest stretch any node went without starting a
   run while a run was waiting (due, not started); the longest stretch any node started
   nothing at all.
@@ -38,7 +38,7 @@ for the run:
 - kill (issue 15, point 4): 3 nodes, one SIGKILLed, every job at the defaults
   (at-most-once, ``overlap`` and ``missed`` "skip") and both trees at their default lease
   (`DurableScheduler`'s, 30 s in both; the loader reports it). "busy": 5,000 one-shots
-  due evenly over 10 s plus 20 jobs ``EverySchedule(1.0)``, a node killed 3 s in
+  due evenly over 10 s plus 20 jobs ``Every(1.0)``, a node killed 3 s in
   (``--quick``: 1,000 over 4 s, killed 2 s in, slots counted over 8 s);
   "quiet": 2,000 one-shots over 60 s (``--quick``: 600 over 20 s), each run sleeping
   0.2 s first so that nodes hold runs, a node killed 10 s in. From that moment the
@@ -660,7 +660,7 @@ class KillLoad:
     name: str
     oneshots: int  # due evenly over ``span`` seconds from the first due time
     span: float
-    every: int  # jobs EverySchedule(1.0) from the first due time
+    every: int  # jobs Every(1.0) from the first due time
     window: float  # seconds; recurring slots scheduled in it are counted
     after: float  # the kill, seconds after the first due time
     sleep: float = 0.0  # each run sleeps this long before recording itself

@@ -70,6 +70,7 @@ sys.path.insert(0, str(ROOT / "src"))
 sys.path.insert(0, str(ROOT))
 
 from tickwork import (  # noqa: E402
+    At,
     DurableScheduler,
     EventKind,
     Once,
@@ -77,7 +78,7 @@ from tickwork import (  # noqa: E402
     Scheduler,
     ThreadScheduler,
 )
-from tickwork.stores import AtSchedule, JobSpec  # noqa: E402
+from tickwork.stores import JobSpec  # noqa: E402
 from tickwork.stores.sqlite import SQLiteStore  # noqa: E402
 
 NOOP = "bench.store:noop"
@@ -154,9 +155,9 @@ def burst_durable(
     store = store_cls(tmp / "burst.db", **store_kw)
     now = time.time()
     for i in range(n):
-        store.upsert(JobSpec(f"job-{i:06d}", NOOP, AtSchedule(now)), now)
+        store.upsert(JobSpec(f"job-{i:06d}", NOOP, At(now)), now)
     ds = DurableScheduler(store)
-    ds.declare(JobSpec("job-000000", NOOP, AtSchedule(now)))  # allow the function
+    ds.declare(JobSpec("job-000000", NOOP, At(now)))  # allow the function
     done, _, listener = _finished_counter(n)
     ds.add_listener(listener)  # type: ignore[arg-type]
     before = resource.getrusage(resource.RUSAGE_SELF)
@@ -341,7 +342,7 @@ def burst_bound(n: int, tmp: Path, rounds: int) -> None:
 def startup(m: int, tmp: Path) -> dict[str, float]:
     out: dict[str, float] = {}
     ahead = time.time() + 86400
-    specs = [JobSpec(f"job-{i:06d}", NOOP, AtSchedule(ahead + i)) for i in range(m)]
+    specs = [JobSpec(f"job-{i:06d}", NOOP, At(ahead + i)) for i in range(m)]
     path = tmp / "startup.db"
 
     store = SQLiteStore(path)
@@ -361,7 +362,7 @@ def startup(m: int, tmp: Path) -> dict[str, float]:
 
     done, _, listener = _finished_counter(1)
     ds.add_listener(listener)  # type: ignore[arg-type]
-    ds.declare(JobSpec("due-now", NOOP, AtSchedule(time.time())))
+    ds.declare(JobSpec("due-now", NOOP, At(time.time())))
     t = time.perf_counter()
     ds.start()
     assert done.wait(60)

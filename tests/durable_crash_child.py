@@ -17,8 +17,8 @@ import threading
 import time
 from typing import Any
 
-from tickwork import DurableScheduler, EventKind, RunEvent
-from tickwork.stores import AtSchedule, EverySchedule, JobSpec, Store
+from tickwork import At, DurableScheduler, EventKind, Every, RunEvent
+from tickwork.stores import JobSpec, Store
 from tickwork.stores.sqlite import SQLiteStore
 
 FUNC = "tests.durable_crash_child:record"
@@ -64,7 +64,7 @@ def given_up_recorder(runs_db: str) -> Any:
 
 def spec(job: dict[str, Any], runs_db: str) -> JobSpec:
     """The job of one plan entry."""
-    schedule = AtSchedule(job["at"]) if "at" in job else EverySchedule(job["every"])
+    schedule = At(job["at"]) if "at" in job else Every(job["every"])
     return JobSpec(
         job["id"],
         FUNC,

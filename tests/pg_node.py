@@ -50,7 +50,7 @@ def advance(state: JobState, now: float) -> float | None:
     schedule = state.spec.schedule
     if not isinstance(schedule, Every) or state.next_run is None:
         return None
-    following = state.next_run + schedule.seconds
+    following = state.next_run + schedule.interval
     return following if following < float(state.spec.kwargs["until"]) else None
 
 

@@ -16,26 +16,20 @@ from typing import Any
 
 import pytest
 
+from tickwork import At, Cron, Every
 from tickwork.stores import (
-    KEEP,
-    AtSchedule,
-    BatchRecorder,
     Claim,
-    CronSchedule,
-    EverySchedule,
-    Finish,
-    GivenUp,
     JobNotFoundError,
     JobSpec,
     JobState,
     LastRun,
     SlotLedger,
     SlotRecord,
-    Start,
     Store,
     StoreError,
     Upsert,
 )
+from tickwork.stores.contract import KEEP, BatchRecorder, Finish, GivenUp, Start
 
 OpenStore = Callable[..., Store]
 
@@ -50,29 +44,29 @@ FUNC = "tests.store_contract:noop"
 
 
 def spec(job_id: str = "job", schedule: Any = None, **kw: Any) -> JobSpec:
-    return JobSpec(job_id, FUNC, schedule or EverySchedule(10), **kw)
+    return JobSpec(job_id, FUNC, schedule or Every(10), **kw)
 
 
 def once(state: JobState, now: float) -> float | None:
-    """Advance policy of a one-shot: nothing after this run."""
+    """AdvanceFn policy of a one-shot: nothing after this run."""
     return None
 
 
 def grid(state: JobState, now: float) -> float | None:
-    """Advance policy of a fixed-rate job: the next grid point after ``now``."""
+    """AdvanceFn policy of a fixed-rate job: the next grid point after ``now``."""
     assert state.next_run is not None
-    step = state.spec.schedule.seconds  # type: ignore[union-attr]
+    step = state.spec.schedule.interval  # type: ignore[union-attr]
     return state.next_run + step * (math.floor((now - state.next_run) / step) + 1)
 
 
 def step_one(state: JobState, now: float) -> float | None:
-    """Advance policy that replays every slot (as ``missed="all"``): the next one after."""
+    """AdvanceFn policy that replays every slot (as ``missed="all"``): the next one after."""
     assert state.next_run is not None
-    return state.next_run + state.spec.schedule.seconds  # type: ignore[union-attr]
+    return state.next_run + state.spec.schedule.interval  # type: ignore[union-attr]
 
 
 def never(state: JobState, now: float) -> float | None:
-    """Advance policy for claims that must not call it (retries)."""
+    """AdvanceFn policy for claims that must not call it (retries)."""
     raise AssertionError(f"advance called for job {state.id!r}, next_run {state.next_run!r}")
 
 
@@ -121,11 +115,11 @@ class StoreContract:
 
     def test_changed_schedule_takes_the_new_next_run(self, store: Store) -> None:
         store.upsert(spec(), 100.0)
-        assert store.upsert(spec(schedule=EverySchedule(60)), 160.0) is Upsert.UPDATED
+        assert store.upsert(spec(schedule=Every(60)), 160.0) is Upsert.UPDATED
         state = store.get("job")
         assert state is not None
         assert state.next_run == 160.0
-        assert state.spec.schedule == EverySchedule(60)
+        assert state.spec.schedule == Every(60)
 
     @pytest.mark.parametrize(
         "change",
@@ -151,7 +145,7 @@ class StoreContract:
 
     def test_changed_func_updates(self, store: Store) -> None:
         store.upsert(spec(), 100.0)
-        new = JobSpec("job", "tests.store_contract:other", EverySchedule(10))
+        new = JobSpec("job", "tests.store_contract:other", Every(10))
         assert store.upsert(new, 5.0) is Upsert.UPDATED
         state = store.get("job")
         assert state is not None and state.spec.func == new.func and state.next_run == 100.0
@@ -181,9 +175,9 @@ class StoreContract:
 
     def test_all_schedule_kinds_round_trip(self, store: Store) -> None:
         kinds = [
-            AtSchedule(1.5e9),
-            EverySchedule(0.5, fixed_delay=True),
-            CronSchedule("0 3 * * *", "Europe/Berlin"),
+            At(1.5e9),
+            Every(0.5, fixed_delay=True),
+            Cron("0 3 * * *", "Europe/Berlin"),
         ]
         for i, sched in enumerate(kinds):
             store.upsert(spec(f"j{i}", sched), None)
@@ -235,7 +229,7 @@ class StoreContract:
     # -- claiming ---------------------------------------------------------------------
 
     def test_claim_takes_due_jobs_in_order_and_advances_them(self, store: Store) -> None:
-        store.upsert(spec("late", AtSchedule(120.0)), 120.0)
+        store.upsert(spec("late", At(120.0)), 120.0)
         store.upsert(spec("first"), 90.0)
         store.upsert(spec("second"), 100.0)
         store.upsert(spec("future"), 101.0)
@@ -275,7 +269,7 @@ class StoreContract:
         assert store.get("job").next_run == 777.0  # type: ignore[union-attr]
 
     def test_one_shot_has_no_next_run_after_its_claim(self, store: Store) -> None:
-        store.upsert(spec(schedule=AtSchedule(100.0)), 100.0)
+        store.upsert(spec(schedule=At(100.0)), 100.0)
         (c,) = claim(store, 100.0, advance=once)
         assert store.get("job").next_run is None  # type: ignore[union-attr]
         assert claim(store, 110.0, advance=once) == []
@@ -423,7 +417,7 @@ class StoreContract:
         assert store.get("job").last_run == LastRun(100.0, None, 150.0, "missed", None)  # type: ignore[union-attr]
 
     def test_finish_can_set_the_next_run(self, store: Store) -> None:
-        store.upsert(spec(schedule=EverySchedule(5, fixed_delay=True)), 100.0)
+        store.upsert(spec(schedule=Every(5, fixed_delay=True)), 100.0)
         (c,) = claim(store, 100.0, advance=lambda s, n: n + 5)
         assert store.get("job").next_run == 105.0  # type: ignore[union-attr]
         store.start(c, started=100.0)
@@ -483,7 +477,7 @@ class StoreContract:
 
     def test_expired_claim_that_never_started_is_released(self, store: Store) -> None:
         # killed after the claim, before the run: nothing ran, so the slot is offered again
-        store.upsert(spec(schedule=AtSchedule(100.0)), 100.0)
+        store.upsert(spec(schedule=At(100.0)), 100.0)
         (c,) = claim(store, 100.0, advance=once)
         assert store.recover_expired(100.0 + LEASE - 0.001) == []
         (r,) = store.recover_expired(100.0 + LEASE)
@@ -507,7 +501,7 @@ class StoreContract:
 
     def test_at_most_once_started_run_is_abandoned_not_repeated(self, store: Store) -> None:
         # killed mid-run, or after the run but before finish: recorded, never re-run
-        store.upsert(spec(schedule=AtSchedule(100.0)), 100.0)
+        store.upsert(spec(schedule=At(100.0)), 100.0)
         (c,) = claim(store, 100.0, advance=once)
         store.start(c, started=100.5)
         (r,) = store.recover_expired(200.0)
@@ -523,7 +517,7 @@ class StoreContract:
         assert claim(store, 1e9, advance=once) == []
 
     def test_at_least_once_started_run_is_due_again(self, store: Store) -> None:
-        store.upsert(spec(schedule=AtSchedule(100.0), delivery="at_least_once"), 100.0)
+        store.upsert(spec(schedule=At(100.0), delivery="at_least_once"), 100.0)
         (c,) = claim(store, 100.0, advance=once)
         store.start(c, started=100.5)
         (r,) = store.recover_expired(200.0)
@@ -662,7 +656,7 @@ class StoreContract:
 
     def test_claim_due_recovers_expired_leases_itself(self, open_store: OpenStore) -> None:
         a, b = open_store(), open_store()
-        a.upsert(spec(schedule=AtSchedule(100.0), delivery="at_least_once"), 100.0)
+        a.upsert(spec(schedule=At(100.0), delivery="at_least_once"), 100.0)
         (lost,) = claim(a, 100.0, "A", advance=once)
         assert a.start(lost, started=100.0)
         assert claim(b, 100.0 + LEASE - 1, "B", advance=once) == []  # still A's
@@ -676,7 +670,7 @@ class StoreContract:
         assert a.get("job").last_run.outcome == "ok"  # type: ignore[union-attr]
 
     def test_stalled_owner_loses_the_claim_before_starting(self, store: Store) -> None:
-        store.upsert(spec(schedule=AtSchedule(100.0)), 100.0)
+        store.upsert(spec(schedule=At(100.0)), 100.0)
         (c,) = claim(store, 100.0, advance=once)
         store.recover_expired(200.0)
         assert not store.start(c, started=201.0)  # so it never runs the job late and twice
@@ -912,7 +906,7 @@ class StoreContract:
     @pytest.mark.parametrize("delivery", ["at_most_once", "at_least_once"])
     def test_a_lost_started_run_is_an_abandoned_attempt(self, store: Store, delivery: str) -> None:
         assert isinstance(store, SlotLedger)
-        store.upsert(spec(schedule=AtSchedule(100.0), delivery=delivery), 100.0)
+        store.upsert(spec(schedule=At(100.0), delivery=delivery), 100.0)
         (c,) = claim(store, 100.0, advance=once)
         assert store.start(c, started=100.5)
         store.recover_expired(100.0 + LEASE)
@@ -941,8 +935,8 @@ class StoreContract:
 
     def test_history_filters_and_pages(self, store: Store) -> None:
         assert isinstance(store, SlotLedger)
-        store.upsert(spec("a", schedule=EverySchedule(10)), 100.0)
-        store.upsert(spec("b", schedule=EverySchedule(10)), 100.0)
+        store.upsert(spec("a", schedule=Every(10)), 100.0)
+        store.upsert(spec("b", schedule=Every(10)), 100.0)
         for now in (100.0, 110.0, 120.0):
             for c in claim(store, now, advance=step_one):
                 outcome = "ok" if (c.job_id, now) != ("b", 110.0) else "failed"
@@ -980,8 +974,8 @@ class StoreContract:
     ) -> None:
         store = open_store(history_keep=3, history_days=1.0)
         assert isinstance(store, SlotLedger)
-        store.upsert(spec("a", schedule=EverySchedule(10)), 100.0)
-        store.upsert(spec("b", schedule=EverySchedule(10)), 100.0)
+        store.upsert(spec("a", schedule=Every(10)), 100.0)
+        store.upsert(spec("b", schedule=Every(10)), 100.0)
         for k in range(5):
             for c in claim(store, 100.0 + 10 * k, advance=step_one):
                 if c.job_id == "a" or k == 0:

@@ -13,8 +13,8 @@ from typing import Any
 
 import pytest
 
-from tickwork import AsyncDurableScheduler, DurableScheduler
-from tickwork.stores import AtSchedule, JobSpec, JobState
+from tickwork import AsyncDurableScheduler, At, DurableScheduler
+from tickwork.stores import JobSpec, JobState
 from tickwork.stores.sqlite import SQLiteStore
 
 HERE = "tests.test_async_durable"
@@ -51,7 +51,7 @@ async def held_job() -> None:
 
 
 def _due_now(job_id: str, func: str, **kw: Any) -> JobSpec:
-    return JobSpec(job_id, f"{HERE}:{func}", AtSchedule(time.time()), **kw)
+    return JobSpec(job_id, f"{HERE}:{func}", At(time.time()), **kw)
 
 
 async def _until(

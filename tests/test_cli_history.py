@@ -15,11 +15,12 @@ from pathlib import Path
 
 import pytest
 
+from tickwork import Every
 from tickwork.__main__ import build_parser
 from tickwork._cli.history import parse_since, run_history
 from tickwork._cli.run import run_jobs
 from tickwork._daemon.declare import ENTRY_POINT
-from tickwork.stores import EverySchedule, JobSpec
+from tickwork.stores import JobSpec
 from tickwork.stores.sqlite import SQLiteStore
 
 T0 = 1_800_000_000.0  # 2027-01-15T08:00:00Z
@@ -35,7 +36,7 @@ def state(tmp_path: Path) -> Path:
     path = tmp_path / "s.sqlite3"
     with SQLiteStore(path) as store:
         for name in ("backup", "report"):
-            spec = JobSpec(f"jobs/{name}", ENTRY_POINT, EverySchedule(60), kwargs={"job": name})
+            spec = JobSpec(f"jobs/{name}", ENTRY_POINT, Every(60), kwargs={"job": name})
             store.upsert(spec, T0)
         outcomes = ["ok", "ok", "failed", "failed"]
         for k, outcome in enumerate(outcomes):

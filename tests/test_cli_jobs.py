@@ -19,10 +19,11 @@ from typing import Any
 
 import pytest
 
+from tickwork import Every
 from tickwork.__main__ import build_parser
 from tickwork._cli.run import run_jobs
 from tickwork._daemon.declare import ENTRY_POINT
-from tickwork.stores import EverySchedule, JobSpec
+from tickwork.stores import JobSpec
 from tickwork.stores.sqlite import SQLiteStore
 
 HOST = socket.gethostname()
@@ -36,9 +37,7 @@ def dead_pid() -> int:
 
 
 def claim(store: SQLiteStore, job: str, owner: str, *, now: float, lease: float) -> None:
-    store.upsert(
-        JobSpec(f"jobs/{job}", ENTRY_POINT, EverySchedule(60), kwargs={"job": job}), now - 1
-    )
+    store.upsert(JobSpec(f"jobs/{job}", ENTRY_POINT, Every(60), kwargs={"job": job}), now - 1)
     [c] = [
         c
         for c in store.claim_due(

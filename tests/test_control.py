@@ -16,16 +16,9 @@ import pytest
 
 from tests.conftest import DURABLE_START
 from tests.executors import ManualExecutor, drain
-from tickwork import DurableScheduler
+from tickwork import Cron, DurableScheduler, Every
 from tickwork._durable.control import BackfillError
-from tickwork.stores import (
-    CronSchedule,
-    EverySchedule,
-    JobNotFoundError,
-    JobPausedError,
-    JobSpec,
-    Store,
-)
+from tickwork.stores import JobNotFoundError, JobPausedError, JobSpec, Store
 from tickwork.stores.sqlite import SQLiteStore
 from tickwork.testing import FakeClock
 
@@ -66,7 +59,7 @@ def ran() -> list[float]:
 
 def every(job_id: str = "e", interval: float = 10.0, **kw: Any) -> JobSpec:
     kw.setdefault("args", [job_id])
-    return JobSpec(job_id, REC, EverySchedule(interval), **kw)
+    return JobSpec(job_id, REC, Every(interval), **kw)
 
 
 # -- pause and resume ------------------------------------------------------------------
@@ -186,9 +179,7 @@ def test_two_triggers_at_once_under_skip_make_one_run(make: Make, clock: FakeClo
 
 def test_triggers_under_queue_run_one_after_another(make: Make, clock: FakeClock) -> None:
     ds, pool = make()
-    ds.declare(
-        JobSpec("q", "tests.durable_jobs:slow", EverySchedule(100), args=[2], overlap="queue")
-    )
+    ds.declare(JobSpec("q", "tests.durable_jobs:slow", Every(100), args=[2], overlap="queue"))
     assert ds.trigger("q") == "queued"
     clock.advance(1)
     assert ds.trigger("q") == "queued"
@@ -288,7 +279,7 @@ def test_a_backfill_runs_past_slots_in_order_once(make: Make, clock: FakeClock) 
 
 def test_a_backfill_of_a_cron_job_uses_its_zone(make: Make, clock: FakeClock) -> None:
     ds, pool = make()
-    ds.declare(JobSpec("c", REC, CronSchedule("0 * * * *", "Europe/Berlin"), args=["c"]))
+    ds.declare(JobSpec("c", REC, Cron("0 * * * *", "Europe/Berlin"), args=["c"]))
     clock.advance(3 * 3600)
     drain(ds, pool)  # the grid catches up first (missed="skip": given up)
     queued = ds.backfill("c", START, START + 3 * 3600)
@@ -314,7 +305,7 @@ def test_a_backfill_is_bounded_and_explains_refusals(make: Make, clock: FakeCloc
     assert len(ds.backfill("e", START, START + 5000, force=True)) == 5000
     with pytest.raises(BackfillError, match=r"ends .* before it starts"):
         ds.backfill("e", START + 10, START)
-    ds.declare(JobSpec("d", REC, EverySchedule(10, fixed_delay=True)))
+    ds.declare(JobSpec("d", REC, Every(10, fixed_delay=True)))
     with pytest.raises(BackfillError, match="fixed-delay job: it has no grid"):
         ds.backfill("d", START, START + 100)
     with pytest.raises(ValueError, match="start must be an aware datetime"):
@@ -334,7 +325,7 @@ def test_skip_next_gives_up_one_slot_in_the_ledger(make: Make, clock: FakeClock)
     (skip,) = ds.history("e", outcome="skipped")
     assert (skip.scheduled, skip.origin) == (START + 10, "manual")
     assert skip.error == "skipped by di@ops: deploy window"
-    ds.declare(JobSpec("once", REC, EverySchedule(10)))
+    ds.declare(JobSpec("once", REC, Every(10)))
     ds.remove("once")
     with pytest.raises(JobNotFoundError):
         ds.skip_next("once")

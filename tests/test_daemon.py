@@ -14,6 +14,7 @@ from pathlib import Path
 
 import pytest
 
+from tickwork import At, Cron, Every
 from tickwork.__main__ import main
 from tickwork._daemon.config import parse_config
 from tickwork._daemon.daemon import Daemon, run_configured_job
@@ -28,7 +29,7 @@ from tickwork._daemon.declare import (
     spec_for,
 )
 from tickwork._daemon.runlog import RunLog
-from tickwork.stores import AtSchedule, CronSchedule, EverySchedule, JobSpec
+from tickwork.stores import JobSpec
 from tickwork.stores.sqlite import SQLiteStore
 
 NOW = 1_800_000_000.0
@@ -82,13 +83,13 @@ def test_each_job_maps_to_one_durable_spec() -> None:
     config = parse_config(FILE)
     a, b, c, d = (spec_for(j, namespace="ns", now=NOW) for j in config.jobs)
     assert a.id == "ns/a" and a.func == ENTRY_POINT
-    assert a.schedule == EverySchedule(30.0)
+    assert a.schedule == Every(30.0)
     assert dict(a.kwargs) == {"job": "a", "fingerprint": fingerprint(config.jobs[0])}
     assert (a.overlap, a.missed, a.grace, a.delivery) == ("skip", "skip", 60.0, "at_most_once")
-    assert b.schedule == CronSchedule("0 3 * * *", "Europe/Berlin")
+    assert b.schedule == Cron("0 3 * * *", "Europe/Berlin")
     assert (b.overlap, b.missed, b.grace) == ("queue", "once", 300.0)
-    assert c.schedule == AtSchedule(NOW + 10)
-    assert d.schedule == AtSchedule(1_798_761_600.0) and d.paused
+    assert c.schedule == At(NOW + 10)
+    assert d.schedule == At(1_798_761_600.0) and d.paused
 
 
 def test_fingerprint_changes_with_any_option_and_not_with_the_line() -> None:
@@ -116,14 +117,14 @@ def test_apply_is_idempotent_and_a_restart_keeps_a_one_shots_time(store: SQLiteS
 
 def test_apply_updates_changed_jobs_and_removes_only_its_own(store: SQLiteStore) -> None:
     daemon(store).apply(parse_config(FILE))
-    store.upsert(JobSpec("other/a", ENTRY_POINT, EverySchedule(1)), NOW)  # another namespace
-    store.upsert(JobSpec("lib-job", "os:getcwd", EverySchedule(1)), NOW)  # not a daemon job
+    store.upsert(JobSpec("other/a", ENTRY_POINT, Every(1)), NOW)  # another namespace
+    store.upsert(JobSpec("lib-job", "os:getcwd", Every(1)), NOW)  # not a daemon job
     changed = FILE.replace('every = "30s"', 'every = "45s"').split('[[job]]\nname = "c"')[0]
     result = daemon(store, now=NOW + 1).apply(parse_config(changed))
     assert (result.updated, result.unchanged, result.removed) == (("a",), ("b",), ("c", "d"))
     assert sorted(s.id for s in store.jobs()) == ["jobs/a", "jobs/b", "lib-job", "other/a"]
     a = store.get("jobs/a")
-    assert a is not None and a.spec.schedule == EverySchedule(45.0) and a.next_run == NOW + 46
+    assert a is not None and a.spec.schedule == Every(45.0) and a.next_run == NOW + 46
 
 
 def test_a_state_with_foreign_jobs_is_refused(store: SQLiteStore) -> None:
@@ -131,7 +132,7 @@ def test_a_state_with_foreign_jobs_is_refused(store: SQLiteStore) -> None:
     d.check_store()  # empty: fine
     d.apply(parse_config(FILE))
     d.check_store()  # its own jobs: fine
-    store.upsert(JobSpec("other/x", ENTRY_POINT, EverySchedule(1)), NOW)
+    store.upsert(JobSpec("other/x", ENTRY_POINT, Every(1)), NOW)
     with pytest.raises(DaemonError, match=r"not this file's \(namespace 'jobs'\): 'other/x'\."):
         d.check_store()
 
@@ -276,17 +277,17 @@ def test_reload_keeps_the_old_config_when_the_file_or_the_state_fails(
 def test_slots_passing_while_a_run_is_held_are_counted_on_the_grid() -> None:
     from tickwork._daemon.daemon import _slots_between
 
-    every = EverySchedule(0.1)
+    every = Every(0.1)
     assert _slots_between(every, 100.0, None, 100.35) == (4, 100.0, pytest.approx(100.3))
     count, first, last = _slots_between(every, 100.0, 100.35, 101.0)
     assert (count, first, last) == (7, pytest.approx(100.4), pytest.approx(101.0))
     assert _slots_between(every, 100.0, 101.0, 101.05) == (0, None, None)
-    assert _slots_between(EverySchedule(1, fixed_delay=True), 0.0, None, 10.0) == (0, None, None)
-    cron = CronSchedule("*/5 * * * *", "UTC")
+    assert _slots_between(Every(1, fixed_delay=True), 0.0, None, 10.0) == (0, None, None)
+    cron = Cron("*/5 * * * *", "UTC")
     start = 1_800_000_000.0  # 2027-01-15T08:00:00Z, on the grid
     assert _slots_between(cron, start, None, start + 601) == (3, start, start + 600)
     assert _slots_between(cron, start, start + 1, start + 601) == (2, start + 300, start + 600)
-    assert _slots_between(AtSchedule(start), start, None, start + 60) == (0, None, None)
+    assert _slots_between(At(start), start, None, start + 60) == (0, None, None)
 
 
 def test_a_default_output_leaves_the_fingerprint_of_earlier_versions() -> None:

@@ -19,16 +19,8 @@ import pytest
 
 from tests.conftest import DURABLE_START
 from tests.executors import ManualExecutor, drain
-from tickwork import CronError, DurableScheduler, EventKind, Every, RunEvent
-from tickwork.stores import (
-    AtSchedule,
-    CronSchedule,
-    EverySchedule,
-    JobNotFoundError,
-    JobSpec,
-    JobSpecError,
-    Upsert,
-)
+from tickwork import At, Cron, CronError, DurableScheduler, EventKind, Every, RunEvent
+from tickwork.stores import JobNotFoundError, JobSpec, JobSpecError, Upsert
 from tickwork.stores.sqlite import SQLiteStore
 from tickwork.testing import FakeClock
 
@@ -83,7 +75,7 @@ def calls() -> list[Any]:
 
 
 def every(job_id: str = "e", seconds: float = 10, **kw: Any) -> JobSpec:
-    return JobSpec(job_id, REC, EverySchedule(seconds), args=[job_id], **kw)
+    return JobSpec(job_id, REC, Every(seconds), args=[job_id], **kw)
 
 
 # -- declaring -------------------------------------------------------------------
@@ -99,7 +91,7 @@ def test_declare_is_idempotent_across_restarts(make: Make, clock: FakeClock) -> 
     assert ds2.declare(every()) is Upsert.UNCHANGED
     assert [j.next_run for j in ds2.jobs()] == [START + 10]
     # a changed argument updates the job, the schedule goes on
-    assert ds2.declare(JobSpec("e", REC, EverySchedule(10), args=["new"])) is Upsert.UPDATED
+    assert ds2.declare(JobSpec("e", REC, Every(10), args=["new"])) is Upsert.UPDATED
     state = ds2.get("e")
     assert state is not None and state.spec.args == ("new",) and state.next_run == START + 10
     # a changed schedule starts afresh from now
@@ -116,17 +108,17 @@ def test_bad_input_is_refused_and_changes_nothing(make: Make, db: Path) -> None:
         match=r"^func 'tests.durable_jobs:nope' cannot be resolved:"
         r" tests.durable_jobs has no 'nope'$",
     ):
-        ds.declare(JobSpec("x", "tests.durable_jobs:nope", AtSchedule(1)))
+        ds.declare(JobSpec("x", "tests.durable_jobs:nope", At(1)))
     with pytest.raises(JobSpecError, match=r"^func 'no_such_mod_xyz:f' cannot be imported: "):
-        ds.declare(JobSpec("x", "no_such_mod_xyz:f", AtSchedule(1)))
+        ds.declare(JobSpec("x", "no_such_mod_xyz:f", At(1)))
     with pytest.raises(JobSpecError, match=r"^args\[0\] must be JSON-serialisable, got nan$"):
-        JobSpec("x", REC, AtSchedule(1), args=[float("nan")])
+        JobSpec("x", REC, At(1), args=[float("nan")])
     with pytest.raises(
         JobSpecError, match=r"^missed must be one of 'skip', 'once', 'all', got 'x'$"
     ):
-        JobSpec("x", REC, AtSchedule(1), missed="x")  # type: ignore[arg-type]
+        JobSpec("x", REC, At(1), missed="x")  # type: ignore[arg-type]
     with pytest.raises(CronError, match=r"^tz: unknown time zone 'Mars/Olympus'"):
-        ds.declare(JobSpec("x", REC, CronSchedule("0 3 * * *", "Mars/Olympus")))
+        ds.declare(JobSpec("x", REC, Cron("0 3 * * *", "Mars/Olympus")))
     with pytest.raises(TypeError, match=r"^spec must be a tickwork.stores.JobSpec, got 'x'$"):
         ds.declare("x")  # type: ignore[arg-type]
     assert ds.jobs() == []
@@ -153,7 +145,7 @@ def test_bad_scheduler_arguments() -> None:
 
 def test_one_shot_runs_once_and_keeps_its_outcome(make: Make, clock: FakeClock) -> None:
     ds, pool = make()
-    ds.declare(JobSpec("a", REC, AtSchedule(START + 5), kwargs={"k": 1}))
+    ds.declare(JobSpec("a", REC, At(START + 5), kwargs={"k": 1}))
     clock.advance(4.9)
     drain(ds, pool)
     assert durable_jobs.CALLS == []
@@ -165,9 +157,7 @@ def test_one_shot_runs_once_and_keeps_its_outcome(make: Make, clock: FakeClock) 
     assert state.last_run.outcome == "ok" and state.last_run.scheduled == START + 5
     # a restart with the same declaration does not run it again
     ds2, pool2 = make()
-    assert (
-        ds2.declare(JobSpec("a", REC, AtSchedule(START + 5), kwargs={"k": 1})) is Upsert.UNCHANGED
-    )
+    assert ds2.declare(JobSpec("a", REC, At(START + 5), kwargs={"k": 1})) is Upsert.UNCHANGED
     clock.advance(100)
     drain(ds2, pool2)
     assert len(durable_jobs.CALLS) == 1
@@ -176,9 +166,7 @@ def test_one_shot_runs_once_and_keeps_its_outcome(make: Make, clock: FakeClock) 
 def test_fixed_rate_on_the_grid_and_fixed_delay_from_the_end(make: Make, clock: FakeClock) -> None:
     ds, pool = make()
     ds.declare(every())
-    ds.declare(
-        JobSpec("d", "tests.durable_jobs:slow", EverySchedule(10, fixed_delay=True), args=[3])
-    )
+    ds.declare(JobSpec("d", "tests.durable_jobs:slow", Every(10, fixed_delay=True), args=[3]))
     clock.advance(10)
     drain(ds, pool)  # both run; "d" takes 3 s of fake time
     e, d = ds.get("e"), ds.get("d")
@@ -244,7 +232,7 @@ def test_overlap_skip_counts_and_skips(make: Make, clock: FakeClock) -> None:
     ds, pool = make()
     events: list[RunEvent] = []
     ds.add_listener(events.append)
-    ds.declare(JobSpec("s", "tests.durable_jobs:slow", EverySchedule(10), args=[25]))
+    ds.declare(JobSpec("s", "tests.durable_jobs:slow", Every(10), args=[25]))
     clock.advance(10)
     ds.step()
     pool.run_all()  # runs 10 -> 35 (fake time inside the job)
@@ -269,7 +257,7 @@ def test_run_time_changes_go_through_the_store(make: Make, clock: FakeClock) -> 
     ds.resume("e")
     drain(ds, pool)
     assert calls() == [("e",)]  # on time: slot 10 is the only one passed
-    ds.reschedule("e", EverySchedule(100))
+    ds.reschedule("e", Every(100))
     state = other.get("e")
     assert state is not None and state.next_run == START + 115
     ds.remove("e")
@@ -277,7 +265,7 @@ def test_run_time_changes_go_through_the_store(make: Make, clock: FakeClock) -> 
     with pytest.raises(JobNotFoundError, match=r"^no job with id 'e'$"):
         ds.pause("e")
     with pytest.raises(JobNotFoundError, match=r"^no job with id 'e'$"):
-        ds.reschedule("e", EverySchedule(1))
+        ds.reschedule("e", Every(1))
     ds.add(every("n"))
     with pytest.raises(
         ValueError, match=r"^a job with id 'n' exists already; declare\(\) updates it$"
@@ -290,7 +278,7 @@ def test_failure_is_recorded_reported_and_the_schedule_goes_on(
 ) -> None:
     seen: list[tuple[str, Exception]] = []
     ds, pool = make(on_error=lambda job_id, exc: seen.append((job_id, exc)))
-    ds.declare(JobSpec("b", "tests.durable_jobs:boom", EverySchedule(10)))
+    ds.declare(JobSpec("b", "tests.durable_jobs:boom", Every(10)))
     ds.declare(every())
     clock.advance(10)
     drain(ds, pool)
@@ -306,7 +294,7 @@ def test_failure_is_recorded_reported_and_the_schedule_goes_on(
 
 def test_job_failed_is_recorded_as_its_message_alone(make: Make, clock: FakeClock) -> None:
     ds, pool = make()
-    ds.declare(JobSpec("r", "tests.durable_jobs:reported", EverySchedule(10)))
+    ds.declare(JobSpec("r", "tests.durable_jobs:reported", Every(10)))
     clock.advance(10)
     drain(ds, pool)
     state = ds.get("r")
@@ -323,7 +311,7 @@ def test_vanished_function_fails_that_job_only(
     mod.write_text("def f():\n    pass\n")
     monkeypatch.syspath_prepend(str(tmp_path))
     ds, _ = make()
-    ds.declare(JobSpec("g", "gone_soon_mod:f", EverySchedule(10)))
+    ds.declare(JobSpec("g", "gone_soon_mod:f", Every(10)))
     ds.declare(every())
     mod.unlink()
     monkeypatch.delitem(sys.modules, "gone_soon_mod")
@@ -345,7 +333,7 @@ def test_allow_list_refuses_and_never_imports(
     monkeypatch.syspath_prepend(str(tmp_path))
     ds, pool = make()
     # someone else writes a job naming a function this process never declared
-    ds.store.upsert(JobSpec("x", "evil_mod_xyz:f", AtSchedule(START)), START)
+    ds.store.upsert(JobSpec("x", "evil_mod_xyz:f", At(START)), START)
     drain(ds, pool)
     state = ds.get("x")
     assert state is not None and state.last_run is not None
@@ -356,7 +344,7 @@ def test_allow_list_refuses_and_never_imports(
     )
     assert "evil_mod_xyz" not in sys.modules
     # a listed module prefix is allowed
-    ds.store.upsert(JobSpec("y", "tests.durable_jobs:record", AtSchedule(START)), START)
+    ds.store.upsert(JobSpec("y", "tests.durable_jobs:record", At(START)), START)
     ds2, pool2 = make(allowed_modules=["tests"])
     drain(ds2, pool2)
     assert calls() == [()]
@@ -364,7 +352,7 @@ def test_allow_list_refuses_and_never_imports(
 
 def test_stop_hands_back_unstarted_claims(make: Make, clock: FakeClock) -> None:
     ds, pool = make()
-    ds.declare(JobSpec("a", REC, AtSchedule(START + 1)))
+    ds.declare(JobSpec("a", REC, At(START + 1)))
     clock.advance(2)
     ds.step()  # claimed, waiting in the pool
     assert ds.running() == {"a": 1}
@@ -376,7 +364,7 @@ def test_stop_hands_back_unstarted_claims(make: Make, clock: FakeClock) -> None:
     assert [(c.scheduled, c.owner, c.retry) for c in state.claims] == [(START + 1, "", True)]
     assert state.last_run is not None and state.last_run.outcome == "cancelled"
     ds2, pool2 = make()
-    ds2.declare(JobSpec("a", REC, AtSchedule(START + 1)))
+    ds2.declare(JobSpec("a", REC, At(START + 1)))
     drain(ds2, pool2)
     assert calls() == [()]
 
@@ -386,14 +374,14 @@ def test_started_run_of_a_dead_process(
     make: Make, clock: FakeClock, delivery: str, runs: int
 ) -> None:
     ds, _ = make(lease=5.0)
-    ds.declare(JobSpec("a", REC, AtSchedule(START + 1), delivery=delivery))  # type: ignore[arg-type]
+    ds.declare(JobSpec("a", REC, At(START + 1), delivery=delivery))  # type: ignore[arg-type]
     clock.advance(1)
     ds.step()
     (run,) = ds._runs.values()
     assert ds.store.start(run.claim, started=clock.wall())
     durable_jobs.record()  # the job ran, then the process died before finish
     ds2, pool2 = make(lease=5.0)
-    ds2.declare(JobSpec("a", REC, AtSchedule(START + 1), delivery=delivery))  # type: ignore[arg-type]
+    ds2.declare(JobSpec("a", REC, At(START + 1), delivery=delivery))  # type: ignore[arg-type]
     drain(ds2, pool2)
     assert len(durable_jobs.CALLS) == 1  # lease not expired yet: nothing happens
     clock.advance(5)
@@ -451,7 +439,7 @@ def test_a_process_dying_between_a_starting_claim_and_its_job(
 ) -> None:
     # Killed after the claim committed, before the job began: at most once records
     # the slot abandoned and never runs it; at least once runs it again elsewhere.
-    job = JobSpec("a", REC, EverySchedule(10), delivery=delivery)  # type: ignore[arg-type]
+    job = JobSpec("a", REC, Every(10), delivery=delivery)  # type: ignore[arg-type]
     ds, pool = make(lease=5.0)
     ds.declare(job)
     clock.advance(10)
@@ -478,7 +466,7 @@ def lose_a_claim(make: Make, clock: FakeClock, spec: JobSpec, *, start: bool = F
     """Claim the job's due slot in a scheduler that then dies (before or after `start`)."""
     ds, _ = make(lease=5.0)
     ds.declare(spec)
-    clock.advance(spec.schedule.seconds if isinstance(spec.schedule, Every) else 1)
+    clock.advance(spec.schedule.interval if isinstance(spec.schedule, Every) else 1)
     ds.step()
     (run,) = ds._runs.values()
     if start:
@@ -603,7 +591,7 @@ def test_real_thread_runs_and_wakes_on_declare(tmp_path: Path) -> None:
     with ds:
         time.sleep(0.05)
         t0 = time.time()
-        ds.declare(JobSpec("now", REC, AtSchedule(t0)))
+        ds.declare(JobSpec("now", REC, At(t0)))
         assert done.wait(5.0)
         assert time.time() - t0 < 2.0
     assert calls() == [()]

@@ -35,8 +35,8 @@ from typing import Any
 
 import pytest
 
-from tickwork import DurableScheduler, EventKind, RunEvent
-from tickwork.stores import CronSchedule, EverySchedule, JobSpec
+from tickwork import Cron, DurableScheduler, EventKind, Every, RunEvent
+from tickwork.stores import JobSpec
 from tickwork.stores.sqlite import SQLiteStore
 from tickwork.testing import FakeClock
 
@@ -144,11 +144,11 @@ def make(tmp_path: Path) -> Iterator[Callable[..., Harness]]:
 
 
 def cron(job_id: str, expr: str, **kw: Any) -> JobSpec:
-    return JobSpec(job_id, REC, CronSchedule(expr), args=[job_id], **kw)
+    return JobSpec(job_id, REC, Cron(expr), args=[job_id], **kw)
 
 
 def every(job_id: str, seconds: float, **kw: Any) -> JobSpec:
-    return JobSpec(job_id, REC, EverySchedule(seconds), args=[job_id], **kw)
+    return JobSpec(job_id, REC, Every(seconds), args=[job_id], **kw)
 
 
 PERIODS = {"minute": 60.0, "every1": 1.0, "every7": 7.0}

@@ -23,8 +23,8 @@ from typing import Any
 import pytest
 
 from tests.executors import ManualExecutor, drain
-from tickwork import DurableScheduler, EventKind, RunEvent
-from tickwork.stores import AtSchedule, EverySchedule, JobSpec, JobSpecError
+from tickwork import At, DurableScheduler, EventKind, Every, RunEvent
+from tickwork.stores import JobSpec, JobSpecError
 from tickwork.stores.sqlite import SQLiteStore
 from tickwork.testing import FakeClock
 
@@ -100,7 +100,7 @@ def made(clock: FakeClock, store: SQLiteStore) -> Made:
 @pytest.mark.parametrize("how", ["declare", "add"])
 def test_declare_and_add_refuse_a_coroutine_function(made: Made, how: str) -> None:
     ds = made[0]
-    spec = JobSpec("a", f"{HERE}:job_async", EverySchedule(10))
+    spec = JobSpec("a", f"{HERE}:job_async", Every(10))
     with pytest.raises(TypeError) as info:
         getattr(ds, how)(spec)
     assert str(info.value) == (
@@ -110,7 +110,7 @@ def test_declare_and_add_refuse_a_coroutine_function(made: Made, how: str) -> No
         " got 'tests.test_durable_jobkinds:job_async'"
     )
     assert ds.jobs() == []  # nothing stored
-    ds.declare(JobSpec("b", f"{HERE}:wraps_async", EverySchedule(10)))  # plain: accepted
+    ds.declare(JobSpec("b", f"{HERE}:wraps_async", Every(10)))  # plain: accepted
     assert [j.id for j in ds.jobs()] == ["b"]
 
 
@@ -123,7 +123,7 @@ def test_a_job_that_returns_an_awaitable_is_recorded_failed(
 ) -> None:
     ds, pool, hooked, events = made
     # job_async can only get here declared by someone else (declare refuses it).
-    store.upsert(JobSpec("a", f"{HERE}:{func}", AtSchedule(START + 1)), START + 1)
+    store.upsert(JobSpec("a", f"{HERE}:{func}", At(START + 1)), START + 1)
     clock.advance(1)
     with warnings.catch_warnings(record=True) as seen:
         warnings.simplefilter("always")
@@ -165,8 +165,8 @@ def test_a_base_exception_from_a_job_is_a_finished_failed_run(
     raised: str,
 ) -> None:
     ds, pool, hooked, events = made
-    ds.declare(JobSpec("x", f"{HERE}:{func}", EverySchedule(10)))
-    ds.declare(JobSpec("y", f"{HERE}:fine", EverySchedule(10)))
+    ds.declare(JobSpec("x", f"{HERE}:{func}", Every(10)))
+    ds.declare(JobSpec("y", f"{HERE}:fine", Every(10)))
     clock.advance(10)
     with caplog.at_level(logging.ERROR, logger="tickwork.durable"):
         drain(ds, pool)  # the pool item returns normally: nothing escapes into the pool
@@ -198,14 +198,14 @@ def test_a_base_exception_from_a_job_is_a_finished_failed_run(
 def test_declare_refuses_an_interval_below_the_wall_clocks_resolution(made: Made) -> None:
     ds = made[0]
     with pytest.raises(JobSpecError) as info:
-        ds.declare(JobSpec("t", f"{HERE}:fine", EverySchedule(1e-12, fixed_delay=True)))
+        ds.declare(JobSpec("t", f"{HERE}:fine", Every(1e-12, fixed_delay=True)))
     first = START + 1e-12
     assert str(info.value) == (
         f"job 't': schedule.seconds must be at least {math.ulp(first)!r} s, the wall"
         f" clock's resolution at the first run {first!r}, got 1e-12"
     )
     assert ds.jobs() == []
-    ds.declare(JobSpec("t", f"{HERE}:fine", EverySchedule(math.ulp(START))))  # enough
+    ds.declare(JobSpec("t", f"{HERE}:fine", Every(math.ulp(START))))  # enough
 
 
 def test_a_fixed_delay_run_too_small_for_the_wall_clock_is_next_due_strictly_later(
@@ -213,7 +213,7 @@ def test_a_fixed_delay_run_too_small_for_the_wall_clock_is_next_due_strictly_lat
 ) -> None:
     ds, pool, _, _ = made
     # Stored by someone else (declare refuses it): its next run must still move on.
-    spec = JobSpec("t", f"{HERE}:fine", EverySchedule(1e-12, fixed_delay=True))
+    spec = JobSpec("t", f"{HERE}:fine", Every(1e-12, fixed_delay=True))
     store.upsert(spec, START + 1)
     clock.advance(1)
     ds._step()
@@ -232,7 +232,7 @@ def test_a_job_module_that_exits_on_import_fails_the_run_and_frees_the_claim(
     monkeypatch.syspath_prepend(str(tmp_path))
     ds, pool, hooked, _ = made
     ds._prefixes = ("exits_on_import_mod",)  # allowed here, declared elsewhere
-    spec = JobSpec("m", "exits_on_import_mod:f", AtSchedule(START + 1))
+    spec = JobSpec("m", "exits_on_import_mod:f", At(START + 1))
     store.upsert(spec, START + 1)
     clock.advance(1)
     logging.disable(logging.ERROR)

@@ -14,8 +14,8 @@ from typing import Any
 import psycopg
 from psycopg import sql
 
-from tickwork import DurableScheduler
-from tickwork.stores import AtSchedule, JobSpec
+from tickwork import At, DurableScheduler
+from tickwork.stores import JobSpec
 from tickwork.stores.postgres import PostgresStore
 
 from . import durable_jobs
@@ -35,9 +35,7 @@ def test_due_work_held_by_another_transaction_runs_soon_after_it_ends(
 ) -> None:
     durable_jobs.CALLS.clear()
     store = PostgresStore(pg_dsn, schema=pg_schema)
-    store.upsert(
-        JobSpec("j", "tests.durable_jobs:record", AtSchedule(time.time() - 1)), time.time() - 1
-    )
+    store.upsert(JobSpec("j", "tests.durable_jobs:record", At(time.time() - 1)), time.time() - 1)
     other = psycopg.connect(pg_dsn)  # "another node", inside its claim transaction
     other.execute(sql.SQL("SET search_path TO {}").format(sql.Identifier(pg_schema)))
     locked = other.execute("SELECT id FROM tickwork_jobs WHERE id = 'j' FOR NO KEY UPDATE")

@@ -33,8 +33,12 @@ psycopg = pytest.importorskip(
 from psycopg import sql  # noqa: E402
 from psycopg.conninfo import conninfo_to_dict, make_conninfo  # noqa: E402
 
-from tickwork import DurableScheduler  # noqa: E402
-from tickwork.stores import AtSchedule, Claim, EverySchedule, JobSpec  # noqa: E402
+from tickwork import (  # noqa: E402
+    At,
+    DurableScheduler,
+    Every,
+)
+from tickwork.stores import Claim, JobSpec  # noqa: E402
 from tickwork.stores.postgres import PostgresStore  # noqa: E402
 
 from . import durable_pg_node  # noqa: E402
@@ -122,13 +126,13 @@ class Cluster:
             for i in range(ONESHOTS):
                 at = self.t0 + SPREAD * i / ONESHOTS
                 delivery = "at_least_once" if i % 2 else "at_most_once"
-                store.upsert(JobSpec(f"o{i:04}", FUNC, AtSchedule(at), delivery=delivery), at)
+                store.upsert(JobSpec(f"o{i:04}", FUNC, At(at), delivery=delivery), at)
             for i in range(RECURRING):
                 delivery = "at_least_once" if i % 2 else "at_most_once"
                 spec = JobSpec(
                     f"r{i:02}",
                     FUNC,
-                    EverySchedule(1.0),
+                    Every(1.0),
                     overlap="allow",
                     missed="all",
                     delivery=delivery,
@@ -363,7 +367,7 @@ def test_a_change_made_elsewhere_wakes_an_idle_scheduler_long_before_its_poll(
     with PostgresStore(cluster.dsn, schema=cluster.schema) as store:
         for i in range(3):
             due = time.time() + 0.2
-            store.upsert(JobSpec(f"o{i:04}", FUNC, AtSchedule(due)), due)
+            store.upsert(JobSpec(f"o{i:04}", FUNC, At(due)), due)
             deadline = time.monotonic() + 20
             while not (
                 rows := cluster.query("SELECT recorded FROM tw_runs WHERE job_id = %s", f"o{i:04}")
@@ -427,9 +431,7 @@ def test_a_run_longer_than_its_lease_keeps_its_claim(
     # Leases of 2 s (renewed every 2/3 s) leave a loaded machine's stalls some room.
     ds_a = DurableScheduler(a, owner="a", lease=2.0, allowed_modules=["tests.durable_pg_node"])
     ds_b = DurableScheduler(b, owner="b", lease=2.0, allowed_modules=["tests.durable_pg_node"])
-    spec = JobSpec(
-        "long", "tests.durable_pg_node:sleep_then_record", AtSchedule(time.time()), args=[6.0]
-    )
+    spec = JobSpec("long", "tests.durable_pg_node:sleep_then_record", At(time.time()), args=[6.0])
     with ds_a:
         ds_a.declare(spec)
         deadline = time.monotonic() + 20
@@ -457,9 +459,7 @@ def test_a_node_that_lost_its_lease_does_not_report_the_run_as_its_own(
     allowed = ["tests.durable_pg_node"]
     ds_a = DurableScheduler(stalled, owner="stalled", lease=1.0, allowed_modules=allowed)
     ds_b = DurableScheduler(other, owner="other", lease=1.0, allowed_modules=allowed)
-    spec = JobSpec(
-        "long", "tests.durable_pg_node:sleep_then_record", AtSchedule(time.time()), args=[2.5]
-    )
+    spec = JobSpec("long", "tests.durable_pg_node:sleep_then_record", At(time.time()), args=[2.5])
     with caplog.at_level(logging.WARNING), ds_a:
         ds_a.declare(spec)
         # The stalled scheduler must hold the run before the other one starts looking

@@ -17,18 +17,17 @@ from typing import Any
 
 import pytest
 
+import tickwork.stores
+import tickwork.stores._model
+import tickwork.stores.contract
 from tickwork import At, Cron, DurableScheduler, Every, Once
 from tickwork.stores import (
-    AtSchedule,
-    CronSchedule,
-    EverySchedule,
     JobSpec,
     JobSpecError,
     StoreError,
     Upsert,
-    spec_from_json,
-    spec_to_json,
 )
+from tickwork.stores.contract import spec_from_json, spec_to_json
 from tickwork.stores.sqlite import SQLiteStore
 from tickwork.testing import FakeClock
 
@@ -71,12 +70,49 @@ def run_for(ds: DurableScheduler, pool: ManualExecutor, clock: FakeClock, second
 # -- the values -------------------------------------------------------------------------
 
 
-def test_the_old_names_build_the_shared_values() -> None:
-    assert EverySchedule(10) == Every(10)
-    assert EverySchedule(5, fixed_delay=True) == Every(5, fixed_delay=True)
-    assert AtSchedule(5) == At(5)
-    assert CronSchedule("0 3 * * *", "Europe/Berlin") == Cron("0 3 * * *", "Europe/Berlin")
-    assert Every(7).seconds == 7.0 and At(9).at == 9.0  # the old field names still read
+def test_the_old_names_build_the_shared_values_with_a_deprecation_warning() -> None:
+    with pytest.warns(DeprecationWarning, match=r"tickwork.stores.EverySchedule .*tickwork.Every"):
+        assert tickwork.stores.EverySchedule(10) == Every(10)
+    with pytest.warns(DeprecationWarning, match=r"tickwork.stores.AtSchedule .*tickwork.At"):
+        assert tickwork.stores.AtSchedule(5) == At(5)
+    with pytest.warns(DeprecationWarning, match=r"CronSchedule .*tickwork.Cron"):
+        cron = tickwork.stores._model.CronSchedule("0 3 * * *", "Europe/Berlin")
+    assert cron == Cron("0 3 * * *", "Europe/Berlin")
+    with pytest.warns(
+        DeprecationWarning, match=r"^Every.seconds is deprecated; use Every.interval$"
+    ):
+        assert Every(7).seconds == 7.0
+    with pytest.warns(DeprecationWarning, match=r"^At.at is deprecated; use At.when$"):
+        assert At(9).at == 9.0
+
+
+def test_the_old_names_are_outside_the_public_surface() -> None:
+    for name in ("AtSchedule", "EverySchedule", "CronSchedule", "Advance", "GiveUp", "StartNow"):
+        assert name not in tickwork.stores.__all__
+        assert name not in tickwork.stores.contract.__all__
+
+
+@pytest.mark.parametrize(
+    ("old", "new"),
+    [("Advance", "AdvanceFn"), ("GiveUp", "GiveUpFn"), ("StartNow", "StartNowFn")],
+)
+def test_the_callback_types_say_they_are_functions(old: str, new: str) -> None:
+    with pytest.warns(DeprecationWarning, match=f"use tickwork.stores.contract.{new}"):
+        value = getattr(tickwork.stores, old)
+    assert value is getattr(tickwork.stores.contract, new)
+
+
+@pytest.mark.parametrize("name", ["Finish", "Start", "GivenUp", "spec_to_json", "StoreClock"])
+def test_a_store_authors_names_moved_to_the_contract_module(name: str) -> None:
+    with pytest.warns(DeprecationWarning, match="import it from tickwork.stores.contract"):
+        value = getattr(tickwork.stores, name)
+    assert value is getattr(tickwork.stores.contract, name)
+    assert name not in tickwork.stores.__all__ and name in tickwork.stores.contract.__all__
+
+
+def test_an_unknown_name_is_still_an_attribute_error() -> None:
+    with pytest.raises(AttributeError, match="has no attribute 'Nope'"):
+        _ = tickwork.stores.Nope  # type: ignore[attr-defined]
 
 
 @pytest.mark.parametrize(

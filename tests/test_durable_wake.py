@@ -16,9 +16,10 @@ from typing import Any
 import pytest
 
 from tests.executors import ManualExecutor
-from tickwork import DurableScheduler, EventKind, RunEvent
+from tickwork import At, DurableScheduler, EventKind, RunEvent
 from tickwork._durable.scheduler import DEFAULT_NOTIFIED_POLL, DEFAULT_POLL
-from tickwork.stores import AtSchedule, ChangeNotifier, JobSpec, StoreError
+from tickwork.stores import JobSpec, StoreError
+from tickwork.stores.contract import ChangeNotifier
 from tickwork.stores.sqlite import SQLiteStore
 
 from . import durable_jobs
@@ -116,7 +117,7 @@ def test_another_nodes_change_wakes_the_scheduler_before_its_poll(paths: Path) -
     with ds:
         time.sleep(0.2)  # idle: the timing thread waits on its 30 s poll
         due = time.time() + 0.2
-        other.upsert(JobSpec("wake", REC, AtSchedule(due)), due)
+        other.upsert(JobSpec("wake", REC, At(due)), due)
         store.announce()  # what NOTIFY does for PostgresStore
         assert done.wait(5.0)
         assert time.time() - due < 2.0
@@ -146,7 +147,7 @@ def test_a_failing_listener_is_retried_and_the_safety_poll_goes_on(
     ds = DurableScheduler(store, poll=0.3)
     done = finished(ds)
     with caplog.at_level(logging.DEBUG, logger="tickwork.durable"), ds:
-        ds.declare(JobSpec("j", REC, AtSchedule(time.time() + 0.1)))
+        ds.declare(JobSpec("j", REC, At(time.time() + 0.1)))
         assert done.wait(5.0)
         deadline = time.monotonic() + 5
         while store.waits < 5 and time.monotonic() < deadline:
@@ -168,7 +169,7 @@ def test_store_errors_back_off_doubling_up_to_poll_then_recover(
     ds = DurableScheduler(
         store, poll=1.0, executor=pool, max_workers=2, allowed_modules=["tests.durable_jobs"]
     )
-    ds.declare(JobSpec("j", REC, AtSchedule(time.time() - 1)))
+    ds.declare(JobSpec("j", REC, At(time.time() - 1)))
     store.failures = 6
     with caplog.at_level(logging.WARNING, logger="tickwork.durable"):
         delays = [ds._step() for _ in range(6)]
@@ -196,7 +197,7 @@ def test_the_timing_thread_survives_store_errors_and_runs_the_job_once(paths: Pa
     ds = DurableScheduler(store, poll=0.5, allowed_modules=["tests.durable_jobs"])
     done = finished(ds)
     with ds:
-        ds.declare(JobSpec("j", REC, AtSchedule(time.time())))
+        ds.declare(JobSpec("j", REC, At(time.time())))
         for _ in range(20):
             ds._poke()  # wake-ups during the backoff do not make it spin
         assert done.wait(10.0)
@@ -228,7 +229,7 @@ def test_work_due_but_held_elsewhere_is_looked_at_again_soon_not_after_the_poll(
     store = HeldStore(paths)
     pool = ManualExecutor()
     ds = DurableScheduler(store, poll=30.0, executor=pool, allowed_modules=["tests.durable_jobs"])
-    ds.declare(JobSpec("j", REC, AtSchedule(time.time() - 1)))
+    ds.declare(JobSpec("j", REC, At(time.time() - 1)))
     delays = [ds._step() for _ in range(9)]
     # 10 ms doubling per look that finds work due and claims none, capped at 1 s.
     assert delays == pytest.approx([0.01, 0.02, 0.04, 0.08, 0.16, 0.32, 0.64, 1.0, 1.0])
@@ -239,7 +240,7 @@ def test_work_due_but_held_elsewhere_is_looked_at_again_soon_not_after_the_poll(
     assert len(durable_jobs.CALLS) == 1
     # Nothing due any more: the wait is the poll again, and the backoff starts over.
     assert ds._step() == pytest.approx(30.0)
-    ds.declare(JobSpec("k", REC, AtSchedule(time.time() - 1)))
+    ds.declare(JobSpec("k", REC, At(time.time() - 1)))
     store.held = True
     assert ds._step() == pytest.approx(0.01)
     ds.stop(timeout=5)

@@ -21,6 +21,7 @@ def test_all_is_pinned_and_sorted() -> None:
         "EventKind",
         "Every",
         "Health",
+        "JobInterrupted",
         "Once",
         "RunEvent",
         "Schedule",

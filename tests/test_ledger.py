@@ -16,8 +16,8 @@ import pytest
 
 from tests.conftest import DURABLE_START
 from tests.executors import ManualExecutor, drain
-from tickwork import AsyncDurableScheduler, DurableScheduler
-from tickwork.stores import EverySchedule, JobSpec, SlotRecord, Store
+from tickwork import AsyncDurableScheduler, DurableScheduler, Every
+from tickwork.stores import JobSpec, SlotRecord, Store
 from tickwork.testing import FakeClock
 
 REC = "tests.durable_jobs:record"
@@ -72,7 +72,7 @@ def slots_of(entries: list[SlotRecord], step: float) -> list[tuple[float, str]]:
 def test_runs_missed_while_down_each_end_in_one_entry(
     make: Make, clock: FakeClock, policy: str, want: list[tuple[float, str]]
 ) -> None:
-    spec = JobSpec("e", REC, EverySchedule(10), args=["e"], missed=policy)  # type: ignore[arg-type]
+    spec = JobSpec("e", REC, Every(10), args=["e"], missed=policy)  # type: ignore[arg-type]
     ds, _ = make()
     ds.declare(spec)
     clock.advance(45)  # down from +0 to +45: slots 10, 20, 30 and 40 passed
@@ -88,7 +88,7 @@ def test_runs_missed_while_down_each_end_in_one_entry(
 
 def test_missed_cap_gives_up_the_oldest_in_one_entry(make: Make, clock: FakeClock) -> None:
     ds, pool = make()
-    ds.declare(JobSpec("e", REC, EverySchedule(10), args=["e"], missed="all", missed_cap=3))
+    ds.declare(JobSpec("e", REC, Every(10), args=["e"], missed="all", missed_cap=3))
     clock.advance(105)  # slots 10..100 passed: the oldest 7 are dropped, 80/90/100 replayed
     drain(ds, pool)
     entries = ds.history("e")
@@ -102,7 +102,7 @@ def test_missed_cap_gives_up_the_oldest_in_one_entry(make: Make, clock: FakeCloc
 
 def test_overlapping_slots_are_skipped_in_the_ledger(make: Make, clock: FakeClock) -> None:
     ds, pool = make()
-    ds.declare(JobSpec("s", "tests.durable_jobs:slow", EverySchedule(10), args=[25]))
+    ds.declare(JobSpec("s", "tests.durable_jobs:slow", Every(10), args=[25]))
     clock.advance(10)
     ds.step()
     pool.run_all()  # runs 10 -> 35 (fake time inside the job)
@@ -114,7 +114,7 @@ def test_overlapping_slots_are_skipped_in_the_ledger(make: Make, clock: FakeCloc
 
 def test_failures_keep_their_error_and_node(make: Make, clock: FakeClock) -> None:
     ds, pool = make()
-    ds.declare(JobSpec("b", "tests.durable_jobs:boom", EverySchedule(10)))
+    ds.declare(JobSpec("b", "tests.durable_jobs:boom", Every(10)))
     clock.advance(10)
     drain(ds, pool)
     (e,) = ds.history("b")
@@ -131,7 +131,7 @@ def test_failures_keep_their_error_and_node(make: Make, clock: FakeClock) -> Non
 def test_a_dead_runner_leaves_an_abandoned_attempt(
     make: Make, clock: FakeClock, delivery: str
 ) -> None:
-    spec = JobSpec("h", REC, EverySchedule(100), args=["h"], delivery=delivery)  # type: ignore[arg-type]
+    spec = JobSpec("h", REC, Every(100), args=["h"], delivery=delivery)  # type: ignore[arg-type]
     ds, _ = make()
     ds.declare(spec)
     clock.advance(100)
@@ -154,7 +154,7 @@ def test_a_dead_runner_leaves_an_abandoned_attempt(
 
 def test_the_idle_timing_loop_prunes_to_the_retention(make: Make, clock: FakeClock) -> None:
     ds, pool = make({"history_keep": 2})
-    ds.declare(JobSpec("e", REC, EverySchedule(10), args=["e"]))
+    ds.declare(JobSpec("e", REC, Every(10), args=["e"]))
     for _ in range(5):
         clock.advance(10)
         drain(ds, pool)
@@ -168,7 +168,7 @@ def test_the_idle_timing_loop_prunes_to_the_retention(make: Make, clock: FakeClo
 
 def test_the_async_face_reads_the_ledger(make: Make, clock: FakeClock) -> None:
     ds, pool = make()
-    ds.declare(JobSpec("e", REC, EverySchedule(10), args=["e"]))
+    ds.declare(JobSpec("e", REC, Every(10), args=["e"]))
     clock.advance(10)
     drain(ds, pool)
     face = AsyncDurableScheduler(ds.store)
@@ -177,8 +177,8 @@ def test_the_async_face_reads_the_ledger(make: Make, clock: FakeClock) -> None:
 
 def test_a_job_s_recorded_output_goes_into_its_entry(make: Make, clock: FakeClock) -> None:
     ds, pool = make()
-    ds.declare(JobSpec("n", "tests.durable_jobs:noisy", EverySchedule(10), args=["x" * 5000]))
-    ds.declare(JobSpec("f", "tests.durable_jobs:noisy_fail", EverySchedule(10), args=["why"]))
+    ds.declare(JobSpec("n", "tests.durable_jobs:noisy", Every(10), args=["x" * 5000]))
+    ds.declare(JobSpec("f", "tests.durable_jobs:noisy_fail", Every(10), args=["why"]))
     clock.advance(10)
     drain(ds, pool)
     (n,) = ds.history("n")
@@ -196,7 +196,7 @@ def test_record_output_is_only_for_a_running_job() -> None:
 
 def test_a_job_that_times_out_ends_as_timeout(make: Make, clock: FakeClock) -> None:
     ds, pool = make()
-    ds.declare(JobSpec("t", "tests.durable_jobs:too_slow", EverySchedule(10)))
+    ds.declare(JobSpec("t", "tests.durable_jobs:too_slow", Every(10)))
     clock.advance(10)
     drain(ds, pool)
     (e,) = ds.history("t")

@@ -14,9 +14,9 @@ import pytest
 from prometheus_client import CollectorRegistry, generate_latest
 
 from tests.executors import ManualExecutor
-from tickwork import AsyncScheduler, DurableScheduler, Scheduler, ThreadScheduler
+from tickwork import AsyncScheduler, DurableScheduler, Every, Scheduler, ThreadScheduler
 from tickwork.metrics import SchedulerMetrics
-from tickwork.stores import EverySchedule, JobSpec
+from tickwork.stores import JobSpec
 from tickwork.stores.sqlite import SQLiteStore
 from tickwork.testing import FakeClock, InlineExecutor
 
@@ -151,8 +151,8 @@ def test_the_durable_scheduler_labels_by_job_and_reports_its_next_runs(
         ds = DurableScheduler(store, executor=pool, wall_clock=clock.wall, monotonic_clock=clock)
         m = SchedulerMetrics(job_label=lambda job: job.partition("/")[2] or job)
         m.watch(ds)
-        ds.declare(JobSpec("ns/report", "tests.durable_jobs:record", EverySchedule(10)))
-        ds.declare(JobSpec("ns/bad", "tests.durable_jobs:boom", EverySchedule(10)))
+        ds.declare(JobSpec("ns/report", "tests.durable_jobs:record", Every(10)))
+        ds.declare(JobSpec("ns/bad", "tests.durable_jobs:boom", Every(10)))
         clock.advance(10)
         ds.step()
         pool.run_all()

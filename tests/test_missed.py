@@ -8,7 +8,7 @@ from typing import Any
 
 import pytest
 
-from tickwork import Cron, CronError
+from tickwork import At, Cron, CronError, Every
 from tickwork._durable.decide import (
     CORRECTION,
     COUNT_LIMIT,
@@ -18,22 +18,14 @@ from tickwork._durable.decide import (
     decide_retry,
     first_run,
 )
-from tickwork.stores import (
-    AtSchedule,
-    Claim,
-    CronSchedule,
-    EverySchedule,
-    GivenUp,
-    JobSpec,
-    JobState,
-    LastRun,
-)
+from tickwork.stores import Claim, JobSpec, JobState, LastRun
+from tickwork.stores.contract import GivenUp
 
 FUNC = "tests.store_contract:noop"
-EVERY10 = EverySchedule(10)
+EVERY10 = Every(10)
 # 2024-01-01T00:00:00Z: a 5-minute cron slot.
 T0 = datetime(2024, 1, 1, tzinfo=UTC).timestamp()
-CRON5 = CronSchedule("*/5 * * * *", "UTC")
+CRON5 = Cron("*/5 * * * *", "UTC")
 
 
 def state(
@@ -86,29 +78,29 @@ CASES: list[tuple[str, dict[str, Any], float, Decision]] = [
     ("grace: beyond, all", {"grace": 5.0, "missed": "all"}, 106.0, Decision("run", 110.0)),
     ("grace 0: any lateness", {"grace": 0.0}, 100.001, Decision("missed", 110.0, missed=1)),
     # one-shots: nothing after; late beyond grace + skip is given up
-    ("at: late, no grace", {"schedule": AtSchedule(100)}, 5000.0, Decision("run", None)),
+    ("at: late, no grace", {"schedule": At(100)}, 5000.0, Decision("run", None)),
     (
         "at: beyond grace, skip",
-        {"schedule": AtSchedule(100), "grace": 60.0},
+        {"schedule": At(100), "grace": 60.0},
         161.0,
         Decision("missed", None, missed=1),
     ),
     (
         "at: beyond grace, once",
-        {"schedule": AtSchedule(100), "grace": 60.0, "missed": "once"},
+        {"schedule": At(100), "grace": 60.0, "missed": "once"},
         161.0,
         Decision("run", None, missed=1),
     ),
     # fixed delay: provisional next run (the real one is set when the run ends)
     (
         "fixed delay: on time",
-        {"schedule": EverySchedule(10, fixed_delay=True)},
+        {"schedule": Every(10, fixed_delay=True)},
         100.5,
         Decision("run", 110.5),
     ),
     (
         "fixed delay: beyond grace, skip",
-        {"schedule": EverySchedule(10, fixed_delay=True), "grace": 1.0},
+        {"schedule": Every(10, fixed_delay=True), "grace": 1.0},
         150.0,
         Decision("missed", 160.0, missed=1),
     ),
@@ -192,11 +184,11 @@ def test_cap_logs_a_warning_and_never_stops_the_job(caplog: pytest.LogCaptureFix
 def test_huge_downtime_is_counted_with_a_limit() -> None:
     # a per-minute cron after a year away: counted up to COUNT_LIMIT, not walked to the end
     year = 365 * 86400.0
-    d = decide(state(CronSchedule("* * * * *"), next_run=T0), T0 + year)
+    d = decide(state(Cron("* * * * *"), next_run=T0), T0 + year)
     assert d.action == "missed" and d.missed == COUNT_LIMIT
     assert d.next_run == T0 + year + 60  # T0 + year is itself a minute boundary
     assert d.given_up == GivenUp("missed", T0 + 60, COUNT_LIMIT - 1)  # "at least" so many
-    d = decide(state(CronSchedule("* * * * *"), next_run=T0, missed="all", missed_cap=3), T0 + year)
+    d = decide(state(Cron("* * * * *"), next_run=T0, missed="all", missed_cap=3), T0 + year)
     assert d == Decision(
         "missed",
         T0 + year - 120,
@@ -207,7 +199,7 @@ def test_huge_downtime_is_counted_with_a_limit() -> None:
 
 
 def test_the_next_slot_is_strictly_after_now_despite_rounding() -> None:
-    d = decide(state(EverySchedule(0.1), next_run=0.3), 0.3 + 0.1 * 7)
+    d = decide(state(Every(0.1), next_run=0.3), 0.3 + 0.1 * 7)
     assert d.next_run is not None and d.next_run > 0.3 + 0.1 * 7
 
 
@@ -233,10 +225,10 @@ def test_a_schedule_that_cannot_compute_fails_the_job_instead_of_raising() -> No
 
 
 def test_first_run() -> None:
-    assert first_run(AtSchedule(5.0), 100.0) == 5.0
-    assert first_run(EverySchedule(10), 100.0) == 110.0
+    assert first_run(At(5.0), 100.0) == 5.0
+    assert first_run(Every(10), 100.0) == 110.0
     assert first_run(CRON5, T0 + 1) == T0 + 300
-    assert first_run(CronSchedule("0 3 * * *", "Europe/Berlin"), T0) == T0 + 2 * 3600
+    assert first_run(Cron("0 3 * * *", "Europe/Berlin"), T0) == T0 + 2 * 3600
 
 
 def retry_claim(slot: float) -> Claim:
@@ -317,31 +309,31 @@ RETRY_CASES: list[tuple[str, dict[str, Any], float, Decision]] = [
     ),
     (
         "retry: one-shot, no grace: runs however late",
-        {"schedule": AtSchedule(100), "next_run": None},
+        {"schedule": At(100), "next_run": None},
         5000.0,
         Decision("run", None),
     ),
     (
         "retry: one-shot beyond grace, skip",
-        {"schedule": AtSchedule(100), "next_run": None, "grace": 60.0},
+        {"schedule": At(100), "next_run": None, "grace": 60.0},
         161.0,
         Decision("missed", None, missed=1),
     ),
     (
         "retry: one-shot beyond grace, once",
-        {"schedule": AtSchedule(100), "next_run": None, "grace": 60.0, "missed": "once"},
+        {"schedule": At(100), "next_run": None, "grace": 60.0, "missed": "once"},
         161.0,
         Decision("run", None, missed=1),
     ),
     (
         "retry: fixed delay has no later slot",
-        {"schedule": EverySchedule(10, fixed_delay=True), "next_run": 105.0},
+        {"schedule": Every(10, fixed_delay=True), "next_run": 105.0},
         150.0,
         Decision("run", 105.0),
     ),
     (
         "retry: fixed delay beyond grace, skip",
-        {"schedule": EverySchedule(10, fixed_delay=True), "next_run": 105.0, "grace": 1.0},
+        {"schedule": Every(10, fixed_delay=True), "next_run": 105.0, "grace": 1.0},
         150.0,
         Decision("missed", 105.0, missed=1),
     ),
@@ -367,31 +359,31 @@ def test_a_retry_with_a_bad_zone_fails_instead_of_raising() -> None:
 VANISHED_CASES: list[tuple[str, dict[str, Any], float, Decision]] = [
     (
         "vanished: a daily fixed-time slot, skip: nothing runs",
-        {"schedule": CronSchedule("0 3 * * *"), "next_run": T0 + 3 * 3600},
+        {"schedule": Cron("0 3 * * *"), "next_run": T0 + 3 * 3600},
         T0 + 5 * 3600,
         Decision("missed", T0 + 27 * 3600, missed=1),
     ),
     (
         "vanished: once still runs one catch-up",
-        {"schedule": CronSchedule("0 3 * * *"), "next_run": T0 + 3 * 3600, "missed": "once"},
+        {"schedule": Cron("0 3 * * *"), "next_run": T0 + 3 * 3600, "missed": "once"},
         T0 + 5 * 3600,
         Decision("run", T0 + 27 * 3600),
     ),
     (
         "vanished: a 1-day interval slot, skip",
-        {"schedule": EverySchedule(86400), "next_run": T0 + 3 * 3600},
+        {"schedule": Every(86400), "next_run": T0 + 3 * 3600},
         T0 + 5 * 3600,
         Decision("missed", T0 + 27 * 3600, missed=1),
     ),
     (
         "not vanished: a slot before the jump is on time",
-        {"schedule": CronSchedule("0 1 * * *"), "next_run": T0 + 3600},
+        {"schedule": Cron("0 1 * * *"), "next_run": T0 + 3600},
         T0 + 5 * 3600,
         Decision("run", T0 + 25 * 3600),
     ),
     (
         "vanished: one-shots are not affected",
-        {"schedule": AtSchedule(T0 + 3 * 3600), "next_run": T0 + 3 * 3600},
+        {"schedule": At(T0 + 3 * 3600), "next_run": T0 + 3 * 3600},
         T0 + 5 * 3600,
         Decision("run", None),
     ),
@@ -408,23 +400,23 @@ def test_decide_in_vanished_time(kw: dict[str, Any], now: float, want: Decision)
 
 # After a step back: (name, schedule, stored next run, now, step, expected next run)
 STEP_CASES: list[tuple[str, Any, float, float, float, float | None]] = [
-    ("interval: back onto its grid", EverySchedule(1), T0 + 1, T0 - 3600, -3601, T0 - 3599),
-    ("interval: within one interval kept", EverySchedule(60), T0 + 1, T0 - 30, -31, None),
-    ("interval: 30 s back, 10 s grid", EverySchedule(10), T0 + 10, T0 - 25, -30, T0 - 20),
-    ("fixed delay: now + interval", EverySchedule(10, fixed_delay=True), T0, T0 - 60, -60, T0 - 50),
-    ("wildcard cron: next minute", CronSchedule("* * * * *"), T0 + 60, T0 - 7170, -7200, T0 - 7140),
-    ("wildcard 30 s back: same slot", CronSchedule("* * * * *"), T0 + 60, T0 + 10, -30, None),
-    ("fixed-time, 2 h back: kept", CronSchedule("0 1 * * *"), T0 + 90000, T0 + 300, -7200, None),
+    ("interval: back onto its grid", Every(1), T0 + 1, T0 - 3600, -3601, T0 - 3599),
+    ("interval: within one interval kept", Every(60), T0 + 1, T0 - 30, -31, None),
+    ("interval: 30 s back, 10 s grid", Every(10), T0 + 10, T0 - 25, -30, T0 - 20),
+    ("fixed delay: now + interval", Every(10, fixed_delay=True), T0, T0 - 60, -60, T0 - 50),
+    ("wildcard cron: next minute", Cron("* * * * *"), T0 + 60, T0 - 7170, -7200, T0 - 7140),
+    ("wildcard 30 s back: same slot", Cron("* * * * *"), T0 + 60, T0 + 10, -30, None),
+    ("fixed-time, 2 h back: kept", Cron("0 1 * * *"), T0 + 90000, T0 + 300, -7200, None),
     (
         "fixed-time, 4 h back: runs again",
-        CronSchedule("0 1 * * *"),
+        Cron("0 1 * * *"),
         T0 + 90000,
         T0 - 10800,
         -CORRECTION - 3600,
         T0 + 3600,
     ),
-    ("one-shot kept", AtSchedule(T0 + 50), T0 + 50, T0 - 3600, -3600, None),
-    ("forward steps are for decide", EverySchedule(1), T0 + 1, T0 + 3600, 3600, None),
+    ("one-shot kept", At(T0 + 50), T0 + 50, T0 - 3600, -3600, None),
+    ("forward steps are for decide", Every(1), T0 + 1, T0 + 3600, 3600, None),
 ]
 
 

@@ -15,9 +15,10 @@ from pathlib import Path
 
 import pytest
 
-from tickwork import DurableScheduler
+from tickwork import At, DurableScheduler
 from tickwork._durable.storetime import REFRESH, SKEW_WARN, StoreTime
-from tickwork.stores import AtSchedule, JobSpec, StoreClock
+from tickwork.stores import JobSpec
+from tickwork.stores.contract import StoreClock
 from tickwork.testing import FakeClock
 
 from .test_durable_postgres import Cluster
@@ -152,14 +153,14 @@ def test_a_node_with_a_clock_30s_ahead_neither_runs_early_nor_takes_a_live_lease
     cluster.wait_ready()
     with PostgresStore(cluster.dsn, schema=cluster.schema) as store:
         now = server_now(cluster)
-        spec = JobSpec("held", HANG, AtSchedule(now), kwargs={"owner": "honest"})
+        spec = JobSpec("held", HANG, At(now), kwargs={"owner": "honest"})
         store.upsert(spec, now)
     wait_for(cluster, lambda: owners_of(cluster, "held") == ["honest"], "the held run")
     cluster.start("ahead", lease=5.0, skew=30.0, verbose=True)
     cluster.wait_ready()
     with PostgresStore(cluster.dsn, schema=cluster.schema) as store:
         due = server_now(cluster) + 3.0
-        store.upsert(JobSpec("early", RECORD, AtSchedule(due)), due)
+        store.upsert(JobSpec("early", RECORD, At(due)), due)
     wait_for(cluster, lambda: owners_of(cluster, "early") == ["ahead"], "the one-shot")
     ((ran_at,),) = cluster.query("SELECT server_time FROM tw_runs WHERE job_id = 'early'")
     assert ran_at >= due, f"ran {due - ran_at:.3f} s before it was due"

@@ -29,7 +29,8 @@ psycopg = pytest.importorskip(
     "psycopg", reason="PostgreSQL tests need psycopg: pip install -e '.[dev]'"
 )
 
-from tickwork.stores import AtSchedule, JobSpec  # noqa: E402
+from tickwork import At  # noqa: E402
+from tickwork.stores import JobSpec  # noqa: E402
 from tickwork.stores.postgres import PostgresStore  # noqa: E402
 
 from .test_durable_postgres import Cluster, dsn_with  # noqa: E402
@@ -70,9 +71,7 @@ def victim_holds_two_runs(cluster: Cluster, lease: float = LEASE, dsn: str | Non
     now = time.time()
     with PostgresStore(cluster.dsn, schema=cluster.schema) as store:
         for job_id, delivery in (("most", "at_most_once"), ("least", "at_least_once")):
-            spec = JobSpec(
-                job_id, HANG, AtSchedule(now), kwargs={"owner": "victim"}, delivery=delivery
-            )
+            spec = JobSpec(job_id, HANG, At(now), kwargs={"owner": "victim"}, delivery=delivery)
             store.upsert(spec, now)
     wait_for(cluster, lambda: len(cluster.runs()) == 2, "the victim to start both runs")
     assert {o for owners in cluster.runs().values() for o in owners} == {"victim"}

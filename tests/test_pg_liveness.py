@@ -15,11 +15,12 @@ from typing import Any
 
 import pytest
 
-from tickwork import DurableScheduler
+from tickwork import DurableScheduler, Every
 from tickwork.__main__ import build_parser
 from tickwork._cli.run import run_jobs
 from tickwork._daemon.declare import ENTRY_POINT
-from tickwork.stores import EverySchedule, JobSpec, SessionLiveness
+from tickwork.stores import JobSpec
+from tickwork.stores.contract import SessionLiveness
 from tickwork.stores.postgres import PostgresStore
 
 
@@ -106,9 +107,7 @@ def test_a_started_durable_scheduler_marks_its_sessions(
 
 
 def claim(store: PostgresStore, job: str, owner: str, now: float) -> None:
-    store.upsert(
-        JobSpec(f"jobs/{job}", ENTRY_POINT, EverySchedule(60), kwargs={"job": job}), now - 1
-    )
+    store.upsert(JobSpec(f"jobs/{job}", ENTRY_POINT, Every(60), kwargs={"job": job}), now - 1)
     [c] = [
         c
         for c in store.claim_due(

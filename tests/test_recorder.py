@@ -13,9 +13,10 @@ from pathlib import Path
 
 import pytest
 
-from tickwork import DurableScheduler
+from tickwork import At, DurableScheduler
 from tickwork._durable.recorder import Recorder
-from tickwork.stores import AtSchedule, Claim, Finish, JobSpec, Start, StoreError
+from tickwork.stores import Claim, JobSpec, StoreError
+from tickwork.stores.contract import Finish, Start
 from tickwork.stores.sqlite import SQLiteStore
 
 from . import durable_jobs
@@ -54,7 +55,7 @@ def store(tmp_path: Path) -> Iterator[GatedStore]:
 
 def claims(store: SQLiteStore, n: int) -> list[Claim]:
     for i in range(n):
-        store.upsert(JobSpec(f"j{i}", FUNC, AtSchedule(100.0)), 100.0)
+        store.upsert(JobSpec(f"j{i}", FUNC, At(100.0)), 100.0)
     return store.claim_due(
         100.0, owner="A", lease_seconds=30.0, limit=n, advance=lambda state, now: None
     )
@@ -153,9 +154,7 @@ def test_the_scheduler_groups_its_workers_starts_and_finishes(tmp_path: Path) ->
     with SQLiteStore(tmp_path / "d.db") as store:
         now = time.time()
         for i in range(200):
-            store.upsert(
-                JobSpec(f"j{i:03}", "tests.durable_jobs:record", AtSchedule(now), args=[i]), now
-            )
+            store.upsert(JobSpec(f"j{i:03}", "tests.durable_jobs:record", At(now), args=[i]), now)
         ds = DurableScheduler(store, max_workers=8, allowed_modules=["tests.durable_jobs"])
         ds.start()
         deadline = time.monotonic() + 120

@@ -395,7 +395,7 @@ def test_random_wall_jumps_keep_the_scheduler_consistent() -> None:
 
 
 def _runs(s: Scheduler, clock: FakeClock, seconds: float, step: float = 1.0) -> None:
-    """Advance the clock by ``step`` and tick, for ``seconds``."""
+    """AdvanceFn the clock by ``step`` and tick, for ``seconds``."""
     end = clock() + seconds
     while clock() < end:
         clock.advance(step)
@@ -477,7 +477,6 @@ def test_until_is_kept_as_posix_seconds() -> None:
     moment = datetime(2026, 1, 1, tzinfo=UTC)
     assert Every(5, until=moment) == Every(5, until=moment.timestamp())
     assert Every(5, until=moment).until == 1767225600.0
-    assert Every(5).seconds == 5.0  # the durable schedules' old name for the interval
 
 
 def test_every_until_is_a_wall_instant_even_when_the_clock_steps() -> None:

@@ -19,9 +19,10 @@ from typing import Any
 
 import pytest
 
-from tickwork import DurableScheduler
-from tickwork.stores import AtSchedule, JobSpec, SessionLiveness
+from tickwork import At, DurableScheduler
+from tickwork.stores import JobSpec
 from tickwork.stores._procs import process_scope
+from tickwork.stores.contract import SessionLiveness
 from tickwork.stores.sqlite import SQLiteStore
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -46,9 +47,7 @@ def victim(tmp_path: Path) -> Iterator[subprocess.Popen[bytes]]:
     with SQLiteStore(db) as store:
         for job_id, delivery in (("most", "at_most_once"), ("least", "at_least_once")):
             kwargs = {"owner": "victim", "log": str(log)}
-            store.upsert(
-                JobSpec(job_id, HANG, AtSchedule(now), kwargs=kwargs, delivery=delivery), now
-            )
+            store.upsert(JobSpec(job_id, HANG, At(now), kwargs=kwargs, delivery=delivery), now)
     ready = tmp_path / "ready"
     proc = subprocess.Popen(
         [sys.executable, "-m", "tests.sqlite_node", str(db), str(ready), "victim"], cwd=ROOT
@@ -113,9 +112,7 @@ def test_a_sigkilled_process_has_its_claims_recovered_at_once(
 def test_an_owner_that_cannot_be_judged_keeps_its_lease(tmp_path: Path) -> None:
     db = tmp_path / "s.db"
     with SQLiteStore(db) as store:
-        store.upsert(
-            JobSpec("j", HANG, AtSchedule(100.0), kwargs={"owner": "x", "log": "-"}), 100.0
-        )
+        store.upsert(JobSpec("j", HANG, At(100.0), kwargs={"owner": "x", "log": "-"}), 100.0)
         [c] = store.claim_due(
             100.0, owner="elsewhere", lease_seconds=300, limit=5, advance=lambda s, at: None
         )

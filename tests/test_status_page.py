@@ -18,8 +18,9 @@ import pytest
 
 from tests.test_daemon_e2e import LIMIT, Run, wait_until
 from tests.test_http import get
+from tickwork import Every
 from tickwork._daemon.status_page import JobView, render
-from tickwork.stores import ActionRecord, EverySchedule, JobSpec, JobState, PauseNote, SlotRecord
+from tickwork.stores import ActionRecord, JobSpec, JobState, PauseNote, SlotRecord
 
 CHROMIUM = shutil.which("chromium") or shutil.which("chromium-browser")
 needs_browser = pytest.mark.skipif(
@@ -111,7 +112,7 @@ def test_a_browser_shows_each_job_its_outcome_and_its_slots(
 
 
 def test_the_page_escapes_what_the_state_says() -> None:
-    spec = JobSpec("ns/x", "m:f", EverySchedule(60), kwargs={"job": "<b>x</b>"})
+    spec = JobSpec("ns/x", "m:f", Every(60), kwargs={"job": "<b>x</b>"})
     state = JobState(spec, 1_800_000_060.0, False, None)
     entry = SlotRecord(
         1, "ns/x", 1_800_000_000.0, "failed", started=1_800_000_000.5, ended=1_800_000_001.0,
@@ -144,7 +145,7 @@ def test_a_browser_shows_a_pause_its_note_and_the_actions(
 
 
 def test_the_page_escapes_an_operators_note() -> None:
-    spec = JobSpec("ns/x", "m:f", EverySchedule(60), kwargs={"job": "x"})
+    spec = JobSpec("ns/x", "m:f", Every(60), kwargs={"job": "x"})
     note = PauseNote("<i>eve</i>", 1.8e9, "<script>alert(1)</script>", 1.8e9 + 60)
     state = JobState(spec, None, True, None, pause=note)
     act = ActionRecord(1, "ns/x", "pause", "<i>eve</i>", 1.8e9, "<script>x</script>", None)
@@ -156,7 +157,7 @@ def test_the_page_escapes_an_operators_note() -> None:
 def test_the_next_run_of_a_paused_or_busy_job_says_why_it_waits() -> None:
     from tickwork.stores import Claim
 
-    spec = JobSpec("ns/x", "m:f", EverySchedule(60), kwargs={"job": "x"})
+    spec = JobSpec("ns/x", "m:f", Every(60), kwargs={"job": "x"})
     past = 1.8e9 - 5
     paused = JobState(spec, past, True, None)
     claim = Claim("t", "ns/x", "web1:7:ab", past - 60, past - 60, 1.8e9 + 30, past - 60, spec)

@@ -11,34 +11,25 @@ from typing import Any
 import pytest
 
 import tickwork.stores
-from tickwork.stores import (
-    AtSchedule,
-    CronSchedule,
-    EverySchedule,
-    JobSpec,
-    JobSpecError,
-    SchemaVersionError,
-    StoreError,
-    TickworkError,
-    resolve_func,
-    schedule_from_dict,
-    spec_from_json,
-    spec_to_json,
-)
+import tickwork.stores.contract
+from tickwork import At, Cron, Every
+from tickwork.stores import JobSpec, JobSpecError, SchemaVersionError, StoreError, TickworkError
+from tickwork.stores.contract import resolve_func, schedule_from_dict, spec_from_json, spec_to_json
 
 
 def test_public_surface_is_pinned() -> None:
     assert tickwork.stores.__all__ == [
-        "ACTION_KINDS", "DELIVERIES", "KEEP", "MISSED_POLICIES", "ORIGINS", "OUTCOMES",
-        "OVERLAP_POLICIES", "SPEC_VERSION", "ActionKind", "ActionRecord",
-        "Advance", "AtSchedule", "BatchRecorder", "ChangeNotifier", "Claim", "CronSchedule",
-        "Delivery", "EverySchedule", "Finish", "GiveUp", "GivenUp", "JobNotFoundError",
-        "JobPausedError", "JobSpec", "JobSpecError", "JobState", "Keep", "LastRun", "Missed",
-        "Origin", "Outcome", "Overlap", "PauseNote", "Recovered", "RuntimeControl", "Schedule",
-        "SchemaVersionError", "SessionLiveness",
-        "SlotLedger", "SlotRecord", "Start", "StartNow", "Store", "StoreClock",
-        "StoreError", "TickworkError", "Upsert", "resolve_func", "schedule_from_dict",
-        "spec_from_json", "spec_to_json",
+        "ACTION_KINDS", "DELIVERIES", "MISSED_POLICIES", "ORIGINS", "OUTCOMES",
+        "OVERLAP_POLICIES", "ActionKind", "ActionRecord", "Claim", "Delivery",
+        "JobNotFoundError", "JobPausedError", "JobSpec", "JobSpecError", "JobState", "LastRun",
+        "Missed", "Origin", "Outcome", "Overlap", "PauseNote", "RuntimeControl", "Schedule",
+        "SchemaVersionError", "SlotLedger", "SlotRecord", "Store", "StoreError", "Upsert",
+    ]  # fmt: skip
+    assert tickwork.stores.contract.__all__ == [
+        "KEEP", "SPEC_VERSION", "AdvanceFn", "BatchRecorder", "ChangeNotifier", "Claim",
+        "Finish", "GiveUpFn", "GivenUp", "Keep", "Recovered", "RuntimeControl",
+        "SessionLiveness", "SlotLedger", "Start", "StartNowFn", "Store", "StoreClock",
+        "resolve_func", "schedule_from_dict", "spec_from_json", "spec_to_json",
     ]  # fmt: skip
     for name in tickwork.stores.__all__:
         obj = getattr(tickwork.stores, name)
@@ -58,12 +49,12 @@ def test_error_hierarchy() -> None:
 @pytest.mark.parametrize(
     "sched",
     [
-        AtSchedule(1_700_000_000.25),
-        AtSchedule(0),
-        EverySchedule(30),
-        EverySchedule(0.001, fixed_delay=True),
-        CronSchedule("*/5 * * * *"),
-        CronSchedule("0 3 * * 1-5", "America/New_York"),
+        At(1_700_000_000.25),
+        At(0),
+        Every(30),
+        Every(0.001, fixed_delay=True),
+        Cron("*/5 * * * *"),
+        Cron("0 3 * * 1-5", "America/New_York"),
     ],
 )
 def test_schedule_round_trips_through_json(sched: Any) -> None:
@@ -72,8 +63,8 @@ def test_schedule_round_trips_through_json(sched: Any) -> None:
 
 
 def test_numbers_become_floats() -> None:
-    assert AtSchedule(5).at == 5.0 and isinstance(AtSchedule(5).at, float)
-    assert isinstance(EverySchedule(2).seconds, float)
+    assert At(5).when == 5.0 and isinstance(At(5).when, float)
+    assert isinstance(Every(2).interval, float)
 
 
 @pytest.mark.parametrize(
@@ -114,7 +105,7 @@ def test_bad_schedules_name_the_field_and_value(data: object, message: str) -> N
 
 
 def test_schedules_are_frozen() -> None:
-    s = EverySchedule(5)
+    s = Every(5)
     with pytest.raises(AttributeError):
         s.interval = 6  # type: ignore[misc]
 
@@ -123,7 +114,7 @@ def test_schedules_are_frozen() -> None:
 
 
 def make(**kw: Any) -> JobSpec:
-    return JobSpec(kw.pop("id", "job"), kw.pop("func", "pkg.mod:fn"), EverySchedule(60), **kw)
+    return JobSpec(kw.pop("id", "job"), kw.pop("func", "pkg.mod:fn"), Every(60), **kw)
 
 
 def test_defaults() -> None:
@@ -203,7 +194,7 @@ def test_spec_is_hashable_and_compares_by_value() -> None:
 
 
 def test_encoding_is_canonical_versioned_json() -> None:
-    s = JobSpec("j", "m:f", CronSchedule("0 3 * * *", "Europe/Berlin"), kwargs={"b": 1, "a": 2})
+    s = JobSpec("j", "m:f", Cron("0 3 * * *", "Europe/Berlin"), kwargs={"b": 1, "a": 2})
     text = spec_to_json(s)
     assert text == (
         '{"args":[],"delivery":"at_most_once","func":"m:f","grace":null,"id":"j",'
@@ -304,7 +295,7 @@ def test_the_quick_decode_of_plain_specs_builds_the_constructors_spec(
 
     import tickwork.stores._model as model
 
-    base = json.loads(spec_to_json(JobSpec("job-1", "os.path:join", AtSchedule(1.5e9))))
+    base = json.loads(spec_to_json(JobSpec("job-1", "os.path:join", At(1.5e9))))
     # Each key's candidate values: valid ones and broken ones.
     values: dict[str, list[Any]] = {
         "id": ["job-1", "", "x" * 200, "x" * 201, "tab\there", 7, None, "ünï", ["a"]],
@@ -340,7 +331,7 @@ def test_the_quick_decode_of_plain_specs_builds_the_constructors_spec(
         "v": [1, 1.0, True, 2, 0, None],
     }
     rng = random.Random(15)
-    texts = [spec_to_json(JobSpec("job-1", "os.path:join", AtSchedule(1.5e9)))]
+    texts = [spec_to_json(JobSpec("job-1", "os.path:join", At(1.5e9)))]
     for key, options in values.items():  # every value of every key, the rest plain
         for value in options:
             texts.append(json.dumps({**base, key: value}))
@@ -353,9 +344,7 @@ def test_the_quick_decode_of_plain_specs_builds_the_constructors_spec(
     # Values `json.dumps` does not write, in stored text: non-finite numbers, bad keys.
     for raw in ("NaN", "Infinity", "-Infinity", "1e999"):
         texts.append(
-            spec_to_json(JobSpec("j", "os.path:join", AtSchedule(1.0))).replace(
-                '"at":1.0', f'"at":{raw}'
-            )
+            spec_to_json(JobSpec("j", "os.path:join", At(1.0))).replace('"at":1.0', f'"at":{raw}')
         )
         texts.append(json.dumps({**base, "args": [0.0]}).replace("0.0", raw))
         texts.append(json.dumps({**base, "grace": 0.5}).replace("0.5", raw))
@@ -386,12 +375,12 @@ def test_the_quick_decode_of_plain_specs_builds_the_constructors_spec(
 def test_the_quick_decode_takes_plain_one_shots() -> None:
     import tickwork.stores._model as model
 
-    spec = JobSpec("j", "os.path:join", AtSchedule(2.5), args=[1, {"a": [2]}], kwargs={"k": 1})
+    spec = JobSpec("j", "os.path:join", At(2.5), args=[1, {"a": [2]}], kwargs={"k": 1})
     data = json.loads(spec_to_json(spec))
     quick = model._plain_spec(data)
     assert quick == spec
     assert quick is not None and type(quick.schedule) is type(spec.schedule)
     assert quick.args == (1, {"a": [2]}) and quick.kwargs == {"k": 1}
     assert hash(quick) == hash(spec)
-    every = json.loads(spec_to_json(JobSpec("j", "os.path:join", EverySchedule(5.0))))
+    every = json.loads(spec_to_json(JobSpec("j", "os.path:join", Every(5.0))))
     assert model._plain_spec(every) is None  # other kinds take the constructor

@@ -20,19 +20,10 @@ psycopg = pytest.importorskip(
 from psycopg import sql  # noqa: E402
 from psycopg.conninfo import conninfo_to_dict, make_conninfo  # noqa: E402
 
-from tickwork.stores import (  # noqa: E402
-    AtSchedule,
-    ChangeNotifier,
-    EverySchedule,
-    Finish,
-    JobState,
-    LastRun,
-    SchemaVersionError,
-    Store,
-    StoreError,
-    Upsert,
-)
+from tickwork import At, Every  # noqa: E402
+from tickwork.stores import JobState, LastRun, SchemaVersionError, Store, StoreError, Upsert  # noqa: E402
 from tickwork.stores import postgres as pg_mod  # noqa: E402
+from tickwork.stores.contract import ChangeNotifier, Finish  # noqa: E402
 from tickwork.stores.postgres import PostgresStore, redact_dsn  # noqa: E402
 
 from .store_contract import StoreContract, claim, once, spec  # noqa: E402
@@ -346,7 +337,7 @@ def test_a_claim_whose_commit_was_cut_returns_exactly_what_committed(
 ) -> None:
     store = open_pg(sleep=lambda s: None)
     for i in range(3):
-        store.upsert(spec(f"j{i}", AtSchedule(100.0)), 100.0)
+        store.upsert(spec(f"j{i}", At(100.0)), 100.0)
     cut_next_commit(store, committed=committed)
     got = claim(store, 100.0, advance=once)
     if committed:
@@ -476,7 +467,7 @@ def test_wait_for_change_wakes_on_every_kind_of_change(
     t0 = time.monotonic()
     assert not waiter.wait_for_change(0.2)
     assert time.monotonic() - t0 >= 0.19
-    writer.upsert(spec(schedule=EverySchedule(5, fixed_delay=True)), 100.0)
+    writer.upsert(spec(schedule=Every(5, fixed_delay=True)), 100.0)
     (c,) = claim(writer, 100.0, advance=lambda s, n: None)
     # The setup's own announcement (the new job), consumed before counting the others.
     assert waiter.wait_for_change(5.0)

@@ -26,7 +26,8 @@ psycopg = pytest.importorskip(
 from psycopg import sql  # noqa: E402
 from psycopg.conninfo import conninfo_to_dict, make_conninfo  # noqa: E402
 
-from tickwork.stores import AtSchedule, EverySchedule, JobSpec  # noqa: E402
+from tickwork import At, Every  # noqa: E402
+from tickwork.stores import JobSpec  # noqa: E402
 from tickwork.stores.postgres import PostgresStore  # noqa: E402
 
 from .pg_node import RESULTS_DDL  # noqa: E402
@@ -63,13 +64,13 @@ class Cluster:
             for i in range(ONESHOTS):
                 at = self.t0 + SPREAD * i / ONESHOTS
                 delivery = "at_least_once" if i % 2 else "at_most_once"
-                store.upsert(JobSpec(f"o{i:04}", FUNC, AtSchedule(at), delivery=delivery), at)
+                store.upsert(JobSpec(f"o{i:04}", FUNC, At(at), delivery=delivery), at)
             for i in range(RECURRING):
                 delivery = "at_least_once" if i % 2 else "at_most_once"
                 spec = JobSpec(
                     f"r{i:02}",
                     FUNC,
-                    EverySchedule(1.0),
+                    Every(1.0),
                     kwargs={"until": self.t0 + SLOTS},
                     delivery=delivery,
                 )

@@ -18,17 +18,10 @@ from typing import Any
 
 import pytest
 
-from tickwork.stores import (
-    AtSchedule,
-    JobSpec,
-    JobState,
-    SchemaVersionError,
-    Store,
-    StoreError,
-    Upsert,
-    spec_to_json,
-)
+from tickwork import At
+from tickwork.stores import JobSpec, JobState, SchemaVersionError, Store, StoreError, Upsert
 from tickwork.stores import sqlite as sqlite_mod
+from tickwork.stores.contract import spec_to_json
 from tickwork.stores.sqlite import APPLICATION_ID, SQLiteStore
 
 from .store_contract import FUNC, StoreContract, claim, once, spec
@@ -352,7 +345,7 @@ def test_reentrant_call_from_advance_is_refused_and_claims_nothing(db: Path) -> 
 def test_threads_sharing_one_store_claim_each_job_once(db: Path) -> None:
     with SQLiteStore(db) as s:
         for i in range(60):
-            s.upsert(JobSpec(f"j{i:02}", FUNC, AtSchedule(100.0)), 100.0)
+            s.upsert(JobSpec(f"j{i:02}", FUNC, At(100.0)), 100.0)
         got: list[str] = []
         lock = threading.Lock()
 
@@ -400,7 +393,7 @@ def test_two_processes_claim_every_due_job_exactly_once(db: Path) -> None:
     jobs = [f"j{i:03}" for i in range(150)]
     with SQLiteStore(db) as s:
         for job_id in jobs:
-            s.upsert(JobSpec(job_id, FUNC, AtSchedule(100.0)), 100.0)
+            s.upsert(JobSpec(job_id, FUNC, At(100.0)), 100.0)
     go = db.parent / "go"
     procs = [
         subprocess.Popen(
@@ -465,8 +458,8 @@ def test_sigkill_at_each_point_of_a_run(
     db: Path, point: str, most: str | None, least: str | None
 ) -> None:
     with SQLiteStore(db) as s:
-        s.upsert(JobSpec("most", FUNC, AtSchedule(100.0)), 100.0)
-        s.upsert(JobSpec("least", FUNC, AtSchedule(100.0), delivery="at_least_once"), 100.0)
+        s.upsert(JobSpec("most", FUNC, At(100.0)), 100.0)
+        s.upsert(JobSpec("least", FUNC, At(100.0), delivery="at_least_once"), 100.0)
     proc = subprocess.run(
         [sys.executable, "-c", KILLED, str(db), point], capture_output=True, text=True, timeout=60
     )

@@ -8,8 +8,9 @@ from pathlib import Path
 
 import pytest
 
+from tickwork import Every
 from tickwork._core.text import iso
-from tickwork.stores import EverySchedule, JobSpec
+from tickwork.stores import JobSpec
 from tickwork.stores.sqlite import SQLiteStore
 
 
@@ -28,7 +29,7 @@ def test_a_recovered_claim_is_logged_with_an_iso_time(
 ) -> None:
     store = SQLiteStore(f"{tmp_path}/s.db")
     try:
-        store.upsert(JobSpec("j", "tests.durable_jobs:record", EverySchedule(60)), 1_796_000_000.0)
+        store.upsert(JobSpec("j", "tests.durable_jobs:record", Every(60)), 1_796_000_000.0)
         store.claim_due(
             1_796_000_000.0, owner="h:1:aa", lease_seconds=5, limit=1, advance=lambda s, at: at + 60
         )

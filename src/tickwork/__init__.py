@@ -12,6 +12,7 @@ from __future__ import annotations
 from typing import TYPE_CHECKING
 
 from tickwork._core.errors import CronError as CronError
+from tickwork._core.errors import JobInterrupted as JobInterrupted
 from tickwork._core.errors import TickworkError as TickworkError
 from tickwork._core.scheduler import EventKind as EventKind
 from tickwork._core.scheduler import RunEvent as RunEvent
@@ -43,6 +44,7 @@ __all__ = [
     "EventKind",
     "Every",
     "Health",
+    "JobInterrupted",
     "Once",
     "RunEvent",
     "Schedule",

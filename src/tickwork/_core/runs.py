@@ -33,7 +33,7 @@ import dataclasses
 import logging
 import math
 from collections.abc import Awaitable, Callable
-from typing import Any, ClassVar, Final, Literal
+from typing import Any, ClassVar
 
 from tickwork._core.errors import JobInterrupted
 from tickwork._core.scheduler import (
@@ -50,13 +50,10 @@ from tickwork._core.scheduler import (
     name_of,
 )
 from tickwork._core.schedules import Schedule, _DelayPlan, _Plan
+from tickwork._core.vocabulary import OVERLAP_POLICIES, Overlap
 
 __all__ = ["OVERLAP_POLICIES", "Overlap", "Policy", "Run", "Triggered", "seconds_or_none"]
 
-Overlap = Literal["skip", "queue", "allow"]
-
-#: The overlap policies, in the order error messages list them.
-OVERLAP_POLICIES: Final = ("skip", "queue", "allow")
 
 _log = logging.getLogger("tickwork")
 

@@ -19,6 +19,7 @@ from __future__ import annotations
 import math
 import random
 import re
+import warnings
 from dataclasses import dataclass, field
 from datetime import datetime
 from numbers import Real
@@ -29,6 +30,10 @@ if TYPE_CHECKING:
     from tickwork._core.cron import CronExpression
 
 __all__ = ["At", "Cron", "Every", "Once", "Schedule", "parse_duration"]
+
+
+def _renamed(old: str, new: str) -> None:
+    warnings.warn(f"{old} is deprecated; use {new}", DeprecationWarning, stacklevel=3)
 
 
 def seconds_arg(name: str, value: object, *, positive: bool) -> float:
@@ -162,7 +167,8 @@ class At(Schedule):
 
     @property
     def at(self) -> float:
-        """The instant (the name durable schedules used before `At` was shared)."""
+        """Deprecated: `when` (the name durable schedules used before `At` was shared)."""
+        _renamed("At.at", "At.when")
         return self.when
 
     def to_dict(self) -> dict[str, Any]:
@@ -206,7 +212,8 @@ class Every(Schedule):
 
     @property
     def seconds(self) -> float:
-        """The interval (the name durable schedules used before `Every` was shared)."""
+        """Deprecated: `interval` (the name durable schedules used before `Every` was shared)."""
+        _renamed("Every.seconds", "Every.interval")
         return self.interval
 
     def to_dict(self) -> dict[str, Any]:

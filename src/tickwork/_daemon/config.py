@@ -35,6 +35,7 @@ from typing import Any, Final, Literal, cast
 
 from tickwork._core.errors import ConfigError, ConfigIssue, CronError
 from tickwork._core.schedules import At, Cron, Every, Once, Schedule, parse_duration
+from tickwork._core.vocabulary import MISSED_POLICIES, OVERLAP_POLICIES, Missed, Overlap
 
 __all__ = [
     "JOB_KEYS",
@@ -47,12 +48,10 @@ __all__ = [
     "parse_config",
 ]
 
-Overlap = Literal["skip", "queue", "allow"]
-Missed = Literal["skip", "once", "all"]
 Output = Literal["log", "tail", "discard"]
 
-_OVERLAP: Final = ("skip", "queue", "allow")
-_MISSED: Final = ("skip", "once", "all")
+_OVERLAP: Final = OVERLAP_POLICIES
+_MISSED: Final = MISSED_POLICIES
 _OUTPUT: Final = ("log", "tail", "discard")
 _SCHEDULE_KEYS: Final = ("every", "cron", "at", "in")
 

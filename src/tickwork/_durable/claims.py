@@ -24,7 +24,7 @@ from tickwork.stores._model import (
     GivenUp,
     JobState,
     Outcome,
-    StartNow,
+    StartNowFn,
 )
 
 _log = logging.getLogger("tickwork.durable")
@@ -63,7 +63,7 @@ class _Claiming(_Running):
                 return decisions[state.id].given_up
 
             batch = self._batch
-            start_now: StartNow | None = None
+            start_now: StartNowFn | None = None
             if batch is not None:
                 folded = 0
 

@@ -150,7 +150,7 @@ class DurableScheduler(_Claiming):
 
         store = SQLiteStore("jobs.db")
         with DurableScheduler(store) as s:
-            s.declare(JobSpec("report", "myapp.jobs:report", CronSchedule("0 3 * * *")))
+            s.declare(JobSpec("report", "myapp.jobs:report", Cron("0 3 * * *")))
             ...
 
     Every method is safe to call from any thread, including from inside a job. Adding,

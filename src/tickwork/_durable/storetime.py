@@ -16,7 +16,7 @@ import time
 from collections.abc import Callable
 from typing import Final
 
-from tickwork.stores import StoreClock
+from tickwork.stores.contract import StoreClock
 
 __all__ = ["REFRESH", "SKEW_WARN", "StoreTime"]
 

@@ -13,6 +13,7 @@ from __future__ import annotations
 import importlib
 import json
 import math
+import warnings
 from collections.abc import Callable, Mapping
 from dataclasses import KW_ONLY, dataclass, field
 from enum import Enum
@@ -22,6 +23,13 @@ from typing import Any, Final, Literal, TypeAlias
 from tickwork._core.errors import CronError
 from tickwork._core.schedules import At, Cron, Every, Once
 from tickwork._core.text import iso
+from tickwork._core.vocabulary import (
+    MISSED_POLICIES,
+    OVERLAP_POLICIES,
+    Missed,
+    Overlap,
+    field_names,
+)
 from tickwork.stores._errors import JobSpecError, SchemaVersionError, StoreError
 
 __all__ = [
@@ -35,14 +43,11 @@ __all__ = [
     "SPEC_VERSION",
     "ActionKind",
     "ActionRecord",
-    "Advance",
-    "AtSchedule",
+    "AdvanceFn",
     "Claim",
-    "CronSchedule",
     "Delivery",
-    "EverySchedule",
     "Finish",
-    "GiveUp",
+    "GiveUpFn",
     "GivenUp",
     "JobSpec",
     "JobState",
@@ -58,7 +63,7 @@ __all__ = [
     "Schedule",
     "SlotRecord",
     "Start",
-    "StartNow",
+    "StartNowFn",
     "Upsert",
     "resolve_func",
     "schedule_from_dict",
@@ -70,8 +75,6 @@ __all__ = [
 #: `spec_from_json` to read the old shape, whenever a field changes meaning.
 SPEC_VERSION: Final = 1
 
-Overlap: TypeAlias = Literal["skip", "queue", "allow"]
-Missed: TypeAlias = Literal["skip", "once", "all"]
 Delivery: TypeAlias = Literal["at_most_once", "at_least_once"]
 Outcome: TypeAlias = Literal[
     "ok", "failed", "timeout", "missed", "skipped", "abandoned", "cancelled"
@@ -94,10 +97,6 @@ MAX_NOTE: Final = 500
 #: What recovery does with an expired claim (`Recovered.action`, `recovery_action`).
 RecoveryAction: TypeAlias = Literal["released", "requeued", "abandoned"]
 
-#: What to do with a run that comes due while the previous run of the job is going.
-OVERLAP_POLICIES: Final[tuple[Overlap, ...]] = ("skip", "queue", "allow")
-#: What to do with runs whose time passed while nothing was running the schedule.
-MISSED_POLICIES: Final[tuple[Missed, ...]] = ("skip", "once", "all")
 #: What happens to a run that had started when its runner died (see docs/durability.md).
 DELIVERIES: Final[tuple[Delivery, ...]] = ("at_most_once", "at_least_once")
 #: Outcomes a finished (or given up) run can record.
@@ -141,8 +140,8 @@ Schedule: TypeAlias = At | Every | Cron | Once
 _SCHEDULE_TYPES: Final = (At, Every, Cron, Once)
 
 
-def AtSchedule(at: float) -> At:  # the old class name, kept callable
-    """`tickwork.At` (the name durable jobs used before the values were shared).
+def _stored_at(at: float) -> At:
+    """The `tickwork.At` of a stored ``{"kind": "at"}`` schedule, with the store's messages.
 
     Raises:
         JobSpecError: ``at`` is not a finite number.
@@ -151,8 +150,8 @@ def AtSchedule(at: float) -> At:  # the old class name, kept callable
     return At(_number("schedule.at", at))
 
 
-def EverySchedule(seconds: float, fixed_delay: bool = False) -> Every:
-    """`tickwork.Every` (the name durable jobs used before the values were shared).
+def _stored_every(seconds: float, fixed_delay: bool = False) -> Every:
+    """The `tickwork.Every` of a stored ``{"kind": "every"}`` schedule, with the store's messages.
 
     Raises:
         JobSpecError: ``seconds`` is not a finite number > 0, or ``fixed_delay`` not a bool.
@@ -166,8 +165,8 @@ def EverySchedule(seconds: float, fixed_delay: bool = False) -> Every:
     return Every(number, fixed_delay=fixed_delay)
 
 
-def CronSchedule(expr: str, tz: str = "UTC") -> Cron:
-    """`tickwork.Cron` (the name durable jobs used before the values were shared).
+def _stored_cron(expr: str, tz: str = "UTC") -> Cron:
+    """The `tickwork.Cron` of a stored ``{"kind": "cron"}`` schedule, with the store's messages.
 
     Raises:
         JobSpecError: ``expr`` or ``tz`` is not a non-empty string.
@@ -184,25 +183,15 @@ def CronSchedule(expr: str, tz: str = "UTC") -> Cron:
 
 
 _KINDS: Final[dict[str, tuple[Callable[..., Schedule], dict[str, str], tuple[str, ...]]]] = {
-    # kind: (constructor, {stored key: argument}, required keys)
-    "at": (At, {"at": "when"}, ("at",)),
-    "once": (Once, {"delay": "delay"}, ("delay",)),
-    "every": (
-        Every,
-        {
-            "seconds": "interval",
-            "fixed_delay": "fixed_delay",
-            "jitter": "jitter",
-            "first": "first",
-            "until": "until",
-        },
-        ("seconds",),
-    ),
-    "cron": (
-        Cron,
-        {"expr": "expr", "tz": "tz", "jitter": "jitter", "until": "until"},
-        ("expr",),
-    ),
+    # kind: (constructor, {stored key: argument}, required keys); the names come from
+    # the one table of field names (tickwork._core.vocabulary.FIELDS)
+    kind: (make, field_names(kind, source="stored", target="python"), (required,))
+    for kind, make, required in (
+        ("at", At, "at"),
+        ("once", Once, "delay"),
+        ("every", Every, "seconds"),
+        ("cron", Cron, "expr"),
+    )
 }
 
 
@@ -241,13 +230,13 @@ def schedule_from_dict(data: object) -> Schedule:
             raise JobSpecError(f"schedule of kind {kind!r} has unknown key {unknown[0]!r}")
     # The fields every tickwork has stored are checked with their own messages first.
     if kind == "at":
-        return AtSchedule(data["at"])
+        return _stored_at(data["at"])
     base: Schedule
     if kind == "every":
-        base = EverySchedule(data["seconds"], data.get("fixed_delay", False))
+        base = _stored_every(data["seconds"], data.get("fixed_delay", False))
     elif kind == "cron":
         try:
-            base = CronSchedule(data["expr"], data.get("tz", "UTC"))
+            base = _stored_cron(data["expr"], data.get("tz", "UTC"))
         except CronError as exc:
             raise JobSpecError(f"schedule: {exc}") from exc
     else:
@@ -840,7 +829,7 @@ class GivenUp:
 #: The caller's account of what a claim gave up, called by a `tickwork.stores.SlotLedger`
 #: store's ``claim_due(..., given_up=)`` as ``given_up(state)`` after ``advance`` for each
 #: newly claimed job: the slots to write to the ledger as given up, or ``None``.
-GiveUp: TypeAlias = Callable[[JobState], GivenUp | None]
+GiveUpFn: TypeAlias = Callable[[JobState], GivenUp | None]
 
 
 @dataclass(frozen=True, slots=True)
@@ -1017,13 +1006,13 @@ def check_note(value: object) -> str | None:
 #: The caller's policy, called by `Store.claim_due` inside its transaction as
 #: ``advance(state, now)`` for every job it claims; returns the job's new next run
 #: (``None``: no further run planned, e.g. a one-shot).
-Advance: TypeAlias = Callable[[JobState, float], float | None]
+AdvanceFn: TypeAlias = Callable[[JobState, float], float | None]
 
 #: The caller's choice of claims to record as started by the claim itself, called by a
 #: `tickwork.stores.BatchRecorder` store's ``claim_due(..., start=)`` as ``start(state)``
 #: after ``advance`` for each newly claimed job (never for retries): True records the
 #: claim started at ``now`` in the same transaction (no separate `Store.start`).
-StartNow: TypeAlias = Callable[[JobState], bool]
+StartNowFn: TypeAlias = Callable[[JobState], bool]
 
 
 # -- argument checks shared by the store implementations --------------------------------
@@ -1098,3 +1087,35 @@ def check_claim(value: object) -> Claim:
             " claim_due() hands it out"
         )
     return value
+
+
+#: Names of the first durable releases, kept importable with a `DeprecationWarning`:
+#: the schedule values are the core's own (`tickwork.At`, `Every`, `Cron`), and the
+#: callback types of `Store.claim_due` say they are functions.
+_DEPRECATED: Final[dict[str, tuple[str, str]]] = {
+    "AtSchedule": ("_stored_at", "tickwork.At"),
+    "EverySchedule": ("_stored_every", "tickwork.Every"),
+    "CronSchedule": ("_stored_cron", "tickwork.Cron"),
+    "Advance": ("AdvanceFn", "tickwork.stores.contract.AdvanceFn"),
+    "GiveUp": ("GiveUpFn", "tickwork.stores.contract.GiveUpFn"),
+    "StartNow": ("StartNowFn", "tickwork.stores.contract.StartNowFn"),
+}
+
+
+def deprecated(module: str, name: str) -> Any:
+    """The value behind a deprecated name of ``module``, after a `DeprecationWarning`.
+
+    Raises:
+        AttributeError: ``name`` is not a deprecated name either.
+
+    """
+    if name not in _DEPRECATED:
+        raise AttributeError(f"module {module!r} has no attribute {name!r}")
+    target, instead = _DEPRECATED[name]
+    warnings.warn(f"{module}.{name} is deprecated; use {instead}", DeprecationWarning, stacklevel=3)
+    return globals()[target]
+
+
+def __getattr__(name: str) -> Any:
+    """Resolve a deprecated name (see `deprecated`)."""
+    return deprecated(__name__, name)

@@ -14,10 +14,10 @@ from typing import Literal, Protocol, runtime_checkable
 
 from ._model import (
     ActionRecord,
-    Advance,
+    AdvanceFn,
     Claim,
     Finish,
-    GiveUp,
+    GiveUpFn,
     JobSpec,
     JobState,
     Keep,
@@ -25,7 +25,7 @@ from ._model import (
     Recovered,
     SlotRecord,
     Start,
-    StartNow,
+    StartNowFn,
     Upsert,
 )
 
@@ -107,7 +107,7 @@ class Store(Protocol):
         ...
 
     def claim_due(
-        self, now: float, *, owner: str, lease_seconds: float, limit: int, advance: Advance
+        self, now: float, *, owner: str, lease_seconds: float, limit: int, advance: AdvanceFn
     ) -> list[Claim]:
         """Take up to ``limit`` due runs, earliest first, and advance their jobs.
 
@@ -341,8 +341,8 @@ class BatchRecorder(Protocol):
         owner: str,
         lease_seconds: float,
         limit: int,
-        advance: Advance,
-        start: StartNow | None = None,
+        advance: AdvanceFn,
+        start: StartNowFn | None = None,
     ) -> list[Claim]:
         """`Store.claim_due`, and ``start`` folds the start of chosen claims into it.
 
@@ -391,9 +391,9 @@ class SlotLedger(Protocol):
         owner: str,
         lease_seconds: float,
         limit: int,
-        advance: Advance,
-        start: StartNow | None = None,
-        given_up: GiveUp | None = None,
+        advance: AdvanceFn,
+        start: StartNowFn | None = None,
+        given_up: GiveUpFn | None = None,
     ) -> list[Claim]:
         """`BatchRecorder.claim_due`, and ``given_up`` names the slots each claim gives up.
 
