@@ -233,8 +233,8 @@ def test_jobs_lists_file_jobs_not_in_the_state_yet(
     state = str(tmp_path / "s.sqlite3")
     assert main(["jobs", str(jobs), "--state", state]) == 0
     out = capsys.readouterr().out
-    assert "a\n  schedule  every 30s\n  next run  " in out
-    assert "b\n  schedule  cron '0 3 * * *' Europe/Berlin\n" in out
+    assert "a\n  schedule  every 30 seconds\n  next run  " in out
+    assert "b\n  schedule  at 03:00 (Europe/Berlin)\n" in out
     assert (
         "d [paused]\n  paused    in the jobs file (enabled = false)\n  next run  -\n"
         "  last run  - (not in the state yet)\n"

@@ -252,7 +252,7 @@ def test_schedules_fire_json_logs_parse_and_for_ends_by_itself(
         timeout=30,
         check=True,
     ).stdout
-    assert "bad\n  schedule  every 0.3s\n" in text
+    assert "bad\n  schedule  every 0.3 seconds\n" in text
     if state["bad"]["outcome"] == "failed":
         assert "  outcome   failed\n  error     exit=3\n" in text
 

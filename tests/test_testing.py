@@ -32,9 +32,9 @@ def test_fake_clock_refuses_to_go_backwards() -> None:
 
 @pytest.mark.parametrize("bad", [math.nan, math.inf])
 def test_fake_clock_refuses_non_finite(bad: float) -> None:
-    with pytest.raises(ValueError, match=r"^start must be finite, got "):
+    with pytest.raises(ValueError, match=r"^start must be a finite number, got "):
         FakeClock(bad)
-    with pytest.raises(ValueError, match=r"^seconds must be finite, got "):
+    with pytest.raises(ValueError, match=r"^seconds must be a finite number, got "):
         FakeClock().advance(bad)
 
 

@@ -39,3 +39,28 @@ def test_a_recovered_claim_is_logged_with_an_iso_time(
         store.close()
     [line] = [r.getMessage() for r in caplog.records if "expired" in r.getMessage()]
     assert "(scheduled 2026-11-30T00:53:20.000Z)" in line
+
+
+def test_the_surfaces_time_texts_live_in_one_module() -> None:
+    from tickwork._core.text import (
+        iso_due,
+        plain_seconds,
+        relative_time,
+        run_duration,
+        short_duration,
+        utc_time,
+    )
+
+    assert iso_due(1_800_000_000.0) == "2027-01-15T08:00:00Z"
+    assert iso_due(1_800_000_000.25) == "2027-01-15T08:00:00.250Z"
+    assert utc_time(1_800_000_000) == "2027-01-15 08:00:00 UTC" and utc_time(None) == "-"
+    assert relative_time(100, 105) == "in 5 s" and relative_time(1000, 820) == "3 min ago"
+    assert relative_time(0, 9000) == "in 2.5 h" and relative_time(0, None) == ""
+    assert [run_duration(v) for v in (0.25, 12.5, 245, 3723)] == [
+        "0.25s",
+        "12.5s",
+        "4m05s",
+        "1h02m03s",
+    ]
+    assert short_duration(0.25) == "250 ms" and short_duration(1.5) == "1.50 s"
+    assert short_duration(None) == "-" and plain_seconds(30.0) == "30s"

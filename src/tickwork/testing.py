@@ -21,12 +21,12 @@ run inside that call, so a test needs no thread and no sleep. See ``docs/testing
 
 from __future__ import annotations
 
-import math
 import weakref
 from collections.abc import Callable
 from types import MethodType
 from typing import TYPE_CHECKING
 
+from tickwork._core.args import seconds
 from tickwork._core.clocks import watch_clock as watch_clock
 
 if TYPE_CHECKING:
@@ -166,8 +166,4 @@ class FakeClock:
 
 def _finite(name: str, value: float) -> float:
     """``value`` as a finite float, or a `TypeError` / `ValueError` naming ``name``."""
-    if isinstance(value, bool) or not isinstance(value, (int, float)):
-        raise TypeError(f"{name} must be a number of seconds, got {value!r}")
-    if not math.isfinite(value):
-        raise ValueError(f"{name} must be finite, got {value!r}")
-    return float(value)
+    return seconds(name, value)

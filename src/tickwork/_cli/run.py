@@ -18,7 +18,7 @@ import os
 import socket
 import sys
 import time
-from datetime import UTC, datetime
+from datetime import datetime
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, TextIO
 
@@ -26,7 +26,8 @@ from tickwork._cli.history import open_state
 from tickwork._cli.next import _count
 from tickwork._core.errors import ConfigError
 from tickwork._core.schedules import parse_duration
-from tickwork._core.text import iso
+from tickwork._core.text import iso, schedule_words
+from tickwork._core.text import local_and_utc as _when
 from tickwork._daemon.config import Config, load_config
 from tickwork.stores._model import Claim
 from tickwork.stores._protocol import SessionLiveness, StoreClock
@@ -220,15 +221,6 @@ def _shown(dsn: str | None) -> str:
 # -- tickwork jobs ---------------------------------------------------------------------
 
 
-def _when(ts: float | None) -> str:
-    """ISO 8601 in local time with its offset, then UTC: for people reading the state."""
-    if ts is None:
-        return "-"
-    local = datetime.fromtimestamp(ts).astimezone().isoformat(timespec="seconds")
-    utc = datetime.fromtimestamp(ts, UTC).isoformat(timespec="seconds")
-    return f"{local} ({utc.replace('+00:00', 'Z')})"
-
-
 def _process_alive(pid: int) -> bool:
     try:
         os.kill(pid, 0)
@@ -279,16 +271,8 @@ def _iso(ts: float | None) -> str | None:
 
 
 def _schedule_text(schedule: Any) -> str:
-    from tickwork._core.schedules import At, Cron, Once
-
-    if isinstance(schedule, Cron):
-        return f"cron {schedule.expr!r} {schedule.tz}"
-    if isinstance(schedule, At):
-        return f"once at {_iso(schedule.when)}"
-    if isinstance(schedule, Once):
-        return f"once, {schedule.delay:g}s after it was declared"
-    text = f"every {schedule.interval:g}s"
-    return text + " (fixed delay)" if schedule.fixed_delay else text
+    """The schedule in words, exactly as the status page says it (one renderer)."""
+    return schedule_words(schedule)
 
 
 def run_jobs(

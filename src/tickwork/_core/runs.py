@@ -35,6 +35,7 @@ import math
 from collections.abc import Awaitable, Callable
 from typing import Any, ClassVar
 
+from tickwork._core.args import Bound, seconds
 from tickwork._core.errors import JobInterrupted
 from tickwork._core.scheduler import (
     _DUE,
@@ -66,17 +67,8 @@ def seconds_or_none(name: str, value: object, *, positive: bool) -> float | None
             ``positive``); the message names ``name`` and shows the value.
 
     """
-    if value is None:
-        return None
-    if (
-        isinstance(value, bool)
-        or not isinstance(value, (int, float))
-        or not 0 <= value < math.inf
-        or (positive and value == 0)
-    ):
-        rule = "> 0" if positive else ">= 0"
-        raise ValueError(f"{name} must be None or a finite number {rule}, got {value!r}")
-    return float(value)
+    bound: Bound = "> 0" if positive else ">= 0"
+    return seconds(name, value, bound=bound, optional=True, type_error=ValueError)
 
 
 class _Task:

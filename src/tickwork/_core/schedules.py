@@ -26,6 +26,8 @@ from numbers import Real
 from typing import TYPE_CHECKING, Any, ClassVar, Final
 from zoneinfo import ZoneInfo
 
+from tickwork._core.args import seconds
+
 if TYPE_CHECKING:
     from tickwork._core.cron import CronExpression
 
@@ -43,19 +45,7 @@ def seconds_arg(name: str, value: object, *, positive: bool) -> float:
         TypeError: ``value`` is not a real number (a `bool` is refused too).
         ValueError: ``value`` is negative (or zero when ``positive``), NaN or infinite.
     """
-    if type(value) is float or type(value) is int:
-        seconds = float(value)
-    elif isinstance(value, bool) or not isinstance(value, Real):
-        # bool is an int, but ``schedule(True, fn)`` is a bug, not a one-second delay.
-        raise TypeError(f"{name} must be a number of seconds, got {value!r}")
-    else:
-        seconds = float(value)
-    if positive:
-        if not (seconds > 0.0 and seconds != math.inf):
-            raise ValueError(f"{name} must be a finite number > 0, got {value!r}")
-    elif not (seconds >= 0.0 and seconds != math.inf):
-        raise ValueError(f"{name} must be a finite number >= 0, got {value!r}")
-    return seconds
+    return seconds(name, value, bound="> 0" if positive else ">= 0")
 
 
 _UNITS: Final = {"ms": 0.001, "s": 1.0, "m": 60.0, "h": 3600.0, "d": 86400.0, "w": 604800.0}

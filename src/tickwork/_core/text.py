@@ -13,7 +13,18 @@ from typing import Any, Final
 
 from tickwork._core.cron import _MONTH_NAMES
 
-__all__ = ["cron_words", "iso", "schedule_words"]
+__all__ = [
+    "cron_words",
+    "iso",
+    "iso_due",
+    "local_and_utc",
+    "plain_seconds",
+    "relative_time",
+    "run_duration",
+    "schedule_words",
+    "short_duration",
+    "utc_time",
+]
 
 
 def iso(ts: float, *, millis: bool = False) -> str:
@@ -136,3 +147,61 @@ def schedule_words(schedule: Any) -> str:
     if schedule.fixed_delay:
         text += ", counted from the end of each run"
     return text
+
+
+# -- instants and durations, as each surface shows them ----------------------------------
+
+
+def iso_due(ts: float) -> str:
+    """A due time for the run log: ISO 8601, milliseconds only when not a whole second."""
+    return iso(ts, millis=round(ts, 3) % 1 != 0)
+
+
+def utc_time(ts: float | None) -> str:
+    """``2026-12-02 17:00:00 UTC`` for the status page; ``-`` for no time."""
+    if ts is None:
+        return "-"
+    return datetime.fromtimestamp(ts, UTC).strftime("%Y-%m-%d %H:%M:%S UTC")
+
+
+def local_and_utc(ts: float | None) -> str:
+    """ISO 8601 in local time with its offset, then UTC: for people reading the state."""
+    if ts is None:
+        return "-"
+    local = datetime.fromtimestamp(ts).astimezone().isoformat(timespec="seconds")
+    utc = datetime.fromtimestamp(ts, UTC).isoformat(timespec="seconds")
+    return f"{local} ({utc.replace('+00:00', 'Z')})"
+
+
+def relative_time(now: float, ts: float | None) -> str:
+    """``in 5 s`` / ``3 min ago`` / ``in 2.5 h``: ``ts`` seen from ``now``; empty for none."""
+    if ts is None:
+        return ""
+    delta = ts - now
+    word = "in" if delta >= 0 else "ago"
+    s = abs(delta)
+    text = f"{s:.0f} s" if s < 120 else f"{s / 60:.0f} min" if s < 7200 else f"{s / 3600:.1f} h"
+    return f"{word} {text}" if word == "in" else f"{text} {word}"
+
+
+def run_duration(value: float) -> str:
+    """How long a run took, for the run log: ``0.25s``, ``12.5s``, ``4m05s``, ``1h02m03s``."""
+    if value < 10:
+        return f"{value:.2f}s"
+    if value < 60:
+        return f"{value:.1f}s"
+    minutes, seconds = divmod(round(value), 60)
+    hours, minutes = divmod(minutes, 60)
+    return f"{hours}h{minutes:02d}m{seconds:02d}s" if hours else f"{minutes}m{seconds:02d}s"
+
+
+def short_duration(value: float | None) -> str:
+    """A lateness or a run's length on the status page: ``250 ms``, ``1.50 s``; ``-``."""
+    if value is None:
+        return "-"
+    return f"{value * 1000:.0f} ms" if value < 1 else f"{value:.2f} s"
+
+
+def plain_seconds(value: float) -> str:
+    """A duration as the options write it: ``30s``, ``0.5s``."""
+    return f"{value:g}s"

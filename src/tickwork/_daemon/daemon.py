@@ -37,9 +37,11 @@ from pathlib import Path
 from types import FrameType
 from typing import TYPE_CHECKING, Final, TextIO
 
+from tickwork._core.args import seconds
 from tickwork._core.errors import ConfigError, JobFailed, JobTimedOut, TickworkError
 from tickwork._core.scheduler import EventKind, RunEvent
 from tickwork._core.schedules import Cron, Every
+from tickwork._core.text import plain_seconds as _seconds_text
 from tickwork._daemon.alerts import AlertSender
 from tickwork._daemon.config import Config, JobConfig, load_config
 from tickwork._daemon.declare import (
@@ -917,10 +919,6 @@ def _status_page(daemon: Daemon, namespace: str) -> str:
     return render(str(daemon.config_path), views, sorted(nodes), now, actions=actions)
 
 
-def _seconds_text(seconds: float) -> str:
-    return f"{seconds:g}s"
-
-
 def _failure_text(result: RunResult) -> str:
     """What the store records for a failed run: outcome, error, end of the output."""
     head = result.status
@@ -996,6 +994,4 @@ def setup_logging(stream: TextIO, fmt: LogFormat) -> Callable[[], None]:
 
 def finite_seconds(name: str, value: float) -> float:
     """``value`` if finite and >= 0, else `DaemonError` naming the option."""
-    if not math.isfinite(value) or value < 0:
-        raise DaemonError(f"{name} must be a duration >= 0, got {value!r}")
-    return value
+    return seconds(name, value, bound=">= 0", error=DaemonError, type_error=DaemonError)

@@ -19,6 +19,8 @@ from collections.abc import Callable
 from typing import Any, Final, Literal, TextIO
 
 from tickwork._core.text import iso
+from tickwork._core.text import iso_due as _due
+from tickwork._core.text import run_duration as _seconds
 from tickwork._daemon.runner import RunResult
 
 __all__ = ["JSON_KEYS", "LogFormat", "RunLog", "iso"]
@@ -47,21 +49,6 @@ _LATE: Final = 1.0  # seconds late before a text start line says so
 _TEXT_TAIL: Final = 300  # characters of output on a text failure line
 #: Most output lines of one successful run written to the log (its last ones).
 OUTPUT_LINES: Final = 50
-
-
-def _due(ts: float) -> str:
-    """A due time: ISO 8601, with milliseconds only when it is not a whole second."""
-    return iso(ts, millis=round(ts, 3) % 1 != 0)
-
-
-def _seconds(value: float) -> str:
-    if value < 10:
-        return f"{value:.2f}s"
-    if value < 60:
-        return f"{value:.1f}s"
-    minutes, seconds = divmod(round(value), 60)
-    hours, minutes = divmod(minutes, 60)
-    return f"{hours}h{minutes:02d}m{seconds:02d}s" if hours else f"{minutes}m{seconds:02d}s"
 
 
 def _one_line(text: str, limit: int) -> str:

@@ -9,10 +9,12 @@ from __future__ import annotations
 import html
 from collections.abc import Sequence
 from dataclasses import dataclass
-from datetime import UTC, datetime
 from typing import Any, Final
 
 from tickwork._core.text import iso
+from tickwork._core.text import relative_time as _ago
+from tickwork._core.text import short_duration as _seconds
+from tickwork._core.text import utc_time as _time
 from tickwork.stores._model import ActionRecord, JobState, SlotRecord
 from tickwork.stores._protocol import SlotLedger, Store
 
@@ -43,28 +45,6 @@ class JobView:
     schedule: str
     entries: Sequence[SlotRecord]
     """Newest first."""
-
-
-def _time(ts: float | None) -> str:
-    if ts is None:
-        return "-"
-    return datetime.fromtimestamp(ts, UTC).strftime("%Y-%m-%d %H:%M:%S UTC")
-
-
-def _ago(now: float, ts: float | None) -> str:
-    if ts is None:
-        return ""
-    delta = ts - now
-    word = "in" if delta >= 0 else "ago"
-    s = abs(delta)
-    text = f"{s:.0f} s" if s < 120 else f"{s / 60:.0f} min" if s < 7200 else f"{s / 3600:.1f} h"
-    return f"{word} {text}" if word == "in" else f"{text} {word}"
-
-
-def _seconds(value: float | None) -> str:
-    if value is None:
-        return "-"
-    return f"{value * 1000:.0f} ms" if value < 1 else f"{value:.2f} s"
 
 
 def _strip(entries: Sequence[SlotRecord]) -> str:

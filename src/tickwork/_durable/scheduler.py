@@ -38,6 +38,7 @@ from datetime import datetime
 from types import TracebackType
 from typing import Literal
 
+from tickwork._core.args import seconds
 from tickwork._core.clocks import watch_clock
 from tickwork._core.scheduler import (
     DEFAULT_MAX_ERRORS,
@@ -113,11 +114,7 @@ def _actor(by: str | None) -> str:
 
 
 def _positive(name: str, value: object) -> float:
-    if isinstance(value, bool) or not isinstance(value, int | float):
-        raise TypeError(f"{name} must be a number of seconds, got {value!r}")
-    if not (0.0 < value < math.inf):
-        raise ValueError(f"{name} must be a finite number > 0, got {value!r}")
-    return float(value)
+    return seconds(name, value, bound="> 0")
 
 
 @dataclass(frozen=True, slots=True)

@@ -20,6 +20,7 @@ from enum import Enum
 from types import MappingProxyType
 from typing import Any, Final, Literal, TypeAlias
 
+from tickwork._core.args import seconds
 from tickwork._core.errors import CronError
 from tickwork._core.schedules import At, Cron, Every, Once
 from tickwork._core.text import iso
@@ -1020,11 +1021,7 @@ StartNowFn: TypeAlias = Callable[[JobState], bool]
 
 def check_time(name: str, value: object) -> float:
     """``value`` as a finite float (seconds), else `ValueError`/`TypeError` naming it."""
-    if isinstance(value, bool) or not isinstance(value, int | float):
-        raise TypeError(f"{name} must be a number of seconds, got {value!r}")
-    if not math.isfinite(value):
-        raise ValueError(f"{name} must be a finite number, got {value!r}")
-    return float(value)
+    return seconds(name, value)
 
 
 def check_optional_time(name: str, value: object) -> float | None:
@@ -1034,10 +1031,7 @@ def check_optional_time(name: str, value: object) -> float | None:
 
 def check_positive(name: str, value: object) -> float:
     """A finite number of seconds > 0."""
-    seconds = check_time(name, value)
-    if seconds <= 0.0:
-        raise ValueError(f"{name} must be a finite number > 0, got {value!r}")
-    return seconds
+    return seconds(name, value, bound="> 0")
 
 
 def check_job_id(value: object) -> str:
