@@ -1,4 +1,4 @@
-"""The core's contract (docs/concepts.md#the-contract): examples verbatim, each rule, open points."""
+"""The core's contract (docs/concepts.md#the-contract): its examples verbatim, each rule."""
 
 from __future__ import annotations
 
