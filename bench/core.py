@@ -105,7 +105,7 @@ _MAX_ERRORS = 1000
 
 
 class Floor:
-    """The SPEC contract on a bare heap + dict, written as tight as honestly possible.
+    """The core's contract on a bare heap + dict, written as tight as honestly possible.
 
     Heap entries are ``[due, task_id, fn, interval]`` lists, ordered by ``(due, id)``;
     ``fn = None`` marks a cancelled (dead) entry. A fixed-rate task is re-pushed *before*

@@ -26,7 +26,7 @@ def sched(clock: FakeClock) -> Scheduler:
 
 
 class Log(list[str]):
-    """The SPEC's ``log``: ``log.job(name)`` is a job that appends ``name``."""
+    """The contract's ``log`` (docs/concepts.md): ``log.job(name)`` appends ``name``."""
 
     def job(self, name: str) -> Callable[[], None]:
         def run() -> None:

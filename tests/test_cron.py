@@ -249,7 +249,7 @@ def test_dst_table(
 
 
 # --------------------------------------------------------------------------------------
-# cronsim 2.8 gets these wrong (research/cron.md); pinned here.
+# cronsim 2.8 gets these wrong; pinned here.
 
 
 def test_cronsim_bug_second_pass_start_is_not_earlier() -> None:

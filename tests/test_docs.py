@@ -1,20 +1,66 @@
-"""The code shown to users runs: every ```python block of the README and the docs."""
+"""What the README and the docs show is true.
+
+The code shown to users runs (every README example; the imports of every ```python block
+of the README and the docs, which use public modules only); relative links reach their
+files and headings; and no tracked file points to a file that is not in the repository.
+"""
 
 from __future__ import annotations
 
+import ast
 import re
+import subprocess
+import sys
 from pathlib import Path
 
 import pytest
 
 ROOT = Path(__file__).resolve().parent.parent
 BLOCK = re.compile(r"```python\n(.*?)```", re.DOTALL)
+PAGES = [ROOT / "README.md", *sorted((ROOT / "docs").glob("*.md"))]
 
 
-def test_readme_example_runs(capsys: pytest.CaptureFixture[str]) -> None:
-    [example] = BLOCK.findall((ROOT / "README.md").read_text())
-    exec(compile(example, "README.md", "exec"), {})
-    assert capsys.readouterr().out == "rotate logs\nprobe\n"
+def _readme_blocks(lang: str) -> list[str]:
+    return re.findall(rf"```{lang}\n(.*?)```", (ROOT / "README.md").read_text(), re.DOTALL)
+
+
+def test_readme_is_short() -> None:
+    assert len((ROOT / "README.md").read_text().splitlines()) <= 125
+
+
+def test_readme_python_examples_run(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """Core, thread driver, cron, durable jobs: each block runs as shown and prints this."""
+    monkeypatch.chdir(tmp_path)
+    core, thread, cron, durable = _readme_blocks("python")
+    outputs = []
+    for name, example in [("core", core), ("thread", thread), ("cron", cron), ("durable", durable)]:
+        exec(compile(example, f"README.md ({name})", "exec"), {"__name__": "__readme__"})
+        outputs.append(capsys.readouterr().out.splitlines())
+    assert outputs[0] == ["rotate logs", "probe"]
+    assert outputs[1][0] == "rotate logs" and set(outputs[1][1:]) <= {"probe"}  # loaded CI: >= 0
+    assert outputs[2] == ["2026-03-30 09:00:00+02:00"]  # a Friday in CET; 09:00 CEST on Monday
+    assert set(outputs[3]) <= {"hello"}
+
+
+def test_readme_daemon_example_validates_and_runs(tmp_path: Path) -> None:
+    [jobs] = _readme_blocks("toml")
+    (tmp_path / "jobs.toml").write_text(jobs)
+    tickwork = [sys.executable, "-m", "tickwork"]
+    check = subprocess.run(
+        [*tickwork, "validate", "jobs.toml"], cwd=tmp_path, capture_output=True, text=True
+    )
+    assert (check.returncode, check.stdout) == (0, "ok: 2 jobs\n"), check.stderr
+    run = subprocess.run(
+        [*tickwork, "run", "jobs.toml", "--for", "1s", "--state", "state.db"],
+        cwd=tmp_path,
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+    assert run.returncode == 0, run.stderr
+    assert "running 2 jobs from jobs.toml" in run.stderr + run.stdout
 
 
 def test_readme_quick_start_has_exactly_two_commands() -> None:
@@ -70,9 +116,7 @@ def broken_links(pages: list[Path]) -> list[str]:
 
 
 def test_every_relative_link_in_the_docs_reaches_its_file_and_heading() -> None:
-    pages = [ROOT / "README.md", ROOT / "CHANGELOG.md", ROOT / "bench" / "README.md"]
-    pages += sorted((ROOT / "docs").glob("*.md"))
-    assert broken_links(pages) == []
+    assert broken_links([*PAGES, ROOT / "CHANGELOG.md", ROOT / "bench" / "README.md"]) == []
 
 
 def test_the_link_check_finds_a_missing_file_and_a_missing_heading(tmp_path: Path) -> None:
@@ -85,4 +129,132 @@ def test_the_link_check_finds_a_missing_file_and_a_missing_heading(tmp_path: Pat
     assert broken_links([page]) == [
         "b.md: c.md (no such file)",
         "b.md: a.md#runtime-control (no such heading in a.md)",
+    ]
+
+
+# -- nothing points outside the repository --------------------------------------------------
+
+# The contract's old home, outside the repository. Built from pieces so that this file
+# does not match what it looks for.
+SPEC, SHARED = "SPEC" + ".md", "sha" + "red"
+OUTSIDE = re.compile(rf"{re.escape(SPEC)}|\.\./{SHARED}|\b{SHARED}/")
+MD_NAME = re.compile(r"(?<![\w.-])((?:\.\./|[\w-]+/)*[\w.-]+\.md)\b")
+
+
+def _tracked(*paths: str) -> list[str]:
+    out = subprocess.run(
+        ["git", "ls-files", "-z", *paths], cwd=ROOT, capture_output=True, text=True, check=True
+    ).stdout
+    return [name for name in out.split("\0") if name]
+
+
+def dangling_references(root: Path, files: list[str], md_names: set[str]) -> list[str]:
+    """Mentions of the contract's old home outside the repository, or of a missing ``.md``.
+
+    A ``*.md`` name counts as present when it resolves from the file's folder or from the
+    repository's root, or, written without a folder, when some tracked page has that name
+    (``concepts.md`` in a docstring means ``docs/concepts.md``).
+    """
+    bad: list[str] = []
+    for name in files:
+        path = root / name
+        try:
+            text = path.read_text(encoding="utf-8")
+        except (UnicodeDecodeError, FileNotFoundError):
+            continue  # binary (docs/status.png), or deleted in the work tree
+        for number, line in enumerate(text.splitlines(), 1):
+            for found in OUTSIDE.findall(line):
+                bad.append(f"{name}:{number}: {found}")
+            for ref in MD_NAME.findall(re.sub(r"https?://\S+", "", line)):
+                if (path.parent / ref).exists() or (root / ref).exists():
+                    continue
+                if "/" not in ref and ref in md_names:
+                    continue
+                bad.append(f"{name}:{number}: {ref} (no such file)")
+    return bad
+
+
+def test_no_tracked_file_points_to_a_file_that_is_not_there() -> None:
+    files = _tracked("README.md", "docs", "src", "tests", "bench", "examples")
+    md_names = {Path(name).name for name in _tracked() if name.endswith(".md")}
+    # This file's own link-check test names made-up pages (a.md, c.md); it is still
+    # searched for the old pointers.
+    own = "tests/test_docs.py"
+    assert dangling_references(ROOT, [f for f in files if f != own], md_names) == []
+    assert [
+        ref for ref in dangling_references(ROOT, [own], md_names) if "no such file" not in ref
+    ] == []
+
+
+def test_the_reference_check_finds_what_it_should(tmp_path: Path) -> None:
+    (tmp_path / "docs").mkdir()
+    (tmp_path / "docs" / "cron.md").write_text("# Cron\n")
+    (tmp_path / "mod.py").write_text(
+        '"""See docs/cron.md and cron.md, https://x.y/NOTES.md."""\n'
+        f"# the contract is {SPEC}, in ../{SHARED}/ or in {SHARED}/x\n"
+        "# see docs/gone.md and research/cron.md\n"
+    )
+    assert dangling_references(tmp_path, ["mod.py"], {"cron.md"}) == [
+        f"mod.py:2: {SPEC}",
+        f"mod.py:2: ../{SHARED}",
+        f"mod.py:2: {SHARED}/",
+        f"mod.py:2: {SPEC} (no such file)",
+        "mod.py:3: docs/gone.md (no such file)",
+        "mod.py:3: research/cron.md (no such file)",
+    ]
+
+
+# -- the imports the docs teach ------------------------------------------------------------
+
+
+def doc_imports(pages: list[Path]) -> list[tuple[str, str, list[str]]]:
+    """``(page, module, names)`` for every tickwork import in a ```python block."""
+    found: list[tuple[str, str, list[str]]] = []
+    for page in pages:
+        for block in BLOCK.findall(page.read_text(encoding="utf-8")):
+            for node in ast.walk(ast.parse(block)):
+                if isinstance(node, ast.ImportFrom) and node.module:
+                    names = [alias.name for alias in node.names]
+                    found.append((page.name, node.module, names))
+                elif isinstance(node, ast.Import):
+                    found += [(page.name, alias.name, []) for alias in node.names]
+    return [
+        (page, module, names) for page, module, names in found if module.split(".")[0] == "tickwork"
+    ]
+
+
+def test_the_docs_import_only_public_modules_and_names_that_exist() -> None:
+    imports = doc_imports(PAGES)
+    assert len(imports) >= 20  # README and docs together; the parse found them
+    private = [
+        f"{page}: {module}"
+        for page, module, _ in imports
+        if any(part.startswith("_") for part in module.split("."))
+    ]
+    assert private == []
+    lines = sorted(
+        {
+            f"from {module} import {', '.join(names)}" if names else f"import {module}"
+            for _, module, names in imports
+        }
+    )
+    script = "\n".join(
+        f"try:\n    {line}\nexcept Exception as exc:\n    print({line!r}, '->', repr(exc))"
+        for line in lines
+    )
+    result = subprocess.run(
+        [sys.executable, "-c", script], cwd=ROOT, capture_output=True, text=True, timeout=120
+    )
+    assert (result.returncode, result.stdout, result.stderr) == (0, "", "")
+
+
+def test_the_import_check_finds_a_private_module(tmp_path: Path) -> None:
+    page = tmp_path / "p.md"
+    page.write_text(
+        "```python\nimport os\nfrom tickwork._daemon import run_daemon\n"
+        "import tickwork.metrics\n```\n"
+    )
+    assert doc_imports([page]) == [
+        ("p.md", "tickwork._daemon", ["run_daemon"]),
+        ("p.md", "tickwork.metrics", []),
     ]

@@ -1,4 +1,4 @@
-"""The core's contract: SPEC.md's examples verbatim, one test per rule, the open points."""
+"""The core's contract (docs/concepts.md#the-contract): its examples verbatim, each rule."""
 
 from __future__ import annotations
 
@@ -15,7 +15,7 @@ from tickwork.testing import FakeClock
 
 from .conftest import Log
 
-# -- SPEC examples, verbatim ---------------------------------------------------------
+# -- the contract's examples (docs/concepts.md), verbatim ----------------------------
 
 
 def test_spec_example_1(clock: FakeClock, log: Log) -> None:

@@ -2,7 +2,7 @@
 
 The core never sleeps, never starts a thread and never reads a clock except the ones it
 is given. Something outside (a test, a thread driver, an asyncio task) calls
-`Scheduler.run_pending` and it runs whatever is due. The contract is ``SPEC.md``.
+`Scheduler.run_pending` and it runs whatever is due. Its contract: docs/concepts.md#the-contract.
 
 Data structure: a binary heap of entries ``[due, task_id, fn, rec]`` plus a dict
 ``task_id -> entry``. Heap order is ``(due, task_id)``, so equal due times run in the

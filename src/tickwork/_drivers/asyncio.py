@@ -1,6 +1,6 @@
 """The asyncio driver: `AsyncScheduler`, one owner task on the running loop.
 
-The Python form of "one owner, no lock" (SPEC.md): the core and the policy state
+The Python form of "one owner, no lock" (docs/concepts.md): the core and the policy state
 belong to the event loop's thread. The owner task sleeps until the next due time on a
 future with a `loop.call_later` timer, wakes early when a sooner task arrives (or the
 task it sleeps for is cancelled), runs the core's tick and hands each due run over:
