@@ -279,6 +279,7 @@ class Claiming:
         self._table = table
         self._recovery = recovery
         self._running = running
+        self._execute = running.execute  # bound once, not per dispatched run
         self._events = events
         self._claimer = claimer
         self._executor = executor
@@ -380,15 +381,16 @@ class Claiming:
             return
         run = _Run(claim, decision, claim.claimed_at + self._lease / 3)
         self._table.hold(run)
-        running = self._running
         try:
-            self._executor.submit(running.execute, run)
+            self._executor.submit(self._execute, run)
         except RuntimeError as exc:  # the executor was shut down by its owner
             _log.warning("executor refused the run of job %r: %s", job_id, exc)
             if claim.started is None:
-                running.release(run)
+                self._running.release(run)
             else:  # recorded started by its claim: it cannot be handed back
-                running.end(run, "failed", None, f"not run: the executor refused it ({exc})", KEEP)
+                self._running.end(
+                    run, "failed", None, f"not run: the executor refused it ({exc})", KEEP
+                )
 
     def _report_given_up(self, claim: Claim, decision: Decision) -> None:
         """Log and emit the slots the decision gives up (missed, skipped)."""
