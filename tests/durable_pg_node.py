@@ -183,8 +183,10 @@ class _CountingScheduler(DurableScheduler):
 
     def held(self) -> list[tuple[str, float, bool]]:
         """The claims this node holds: (job id, scheduled, started)."""
-        with self._lock:
-            return [(r.claim.job_id, r.claim.scheduled, r.started) for r in self._runs.values()]
+        with self._table.lock:
+            return [
+                (r.claim.job_id, r.claim.scheduled, r.started) for r in self._table.runs.values()
+            ]
 
 
 _scheduler: _CountingScheduler | None = None

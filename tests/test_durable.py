@@ -377,7 +377,7 @@ def test_started_run_of_a_dead_process(
     ds.declare(JobSpec("a", REC, At(START + 1), delivery=delivery))  # type: ignore[arg-type]
     clock.advance(1)
     ds.step()
-    (run,) = ds._runs.values()
+    (run,) = ds._table.runs.values()
     assert ds.store.start(run.claim, started=clock.wall())
     durable_jobs.record()  # the job ran, then the process died before finish
     ds2, pool2 = make(lease=5.0)
@@ -405,7 +405,7 @@ def test_a_run_for_an_idle_worker_is_recorded_started_by_its_claim(
     assert calls() == [("e",)]
     clock.advance(10)
     ds.step()
-    (run,) = ds._runs.values()
+    (run,) = ds._table.runs.values()
     assert run.claim.started == clock.wall()  # one commit for the claim and the start
     state = ds.get("e")
     assert state is not None and [c.started for c in state.claims] == [clock.wall()]
@@ -446,7 +446,7 @@ def test_a_process_dying_between_a_starting_claim_and_its_job(
     drain(ds, pool)
     clock.advance(10)
     ds.step()
-    (run,) = ds._runs.values()
+    (run,) = ds._table.runs.values()
     assert run.claim.started is not None  # and then the process died
     ds2, pool2 = make(lease=5.0)
     ds2.declare(job)
@@ -468,7 +468,7 @@ def lose_a_claim(make: Make, clock: FakeClock, spec: JobSpec, *, start: bool = F
     ds.declare(spec)
     clock.advance(spec.schedule.interval if isinstance(spec.schedule, Every) else 1)
     ds.step()
-    (run,) = ds._runs.values()
+    (run,) = ds._table.runs.values()
     if start:
         assert ds.store.start(run.claim, started=clock.wall())
 
@@ -569,7 +569,7 @@ def test_long_runs_renew_their_lease(make: Make, clock: FakeClock) -> None:
     ds.declare(every())
     clock.advance(10)
     ds.step()
-    assert len(ds._runs) == 1
+    assert len(ds._table.runs) == 1
     for _ in range(5):
         clock.advance(1.5)
         ds.step()

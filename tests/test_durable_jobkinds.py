@@ -231,7 +231,7 @@ def test_a_job_module_that_exits_on_import_fails_the_run_and_frees_the_claim(
     (tmp_path / "exits_on_import_mod.py").write_text("raise SystemExit('bye')\n")
     monkeypatch.syspath_prepend(str(tmp_path))
     ds, pool, hooked, _ = made
-    ds._prefixes = ("exits_on_import_mod",)  # allowed here, declared elsewhere
+    ds._functions.prefixes = ("exits_on_import_mod",)  # allowed here, declared elsewhere
     spec = JobSpec("m", "exits_on_import_mod:f", At(START + 1))
     store.upsert(spec, START + 1)
     clock.advance(1)

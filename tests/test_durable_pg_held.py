@@ -44,7 +44,7 @@ def test_due_work_held_by_another_transaction_runs_soon_after_it_ends(
     try:
         ds.start()
         # The node has looked, found the work due and claimed none of it.
-        wait_for(lambda: ds._held >= 2, "a look that finds the due row held")
+        wait_for(lambda: ds._claiming.held >= 2, "a look that finds the due row held")
         assert durable_jobs.CALLS == [] and ds.running() == {}
         other.rollback()  # the holder's transaction ends, with no notification
         released = time.monotonic()

@@ -175,7 +175,7 @@ def test_store_errors_back_off_doubling_up_to_poll_then_recover(
         delays = [ds._step() for _ in range(6)]
         assert delays == pytest.approx([0.1, 0.2, 0.4, 0.8, 1.0, 1.0])
         ds._step()  # works again: claims the run
-    assert ds._failures == 0
+    assert ds._recovery.failures == 0
     assert ds.running() == {"j": 1}
     assert len(pool.queue) == 1
     messages = [r.getMessage() for r in caplog.records]

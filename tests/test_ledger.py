@@ -136,7 +136,7 @@ def test_a_dead_runner_leaves_an_abandoned_attempt(
     ds.declare(spec)
     clock.advance(100)
     ds.step()
-    (run,) = ds._runs.values()
+    (run,) = ds._table.runs.values()
     assert ds.store.start(run.claim, started=clock.wall())  # then the process "dies"
     ds2, pool2 = make()
     ds2.declare(spec)

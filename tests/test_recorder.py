@@ -167,7 +167,7 @@ def test_the_scheduler_groups_its_workers_starts_and_finishes(tmp_path: Path) ->
         assert all(s.claims == () for s in store.jobs())
         # Every finish went through the recorder, and every start that the claim did
         # not record itself (runs handed straight to an idle worker).
-        rec = ds._recorder
+        rec = ds._running.recorder
         assert rec is not None and 200 <= rec.records <= 400 and rec.batches <= rec.records
 
 

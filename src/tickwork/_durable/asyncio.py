@@ -107,7 +107,7 @@ class AsyncDurableScheduler:
             on_error=on_error,
             allowed_modules=allowed_modules,
         )
-        self._engine._awaiter = self._await
+        self._engine._await_with(self._await)
         self._loop: asyncio.AbstractEventLoop | None = None
 
     def __repr__(self) -> str:

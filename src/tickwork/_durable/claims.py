@@ -1,154 +1,361 @@
 """Claiming: the timing thread's look at the store, and the dispatch of what it claimed.
 
-Part of `DurableScheduler` (see ``_durable_base``).
+What the store can do is decided once, by `claimer_for`: a `Claimer` that claims the
+way that store can (starts folded into the claim, given-up slots written to the slot
+ledger, or neither) and does what a quiet look leaves time for (pruning the ledger).
+The timing thread's `Claiming.step` then never asks the store what it is again.
 """
 
 from __future__ import annotations
 
 import logging
 import math
+from collections.abc import Callable, Mapping
+from concurrent.futures import Executor
+from typing import Protocol
 
 from tickwork._core.scheduler import EventKind, RunEvent
 from tickwork._core.text import iso
 from tickwork._durable.decide import Decision, decide
-from tickwork._durable.engine import (
-    _HELD_MAX,
-    _HELD_MIN,
-    _Run,
-)
-from tickwork._durable.runs import _Running
+from tickwork._durable.engine import _HELD_MAX, _HELD_MIN, RunTable, _Run
+from tickwork._durable.events import Events
+from tickwork._durable.recovery import Recovery
+from tickwork._durable.runs import Running
+from tickwork._durable.storetime import StoreTime
 from tickwork.stores._errors import JobSpecError
 from tickwork.stores._model import (
     KEEP,
+    AdvanceFn,
     Claim,
     GivenUp,
+    GiveUpFn,
     JobState,
     Outcome,
     StartNowFn,
 )
+from tickwork.stores._protocol import BatchRecorder, SlotLedger, Store
 
 _log = logging.getLogger("tickwork.durable")
 
 #: Seconds between two prunings of the slot ledger, at most (only in quiet looks).
 _PRUNE_EVERY = 10.0
 
+#: What a claim decided for each job it advanced, by job id.
+Decisions = dict[str, Decision]
+#: Vanished wall time (from, to) after a big forward clock step, or None (see `decide`).
+Vanished = tuple[float, float] | None
 
-class _Claiming(_Running):
-    """Claiming: the timing thread's look at the store, and the dispatch of what it claimed."""
 
-    def _step_store(self) -> float:
-        store, lease = self._store, self._lease
-        if self._store_time is not None:
-            self._store_time.refresh()
-        now = self._wall()
-        self._clock_step(now)
-        self._renew_due(now)
-        with self._lock:
-            # Runs whose finish is only waiting for its commit hold no worker.
-            busy = len(self._runs) - self._ending
-            free = 2 * self._capacity - busy
-            can_claim = busy < self._capacity
-            idle = self._capacity - busy  # workers with nothing to do: they start at once
-        claims: list[Claim] = []
-        decisions: dict[str, Decision] = {}
-        if can_claim:
-            vanished = self._vanished
+class Claimer(Protocol):
+    """How one store is asked for due runs: chosen once, by `claimer_for`."""
 
-            def advance(state: JobState, at: float) -> float | None:
-                decision = decide(state, at, vanished=vanished)
-                decisions[state.id] = decision
-                return decision.next_run
+    def claim(
+        self, now: float, limit: int, idle: int, vanished: Vanished
+    ) -> tuple[list[Claim], Decisions]:
+        """Claim up to ``limit`` due runs; ``idle`` workers can start theirs at once.
 
-            def given_up(state: JobState) -> GivenUp | None:
-                return decisions[state.id].given_up
+        Returns the claims and the `Decision` made for each job advanced (by job id).
+        """
+        ...
 
-            batch = self._batch
-            start_now: StartNowFn | None = None
-            if batch is not None:
-                folded = 0
+    def quiet(self, now: float) -> None:
+        """A look claimed nothing: do the store's bounded upkeep, if it has any."""
+        ...
 
-                def start_now(state: JobState) -> bool:
-                    # Runs that go straight to an idle worker are recorded started by
-                    # the claim itself: one commit instead of two before they begin.
-                    # Only functions already imported here (and so allowed): a job
-                    # that cannot run is recorded as never started.
-                    nonlocal folded
-                    if (
-                        folded >= idle
-                        or decisions[state.id].action != "run"
-                        or state.spec.func not in self._funcs
-                        or getattr(state.spec.schedule, "jitter", 0.0) > 0.0  # waits first
-                    ):
-                        return False
-                    folded += 1
-                    return True
 
-            if self._ledger is not None:  # a ledger store takes ``start`` too
-                claims = self._ledger.claim_due(
-                    now,
-                    owner=self._owner,
-                    lease_seconds=lease,
-                    limit=free,
-                    advance=advance,
-                    start=start_now,
-                    given_up=given_up,
-                )
-            elif batch is not None:
-                claims = batch.claim_due(
-                    now,
-                    owner=self._owner,
-                    lease_seconds=lease,
-                    limit=free,
-                    advance=advance,
-                    start=start_now,
-                )
-            else:
-                claims = store.claim_due(
-                    now, owner=self._owner, lease_seconds=lease, limit=free, advance=advance
-                )
-            self._last_recover = now
-        elif now - self._last_recover >= lease / 2:
-            store.recover_expired(now)  # claim_due is not called while the pool is full
-            self._last_recover = now
-        for claim in claims:
-            try:
-                if claim.origin != "schedule":
-                    # Asked for by an operator: it runs (the store let it through the
-                    # overlap policy); no missed-run rule applies, the grid is not moved.
-                    decision = Decision("run", None)
-                elif claim.retry:
-                    decision = self._decide_retry(claim, now)
-                else:
-                    decision = decisions[claim.job_id]
-                self._dispatch(claim, decision, now)
-            except Exception:  # the others still go; this one is recovered after its lease
-                _log.exception(
-                    "cannot record the given-up run of job %r (scheduled %s); it is decided"
-                    " again when its lease ends",
-                    claim.job_id,
-                    iso(claim.scheduled, millis=True),
-                )
-        if claims and len(claims) == free:
-            return 0.0  # a full batch: more may be due
-        now = self._wall()
-        if not claims and self._ledger is not None and now - self._pruned >= _PRUNE_EVERY:
+def claimer_for(
+    store: Store, *, owner: str, lease: float, imported: Mapping[str, object]
+) -> Claimer:
+    """The `Claimer` for what ``store`` can do, decided here once.
+
+    An isinstance against a runtime protocol costs microseconds, too much for every
+    step of the timing loop; and a reader sees the three ways in one place.
+
+    Args:
+        store: Where the jobs live.
+        owner: This scheduler's name in its claims.
+        lease: Seconds a claim's lease lasts.
+        imported: The functions imported here, by path (`Functions.imported`, read
+            live): only their runs have their start folded into the claim.
+
+    """
+    batch = store if isinstance(store, BatchRecorder) else None
+    ledger = store if isinstance(store, SlotLedger) else None
+    if ledger is not None:  # a ledger store takes ``start`` too
+        fold = _starter if batch is not None else _no_starter
+        return _LedgerClaimer(ledger, owner, lease, imported, fold)
+    if batch is not None:
+        return _BatchClaimer(batch, owner, lease, imported)
+    return _PlainClaimer(store, owner, lease)
+
+
+def _advancer(decisions: Decisions, vanished: Vanished) -> AdvanceFn:
+    """The claim's ``advance``: the run policy (`decide`), each decision kept."""
+
+    def advance(state: JobState, at: float) -> float | None:
+        decision = decide(state, at, vanished=vanished)
+        decisions[state.id] = decision
+        return decision.next_run
+
+    return advance
+
+
+def _starter(decisions: Decisions, idle: int, imported: Mapping[str, object]) -> StartNowFn:
+    """The claim's ``start``: fold the start of up to ``idle`` runs into the claim."""
+    folded = 0
+
+    def start_now(state: JobState) -> bool:
+        # Runs that go straight to an idle worker are recorded started by the claim
+        # itself: one commit instead of two before they begin. Only functions already
+        # imported here (and so allowed): a job that cannot run is recorded as never
+        # started.
+        nonlocal folded
+        if (
+            folded >= idle
+            or decisions[state.id].action != "run"
+            or state.spec.func not in imported
+            or getattr(state.spec.schedule, "jitter", 0.0) > 0.0  # waits first
+        ):
+            return False
+        folded += 1
+        return True
+
+    return start_now
+
+
+def _no_starter(decisions: Decisions, idle: int, imported: Mapping[str, object]) -> None:
+    """No ``start``: the store cannot fold starts into its claims."""
+    return None
+
+
+def _giver_up(decisions: Decisions) -> GiveUpFn:
+    """The claim's ``given_up``: the slots each decision gives up, for the ledger."""
+
+    def given_up(state: JobState) -> GivenUp | None:
+        return decisions[state.id].given_up
+
+    return given_up
+
+
+class _PlainClaimer:
+    """A store that only claims (`Store.claim_due`): each start is a commit of its own."""
+
+    __slots__ = ("_lease", "_owner", "_store")
+
+    def __init__(self, store: Store, owner: str, lease: float) -> None:
+        self._store = store
+        self._owner = owner
+        self._lease = lease
+
+    def claim(
+        self, now: float, limit: int, idle: int, vanished: Vanished
+    ) -> tuple[list[Claim], Decisions]:
+        decisions: Decisions = {}
+        claims = self._store.claim_due(
+            now,
+            owner=self._owner,
+            lease_seconds=self._lease,
+            limit=limit,
+            advance=_advancer(decisions, vanished),
+        )
+        return claims, decisions
+
+    def quiet(self, now: float) -> None:
+        pass
+
+
+class _BatchClaimer:
+    """A `BatchRecorder`: the starts of runs for idle workers are folded into the claim."""
+
+    __slots__ = ("_batch", "_imported", "_lease", "_owner")
+
+    def __init__(
+        self, batch: BatchRecorder, owner: str, lease: float, imported: Mapping[str, object]
+    ) -> None:
+        self._batch = batch
+        self._owner = owner
+        self._lease = lease
+        self._imported = imported
+
+    def claim(
+        self, now: float, limit: int, idle: int, vanished: Vanished
+    ) -> tuple[list[Claim], Decisions]:
+        decisions: Decisions = {}
+        claims = self._batch.claim_due(
+            now,
+            owner=self._owner,
+            lease_seconds=self._lease,
+            limit=limit,
+            advance=_advancer(decisions, vanished),
+            start=_starter(decisions, idle, self._imported),
+        )
+        return claims, decisions
+
+    def quiet(self, now: float) -> None:
+        pass
+
+
+class _LedgerClaimer:
+    """A `SlotLedger`: given-up slots are written with the claim; quiet looks prune."""
+
+    __slots__ = ("_fold", "_imported", "_lease", "_ledger", "_owner", "_pruned")
+
+    def __init__(
+        self,
+        ledger: SlotLedger,
+        owner: str,
+        lease: float,
+        imported: Mapping[str, object],
+        fold: Callable[[Decisions, int, Mapping[str, object]], StartNowFn | None],
+    ) -> None:
+        self._ledger = ledger
+        self._owner = owner
+        self._lease = lease
+        self._imported = imported
+        self._fold = fold  # `_starter` when the store is a `BatchRecorder` too
+        self._pruned = -math.inf  # wall time of the last pruning
+
+    def claim(
+        self, now: float, limit: int, idle: int, vanished: Vanished
+    ) -> tuple[list[Claim], Decisions]:
+        decisions: Decisions = {}
+        claims = self._ledger.claim_due(
+            now,
+            owner=self._owner,
+            lease_seconds=self._lease,
+            limit=limit,
+            advance=_advancer(decisions, vanished),
+            start=self._fold(decisions, idle, self._imported),
+            given_up=_giver_up(decisions),
+        )
+        return claims, decisions
+
+    def quiet(self, now: float) -> None:
+        if now - self._pruned >= _PRUNE_EVERY:
             self._pruned = now  # a quiet look: trim the ledger (bounded work)
             try:
                 self._ledger.prune_history(now)
             except Exception:
                 _log.exception("cannot prune the slot ledger; trying again later")
-        with self._lock:
-            renew = min((r.renew_at for r in self._runs.values()), default=math.inf)
-            full = len(self._runs) - self._ending >= self._capacity
+
+
+class Claiming:
+    """The timing thread's look at the store: renew, claim, dispatch, and when to look again.
+
+    Used by the timing thread only (or by `DurableScheduler.step` in its stead).
+
+    Args:
+        store: Where the jobs live.
+        table: The runs held here: claims are added, free workers counted.
+        recovery: Clock steps, lease renewals and re-offered slots, at each look.
+        running: Where a claimed run goes (on the executor), or is handed back.
+        events: Where slots given up by policy are reported.
+        claimer: How this store is claimed from (`claimer_for`).
+        executor: Where runs go.
+        owner: This scheduler's name, for the log.
+        lease: Seconds a claim's lease lasts.
+        poll: The safety poll: the longest wait between two looks.
+        wall: The wall clock every stored time comes from.
+        store_time: The store's clock, refreshed at each look (``None``: not used).
+
+    """
+
+    def __init__(
+        self,
+        store: Store,
+        table: RunTable,
+        recovery: Recovery,
+        running: Running,
+        events: Events,
+        claimer: Claimer,
+        *,
+        executor: Executor,
+        lease: float,
+        poll: float,
+        wall: Callable[[], float],
+        store_time: StoreTime | None,
+    ) -> None:
+        self._store = store
+        self._table = table
+        self._recovery = recovery
+        self._running = running
+        self._execute = running.execute  # bound once, not per dispatched run
+        self._events = events
+        self._claimer = claimer
+        self._executor = executor
+        self._lease = lease
+        self._poll = poll
+        self._wall = wall
+        self._refresh: Callable[[], None] = _nothing if store_time is None else store_time.refresh
+        self._last_recover = -math.inf  # wall time of the last recovery of expired leases
+        self.held = 0
+        """Looks in a row that found work due and claimed none."""
+
+    def step(self) -> float:
+        """One look at the store: renew, claim, dispatch; return seconds to the next look."""
+        self._refresh()
+        now = self._wall()
+        recovery = self._recovery
+        recovery.clock_step(now)
+        recovery.renew_due(now)
+        table = self._table
+        capacity = table.capacity
+        with table.lock:
+            # Runs whose finish is only waiting for its commit hold no worker.
+            busy = len(table.runs) - table.ending
+        free = 2 * capacity - busy
+        claims: list[Claim] = []
+        if busy < capacity:
+            # Idle workers (with nothing to do) start the runs they are given at once.
+            claims, decisions = self._claimer.claim(now, free, capacity - busy, recovery.vanished)
+            self._last_recover = now
+            for claim in claims:
+                self._take(claim, decisions, now)
+        elif now - self._last_recover >= self._lease / 2:
+            self._store.recover_expired(now)  # claim_due is not called while the pool is full
+            self._last_recover = now
+        if claims and len(claims) == free:
+            return 0.0  # a full batch: more may be due
+        now = self._wall()
+        if not claims:
+            self._claimer.quiet(now)
+        return self._next_look(now, bool(claims))
+
+    def _take(self, claim: Claim, decisions: Decisions, now: float) -> None:
+        """Decide and dispatch one claim; a failure is logged, the others still go."""
+        try:
+            if claim.origin != "schedule":
+                # Asked for by an operator: it runs (the store let it through the
+                # overlap policy); no missed-run rule applies, the grid is not moved.
+                decision = Decision("run", None)
+            elif claim.retry:
+                decision = self._recovery.decide_retry(claim, now)
+            else:
+                decision = decisions[claim.job_id]
+            self._dispatch(claim, decision, now)
+        except Exception:  # this one is recovered after its lease
+            _log.exception(
+                "cannot record the given-up run of job %r (scheduled %s); it is decided"
+                " again when its lease ends",
+                claim.job_id,
+                iso(claim.scheduled, millis=True),
+            )
+
+    def _next_look(self, now: float, claimed: bool) -> float:
+        """Seconds until the next look: a run due, a lease to renew, the poll, or soon."""
+        table = self._table
+        with table.lock:
+            renew = min((r.renew_at for r in table.runs.values()), default=math.inf)
+            full = len(table.runs) - table.ending >= table.capacity
         # With every worker busy nothing can be claimed: a run ending wakes this thread
-        # (`_forget`), so the store need not be asked when something is due.
-        wake = None if full else store.next_wakeup()
+        # (`RunTable.forget`), so the store need not be asked when something is due.
+        wake = None if full else self._store.next_wakeup()
         timeout = self._poll
         held = False
         if wake is not None and not full:
             if wake > now:
                 timeout = min(timeout, wake - now)
-            elif claims:
+            elif claimed:
                 timeout = 0.0  # progress was made and more is due (a replay, say)
             else:
                 # Due, yet nothing was claimed: another node's claim transaction holds
@@ -156,18 +363,43 @@ class _Claiming(_Running):
                 # no longer due here, or a row cannot be read. Its commit sends no
                 # notification, so look again soon, backing off (never a spin).
                 held = True
-                timeout = min(timeout, _HELD_MAX, _HELD_MIN * 2.0 ** min(self._held, 30))
-        self._held = self._held + 1 if held else 0
+                timeout = min(timeout, _HELD_MAX, _HELD_MIN * 2.0 ** min(self.held, 30))
+        self.held = self.held + 1 if held else 0
         return max(0.0, min(timeout, renew - now))
 
     def _dispatch(self, claim: Claim, decision: Decision, now: float) -> None:
         """Hand a claimed slot to the pool, or record it as given up (timing thread)."""
         job_id = claim.job_id
+        if decision.missed or decision.skipped:
+            self._report_given_up(claim, decision)
+        if decision.action != "run":
+            outcome: Outcome = "failed" if decision.action == "failed" else decision.action
+            if decision.action == "failed":
+                error = JobSpecError(f"job {job_id!r}: {decision.error}")
+                self._events.failed(job_id, error, None)
+            self._store.finish(claim, outcome=outcome, ended=now, error=decision.error)
+            return
+        run = _Run(claim, decision, claim.claimed_at + self._lease / 3)
+        self._table.hold(run)
+        try:
+            self._executor.submit(self._execute, run)
+        except RuntimeError as exc:  # the executor was shut down by its owner
+            _log.warning("executor refused the run of job %r: %s", job_id, exc)
+            if claim.started is None:
+                self._running.release(run)
+            else:  # recorded started by its claim: it cannot be handed back
+                self._running.end(
+                    run, "failed", None, f"not run: the executor refused it ({exc})", KEEP
+                )
+
+    def _report_given_up(self, claim: Claim, decision: Decision) -> None:
+        """Log and emit the slots the decision gives up (missed, skipped)."""
+        job_id = claim.job_id
         if decision.missed:
             _log.info(
                 "job %r: %d run(s) missed (policy %r)", job_id, decision.missed, claim.spec.missed
             )
-            self._emit(
+            self._events.emit(
                 RunEvent(
                     EventKind.MISSED,
                     0,
@@ -181,7 +413,7 @@ class _Claiming(_Running):
             _log.debug(
                 "job %r: %d run(s) skipped, the previous run was going", job_id, decision.skipped
             )
-            self._emit(
+            self._events.emit(
                 RunEvent(
                     EventKind.SKIPPED,
                     0,
@@ -191,20 +423,7 @@ class _Claiming(_Running):
                     name=job_id,
                 )
             )
-        if decision.action != "run":
-            outcome: Outcome = "failed" if decision.action == "failed" else decision.action
-            if decision.action == "failed":
-                self._failed(job_id, JobSpecError(f"job {job_id!r}: {decision.error}"), None)
-            self._store.finish(claim, outcome=outcome, ended=now, error=decision.error)
-            return
-        run = _Run(claim, decision, claim.claimed_at + self._lease / 3)
-        with self._lock:
-            self._runs[claim.token] = run
-        try:
-            self._executor.submit(self._execute, run)
-        except RuntimeError as exc:  # the executor was shut down by its owner
-            _log.warning("executor refused the run of job %r: %s", job_id, exc)
-            if claim.started is None:
-                self._release(run)
-            else:  # recorded started by its claim: it cannot be handed back
-                self._end(run, "failed", None, f"not run: the executor refused it ({exc})", KEEP)
+
+
+def _nothing() -> None:
+    """The store keeps no clock of its own: nothing to refresh."""

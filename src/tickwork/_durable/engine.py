@@ -1,42 +1,34 @@
-"""The durable engine's shared state, and the records its parts pass around.
+"""The durable engine's shared state (`RunTable`), and the records its parts pass around.
 
-`DurableScheduler` is one object built from four parts, each a class in its own module,
-each layer using only the ones below it:
+`DurableScheduler` holds its parts; none inherits from another, and each is an object
+whose constructor names what it depends on:
 
-- `_Engine` (here): the state every part reads (the store, the clock, the runs held,
-  the locks), the `_Run` record of a claimed slot, and event delivery;
-- `_Recovery` (``_durable_recovery``): what keeps held work and the schedule sound when
-  things go wrong: failed store steps and their back-off, wall-clock steps, lease
-  renewals, and the decision on a re-offered slot;
-- `_Running` (``_durable_runs``): a worker's part: resolve the job's function, record
-  the start, call it, record the finish (group-committed), hand a claim back;
-- `_Claiming` (``_durable_claims``): the timing thread's look at the store: claim the
-  due runs (starts folded for idle workers) and dispatch them to the pool;
-- `DurableScheduler` (``_durable``): the public API, the life cycle and the timing loop.
+- `RunTable` (here): the runs held, the counts around them and the locks: the only
+  mutable state the parts share, every field documented on the class;
+- `Events` (``events``): who hears about runs: listeners, the error list, ``on_error``;
+- `Recovery` (``recovery``): what keeps held work and the schedule sound when things
+  go wrong: failed store steps and their back-off, wall-clock steps, lease renewals,
+  and the decision on a re-offered slot;
+- `Functions` and `Running` (``runs``): which job functions may run here, and a
+  worker's part: resolve the job's function, record the start, call it, record the
+  finish (group-committed), hand a claim back;
+- `Claiming` (``claims``): the timing thread's look at the store: claim the due runs
+  with a `Claimer` chosen once from what the store can do, and dispatch them;
+- `DurableScheduler` (``scheduler``): the public API, the life cycle and the timing
+  loop; it builds the parts and wires them together.
 """
 
 from __future__ import annotations
 
-import logging
 import threading
 import traceback
-from collections import deque
-from collections.abc import Awaitable, Callable
-from concurrent.futures import Executor
+from collections.abc import Callable
 from contextvars import ContextVar
 from typing import Final
 
 from tickwork._core.errors import JobFailed
-from tickwork._core.scheduler import Listener, RunEvent, _deliver
 from tickwork._durable.decide import Decision
-from tickwork._durable.recorder import Recorder
-from tickwork._durable.storetime import StoreTime
-from tickwork.stores._model import (
-    Claim,
-)
-from tickwork.stores._protocol import BatchRecorder, ChangeNotifier, SlotLedger, Store
-
-_log = logging.getLogger("tickwork.durable")
+from tickwork.stores._model import Claim
 
 #: Longest error text recorded in a job's last run.
 _MAX_ERROR_TEXT: Final = 2000
@@ -92,51 +84,98 @@ class _Run:
         self.ended = False  # done on its worker; its finish is waiting to be committed
 
 
-class _Engine:
-    """The state shared by the parts of `DurableScheduler` (set by its ``__init__``)."""
+class RunTable:
+    """The runs one scheduler holds, the counts around them, and the locks.
 
-    _store: Store
-    _owner: str
-    _batch: BatchRecorder | None
-    _ledger: SlotLedger | None
-    _pruned: float
-    _recorder: Recorder | None
-    _lease: float
-    _notifier: ChangeNotifier | None
-    _poll: float
-    _mono: Callable[[], float]
-    _store_time: StoreTime | None
-    _wall: Callable[[], float]
-    _offset: float | None
-    _vanished: tuple[float, float] | None
-    _on_error: DurableErrorHook | None
-    _prefixes: tuple[str, ...]
-    _declared: set[str]
-    _funcs: dict[str, Callable[..., object]]
-    _own_executor: bool
-    _capacity: int
-    _executor: Executor
-    _lock: threading.RLock
-    _cond: threading.Condition
-    _idle: threading.Condition
-    _runs: dict[str, _Run]
-    _in_job: int
-    _ending: int
-    _wake: bool
-    _thread: threading.Thread | None
-    _listener: threading.Thread | None
-    _halt: threading.Event
-    _stopping: bool
-    _failures: int
-    _lost_claims: int
-    _held: int
-    _errors: deque[str]
-    _listeners: list[Listener]
-    _local: threading.local
-    _last_recover: float
-    _awaiter: Callable[[Awaitable[object], Claim], object] | None
+    The one piece of mutable state the engine's parts share: claiming adds runs,
+    workers start and end them, recovery renews their leases, the public API counts
+    them and `DurableScheduler.stop` waits for them. Every field but ``lost_claims``
+    is read and written with ``lock`` held, and ``lock`` is never held while a job, a
+    listener, the ``on_error`` hook or a store call runs, so all of them may call back
+    into the scheduler from any thread.
 
-    def _emit(self, event: RunEvent) -> None:
-        listeners = self._listeners
-        if listeners:
-            _deliver(listeners, event)
+    Attributes:
+        lock: Guards the fields below (re-entrant: a job may call the scheduler).
+        cond: On ``lock``: the timing thread sleeps here; notified with ``wake`` set.
+        idle: On ``lock``: `DurableScheduler.stop` waits here for the runs to end.
+        runs: Claim token -> `_Run`: each slot claimed here, from its claim until its
+            finish is committed or its claim is handed back.
+        capacity: Workers: how many runs may be in the executor at once (fixed).
+        in_job: Runs whose job function is being called.
+        ending: Runs done on their worker whose finish is not yet committed; they
+            hold no worker, so ``len(runs) - ending`` is the workers busy.
+        wake: The timing thread should look at the store again at once.
+        stopping: `DurableScheduler.stop` was called: no run starts any more.
+        lost_claims: Claims lost to recovery elsewhere since construction (for
+            `DurableScheduler.health`); a counter, bumped without the lock.
+
+    """
+
+    __slots__ = (
+        "capacity",
+        "cond",
+        "ending",
+        "idle",
+        "in_job",
+        "lock",
+        "lost_claims",
+        "runs",
+        "stopping",
+        "wake",
+    )
+
+    def __init__(self, capacity: int) -> None:
+        self.lock = threading.RLock()
+        self.cond = threading.Condition(self.lock)
+        self.idle = threading.Condition(self.lock)
+        self.runs: dict[str, _Run] = {}
+        self.capacity = capacity
+        self.in_job = 0
+        self.ending = 0
+        self.wake = False
+        self.stopping = False
+        self.lost_claims = 0
+
+    def poke(self) -> None:
+        """Make the timing thread look at the store again now."""
+        with self.lock:
+            self.wake = True
+            self.cond.notify()
+
+    def hold(self, run: _Run) -> None:
+        """Hold a run just claimed (until `forget`)."""
+        with self.lock:
+            self.runs[run.claim.token] = run
+
+    def started(self, run: _Run) -> None:
+        """The run's start is recorded: its job is about to be called."""
+        with self.lock:
+            run.started = True
+            self.in_job += 1
+
+    def done_on_worker(self, run: _Run) -> None:
+        """The run's worker is done and free; its finish waits for the next commit."""
+        with self.lock:
+            if run.claim.token in self.runs:
+                run.ended = True
+                self.ending += 1
+                if run.started:
+                    self.in_job -= 1
+                if len(self.runs) - self.ending < self.capacity:
+                    self.wake = True  # room to claim again
+                    self.cond.notify()
+
+    def forget(self, run: _Run) -> None:
+        """The run is over here (finished, handed back or lost): drop it, wake who waits."""
+        with self.lock:
+            if self.runs.pop(run.claim.token, None) is not None:
+                if run.ended:
+                    self.ending -= 1
+                elif run.started:
+                    self.in_job -= 1
+            if len(self.runs) - self.ending < self.capacity:
+                # Room to claim again (and the job itself may be claimable now).
+                self.wake = True
+                self.cond.notify()
+            if self.stopping:
+                self.idle.notify_all()

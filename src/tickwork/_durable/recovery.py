@@ -1,62 +1,106 @@
-"""Recovery: failed store steps, wall-clock steps, lease renewals, re-offered slots.
-
-Part of `DurableScheduler` (see ``_durable_base``).
-"""
+"""Recovery: failed store steps, wall-clock steps, lease renewals, re-offered slots."""
 
 from __future__ import annotations
 
 import logging
 import math
+from collections.abc import Callable
 
 from tickwork._core.clocks import WALL_STEP
 from tickwork._core.text import iso
 from tickwork._durable.decide import CORRECTION, Decision, after_clock_step, decide_retry
-from tickwork._durable.engine import (
-    _RETRY_MIN,
-    _Engine,
-)
+from tickwork._durable.engine import _RETRY_MIN, RunTable
 from tickwork.stores._errors import StoreError
-from tickwork.stores._model import (
-    Claim,
-)
+from tickwork.stores._model import Claim
+from tickwork.stores._protocol import Store
 
 _log = logging.getLogger("tickwork.durable")
 
 
-class _Recovery(_Engine):
-    """Recovery: failed store steps, wall-clock steps, lease renewals, re-offered slots."""
+class Recovery:
+    """What keeps held work and the schedule sound when the store or the clock fails.
 
-    def _store_failed(self, exc: Exception) -> float:
-        """Log a failed step; return how long to back off (doubling, capped at ``poll``).
+    Used by the timing thread only (its counters are read by `DurableScheduler.health`).
+
+    Args:
+        store: Where the jobs live.
+        table: The runs held here (their lease renewals).
+        owner: This scheduler's name, for the log.
+        lease: Seconds a claim's lease lasts (renewed every third of it).
+        poll: The safety poll: the longest back-off after failed store steps.
+        mono: The monotonic clock a wall-clock step is measured against.
+
+    """
+
+    def __init__(
+        self,
+        store: Store,
+        table: RunTable,
+        *,
+        owner: str,
+        lease: float,
+        poll: float,
+        mono: Callable[[], float],
+    ) -> None:
+        self._store = store
+        self._table = table
+        self._owner = owner
+        self._lease = lease
+        self._poll = poll
+        self._mono = mono
+        self._offset: float | None = None  # wall - monotonic at the last look
+        self.vanished: tuple[float, float] | None = None
+        """The last big forward step of the wall clock (from, to), for `decide`."""
+        self.failures = 0
+        """Store steps failed in a row now."""
+        self.store_errors = 0
+        """Store steps failed since construction."""
+        self.last_error: str | None = None
+        """The last failed store step's error (``Type: message``)."""
+
+    def store_failed(self, exc: Exception) -> float:
+        """Count and log a failed step; return how long to back off (doubling, capped at ``poll``).
 
         Retrying is safe: a store call that raised changed nothing it did not report
         (a claim that committed unseen stays unstarted, is recovered when its lease
         ends and then runs once), and a run held here goes on and is renewed later.
         """
-        self._failures += 1
-        delay = min(self._poll, _RETRY_MIN * 2.0 ** min(self._failures - 1, 60))
+        self.store_errors += 1
+        self.last_error = f"{type(exc).__name__}: {exc}"
+        self.failures += 1
+        delay = min(self._poll, _RETRY_MIN * 2.0 ** min(self.failures - 1, 60))
         if isinstance(exc, StoreError):
             # The store has retried already (PostgresStore: for reconnect_timeout); its
             # message names the operation and never shows a password.
             _log.error(
                 "durable scheduler %r: store call failed (attempt %d): %s; retrying in %.2f s",
                 self._owner,
-                self._failures,
+                self.failures,
                 exc,
                 delay,
-                exc_info=exc if self._failures == 1 else None,
+                exc_info=exc if self.failures == 1 else None,
             )
         else:
             _log.exception(
                 "durable scheduler %r: unexpected error in a store step (attempt %d);"
                 " retrying in %.2f s",
                 self._owner,
-                self._failures,
+                self.failures,
                 delay,
             )
         return delay
 
-    def _clock_step(self, now: float) -> float:
+    def store_works(self) -> None:
+        """A step succeeded: end a streak of failures (logged once)."""
+        if self.failures:
+            _log.warning(
+                "durable scheduler %r: the store works again after %d failed attempt(s)",
+                self._owner,
+                self.failures,
+            )
+            self.failures = 0
+
+    def clock_step(self, now: float) -> float:
         """How far the wall clock stepped since the last look (0.0: no step).
 
         Compares the wall clock with the monotonic one; a difference of `WALL_STEP`
@@ -79,10 +123,10 @@ class _Recovery(_Engine):
             abs(step),
         )
         if step >= CORRECTION:
-            self._vanished = (now - step, now)
+            self.vanished = (now - step, now)
         elif step < 0.0:
-            with self._lock:
-                for run in self._runs.values():
+            with self._table.lock:
+                for run in self._table.runs.values():
                     run.renew_at = min(run.renew_at, now)
             self._rebase(now, step)
         return step
@@ -103,14 +147,15 @@ class _Recovery(_Engine):
                 )
                 self._store.set_next_run(state.id, new)
 
-    def _renew_due(self, now: float) -> None:
-        with self._lock:
-            due = [r for r in self._runs.values() if r.renew_at <= now]
+    def renew_due(self, now: float) -> None:
+        """Renew the leases due for renewal; a lease lost meanwhile is counted and logged."""
+        with self._table.lock:
+            due = [r for r in self._table.runs.values() if r.renew_at <= now]
         for run in due:
             if self._store.renew(run.claim, now=now, lease_seconds=self._lease):
                 run.renew_at = now + self._lease / 3
             else:
-                self._lost_claims += 1
+                self._table.lost_claims += 1
                 _log.warning(
                     "lost the claim on job %r (scheduled %s): its lease expired and was"
                     " recovered elsewhere",
@@ -119,7 +164,7 @@ class _Recovery(_Engine):
                 )
                 run.renew_at = math.inf
 
-    def _decide_retry(self, claim: Claim, now: float) -> Decision:
+    def decide_retry(self, claim: Claim, now: float) -> Decision:
         """A re-offered slot, decided by the missed-run rules as of its new claim.
 
         The job's state is read after the claim: the retry is this scheduler's now,

@@ -1,7 +1,4 @@
-"""Running: a worker's part of a durable run, from its claim to its recorded end.
-
-Part of `DurableScheduler` (see ``_durable_base``).
-"""
+"""Running: a worker's part of a durable run, from its claim to its recorded end."""
 
 from __future__ import annotations
 
@@ -9,7 +6,8 @@ import inspect
 import logging
 import math
 import random
-from collections.abc import Callable
+import threading
+from collections.abc import Awaitable, Callable
 
 from tickwork._core.errors import JobInterrupted
 from tickwork._core.scheduler import EventKind, RunEvent, _check_result
@@ -17,142 +15,75 @@ from tickwork._core.schedules import Every
 from tickwork._core.text import iso
 from tickwork._durable.decide import within_until
 from tickwork._durable.engine import (
+    RunTable,
     _current,
     _error_text,
     _outputs,
     _Run,
 )
-from tickwork._durable.recovery import _Recovery
+from tickwork._durable.events import Events
+from tickwork._durable.recorder import Recorder
 from tickwork.stores._errors import JobSpecError
 from tickwork.stores._model import (
     KEEP,
+    Claim,
     Finish,
     JobSpec,
     Keep,
     Outcome,
     resolve_func,
 )
+from tickwork.stores._protocol import Store
 
 _log = logging.getLogger("tickwork.durable")
 
+#: Runs an awaitable a job returned to completion from the worker thread, raising what
+#: it raised (set by `AsyncDurableScheduler`: awaited on the application's event loop).
+Awaiter = Callable[[Awaitable[object], Claim], object]
 
-class _Running(_Recovery):
-    """Running: a worker's part of a durable run, from its claim to its recorded end."""
 
-    def _execute(self, run: _Run) -> None:
-        claim = run.claim
-        spec = claim.spec
-        store = self._store
-        with self._lock:
-            stopping = self._stopping
-        if stopping and claim.started is None:
-            self._release(run)
-            return
-        # A run recorded started by its claim (it came to an idle worker) runs even
-        # when stop() came meanwhile: it can no longer be handed back.
-        fn = self._resolve(spec)
-        if isinstance(fn, Exception):
-            self._failed(claim.job_id, fn, claim.scheduled)
-            self._end(run, "failed", None, _error_text(fn), KEEP)
-            return
-        jitter: float = getattr(spec.schedule, "jitter", 0.0)
-        if jitter and claim.started is None and self._halt.wait(random.uniform(0.0, jitter)):
-            # Stopped while the run waited for its jitter: it has not started, so it is
-            # handed back like any claimed run that did not start.
-            self._release(run)
-            return
-        if claim.started is not None:
-            started = claim.started
-            # Picked up within the lease, as its start would have checked.
-            ok = self._wall() < claim.lease_until
-        else:
-            started = self._wall()
-            try:
-                if self._recorder is not None:
-                    ok = self._recorder.start(claim, started)
-                else:
-                    ok = store.start(claim, started=started)
-            except Exception:
-                _log.exception("cannot record the start of job %r; not running it", claim.job_id)
-                ok = False
-        if not ok:
-            _log.warning(
-                "job %r (scheduled %s): the claim is gone or expired; not running it",
-                claim.job_id,
-                iso(claim.scheduled, millis=True),
-            )
-            self._forget(run)
-            return
-        with self._lock:
-            run.started = True
-            self._in_job += 1
-        if self._listeners:  # no event is built for nobody
-            self._emit(
-                RunEvent(
-                    EventKind.STARTED,
-                    0,
-                    claim.scheduled,
-                    started,
-                    job_id=claim.job_id,
-                    name=claim.job_id,
-                )
-            )
-        local = self._local
-        local.depth = getattr(local, "depth", 0) + 1
-        _current.claim = claim
-        error: BaseException | None = None
-        try:
-            if (result := fn(*spec.args, **spec.kwargs)) is not None:
-                if self._awaiter is not None and inspect.isawaitable(result):
-                    self._awaiter(result, claim)  # the asyncio face: awaited on its loop
-                else:
-                    _check_result(fn, result)  # an awaitable: nothing would await it
-        except BaseException as exc:
-            # SystemExit and friends too: on a worker thread they reach no one, and a
-            # claim must never be left unfinished: the run failed.
-            error = exc
-        finally:
-            _current.claim = None
-            local.depth -= 1
-        ended = self._wall()
-        if error is not None:
-            failure = error if isinstance(error, Exception) else JobInterrupted.wrap(error)
-            self._failed(claim.job_id, failure, claim.scheduled, started, ended - started)
-        elif self._listeners:
-            self._emit(
-                RunEvent(
-                    EventKind.FINISHED,
-                    0,
-                    claim.scheduled,
-                    started,
-                    ended - started,
-                    job_id=claim.job_id,
-                    name=claim.job_id,
-                )
-            )
-        schedule = spec.schedule
-        next_run: float | Keep | None = KEEP
-        if isinstance(schedule, Every) and schedule.fixed_delay and claim.origin == "schedule":
-            after = ended + schedule.interval
-            if after <= ended:  # too small for the wall clock: still strictly later
-                after = math.nextafter(ended, math.inf)
-            next_run = within_until(schedule, after)
-        text = None if error is None else _error_text(error)
-        output = _outputs.pop(claim.token, None)
-        outcome: Outcome = (
-            "ok" if error is None else "timeout" if isinstance(error, TimeoutError) else "failed"
-        )
-        self._end(run, outcome, ended, text, next_run, output)
+class Functions:
+    """Which job functions may run in this process, and those imported already.
 
-    def _resolve(self, spec: JobSpec) -> Callable[..., object] | Exception:
+    Only functions this process declared, or whose module ``prefixes`` allow, are ever
+    imported: a job naming anything else (written into the store by someone else)
+    fails with a clear error instead.
+
+    Args:
+        prefixes: Module prefixes whose functions may run although not declared here
+            (``"*"``: every module).
+
+    """
+
+    __slots__ = ("declared", "imported", "prefixes")
+
+    def __init__(self, prefixes: tuple[str, ...]) -> None:
+        self.prefixes = prefixes
+        self.declared: set[str] = set()
+        """Function paths this process declared (or added)."""
+        self.imported: dict[str, Callable[..., object]] = {}
+        """Function path -> the function, once imported by a run."""
+
+    def allow(self, func: str) -> None:
+        """Let the function named ``func`` run here (this process declared it)."""
+        self.declared.add(func)
+
+    def allowed(self, func: str) -> bool:
+        """Whether the function named ``func`` may be imported and run here."""
+        if func in self.declared:
+            return True
+        module = func.partition(":")[0]
+        return any(p == "*" or module == p or module.startswith(p + ".") for p in self.prefixes)
+
+    def resolve(self, spec: JobSpec) -> Callable[..., object] | Exception:
         """The job's function, or why it may not or cannot run (never imported then)."""
         func = spec.func
-        if not self._allowed(func):
+        if not self.allowed(func):
             return JobSpecError(
                 f"job {spec.id!r}: func {func!r} is not allowed here: declare the job in this"
                 " process or list its module in allowed_modules; it was not imported"
             )
-        fn = self._funcs.get(func)
+        fn = self.imported.get(func)
         if fn is None:
             try:
                 fn = resolve_func(func)
@@ -166,16 +97,180 @@ class _Running(_Recovery):
                 )
                 error.__cause__ = exc
                 return error
-            self._funcs[func] = fn
+            self.imported[func] = fn
         return fn
 
-    def _allowed(self, func: str) -> bool:
-        if func in self._declared:
-            return True
-        module = func.partition(":")[0]
-        return any(p == "*" or module == p or module.startswith(p + ".") for p in self._prefixes)
 
-    def _end(
+class Running:
+    """A worker's part of a durable run: record its start, call the job, record its end.
+
+    How starts and finishes are written is chosen once: through the group-committing
+    `Recorder` when the store can batch them, else one store call each.
+
+    Args:
+        store: Where the jobs live.
+        table: The runs held here.
+        events: Where run events and failures go.
+        functions: Which functions may run, and those imported.
+        wall: The wall clock runs are timed by.
+        recorder: Writes starts and finishes in shared transactions (``None``: the
+            store cannot batch them).
+        halt: Set by `DurableScheduler.stop`: cuts a run's jitter wait short.
+
+    """
+
+    def __init__(
+        self,
+        store: Store,
+        table: RunTable,
+        events: Events,
+        functions: Functions,
+        *,
+        wall: Callable[[], float],
+        recorder: Recorder | None,
+        halt: threading.Event,
+    ) -> None:
+        self._store = store
+        self._table = table
+        self._events = events
+        self._functions = functions
+        self._wall = wall
+        self._halt = halt
+        self.recorder = recorder
+        """The group commit of starts and finishes (``None``: single store calls)."""
+        self.awaiter: Awaiter | None = None
+        """Set by `AsyncDurableScheduler`; ``None``: a job returning an awaitable has
+        failed (nothing would await it)."""
+        self._local = threading.local()  # .depth: jobs this thread is inside
+        self._record_start: Callable[[Claim, float], bool]
+        self._record_finish: Callable[[_Run, Finish], None]
+        if recorder is not None:
+            self._record_start = recorder.start
+            self._record_finish = self._finish_batched
+        else:
+            self._record_start = self._start_alone
+            self._record_finish = self._finish_alone
+
+    def depth(self) -> int:
+        """How many jobs the calling thread is inside (0: it is not a job's thread)."""
+        depth: int = getattr(self._local, "depth", 0)
+        return depth
+
+    def execute(self, run: _Run) -> None:
+        """Run a claimed slot on this worker thread, from its start to its recorded end."""
+        claim = run.claim
+        table = self._table
+        with table.lock:
+            stopping = table.stopping
+        if stopping and claim.started is None:
+            self.release(run)
+            return
+        # A run recorded started by its claim (it came to an idle worker) runs even
+        # when stop() came meanwhile: it can no longer be handed back.
+        fn = self._functions.resolve(claim.spec)
+        if isinstance(fn, Exception):
+            self._events.failed(claim.job_id, fn, claim.scheduled)
+            self.end(run, "failed", None, _error_text(fn), KEEP)
+            return
+        jitter: float = getattr(claim.spec.schedule, "jitter", 0.0)
+        if jitter and claim.started is None and self._halt.wait(random.uniform(0.0, jitter)):
+            # Stopped while the run waited for its jitter: it has not started, so it is
+            # handed back like any claimed run that did not start.
+            self.release(run)
+            return
+        started = self._begin(run)
+        if started is None:
+            return
+        error = self._call(fn, claim)
+        ended = self._wall()
+        self._report(claim, started, ended, error)
+        text = None if error is None else _error_text(error)
+        output = _outputs.pop(claim.token, None)
+        outcome: Outcome = (
+            "ok" if error is None else "timeout" if isinstance(error, TimeoutError) else "failed"
+        )
+        self.end(run, outcome, ended, text, _next_run(claim, ended), output)
+
+    def _begin(self, run: _Run) -> float | None:
+        """Record the run's start (unless its claim did); its start time, or None: not run."""
+        claim = run.claim
+        if claim.started is not None:
+            started = claim.started
+            # Picked up within the lease, as its start would have checked.
+            ok = self._wall() < claim.lease_until
+        else:
+            started = self._wall()
+            try:
+                ok = self._record_start(claim, started)
+            except Exception:
+                _log.exception("cannot record the start of job %r; not running it", claim.job_id)
+                ok = False
+        if not ok:
+            _log.warning(
+                "job %r (scheduled %s): the claim is gone or expired; not running it",
+                claim.job_id,
+                iso(claim.scheduled, millis=True),
+            )
+            self._table.forget(run)
+            return None
+        self._table.started(run)
+        events = self._events
+        if events.listeners:  # no event is built for nobody
+            events.emit(
+                RunEvent(
+                    EventKind.STARTED,
+                    0,
+                    claim.scheduled,
+                    started,
+                    job_id=claim.job_id,
+                    name=claim.job_id,
+                )
+            )
+        return started
+
+    def _call(self, fn: Callable[..., object], claim: Claim) -> BaseException | None:
+        """Call the job (await what it returns, on the asyncio face); what it raised."""
+        spec = claim.spec
+        local = self._local
+        local.depth = getattr(local, "depth", 0) + 1
+        _current.claim = claim
+        try:
+            if (result := fn(*spec.args, **spec.kwargs)) is not None:
+                if self.awaiter is not None and inspect.isawaitable(result):
+                    self.awaiter(result, claim)  # the asyncio face: awaited on its loop
+                else:
+                    _check_result(fn, result)  # an awaitable: nothing would await it
+        except BaseException as exc:
+            # SystemExit and friends too: on a worker thread they reach no one, and a
+            # claim must never be left unfinished: the run failed.
+            return exc
+        finally:
+            _current.claim = None
+            local.depth -= 1
+        return None
+
+    def _report(
+        self, claim: Claim, started: float, ended: float, error: BaseException | None
+    ) -> None:
+        """Tell the listeners (and on a failure the error list and hook) how it went."""
+        events = self._events
+        if error is not None:
+            failure = error if isinstance(error, Exception) else JobInterrupted.wrap(error)
+            events.failed(claim.job_id, failure, claim.scheduled, started, ended - started)
+        elif events.listeners:
+            events.emit(
+                RunEvent(
+                    EventKind.FINISHED,
+                    0,
+                    claim.scheduled,
+                    started,
+                    ended - started,
+                    job_id=claim.job_id,
+                    name=claim.job_id,
+                )
+            )
+
+    def end(
         self,
         run: _Run,
         outcome: Outcome,
@@ -184,33 +279,34 @@ class _Running(_Recovery):
         next_run: float | Keep | None,
         output: str | None = None,
     ) -> None:
-        claim = run.claim
+        """Record how the run ended (``ended`` None: now), then let it go."""
         finish = Finish(
-            claim,
+            run.claim,
             outcome,
             self._wall() if ended is None else ended,
             error,
             next_run,
             output,
         )
-        if self._recorder is not None:
-            # Written with the next batch; `_ended` runs once it is committed. The
-            # worker is free meanwhile: the timing thread may claim for it.
-            with self._lock:
-                if claim.token in self._runs:
-                    run.ended = True
-                    self._ending += 1
-                    if run.started:
-                        self._in_job -= 1
-                    if len(self._runs) - self._ending < self._capacity:
-                        self._wake = True  # room to claim again
-                        self._cond.notify()
-            self._recorder.finish(finish, lambda result: self._ended(run, finish, result))
-            return
+        self._record_finish(run, finish)
+
+    def _start_alone(self, claim: Claim, started: float) -> bool:
+        """`Store.start` in a transaction of its own (the store cannot batch)."""
+        return self._store.start(claim, started=started)
+
+    def _finish_batched(self, run: _Run, finish: Finish) -> None:
+        # Written with the next batch; `_ended` runs once it is committed. The worker
+        # is free meanwhile: the timing thread may claim for it.
+        self._table.done_on_worker(run)
+        recorder = self.recorder
+        assert recorder is not None  # chosen so in __init__
+        recorder.finish(finish, lambda result: self._ended(run, finish, result))
+
+    def _finish_alone(self, run: _Run, finish: Finish) -> None:
         result: bool | BaseException
         try:
             result = self._store.finish(
-                claim,
+                finish.claim,
                 outcome=finish.outcome,
                 ended=finish.ended,
                 error=finish.error,
@@ -230,7 +326,7 @@ class _Running(_Recovery):
                 exc_info=result,
             )
         elif not result:
-            self._lost_claims += 1
+            self._table.lost_claims += 1
             _log.warning(
                 "job %r (scheduled %s) ended but its claim was gone (lease expired or job"
                 " removed); the outcome %r was not recorded",
@@ -238,9 +334,9 @@ class _Running(_Recovery):
                 iso(claim.scheduled, millis=True),
                 finish.outcome,
             )
-        self._forget(run)
+        self._table.forget(run)
 
-    def _release(self, run: _Run) -> None:
+    def release(self, run: _Run) -> None:
         """Hand an unstarted claim back: recorded ``"cancelled"``, its slot re-offered.
 
         The store keeps it as a retry of the same slot; the job's next run is not set
@@ -253,48 +349,15 @@ class _Running(_Recovery):
             _log.exception(
                 "cannot hand back the claim on job %r; its lease will expire", claim.job_id
             )
-        self._forget(run)
+        self._table.forget(run)
 
-    def _forget(self, run: _Run) -> None:
-        with self._lock:
-            if self._runs.pop(run.claim.token, None) is not None:
-                if run.ended:
-                    self._ending -= 1
-                elif run.started:
-                    self._in_job -= 1
-            if len(self._runs) - self._ending < self._capacity:
-                # Room to claim again (and the job itself may be claimable now).
-                self._wake = True
-                self._cond.notify()
-            if self._stopping:
-                self._idle.notify_all()
 
-    def _failed(
-        self,
-        job_id: str,
-        exc: Exception,
-        scheduled: float | None,
-        started: float | None = None,
-        duration: float | None = None,
-    ) -> None:
-        with self._lock:
-            self._errors.append(f"job {job_id}: {type(exc).__name__}: {exc}")
-        _log.error("job %r failed: %s: %s", job_id, type(exc).__name__, exc, exc_info=exc)
-        if self._on_error is not None:
-            try:
-                self._on_error(job_id, exc)
-            except Exception:
-                _log.exception("on_error hook failed for job %r", job_id)
-        if scheduled is not None:
-            self._emit(
-                RunEvent(
-                    EventKind.FAILED,
-                    0,
-                    scheduled,
-                    started,
-                    duration,
-                    exc,
-                    job_id=job_id,
-                    name=job_id,
-                )
-            )
+def _next_run(claim: Claim, ended: float) -> float | Keep | None:
+    """The job's next run as its finish sets it: after a fixed delay, else kept."""
+    schedule = claim.spec.schedule
+    if isinstance(schedule, Every) and schedule.fixed_delay and claim.origin == "schedule":
+        after = ended + schedule.interval
+        if after <= ended:  # too small for the wall clock: still strictly later
+            after = math.nextafter(ended, math.inf)
+        return within_until(schedule, after)
+    return KEEP

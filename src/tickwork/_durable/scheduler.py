@@ -12,13 +12,14 @@ sleeps again. A worker records each run with `Store.start` right before
 calling the job and `Store.finish` after it. See ``docs/durability.md``.
 
 This module holds the public API, the life cycle and the timing loop. The engine's
-other parts are classes of their own, one module each, that `DurableScheduler` is built
-from: claiming (``_durable_claims``), running (``_durable_runs``) and recovery
-(``_durable_recovery``) over the shared state (``_durable_base``, which maps them).
+other parts are objects the scheduler builds and holds, one module each: claiming
+(``claims``), running (``runs``), recovery (``recovery``) and events (``events``),
+sharing one `RunTable` (``engine``, which maps them).
 
-Locking: one lock guards the scheduler's own bookkeeping (runs in flight, listeners,
-errors). It is never held while a job, a listener or the ``on_error`` hook runs, nor
-during store calls, so all of them may call back into the scheduler from any thread.
+Locking: the run table's lock guards the runs in flight and their counts; the events'
+own lock guards listeners and errors. Neither is held while a job, a listener or the
+``on_error`` hook runs, nor during store calls, so all of them may call back into the
+scheduler from any thread.
 """
 
 from __future__ import annotations
@@ -30,8 +31,7 @@ import secrets
 import socket
 import threading
 import time
-from collections import deque
-from collections.abc import Awaitable, Callable, Iterable
+from collections.abc import Callable, Iterable
 from concurrent.futures import Executor, ThreadPoolExecutor
 from dataclasses import dataclass, replace
 from datetime import datetime
@@ -47,23 +47,18 @@ from tickwork._core.scheduler import (
     misfit,
 )
 from tickwork._core.schedules import Every
-from tickwork._durable.claims import _Claiming
+from tickwork._durable.claims import Claiming, claimer_for
 from tickwork._durable.control import backfill_slots, default_actor, following_slot
-from tickwork._durable.decide import (
-    first_run,
-)
-from tickwork._durable.engine import (
-    _RETRY_MIN,
-    OUTPUT_LIMIT,
-    _current,
-    _outputs,
-    _Run,
-)
+from tickwork._durable.decide import first_run
+from tickwork._durable.engine import _RETRY_MIN, OUTPUT_LIMIT, RunTable, _current, _outputs
 from tickwork._durable.engine import DEFAULT_NOTIFIED_POLL as DEFAULT_NOTIFIED_POLL
 from tickwork._durable.engine import DEFAULT_POLL as DEFAULT_POLL
 from tickwork._durable.engine import DurableErrorHook as DurableErrorHook
 from tickwork._durable.engine import current_async_claim as current_async_claim
+from tickwork._durable.events import Events
 from tickwork._durable.recorder import Recorder
+from tickwork._durable.recovery import Recovery
+from tickwork._durable.runs import Awaiter, Functions, Running
 from tickwork._durable.storetime import StoreTime
 from tickwork.stores._errors import JobNotFoundError, JobSpecError
 from tickwork.stores._model import (
@@ -117,6 +112,39 @@ def _positive(name: str, value: object) -> float:
     return seconds(name, value, bound="> 0")
 
 
+def _check_count(name: str, value: object, minimum: int) -> None:
+    """``value`` is None or an int >= ``minimum`` (a bool is not a count)."""
+    if value is not None and (
+        isinstance(value, bool) or not isinstance(value, int) or value < minimum
+    ):
+        raise ValueError(f"{name} must be an int >= {minimum} or None, got {value!r}")
+
+
+def _prefixes(allowed_modules: Iterable[str] | None) -> tuple[str, ...]:
+    """The checked module prefixes of ``allowed_modules`` (none: ``()``)."""
+    if allowed_modules is None:
+        return ()
+    if isinstance(allowed_modules, str):
+        raise TypeError(
+            f"allowed_modules must be a list of module prefixes, got {allowed_modules!r}"
+        )
+    prefixes = tuple(allowed_modules)
+    for p in prefixes:
+        if not isinstance(p, str) or not p or p != p.strip() or ":" in p:
+            raise ValueError(
+                f"allowed_modules entries must be module names like 'myapp.jobs' or '*', got {p!r}"
+            )
+    return prefixes
+
+
+def _pool(executor: Executor | None, max_workers: int | None) -> tuple[Executor, int]:
+    """Where runs go, and how many may be there at once (the workers)."""
+    if executor is None:
+        pool = ThreadPoolExecutor(max_workers, thread_name_prefix="tickwork-durable")
+        return pool, pool._max_workers
+    return executor, max_workers or min(32, (os.cpu_count() or 1) + 4)
+
+
 @dataclass(frozen=True, slots=True)
 class Health:
     """What `DurableScheduler.health` reports."""
@@ -137,7 +165,7 @@ class Health:
     """Seconds since the timing loop last looked at the store (``None``: never)."""
 
 
-class DurableScheduler(_Claiming):
+class DurableScheduler:
     """Durable jobs: declared by id, kept in a `Store`, run by a thread on a pool.
 
     Jobs are `JobSpec` values naming their function by import path with JSON
@@ -230,46 +258,23 @@ class DurableScheduler(_Claiming):
             raise TypeError(
                 f"executor must be a concurrent.futures.Executor or None, got {executor!r}"
             )
-        if max_workers is not None and (
-            isinstance(max_workers, bool) or not isinstance(max_workers, int) or max_workers < 1
-        ):
-            raise ValueError(f"max_workers must be an int >= 1 or None, got {max_workers!r}")
+        _check_count("max_workers", max_workers, 1)
         if wall_clock is not None and not callable(wall_clock):
             raise TypeError(f"wall_clock must be callable or None, got {wall_clock!r}")
         if monotonic_clock is None:
             monotonic_clock = _real_time if hasattr(time, "CLOCK_BOOTTIME") else time.monotonic
         elif not callable(monotonic_clock):
             raise TypeError(f"monotonic_clock must be callable or None, got {monotonic_clock!r}")
-        if max_errors is not None and (
-            isinstance(max_errors, bool) or not isinstance(max_errors, int) or max_errors < 0
-        ):
-            raise ValueError(f"max_errors must be an int >= 0 or None, got {max_errors!r}")
+        _check_count("max_errors", max_errors, 0)
         if on_error is not None and not callable(on_error):
             raise TypeError(f"on_error must be callable or None, got {on_error!r}")
-        prefixes: tuple[str, ...] = ()
-        if allowed_modules is not None:
-            if isinstance(allowed_modules, str):
-                raise TypeError(
-                    f"allowed_modules must be a list of module prefixes, got {allowed_modules!r}"
-                )
-            prefixes = tuple(allowed_modules)
-            for p in prefixes:
-                if not isinstance(p, str) or not p or p != p.strip() or ":" in p:
-                    raise ValueError(
-                        "allowed_modules entries must be module names like 'myapp.jobs'"
-                        f" or '*', got {p!r}"
-                    )
+        prefixes = _prefixes(allowed_modules)
         self._store = store
         self._owner = owner
-        # Starts and finishes of concurrent workers share transactions where the store
-        # can batch them (both shipped stores can).
-        # Checked once: an isinstance against a runtime protocol costs microseconds,
-        # too much for every step of the timing loop.
-        self._batch: BatchRecorder | None = store if isinstance(store, BatchRecorder) else None
-        self._ledger: SlotLedger | None = store if isinstance(store, SlotLedger) else None
-        self._pruned = -math.inf  # wall time of the last ledger pruning
-        self._recorder = Recorder(self._batch) if self._batch is not None else None
         self._lease = _positive("lease", lease)
+        # What the store can do is checked once, here: an isinstance against a runtime
+        # protocol costs microseconds, too much for every step of the timing loop.
+        self._ledger = store if isinstance(store, SlotLedger) else None
         self._notifier = store if isinstance(store, ChangeNotifier) else None
         self._control = store if isinstance(store, RuntimeControl) else None
         if poll is None:
@@ -284,48 +289,57 @@ class DurableScheduler(_Claiming):
             else:
                 wall_clock = time.time
         self._wall: Callable[[], float] = wall_clock
-        self._offset: float | None = None  # wall - monotonic at the last step
-        self._vanished: tuple[float, float] | None = None  # the last big forward step
-        self._on_error = on_error
-        self._prefixes = prefixes
-        self._declared: set[str] = set()  # func paths this process declared
-        self._funcs: dict[str, Callable[..., object]] = {}
         self._own_executor = executor is None
-        if executor is None:
-            pool = ThreadPoolExecutor(max_workers, thread_name_prefix="tickwork-durable")
-            self._capacity = pool._max_workers
-            executor = pool
-        else:
-            self._capacity = max_workers or min(32, (os.cpu_count() or 1) + 4)
-        self._executor: Executor = executor
-        self._lock = threading.RLock()
-        self._cond = threading.Condition(self._lock)  # the timing thread waits here
-        self._idle = threading.Condition(self._lock)  # stop() waits here
-        self._runs: dict[str, _Run] = {}  # token -> claimed slot held here
-        self._in_job = 0  # runs whose job function is being called
-        self._ending = 0  # runs done on their worker whose finish is not yet committed
-        self._wake = False
+        self._executor, capacity = _pool(executor, max_workers)
+        self._build(capacity, max_errors, on_error, prefixes)
         self._thread: threading.Thread | None = None
         self._listener: threading.Thread | None = None
-        self._halt = threading.Event()  # set by stop(): cuts the listener's back-off
-        self._stopping = False
-        self._failures = 0  # store steps failed in a row (timing thread only)
-        self._store_errors = 0  # store steps failed since construction (for health())
-        self._lost_claims = 0  # claims lost to recovery elsewhere (for health())
-        self._last_error: str | None = None  # the last failed store step's error
         self._looked: float | None = None  # monotonic time the last look ended
-        self._held = 0  # looks in a row that found work due and claimed none (same)
-        self._errors: deque[str] = deque(maxlen=max_errors)
-        self._listeners: list[Listener] = []
-        self._local = threading.local()  # .depth: jobs this thread is inside
-        self._last_recover = -math.inf
         # A test's FakeClock wakes the timing thread when it is moved (tickwork.testing).
         watch_clock(self._wall, self._poke)
         watch_clock(monotonic_clock, self._poke)
-        # Set by `AsyncDurableScheduler`: runs an awaitable a job returned to completion
-        # (on the application's event loop) from the worker thread, raising what it
-        # raised. None: a job returning an awaitable has failed (nothing would await it).
-        self._awaiter: Callable[[Awaitable[object], Claim], object] | None = None
+
+    def _build(
+        self,
+        capacity: int,
+        max_errors: int | None,
+        on_error: DurableErrorHook | None,
+        prefixes: tuple[str, ...],
+    ) -> None:
+        """Build the engine's parts and wire them together (see ``engine``)."""
+        store, owner, lease, wall = self._store, self._owner, self._lease, self._wall
+        self._table = RunTable(capacity)
+        self._halt = threading.Event()  # set by stop(): cuts the listener's back-off
+        self._events = Events(max_errors, on_error)
+        self._functions = Functions(prefixes)
+        self._recovery = Recovery(
+            store, self._table, owner=owner, lease=lease, poll=self._poll, mono=self._mono
+        )
+        # Starts and finishes of concurrent workers share transactions where the store
+        # can batch them (both shipped stores can).
+        batch = store if isinstance(store, BatchRecorder) else None
+        self._running = Running(
+            store,
+            self._table,
+            self._events,
+            self._functions,
+            wall=wall,
+            recorder=None if batch is None else Recorder(batch),
+            halt=self._halt,
+        )
+        self._claiming = Claiming(
+            store,
+            self._table,
+            self._recovery,
+            self._running,
+            self._events,
+            claimer_for(store, owner=owner, lease=lease, imported=self._functions.imported),
+            executor=self._executor,
+            lease=lease,
+            poll=self._poll,
+            wall=wall,
+            store_time=self._store_time,
+        )
 
     def __repr__(self) -> str:
         return f"DurableScheduler({self._store!r}, owner={self._owner!r})"
@@ -614,20 +628,21 @@ class DurableScheduler(_Claiming):
         looked = self._looked
         age = None if looked is None else max(0.0, self._mono() - looked)
         reason: str | None = None
-        if thread is None or self._stopping:
+        failures = self._recovery.failures
+        if thread is None or self._table.stopping:
             reason = "not started" if thread is None else "stopping"
         elif not thread.is_alive():
             reason = "the timing thread died (see the log); no run starts"
-        elif self._failures:
-            reason = f"the store failed {self._failures} time(s) in a row: {self._last_error}"
+        elif failures:
+            reason = f"the store failed {failures} time(s) in a row: {self._recovery.last_error}"
         elif age is not None and age > 2 * self._poll + 5.0:
             reason = f"the timing loop has not looked at the store for {age:.0f} s"
         return Health(
             ok=reason is None,
             reason=reason,
-            store_failures=self._failures,
-            store_errors=self._store_errors,
-            lost_claims=self._lost_claims,
+            store_failures=failures,
+            store_errors=self._recovery.store_errors,
+            lost_claims=self._table.lost_claims,
             last_look_age=age,
         )
 
@@ -704,7 +719,7 @@ class DurableScheduler(_Claiming):
         if not isinstance(spec, JobSpec):
             raise TypeError(f"spec must be a tickwork.stores.JobSpec, got {spec!r}")
         fn = resolve_func(spec.func)  # raises JobSpecError naming the path and why
-        if self._awaiter is None and _is_coroutine_function(fn):
+        if self._running.awaiter is None and _is_coroutine_function(fn):
             raise TypeError(
                 "func must name a plain function, not a coroutine function (async def):"
                 " DurableScheduler calls jobs without awaiting them; use"
@@ -736,14 +751,15 @@ class DurableScheduler(_Claiming):
         return spec, first
 
     def _allow(self, func: str) -> None:
-        with self._lock:
-            self._declared.add(func)
+        self._functions.allow(func)
 
     def _poke(self) -> None:
         """Make the timing thread look at the store again now."""
-        with self._lock:
-            self._wake = True
-            self._cond.notify()
+        self._table.poke()
+
+    def _await_with(self, awaiter: Awaiter) -> None:
+        """Await what coroutine jobs return with ``awaiter`` (`AsyncDurableScheduler`)."""
+        self._running.awaiter = awaiter
 
     def step(self) -> float:
         """Look at the store once now, in the calling thread; return seconds to the next look.
@@ -765,8 +781,8 @@ class DurableScheduler(_Claiming):
             RuntimeError: Already started, or stopped (a scheduler does not restart).
 
         """
-        with self._lock:
-            if self._stopping:
+        with self._table.lock:
+            if self._table.stopping:
                 raise RuntimeError("start() on a stopped DurableScheduler (it does not restart)")
             if self._thread is not None:
                 raise RuntimeError("start() on a DurableScheduler that is already running")
@@ -813,9 +829,10 @@ class DurableScheduler(_Claiming):
         ):
             raise ValueError(f"timeout must be None or a finite number >= 0, got {timeout!r}")
         give_up = None if timeout is None else time.monotonic() + timeout
-        with self._lock:
-            self._stopping = True
-            self._cond.notify_all()
+        table = self._table
+        with table.lock:
+            table.stopping = True
+            table.cond.notify_all()
             thread, listener = self._thread, self._listener
         self._halt.set()
         if listener is not None and self._notifier is not None:
@@ -826,13 +843,13 @@ class DurableScheduler(_Claiming):
         for t in (thread, listener):
             if t is not None and t is not threading.current_thread():
                 t.join(None if give_up is None else max(0.0, give_up - time.monotonic()))
-        own = getattr(self._local, "depth", 0)
-        with self._lock:
+        own = self._running.depth()
+        with table.lock:
             if wait:
                 left = None if give_up is None else max(0.0, give_up - time.monotonic())
-                finished = self._idle.wait_for(lambda: len(self._runs) <= own, left)
+                finished = table.idle.wait_for(lambda: len(table.runs) <= own, left)
             else:
-                finished = self._in_job <= own
+                finished = table.in_job <= own
         if self._own_executor:
             self._executor.shutdown(wait=False)
         return finished
@@ -856,14 +873,13 @@ class DurableScheduler(_Claiming):
     @property
     def errors(self) -> list[str]:
         """``"job <id>: <error>"`` for each failed run of this scheduler, oldest first."""
-        with self._lock:
-            return list(self._errors)
+        return self._events.errors()
 
     def running(self) -> dict[str, int]:
         """Job id -> how many of its runs this scheduler holds (claimed or running)."""
-        with self._lock:
+        with self._table.lock:
             out: dict[str, int] = {}
-            for run in self._runs.values():
+            for run in self._table.runs.values():
                 out[run.claim.job_id] = out.get(run.claim.job_id, 0) + 1
             return out
 
@@ -876,66 +892,54 @@ class DurableScheduler(_Claiming):
         """
         if not callable(listener):
             raise TypeError(f"listener must be callable, got {listener!r}")
-        with self._lock:
-            self._listeners = [*self._listeners, listener]
+        self._events.add(listener)
 
     def remove_listener(self, listener: Listener) -> None:
         """Stop delivering events to ``listener``; unknown listeners are ignored."""
-        with self._lock:
-            if listener in self._listeners:
-                listeners = list(self._listeners)
-                listeners.remove(listener)
-                self._listeners = listeners
+        self._events.remove(listener)
 
     # -- the timing thread -----------------------------------------------------------
 
     def _loop(self) -> None:
+        table = self._table
         try:
             while True:
                 timeout = self._step()
-                with self._cond:
-                    if self._stopping:
+                with table.cond:
+                    if table.stopping:
                         return
-                    if self._failures:
+                    if self._recovery.failures:
                         # Back off: wake-ups do not shorten the wait, only stop() does.
                         until = time.monotonic() + timeout
-                        while not self._stopping and (left := until - time.monotonic()) > 0:
+                        while not table.stopping and (left := until - time.monotonic()) > 0:
                             self._wait(left)
-                    elif self._wake:
-                        self._wake = False
+                    elif table.wake:
+                        table.wake = False
                         continue
                     elif timeout > 0.0:
                         self._wait(timeout)
-                    self._wake = False
+                    table.wake = False
         except BaseException:
             _log.critical("tickwork durable timing thread died; no more runs start", exc_info=True)
             raise
 
     def _wait(self, timeout: float) -> None:
         """Wait for a notify or ``timeout`` seconds with the lock held (tests replace it)."""
-        self._cond.wait(min(timeout, threading.TIMEOUT_MAX))
+        self._table.cond.wait(min(timeout, threading.TIMEOUT_MAX))
 
     def _step(self) -> float:
         """One look at the store: renew, claim, dispatch; return seconds to sleep."""
-        with self._lock:
-            if self._stopping:
+        with self._table.lock:
+            if self._table.stopping:
                 return 0.0
         try:
-            timeout = self._step_store()
+            timeout = self._claiming.step()
         except Exception as exc:
             # A busy or unreachable database: try again later, keep the thread alive.
-            self._store_errors += 1
-            self._last_error = f"{type(exc).__name__}: {exc}"
             self._looked = self._mono()
-            return self._store_failed(exc)
+            return self._recovery.store_failed(exc)
         self._looked = self._mono()
-        if self._failures:
-            _log.warning(
-                "durable scheduler %r: the store works again after %d failed attempt(s)",
-                self._owner,
-                self._failures,
-            )
-            self._failures = 0
+        self._recovery.store_works()
         return timeout
 
     def _listen(self, notifier: ChangeNotifier) -> None:
@@ -970,5 +974,3 @@ class DurableScheduler(_Claiming):
             failures = 0
             if changed and not self._halt.is_set():
                 self._poke()
-
-    # -- the worker's part -------------------------------------------------------------
