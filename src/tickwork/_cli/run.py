@@ -28,9 +28,9 @@ from tickwork._core.errors import ConfigError
 from tickwork._core.schedules import parse_duration
 from tickwork._core.text import iso, schedule_words
 from tickwork._core.text import local_and_utc as _when
-from tickwork._daemon.config import Config, load_config
-from tickwork.stores._model import Claim
-from tickwork.stores._protocol import SessionLiveness, StoreClock
+from tickwork._daemon.config import Config, JobConfig, load_config
+from tickwork.stores._model import Claim, JobState
+from tickwork.stores._protocol import SessionLiveness, Store, StoreClock
 
 if TYPE_CHECKING:
     from tickwork._daemon.daemon import DaemonConfig
@@ -87,6 +87,32 @@ def add_parsers(subparsers: Any) -> None:
     Args:
         subparsers: The object returned by ``ArgumentParser.add_subparsers()``.
     """
+    _add_run_parser(subparsers)
+
+    j: argparse.ArgumentParser = subparsers.add_parser(
+        "jobs",
+        help="show each job's next run, last run and outcome from the state",
+        description="Show what the state of `tickwork run` says about each job: its "
+        "schedule, next run (local time and UTC), last run and outcome. Give the jobs "
+        "file (to find its default state and list jobs not run yet), --state or "
+        "--database, or both.",
+    )
+    j.add_argument("file", nargs="?", help="the jobs file (optional with --state/--database)")
+    _add_store_options(j)
+    j.add_argument("--json", action="store_true", help="one JSON array, for machines")
+    j.set_defaults(func=run_jobs)
+
+    from tickwork._cli.history import add_parser as add_history
+
+    add_history(subparsers, _add_store_options)
+
+    from tickwork._cli.control import add_parsers as add_control
+
+    add_control(subparsers, _add_store_options)
+
+
+def _add_run_parser(subparsers: Any) -> None:
+    """The ``run`` sub-command: the jobs file, the state, and how the daemon runs."""
     p: argparse.ArgumentParser = subparsers.add_parser(
         "run",
         help="run the jobs of a TOML file until SIGTERM/SIGINT (a cron replacement)",
@@ -118,6 +144,13 @@ def add_parsers(subparsers: Any) -> None:
         metavar="DURATION",
         help="stop by itself after this long, as on SIGTERM (e.g. 20s)",
     )
+    _add_serving_options(p)
+    _add_tuning_options(p)
+    p.set_defaults(func=run)
+
+
+def _add_serving_options(p: argparse.ArgumentParser) -> None:
+    """``run``'s HTTP endpoint: metrics, liveness, the token that guards them."""
     p.add_argument(
         "--http",
         metavar="HOST:PORT",
@@ -131,6 +164,10 @@ def add_parsers(subparsers: Any) -> None:
         help="require 'Authorization: Bearer TOKEN' on every path but /healthz "
         "(default: $TICKWORK_HTTP_TOKEN)",
     )
+
+
+def _add_tuning_options(p: argparse.ArgumentParser) -> None:
+    """``run``'s timing: file watching, leases, polling, and how many runs at once."""
     p.add_argument(
         "--watch",
         action="store_true",
@@ -160,28 +197,6 @@ def add_parsers(subparsers: Any) -> None:
         metavar="N",
         help="most runs at once (default: 32)",
     )
-    p.set_defaults(func=run)
-
-    j: argparse.ArgumentParser = subparsers.add_parser(
-        "jobs",
-        help="show each job's next run, last run and outcome from the state",
-        description="Show what the state of `tickwork run` says about each job: its "
-        "schedule, next run (local time and UTC), last run and outcome. Give the jobs "
-        "file (to find its default state and list jobs not run yet), --state or "
-        "--database, or both.",
-    )
-    j.add_argument("file", nargs="?", help="the jobs file (optional with --state/--database)")
-    _add_store_options(j)
-    j.add_argument("--json", action="store_true", help="one JSON array, for machines")
-    j.set_defaults(func=run_jobs)
-
-    from tickwork._cli.history import add_parser as add_history
-
-    add_history(subparsers, _add_store_options)
-
-    from tickwork._cli.control import add_parsers as add_control
-
-    add_control(subparsers, _add_store_options)
 
 
 def daemon_config(args: argparse.Namespace) -> DaemonConfig:
@@ -279,9 +294,6 @@ def run_jobs(
     args: argparse.Namespace, *, out: TextIO | None = None, err: TextIO | None = None
 ) -> int:
     """Run ``tickwork jobs`` for parsed arguments; return the exit status."""
-    from tickwork._daemon.declare import default_namespace, owned, owner_label
-    from tickwork._daemon.status_page import failure_summary
-
     out = sys.stdout if out is None else out
     err = sys.stderr if err is None else err
     if args.file is None and args.state is None and args.database is None:
@@ -299,95 +311,14 @@ def run_jobs(
     if isinstance(store, int):
         return store
     try:
-        states = store.jobs()
-        # Owners whose database sessions are all gone (PostgreSQL): lost at once, not
-        # only when their lease runs out. None: the store cannot tell.
-        live: set[str] | None = None
-        if isinstance(store, SessionLiveness):
-            live = store.live_owners(c.owner for s in states for c in s.claims if c.owner)
-        # Leases are judged by the store's clock where it has one, as the daemons do.
-        now = store.read_clock(time.time)[0] if isinstance(store, StoreClock) else time.time()
-        namespace = args.namespace or (default_namespace(args.file) if args.file else None)
-        if namespace is not None:
-            states = [s for s in states if owned(s, namespace)]
-        summaries = {s.id: failure_summary(store, s.id) for s in states}
+        states, live, now, summaries = _read_jobs(store, args)
     finally:
         store.close()
-    rows: list[dict[str, Any]] = []
-    seen: set[str] = set()
     host = socket.gethostname()
-    for s in states:
-        name = s.spec.kwargs.get("job", s.id) if s.spec.kwargs else s.id
-        seen.add(str(name))
-        last = s.last_run
-        running: list[dict[str, Any]] = []
-        lost: list[dict[str, Any]] = []
-        waiting: dict[str, int] = {}
-        for c in s.claims:
-            if not c.owner:  # waiting: a recovered slot or an operator's run, not taken yet
-                if c.origin != "schedule":
-                    waiting[c.origin] = waiting.get(c.origin, 0) + 1
-                continue
-            why = _lost_because(c, now, host, live)
-            entry = {
-                "owner": owner_label(c.owner),
-                "scheduled": _iso(c.scheduled),
-                "started": _iso(c.started),
-                "lease_until": _iso(c.lease_until),
-            }
-            if why is None:
-                running.append(entry)
-            else:
-                since = c.lease_until if c.lease_until <= now else None
-                lost.append(entry | {"since": _iso(since), "why": why})
-        rows.append(
-            {
-                "job": name,
-                "id": s.id,
-                "schedule": _schedule_text(s.spec.schedule),
-                "paused": s.paused,
-                "pause": None if s.pause is None else s.pause.to_dict(),
-                "waiting": waiting,
-                "running": len(running),
-                "lost": lost,
-                "next_run": _iso(s.next_run),
-                "last_scheduled": _iso(last.scheduled) if last else None,
-                "last_started": _iso(last.started) if last else None,
-                "last_ended": _iso(last.ended) if last else None,
-                "outcome": last.outcome if last else None,
-                "error": last.error if last else None,
-                **summaries[s.id],
-                "_next": s.next_run,
-                "_last": last,
-                "_running": running,
-            }
-        )
+    rows = [_state_row(s, now, host, live, summaries[s.id]) for s in states]
     if config is not None:
-        for job in config.jobs:
-            if job.name not in seen:
-                rows.append(
-                    {
-                        "job": job.name,
-                        "id": None,
-                        "schedule": None,
-                        "paused": not job.enabled,
-                        "pause": None,
-                        "waiting": {},
-                        "running": 0,
-                        "lost": [],
-                        "next_run": None,
-                        "last_scheduled": None,
-                        "last_started": None,
-                        "last_ended": None,
-                        "outcome": "not in the state yet",
-                        "error": None,
-                        "last_success": None,
-                        "consecutive_failures": None,
-                        "_next": None,
-                        "_last": None,
-                        "_running": [],
-                    }
-                )
+        seen = {str(row["job"]) for row in rows}
+        rows += [_undeclared_row(job) for job in config.jobs if job.name not in seen]
     if args.json:
         json.dump(
             [{k: v for k, v in row.items() if not k.startswith("_")} for row in rows],
@@ -402,6 +333,107 @@ def run_jobs(
     for row in rows:
         _print_row(row, out)
     return 0
+
+
+def _read_jobs(
+    store: Store, args: argparse.Namespace
+) -> tuple[list[JobState], set[str] | None, float, dict[str, dict[str, Any]]]:
+    """What ``tickwork jobs`` reads from the open store (the caller closes it).
+
+    The jobs of the namespace, the owners with a live session (None: the store cannot
+    tell), now by the store's clock, and each job's failure summary.
+    """
+    from tickwork._daemon.declare import default_namespace, owned
+    from tickwork._daemon.status_page import failure_summary
+
+    states = store.jobs()
+    # Owners whose database sessions are all gone (PostgreSQL): lost at once, not
+    # only when their lease runs out. None: the store cannot tell.
+    live: set[str] | None = None
+    if isinstance(store, SessionLiveness):
+        live = store.live_owners(c.owner for s in states for c in s.claims if c.owner)
+    # Leases are judged by the store's clock where it has one, as the daemons do.
+    now = store.read_clock(time.time)[0] if isinstance(store, StoreClock) else time.time()
+    namespace = args.namespace or (default_namespace(args.file) if args.file else None)
+    if namespace is not None:
+        states = [s for s in states if owned(s, namespace)]
+    summaries = {s.id: failure_summary(store, s.id) for s in states}
+    return states, live, now, summaries
+
+
+def _state_row(
+    s: JobState, now: float, host: str, live: set[str] | None, summary: dict[str, Any]
+) -> dict[str, Any]:
+    """One job's row as the state has it (keys starting with ``_``: for text only)."""
+    from tickwork._daemon.declare import owner_label
+
+    name = s.spec.kwargs.get("job", s.id) if s.spec.kwargs else s.id
+    last = s.last_run
+    running: list[dict[str, Any]] = []
+    lost: list[dict[str, Any]] = []
+    waiting: dict[str, int] = {}
+    for c in s.claims:
+        if not c.owner:  # waiting: a recovered slot or an operator's run, not taken yet
+            if c.origin != "schedule":
+                waiting[c.origin] = waiting.get(c.origin, 0) + 1
+            continue
+        why = _lost_because(c, now, host, live)
+        entry = {
+            "owner": owner_label(c.owner),
+            "scheduled": _iso(c.scheduled),
+            "started": _iso(c.started),
+            "lease_until": _iso(c.lease_until),
+        }
+        if why is None:
+            running.append(entry)
+        else:
+            since = c.lease_until if c.lease_until <= now else None
+            lost.append(entry | {"since": _iso(since), "why": why})
+    return {
+        "job": name,
+        "id": s.id,
+        "schedule": _schedule_text(s.spec.schedule),
+        "paused": s.paused,
+        "pause": None if s.pause is None else s.pause.to_dict(),
+        "waiting": waiting,
+        "running": len(running),
+        "lost": lost,
+        "next_run": _iso(s.next_run),
+        "last_scheduled": _iso(last.scheduled) if last else None,
+        "last_started": _iso(last.started) if last else None,
+        "last_ended": _iso(last.ended) if last else None,
+        "outcome": last.outcome if last else None,
+        "error": last.error if last else None,
+        **summary,
+        "_next": s.next_run,
+        "_last": last,
+        "_running": running,
+    }
+
+
+def _undeclared_row(job: JobConfig) -> dict[str, Any]:
+    """The row of a job the file declares that the state does not hold yet."""
+    return {
+        "job": job.name,
+        "id": None,
+        "schedule": None,
+        "paused": not job.enabled,
+        "pause": None,
+        "waiting": {},
+        "running": 0,
+        "lost": [],
+        "next_run": None,
+        "last_scheduled": None,
+        "last_started": None,
+        "last_ended": None,
+        "outcome": "not in the state yet",
+        "error": None,
+        "last_success": None,
+        "consecutive_failures": None,
+        "_next": None,
+        "_last": None,
+        "_running": [],
+    }
 
 
 def _print_row(row: dict[str, Any], out: TextIO) -> None:

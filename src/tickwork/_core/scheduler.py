@@ -558,18 +558,9 @@ class Scheduler:
         if args or kwargs or name is not None:  # off the hot path: plain calls skip it
             return self._schedule_shown(seconds, fn, interval, fixed_delay, args, kwargs, name)
         every: float | None = None
-        if interval is not None:
-            if type(interval) is float and 0.0 < interval < math.inf:
-                every = interval
-            else:
-                every = seconds_arg("interval", interval, positive=True)
-        rec: float | _Plan | None = every
-        if fixed_delay is not False:
-            if fixed_delay is not True:
-                raise TypeError(f"fixed_delay must be a bool, got {fixed_delay!r}")
-            if every is None:
-                raise ValueError("fixed_delay=True needs an interval, got interval=None")
-            rec = _DelayPlan(seconds, every, 0.0, self._rng)
+        rec: float | _Plan | None = None
+        if interval is not None or fixed_delay is not False:  # one-shot timers skip it
+            every, rec = self._recurrence(seconds, interval, fixed_delay)
         now = self._clock()
         if type(now) is float and now >= self._last_now:
             self._last_now = now
@@ -590,6 +581,29 @@ class Scheduler:
         else:
             heappush(self._heap, entry)
         return task_id
+
+    def _recurrence(
+        self, seconds: float, interval: float | None, fixed_delay: bool
+    ) -> tuple[float | None, float | _Plan | None]:
+        """`schedule`'s checked ``interval``, and the recurrence its entry holds.
+
+        The recurrence is the interval itself (fixed rate) or, with ``fixed_delay``, a
+        plan that measures it from the end of each run.
+        """
+        every: float | None = None
+        if interval is not None:
+            if type(interval) is float and 0.0 < interval < math.inf:
+                every = interval
+            else:
+                every = seconds_arg("interval", interval, positive=True)
+        rec: float | _Plan | None = every
+        if fixed_delay is not False:
+            if fixed_delay is not True:
+                raise TypeError(f"fixed_delay must be a bool, got {fixed_delay!r}")
+            if every is None:
+                raise ValueError("fixed_delay=True needs an interval, got interval=None")
+            rec = _DelayPlan(seconds, every, 0.0, self._rng)
+        return every, rec
 
     def _schedule_shown(
         self,

@@ -491,82 +491,88 @@ class _Checker:
                 else "missing: set command (a program to run) or call (a Python callable)",
             )
             return None
-        ok = True
-        if has_command:
-            shell = table.get("shell", False)
-            if not isinstance(shell, bool):
-                self.add(
-                    where, (*at, "shell"), "shell", f"must be true or false, got {_show(shell)}"
-                )
-                return None
-            command = table["command"]
-            if shell:
-                if not isinstance(command, str) or not command.strip():
-                    self.add(
-                        where,
-                        (*at, "command"),
-                        "command",
-                        f"with shell = true, must be a non-empty string, got {_show(command)}",
-                    )
-                    ok = False
-            elif isinstance(command, str):
-                self.add(
-                    where,
-                    (*at, "command"),
-                    "command",
-                    f"a string runs only with shell = true; give an argv array such as"
-                    f' ["sh", "-c", "..."] or set shell = true, got {command!r}',
-                )
-                ok = False
-            elif (
-                not isinstance(command, list)
-                or not command
-                or not all(isinstance(a, str) for a in command)
-                or not command[0]
-            ):
-                self.add(
-                    where,
-                    (*at, "command"),
-                    "command",
-                    f"must be a non-empty array of strings (argv), got {_show(command)}",
-                )
-                ok = False
-            for key in ("args", "kwargs"):
-                if key in table:
-                    self.add(where, (*at, key), key, "applies only to call jobs")
-                    ok = False
-        else:
-            call = table["call"]
-            if not isinstance(call, str) or not _IMPORT_PATH.fullmatch(call):
-                self.add(
-                    where,
-                    (*at, "call"),
-                    "call",
-                    f'must be an import path "package.module:function", got {_show(call)}',
-                )
-                ok = False
-            if "shell" in table:
-                self.add(where, (*at, "shell"), "shell", "applies only to command jobs")
-                ok = False
-            args = table.get("args", [])
-            if not isinstance(args, list) or not _json_value(args):
-                self.add(
-                    where,
-                    (*at, "args"),
-                    "args",
-                    f"must be an array of JSON-compatible values, got {_show(args)}",
-                )
-                ok = False
-            kwargs = table.get("kwargs", {})
-            if not isinstance(kwargs, dict) or not _json_value(kwargs):
-                self.add(
-                    where,
-                    (*at, "kwargs"),
-                    "kwargs",
-                    "must be a table of JSON-compatible values (no dates or times)",
-                )
-                ok = False
+        ok = self._command(where, at, table) if has_command else self._call(where, at, table)
         return ("command" if has_command else "call") if ok else None
+
+    def _command(self, where: str, at: _Path, table: dict[str, Any]) -> bool:
+        """Check a command job's command/shell (and that it has no args/kwargs)."""
+        ok = True
+        shell = table.get("shell", False)
+        if not isinstance(shell, bool):
+            self.add(where, (*at, "shell"), "shell", f"must be true or false, got {_show(shell)}")
+            return False
+        command = table["command"]
+        if shell:
+            if not isinstance(command, str) or not command.strip():
+                self.add(
+                    where,
+                    (*at, "command"),
+                    "command",
+                    f"with shell = true, must be a non-empty string, got {_show(command)}",
+                )
+                ok = False
+        elif isinstance(command, str):
+            self.add(
+                where,
+                (*at, "command"),
+                "command",
+                f"a string runs only with shell = true; give an argv array such as"
+                f' ["sh", "-c", "..."] or set shell = true, got {command!r}',
+            )
+            ok = False
+        elif (
+            not isinstance(command, list)
+            or not command
+            or not all(isinstance(a, str) for a in command)
+            or not command[0]
+        ):
+            self.add(
+                where,
+                (*at, "command"),
+                "command",
+                f"must be a non-empty array of strings (argv), got {_show(command)}",
+            )
+            ok = False
+        for key in ("args", "kwargs"):
+            if key in table:
+                self.add(where, (*at, key), key, "applies only to call jobs")
+                ok = False
+        return ok
+
+    def _call(self, where: str, at: _Path, table: dict[str, Any]) -> bool:
+        """Check a call job's call/args/kwargs (and that it has no shell)."""
+        ok = True
+        call = table["call"]
+        if not isinstance(call, str) or not _IMPORT_PATH.fullmatch(call):
+            self.add(
+                where,
+                (*at, "call"),
+                "call",
+                f'must be an import path "package.module:function", got {_show(call)}',
+            )
+            ok = False
+        if "shell" in table:
+            self.add(where, (*at, "shell"), "shell", "applies only to command jobs")
+            ok = False
+        args = table.get("args", [])
+        if not isinstance(args, list) or not _json_value(args):
+            self.add(
+                where,
+                (*at, "args"),
+                "args",
+                f"must be an array of JSON-compatible values, got {_show(args)}",
+            )
+            ok = False
+        kwargs = table.get("kwargs", {})
+        if not isinstance(kwargs, dict) or not _json_value(kwargs):
+            self.add(
+                where,
+                (*at, "kwargs"),
+                "kwargs",
+                "must be a table of JSON-compatible values (no dates or times)",
+            )
+            ok = False
+        return ok
 
     def schedule(
         self, where: str, at: _Path, table: dict[str, Any], defaults: dict[str, Any]
@@ -705,29 +711,7 @@ class _Checker:
                     self.add(where, (*at, key), key, f"applies only to command jobs ({why})")
             out.pop("timeout", None)
         if "env" in table:
-            env = table["env"]
-            if not isinstance(env, dict):
-                self.add(
-                    where, (*at, "env"), "env", f"must be a table of strings, got {_show(env)}"
-                )
-            else:
-                for name, value in env.items():
-                    if not name or "=" in name or "\0" in name:
-                        self.add(
-                            where,
-                            (*at, "env", name),
-                            f"env.{name}",
-                            f"is not a valid variable name: {name!r}",
-                        )
-                    elif not isinstance(value, str):
-                        self.add(
-                            where,
-                            (*at, "env", name),
-                            f"env.{name}",
-                            f'must be a string (quote it: "{value}"), got {_show(value)}',
-                        )
-                if kind is not None:
-                    out["env"] = env
+            self._env(where, at, table["env"], kind, out)
         if "cwd" in source:
             cwd = source["cwd"]
             if not isinstance(cwd, str) or not cwd:
@@ -741,6 +725,31 @@ class _Checker:
             out.pop("cwd", None)
             out.pop("kill_grace", None)
         return out
+
+    def _env(
+        self, where: str, at: _Path, env: object, kind: str | None, out: dict[str, Any]
+    ) -> None:
+        """Check an ``env`` table; for a job (``kind`` not None) it also goes into ``out``."""
+        if not isinstance(env, dict):
+            self.add(where, (*at, "env"), "env", f"must be a table of strings, got {_show(env)}")
+        else:
+            for name, value in env.items():
+                if not name or "=" in name or "\0" in name:
+                    self.add(
+                        where,
+                        (*at, "env", name),
+                        f"env.{name}",
+                        f"is not a valid variable name: {name!r}",
+                    )
+                elif not isinstance(value, str):
+                    self.add(
+                        where,
+                        (*at, "env", name),
+                        f"env.{name}",
+                        f'must be a string (quote it: "{value}"), got {_show(value)}',
+                    )
+            if kind is not None:
+                out["env"] = env
 
 
 def _zone_name(value: object) -> str:

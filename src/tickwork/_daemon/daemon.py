@@ -780,8 +780,6 @@ def run_daemon(config: DaemonConfig, *, err: TextIO | None = None) -> int:
     until SIGTERM/SIGINT or ``config.run_for`` (status 0). Call it from the main thread
     (it installs signal handlers).
     """
-    from tickwork._daemon.runlog import RunLog
-
     err = sys.stderr if err is None else err
     try:
         jobs = load_config(config.jobs_file)
@@ -797,19 +795,10 @@ def run_daemon(config: DaemonConfig, *, err: TextIO | None = None) -> int:
         return 2
     address: tuple[str, int] | None = None
     if config.http is not None:
-        from tickwork._daemon.http import parse_address
-
         try:
-            address = parse_address(config.http)
-            import prometheus_client  # noqa: F401  (needed for --http)
+            address = _http_address(config.http)
         except ValueError as exc:
             print(f"tickwork run: {exc}", file=err)
-            return 2
-        except ImportError:
-            print(
-                "tickwork run: --http needs prometheus_client: pip install 'tickwork[metrics]'",
-                file=err,
-            )
             return 2
     state, database = config.store_location()
     try:
@@ -820,21 +809,7 @@ def run_daemon(config: DaemonConfig, *, err: TextIO | None = None) -> int:
     shown = redact_dsn(database or "")
     undo = setup_logging(err, config.log_format)
     try:
-        daemon = Daemon(
-            config.jobs_file,
-            store,
-            namespace=namespace,
-            log=RunLog(err, format=config.log_format),
-            shutdown_grace=config.shutdown_grace,
-            lease=config.lease,
-            poll=config.poll,
-            workers=config.workers,
-            watch=config.watch,
-            state_key=make_state_key(
-                namespace,
-                str(Path(state).expanduser().resolve()) if state is not None else shown,
-            ),
-        )
+        daemon = _daemon_for(config, store, namespace, state, shown, err)
         try:
             daemon.check_store()
             result = daemon.apply(jobs)
@@ -867,6 +842,51 @@ def run_daemon(config: DaemonConfig, *, err: TextIO | None = None) -> int:
                 server.close()
     finally:
         undo()
+
+
+def _http_address(http: str) -> tuple[str, int]:
+    """``--http``'s address, once ``prometheus_client`` (which serves it) is found.
+
+    Raises:
+        ValueError: The address is not ``HOST:PORT``, or ``prometheus_client`` is missing.
+
+    """
+    from tickwork._daemon.http import parse_address
+
+    address = parse_address(http)
+    try:
+        import prometheus_client  # noqa: F401  (needed for --http)
+    except ImportError:
+        raise ValueError(
+            "--http needs prometheus_client: pip install 'tickwork[metrics]'"
+        ) from None
+    return address
+
+
+def _daemon_for(
+    config: DaemonConfig,
+    store: Store,
+    namespace: str,
+    state: str | None,
+    shown: str,
+    err: TextIO,
+) -> Daemon:
+    """The `Daemon` that ``config`` describes, on ``store`` (at ``state``, or ``shown``)."""
+    return Daemon(
+        config.jobs_file,
+        store,
+        namespace=namespace,
+        log=RunLog(err, format=config.log_format),
+        shutdown_grace=config.shutdown_grace,
+        lease=config.lease,
+        poll=config.poll,
+        workers=config.workers,
+        watch=config.watch,
+        state_key=make_state_key(
+            namespace,
+            str(Path(state).expanduser().resolve()) if state is not None else shown,
+        ),
+    )
 
 
 def _status_server(

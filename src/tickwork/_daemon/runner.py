@@ -312,10 +312,51 @@ def run_command(
     what = command if isinstance(command, str) else command[0]
     where = f" in {cwd!r}" if cwd else ""
     argv: list[str] = ["/bin/sh", "-c", command] if isinstance(command, str) else list(command)
-    status_r = -1
+    started = _start(argv, full_env, cwd, groups, kill_grace, job)
+    if isinstance(started, OSError):
+        return RunResult(
+            error=f"cannot start {what!r}{where}: {started.strerror or started}",
+            duration=time.monotonic() - start,
+        )
+    proc, status_r = started
+    tail = _Tail(tail_bytes)
+    timed_out, cancelled, report = _wait(proc, status_r, groups, tail, start, timeout, kill_grace)
+    if report.startswith("error "):  # the supervisor could not start the command
+        return RunResult(
+            error=f"cannot start {what!r}{where}: {report[6:]}",
+            duration=time.monotonic() - start,
+            output=tail.text(),
+            output_bytes=tail.total,
+        )
+    code = proc.returncode
+    return RunResult(
+        exit_code=code if code >= 0 else None,
+        signal=-code if code < 0 else None,
+        timed_out=timed_out,
+        cancelled=cancelled and not timed_out,
+        duration=time.monotonic() - start,
+        output=tail.text(),
+        output_bytes=tail.total,
+    )
+
+
+def _start(
+    argv: list[str],
+    env: dict[str, str],
+    cwd: str | None,
+    groups: ProcessGroups | None,
+    kill_grace: float,
+    job: str,
+) -> tuple[subprocess.Popen[bytes], int] | OSError:
+    """Start ``argv`` in a new session: ``(its process, the status pipe or -1)``.
+
+    With ``groups``, the supervisor starts it and reports on the status pipe. An
+    `OSError` is returned, not raised, when it cannot start.
+    """
+    status_r = status_w = -1
     if groups is not None and sys.executable:
         if groups.marker is not None:
-            full_env[MARKER_ENV] = f"{groups.marker}:{job}"
+            env[MARKER_ENV] = f"{groups.marker}:{job}"
         lifeline = groups.lifeline()
         status_r, status_w = os.pipe()
         popen_args: list[str] = [
@@ -335,7 +376,7 @@ def run_command(
     try:
         proc = subprocess.Popen(
             popen_args,
-            env=full_env,
+            env=env,
             cwd=cwd,
             stdin=subprocess.DEVNULL,
             stdout=subprocess.PIPE,
@@ -346,18 +387,31 @@ def run_command(
     except OSError as exc:
         if status_r >= 0:
             os.close(status_r)
-        return RunResult(
-            error=f"cannot start {what!r}{where}: {exc.strerror or exc}",
-            duration=time.monotonic() - start,
-        )
+        return exc
     finally:
         if status_r >= 0:
             os.close(status_w)
+    return proc, status_r
+
+
+def _wait(
+    proc: subprocess.Popen[bytes],
+    status_r: int,
+    groups: ProcessGroups | None,
+    tail: _Tail,
+    start: float,
+    timeout: float | None,
+    kill_grace: float,
+) -> tuple[bool, bool, str]:
+    """Supervise the started ``proc`` (cancellable through ``groups``) until it is over.
+
+    Returns:
+        ``(timed_out, cancelled, the supervisor's report on status_r)``.
+    """
     run = _Run()
     if groups is not None:
         groups._add(run)
     try:
-        tail = _Tail(tail_bytes)
         timed_out, cancelled = _supervise(proc, run, tail, start, timeout, kill_grace)
         proc.wait()
     finally:
@@ -367,23 +421,7 @@ def run_command(
         if proc.stdout is not None:
             proc.stdout.close()
         report = _read_status(status_r) if status_r >= 0 else ""
-    if report.startswith("error "):  # the supervisor could not start the command
-        return RunResult(
-            error=f"cannot start {what!r}{where}: {report[6:]}",
-            duration=time.monotonic() - start,
-            output=tail.text(),
-            output_bytes=tail.total,
-        )
-    code = proc.returncode
-    return RunResult(
-        exit_code=code if code >= 0 else None,
-        signal=-code if code < 0 else None,
-        timed_out=timed_out,
-        cancelled=cancelled and not timed_out,
-        duration=time.monotonic() - start,
-        output=tail.text(),
-        output_bytes=tail.total,
-    )
+    return timed_out, cancelled, report
 
 
 def _read_status(fd: int) -> str:
@@ -465,25 +503,39 @@ def _supervise(
                 if pidfd < 0 and not exited:
                     waits.append(_POLL)
                 wait = max(0.0, min(waits)) if waits else None
-                for key, _ in sel.select(wait):
-                    if key.data == "out":
-                        try:
-                            data = os.read(out, _READ_CHUNK)
-                        except BlockingIOError:
-                            continue
-                        if data:
-                            tail.feed(data)
-                        else:
-                            eof = True
-                            sel.unregister(out)
-                    elif key.data == "wake":
-                        os.read(run.wake_r, 64)
-                    else:
-                        sel.unregister(pidfd)
+                if _read_ready(sel, wait, out, run, tail, pidfd):
+                    eof = True
         finally:
             if pidfd >= 0:
                 os.close(pidfd)
     return timed_out, cancelled
+
+
+def _read_ready(
+    sel: selectors.BaseSelector, wait: float | None, out: int, run: _Run, tail: _Tail, pidfd: int
+) -> bool:
+    """Wait up to ``wait`` s and take what is ready; True if the output ended just now.
+
+    Output goes to ``tail``; a wake-up (a cancel) is consumed; the exit, seen on
+    ``pidfd``, is unregistered (`_supervise` reads it with `_has_exited`).
+    """
+    eof = False
+    for key, _ in sel.select(wait):
+        if key.data == "out":
+            try:
+                data = os.read(out, _READ_CHUNK)
+            except BlockingIOError:
+                continue
+            if data:
+                tail.feed(data)
+            else:
+                eof = True
+                sel.unregister(out)
+        elif key.data == "wake":
+            os.read(run.wake_r, 64)
+        else:
+            sel.unregister(pidfd)
+    return eof
 
 
 def resolve_callable(target: str) -> Callable[..., Any]:

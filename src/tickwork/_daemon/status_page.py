@@ -103,6 +103,54 @@ def _actions(actions: Sequence[tuple[str, ActionRecord]]) -> str:
     return '<h2>recent actions</h2>\n<ul class="actions">' + "".join(items) + "</ul>"
 
 
+def _row(job: JobView, now: float) -> str:
+    """One job's row of the table: name and pause, schedule, next run, last run, strip."""
+    s = job.state
+    last = job.entries[0] if job.entries else None
+    outcome = last.outcome if last else "-"
+    flags = _paused(s)
+    late = _seconds(last.lateness) if last is not None else "-"
+    error = ""
+    if last is not None and last.error:
+        error = f'<div class="error">{html.escape(last.error.strip().splitlines()[-1])}</div>'
+    return (
+        "<tr>"
+        f'<td class="job">{html.escape(job.name)}{flags}</td>'
+        f"<td>{html.escape(job.schedule)}</td>"
+        f'<td>{_time(s.next_run)}<div class="sub">{_next_note(s, now)}</div></td>'
+        f'<td><span class="outcome {html.escape(outcome)}">{html.escape(outcome)}</span>'
+        f"{error}</td>"
+        f"<td>{late}</td>"
+        f'<td class="strip">{_strip(job.entries)}</td>'
+        "</tr>"
+    )
+
+
+#: The page's style sheet (the page has no external files).
+_STYLE: Final = """\
+body { font: 14px/1.4 system-ui, sans-serif; margin: 24px; color: #1d232a; }
+h1 { font-size: 20px; margin: 0 0 4px; }
+.meta { color: #5b6570; margin-bottom: 16px; }
+table { border-collapse: collapse; width: 100%; }
+th, td { text-align: left; padding: 8px 10px; border-bottom: 1px solid #e3e7eb;
+  vertical-align: top; }
+th { font-weight: 600; color: #5b6570; }
+td.job { font-weight: 600; }
+.sub { color: #5b6570; font-size: 12px; }
+.error { color: #a12b2d; font-size: 12px; max-width: 28em; overflow-wrap: anywhere; }
+.outcome { font-weight: 600; }
+.outcome.ok { color: #2e9d4f; } .outcome.failed { color: #d1393b; }
+.slot { display: inline-block; width: 10px; height: 18px; margin-right: 2px;
+  border-radius: 2px; vertical-align: middle; }
+.legend { color: #5b6570; margin-top: 12px; font-size: 12px; }
+.none { color: #8a939c; }
+td.strip { white-space: nowrap; }
+h2 { font-size: 16px; margin: 20px 0 6px; }
+.note { color: #6b4e00; font-size: 12px; font-style: italic; }
+ul.actions { padding-left: 18px; color: #3a434c; }
+"""
+
+
 def render(
     title: str,
     jobs: Sequence[JobView],
@@ -123,27 +171,7 @@ def render(
         actions: Operators' recent actions, newest first, with their job's name.
 
     """
-    rows = []
-    for job in jobs:
-        s = job.state
-        last = job.entries[0] if job.entries else None
-        outcome = last.outcome if last else "-"
-        flags = _paused(s)
-        late = _seconds(last.lateness) if last is not None else "-"
-        error = ""
-        if last is not None and last.error:
-            error = f'<div class="error">{html.escape(last.error.strip().splitlines()[-1])}</div>'
-        rows.append(
-            "<tr>"
-            f'<td class="job">{html.escape(job.name)}{flags}</td>'
-            f"<td>{html.escape(job.schedule)}</td>"
-            f'<td>{_time(s.next_run)}<div class="sub">{_next_note(s, now)}</div></td>'
-            f'<td><span class="outcome {html.escape(outcome)}">{html.escape(outcome)}</span>'
-            f"{error}</td>"
-            f"<td>{late}</td>"
-            f'<td class="strip">{_strip(job.entries)}</td>'
-            "</tr>"
-        )
+    rows = [_row(job, now) for job in jobs]
     legend = "".join(
         f'<span class="slot" style="background:{c}"></span> {o} ' for o, c in _COLOURS.items()
     )
@@ -157,27 +185,7 @@ def render(
 <meta name="viewport" content="width=device-width, initial-scale=1">
 <title>tickwork: {html.escape(title)}</title>
 <style>
-body {{ font: 14px/1.4 system-ui, sans-serif; margin: 24px; color: #1d232a; }}
-h1 {{ font-size: 20px; margin: 0 0 4px; }}
-.meta {{ color: #5b6570; margin-bottom: 16px; }}
-table {{ border-collapse: collapse; width: 100%; }}
-th, td {{ text-align: left; padding: 8px 10px; border-bottom: 1px solid #e3e7eb;
-  vertical-align: top; }}
-th {{ font-weight: 600; color: #5b6570; }}
-td.job {{ font-weight: 600; }}
-.sub {{ color: #5b6570; font-size: 12px; }}
-.error {{ color: #a12b2d; font-size: 12px; max-width: 28em; overflow-wrap: anywhere; }}
-.outcome {{ font-weight: 600; }}
-.outcome.ok {{ color: #2e9d4f; }} .outcome.failed {{ color: #d1393b; }}
-.slot {{ display: inline-block; width: 10px; height: 18px; margin-right: 2px;
-  border-radius: 2px; vertical-align: middle; }}
-.legend {{ color: #5b6570; margin-top: 12px; font-size: 12px; }}
-.none {{ color: #8a939c; }}
-td.strip {{ white-space: nowrap; }}
-h2 {{ font-size: 16px; margin: 20px 0 6px; }}
-.note {{ color: #6b4e00; font-size: 12px; font-style: italic; }}
-ul.actions {{ padding-left: 18px; color: #3a434c; }}
-</style>
+{_STYLE}</style>
 </head>
 <body>
 <h1>tickwork: {html.escape(title)}</h1>

@@ -14,54 +14,51 @@ database module subclasses it with what differs:
   are gone) and ``_changed``, called inside every transaction that can make a run due
   sooner (PostgreSQL sends its ``NOTIFY`` there).
 
-Schema creation, migrations, connections and the optional capabilities that depend on
-the database (sessions, clocks, notifications) stay in the database modules.
+The store is composed of parts, each with its own state, which it holds and delegates
+to: the slot ledger (`LedgerQueries`: retention, writes, history, pruning), the
+operators' runtime control (`ControlActions`) and the recovery of claims
+(`ClaimRecovery`: gone owners, ended leases). Claims, starts and finishes, the hot
+path, stay here. Schema creation, migrations, connections and the optional capabilities
+that depend on the database (sessions, clocks, notifications) stay in the database
+modules.
 """
 
 from __future__ import annotations
 
-import bisect
 import json
 import logging
-import math
 import os
 import secrets
-import threading
 import time
 from abc import ABC, abstractmethod
-from collections.abc import Callable, Iterable, Mapping, Sequence
-from typing import Any, ClassVar, Final, Generic, Literal, Protocol, Self, TypeVar
+from collections.abc import Callable, Mapping, Sequence
+from typing import Any, ClassVar, Final, Generic, Literal, Self, TypeVar
 
-from tickwork._core.text import iso
-from tickwork.stores._errors import JobNotFoundError, JobPausedError, SchemaVersionError
+from tickwork.stores._errors import JobNotFoundError, SchemaVersionError
 
+from ._control import ControlActions
+from ._ledger import LedgerQueries, given_up_entry
 from ._model import (
     KEEP,
     SPEC_VERSION,
-    ActionKind,
     ActionRecord,
     AdvanceFn,
     Claim,
     Finish,
-    GivenUp,
     GiveUpFn,
     JobSpec,
     JobState,
     Keep,
     Outcome,
-    PauseNote,
     Recovered,
     SlotRecord,
     Start,
     StartNowFn,
     Upsert,
-    abandoned_error,
-    check_actor,
     check_claim,
     check_finish,
     check_job_id,
     check_limit,
-    check_note,
     check_optional_time,
     check_outcome,
     check_owner,
@@ -69,10 +66,11 @@ from ._model import (
     check_spec,
     check_start,
     check_time,
-    recovery_action,
     spec_to_json,
 )
+from ._recovery import LIVENESS_CHECK, ClaimRecovery
 from ._rows import RowReader
+from ._sqlbase import C, SQLCursor, SQLResult
 
 __all__ = [
     "CLAIM_COLUMNS",
@@ -128,19 +126,6 @@ LAST_RUN: Final = (
 #: Default retention of the slot ledger: entries kept per job, and their age in days.
 HISTORY_KEEP: Final = 1000
 HISTORY_DAYS: Final = 30.0
-#: Most jobs trimmed, and most entries deleted by age, per `SQLStore.prune_history`.
-_PRUNE_JOBS: Final = 64
-_PRUNE_ROWS: Final = 2000
-#: Two due times closer than this (seconds) are one slot: a grid computed from another
-#: anchor may differ in the last bits.
-_SAME_SLOT: Final = 0.001
-
-#: Who ends a pause whose ``until`` has come, in the actions it records.
-AUTO_ACTOR: Final = "tickwork"
-
-#: How often (seconds, at most) a store looks for listed owners that are gone (their
-#: process ended, or their database sessions), in the claim and recovery calls.
-LIVENESS_CHECK: Final = 0.25
 #: While other listed owners hold claims, `SQLStore.next_wakeup` is at most this far past
 #: the last look, so a dead owner's claims are recovered within about this long even on
 #: an idle node.
@@ -151,42 +136,16 @@ _log = logging.getLogger("tickwork.stores")
 T = TypeVar("T")
 
 
-def _near(times: Sequence[float], t: float) -> bool:
-    """Whether sorted ``times`` holds one within `_SAME_SLOT` of ``t``."""
-    i = bisect.bisect_left(times, t - _SAME_SLOT)
-    return i < len(times) and times[i] <= t + _SAME_SLOT
-
-
-class SQLResult(Protocol):
-    """What an executed statement offers: its rows and the count of rows it changed."""
-
-    @property
-    def rowcount(self) -> int:
-        """Rows changed by the statement."""
-        ...
-
-    def fetchone(self) -> Any:
-        """The next row, or ``None``."""
-        ...
-
-    def fetchall(self) -> list[Any]:
-        """The remaining rows."""
-        ...
-
-
-class SQLCursor(Protocol):
-    """A DB-API cursor (or `sqlite3.Connection`): what the shared logic executes on."""
-
-    def execute(self, query: str, params: Sequence[Any] = ..., /) -> SQLResult:
-        """Run one statement."""
-        ...
-
-    def executemany(self, query: str, params: Iterable[Sequence[Any]], /) -> object:
-        """Run one statement for each parameter row."""
-        ...
-
-
-C = TypeVar("C", bound=SQLCursor)
+def _check_claim_callables(
+    advance: AdvanceFn, start: StartNowFn | None, given_up: GiveUpFn | None
+) -> None:
+    """The callables `SQLStore.claim_due` is given are callable (or None where allowed)."""
+    if not callable(advance):
+        raise TypeError(f"advance must be callable as advance(state, now), got {advance!r}")
+    if start is not None and not callable(start):
+        raise TypeError(f"start must be callable as start(state) or None, got {start!r}")
+    if given_up is not None and not callable(given_up):
+        raise TypeError(f"given_up must be callable as given_up(state) or None, got {given_up!r}")
 
 
 class SQLStore(RowReader, ABC, Generic[C]):
@@ -195,6 +154,10 @@ class SQLStore(RowReader, ABC, Generic[C]):
     Subclasses set `_WORDS` (the dialect's words for the ``{name}`` fields of the
     statement templates, see `_q`) and `_PARAM` (the placeholder), implement `_run`
     and the hooks, and call `_init_core` from their constructor.
+
+    The store holds three parts and delegates to them: ``_ledger`` (`LedgerQueries`),
+    ``_control`` (`ControlActions`) and ``_recovery`` (`ClaimRecovery`); they run their
+    statements through the store's `_run` and `_q` (`SQLHost`).
     """
 
     #: The placeholder of the driver; templates are written with ``?``.
@@ -227,22 +190,13 @@ class SQLStore(RowReader, ABC, Generic[C]):
     def _init_core(
         self, history_keep: int | None = HISTORY_KEEP, history_days: float | None = HISTORY_DAYS
     ) -> None:
-        """The shared state: decoded specs, warnings given, liveness looks, retention."""
-        if history_keep is not None and (
-            isinstance(history_keep, bool) or not isinstance(history_keep, int) or history_keep < 0
-        ):
-            raise ValueError(f"history_keep must be an int >= 0 or None, got {history_keep!r}")
-        if history_days is not None:
-            history_days = check_positive("history_days", history_days)
-        self._history_keep = history_keep
-        self._history_days = history_days
-        self._written: set[str] = set()  # jobs with ledger entries since the last prune
-        self._written_lock = threading.Lock()  # batches may commit on their own threads
+        """The shared state: the parts, decoded specs, warnings given, our owner."""
+        self._ledger: LedgerQueries[C] = LedgerQueries(self, history_keep, history_days)
+        self._control: ControlActions[C] = ControlActions(self, self._ledger)
+        self._recovery: ClaimRecovery[C] = ClaimRecovery(self, self._ledger, self._LOST)
         self._warned: set[tuple[str, str]] = set()
         self._specs: dict[str, JobSpec] = {}
         self._owner: str | None = None  # tag_sessions: this store's owner
-        self._gone_checked = -math.inf  # monotonic time of the last look for gone owners
-        self._gone_now: float | None = None  # the caller's ``now`` at that look
 
     def __enter__(self) -> Self:
         return self
@@ -493,36 +447,7 @@ class SQLStore(RowReader, ABC, Generic[C]):
             ),
         )
 
-    # -- runtime control (tickwork.stores.RuntimeControl) -----------------------------
-
-    def _lock_job(self, cur: C, job_id: str) -> Sequence[Any]:
-        """``(paused, next_run, overlap, spec)`` of the job, row locked; or not found."""
-        row = cur.execute(
-            self._q("SELECT paused, next_run, overlap, spec FROM {jobs} WHERE id = ?{lock}"),
-            (job_id,),
-        ).fetchone()
-        if row is None:
-            raise JobNotFoundError(f"no job with id {job_id!r}")
-        return tuple(row)
-
-    def _act(
-        self,
-        cur: C,
-        job_id: str,
-        action: ActionKind,
-        by: str,
-        at: float,
-        note: str | None,
-        detail: str | None,
-    ) -> None:
-        """Record an operator's action, in the transaction that carries it out."""
-        cur.execute(
-            self._q(
-                "INSERT INTO {actions} (job_id, action, actor, at, note, detail)"
-                " VALUES (?, ?, ?, ?, ?, ?)"
-            ),
-            (job_id, action, by, at, note, detail),
-        )
+    # -- runtime control (tickwork.stores.RuntimeControl): the ``_control`` part -------
 
     def pause_job(
         self,
@@ -538,68 +463,14 @@ class SQLStore(RowReader, ABC, Generic[C]):
         See `tickwork.stores.RuntimeControl.pause_job`. Pausing a paused job replaces
         its note and end.
         """
-        job_id = check_job_id(job_id)
-        by, at, note = check_actor(by), check_time("at", at), check_note(note)
-        until = check_optional_time("until", until)
-        if until is not None and until <= at:
-            raise ValueError(f"until must be later than now ({iso(at)}), got {iso(until)}")
-        control = PauseNote(by, at, note, until).to_json()
-
-        def body(cur: C) -> None:
-            self._lock_job(cur, job_id)
-            cur.execute(
-                self._q(
-                    "UPDATE {jobs} SET paused = {true}, control = ?, paused_until = ? WHERE id = ?"
-                ),
-                (control, until, job_id),
-            )
-            detail = None if until is None else f"until {iso(until)}"
-            self._act(cur, job_id, "pause", by, at, note, detail)
-            self._changed(cur, job_id)
-
-        self._run(f"pause job {job_id!r}", body)
+        self._control.pause(job_id, by, at, note, until)
 
     def resume_job(self, job_id: str, *, by: str, at: float, note: str | None = None) -> bool:
         """Resume a paused job (recorded); False, and nothing recorded, if it was not paused.
 
         See `tickwork.stores.RuntimeControl.resume_job`.
         """
-        job_id = check_job_id(job_id)
-        by, at, note = check_actor(by), check_time("at", at), check_note(note)
-
-        def body(cur: C) -> bool:
-            if not self._lock_job(cur, job_id)[0]:
-                return False
-            cur.execute(
-                self._q(
-                    "UPDATE {jobs} SET paused = {false}, control = NULL, paused_until = NULL"
-                    " WHERE id = ?"
-                ),
-                (job_id,),
-            )
-            self._act(cur, job_id, "resume", by, at, note, None)
-            self._changed(cur, job_id)
-            return True
-
-        return self._run(f"resume job {job_id!r}", body)
-
-    def _resume_ended(self, cur: C, now: float) -> None:
-        """End the pauses whose ``until`` has come (in the claim's transaction)."""
-        rows = cur.execute(
-            self._q("SELECT id, paused_until FROM {jobs} WHERE paused_until <= ?"), (now,)
-        ).fetchall()
-        for job_id, until in rows:
-            cur.execute(
-                self._q(
-                    "UPDATE {jobs} SET paused = {false}, control = NULL, paused_until = NULL"
-                    " WHERE id = ?"
-                ),
-                (job_id,),
-            )
-            self._act(
-                cur, job_id, "resume", AUTO_ACTOR, now, None, f"the pause until {iso(until)} ended"
-            )
-            self._changed(cur, job_id)
+        return self._control.resume(job_id, by, at, note)
 
     def trigger_job(
         self, job_id: str, *, by: str, at: float, note: str | None = None
@@ -608,46 +479,7 @@ class SQLStore(RowReader, ABC, Generic[C]):
 
         See `tickwork.stores.RuntimeControl.trigger_job`.
         """
-        job_id = check_job_id(job_id)
-        by, at, note = check_actor(by), check_time("at", at), check_note(note)
-
-        def body(cur: C) -> Literal["queued", "skipped"]:
-            _, _, overlap, _ = self._lock_job(cur, job_id)
-            busy = cur.execute(
-                self._q("SELECT count(*) FROM {claims} WHERE job_id = ?"), (job_id,)
-            ).fetchone()[0]
-            if busy and overlap == "skip":
-                why = (
-                    f"skipped: a run of the job is going or waiting (overlap 'skip'),"
-                    f" triggered by {by}"
-                )
-                self._write_ledger(
-                    cur,
-                    [self._manual_skip(job_id, at, at, why)],
-                )
-                self._act(cur, job_id, "trigger", by, at, note, "skipped: a run is going")
-                return "skipped"
-            self._queue(cur, job_id, at, "manual")
-            self._act(cur, job_id, "trigger", by, at, note, None)
-            return "queued"
-
-        return self._run(f"trigger job {job_id!r}", body)
-
-    @staticmethod
-    def _manual_skip(job_id: str, scheduled: float, at: float, why: str) -> tuple[Any, ...]:
-        """The ledger entry of a slot an operator's action gave up (origin ``manual``)."""
-        return (job_id, scheduled, "skipped", 1, "manual", None, None, at, "", 1, why, None,
-                time.time())  # fmt: skip
-
-    def _queue(self, cur: C, job_id: str, scheduled: float, origin: str) -> None:
-        """A run waiting for any node to take it (an unowned claim, as a retry is)."""
-        cur.execute(
-            self._q(
-                "INSERT INTO {claims} ({claim_columns}) VALUES (?, ?, '', ?, ?, ?, NULL, {true}, ?)"
-            ),
-            (secrets.token_hex(16), job_id, scheduled, scheduled, scheduled, origin),
-        )
-        self._changed(cur, job_id)
+        return self._control.trigger(job_id, by, at, note)
 
     def backfill_job(
         self,
@@ -662,50 +494,7 @@ class SQLStore(RowReader, ABC, Generic[C]):
 
         See `tickwork.stores.RuntimeControl.backfill_job`.
         """
-        job_id = check_job_id(job_id)
-        by, at, note = check_actor(by), check_time("at", at), check_note(note)
-        wanted = sorted({check_time("slots", t) for t in slots})
-
-        def body(cur: C) -> list[float]:
-            paused, next_run, _, _ = self._lock_job(cur, job_id)
-            if paused:
-                raise JobPausedError(f"job {job_id!r} is paused: resume it first")
-            limit = at if next_run is None else min(at, next_run)
-            candidates = [t for t in wanted if t < limit]
-            taken: list[float] = []
-            if candidates:
-                # Slots held or waiting now, and slots the ledger records as run (started:
-                # ok, failed, timeout, abandoned): none of them is queued again.
-                taken = [
-                    row[0]
-                    for row in cur.execute(
-                        self._q("SELECT scheduled FROM {claims} WHERE job_id = ?"), (job_id,)
-                    ).fetchall()
-                ]
-                taken += [
-                    row[0]
-                    for row in cur.execute(
-                        self._q(
-                            "SELECT scheduled FROM {ledger} WHERE job_id = ? AND scheduled >= ?"
-                            " AND scheduled <= ? AND started IS NOT NULL"
-                        ),
-                        (job_id, candidates[0] - _SAME_SLOT, candidates[-1] + _SAME_SLOT),
-                    ).fetchall()
-                ]
-            taken.sort()
-            queued = [t for t in candidates if not _near(taken, t)]
-            for t in queued:
-                self._queue(cur, job_id, t, "backfill")
-            left = len(wanted) - len(queued)
-            detail = f"{len(queued)} slot(s) queued"
-            if queued:
-                detail += f", {iso(queued[0])} to {iso(queued[-1])}"
-            if left:
-                detail += f"; {left} left out (ran or waiting already, or not before the next run)"
-            self._act(cur, job_id, "backfill", by, at, note, detail)
-            return queued
-
-        return self._run(f"backfill job {job_id!r}", body)
+        return self._control.backfill(job_id, slots, by, at, note)
 
     def skip_next_job(
         self,
@@ -720,49 +509,13 @@ class SQLStore(RowReader, ABC, Generic[C]):
 
         See `tickwork.stores.RuntimeControl.skip_next_job`.
         """
-        job_id = check_job_id(job_id)
-        by, at, note = check_actor(by), check_time("at", at), check_note(note)
-        if not callable(following):
-            raise TypeError(f"following must be callable as following(slot), got {following!r}")
-
-        def body(cur: C) -> tuple[float, float | None] | None:
-            _, next_run, _, _ = self._lock_job(cur, job_id)
-            if next_run is None:
-                return None
-            after = check_optional_time("following() result", following(next_run))
-            cur.execute(self._q("UPDATE {jobs} SET next_run = ? WHERE id = ?"), (after, job_id))
-            why = f"skipped by {by}" + (f": {note}" if note else "")
-            self._write_ledger(
-                cur,
-                [self._manual_skip(job_id, next_run, at, why)],
-            )
-            detail = f"skipped {iso(next_run)}; next run " + (
-                "none" if after is None else iso(after)
-            )
-            self._act(cur, job_id, "skip-next", by, at, note, detail)
-            self._changed(cur, job_id)
-            return next_run, after
-
-        return self._run(f"skip the next run of job {job_id!r}", body)
+        return self._control.skip_next(job_id, following, by, at, note)
 
     def actions(
         self, job_id: str | None = None, *, since: float | None = None, limit: int = 100
     ) -> list[ActionRecord]:
         """Operators' actions, newest first (see `tickwork.stores.RuntimeControl.actions`)."""
-        if job_id is not None:
-            job_id = check_job_id(job_id)
-        if since is not None:
-            since = check_time("since", since)
-        query, params = self._newest_first(
-            "SELECT seq, job_id, action, actor, at, note, detail FROM {actions}",
-            [("job_id = ?", job_id), ("at >= ?", since)],
-            check_limit(limit),
-        )
-
-        def body(cur: C) -> list[ActionRecord]:
-            return [ActionRecord(*row) for row in cur.execute(query, params).fetchall()]
-
-        return self._run("read the actions", body, write=False)
+        return self._control.actions(job_id, since, limit)
 
     def _set_job(self, cur: C, job_id: str, template: str, value: object) -> None:
         """One column of a job's row; `JobNotFoundError` if there is no such job."""
@@ -802,86 +555,100 @@ class SQLStore(RowReader, ABC, Generic[C]):
         owner = check_owner(owner)
         lease = check_positive("lease_seconds", lease_seconds)
         limit = check_limit(limit)
-        if not callable(advance):
-            raise TypeError(f"advance must be callable as advance(state, now), got {advance!r}")
-        if start is not None and not callable(start):
-            raise TypeError(f"start must be callable as start(state) or None, got {start!r}")
-        if given_up is not None and not callable(given_up):
-            raise TypeError(
-                f"given_up must be callable as given_up(state) or None, got {given_up!r}"
-            )
-        insert = self._q(
-            "INSERT INTO {claims} ({claim_columns})"
-            " VALUES (?, ?, ?, ?, ?, ?, ?, {false}, 'schedule')"
-        )
-        move = self._q("UPDATE {jobs} SET next_run = ? WHERE id = ?")
+        _check_claim_callables(advance, start, given_up)
         pending: list[Claim] = []
 
         def body(cur: C) -> list[Claim]:
             pending.clear()
-            self._resume_ended(cur, now)
-            self._recover(cur, now)
+            self._control.resume_ended(cur, now)
+            self._recovery.recover(cur, now)
             self._take_retries(cur, now, owner, lease, limit, pending)
             seen: list[str] = []  # taken or unreadable this call: never looked at twice
             while len(pending) < limit:
                 rows = self._candidates(cur, now, seen, limit - len(pending), retries=False)
                 if rows is None:
                     break
-                held = self._claims_by_job(cur, [row[0] for row in rows])
-                inserts: list[tuple[Any, ...]] = []
-                moves: list[tuple[float | None, str]] = []
-                ledger: list[tuple[Any, ...]] = []
-                for row in rows:
-                    job_id = row[0]
-                    spec = self._decode(job_id, row[1], strict=False)
-                    if spec is None:
-                        continue
-                    state = self._state(row, spec, held.get(job_id, ()))
-                    result = advance(state, now)
-                    try:
-                        new_next = check_optional_time("advance() result", result)
-                    except (TypeError, ValueError):
-                        raise ValueError(
-                            "advance() must return a finite number of seconds or None,"
-                            f" got {result!r} for job {job_id!r}"
-                        ) from None
-                    token = os.urandom(16).hex()
-                    scheduled = row[3]
-                    started = now if start is not None and start(state) else None
-                    if given_up is not None:
-                        gave = given_up(state)
-                        if gave is not None:
-                            ledger.append(self._given_up_entry(job_id, gave, owner, now))
-                    inserts.append((token, job_id, owner, scheduled, now, now + lease, started))
-                    moves.append((new_next, job_id))
-                    pending.append(
-                        Claim(token, job_id, owner, scheduled, now, now + lease, started, spec)
-                    )
-                if inserts:
-                    # One statement each for the whole batch: the rows are distinct jobs,
-                    # so no claim made here changes what another row of the batch decides.
-                    cur.executemany(insert, inserts)
-                    cur.executemany(move, moves)
-                if ledger:
-                    self._write_ledger(cur, ledger)
+                self._claim_rows(cur, rows, now, owner, lease, advance, start, given_up, pending)
             return list(pending)
 
-        def resolve(cur: C) -> list[Claim]:
-            # The commit was cut off: the claims are ours exactly if their tokens exist.
-            if not pending:
-                return []
-            query, params = self._q_list(
-                "SELECT token FROM {claims} WHERE token {any}", [c.token for c in pending]
-            )
-            committed = {r[0] for r in cur.execute(query, params).fetchall()}
-            _log.warning(
-                "claim commit outcome was unknown: %d of %d claims had committed",
-                len(committed),
-                len(pending),
-            )
-            return [c for c in pending if c.token in committed]
+        return self._run(
+            "claim due jobs", body, resolve=lambda cur: self._committed_claims(cur, pending)
+        )
 
-        return self._run("claim due jobs", body, resolve=resolve)
+    def _claim_rows(
+        self,
+        cur: C,
+        rows: list[Sequence[Any]],
+        now: float,
+        owner: str,
+        lease: float,
+        advance: AdvanceFn,
+        start: StartNowFn | None,
+        given_up: GiveUpFn | None,
+        pending: list[Claim],
+    ) -> None:
+        """Claim one batch of due job ``rows``; their claims join ``pending``.
+
+        One call per batch of `_candidates`, and one statement each for the batch's claims,
+        next runs and ledger entries.
+        """
+        held = self._claims_by_job(cur, [row[0] for row in rows])
+        inserts: list[tuple[Any, ...]] = []
+        moves: list[tuple[float | None, str]] = []
+        ledger: list[tuple[Any, ...]] = []
+        for row in rows:
+            job_id = row[0]
+            spec = self._decode(job_id, row[1], strict=False)
+            if spec is None:
+                continue
+            state = self._state(row, spec, held.get(job_id, ()))
+            result = advance(state, now)
+            try:
+                new_next = check_optional_time("advance() result", result)
+            except (TypeError, ValueError):
+                raise ValueError(
+                    "advance() must return a finite number of seconds or None,"
+                    f" got {result!r} for job {job_id!r}"
+                ) from None
+            token = os.urandom(16).hex()
+            scheduled = row[3]
+            started = now if start is not None and start(state) else None
+            if given_up is not None:
+                gave = given_up(state)
+                if gave is not None:
+                    ledger.append(given_up_entry(job_id, gave, owner, now))
+            inserts.append((token, job_id, owner, scheduled, now, now + lease, started))
+            moves.append((new_next, job_id))
+            pending.append(Claim(token, job_id, owner, scheduled, now, now + lease, started, spec))
+        if inserts:
+            # One statement each for the whole batch: the rows are distinct jobs,
+            # so no claim made here changes what another row of the batch decides.
+            cur.executemany(
+                self._q(
+                    "INSERT INTO {claims} ({claim_columns})"
+                    " VALUES (?, ?, ?, ?, ?, ?, ?, {false}, 'schedule')"
+                ),
+                inserts,
+            )
+            cur.executemany(self._q("UPDATE {jobs} SET next_run = ? WHERE id = ?"), moves)
+        if ledger:
+            self._ledger.write(cur, ledger)
+
+    def _committed_claims(self, cur: C, pending: list[Claim]) -> list[Claim]:
+        """After a claim commit of unknown outcome: the ``pending`` claims that committed."""
+        # The commit was cut off: the claims are ours exactly if their tokens exist.
+        if not pending:
+            return []
+        query, params = self._q_list(
+            "SELECT token FROM {claims} WHERE token {any}", [c.token for c in pending]
+        )
+        committed = {r[0] for r in cur.execute(query, params).fetchall()}
+        _log.warning(
+            "claim commit outcome was unknown: %d of %d claims had committed",
+            len(committed),
+            len(pending),
+        )
+        return [c for c in pending if c.token in committed]
 
     @abstractmethod
     def _candidates(
@@ -1086,7 +853,7 @@ class SQLStore(RowReader, ABC, Generic[C]):
         """
         cur.execute(self._q(LAST_RUN), params)
         if entries:
-            self._write_ledger(cur, entries)
+            self._ledger.write(cur, entries)
 
     def _token(self, token: str) -> tuple[str, ...]:
         """The parameter for ``{last_token}``: the claim's token where it is kept."""
@@ -1143,7 +910,7 @@ class SQLStore(RowReader, ABC, Generic[C]):
                 else:
                     ended[i] = self._finish(cur, finishes[i], ledger, last=i == order[-1])
             if ledger:
-                self._write_ledger(cur, ledger)
+                self._ledger.write(cur, ledger)
             return started, ended
 
         what = f"record {len(starts)} start(s) and {len(finishes)} finish(es)"
@@ -1158,7 +925,7 @@ class SQLStore(RowReader, ABC, Generic[C]):
         in flight) is left for the next call: ``next_wakeup`` still reports its lease end.
         """
         now = check_time("now", now)
-        return self._run("recover expired claims", lambda cur: self._recover(cur, now))
+        return self._run("recover expired claims", lambda cur: self._recovery.recover(cur, now))
 
     @abstractmethod
     def _owners_gone(self, cur: C, mono: float) -> list[tuple[str, bool]]:
@@ -1166,21 +933,6 @@ class SQLStore(RowReader, ABC, Generic[C]):
 
         ``mono``: the monotonic time of this look.
         """
-
-    def _gone_owners(self, cur: C, now: float) -> list[str]:
-        """Listed owners that are gone and hold claims (at most every `LIVENESS_CHECK` s).
-
-        Listed owners that are gone and hold nothing are forgotten on the way.
-        """
-        mono = time.monotonic()
-        if mono - self._gone_checked < LIVENESS_CHECK:
-            return []
-        self._gone_checked, self._gone_now = mono, now
-        gone = self._owners_gone(cur, mono)
-        idle = [owner for owner, holds in gone if not holds]
-        if idle:
-            cur.execute(*self._q_list("DELETE FROM {nodes} WHERE owner {any}", idle))
-        return [owner for owner, holds in gone if holds]
 
     @abstractmethod
     def _expired(self, cur: C, now: float, gone: list[str]) -> list[Sequence[Any]]:
@@ -1190,113 +942,7 @@ class SQLStore(RowReader, ABC, Generic[C]):
         order. A store may leave out claims it cannot take now (a locked job row).
         """
 
-    def _recover(self, cur: C, now: float) -> list[Recovered]:
-        gone = self._gone_owners(cur, now)
-        out: list[Recovered] = []
-        for row in sorted(self._expired(cur, now, gone), key=lambda r: (r[5], r[0])):
-            token, job_id, owner, scheduled, _, lease_until, started, _, origin, text = row
-            spec = self._decode(job_id, text, strict=False)
-            if spec is None:
-                cur.execute(self._q("DELETE FROM {claims} WHERE token = ?"), (token,))
-                continue
-            early = lease_until > now  # recovered because its owner is gone
-            if started is not None:
-                # The attempt ended with its runner: one ledger entry, whether or not
-                # the slot is re-offered (at-least-once runs it again, a new attempt).
-                self._write_ledger(
-                    cur,
-                    [
-                        (
-                            job_id,
-                            scheduled,
-                            "abandoned",
-                            1,
-                            origin,
-                            row[4],
-                            started,
-                            None,
-                            owner,
-                            self._attempt_no(cur, job_id, scheduled, bool(row[7])),
-                            abandoned_error(owner, lease_until, gone=early),
-                            None,
-                            time.time(),
-                        )
-                    ],
-                )
-                cur.execute(
-                    self._q(
-                        "UPDATE {jobs} SET last_scheduled = ?, last_started = ?,"
-                        " last_ended = NULL, last_outcome = 'abandoned', last_error = ?"
-                        "{last_token} WHERE id = ?"
-                        " AND (last_scheduled IS NULL OR last_scheduled <= ?)"
-                    ),
-                    (
-                        scheduled,
-                        started,
-                        abandoned_error(owner, lease_until, gone=early),
-                        *self._token(token),
-                        job_id,
-                        scheduled,
-                    ),
-                )
-            action = recovery_action(spec, started)
-            if action == "abandoned":
-                cur.execute(self._q("DELETE FROM {claims} WHERE token = ?"), (token,))
-            else:
-                # Re-offer exactly this slot (a retry under a new token, so the old owner's
-                # claim is gone); the job's next run is not touched.
-                cur.execute(
-                    self._q(
-                        "UPDATE {claims} SET token = ?, owner = '', lease_until = ?,"
-                        " started = NULL, retry = {true} WHERE token = ?"
-                    ),
-                    (secrets.token_hex(16), now, token),
-                )
-                self._changed(cur, job_id)
-            _log.warning(
-                "claim on job %r (scheduled %s) by %r %s: %s",
-                job_id,
-                iso(scheduled, millis=True),
-                owner,
-                f"lost ({self._LOST})" if early else "expired",
-                action,
-            )
-            out.append(Recovered(self._claim(row[:9], spec), action))
-        return out
-
-    # -- the slot ledger ----------------------------------------------------------------
-
-    @staticmethod
-    def _given_up_entry(job_id: str, gave: GivenUp, owner: str, now: float) -> tuple[Any, ...]:
-        if not isinstance(gave, GivenUp):
-            raise TypeError(f"given_up() must return a GivenUp or None, got {gave!r}")
-        return (
-            job_id,
-            gave.scheduled,
-            gave.outcome,
-            gave.slots,
-            "schedule",
-            now,
-            None,
-            now,
-            owner,
-            1,
-            None,
-            None,
-            time.time(),
-        )
-
-    def _write_ledger(self, cur: C, entries: list[tuple[Any, ...]]) -> None:
-        """Insert ledger entries (tuples in `LEDGER_INSERT`'s column order)."""
-        if self._history_keep == 0:  # no history kept: nothing written
-            return
-        self._insert_ledger(cur, entries)
-        self._note_written(entries)
-
-    def _note_written(self, entries: list[tuple[Any, ...]]) -> None:
-        """Remember the jobs of ledger entries written, for `prune_history`."""
-        with self._written_lock:
-            self._written.update(e[0] for e in entries)
+    # -- the slot ledger (tickwork.stores.SlotLedger): the ``_ledger`` part ------------
 
     def _insert_ledger(self, cur: C, entries: list[tuple[Any, ...]]) -> None:
         """The insert itself; a store may do it in fewer round trips than one per entry."""
@@ -1334,36 +980,7 @@ class SQLStore(RowReader, ABC, Generic[C]):
             limit: Most entries returned, an int >= 1.
 
         """
-        if job_id is not None:
-            job_id = check_job_id(job_id)
-        if since is not None:
-            since = check_time("since", since)
-        if outcome is not None:
-            outcome = check_outcome(outcome)
-        if before is not None and (isinstance(before, bool) or not isinstance(before, int)):
-            raise TypeError(f"before must be an int (a seq) or None, got {before!r}")
-        query, params = self._newest_first(
-            "SELECT {ledger_columns} FROM {ledger}",
-            [("job_id = ?", job_id), ("outcome = ?", outcome), ("scheduled >= ?", since),
-             ("seq < ?", before)],
-            check_limit(limit),
-        )  # fmt: skip
-
-        def body(cur: C) -> list[SlotRecord]:
-            return [SlotRecord(*row) for row in cur.execute(query, params).fetchall()]
-
-        return self._run("read the slot ledger", body, write=False)
-
-    def _newest_first(
-        self, select: str, filters: Sequence[tuple[str, Any]], limit: int
-    ) -> tuple[str, list[Any]]:
-        """``select`` with each filter whose value is not None, newest (largest seq) first."""
-        used = [(condition, value) for condition, value in filters if value is not None]
-        where = " WHERE " + " AND ".join(c for c, _ in used) if used else ""
-        return self._q(f"{select}{where} ORDER BY seq DESC LIMIT ?"), [
-            *(v for _, v in used),
-            limit,
-        ]
+        return self._ledger.history(job_id, since, outcome, before, limit)
 
     def prune_history(self, now: float) -> int:
         """Trim the ledger to its retention; a bounded amount of work per call.
@@ -1375,50 +992,7 @@ class SQLStore(RowReader, ABC, Generic[C]):
         from its timing thread when a look at the store claimed nothing, at most every
         few seconds: never on the path of a due run. Returns how many entries went.
         """
-        now = check_time("now", now)
-        keep, days = self._history_keep, self._history_days
-        with self._written_lock:
-            jobs = sorted(self._written)[:_PRUNE_JOBS] if keep else []
-        if not jobs and days is None:
-            return 0
-
-        def body(cur: C) -> int:
-            gone = 0
-            for job_id in jobs:
-                row = cur.execute(
-                    self._q(
-                        "SELECT seq FROM {ledger} WHERE job_id = ? ORDER BY seq DESC"
-                        " LIMIT 1 OFFSET ?"
-                    ),
-                    (job_id, keep),
-                ).fetchone()
-                if row is not None:
-                    gone += cur.execute(
-                        self._q("DELETE FROM {ledger} WHERE job_id = ? AND seq <= ?"),
-                        (job_id, row[0]),
-                    ).rowcount
-            if days is not None:
-                gone += cur.execute(
-                    self._q(
-                        "DELETE FROM {ledger} WHERE seq IN"
-                        " (SELECT seq FROM {ledger} ORDER BY seq LIMIT ?) AND recorded < ?"
-                    ),
-                    (_PRUNE_ROWS, now - days * 86400.0),
-                ).rowcount
-                # Operators' actions are kept as long (not counted in the result).
-                cur.execute(
-                    self._q(
-                        "DELETE FROM {actions} WHERE seq IN"
-                        " (SELECT seq FROM {actions} ORDER BY seq LIMIT ?) AND at < ?"
-                    ),
-                    (_PRUNE_ROWS, now - days * 86400.0),
-                )
-            return gone
-
-        gone = self._run("prune the slot ledger", body)
-        with self._written_lock:
-            self._written.difference_update(jobs)
-        return gone
+        return self._ledger.prune(now)
 
     def next_wakeup(self) -> float | None:
         """The earliest claimable due time or lease end (see the protocol).
@@ -1442,8 +1016,8 @@ class SQLStore(RowReader, ABC, Generic[C]):
         def body(cur: C) -> float | None:
             row = cur.execute(query, self._watched()).fetchone()
             times = [t for t in row[:4] if t is not None]
-            if row[4] and self._gone_now is not None:
-                times.append(self._gone_now + self._liveness_wait())
+            if row[4] and self._recovery.now_seen is not None:
+                times.append(self._recovery.now_seen + self._liveness_wait())
             return min(times) if times else None
 
         return self._run("find the next wakeup", body, write=False)

@@ -302,6 +302,30 @@ def _transient(exc: BaseException, conn: psycopg.Connection[Any] | None) -> bool
     return isinstance(exc, psycopg.OperationalError | psycopg.errors.TransactionRollback)
 
 
+def _check_schema(schema: str | None) -> str | None:
+    """``schema`` if it can name a PostgreSQL schema (or is None); else `ValueError`."""
+    if schema is not None and (
+        not isinstance(schema, str)
+        or not schema
+        or not schema.isprintable()
+        or len(schema.encode()) > _MAX_IDENTIFIER
+    ):
+        raise ValueError(
+            f"schema must be a non-empty printable name of at most 63 bytes or None, got {schema!r}"
+        )
+    return schema
+
+
+def _connect_kwargs(params: Mapping[str, Any], connect_timeout: float) -> dict[str, Any]:
+    """What `psycopg.connect` gets besides the DSN: the defaults the DSN does not set."""
+    kwargs: dict[str, Any] = {"autocommit": False}
+    if "connect_timeout" not in params:
+        kwargs["connect_timeout"] = max(1, round(connect_timeout))
+    if "application_name" not in params:
+        kwargs["application_name"] = "tickwork"
+    return kwargs
+
+
 class PostgresStore(SQLStore[Cursor]):
     """Durable jobs in PostgreSQL; implements `tickwork.stores.Store` and `ChangeNotifier`.
 
@@ -368,17 +392,7 @@ class PostgresStore(SQLStore[Cursor]):
             raise ValueError(f"dsn is not a valid connection string: {exc}") from None
         self._password = str(params.get("password") or "")
         self._redacted = redact_dsn(dsn)
-        if schema is not None and (
-            not isinstance(schema, str)
-            or not schema
-            or not schema.isprintable()
-            or len(schema.encode()) > _MAX_IDENTIFIER
-        ):
-            raise ValueError(
-                "schema must be a non-empty printable name of at most 63 bytes or None,"
-                f" got {schema!r}"
-            )
-        self._schema = schema
+        self._schema = _check_schema(schema)
         self._reconnect_timeout = check_time("reconnect_timeout", reconnect_timeout)
         if self._reconnect_timeout < 0:
             raise ValueError(
@@ -396,11 +410,7 @@ class PostgresStore(SQLStore[Cursor]):
         self._closing = threading.Event()
         self._sleep: Callable[[float], object] = sleep or self._closing.wait
         self._dsn = dsn
-        self._connect_kwargs: dict[str, Any] = {"autocommit": False}
-        if "connect_timeout" not in params:
-            self._connect_kwargs["connect_timeout"] = max(1, round(connect_timeout))
-        if "application_name" not in params:
-            self._connect_kwargs["application_name"] = "tickwork"
+        self._connect_kwargs = _connect_kwargs(params, connect_timeout)
         self._init_core(history_keep, history_days)
         self._lock = threading.RLock()
         self._busy = False
@@ -778,12 +788,12 @@ class PostgresStore(SQLStore[Cursor]):
         The insert is a data-modifying ``WITH``: it runs to completion within the
         statement, whether or not the update reads it, so in the same transaction.
         """
-        if not entries or self._history_keep == 0:
+        if not entries or self._ledger.keep == 0:
             super()._last_run(cur, params, entries)
             return
         insert, values = self._ledger_insert(entries)
         cur.execute(f"WITH ledger AS ({insert}) {self._q(LAST_RUN)}", (*values, *params))
-        self._note_written(entries)
+        self._ledger.note_written(entries)
 
     def _release(self, cur: Cursor, f: Finish) -> tuple[float | None, bool] | None:
         claim = f.claim

@@ -1,0 +1,295 @@
+"""Runtime control of the SQL stores: operators pause, resume, trigger, backfill, skip.
+
+`ControlActions` is a part of `SQLStore`: it carries out the operations of
+`tickwork.stores.RuntimeControl`, each in one transaction of its store (`SQLHost`) that
+also records the action, and ends the pauses whose end has come. A slot an action gives
+up goes to the store's slot ledger (`LedgerQueries`), in the same transaction.
+"""
+
+from __future__ import annotations
+
+import bisect
+import secrets
+from collections.abc import Callable, Sequence
+from typing import Any, Final, Generic, Literal
+
+from tickwork._core.text import iso
+from tickwork.stores._errors import JobNotFoundError, JobPausedError
+
+from ._ledger import LedgerQueries, manual_skip_entry, newest_first
+from ._model import (
+    ActionKind,
+    ActionRecord,
+    PauseNote,
+    check_actor,
+    check_job_id,
+    check_limit,
+    check_note,
+    check_optional_time,
+    check_time,
+)
+from ._sqlbase import C, SQLHost
+
+__all__ = ["AUTO_ACTOR", "ControlActions"]
+
+#: Two due times closer than this (seconds) are one slot: a grid computed from another
+#: anchor may differ in the last bits.
+_SAME_SLOT: Final = 0.001
+
+#: Who ends a pause whose ``until`` has come, in the actions it records.
+AUTO_ACTOR: Final = "tickwork"
+
+
+def _near(times: Sequence[float], t: float) -> bool:
+    """Whether sorted ``times`` holds one within `_SAME_SLOT` of ``t``."""
+    i = bisect.bisect_left(times, t - _SAME_SLOT)
+    return i < len(times) and times[i] <= t + _SAME_SLOT
+
+
+class ControlActions(Generic[C]):
+    """The operators' actions on one store's jobs (see `SQLStore.pause_job` and on).
+
+    Args:
+        store: The store whose transactions and dialect the statements use.
+        ledger: The store's slot ledger, which records the slots an action gives up.
+
+    """
+
+    def __init__(self, store: SQLHost[C], ledger: LedgerQueries[C]) -> None:
+        self._store = store
+        self._ledger = ledger
+
+    def _lock_job(self, cur: C, job_id: str) -> Sequence[Any]:
+        """``(paused, next_run, overlap, spec)`` of the job, row locked; or not found."""
+        row = cur.execute(
+            self._store._q("SELECT paused, next_run, overlap, spec FROM {jobs} WHERE id = ?{lock}"),
+            (job_id,),
+        ).fetchone()
+        if row is None:
+            raise JobNotFoundError(f"no job with id {job_id!r}")
+        return tuple(row)
+
+    def _act(
+        self,
+        cur: C,
+        job_id: str,
+        action: ActionKind,
+        by: str,
+        at: float,
+        note: str | None,
+        detail: str | None,
+    ) -> None:
+        """Record an operator's action, in the transaction that carries it out."""
+        cur.execute(
+            self._store._q(
+                "INSERT INTO {actions} (job_id, action, actor, at, note, detail)"
+                " VALUES (?, ?, ?, ?, ?, ?)"
+            ),
+            (job_id, action, by, at, note, detail),
+        )
+
+    def pause(self, job_id: str, by: str, at: float, note: str | None, until: float | None) -> None:
+        """Pause a job at run time (see `SQLStore.pause_job`)."""
+        job_id = check_job_id(job_id)
+        by, at, note = check_actor(by), check_time("at", at), check_note(note)
+        until = check_optional_time("until", until)
+        if until is not None and until <= at:
+            raise ValueError(f"until must be later than now ({iso(at)}), got {iso(until)}")
+        control = PauseNote(by, at, note, until).to_json()
+        store = self._store
+
+        def body(cur: C) -> None:
+            self._lock_job(cur, job_id)
+            cur.execute(
+                store._q(
+                    "UPDATE {jobs} SET paused = {true}, control = ?, paused_until = ? WHERE id = ?"
+                ),
+                (control, until, job_id),
+            )
+            detail = None if until is None else f"until {iso(until)}"
+            self._act(cur, job_id, "pause", by, at, note, detail)
+            store._changed(cur, job_id)
+
+        store._run(f"pause job {job_id!r}", body)
+
+    def resume(self, job_id: str, by: str, at: float, note: str | None) -> bool:
+        """Resume a paused job (see `SQLStore.resume_job`)."""
+        job_id = check_job_id(job_id)
+        by, at, note = check_actor(by), check_time("at", at), check_note(note)
+        store = self._store
+
+        def body(cur: C) -> bool:
+            if not self._lock_job(cur, job_id)[0]:
+                return False
+            cur.execute(
+                store._q(
+                    "UPDATE {jobs} SET paused = {false}, control = NULL, paused_until = NULL"
+                    " WHERE id = ?"
+                ),
+                (job_id,),
+            )
+            self._act(cur, job_id, "resume", by, at, note, None)
+            store._changed(cur, job_id)
+            return True
+
+        return store._run(f"resume job {job_id!r}", body)
+
+    def resume_ended(self, cur: C, now: float) -> None:
+        """End the pauses whose ``until`` has come (in the claim's transaction)."""
+        q = self._store._q
+        rows = cur.execute(
+            q("SELECT id, paused_until FROM {jobs} WHERE paused_until <= ?"), (now,)
+        ).fetchall()
+        for job_id, until in rows:
+            cur.execute(
+                q(
+                    "UPDATE {jobs} SET paused = {false}, control = NULL, paused_until = NULL"
+                    " WHERE id = ?"
+                ),
+                (job_id,),
+            )
+            self._act(
+                cur, job_id, "resume", AUTO_ACTOR, now, None, f"the pause until {iso(until)} ended"
+            )
+            self._store._changed(cur, job_id)
+
+    def trigger(
+        self, job_id: str, by: str, at: float, note: str | None
+    ) -> Literal["queued", "skipped"]:
+        """Ask for one run of a job now (see `SQLStore.trigger_job`)."""
+        job_id = check_job_id(job_id)
+        by, at, note = check_actor(by), check_time("at", at), check_note(note)
+
+        def body(cur: C) -> Literal["queued", "skipped"]:
+            _, _, overlap, _ = self._lock_job(cur, job_id)
+            busy = cur.execute(
+                self._store._q("SELECT count(*) FROM {claims} WHERE job_id = ?"), (job_id,)
+            ).fetchone()[0]
+            if busy and overlap == "skip":
+                why = (
+                    f"skipped: a run of the job is going or waiting (overlap 'skip'),"
+                    f" triggered by {by}"
+                )
+                self._ledger.write(cur, [manual_skip_entry(job_id, at, at, why)])
+                self._act(cur, job_id, "trigger", by, at, note, "skipped: a run is going")
+                return "skipped"
+            self._queue(cur, job_id, at, "manual")
+            self._act(cur, job_id, "trigger", by, at, note, None)
+            return "queued"
+
+        return self._store._run(f"trigger job {job_id!r}", body)
+
+    def _queue(self, cur: C, job_id: str, scheduled: float, origin: str) -> None:
+        """A run waiting for any node to take it (an unowned claim, as a retry is)."""
+        cur.execute(
+            self._store._q(
+                "INSERT INTO {claims} ({claim_columns}) VALUES (?, ?, '', ?, ?, ?, NULL, {true}, ?)"
+            ),
+            (secrets.token_hex(16), job_id, scheduled, scheduled, scheduled, origin),
+        )
+        self._store._changed(cur, job_id)
+
+    def backfill(
+        self, job_id: str, slots: Sequence[float], by: str, at: float, note: str | None
+    ) -> list[float]:
+        """Queue past slots of a job to run, in order (see `SQLStore.backfill_job`)."""
+        job_id = check_job_id(job_id)
+        by, at, note = check_actor(by), check_time("at", at), check_note(note)
+        wanted = sorted({check_time("slots", t) for t in slots})
+
+        def body(cur: C) -> list[float]:
+            paused, next_run, _, _ = self._lock_job(cur, job_id)
+            if paused:
+                raise JobPausedError(f"job {job_id!r} is paused: resume it first")
+            limit = at if next_run is None else min(at, next_run)
+            candidates = [t for t in wanted if t < limit]
+            taken = self._taken(cur, job_id, candidates) if candidates else []
+            queued = [t for t in candidates if not _near(taken, t)]
+            for t in queued:
+                self._queue(cur, job_id, t, "backfill")
+            left = len(wanted) - len(queued)
+            detail = f"{len(queued)} slot(s) queued"
+            if queued:
+                detail += f", {iso(queued[0])} to {iso(queued[-1])}"
+            if left:
+                detail += f"; {left} left out (ran or waiting already, or not before the next run)"
+            self._act(cur, job_id, "backfill", by, at, note, detail)
+            return queued
+
+        return self._store._run(f"backfill job {job_id!r}", body)
+
+    def _taken(self, cur: C, job_id: str, candidates: list[float]) -> list[float]:
+        """The slots of ``job_id`` around ``candidates`` that are not queued again, sorted.
+
+        Slots held or waiting now, and slots the ledger records as run (started: ok,
+        failed, timeout, abandoned).
+        """
+        q = self._store._q
+        taken = [
+            row[0]
+            for row in cur.execute(
+                q("SELECT scheduled FROM {claims} WHERE job_id = ?"), (job_id,)
+            ).fetchall()
+        ]
+        taken += [
+            row[0]
+            for row in cur.execute(
+                q(
+                    "SELECT scheduled FROM {ledger} WHERE job_id = ? AND scheduled >= ?"
+                    " AND scheduled <= ? AND started IS NOT NULL"
+                ),
+                (job_id, candidates[0] - _SAME_SLOT, candidates[-1] + _SAME_SLOT),
+            ).fetchall()
+        ]
+        taken.sort()
+        return taken
+
+    def skip_next(
+        self,
+        job_id: str,
+        following: Callable[[float], float | None],
+        by: str,
+        at: float,
+        note: str | None,
+    ) -> tuple[float, float | None] | None:
+        """Give up the job's next slot (see `SQLStore.skip_next_job`)."""
+        job_id = check_job_id(job_id)
+        by, at, note = check_actor(by), check_time("at", at), check_note(note)
+        if not callable(following):
+            raise TypeError(f"following must be callable as following(slot), got {following!r}")
+        store = self._store
+
+        def body(cur: C) -> tuple[float, float | None] | None:
+            _, next_run, _, _ = self._lock_job(cur, job_id)
+            if next_run is None:
+                return None
+            after = check_optional_time("following() result", following(next_run))
+            cur.execute(store._q("UPDATE {jobs} SET next_run = ? WHERE id = ?"), (after, job_id))
+            why = f"skipped by {by}" + (f": {note}" if note else "")
+            self._ledger.write(cur, [manual_skip_entry(job_id, next_run, at, why)])
+            detail = f"skipped {iso(next_run)}; next run " + (
+                "none" if after is None else iso(after)
+            )
+            self._act(cur, job_id, "skip-next", by, at, note, detail)
+            store._changed(cur, job_id)
+            return next_run, after
+
+        return store._run(f"skip the next run of job {job_id!r}", body)
+
+    def actions(self, job_id: str | None, since: float | None, limit: int) -> list[ActionRecord]:
+        """Operators' actions, newest first (see `SQLStore.actions`)."""
+        if job_id is not None:
+            job_id = check_job_id(job_id)
+        if since is not None:
+            since = check_time("since", since)
+        query, params = newest_first(
+            self._store._q,
+            "SELECT seq, job_id, action, actor, at, note, detail FROM {actions}",
+            [("job_id = ?", job_id), ("at >= ?", since)],
+            check_limit(limit),
+        )
+
+        def body(cur: C) -> list[ActionRecord]:
+            return [ActionRecord(*row) for row in cur.execute(query, params).fetchall()]
+
+        return self._store._run("read the actions", body, write=False)

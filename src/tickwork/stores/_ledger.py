@@ -1,0 +1,193 @@
+"""The slot ledger of the SQL stores: its retention, its writes, its reads and pruning.
+
+`LedgerQueries` is a part of `SQLStore`: it holds the ledger's retention (entries kept per
+job, and their age) and the jobs written to since the last prune, and runs its statements
+through its store's transactions and dialect (`SQLHost`). The functions here build the
+entries that an operator's action or a claim gives up, as tuples in the column order of
+``LEDGER_INSERT`` (``_sql``).
+"""
+
+from __future__ import annotations
+
+import threading
+import time
+from collections.abc import Callable, Sequence
+from typing import Any, Final, Generic, Protocol
+
+from ._model import (
+    GivenUp,
+    SlotRecord,
+    check_job_id,
+    check_limit,
+    check_outcome,
+    check_positive,
+    check_time,
+)
+from ._sqlbase import C, SQLHost
+
+__all__ = ["LedgerHost", "LedgerQueries", "given_up_entry", "manual_skip_entry", "newest_first"]
+
+#: Most jobs trimmed, and most entries deleted by age, per `LedgerQueries.prune`.
+_PRUNE_JOBS: Final = 64
+_PRUNE_ROWS: Final = 2000
+
+
+def given_up_entry(job_id: str, gave: GivenUp, owner: str, now: float) -> tuple[Any, ...]:
+    """The ledger entry of the slots a claim gives up beyond its own (``given_up``)."""
+    if not isinstance(gave, GivenUp):
+        raise TypeError(f"given_up() must return a GivenUp or None, got {gave!r}")
+    return (
+        job_id,
+        gave.scheduled,
+        gave.outcome,
+        gave.slots,
+        "schedule",
+        now,
+        None,
+        now,
+        owner,
+        1,
+        None,
+        None,
+        time.time(),
+    )
+
+
+def manual_skip_entry(job_id: str, scheduled: float, at: float, why: str) -> tuple[Any, ...]:
+    """The ledger entry of a slot an operator's action gave up (origin ``manual``)."""
+    return (job_id, scheduled, "skipped", 1, "manual", None, None, at, "", 1, why, None,
+            time.time())  # fmt: skip
+
+
+def newest_first(
+    q: Callable[[str], str], select: str, filters: Sequence[tuple[str, Any]], limit: int
+) -> tuple[str, list[Any]]:
+    """``select`` with each filter whose value is not None, newest (largest seq) first.
+
+    ``q`` translates the statement into the store's dialect.
+    """
+    used = [(condition, value) for condition, value in filters if value is not None]
+    where = " WHERE " + " AND ".join(c for c, _ in used) if used else ""
+    return q(f"{select}{where} ORDER BY seq DESC LIMIT ?"), [*(v for _, v in used), limit]
+
+
+class LedgerHost(SQLHost[C], Protocol[C]):
+    """A store as its ledger sees it: `SQLHost`, and how it inserts entries."""
+
+    def _insert_ledger(self, cur: C, entries: list[tuple[Any, ...]]) -> None:
+        """The insert itself (see `SQLStore._insert_ledger`)."""
+        ...
+
+
+class LedgerQueries(Generic[C]):
+    """The slot ledger of one store: retention, writes, `history` and `prune`.
+
+    Args:
+        store: The store whose transactions and dialect the statements use.
+        keep: Entries kept per job, an int >= 0, or ``None`` for no count limit; 0
+            writes no entries at all.
+        days: Age in days beyond which entries are pruned, or ``None``.
+
+    """
+
+    def __init__(self, store: LedgerHost[C], keep: int | None, days: float | None) -> None:
+        if keep is not None and (isinstance(keep, bool) or not isinstance(keep, int) or keep < 0):
+            raise ValueError(f"history_keep must be an int >= 0 or None, got {keep!r}")
+        if days is not None:
+            days = check_positive("history_days", days)
+        self._store = store
+        #: Entries kept per job (None: no count limit; 0: none written).
+        self.keep = keep
+        #: Age in days of the entries pruned (None: no age limit).
+        self.days = days
+        self._written: set[str] = set()  # jobs with ledger entries since the last prune
+        self._written_lock = threading.Lock()  # batches may commit on their own threads
+
+    def write(self, cur: C, entries: list[tuple[Any, ...]]) -> None:
+        """Insert ledger entries (tuples in `LEDGER_INSERT`'s column order)."""
+        if self.keep == 0:  # no history kept: nothing written
+            return
+        self._store._insert_ledger(cur, entries)
+        self.note_written(entries)
+
+    def note_written(self, entries: list[tuple[Any, ...]]) -> None:
+        """Remember the jobs of ledger entries written, for `prune`."""
+        with self._written_lock:
+            self._written.update(e[0] for e in entries)
+
+    def history(
+        self,
+        job_id: str | None,
+        since: float | None,
+        outcome: str | None,
+        before: int | None,
+        limit: int,
+    ) -> list[SlotRecord]:
+        """The ledger, newest entry first (see `SQLStore.history`)."""
+        if job_id is not None:
+            job_id = check_job_id(job_id)
+        if since is not None:
+            since = check_time("since", since)
+        if outcome is not None:
+            outcome = check_outcome(outcome)
+        if before is not None and (isinstance(before, bool) or not isinstance(before, int)):
+            raise TypeError(f"before must be an int (a seq) or None, got {before!r}")
+        query, params = newest_first(
+            self._store._q,
+            "SELECT {ledger_columns} FROM {ledger}",
+            [("job_id = ?", job_id), ("outcome = ?", outcome), ("scheduled >= ?", since),
+             ("seq < ?", before)],
+            check_limit(limit),
+        )  # fmt: skip
+
+        def body(cur: C) -> list[SlotRecord]:
+            return [SlotRecord(*row) for row in cur.execute(query, params).fetchall()]
+
+        return self._store._run("read the slot ledger", body, write=False)
+
+    def prune(self, now: float) -> int:
+        """Trim the ledger to its retention, bounded work (see `SQLStore.prune_history`)."""
+        now = check_time("now", now)
+        keep, days = self.keep, self.days
+        with self._written_lock:
+            jobs = sorted(self._written)[:_PRUNE_JOBS] if keep else []
+        if not jobs and days is None:
+            return 0
+        q = self._store._q
+
+        def body(cur: C) -> int:
+            gone = 0
+            for job_id in jobs:
+                row = cur.execute(
+                    q(
+                        "SELECT seq FROM {ledger} WHERE job_id = ? ORDER BY seq DESC"
+                        " LIMIT 1 OFFSET ?"
+                    ),
+                    (job_id, keep),
+                ).fetchone()
+                if row is not None:
+                    gone += cur.execute(
+                        q("DELETE FROM {ledger} WHERE job_id = ? AND seq <= ?"), (job_id, row[0])
+                    ).rowcount
+            if days is not None:
+                gone += cur.execute(
+                    q(
+                        "DELETE FROM {ledger} WHERE seq IN"
+                        " (SELECT seq FROM {ledger} ORDER BY seq LIMIT ?) AND recorded < ?"
+                    ),
+                    (_PRUNE_ROWS, now - days * 86400.0),
+                ).rowcount
+                # Operators' actions are kept as long (not counted in the result).
+                cur.execute(
+                    q(
+                        "DELETE FROM {actions} WHERE seq IN"
+                        " (SELECT seq FROM {actions} ORDER BY seq LIMIT ?) AND at < ?"
+                    ),
+                    (_PRUNE_ROWS, now - days * 86400.0),
+                )
+            return gone
+
+        gone = self._store._run("prune the slot ledger", body)
+        with self._written_lock:
+            self._written.difference_update(jobs)
+        return gone
