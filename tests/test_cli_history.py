@@ -18,7 +18,7 @@ import pytest
 from tickwork import Every
 from tickwork.__main__ import build_parser
 from tickwork._cli.history import parse_since, run_history
-from tickwork._cli.run import run_jobs
+from tickwork._cli.jobs import run_jobs
 from tickwork._daemon.declare import ENTRY_POINT
 from tickwork.stores import JobSpec
 from tickwork.stores.sqlite import SQLiteStore

@@ -32,7 +32,7 @@ if TYPE_CHECKING:
     from tickwork._durable.scheduler import DurableScheduler as DurableScheduler
     from tickwork._durable.scheduler import Health as Health
 
-__version__ = "0.1.0.dev0"
+from tickwork._core.version import __version__ as __version__
 
 __all__ = [
     "AsyncDurableScheduler",

@@ -14,7 +14,8 @@ import sys
 import time
 from typing import Any, TextIO
 
-from tickwork._cli.history import _job_id, open_state, parse_since
+from tickwork._cli.history import _job_id, parse_since
+from tickwork._cli.options import add_store_options, open_state
 from tickwork._core.errors import ConfigError
 from tickwork._core.schedules import parse_duration
 from tickwork._core.text import iso
@@ -61,7 +62,7 @@ def parse_future(text: str) -> float:
         ) from None
 
 
-def add_parsers(subparsers: Any, add_store_options: Any) -> None:
+def add_parsers(subparsers: Any) -> None:
     """Add the control commands to an argparse ``subparsers`` object."""
     for command, help_text in _HELP.items():
         p: argparse.ArgumentParser = subparsers.add_parser(

@@ -13,9 +13,11 @@ the output is the same on every run.
 
 from __future__ import annotations
 
+import argparse
+import sys
 import time
 from collections.abc import Callable
-from typing import TextIO
+from typing import Any, TextIO
 
 from tickwork._core.scheduler import Scheduler
 
@@ -73,3 +75,28 @@ def run_demo(out: TextIO, *, speed: float = 2.0) -> int:
     say(20, "s.next_run_in()", s.next_run_in())
     print(f"\nlog == {log!r}", file=out)
     return 0
+
+
+def add_parser(subparsers: Any) -> argparse.ArgumentParser:
+    """Add the ``demo`` sub-command to an argparse ``subparsers`` object."""
+    demo = subparsers.add_parser(
+        "demo",
+        help="watch the scheduler schedule, run and cancel a few jobs (about 10 s)",
+        description="A narrated tour of the library's Scheduler on a real clock: it "
+        "schedules a backup, a log rotation and a repeating probe, cancels a job, and "
+        "prints every call and every run as it happens. For the cron replacement, see "
+        "`tickwork run --help`.",
+    )
+    demo.add_argument(
+        "--speed",
+        type=float,
+        default=2.0,
+        help="how many times faster than real time to play it (default 2)",
+    )
+    demo.set_defaults(func=_run)
+    demo_parser: argparse.ArgumentParser = demo
+    return demo_parser
+
+
+def _run(args: argparse.Namespace) -> int:
+    return run_demo(sys.stdout, speed=args.speed)

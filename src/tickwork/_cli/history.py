@@ -11,16 +11,15 @@ import json
 import sys
 import time
 from datetime import datetime
-from pathlib import Path
 from typing import Any, TextIO
 
-from tickwork._cli.next import _count
+from tickwork._cli.options import add_store_options, count, open_state
 from tickwork._core.schedules import parse_duration
 from tickwork._core.text import iso
 from tickwork.stores._model import OUTCOMES, ActionRecord, SlotRecord
 from tickwork.stores._protocol import RuntimeControl, SlotLedger, Store
 
-__all__ = ["add_parser", "open_state", "parse_since", "run_history"]
+__all__ = ["add_parser", "parse_since", "run_history"]
 
 #: Newest ledger entries read per job for ``tickwork jobs``' summary.
 
@@ -53,7 +52,7 @@ def parse_since(text: str, now: float | None = None) -> float:
     return moment.timestamp()
 
 
-def add_parser(subparsers: Any, add_store_options: Any) -> argparse.ArgumentParser:
+def add_parser(subparsers: Any) -> argparse.ArgumentParser:
     """Add ``history`` to an argparse ``subparsers`` object."""
     p: argparse.ArgumentParser = subparsers.add_parser(
         "history",
@@ -75,7 +74,7 @@ def add_parser(subparsers: Any, add_store_options: Any) -> argparse.ArgumentPars
     )
     p.add_argument("--outcome", choices=OUTCOMES, help="only entries with this outcome")
     p.add_argument(
-        "--limit", type=_count, default=50, metavar="N", help="most entries (default: 50)"
+        "--limit", type=count, default=50, metavar="N", help="most entries (default: 50)"
     )
     p.add_argument("--json", action="store_true", help="one JSON array, for machines")
     p.set_defaults(func=run_history)
@@ -150,30 +149,6 @@ def _action_line(a: ActionRecord) -> str:
     if a.note:
         line += f"\n    note: {a.note}"
     return line
-
-
-def open_state(args: argparse.Namespace, command: str, err: TextIO) -> Store | int:
-    """The store ``--state``/``--database``/the jobs file name, or an exit status (said why).
-
-    Shared by ``tickwork jobs`` and ``tickwork history``: a state file that does not
-    exist is not created (status 1), and a store that cannot be opened says why.
-    """
-    from tickwork._daemon.daemon import DaemonConfig
-    from tickwork._daemon.declare import DaemonError, open_store
-
-    state, database = DaemonConfig(
-        args.file, state=args.state, database=args.database
-    ).store_location()
-    if state is not None and not Path(state).expanduser().exists():
-        print(
-            f"tickwork {command}: no state at {state} (has `tickwork run` run with it?)", file=err
-        )
-        return 1
-    try:
-        return open_store(state=state, database=database)
-    except DaemonError as exc:
-        print(f"tickwork {command}: {exc}", file=err)
-        return 1
 
 
 def _job_id(store: Store, name: str | None, namespace: str | None) -> str | None:

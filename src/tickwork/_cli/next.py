@@ -15,22 +15,13 @@ from collections.abc import Sequence
 from datetime import UTC, datetime
 from typing import Any, TextIO
 
+from tickwork._cli.options import count
 from tickwork._core.cron import CronExpression
 from tickwork._core.errors import CronError
 
 __all__ = ["add_parser", "main", "run"]
 
 _PROG = "tickwork next"
-
-
-def _count(text: str) -> int:
-    try:
-        value = int(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"must be an integer >= 1, got {text!r}") from None
-    if value < 1:
-        raise argparse.ArgumentTypeError(f"must be an integer >= 1, got {value}")
-    return value
 
 
 def add_parser(subparsers: Any) -> argparse.ArgumentParser:
@@ -55,7 +46,7 @@ def add_parser(subparsers: Any) -> argparse.ArgumentParser:
     p.add_argument(
         "-n",
         "--count",
-        type=_count,
+        type=count,
         default=5,
         help="how many fire times to print (default: 5)",
     )

@@ -1,0 +1,311 @@
+"""``tickwork jobs``: what the daemon's state says about each job.
+
+Examples::
+
+    tickwork jobs examples/housekeeping.toml
+    tickwork jobs --state /var/lib/tickwork/state.sqlite3 --json
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import socket
+import sys
+import time
+from datetime import datetime
+from pathlib import Path
+from typing import Any, TextIO
+
+from tickwork._cli.options import add_store_options, open_state
+from tickwork._core.errors import ConfigError
+from tickwork._core.text import iso, schedule_words
+from tickwork._core.text import local_and_utc as _when
+from tickwork._daemon.config import Config, JobConfig, load_config
+from tickwork.stores._model import Claim, JobState
+from tickwork.stores._protocol import SessionLiveness, Store, StoreClock
+
+__all__ = ["add_parser", "run_jobs"]
+
+
+def add_parser(subparsers: Any) -> argparse.ArgumentParser:
+    """Add the ``jobs`` sub-command to an argparse ``subparsers`` object."""
+    j: argparse.ArgumentParser = subparsers.add_parser(
+        "jobs",
+        help="show each job's next run, last run and outcome from the state",
+        description="Show what the state of `tickwork run` says about each job: its "
+        "schedule, next run (local time and UTC), last run and outcome. Give the jobs "
+        "file (to find its default state and list jobs not run yet), --state or "
+        "--database, or both.",
+    )
+    j.add_argument("file", nargs="?", help="the jobs file (optional with --state/--database)")
+    add_store_options(j)
+    j.add_argument("--json", action="store_true", help="one JSON array, for machines")
+    j.set_defaults(func=run_jobs)
+    return j
+
+
+# -- tickwork jobs ---------------------------------------------------------------------
+
+
+def _process_alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:  # alive, another user's
+        return True
+    try:  # a zombie nobody has reaped yet is gone too
+        stat = Path(f"/proc/{pid}/stat").read_text()
+    except OSError:
+        return True
+    return stat.rsplit(")", 1)[1].split()[0] not in ("Z", "X")
+
+
+def _lost_because(claim: Claim, now: float, host: str, live: set[str] | None = None) -> str | None:
+    """Why the owner of a claim is gone (the claim will be recovered), or None if alive.
+
+    Gone: its lease has run out (nobody renewed it), it names a process on this host
+    that is not running, or (``live``: the owners with an open database session, where
+    the store can tell) none of its database sessions is open any more. Otherwise a claim
+    that names another host is believed while its lease holds.
+    """
+    if claim.lease_until <= now:
+        return f"its lease ran out at {_iso(claim.lease_until)}"
+    owner_host, _, rest = claim.owner.partition(":")
+    pid_text = rest.partition(":")[0]
+    if owner_host == host and pid_text.isdigit() and not _process_alive(int(pid_text)):
+        return (
+            "not running on this host; its lease runs out at"
+            f" {_iso(claim.lease_until)}, then the run is recorded abandoned"
+        )
+    if live is not None and claim.owner not in live:
+        return (
+            "its database session or process is gone; a running scheduler on the store"
+            " recovers its run within seconds, at the latest when its lease runs out at"
+            f" {_iso(claim.lease_until)}"
+        )
+    return None
+
+
+def _seconds(text: str) -> float:
+    """POSIX seconds of an ISO 8601 text written by `_iso`."""
+    return datetime.fromisoformat(text.replace("Z", "+00:00")).timestamp()
+
+
+def _iso(ts: float | None) -> str | None:
+    return None if ts is None else iso(ts, millis=True)
+
+
+def _schedule_text(schedule: Any) -> str:
+    """The schedule in words, exactly as the status page says it (one renderer)."""
+    return schedule_words(schedule)
+
+
+def run_jobs(
+    args: argparse.Namespace, *, out: TextIO | None = None, err: TextIO | None = None
+) -> int:
+    """Run ``tickwork jobs`` for parsed arguments; return the exit status."""
+    out = sys.stdout if out is None else out
+    err = sys.stderr if err is None else err
+    if args.file is None and args.state is None and args.database is None:
+        print("tickwork jobs: give the jobs file, --state PATH or --database DSN", file=err)
+        return 2
+    config: Config | None = None
+    if args.file is not None:
+        try:
+            config = load_config(args.file)
+        except ConfigError as exc:
+            for issue in exc.errors:
+                print(issue, file=err)
+            return 2
+    store = open_state(args, "jobs", err)
+    if isinstance(store, int):
+        return store
+    try:
+        states, live, now, summaries = _read_jobs(store, args)
+    finally:
+        store.close()
+    host = socket.gethostname()
+    rows = [_state_row(s, now, host, live, summaries[s.id]) for s in states]
+    if config is not None:
+        seen = {str(row["job"]) for row in rows}
+        rows += [_undeclared_row(job) for job in config.jobs if job.name not in seen]
+    if args.json:
+        json.dump(
+            [{k: v for k, v in row.items() if not k.startswith("_")} for row in rows],
+            out,
+            indent=2,
+        )
+        out.write("\n")
+        return 0
+    if not rows:
+        print("no jobs in the state", file=out)
+        return 0
+    for row in rows:
+        _print_row(row, out)
+    return 0
+
+
+def _read_jobs(
+    store: Store, args: argparse.Namespace
+) -> tuple[list[JobState], set[str] | None, float, dict[str, dict[str, Any]]]:
+    """What ``tickwork jobs`` reads from the open store (the caller closes it).
+
+    The jobs of the namespace, the owners with a live session (None: the store cannot
+    tell), now by the store's clock, and each job's failure summary.
+    """
+    from tickwork._daemon.declare import default_namespace, owned
+    from tickwork._daemon.status_page import failure_summary
+
+    states = store.jobs()
+    # Owners whose database sessions are all gone (PostgreSQL): lost at once, not
+    # only when their lease runs out. None: the store cannot tell.
+    live: set[str] | None = None
+    if isinstance(store, SessionLiveness):
+        live = store.live_owners(c.owner for s in states for c in s.claims if c.owner)
+    # Leases are judged by the store's clock where it has one, as the daemons do.
+    now = store.read_clock(time.time)[0] if isinstance(store, StoreClock) else time.time()
+    namespace = args.namespace or (default_namespace(args.file) if args.file else None)
+    if namespace is not None:
+        states = [s for s in states if owned(s, namespace)]
+    summaries = {s.id: failure_summary(store, s.id) for s in states}
+    return states, live, now, summaries
+
+
+def _state_row(
+    s: JobState, now: float, host: str, live: set[str] | None, summary: dict[str, Any]
+) -> dict[str, Any]:
+    """One job's row as the state has it (keys starting with ``_``: for text only)."""
+    from tickwork._daemon.declare import owner_label
+
+    name = s.spec.kwargs.get("job", s.id) if s.spec.kwargs else s.id
+    last = s.last_run
+    running: list[dict[str, Any]] = []
+    lost: list[dict[str, Any]] = []
+    waiting: dict[str, int] = {}
+    for c in s.claims:
+        if not c.owner:  # waiting: a recovered slot or an operator's run, not taken yet
+            if c.origin != "schedule":
+                waiting[c.origin] = waiting.get(c.origin, 0) + 1
+            continue
+        why = _lost_because(c, now, host, live)
+        entry = {
+            "owner": owner_label(c.owner),
+            "scheduled": _iso(c.scheduled),
+            "started": _iso(c.started),
+            "lease_until": _iso(c.lease_until),
+        }
+        if why is None:
+            running.append(entry)
+        else:
+            since = c.lease_until if c.lease_until <= now else None
+            lost.append(entry | {"since": _iso(since), "why": why})
+    return {
+        "job": name,
+        "id": s.id,
+        "schedule": _schedule_text(s.spec.schedule),
+        "paused": s.paused,
+        "pause": None if s.pause is None else s.pause.to_dict(),
+        "waiting": waiting,
+        "running": len(running),
+        "lost": lost,
+        "next_run": _iso(s.next_run),
+        "last_scheduled": _iso(last.scheduled) if last else None,
+        "last_started": _iso(last.started) if last else None,
+        "last_ended": _iso(last.ended) if last else None,
+        "outcome": last.outcome if last else None,
+        "error": last.error if last else None,
+        **summary,
+        "_next": s.next_run,
+        "_last": last,
+        "_running": running,
+    }
+
+
+def _undeclared_row(job: JobConfig) -> dict[str, Any]:
+    """The row of a job the file declares that the state does not hold yet."""
+    return {
+        "job": job.name,
+        "id": None,
+        "schedule": None,
+        "paused": not job.enabled,
+        "pause": None,
+        "waiting": {},
+        "running": 0,
+        "lost": [],
+        "next_run": None,
+        "last_scheduled": None,
+        "last_started": None,
+        "last_ended": None,
+        "outcome": "not in the state yet",
+        "error": None,
+        "last_success": None,
+        "consecutive_failures": None,
+        "_next": None,
+        "_last": None,
+        "_running": [],
+    }
+
+
+def _print_row(row: dict[str, Any], out: TextIO) -> None:
+    flags = []
+    if row["paused"]:
+        flags.append("paused")
+    if row["running"]:
+        flags.append("running now")
+    if row["lost"]:
+        flags.append("lost")
+    flag = f" [{', '.join(flags)}]" if flags else ""
+    print(f"{row['job']}{flag}", file=out)
+    if row["schedule"]:
+        print(f"  schedule  {row['schedule']}", file=out)
+    pause = row["pause"]
+    if pause is not None:
+        until = "" if pause["until"] is None else f", until {_when(_seconds(pause['until']))}"
+        note = "" if not pause["note"] else f": {pause['note']}"
+        print(
+            f"  paused    by {pause['by']} at {_when(_seconds(pause['at']))}{until}{note}", file=out
+        )
+    elif row["paused"]:
+        print("  paused    in the jobs file (enabled = false)", file=out)
+    for origin, count in sorted(row["waiting"].items()):
+        print(f"  waiting   {count} {origin} run(s), to start in order", file=out)
+    for claim in row["_running"]:
+        started = f", started {claim['started']}" if claim["started"] else ", not started yet"
+        print(
+            f"  running   the run due {claim['scheduled']}{started}, by {claim['owner']}",
+            file=out,
+        )
+    for claim in row["lost"]:
+        started = f", started {claim['started']}" if claim["started"] else ""
+        print(
+            f"  lost      the run due {claim['scheduled']}{started}: its owner"
+            f" {claim['owner']} is gone ({claim['why']})",
+            file=out,
+        )
+    print(f"  next run  {_when(row['_next'])}", file=out)
+    last = row["_last"]
+    if last is None:
+        print(f"  last run  - ({row['outcome'] or 'never ran'})", file=out)
+    else:
+        took = ""
+        if last.started is not None and last.ended is not None:
+            took = f", took {last.ended - last.started:.2f}s"
+        started = "" if last.started is None else f", started {_when(last.started)}"
+        print(f"  last run  {_when(last.scheduled)}{started}{took}", file=out)
+        print(f"  outcome   {last.outcome}", file=out)
+        if last.error:
+            lines = last.error.strip().splitlines()
+            tail = lines[-5:]
+            if len(lines) > 5:
+                tail.insert(0, "...")
+            for i, line in enumerate(tail):
+                print(f"  {'error' if i == 0 else '':<8}  {line}", file=out)
+        if row["last_success"] is not None or row["consecutive_failures"]:
+            success = row["last_success"]
+            shown = "never" if success is None else _when(_seconds(success))
+            print(f"  last ok   {shown}", file=out)
+        if row["consecutive_failures"]:
+            print(f"  failing   {row['consecutive_failures']} run(s) in a row", file=out)

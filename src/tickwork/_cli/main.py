@@ -1,0 +1,36 @@
+"""The ``tickwork`` parser: one sub-command per verb module of this folder."""
+
+from __future__ import annotations
+
+import argparse
+from collections.abc import Sequence
+
+from tickwork._core.version import __version__
+
+__all__ = ["build_parser", "main"]
+
+
+def build_parser() -> argparse.ArgumentParser:
+    """The argument parser for every subcommand."""
+    from tickwork._cli import control, demo, history, jobs, next, run, validate
+
+    parser = argparse.ArgumentParser(
+        prog="tickwork", description="Delayed and recurring jobs, and a cron replacement."
+    )
+    parser.add_argument("--version", action="version", version=f"tickwork {__version__}")
+    sub = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
+    demo.add_parser(sub)
+    next.add_parser(sub)
+    validate.add_parser(sub)
+    run.add_parser(sub)
+    jobs.add_parser(sub)
+    history.add_parser(sub)
+    control.add_parsers(sub)
+    return parser
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    """Run the command line; return the process exit status."""
+    args = build_parser().parse_args(argv)
+    status: int = args.func(args)
+    return status

@@ -1,0 +1,7 @@
+"""tickwork's version, in one place (``tickwork.__version__``, ``tickwork --version``)."""
+
+from __future__ import annotations
+
+__all__ = ["__version__"]
+
+__version__ = "0.1.0.dev0"
