@@ -14,8 +14,8 @@ from typing import TYPE_CHECKING
 from tickwork._core.errors import CronError as CronError
 from tickwork._core.errors import JobInterrupted as JobInterrupted
 from tickwork._core.errors import TickworkError as TickworkError
-from tickwork._core.scheduler import EventKind as EventKind
-from tickwork._core.scheduler import RunEvent as RunEvent
+from tickwork._core.events import EventKind as EventKind
+from tickwork._core.events import RunEvent as RunEvent
 from tickwork._core.scheduler import Scheduler as Scheduler
 from tickwork._core.scheduler import TaskInfo as TaskInfo
 from tickwork._core.schedules import At as At

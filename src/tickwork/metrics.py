@@ -29,7 +29,7 @@ from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram
 from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily
 from prometheus_client.registry import Collector
 
-from tickwork._core.scheduler import EventKind, Listener, RunEvent
+from tickwork._core.events import EventKind, Listener, RunEvent
 
 __all__ = ["DEFAULT_BUCKETS", "SchedulerMetrics"]
 

@@ -1,1 +1,1 @@
-"""The pure core: schedules, cron, the tick `Scheduler`, a run's life cycle, errors, text."""
+"""The pure core: schedules, cron, events, the tick `Scheduler`, runs, errors, text."""

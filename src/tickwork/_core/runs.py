@@ -37,19 +37,8 @@ from typing import Any, ClassVar
 
 from tickwork._core.args import Bound, seconds
 from tickwork._core.errors import JobInterrupted
-from tickwork._core.scheduler import (
-    _DUE,
-    _REC,
-    EventKind,
-    Listener,
-    RunEvent,
-    Scheduler,
-    Shown,
-    TaskInfo,
-    _check_result,
-    _deliver,
-    name_of,
-)
+from tickwork._core.events import EventKind, Listener, RunEvent, _deliver
+from tickwork._core.scheduler import _DUE, _REC, Scheduler, Shown, TaskInfo, _check_result, name_of
 from tickwork._core.schedules import Schedule, _DelayPlan, _Plan
 from tickwork._core.vocabulary import OVERLAP_POLICIES, Overlap
 

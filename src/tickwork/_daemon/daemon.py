@@ -39,7 +39,7 @@ from typing import TYPE_CHECKING, Final, TextIO
 
 from tickwork._core.args import seconds
 from tickwork._core.errors import ConfigError, JobFailed, JobTimedOut, TickworkError
-from tickwork._core.scheduler import EventKind, RunEvent
+from tickwork._core.events import EventKind, RunEvent
 from tickwork._core.schedules import Cron, Every
 from tickwork._core.text import plain_seconds as _seconds_text
 from tickwork._daemon.alerts import AlertSender

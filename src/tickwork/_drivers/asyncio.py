@@ -28,14 +28,13 @@ from types import TracebackType
 from typing import Any, Final, TypeVar
 
 from tickwork._core.clocks import watch_clock
+from tickwork._core.events import Listener, RunEvent
 from tickwork._core.runs import Overlap, Policy, Run, seconds_or_none
 from tickwork._core.scheduler import (
     _DUE,
     DEFAULT_MAX_ERRORS,
     Clock,
     ErrorHook,
-    Listener,
-    RunEvent,
     Scheduler,
     TaskInfo,
     _is_coroutine_function,

@@ -25,13 +25,12 @@ from types import TracebackType
 from typing import Any
 
 from tickwork._core.clocks import watch_clock
+from tickwork._core.events import Listener, RunEvent
 from tickwork._core.runs import Overlap, Policy, Run, seconds_or_none
 from tickwork._core.scheduler import (
     DEFAULT_MAX_ERRORS,
     Clock,
     ErrorHook,
-    Listener,
-    RunEvent,
     Scheduler,
     TaskInfo,
     _log,

@@ -26,7 +26,8 @@ from datetime import datetime
 from types import TracebackType
 from typing import Any, Final, Literal
 
-from tickwork._core.scheduler import DEFAULT_MAX_ERRORS, Listener
+from tickwork._core.events import Listener
+from tickwork._core.scheduler import DEFAULT_MAX_ERRORS
 from tickwork._durable.scheduler import DurableErrorHook, DurableScheduler, current_async_claim
 from tickwork.stores._model import (
     ActionRecord,

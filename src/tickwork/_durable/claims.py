@@ -14,7 +14,7 @@ from collections.abc import Callable, Mapping
 from concurrent.futures import Executor
 from typing import Protocol
 
-from tickwork._core.scheduler import EventKind, RunEvent
+from tickwork._core.events import EventKind, RunEvent
 from tickwork._core.text import iso
 from tickwork._durable.decide import Decision, decide
 from tickwork._durable.engine import _HELD_MAX, _HELD_MIN, RunTable, _Run

@@ -6,7 +6,7 @@ import logging
 import threading
 from collections import deque
 
-from tickwork._core.scheduler import EventKind, Listener, RunEvent, _deliver
+from tickwork._core.events import EventKind, Listener, RunEvent, _deliver
 from tickwork._durable.engine import DurableErrorHook
 
 _log = logging.getLogger("tickwork.durable")

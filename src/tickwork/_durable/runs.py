@@ -10,7 +10,8 @@ import threading
 from collections.abc import Awaitable, Callable
 
 from tickwork._core.errors import JobInterrupted
-from tickwork._core.scheduler import EventKind, RunEvent, _check_result
+from tickwork._core.events import EventKind, RunEvent
+from tickwork._core.scheduler import _check_result
 from tickwork._core.schedules import Every
 from tickwork._core.text import iso
 from tickwork._durable.decide import within_until

@@ -40,12 +40,8 @@ from typing import Literal
 
 from tickwork._core.args import seconds
 from tickwork._core.clocks import watch_clock
-from tickwork._core.scheduler import (
-    DEFAULT_MAX_ERRORS,
-    Listener,
-    _is_coroutine_function,
-    misfit,
-)
+from tickwork._core.events import Listener
+from tickwork._core.scheduler import DEFAULT_MAX_ERRORS, _is_coroutine_function, misfit
 from tickwork._core.schedules import Every
 from tickwork._durable.claims import Claiming, claimer_for
 from tickwork._durable.control import backfill_slots, default_actor, following_slot
