@@ -215,6 +215,7 @@ h2 { font-size: 16px; margin: 20px 0 6px; }
 ul.actions { padding-left: 18px; color: #3a434c; }
 .waiting, .streak { color: #a15c00; font-weight: 600; font-size: 12px; margin-top: 4px; }
 .streak { color: #a12b2d; }
+.waiting .sub, .streak .sub { font-weight: normal; }
 .node.gone { color: #8a939c; text-decoration: line-through; }
 .node.gone .mark { text-decoration: none; display: inline-block; margin-left: 3px;
   color: #a12b2d; font-weight: 600; }
