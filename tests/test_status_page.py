@@ -238,7 +238,7 @@ def test_a_browser_shows_waiting_runs_streaks_lateness_and_gone_nodes(tmp_path: 
         a.kill()
     # Node B takes over the state and serves the page; three runs of "slow" are asked
     # for: one runs, two wait for it (overlap "queue").
-    b = Run(jobs, state, "--http", "127.0.0.1:0")
+    b = Run(jobs, state, "--http", "127.0.0.1:0", "--shutdown-grace", "1s")
     try:
         line = b.wait_line("metrics at http://127.0.0.1:")
         base = line.split("metrics at ", 1)[1].split("/metrics", 1)[0]
