@@ -665,4 +665,4 @@ def test_the_demo_shows_every_kind_of_job_it_announces(tmp_path: Path) -> None:
     after = listing.split("\nweekday-digest\n", 1)[1].splitlines()
     ends = [i for i, line in enumerate(after) if not line.startswith(" ")]
     digest = "\n".join(after[: ends[0] if ends else len(after)])
-    assert "cron '0 7 * * 1-5' Europe/Berlin" in digest and "next run  20" in digest
+    assert "at 07:00, Monday to Friday (Europe/Berlin)" in digest and "next run  20" in digest
