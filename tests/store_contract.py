@@ -23,6 +23,7 @@ from tickwork.stores import (
     JobSpec,
     JobState,
     LastRun,
+    RuntimeControl,
     SlotLedger,
     SlotRecord,
     Store,
@@ -653,6 +654,26 @@ class StoreContract:
         store.recover_expired(140.0)
         store.remove("job")
         assert store.next_wakeup() is None and claim(store, 140.0, "B") == []
+
+    def test_waiting_runs_are_the_runs_no_node_has_taken(self, open_store: OpenStore) -> None:
+        a, b = open_store(), open_store()
+        assert isinstance(a, RuntimeControl)
+        a.upsert(spec(overlap="queue"), 1000.0)
+        assert a.get("job").waiting_runs == 0  # type: ignore[union-attr]
+        assert a.backfill_job("job", [900.0, 910.0, 920.0], by="ops", at=950.0) == [
+            900.0, 910.0, 920.0
+        ]  # fmt: skip
+        assert a.trigger_job("job", by="ops", at=950.0) == "queued"
+        # Read by another store object (another process): the same count, both reads.
+        assert b.get("job").waiting_runs == 4  # type: ignore[union-attr]
+        assert [s.waiting_runs for s in b.jobs()] == [4]
+        (taken,) = claim(b, 950.0, "B", limit=1, advance=never)  # oldest waiting run first
+        assert (taken.scheduled, taken.origin) == (900.0, "backfill")
+        assert b.get("job").waiting_runs == 3  # type: ignore[union-attr]
+        assert b.start(taken, started=951.0) and b.finish(taken, outcome="ok", ended=952.0)
+        assert a.get("job").waiting_runs == 3  # type: ignore[union-attr]
+        a.set_paused("job", True)  # a pause holds them, it does not drop them
+        assert a.get("job").waiting_runs == 3  # type: ignore[union-attr]
 
     def test_claim_due_recovers_expired_leases_itself(self, open_store: OpenStore) -> None:
         a, b = open_store(), open_store()

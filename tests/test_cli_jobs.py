@@ -1,8 +1,9 @@
-"""``tickwork jobs``: a claim whose owner is gone is shown as lost, with when, never running.
+"""``tickwork jobs``: the table, the stanzas (``--long``) and the JSON of what the state says.
 
-In-process, on a SQLite state written through the store API: claims by a live owner
+On SQLite states written through the store API. Lost claims: claims by a live owner
 (this process), by a process that is not running on this host, and by an owner whose
-lease has run out.
+lease has run out (in-process). The table and ``--long``: through the real CLI
+(``python -m tickwork jobs``) in two time zones.
 """
 
 from __future__ import annotations
@@ -85,7 +86,7 @@ def test_json_shows_lost_claims_with_when_and_host_pid_owners(state: Path) -> No
 
 
 def test_text_marks_lost_not_running_and_times_are_iso_8601(state: Path) -> None:
-    text = jobs(state)
+    text = jobs(state, "--long")
     heads = [line for line in text.splitlines() if not line.startswith(" ")]
     assert "alive [running now]" in heads
     assert "dead [lost]" in heads and "expired [lost]" in heads
@@ -97,5 +98,128 @@ def test_text_marks_lost_not_running_and_times_are_iso_8601(state: Path) -> None
     assert f"by {HOST}:{os.getpid()}" in running and "abcd1234" not in text
     next_run = next(line for line in text.splitlines() if line.startswith("  next run "))
     # 2026-12-02T18:00:10+01:00 (2026-12-02T17:00:10Z)
-    local, utc = next_run.split(None, 2)[2].split(" ")
-    assert local[10] == "T" and utc.startswith("(") and utc.endswith("Z)")
+    when = next_run.split(None, 2)[2]
+    if time.localtime().tm_gmtoff:  # local time, then UTC
+        local, utc = when.split(" ")
+        assert local[10] == "T" and utc.startswith("(") and utc.endswith("Z)")
+    else:  # local time is UTC: once
+        assert when[10] == "T" and when.endswith("Z") and " " not in when
+
+
+# -- the table and --long, through the real CLI ----------------------------------------
+
+
+@pytest.fixture
+def views(tmp_path: Path) -> Path:
+    """backup: ok, then failed 3 times; report: paused, its next run past; sync: 4 waiting."""
+    path = tmp_path / "v.sqlite3"
+    now = time.time()
+    with SQLiteStore(path) as store:
+
+        def declare(name: str, next_run: float, **kw: Any) -> None:
+            spec = JobSpec(f"jobs/{name}", ENTRY_POINT, Every(60), kwargs={"job": name}, **kw)
+            store.upsert(spec, next_run)
+
+        declare("backup", now - 300)
+        for k, outcome in enumerate(["ok", "failed", "failed", "failed"]):
+            at = now - 300 + 60 * k
+            [c] = store.claim_due(
+                at, owner="web1:4242:ab12", lease_seconds=30, limit=1,
+                advance=lambda s, a: a + 60,
+            )  # fmt: skip
+            assert store.start(c, started=at + 0.5)
+            assert store.finish(c, outcome=outcome, ended=at + 1.5)  # type: ignore[arg-type]
+        declare("report", now - 600)
+        store.pause_job("jobs/report", by="ana@ops", at=now - 60, note="INC-7")
+        declare("sync", now + 3600, overlap="queue")
+        assert len(store.backfill_job("jobs/sync", [now - 180, now - 120, now - 60],
+                                      by="ops", at=now)) == 3  # fmt: skip
+        assert store.trigger_job("jobs/sync", by="ops", at=now) == "queued"
+    return path
+
+
+def cli(*args: str, tz: str) -> str:
+    proc = subprocess.run(
+        [sys.executable, "-m", "tickwork", "jobs", *args],
+        capture_output=True,
+        text=True,
+        timeout=60,
+        env={**os.environ, "TZ": tz},
+    )
+    assert proc.returncode == 0, proc.stderr
+    return proc.stdout
+
+
+def columns(header: str) -> list[int]:
+    return [i for i, ch in enumerate(header) if ch != " " and (i == 0 or header[i - 1] == " ")]
+
+
+def test_the_table_has_one_aligned_line_a_job(views: Path) -> None:
+    lines = cli("--state", str(views), tz="UTC").splitlines()
+    header, *rows = lines[: lines.index("")]
+    assert header.split() == [
+        "JOB", "SCHEDULE", "NEXT", "LEFT", "LAST", "PASSED", "OUTCOME", "STREAK", "NOTES"
+    ]  # fmt: skip
+    assert lines[-1] == "3 jobs listed; --long for details."
+    starts = columns(header)
+    by_job = {row.split()[0]: row for row in rows}
+    assert sorted(by_job) == ["backup", "report", "sync"]
+    for row in rows:  # every cell starts under its heading, after two spaces at least
+        for i, start in enumerate(starts):
+            assert row[start] != " " and (i == 0 or row[start - 2 : start] == "  "), (row, i)
+    # Each column as wide as its widest cell: some line fills it up to the gap.
+    for i, start in enumerate(starts[1:]):
+        assert any(line[start - 3] != " " for line in [header, *rows]), i
+
+    def cell(job: str, column: str) -> str:
+        i = header.split().index(column)
+        row = by_job[job]
+        end = starts[i + 1] if i + 1 < len(starts) else len(row)
+        return row[starts[i] : end].strip()
+
+    assert cell("backup", "STREAK") == "3 failed" and cell("backup", "OUTCOME") == "failed"
+    assert cell("backup", "SCHEDULE") == "every 1 minute"
+    assert cell("backup", "PASSED").endswith(" ago")
+    assert cell("report", "LEFT") == "held while paused" and cell("report", "NOTES") == "paused"
+    assert cell("sync", "NOTES") == "4 waiting" and cell("sync", "LEFT") in ("in 60 min", "in 1 h")
+    # Local time is UTC here: each time is shown once, named.
+    nxt = cell("sync", "NEXT")
+    assert nxt.endswith(" UTC") and nxt.count(":") == 2 and "Z" not in nxt
+
+
+def test_the_table_shows_local_time_where_it_is_not_utc(views: Path) -> None:
+    text = cli("--state", str(views), tz="Europe/Paris")
+    assert " CET " in text or " CEST " in text
+    assert " UTC " not in text and "Z " not in text
+
+
+def test_long_shows_each_job_and_a_paused_jobs_next_run_is_held(views: Path) -> None:
+    text = cli("--state", str(views), "--long", tz="UTC")
+    report = text.split("report [paused]\n", 1)[1].split("\nsync", 1)[0]
+    [next_run] = [line for line in report.splitlines() if line.startswith("  next run  ")]
+    # 2026-12-02T17:00:10Z, held while paused: once, as local time is UTC
+    assert next_run.endswith("Z, held while paused") and "(" not in next_run
+    assert "  failing   3 run(s) in a row" in text
+    assert "  waiting   3 backfill run(s), to start in order" in text
+    assert "  waiting   1 manual run(s), to start in order" in text
+    paris = cli("--state", str(views), "--long", tz="Europe/Paris")
+    report = paris.split("report [paused]\n", 1)[1].split("\nsync", 1)[0]
+    [next_run] = [line for line in report.splitlines() if line.startswith("  next run  ")]
+    assert next_run.endswith("Z), held while paused") and "+0" in next_run  # both times
+
+
+def test_json_adds_the_waiting_runs(views: Path) -> None:
+    rows = {r["job"]: r for r in json.loads(cli("--state", str(views), "--json", tz="UTC"))}
+    assert rows["sync"]["waiting_runs"] == 4 and rows["sync"]["waiting"] == {
+        "backfill": 3, "manual": 1
+    }  # fmt: skip
+    assert rows["backup"]["waiting_runs"] == 0 and rows["backup"]["consecutive_failures"] == 3
+    assert rows["report"]["paused"] is True
+
+
+def test_long_and_json_are_one_or_the_other(views: Path) -> None:
+    proc = subprocess.run(
+        [sys.executable, "-m", "tickwork", "jobs", "--state", str(views), "--long", "--json"],
+        capture_output=True, text=True, timeout=60,
+    )  # fmt: skip
+    assert proc.returncode == 2 and "not allowed with argument" in proc.stderr

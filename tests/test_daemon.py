@@ -231,7 +231,7 @@ def test_jobs_lists_file_jobs_not_in_the_state_yet(
     jobs.write_text(FILE)
     daemon(store).apply(parse_config(FILE.split('[[job]]\nname = "d"')[0]))
     state = str(tmp_path / "s.sqlite3")
-    assert main(["jobs", str(jobs), "--state", state]) == 0
+    assert main(["jobs", str(jobs), "--state", state, "--long"]) == 0
     out = capsys.readouterr().out
     assert "a\n  schedule  every 30 seconds\n  next run  " in out
     assert "b\n  schedule  at 03:00 (Europe/Berlin)\n" in out

@@ -246,6 +246,7 @@ def test_schedules_fire_json_logs_parse_and_for_ends_by_itself(
             str(tmp_path / "jobs.toml"),
             "--state",
             str(tmp_path / "state" / "s.sqlite3"),
+            "--long",
         ],
         capture_output=True,
         text=True,
@@ -608,7 +609,7 @@ def test_the_demo_shows_every_kind_of_job_it_announces(tmp_path: Path) -> None:
     assert " probe-api started (attempt 2" in text  # ...so it is retried
     assert " slow-sync skipped the run due " in text  # overlap = "skip"
     listing = subprocess.run(
-        [sys.executable, "-m", "tickwork", "jobs", str(example), "--state", str(state)],
+        [sys.executable, "-m", "tickwork", "jobs", str(example), "--state", str(state), "--long"],
         capture_output=True,
         text=True,
         timeout=60,

@@ -180,6 +180,91 @@ def test_the_daemon_serves_its_metrics_and_health(tmp_path: Path) -> None:
         run.kill()
 
 
+def test_the_daemon_s_metrics_show_pauses_failure_streaks_and_waiting_runs(
+    tmp_path: Path,
+) -> None:
+    import subprocess
+
+    jobs, state = tmp_path / "jobs.toml", tmp_path / "s.sqlite3"
+    jobs.write_text(
+        textwrap.dedent(
+            """
+            [[job]]
+            name = "fail"
+            every = "1h"
+            first = "0s"
+            command = ["false"]
+
+            [[job]]
+            name = "slow"
+            every = "1h"
+            first = "0s"
+            overlap = "queue"
+            command = ["sleep", "60"]
+
+            [[job]]
+            name = "off"
+            every = "1h"
+            enabled = false
+            command = ["true"]
+            """
+        )
+    )
+
+    def tickwork(*args: str) -> None:
+        subprocess.run(
+            [sys.executable, "-m", "tickwork", *args, "-f", str(jobs), "--state", str(state)],
+            check=True, capture_output=True, timeout=60,
+        )  # fmt: skip
+
+    def gauge(text: str, name: str, job: str) -> float | None:
+        head = f'{name}{{job="{job}"}} '
+        line = next((x for x in text.splitlines() if x.startswith(head)), None)
+        return None if line is None else float(line[len(head) :])
+
+    run = Run(jobs, state, "--http", "127.0.0.1:0", "--shutdown-grace", "1s")
+    try:
+        line = run.wait_line("metrics at http://127.0.0.1:")
+        base = line.split("metrics at ", 1)[1].split("/metrics", 1)[0]
+        run.wait_line(" fail failed ")
+        run.wait_line(" slow started")
+        for _ in range(2):  # one more run of each: two wait for the one going
+            tickwork("trigger", "slow")
+
+        def scraped(want: dict[tuple[str, str], float]) -> str | None:
+            text = get(base + "/metrics")[1]
+            return text if all(gauge(text, *k) == v for k, v in want.items()) else None
+
+        text = wait_until(
+            "the gauges",
+            lambda: scraped(
+                {
+                    ("tickwork_failure_streak", "fail"): 1.0,
+                    ("tickwork_waiting_runs", "slow"): 2.0,
+                    ("tickwork_paused", "off"): 1.0,
+                    ("tickwork_paused", "fail"): 0.0,
+                }
+            ),
+            LIMIT,
+        )
+        assert gauge(text, "tickwork_failure_streak", "slow") == 0.0
+        assert gauge(text, "tickwork_waiting_runs", "fail") == 0.0
+        assert gauge(text, "tickwork_next_run_timestamp_seconds", "off") is None  # held
+        assert "# TYPE tickwork_paused gauge" in text
+        # A second failure lengthens the streak; a pause shows at the next scrape.
+        tickwork("trigger", "fail")
+        tickwork("pause", "slow")
+        wait_until(
+            "a streak of 2 and slow paused",
+            lambda: scraped(
+                {("tickwork_failure_streak", "fail"): 2.0, ("tickwork_paused", "slow"): 1.0}
+            ),
+            LIMIT,
+        )
+    finally:
+        run.stop()
+
+
 def test_http_needs_prometheus_client_and_a_valid_address(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:

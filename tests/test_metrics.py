@@ -81,6 +81,29 @@ def test_the_core_scheduler_counts_runs_by_name_and_outcome() -> None:
     assert value(r, "tickwork_next_run_timestamp_seconds", job="nightly") is None
 
 
+def test_a_tasks_failure_streak_counts_failures_since_its_last_ok_run() -> None:
+    clock = FakeClock()
+    s = Scheduler(clock)
+    m = SchedulerMetrics()
+    m.watch(s)
+    results = iter([boom, boom, late, ok, boom])  # timeouts are failures too
+
+    def flaky() -> None:
+        next(results)()
+
+    s.schedule(1, flaky, 1, name="flaky")
+    s.schedule(1, ok, 1, name="fine")
+    streaks = []
+    for _ in range(5):
+        clock.advance(1)
+        s.run_pending()
+        streaks.append(value(m.registry, "tickwork_failure_streak", job="flaky"))
+    assert streaks == [1, 2, 3, 0, 1]
+    assert value(m.registry, "tickwork_failure_streak", job="fine") == 0
+    assert value(m.registry, "tickwork_paused", job="flaky") == 0
+    assert value(m.registry, "tickwork_waiting_runs", job="flaky") is None  # durable only
+
+
 def test_a_late_core_task_counts_its_missed_slots() -> None:
     clock = FakeClock()
     s = Scheduler(clock)

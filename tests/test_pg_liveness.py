@@ -147,3 +147,39 @@ def test_tickwork_jobs_shows_a_claim_of_a_gone_session_as_lost(fresh_database: s
     finally:
         live_node.close()
         dead_node.close()
+
+
+def test_the_status_page_marks_a_node_whose_sessions_are_gone(fresh_database: str) -> None:
+    from tickwork._daemon.status_page import page
+
+    now = time.time()
+    live_node = PostgresStore(fresh_database)
+    dead_node = PostgresStore(fresh_database)
+    reader = PostgresStore(fresh_database)
+    try:
+        # Owners on another host: this host cannot look at their processes.
+        live_node.tag_sessions("elsewhere:1:aaaa")
+        dead_node.tag_sessions("elsewhere:2:bbbb")
+        claim(live_node, "alive", "elsewhere:1:aaaa", now)
+        claim(dead_node, "gone", "elsewhere:2:bbbb", now)
+        dead_node.close()  # its process died: PostgreSQL ends its sessions
+        gone = '<span class="mark">(gone)</span>'
+
+        def marked() -> str | None:
+            text = page(reader, reader, "jobs", "jobs.toml")  # the store reads as a scheduler
+            return text if f"elsewhere:2{gone}" in text else None
+
+        text = wait_for_value(marked, "the gone node marked")
+        assert '<span class="node">elsewhere:1</span>' in text
+        assert f"elsewhere:1{gone}" not in text
+    finally:
+        for store in (live_node, dead_node, reader):
+            store.close()
+
+
+def wait_for_value(check: Any, what: str, timeout: float = 30.0) -> Any:
+    give_up = time.monotonic() + timeout
+    while not (value := check()):
+        assert time.monotonic() < give_up, f"timed out waiting for {what}"
+        time.sleep(0.05)
+    return value

@@ -8,9 +8,11 @@ browser tests skip with one line; CI (.ci/run) installs it and refuses skips.
 from __future__ import annotations
 
 import shutil
+import socket
 import subprocess
 import sys
 import textwrap
+import time
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -167,3 +169,115 @@ def test_the_next_run_of_a_paused_or_busy_job_says_why_it_waits() -> None:
     page = render("j.toml", views, [], 1.8e9)
     assert "held while paused" in page and "after the run going now" in page
     assert "in 30 s" in page and "5 s ago" not in page
+
+
+def tickwork(*args: str) -> str:
+    proc = subprocess.run(
+        [sys.executable, "-m", "tickwork", *args], capture_output=True, text=True, timeout=60
+    )
+    assert proc.returncode == 0, proc.stderr
+    return proc.stdout
+
+
+LATE = 2591807.85  # the issue's lateness, once shown as "2591807.85 s"
+
+
+def seed_a_late_run(jobs: Path, state: Path) -> None:
+    """A run of "nightly" that started 30 days after its slot, as the daemon records it."""
+    from tickwork._daemon.config import load_config
+    from tickwork._daemon.declare import default_namespace, spec_for
+    from tickwork.stores.sqlite import SQLiteStore
+
+    [job] = [j for j in load_config(str(jobs)).jobs if j.name == "nightly"]
+    now = time.time()
+    due = now - LATE - 600
+    with SQLiteStore(state) as store:
+        store.upsert(spec_for(job, namespace=default_namespace(str(jobs)), now=now), due)
+        [c] = store.claim_due(
+            due, owner="elsewhere:1:ab12", lease_seconds=4e6, limit=1,
+            advance=lambda s, at: now + 86400,
+        )  # fmt: skip
+        assert store.start(c, started=due + LATE)
+        assert store.finish(c, outcome="ok", ended=due + LATE + 2)
+
+
+@needs_browser
+def test_a_browser_shows_waiting_runs_streaks_lateness_and_gone_nodes(tmp_path: Path) -> None:
+    jobs, state = tmp_path / "jobs.toml", tmp_path / "s.sqlite3"
+    jobs.write_text(
+        textwrap.dedent(
+            """
+            [[job]]
+            name = "probe-api"
+            every = "1h"
+            first = "0s"
+            command = ["sh", "-c", "echo 'connection refused' >&2; exit 7"]
+
+            [[job]]
+            name = "slow"
+            every = "1h"
+            first = "0s"
+            overlap = "queue"
+            command = ["sleep", "60"]
+
+            [[job]]
+            name = "nightly"
+            every = "1d"
+            command = ["true"]
+            """
+        )
+    )
+    seed_a_late_run(jobs, state)
+    host = socket.gethostname()
+    # Node A runs both jobs, then is killed with -9 while "slow" runs.
+    a = Run(jobs, state)
+    try:
+        a.wait_line(" probe-api failed ")
+        a.wait_line(" slow started")
+    finally:
+        a.kill()
+    # Node B takes over the state and serves the page; three runs of "slow" are asked
+    # for: one runs, two wait for it (overlap "queue").
+    b = Run(jobs, state, "--http", "127.0.0.1:0", "--shutdown-grace", "1s")
+    try:
+        line = b.wait_line("metrics at http://127.0.0.1:")
+        base = line.split("metrics at ", 1)[1].split("/metrics", 1)[0]
+        for _ in range(3):
+            tickwork("trigger", "slow", "-f", str(jobs), "--state", str(state))
+
+        def settled() -> str | None:
+            text = get(base + "/")[1]
+            return text if "2 runs waiting" in text and f"{host}:{b.proc.pid}" in text else None
+
+        wait_until("two runs of slow waiting on the page", settled, 3 * LIMIT)
+        dom = browse(base + "/", tmp_path, "--dump-dom")
+
+        def row(job: str) -> str:
+            return dom.split(f'<td class="job">{job}', 1)[1].split("</tr>", 1)[0]
+
+        probe = row("probe-api")
+        assert '<div class="streak">failing 1 run in a row' in probe
+        assert '<div class="sub">last ok never</div>' in probe
+        slow = row("slow")
+        assert '<div class="waiting">2 runs waiting<div class="sub">manual 2</div>' in slow
+        nightly = row("nightly")
+        assert "<td>30 d</td>" in nightly and "30 d late" in nightly  # the cell, the strip
+        assert "2591807" not in dom and "streak" not in nightly
+        meta = dom.split('<div class="meta">', 1)[1].split("</div>", 1)[0]
+        assert (
+            f'<span class="node gone" title="its process or database session has ended">'
+            f'{host}:{a.proc.pid}<span class="mark">(gone)</span></span>'
+        ) in meta
+        assert f'<span class="node">{host}:{b.proc.pid}</span>' in meta
+        assert '<span class="node">elsewhere:1</span>' in meta  # cannot be judged from here
+        shot = tmp_path / "status.png"
+        browse(base + "/", tmp_path, f"--screenshot={shot}", "--window-size=1200,480")
+        assert shot.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+    finally:
+        b.stop()
+
+
+def test_the_page_escapes_node_names_and_marks_gone_ones_in_words() -> None:
+    page = render("j.toml", [], ["<b>n</b>:1", "web1:2"], 1.8e9, gone={"web1:2"})
+    assert "<b>" not in page and "&lt;b&gt;n&lt;/b&gt;:1" in page
+    assert 'web1:2<span class="mark">(gone)</span>' in page

@@ -55,7 +55,8 @@ def test_the_surfaces_time_texts_live_in_one_module() -> None:
     assert iso_due(1_800_000_000.25) == "2027-01-15T08:00:00.250Z"
     assert utc_time(1_800_000_000) == "2027-01-15 08:00:00 UTC" and utc_time(None) == "-"
     assert relative_time(100, 105) == "in 5 s" and relative_time(1000, 820) == "3 min ago"
-    assert relative_time(0, 9000) == "in 2.5 h" and relative_time(0, None) == ""
+    assert relative_time(0, 9000) == "in 2 h 30 min" and relative_time(0, None) == ""
+    assert relative_time(2591807.85, 0) == "30 d ago"
     assert [run_duration(v) for v in (0.25, 12.5, 245, 3723)] == [
         "0.25s",
         "12.5s",
@@ -64,3 +65,46 @@ def test_the_surfaces_time_texts_live_in_one_module() -> None:
     ]
     assert short_duration(0.25) == "250 ms" and short_duration(1.5) == "1.50 s"
     assert short_duration(None) == "-" and plain_seconds(30.0) == "30s"
+
+
+@pytest.mark.parametrize(
+    ("seconds", "shown"),
+    [
+        (0.25, "250 ms"),
+        (0.9996, "1.00 s"),  # rounds into the next unit, never "1000 ms"
+        (1.5, "1.50 s"),
+        (42.4, "42 s"),
+        (59.6, "1 min"),
+        (250, "4 min 10 s"),
+        (3599.6, "1 h"),
+        (15000, "4 h 10 min"),
+        (86399.9, "1 d"),
+        (183600, "2 d 3 h"),
+        (2591807.85, "30 d"),  # the lateness, once "2591807.85 s"
+        (float("inf"), "inf s"),
+    ],
+)
+def test_durations_read_at_a_glance(seconds: float, shown: str) -> None:
+    from tickwork._core.text import human_duration, short_duration
+
+    assert human_duration(seconds) == shown and short_duration(seconds) == shown
+
+
+def test_a_time_is_shown_once_where_local_time_is_utc(monkeypatch: pytest.MonkeyPatch) -> None:
+    import time
+
+    from tickwork._core.text import local_and_utc, local_time
+
+    monkeypatch.setenv("TZ", "UTC")
+    time.tzset()
+    try:
+        assert local_and_utc(1_800_000_000) == "2027-01-15T08:00:00Z"
+        assert local_time(1_800_000_000) == "2027-01-15 08:00:00 UTC"
+        monkeypatch.setenv("TZ", "Europe/Paris")
+        time.tzset()
+        assert local_and_utc(1_800_000_000) == "2027-01-15T09:00:00+01:00 (2027-01-15T08:00:00Z)"
+        assert local_time(1_800_000_000) == "2027-01-15 09:00:00 CET"
+        assert local_time(None) == "-" and local_time(1e300) == "1e+300"
+    finally:
+        monkeypatch.undo()
+        time.tzset()

@@ -20,9 +20,11 @@ makes of it), so their number stays that of your jobs.
 
 from __future__ import annotations
 
+import logging
 import threading
 import time
 from collections.abc import Callable, Iterator, Sequence
+from dataclasses import dataclass
 from typing import Any, Protocol
 
 from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram
@@ -32,6 +34,8 @@ from prometheus_client.registry import Collector
 from tickwork._core.events import EventKind, Listener, RunEvent
 
 __all__ = ["DEFAULT_BUCKETS", "SchedulerMetrics"]
+
+_log = logging.getLogger("tickwork.metrics")
 
 #: Histogram buckets (seconds) for durations and lateness: a millisecond to an hour.
 DEFAULT_BUCKETS: tuple[float, ...] = (
@@ -72,7 +76,14 @@ class SchedulerMetrics:
     - ``tickwork_last_success_timestamp_seconds{job}``: when its last ``ok`` run ended;
     - ``tickwork_running{job}``: runs going now;
     - ``tickwork_next_run_timestamp_seconds{job}``: read from the watched schedulers at
-      each scrape (the soonest, if several tasks share a name);
+      each scrape (the soonest, if several tasks share a name); a paused job has none;
+    - ``tickwork_paused{job}``: 1 while the job is paused, else 0 (read at each scrape);
+    - ``tickwork_failure_streak{job}``: failed runs since its last ok one (``failed``,
+      ``timeout``, and for durable jobs ``abandoned``; given-up slots do not count).
+      For a durable job it is read from the slot ledger at each scrape (the newest 200
+      entries), so it survives restarts; for a task, counted from events since `watch`;
+    - ``tickwork_waiting_runs{job}``: runs of a durable job waiting for a node to take
+      them (queued by a trigger or a backfill, or recovered to be run again);
     - ``tickwork_store_errors_total`` and ``tickwork_lost_leases_total``: from each
       watched `DurableScheduler`'s `health` (store steps that failed; runs whose claim
       it lost), summed.
@@ -136,6 +147,7 @@ class SchedulerMetrics:
             registry=r,
         )
         self._running = Gauge("tickwork_running", "Runs going now.", ["job"], registry=r)
+        self._streaks: dict[str, int] = {}  # tasks' failure streaks, from their events
         r.register(_Readings(self))
 
     def watch(self, scheduler: _Watched) -> None:
@@ -169,6 +181,10 @@ class SchedulerMetrics:
                 else "failed"
             )
             self._runs.labels(job, outcome).inc()
+            if event.job_id is None:  # a durable job's streak is read from its ledger
+                with self._lock:
+                    failed = self._streaks.get(job, 0) + 1
+                    self._streaks[job] = 0 if kind is EventKind.FINISHED else failed
             if event.duration is not None:
                 self._duration.labels(job).observe(event.duration)
             if kind is EventKind.FINISHED:
@@ -182,16 +198,17 @@ class SchedulerMetrics:
         elif kind is EventKind.MISSED:
             self._skipped.labels(job, "missed").inc(max(1, event.missed))
 
-    def _next_runs(self) -> dict[str, float]:
-        soonest: dict[str, float] = {}
+    def _job_readings(self) -> dict[str, _Reading]:
+        """Each job's next run, pause, failure streak and waiting runs, read now."""
+        readings: dict[str, _Reading] = {}
         with self._lock:
             watched = list(self._watched)
+            streaks = dict(self._streaks)
         for scheduler in watched:
-            for job, when in _next_runs_of(scheduler):
+            for job, now in _readings_of(scheduler, streaks, self._label):
                 label = self._label(job)
-                if label not in soonest or when < soonest[label]:
-                    soonest[label] = when
-        return soonest
+                readings[label] = now if label not in readings else readings[label].join(now)
+        return readings
 
     def _durable_counts(self) -> tuple[int, int]:
         errors = lost = 0
@@ -206,17 +223,62 @@ class SchedulerMetrics:
         return errors, lost
 
 
-def _next_runs_of(scheduler: Any) -> Iterator[tuple[str, float]]:
-    """(job name, next run as POSIX seconds) of each task or durable job."""
+@dataclass(frozen=True, slots=True)
+class _Reading:
+    """What a scrape reads of one job (``None``: not known for this kind of job)."""
+
+    next_run: float | None
+    paused: bool
+    streak: int | None
+    waiting: int | None
+
+    def join(self, other: _Reading) -> _Reading:
+        """Two tasks that share a name: the soonest next run, the worst of the rest."""
+        runs = [t for t in (self.next_run, other.next_run) if t is not None]
+        return _Reading(
+            min(runs) if runs else None,
+            self.paused or other.paused,
+            _most(self.streak, other.streak),
+            None if self.waiting is None and other.waiting is None
+            else (self.waiting or 0) + (other.waiting or 0),
+        )  # fmt: skip
+
+
+def _most(a: int | None, b: int | None) -> int | None:
+    return b if a is None else a if b is None else max(a, b)
+
+
+def _readings_of(
+    scheduler: Any, streaks: dict[str, int], label: Callable[[str], str]
+) -> Iterator[tuple[str, _Reading]]:
+    """(job name, its reading) of each task or durable job of ``scheduler``.
+
+    ``streaks`` holds the tasks' failure streaks by label (from their events); a
+    durable job's is read from its scheduler's slot ledger.
+    """
     jobs = getattr(scheduler, "jobs", None)
     if callable(jobs) and hasattr(scheduler, "store"):  # a DurableScheduler
         for state in jobs():
-            if state.next_run is not None and not state.paused:
-                yield state.id, state.next_run
+            planned = None if state.paused else state.next_run
+            streak = _ledger_streak(scheduler, state.id)
+            yield state.id, _Reading(planned, state.paused, streak, state.waiting_runs)
         return
     for info in scheduler.tasks():
-        if info.next_run is not None and not info.paused:  # a paused task is not planned
-            yield info.name, info.next_run.timestamp()
+        planned = None if info.paused or info.next_run is None else info.next_run.timestamp()
+        yield info.name, _Reading(planned, info.paused, streaks.get(label(info.name), 0), None)
+
+
+def _ledger_streak(scheduler: Any, job_id: str) -> int | None:
+    """A durable job's failure streak from the ledger; None if there is none to read."""
+    from tickwork.stores._streak import failure_streak
+
+    try:
+        return failure_streak(scheduler, job_id)[0]
+    except TypeError:  # the store keeps no slot ledger
+        return None
+    except Exception as exc:  # a scrape shows what it can: the store's errors count it
+        _log.debug("metrics: cannot read the failure streak of %r: %s", job_id, exc)
+        return None
 
 
 class _Readings(Collector):
@@ -231,9 +293,26 @@ class _Readings(Collector):
             "When the job runs next (POSIX seconds).",
             labels=["job"],
         )
-        for job, when in sorted(self._metrics._next_runs().items()):
-            nxt.add_metric([job], when)
-        yield nxt
+        paused = GaugeMetricFamily(
+            "tickwork_paused", "1 while the job is paused, else 0.", labels=["job"]
+        )
+        streak = GaugeMetricFamily(
+            "tickwork_failure_streak", "Failed runs since the last ok one.", labels=["job"]
+        )
+        waiting = GaugeMetricFamily(
+            "tickwork_waiting_runs",
+            "Runs waiting for a node to take them (queued, backfilled, recovered).",
+            labels=["job"],
+        )
+        for job, now in sorted(self._metrics._job_readings().items()):
+            if now.next_run is not None:
+                nxt.add_metric([job], now.next_run)
+            paused.add_metric([job], 1.0 if now.paused else 0.0)
+            if now.streak is not None:
+                streak.add_metric([job], now.streak)
+            if now.waiting is not None:
+                waiting.add_metric([job], now.waiting)
+        yield from (nxt, paused, streak, waiting)
         errors, lost = self._metrics._durable_counts()
         yield CounterMetricFamily(
             "tickwork_store_errors", "Durable store steps that failed.", value=errors

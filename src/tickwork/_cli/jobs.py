@@ -1,8 +1,10 @@
 """``tickwork jobs``: what the daemon's state says about each job.
 
-Examples::
+A table by default (one line a job, as ``systemctl list-timers``), each job's details
+with ``--long``, one JSON array with ``--json``. Examples::
 
     tickwork jobs examples/housekeeping.toml
+    tickwork jobs examples/housekeeping.toml --long
     tickwork jobs --state /var/lib/tickwork/state.sqlite3 --json
 """
 
@@ -20,7 +22,7 @@ from typing import Any, TextIO
 
 from tickwork._cli.options import add_store_options, open_state
 from tickwork._core.errors import ConfigError
-from tickwork._core.text import iso, schedule_words
+from tickwork._core.text import iso, local_time, relative_time, schedule_words
 from tickwork._core.text import local_and_utc as _when
 from tickwork._daemon.config import Config, JobConfig, load_config
 from tickwork.stores._model import Claim, JobState
@@ -34,14 +36,21 @@ def add_parser(subparsers: Any) -> argparse.ArgumentParser:
     j: argparse.ArgumentParser = subparsers.add_parser(
         "jobs",
         help="show each job's next run, last run and outcome from the state",
-        description="Show what the state of `tickwork run` says about each job: its "
-        "schedule, next run (local time and UTC), last run and outcome. Give the jobs "
-        "file (to find its default state and list jobs not run yet), --state or "
-        "--database, or both.",
+        description="Show what the state of `tickwork run` says about each job: one line "
+        "a job with its schedule, next run, last run, outcome and failure streak (times in "
+        "local time), or each job's details with --long. Give the jobs file (to find its "
+        "default state and list jobs not run yet), --state or --database, or both.",
     )
     j.add_argument("file", nargs="?", help="the jobs file (optional with --state/--database)")
     add_store_options(j)
-    j.add_argument("--json", action="store_true", help="one JSON array, for machines")
+    form = j.add_mutually_exclusive_group()
+    form.add_argument(
+        "--long",
+        action="store_true",
+        help="each job's details: pause, waiting and running runs, times in local time and"
+        " UTC, the last error",
+    )
+    form.add_argument("--json", action="store_true", help="one JSON array, for machines")
     j.set_defaults(func=run_jobs)
     return j
 
@@ -143,8 +152,11 @@ def run_jobs(
     if not rows:
         print("no jobs in the state", file=out)
         return 0
-    for row in rows:
-        _print_row(row, out)
+    if args.long:
+        for row in rows:
+            _print_row(row, out)
+    else:
+        _print_table(rows, now, out)
     return 0
 
 
@@ -209,6 +221,7 @@ def _state_row(
         "paused": s.paused,
         "pause": None if s.pause is None else s.pause.to_dict(),
         "waiting": waiting,
+        "waiting_runs": s.waiting_runs,
         "running": len(running),
         "lost": lost,
         "next_run": _iso(s.next_run),
@@ -233,6 +246,7 @@ def _undeclared_row(job: JobConfig) -> dict[str, Any]:
         "paused": not job.enabled,
         "pause": None,
         "waiting": {},
+        "waiting_runs": 0,
         "running": 0,
         "lost": [],
         "next_run": None,
@@ -246,6 +260,7 @@ def _undeclared_row(job: JobConfig) -> dict[str, Any]:
         "_next": None,
         "_last": None,
         "_running": [],
+        "_schedule": schedule_words(job.schedule),
     }
 
 
@@ -272,6 +287,9 @@ def _print_row(row: dict[str, Any], out: TextIO) -> None:
         print("  paused    in the jobs file (enabled = false)", file=out)
     for origin, count in sorted(row["waiting"].items()):
         print(f"  waiting   {count} {origin} run(s), to start in order", file=out)
+    recovered = row["waiting_runs"] - sum(row["waiting"].values())
+    if recovered > 0:
+        print(f"  waiting   {recovered} recovered run(s), to run again", file=out)
     for claim in row["_running"]:
         started = f", started {claim['started']}" if claim["started"] else ", not started yet"
         print(
@@ -285,7 +303,8 @@ def _print_row(row: dict[str, Any], out: TextIO) -> None:
             f" {claim['owner']} is gone ({claim['why']})",
             file=out,
         )
-    print(f"  next run  {_when(row['_next'])}", file=out)
+    held = ", held while paused" if row["paused"] and row["_next"] is not None else ""
+    print(f"  next run  {_when(row['_next'])}{held}", file=out)
     last = row["_last"]
     if last is None:
         print(f"  last run  - ({row['outcome'] or 'never ran'})", file=out)
@@ -309,3 +328,57 @@ def _print_row(row: dict[str, Any], out: TextIO) -> None:
             print(f"  last ok   {shown}", file=out)
         if row["consecutive_failures"]:
             print(f"  failing   {row['consecutive_failures']} run(s) in a row", file=out)
+
+
+# -- the table ---------------------------------------------------------------------------
+
+#: The table's columns, as ``systemctl list-timers`` lays out its timers.
+_COLUMNS = ("JOB", "SCHEDULE", "NEXT", "LEFT", "LAST", "PASSED", "OUTCOME", "STREAK", "NOTES")
+
+
+def _table_cells(row: dict[str, Any], now: float) -> tuple[str, ...]:
+    """One job's line of the table: its cells in the order of `_COLUMNS`."""
+    nxt: float | None = row["_next"]
+    left = relative_time(now, nxt) or "-"
+    if row["paused"]:
+        left = "held while paused"
+    last = row["_last"]
+    ran: float | None = None
+    if last is not None:
+        ran = last.started if last.started is not None else last.scheduled
+    failures = row["consecutive_failures"]
+    notes = []
+    if row["id"] is None:
+        notes.append("not in the state yet")
+    if row["paused"]:
+        notes.append("paused")
+    if row["running"]:
+        notes.append("running")
+    if row["lost"]:
+        notes.append("lost")
+    if row["waiting_runs"]:
+        notes.append(f"{row['waiting_runs']} waiting")
+    return (
+        str(row["job"]),
+        row["schedule"] or row.get("_schedule") or "-",
+        local_time(nxt),
+        left,
+        local_time(ran),
+        relative_time(now, ran) or "-",
+        last.outcome if last is not None else "-",
+        f"{failures} failed" if failures else "-",
+        ", ".join(notes) or "-",
+    )
+
+
+def _print_table(rows: list[dict[str, Any]], now: float, out: TextIO) -> None:
+    """The jobs as a table, one line a job, each column as wide as its widest cell."""
+    lines = [_COLUMNS, *(_table_cells(row, now) for row in rows)]
+    widths = [max(len(line[i]) for line in lines) for i in range(len(_COLUMNS))]
+    for line in lines:
+        print(
+            "  ".join(cell.ljust(w) for cell, w in zip(line, widths, strict=True)).rstrip(),
+            file=out,
+        )
+    count = len(rows)
+    print(f"\n{count} job{'s' if count != 1 else ''} listed; --long for details.", file=out)

@@ -15,9 +15,11 @@ from tickwork._core.cron import _MONTH_NAMES
 
 __all__ = [
     "cron_words",
+    "human_duration",
     "iso",
     "iso_due",
     "local_and_utc",
+    "local_time",
     "plain_seconds",
     "relative_time",
     "run_duration",
@@ -165,22 +167,45 @@ def utc_time(ts: float | None) -> str:
 
 
 def local_and_utc(ts: float | None) -> str:
-    """ISO 8601 in local time with its offset, then UTC: for people reading the state."""
+    """ISO 8601 in local time with its offset, then UTC: for people reading the state.
+
+    Once (``...Z``) where local time is UTC at that instant: the same text twice says
+    nothing more.
+    """
     if ts is None:
         return "-"
-    local = datetime.fromtimestamp(ts).astimezone().isoformat(timespec="seconds")
-    utc = datetime.fromtimestamp(ts, UTC).isoformat(timespec="seconds")
-    return f"{local} ({utc.replace('+00:00', 'Z')})"
+    moment = datetime.fromtimestamp(ts).astimezone()
+    utc = datetime.fromtimestamp(ts, UTC).isoformat(timespec="seconds").replace("+00:00", "Z")
+    if not moment.utcoffset():
+        return utc
+    return f"{moment.isoformat(timespec='seconds')} ({utc})"
+
+
+def local_time(ts: float | None) -> str:
+    """``2026-12-02 18:00:00 CET`` in local time, for a table of jobs; ``-`` for none.
+
+    A value no calendar can show comes back as `iso` shows it (its ``repr``).
+    """
+    if ts is None:
+        return "-"
+    try:
+        moment = datetime.fromtimestamp(ts).astimezone()
+    except (OverflowError, OSError, ValueError):
+        return iso(ts)
+    return moment.strftime("%Y-%m-%d %H:%M:%S ") + (moment.tzname() or moment.strftime("%z"))
 
 
 def relative_time(now: float, ts: float | None) -> str:
-    """``in 5 s`` / ``3 min ago`` / ``in 2.5 h``: ``ts`` seen from ``now``; empty for none."""
+    """``in 5 s`` / ``3 min ago`` / ``in 4 h 10 min`` / ``30 d ago``: ``ts`` seen from ``now``.
+
+    Empty for no time.
+    """
     if ts is None:
         return ""
     delta = ts - now
     word = "in" if delta >= 0 else "ago"
     s = abs(delta)
-    text = f"{s:.0f} s" if s < 120 else f"{s / 60:.0f} min" if s < 7200 else f"{s / 3600:.1f} h"
+    text = f"{s:.0f} s" if s < 120 else f"{s / 60:.0f} min" if s < 7200 else human_duration(s)
     return f"{word} {text}" if word == "in" else f"{text} {word}"
 
 
@@ -196,12 +221,43 @@ def run_duration(value: float) -> str:
 
 
 def short_duration(value: float | None) -> str:
-    """A lateness or a run's length on the status page: ``250 ms``, ``1.50 s``; ``-``."""
+    """A lateness or a run's length on the status page: ``250 ms``, ``1.50 s``, ``30 d``; ``-``."""
     if value is None:
         return "-"
-    return f"{value * 1000:.0f} ms" if value < 1 else f"{value:.2f} s"
+    return human_duration(value)
 
 
 def plain_seconds(value: float) -> str:
     """A duration as the options write it: ``30s``, ``0.5s``."""
     return f"{value:g}s"
+
+
+#: The levels of `human_duration` from one minute on: (larger unit, smaller unit, the
+#: larger in the smaller, words), each used while the span is below the next level.
+_LEVELS: Final = ((60, 1, 60, "min", "s"), (3600, 60, 60, "h", "min"), (86400, 3600, 24, "d", "h"))
+
+
+def human_duration(value: float) -> str:
+    """A span of time as a person reads it: ``250 ms``, ``4 h 10 min``, ``30 d``.
+
+    Also ``1.50 s``, ``42 s``, ``4 min 10 s``, ``2 d 3 h``: at most two units from one
+    minute on, the smaller rounded (``2591807.85`` seconds is ``30 d``). A negative
+    value is shown as its size; one that is not finite as its ``repr`` with ``s``, so
+    a page never fails on it.
+    """
+    s = abs(value)
+    if s != s or s == float("inf"):
+        return f"{value!r} s"
+    if round(s * 1000) < 1000:
+        return f"{s * 1000:.0f} ms"
+    if round(s, 2) < 10:
+        return f"{s:.2f} s"
+    if round(s) < 60:
+        return f"{s:.0f} s"
+    for i, (_, small, per, word, small_word) in enumerate(_LEVELS):
+        count = round(s / small)  # in the smaller unit
+        if i + 1 < len(_LEVELS) and count >= _LEVELS[i + 1][0] // small:
+            continue  # rounds up into the next level
+        big, rest = divmod(count, per)
+        return f"{big} {word}" + (f" {rest} {small_word}" if rest else "")
+    raise AssertionError("unreachable")  # pragma: no cover

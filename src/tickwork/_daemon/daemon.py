@@ -55,7 +55,6 @@ from tickwork._daemon.declare import (
     make_state_key,
     open_store,
     owned,
-    owner_label,
     redact_dsn,
     spec_for,
 )
@@ -915,28 +914,9 @@ def _status_server(
 
 def _status_page(daemon: Daemon, namespace: str) -> str:
     """The status page of the daemon's jobs: what the state says right now."""
-    from tickwork._core.text import schedule_words
-    from tickwork._daemon.status_page import ACTIONS_SHOWN, STRIP, JobView, render
+    from tickwork._daemon.status_page import page
 
-    now = time.time()
-    views: list[JobView] = []
-    nodes: set[str] = set()
-    for state in daemon.scheduler.jobs():
-        if not owned(state, namespace):
-            continue
-        entries = daemon.scheduler.history(state.id, limit=STRIP)
-        nodes.update(
-            owner_label(e.node) for e in entries if e.node and (e.ended or e.scheduled) > now - 3600
-        )
-        nodes.update(owner_label(c.owner) for c in state.claims if c.owner)
-        name = str(state.spec.kwargs.get("job", state.id))
-        views.append(JobView(name, state, schedule_words(state.spec.schedule), entries))
-    views.sort(key=lambda v: v.name)
-    names = {v.state.id: v.name for v in views}
-    actions = [
-        (names[a.job_id], a) for a in daemon.scheduler.actions(limit=100) if a.job_id in names
-    ][:ACTIONS_SHOWN]
-    return render(str(daemon.config_path), views, sorted(nodes), now, actions=actions)
+    return page(daemon.scheduler, daemon.store, namespace, str(daemon.config_path))
 
 
 def _failure_text(result: RunResult) -> str:

@@ -1,24 +1,44 @@
 """The daemon's status page: one server-rendered HTML page, no script, no external files.
 
-`render` turns what the state says (the daemon's jobs, their recent ledger entries, the
-nodes seen) into a page that refreshes itself. Every text from the state is escaped.
+`render` turns what the state says (the daemon's jobs, their recent ledger entries and
+failure streaks, the runs waiting, the nodes seen and which of them are gone) into a page
+that refreshes itself; `page` reads all that from a running scheduler. Every text from
+the state is escaped.
 """
 
 from __future__ import annotations
 
 import html
-from collections.abc import Sequence
+import logging
+import os
+import socket
+import time
+from collections.abc import Collection, Iterable, Sequence
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Any, Final
 
-from tickwork._core.text import iso
+from tickwork._core.text import iso, schedule_words
 from tickwork._core.text import relative_time as _ago
 from tickwork._core.text import short_duration as _seconds
 from tickwork._core.text import utc_time as _time
+from tickwork.stores._errors import StoreError
 from tickwork.stores._model import ActionRecord, JobState, SlotRecord
-from tickwork.stores._protocol import SlotLedger, Store
+from tickwork.stores._protocol import SessionLiveness, SlotLedger, Store
+from tickwork.stores._streak import STREAK_DEPTH, failure_streak
 
-__all__ = ["ACTIONS_SHOWN", "SUMMARY_DEPTH", "JobView", "failure_summary", "render"]
+__all__ = [
+    "ACTIONS_SHOWN",
+    "SUMMARY_DEPTH",
+    "JobView",
+    "failure_summary",
+    "gone_owners",
+    "page",
+    "pid_running",
+    "render",
+]
+
+_log = logging.getLogger("tickwork.daemon")
 
 #: Ledger entries shown per job in its strip.
 STRIP: Final = 30
@@ -45,6 +65,10 @@ class JobView:
     schedule: str
     entries: Sequence[SlotRecord]
     """Newest first."""
+    failures: int | None = None
+    """Failed runs since the last ok one (``None``: the store keeps no ledger)."""
+    last_ok: float | None = None
+    """When the last ok run ended (``None``: never, or not known)."""
 
 
 def _strip(entries: Sequence[SlotRecord]) -> str:
@@ -90,6 +114,36 @@ def _next_note(s: JobState, now: float) -> str:
     return _ago(now, s.next_run)
 
 
+def _waiting(s: JobState) -> str:
+    """Under the next run: the runs waiting for a node, by why they run, if any."""
+    count = s.waiting_runs
+    if not count:
+        return ""
+    origins: dict[str, int] = {}
+    for c in s.claims:
+        if not c.owner:
+            why = "recovered" if c.origin == "schedule" else c.origin
+            origins[why] = origins.get(why, 0) + 1
+    detail = " \u00b7 ".join(f"{why} {n:,}" for why, n in sorted(origins.items()))
+    held = ", held while paused" if s.paused else ""
+    return (
+        f'<div class="waiting">{count:,} run{"s" if count != 1 else ""} waiting{held}'
+        f'<div class="sub">{html.escape(detail)}</div></div>'
+    )
+
+
+def _streak(job: JobView, now: float) -> str:
+    """Under the last outcome: the failure streak and when the job last succeeded."""
+    if not job.failures:
+        return ""
+    n = job.failures
+    ok = "never" if job.last_ok is None else f"{_ago(now, job.last_ok)}, {_time(job.last_ok)}"
+    return (
+        f'<div class="streak">failing {n} run{"s" if n != 1 else ""} in a row'
+        f'<div class="sub">last ok {html.escape(ok)}</div></div>'
+    )
+
+
 def _actions(actions: Sequence[tuple[str, ActionRecord]]) -> str:
     if not actions:
         return ""
@@ -101,6 +155,17 @@ def _actions(actions: Sequence[tuple[str, ActionRecord]]) -> str:
         note = "" if not a.note else f' <span class="note">{html.escape(a.note)}</span>'
         items.append(f'<li class="action">{html.escape(text)}{note}</li>')
     return '<h2>recent actions</h2>\n<ul class="actions">' + "".join(items) + "</ul>"
+
+
+def _node(label: str, gone: bool) -> str:
+    """One node of the meta line; a gone one struck through and marked in words."""
+    if not gone:
+        return f'<span class="node">{html.escape(label)}</span>'
+    title = "its process or database session has ended"
+    return (
+        f'<span class="node gone" title="{title}">{html.escape(label)}'
+        '<span class="mark">(gone)</span></span>'
+    )
 
 
 def _row(job: JobView, now: float) -> str:
@@ -117,9 +182,9 @@ def _row(job: JobView, now: float) -> str:
         "<tr>"
         f'<td class="job">{html.escape(job.name)}{flags}</td>'
         f"<td>{html.escape(job.schedule)}</td>"
-        f'<td>{_time(s.next_run)}<div class="sub">{_next_note(s, now)}</div></td>'
+        f'<td>{_time(s.next_run)}<div class="sub">{_next_note(s, now)}</div>{_waiting(s)}</td>'
         f'<td><span class="outcome {html.escape(outcome)}">{html.escape(outcome)}</span>'
-        f"{error}</td>"
+        f"{error}{_streak(job, now)}</td>"
         f"<td>{late}</td>"
         f'<td class="strip">{_strip(job.entries)}</td>'
         "</tr>"
@@ -148,6 +213,12 @@ td.strip { white-space: nowrap; }
 h2 { font-size: 16px; margin: 20px 0 6px; }
 .note { color: #6b4e00; font-size: 12px; font-style: italic; }
 ul.actions { padding-left: 18px; color: #3a434c; }
+.waiting, .streak { color: #a15c00; font-weight: 600; font-size: 12px; margin-top: 4px; }
+.streak { color: #a12b2d; }
+.waiting .sub, .streak .sub { font-weight: normal; }
+.node.gone { color: #8a939c; text-decoration: line-through; }
+.node.gone .mark { text-decoration: none; display: inline-block; margin-left: 3px;
+  color: #a12b2d; font-weight: 600; }
 """
 
 
@@ -159,6 +230,7 @@ def render(
     refresh: int = 10,
     *,
     actions: Sequence[tuple[str, ActionRecord]] = (),
+    gone: Collection[str] = (),
 ) -> str:
     """The status page as HTML text.
 
@@ -169,13 +241,15 @@ def render(
         now: The time the page shows as "now" (POSIX seconds).
         refresh: Seconds between the page's own reloads.
         actions: Operators' recent actions, newest first, with their job's name.
+        gone: Those of ``nodes`` known to be gone (their process or database session
+            ended): marked so beside the live ones.
 
     """
     rows = [_row(job, now) for job in jobs]
     legend = "".join(
         f'<span class="slot" style="background:{c}"></span> {o} ' for o, c in _COLOURS.items()
     )
-    node_list = ", ".join(html.escape(n) for n in nodes) or "none seen in the last hour"
+    node_list = ", ".join(_node(n, n in gone) for n in nodes) or "none seen in the last hour"
     body = "\n".join(rows) or '<tr><td colspan="6">no jobs in the state</td></tr>'
     return f"""<!doctype html>
 <html lang="en">
@@ -206,31 +280,106 @@ refreshes every {refresh} s</div>
 
 
 #: Ledger entries read per job for its failure streak.
-SUMMARY_DEPTH = 200
+SUMMARY_DEPTH = STREAK_DEPTH
 
 
 def failure_summary(store: Store, job_id: str) -> dict[str, Any]:
     """``last_success`` (ISO time or None) and ``consecutive_failures`` from the ledger.
 
-    Failures are ``failed`` and ``abandoned`` entries since the newest ``ok`` (given-up
-    slots neither break nor extend the streak), counted over the newest `SUMMARY_DEPTH`
-    entries; ``None`` for both where the store keeps no ledger.
+    Failures are ``failed``, ``timeout`` and ``abandoned`` entries since the newest
+    ``ok`` (given-up slots neither break nor extend the streak), counted over the newest
+    `SUMMARY_DEPTH` entries; ``None`` for both where the store keeps no ledger.
     """
-    if not isinstance(store, SlotLedger):
-        return {"last_success": None, "consecutive_failures": None}
-    failures = 0
-    last_ok: float | None = None
-    for e in store.history(job_id, limit=SUMMARY_DEPTH):
-        if e.outcome == "ok":
-            last_ok = e.ended if e.ended is not None else e.scheduled
-            break
-        if e.outcome in ("failed", "timeout", "abandoned"):
-            failures += 1
-    if last_ok is None:  # not among the newest: look for the last success alone
-        older = store.history(job_id, outcome="ok", limit=1)
-        if older:
-            last_ok = older[0].ended if older[0].ended is not None else older[0].scheduled
+    failures, last_ok = _streak_of(store, job_id)
     return {
         "last_success": None if last_ok is None else iso(last_ok, millis=True),
         "consecutive_failures": failures,
     }
+
+
+def _streak_of(store: Store, job_id: str) -> tuple[int | None, float | None]:
+    """``(failures in a row, when the last ok run ended)``; ``(None, None)``: no ledger."""
+    if not isinstance(store, SlotLedger):
+        return None, None
+    failures, ok = failure_streak(store, job_id)
+    if ok is None:  # not among the newest: look for the last success alone
+        older = store.history(job_id, outcome="ok", limit=1)
+        ok = older[0] if older else None
+    return failures, None if ok is None else ok.ended if ok.ended is not None else ok.scheduled
+
+
+# -- reading the page from a running scheduler ------------------------------------------
+
+
+def pid_running(pid: int) -> bool:
+    """Whether process ``pid`` of this host runs (a zombie nobody reaped has ended)."""
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:  # alive, another user's
+        return True
+    try:
+        stat = Path(f"/proc/{pid}/stat").read_text()
+    except OSError:
+        return True
+    return stat.rsplit(")", 1)[1].split()[0] not in ("Z", "X")
+
+
+def gone_owners(store: Store, owners: Iterable[str]) -> set[str]:
+    """Those of ``owners`` (claim owners, ``host:pid:...``) known to be gone.
+
+    Gone: the store's session liveness says so (PostgreSQL: none of its database
+    sessions is open; SQLite: its listed process has ended), or it names a process on
+    this host that is not running. An owner that cannot be judged (another host, a
+    store that cannot be read now) is not called gone.
+    """
+    wanted = {o for o in owners if o}
+    gone: set[str] = set()
+    if isinstance(store, SessionLiveness) and wanted:
+        try:
+            gone = wanted - store.live_owners(wanted)
+        except StoreError as exc:
+            _log.debug("status page: cannot read which nodes are live: %s", exc)
+    host = socket.gethostname()
+    for owner in wanted - gone:
+        owner_host, _, rest = owner.partition(":")
+        pid = rest.partition(":")[0]
+        if owner_host == host and pid.isdigit() and not pid_running(int(pid)):
+            gone.add(owner)
+    return gone
+
+
+def page(scheduler: Any, store: Store, namespace: str, title: str) -> str:
+    """The status page of a namespace's jobs: what the state says right now.
+
+    Args:
+        scheduler: The daemon's `tickwork.DurableScheduler` (its jobs, ledger, actions).
+        store: Its store, asked which nodes are live and for each job's failure streak.
+        namespace: Only this namespace's jobs, shown by name.
+        title: What the page is about (the jobs file).
+
+    """
+    from tickwork._daemon.declare import owned, owner_label
+
+    now = time.time()
+    views: list[JobView] = []
+    owners: set[str] = set()
+    for state in scheduler.jobs():
+        if not owned(state, namespace):
+            continue
+        entries = scheduler.history(state.id, limit=STRIP)
+        owners.update(e.node for e in entries if e.node and (e.ended or e.scheduled) > now - 3600)
+        owners.update(c.owner for c in state.claims if c.owner)
+        failures, last_ok = _streak_of(store, state.id)
+        name = str(state.spec.kwargs.get("job", state.id))
+        words = schedule_words(state.spec.schedule)
+        views.append(JobView(name, state, words, entries, failures=failures, last_ok=last_ok))
+    views.sort(key=lambda v: v.name)
+    names = {v.state.id: v.name for v in views}
+    actions = [(names[a.job_id], a) for a in scheduler.actions(limit=100) if a.job_id in names]
+    gone_raw = gone_owners(store, owners)
+    labels = {owner_label(o) for o in owners}
+    # A label is gone when every owner behind it is (a process has one owner per start).
+    gone = {owner_label(o) for o in gone_raw} - {owner_label(o) for o in owners - gone_raw}
+    return render(title, views, sorted(labels), now, actions=actions[:ACTIONS_SHOWN], gone=gone)

@@ -694,8 +694,10 @@ class JobState:
     last_run: LastRun | None
     """The most recent ended or given-up run, if any."""
     claims: tuple[Claim, ...] = ()
-    """Runs currently claimed, and recovered slots waiting to be re-offered (``retry``
-    set, no owner); at most one in all unless ``overlap="allow"``."""
+    """Runs currently claimed, and runs waiting for a node to take them (no owner):
+    recovered slots to be re-offered (``retry`` set) and the runs operators queued
+    (trigger, backfill), oldest slot first. At most one run is held at a time unless
+    ``overlap="allow"``."""
     pause: PauseNote | None = None
     """Who paused the job at run time, when, why and until when (``None``: not paused
     at run time; a job declared paused has ``paused`` set and no note)."""
@@ -704,6 +706,15 @@ class JobState:
     def id(self) -> str:
         """The job id (``spec.id``)."""
         return self.spec.id
+
+    @property
+    def waiting_runs(self) -> int:
+        """Runs waiting for a node to take them: the claims with no owner.
+
+        Runs an operator queued (trigger, backfill) and slots recovered to be run again;
+        none has started.
+        """
+        return sum(1 for c in self.claims if not c.owner)
 
 
 @dataclass(frozen=True, slots=True)

@@ -1,0 +1,49 @@
+"""A job's failure streak, read from a slot ledger: for ``tickwork jobs``, the page, metrics.
+
+`failure_streak` counts the failed runs since the newest ``ok`` one. It reads any object
+with the ledger's ``history`` (a `tickwork.stores.SlotLedger` store or a
+`tickwork.DurableScheduler`), so every surface counts the same way.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import Final, Protocol
+
+from ._model import SlotRecord
+
+__all__ = ["FAILED_OUTCOMES", "STREAK_DEPTH", "LedgerReader", "failure_streak"]
+
+#: Ledger entries read per job for its failure streak: a longer streak shows as this.
+STREAK_DEPTH: Final = 200
+
+#: The outcomes of a run that failed. Given-up slots (missed, skipped, cancelled) neither
+#: break nor extend a streak.
+FAILED_OUTCOMES: Final = frozenset({"failed", "timeout", "abandoned"})
+
+
+class LedgerReader(Protocol):
+    """What `failure_streak` reads: the slot ledger's ``history``, newest first."""
+
+    def history(
+        self, job_id: str | None = None, *, outcome: str | None = None, limit: int = 100
+    ) -> Sequence[SlotRecord]: ...
+
+
+def failure_streak(ledger: LedgerReader, job_id: str) -> tuple[int, SlotRecord | None]:
+    """``(failed runs since the newest ok one, that ok entry)`` of ``job_id``.
+
+    Counted over the newest `STREAK_DEPTH` entries; the ok entry is ``None`` when none
+    is among them (look further with ``history(job_id, outcome="ok", limit=1)``).
+
+    Raises:
+        StoreError: The ledger cannot be read.
+
+    """
+    failures = 0
+    for entry in ledger.history(job_id, limit=STREAK_DEPTH):
+        if entry.outcome == "ok":
+            return failures, entry
+        if entry.outcome in FAILED_OUTCOMES:
+            failures += 1
+    return failures, None
