@@ -40,7 +40,7 @@ def test_output_modes_log_lines_and_keep_tails_in_the_ledger(tmp_path: Path) -> 
     state = tmp_path / "s.sqlite3"
     run = Run(jobs, state)
     try:
-        run.wait_line(" chatty | second line")
+        run.wait_line(" chatty stdout | second line")
         for name in ("tailed", "silent"):
             run.wait_line(f" {name} finished ok")
         run.signal(15)
@@ -48,7 +48,7 @@ def test_output_modes_log_lines_and_keep_tails_in_the_ledger(tmp_path: Path) -> 
     finally:
         run.kill()
     text = run.text()
-    assert " chatty | first line" in text
+    assert " chatty stdout | first line" in text
     assert "kept quietly" not in text and "never kept" not in text
     with SQLiteStore(state) as store:
         outputs = {e.job_id.partition("/")[2]: e.output for e in store.history()}
