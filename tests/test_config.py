@@ -254,7 +254,7 @@ def test_every_error_in_one_pass_with_lines_and_keys() -> None:
                 "as '2026-12-02T17:00:00Z', got 'tomorrow'",
                 'jobs.toml:5: job "a": fixed_delay: applies only to every schedules',
                 "jobs.toml:6: job \"a\": overlap: must be one of 'skip', 'queue', 'allow', "
-                "got 'never'",
+                "'replace', got 'never'",
             ],
         ),
         (

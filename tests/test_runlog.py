@@ -136,38 +136,51 @@ def test_iso_and_bad_format() -> None:
         RunLog(io.StringIO(), format="xml")  # type: ignore[arg-type]
 
 
-def test_output_lines_of_a_successful_run_are_logged_bounded() -> None:
-    out = io.StringIO()
+def test_output_lines_are_logged_tagged_until_the_limit_then_counted_exactly() -> None:
+    out = Stream()
     log = RunLog(out, wall=lambda: T)
-    log.output("report", T, RunResult(exit_code=0, output="one\n\ntwo\n", output_bytes=9))
+    lines = log.output("chatty", T, attempt=2, limit=2)
+    lines.line("stdout", "one", 4)
+    assert out.getvalue().splitlines() == ["2026-12-02T17:00:00Z chatty stdout | one"]
+    lines.line("stderr", "", 1)  # a blank line is a line too
+    lines.line("stdout", "three", 6)
+    lines.line("stderr", "four", 5)
+    lines.end()
     assert out.getvalue().splitlines() == [
-        "2026-12-02T17:00:00Z report | one",
-        "2026-12-02T17:00:00Z report | two",
+        "2026-12-02T17:00:00Z chatty stdout | one",
+        "2026-12-02T17:00:00Z chatty stderr | ",
+        "2026-12-02T17:00:00Z chatty output_limit reached (2 line(s)): the rest of this run's"
+        " output is counted, not logged",
+        "2026-12-02T17:00:00Z chatty output: 2 line(s), 11 byte(s) not logged"
+        " (over output_limit = 2)",
     ]
-    out = io.StringIO()
-    log = RunLog(out, wall=lambda: T)
-    text = "".join(f"line {i}\n" for i in range(60))
-    log.output("chatty", T, RunResult(exit_code=0, output=text, output_bytes=len(text) + 100))
-    lines = out.getvalue().splitlines()
-    assert len(lines) == 51
-    assert lines[0].endswith("chatty | ... (10 line(s) and 100 byte(s) before these not shown)")
-    assert lines[1].endswith("chatty | line 10") and lines[-1].endswith("chatty | line 59")
-    out = io.StringIO()
-    RunLog(out, wall=lambda: T).output("quiet", T, RunResult(exit_code=0, output="\n \n"))
-    assert out.getvalue() == ""
+    assert out.flushes == 4  # each line as it comes
+    quiet = Stream()
+    under = RunLog(quiet, wall=lambda: T).output("quiet", T, limit=5)
+    under.line("stdout", "fine", 5)
+    under.end()
+    assert quiet.getvalue().splitlines() == ["2026-12-02T17:00:00Z quiet stdout | fine"]
 
 
 def test_output_lines_in_json() -> None:
     out = io.StringIO()
     log = RunLog(out, format="json", wall=lambda: T)
-    log.output("report", T, RunResult(exit_code=0, output="done: 3 rows\n", output_bytes=13))
-    (record,) = [json.loads(line) for line in out.getvalue().splitlines()]
-    assert list(record) == list(JSON_KEYS)
-    assert (record["event"], record["job"], record["output"]) == (
-        "output",
-        "report",
-        "done: 3 rows",
-    )
+    lines = log.output("report", T, attempt=3, limit=1)
+    lines.line("stderr", "done: 3 rows", 13)
+    lines.line("stdout", "more", 5)
+    lines.line("stdout", "and more", 9)
+    lines.end()
+    records = [json.loads(line) for line in out.getvalue().splitlines()]
+    assert all(list(record) == list(JSON_KEYS) for record in records)
+    picked = [
+        (r["event"], r["job"], r["attempt"], r["stream"], r["output"], r["count"], r["bytes"])
+        for r in records
+    ]
+    assert picked == [
+        ("output", "report", 3, "stderr", "done: 3 rows", None, None),
+        ("output_limit", "report", 3, None, None, 1, None),
+        ("output_dropped", "report", 3, None, None, 2, 14),
+    ]
 
 
 def test_a_run_an_operator_asked_for_says_so() -> None:

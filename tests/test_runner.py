@@ -13,6 +13,7 @@ import pytest
 
 from tickwork._daemon.config import parse_config
 from tickwork._daemon.runner import (
+    LINE_LIMIT,
     ProcessGroups,
     RunResult,
     backoff_delay,
@@ -101,6 +102,110 @@ def test_output_tail_is_bounded() -> None:
     r = run_command([sys.executable, "-c", code], tail_bytes=64)
     assert r.ok and r.output.endswith("199999\nend\n")
     assert len(r.output.encode()) <= 64 and r.output_bytes > 1_000_000
+
+
+def test_each_line_is_handed_over_tagged_with_its_stream_and_size() -> None:
+    seen: list[tuple[str, str, int]] = []
+    script = "echo out; echo err >&2; printf 'crlf\\r\\n'; echo; printf 'no newline'"
+    r = run_command(["sh", "-c", script], on_line=lambda *line: seen.append(line))
+    assert r.ok
+    assert sorted(seen) == sorted(
+        [
+            ("stdout", "out", 4),
+            ("stderr", "err", 4),
+            ("stdout", "crlf", 6),
+            ("stdout", "", 1),
+            ("stdout", "no newline", 10),
+        ]
+    )
+    assert [text for stream, text, _ in seen if stream == "stdout"] == [
+        "out",
+        "crlf",
+        "",
+        "no newline",
+    ]
+
+
+def test_a_long_line_is_cut_with_a_mark_that_says_how_much() -> None:
+    seen: list[tuple[str, str, int]] = []
+    code = "import sys; sys.stdout.write('a' * 10000 + '\\n' + 'é' * 3000 + '\\nshort\\n')"
+    r = run_command([sys.executable, "-c", code], on_line=lambda *line: seen.append(line))
+    assert r.ok and len(seen) == 3
+    (_, first, size1), (_, second, size2), third = seen
+    assert (
+        first
+        == "a" * LINE_LIMIT + f" [... {10000 - LINE_LIMIT} more byte(s) of this line not shown]"
+    )
+    assert size1 == 10001
+    # The cut falls inside a two-byte character: the half is left out, never garbled.
+    kept = "é" * (LINE_LIMIT // 2)
+    assert second == kept + f" [... {6000 - LINE_LIMIT} more byte(s) of this line not shown]"
+    assert size2 == 6001
+    assert third == ("stdout", "short", 6)
+
+
+def test_a_line_is_handed_over_while_the_command_still_runs() -> None:
+    groups = ProcessGroups()
+    first = threading.Event()
+    results: list[RunResult] = []
+
+    def on_line(stream: str, text: str, size: int) -> None:
+        if text == "first":
+            first.set()
+
+    thread = threading.Thread(
+        target=lambda: results.append(
+            run_command(
+                ["sh", "-c", "echo first; sleep 300; echo second"],
+                groups=groups,
+                on_line=on_line,
+                kill_grace=5,
+                tag="the-run",
+            )
+        )
+    )
+    thread.start()
+    try:
+        assert first.wait(60), "the first line never came"
+        assert thread.is_alive() and not results  # the command sleeps for 300 s
+    finally:
+        groups.replace("the-run")
+        thread.join(60)
+    (result,) = results
+    assert result.replaced and result.cancelled and result.status == "replaced"
+    assert not result.ok and result.output == "first\n"
+
+
+def test_replace_ends_the_group_with_the_kill_grace_of_a_timeout(tmp_path: Path) -> None:
+    pids = tmp_path / "pids"
+    groups = ProcessGroups()
+    results: list[RunResult] = []
+    thread = threading.Thread(
+        target=lambda: results.append(
+            run_command(
+                [sys.executable, "-c", HANG, str(pids)], groups=groups, kill_grace=0.3, tag=7
+            )
+        )
+    )
+    thread.start()
+    deadline = time.monotonic() + 60
+    while not pids.exists() and time.monotonic() < deadline:
+        time.sleep(0.02)
+    assert groups.replace(8) == 0  # another run: nothing of this one is touched
+    groups.forget(8)
+    assert groups.replace(7) == 1
+    thread.join(60)
+    (result,) = results
+    assert result.status == "replaced" and result.signal == signal.SIGKILL  # TERM was ignored
+    leader, child = map(int, pids.read_text().split())
+    assert wait_gone([leader, child]) == []
+    # A pending replacement ends an attempt of the same run that starts later, at once...
+    late = run_command(["sleep", "300"], groups=groups, tag=7, kill_grace=5)
+    assert late.status == "replaced" and late.signal == signal.SIGTERM
+    # ...until the run is forgotten.
+    groups.forget(7)
+    assert run_command(["true"], groups=groups, tag=7).ok
+    assert run_command(["true"], groups=groups, tag=8).ok
 
 
 def test_tail_does_not_start_inside_a_utf8_sequence() -> None:

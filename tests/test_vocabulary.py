@@ -9,7 +9,13 @@ from typing import Any
 import pytest
 
 from tickwork import At, Cron, Every, Once
-from tickwork._core.vocabulary import FIELDS, MISSED_POLICIES, OVERLAP_POLICIES, field_names
+from tickwork._core.vocabulary import (
+    FIELDS,
+    JOBS_FILE_OVERLAP_POLICIES,
+    MISSED_POLICIES,
+    OVERLAP_POLICIES,
+    field_names,
+)
 from tickwork._daemon.config import parse_config
 from tickwork.stores.contract import schedule_from_dict
 
@@ -87,6 +93,7 @@ def test_field_names_refuses_what_it_does_not_know() -> None:
 
 def test_each_policys_words_are_defined_once() -> None:
     assert OVERLAP_POLICIES == ("skip", "queue", "allow")
+    assert JOBS_FILE_OVERLAP_POLICIES == ("skip", "queue", "allow", "replace")
     assert MISSED_POLICIES == ("skip", "once", "all")
     spelled = []
     for path in SRC.rglob("*.py"):
@@ -99,4 +106,4 @@ def test_each_policys_words_are_defined_once() -> None:
                 }
                 if {"skip", "queue", "allow"} <= words or {"skip", "once", "all"} <= words:
                     spelled.append(f"{path.relative_to(SRC)}:{node.lineno}")
-    assert sorted(set(spelled)) == ["_core/vocabulary.py:31", "_core/vocabulary.py:33"]
+    assert sorted(set(spelled)) == ["_core/vocabulary.py:34", "_core/vocabulary.py:36"]

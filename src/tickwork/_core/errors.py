@@ -36,6 +36,15 @@ class JobTimedOut(JobFailed, TimeoutError):
     """
 
 
+class JobCancelled(JobFailed):
+    """`JobFailed` for a run stopped on purpose: recorded with the outcome ``"cancelled"``.
+
+    ``tickwork run`` raises it for a run that ``overlap = "replace"`` stopped to start
+    the next one; the message says so. The run had started, so its slot is not handed
+    back (as a ``"cancelled"`` claim that never started is).
+    """
+
+
 class JobInterrupted(TickworkError):
     """A job on a worker thread raised a `BaseException` that is not an `Exception`.
 

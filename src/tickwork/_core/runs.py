@@ -40,7 +40,7 @@ from tickwork._core.errors import JobInterrupted
 from tickwork._core.events import EventKind, Listener, RunEvent, _deliver
 from tickwork._core.scheduler import _DUE, _REC, Scheduler, Shown, TaskInfo, _check_result, name_of
 from tickwork._core.schedules import Schedule, _DelayPlan, _Plan
-from tickwork._core.vocabulary import OVERLAP_POLICIES, Overlap
+from tickwork._core.vocabulary import OVERLAP_POLICIES, Overlap, overlap_problem
 
 __all__ = ["OVERLAP_POLICIES", "Overlap", "Policy", "Run", "Triggered", "seconds_or_none"]
 
@@ -222,9 +222,8 @@ class Policy:
         self, fn: Callable[[], object], overlap: Overlap, max_running: int | None, driver: object
     ) -> _Task:
         """Validate the driver's options and make the task (nothing is scheduled yet)."""
-        if overlap not in OVERLAP_POLICIES:
-            choices = ", ".join(repr(p) for p in OVERLAP_POLICIES)
-            raise ValueError(f"overlap must be one of {choices}, got {overlap!r}")
+        if (problem := overlap_problem(overlap)) is not None:
+            raise ValueError(problem)
         if max_running is not None:
             if isinstance(max_running, bool) or not isinstance(max_running, int):
                 raise TypeError(f"max_running must be an int or None, got {max_running!r}")

@@ -19,12 +19,15 @@ from typing import Final, Literal, TypeAlias, get_args
 
 __all__ = [
     "FIELDS",
+    "JOBS_FILE_OVERLAP_POLICIES",
     "MISSED_POLICIES",
     "OVERLAP_POLICIES",
     "Field",
+    "JobsFileOverlap",
     "Missed",
     "Overlap",
     "field_names",
+    "overlap_problem",
 ]
 
 #: What to do with a run that comes due while the previous run is still going.
@@ -36,6 +39,31 @@ Missed: TypeAlias = Literal["skip", "once", "all"]
 OVERLAP_POLICIES: Final[tuple[Overlap, ...]] = get_args(Overlap)
 #: The missed-run policies, in the order error messages list them.
 MISSED_POLICIES: Final[tuple[Missed, ...]] = get_args(Missed)
+
+#: The overlap policies of a ``tickwork run`` jobs file: the library's, and
+#: ``"replace"`` for commands (stop the running run's process group, then start the new
+#: run). Only a command can be stopped from outside, so the library refuses it.
+JobsFileOverlap: TypeAlias = Overlap | Literal["replace"]
+#: `JobsFileOverlap`'s words, in the order error messages list them.
+JOBS_FILE_OVERLAP_POLICIES: Final[tuple[JobsFileOverlap, ...]] = (*OVERLAP_POLICIES, "replace")
+
+
+def overlap_problem(value: object) -> str | None:
+    """What is wrong with ``value`` as a library overlap policy (`Overlap`), or None.
+
+    ``"replace"`` gets its own message: it exists, but only for the commands of a
+    ``tickwork run`` jobs file, because a running function cannot be stopped.
+    """
+    if isinstance(value, str) and value in OVERLAP_POLICIES:
+        return None
+    choices = ", ".join(repr(p) for p in OVERLAP_POLICIES)
+    if value == "replace":
+        return (
+            "overlap='replace' is only for command jobs of a tickwork run jobs file (it"
+            " stops the running command's process group); a running Python function"
+            f" cannot be stopped, so use one of {choices}"
+        )
+    return f"overlap must be one of {choices}, got {value!r}"
 
 
 @dataclass(frozen=True, slots=True)

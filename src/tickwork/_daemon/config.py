@@ -35,10 +35,16 @@ from typing import Any, Final, Literal, cast
 
 from tickwork._core.errors import ConfigError, ConfigIssue, CronError
 from tickwork._core.schedules import At, Cron, Every, Once, Schedule, parse_duration
-from tickwork._core.vocabulary import MISSED_POLICIES, OVERLAP_POLICIES, Missed, Overlap
+from tickwork._core.vocabulary import (
+    JOBS_FILE_OVERLAP_POLICIES,
+    MISSED_POLICIES,
+    JobsFileOverlap,
+    Missed,
+)
 
 __all__ = [
     "JOB_KEYS",
+    "OUTPUT_LIMIT",
     "Alert",
     "Config",
     "JobConfig",
@@ -49,8 +55,14 @@ __all__ = [
 ]
 
 Output = Literal["log", "tail", "discard"]
+#: A jobs file's overlap policies: the library's, and ``"replace"`` (commands only).
+Overlap = JobsFileOverlap
 
-_OVERLAP: Final = OVERLAP_POLICIES
+#: The default ``output_limit``: the most output lines one attempt writes to the log.
+OUTPUT_LIMIT: Final = 1000
+_MAX_OUTPUT_LIMIT: Final = 1_000_000_000
+
+_OVERLAP: Final = JOBS_FILE_OVERLAP_POLICIES
 _MISSED: Final = MISSED_POLICIES
 _OUTPUT: Final = ("log", "tail", "discard")
 _SCHEDULE_KEYS: Final = ("every", "cron", "at", "in")
@@ -72,6 +84,7 @@ DEFAULT_KEYS: Final = frozenset(
         "enabled",
         "timezone",
         "output",
+        "output_limit",
         "on_failure",
     }
 )
@@ -119,8 +132,9 @@ class JobConfig:
     kwargs: Mapping[str, Any] = field(default_factory=lambda: MappingProxyType({}), hash=False)
     """Keyword arguments for `call` (JSON-compatible values)."""
     overlap: Overlap = "skip"
-    """When a run is due while the previous one still runs: skip it, queue it, or allow
-    both to run at once."""
+    """When a run is due while the previous one still runs: skip it, queue it, allow
+    both to run at once, or (commands) replace the running one: end its process group
+    as a timeout would and start the new run."""
     missed: Missed = "skip"
     """Runs the daemon is behind on (down or busy: the next slot has also come, or later
     than `grace`): skip them, run once for all of them, or run each one."""
@@ -150,6 +164,9 @@ class JobConfig:
     """What becomes of what a run writes: ``"log"`` its lines to the run log (bounded
     per run) and its tail to the slot ledger, ``"tail"`` only the tail to the ledger,
     ``"discard"`` neither (a failure's tail still goes into its error)."""
+    output_limit: int = OUTPUT_LIMIT
+    """With ``output = "log"``: the most lines of one attempt written to the log; the
+    rest are counted (lines and bytes) and one line says so."""
     line: int = field(default=0, compare=False)
     """The line of the job's ``[[job]]`` header, for messages."""
 
@@ -358,6 +375,14 @@ def _retries(value: object) -> int:
     return value
 
 
+def _output_limit(value: object) -> int:
+    if isinstance(value, bool) or not isinstance(value, int) or not 1 <= value <= _MAX_OUTPUT_LIMIT:
+        raise _Invalid(
+            f"must be a number of lines from 1 to {_MAX_OUTPUT_LIMIT}, got {_show(value)}"
+        )
+    return value
+
+
 def _json_value(value: object) -> bool:
     if isinstance(value, (str, int, float, bool)):
         return True
@@ -448,6 +473,8 @@ class _Checker:
         schedule = self.schedule(where, at, table, defaults)
         merged = {**{k: v for k, v in defaults.items() if k != "env"}, **table}
         options = self.options(where, at, table, kind=kind, merged=merged)
+        if options.get("overlap") == "replace":
+            self.replace_fits(where, at, table, kind=kind)
         env = dict(self.options_env(defaults)) if kind == "command" else {}
         env.update(cast(Mapping[str, str], options.pop("env", {})))
         if len(self.issues) > before or schedule is None or kind is None:
@@ -471,6 +498,29 @@ class _Checker:
             **target,
             **options,
         )
+
+    def replace_fits(
+        self, where: str, at: _Path, table: dict[str, Any], *, kind: str | None
+    ) -> None:
+        """Refuse ``overlap = "replace"`` (written here or in defaults) where it cannot work."""
+        key_at = (*at, "overlap") if "overlap" in table else ("defaults", "overlap")
+        source = "" if "overlap" in table else " (from [defaults]; set overlap on this job)"
+        if kind == "call":
+            self.add(
+                where,
+                key_at,
+                "overlap",
+                f"'replace' applies only to command jobs{source}: it ends the running"
+                " command's process group, and an in-process call cannot be stopped",
+            )
+        elif table.get("fixed_delay") is True:
+            self.add(
+                where,
+                key_at,
+                "overlap",
+                f"'replace' cannot apply to a fixed_delay job{source}: its runs never"
+                " overlap (the next is due only after the previous ends)",
+            )
 
     def options_env(self, defaults: dict[str, Any]) -> Mapping[str, str]:
         env = defaults.get("env", {})
@@ -673,6 +723,7 @@ class _Checker:
             "overlap": _choice(_OVERLAP),
             "missed": _choice(_MISSED),
             "output": _choice(_OUTPUT),
+            "output_limit": _output_limit,
             "on_failure": _alert,
             "grace": _duration,
             "jitter": _duration,
@@ -701,15 +752,11 @@ class _Checker:
                 value = value or None  # 0 means no timeout, as in systemd
             out[key] = value
         if kind == "call":
-            for key in ("timeout", "kill_grace", "env", "cwd"):
+            for key, why in _COMMAND_ONLY.items():
                 if key in table:
-                    why = (
-                        "an in-process call cannot be killed; run it as a command to get a timeout"
-                        if key in ("timeout", "kill_grace")
-                        else "a call runs inside the daemon's process"
-                    )
                     self.add(where, (*at, key), key, f"applies only to command jobs ({why})")
             out.pop("timeout", None)
+            out.pop("output_limit", None)
         if "env" in table:
             self._env(where, at, table["env"], kind, out)
         if "cwd" in source:
@@ -750,6 +797,17 @@ class _Checker:
                     )
             if kind is not None:
                 out["env"] = env
+
+
+_KILL: Final = "an in-process call cannot be killed; run it as a command"
+#: Options of command jobs only, with why a ``call`` job cannot have them.
+_COMMAND_ONLY: Final = {
+    "timeout": f"{_KILL} to get a timeout",
+    "kill_grace": f"{_KILL} to get a timeout",
+    "env": "a call runs inside the daemon's process",
+    "cwd": "a call runs inside the daemon's process",
+    "output_limit": "a call's output is not captured",
+}
 
 
 def _zone_name(value: object) -> str:

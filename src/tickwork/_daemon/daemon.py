@@ -21,6 +21,7 @@ store is ever removed). See ``docs/daemon.md``.
 from __future__ import annotations
 
 import contextlib
+import dataclasses
 import json
 import logging
 import math
@@ -38,9 +39,16 @@ from types import FrameType
 from typing import TYPE_CHECKING, Final, TextIO
 
 from tickwork._core.args import seconds
-from tickwork._core.errors import ConfigError, JobFailed, JobTimedOut, TickworkError
+from tickwork._core.errors import (
+    ConfigError,
+    JobCancelled,
+    JobFailed,
+    JobTimedOut,
+    TickworkError,
+)
 from tickwork._core.events import EventKind, RunEvent
 from tickwork._core.schedules import Cron, Every
+from tickwork._core.text import iso_due
 from tickwork._core.text import plain_seconds as _seconds_text
 from tickwork._daemon.alerts import AlertSender
 from tickwork._daemon.config import Config, JobConfig, load_config
@@ -58,7 +66,8 @@ from tickwork._daemon.declare import (
     redact_dsn,
     spec_for,
 )
-from tickwork._daemon.runlog import LogFormat, RunLog, iso
+from tickwork._daemon.replacing import Replacing
+from tickwork._daemon.runlog import LogFormat, RunLog, RunOutput, iso
 from tickwork._daemon.runner import (
     ProcessGroups,
     RunResult,
@@ -274,6 +283,7 @@ class Daemon:
         self.state_key = state_key or make_state_key(namespace, "")
         self._groups = ProcessGroups(marker=daemon_marker(self.state_key))
         self._stop = threading.Event()
+        self._replacing = Replacing(self._groups, self._stop)
         self.alerts = AlertSender()
         self.scheduler = DurableScheduler(
             store,
@@ -405,20 +415,35 @@ class Daemon:
                 name,
                 self.config_path,
             )
-        result = run_job(
-            job,
-            groups=self._groups,
-            stop=self._stop,
-            on_start=lambda attempt: self.log.started(
-                name,
-                scheduled,
-                attempt=attempt,
-                origin="schedule" if claim is None else claim.origin,
-            ),
-            on_end=lambda r: self._ended(name, scheduled, job, r),
-        )
+        tag = object()
+        halt = self._stop
+        if job.overlap == "replace" and claim is not None:
+            halt = self._replacing.begin(tag, claim.job_id, scheduled)
+        lines = _RunLines(self.log, name, scheduled, job)
+        try:
+            result = run_job(
+                job,
+                groups=self._groups,
+                stop=halt,
+                on_start=lambda attempt: lines.started(
+                    attempt, "schedule" if claim is None else claim.origin
+                ),
+                on_end=lambda r: self._ended(
+                    name,
+                    scheduled,
+                    job,
+                    lines.ended(_replaced_by(r, self._replacing.replaced_for(tag))),
+                ),
+                on_line=lines.line,
+                tag=tag,
+            )
+        finally:
+            self._replacing.end(tag)
+        due = self._replacing.replaced_for(tag, ended=True)  # asked always: then forgotten
         if job.output != "discard" and result.output.strip() and claim is not None:
             DurableScheduler.record_output(result.output)  # its tail, for the ledger
+        if result.replaced:  # no alert: a replacement is not a failure of the job
+            raise JobCancelled(_failure_text(_replaced_by(result, due)))
         if job.on_failure is not None and claim is not None:
             self._alert(name, job, claim.job_id, scheduled, result)
         if result.timed_out:
@@ -447,10 +472,8 @@ class Daemon:
         )
 
     def _ended(self, name: str, scheduled: float, job: JobConfig, result: RunResult) -> None:
-        """An attempt ended: its log line, then (``output = "log"``, ok) what it wrote."""
+        """An attempt ended: its log line."""
         self.log.finished(name, scheduled, result)
-        if result.ok and job.output == "log":
-            self.log.output(name, scheduled, result)
 
     def _on_event(self, event: RunEvent) -> None:
         if event.job_id is None:
@@ -679,6 +702,10 @@ class Daemon:
                     self.check_skips()
                 except Exception:  # the state is unreachable: the scheduler says so
                     _log.debug("looking for skipped runs failed", exc_info=True)
+                try:
+                    self._replacing.check(self.store.get, self._wall())
+                except Exception:
+                    _log.debug("looking for runs to replace failed", exc_info=True)
                 waits.append(_SKIP_CHECK)
             if end is not None:
                 waits.append(end - time.monotonic())
@@ -698,6 +725,7 @@ class Daemon:
         # No run starts after this; claims not yet started are handed back.
         self.scheduler.stop(wait=False)
         self._stop.set()  # no retry starts, a backoff or a jitter wait ends now
+        self._replacing.halt_all()
         self._signals.clear()
         running = sum(self.scheduler.running().values())
         if running:
@@ -917,6 +945,48 @@ def _status_page(daemon: Daemon, namespace: str) -> str:
     from tickwork._daemon.status_page import page
 
     return page(daemon.scheduler, daemon.store, namespace, str(daemon.config_path))
+
+
+class _RunLines:
+    """One run's start lines and, with ``output = "log"``, its output lines as written.
+
+    Each attempt gets its own `RunOutput` (its own ``output_limit``), whose count of
+    dropped lines is logged before the attempt's end line.
+    """
+
+    def __init__(self, log: RunLog, name: str, scheduled: float, job: JobConfig) -> None:
+        self._log = log
+        self._name = name
+        self._scheduled = scheduled
+        self._stream = job.output == "log" and job.command is not None
+        self._limit = job.output_limit
+        self._output: RunOutput | None = None
+
+    def started(self, attempt: int, origin: str) -> None:
+        self._log.started(self._name, self._scheduled, attempt=attempt, origin=origin)
+        if self._stream:
+            self._output = self._log.output(
+                self._name, self._scheduled, attempt=attempt, limit=self._limit
+            )
+
+    def line(self, stream: str, text: str, size: int) -> None:
+        if self._output is not None:
+            self._output.line(stream, text, size)
+
+    def ended(self, result: RunResult) -> RunResult:
+        if self._output is not None:
+            self._output.end()
+            self._output = None
+        return result
+
+
+def _replaced_by(result: RunResult, due: float | None) -> RunResult:
+    """``result``, naming the run it made way for if ``overlap = "replace"`` ended it."""
+    if not result.replaced or due is None:
+        return result
+    return dataclasses.replace(
+        result, error=f'replaced by the run due {iso_due(due)} (overlap = "replace")'
+    )
 
 
 def _failure_text(result: RunResult) -> str:

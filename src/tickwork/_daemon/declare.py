@@ -20,7 +20,7 @@ from urllib.parse import urlsplit, urlunsplit
 
 from tickwork._core.errors import TickworkError
 from tickwork._core.schedules import At, Cron, Every, Once
-from tickwork._daemon.config import JobConfig
+from tickwork._daemon.config import OUTPUT_LIMIT, JobConfig
 from tickwork.stores._model import JobSpec, JobState, Schedule
 from tickwork.stores._protocol import Store
 
@@ -199,7 +199,11 @@ def _plain(value: object) -> Any:
 
 #: Options added after the first release, with their defaults: left out of a job's
 #: fingerprint while at their default, so an upgrade changes no fingerprint.
-_LATER: Final[dict[str, object]] = {"output": "log", "on_failure": None}
+_LATER: Final[dict[str, object]] = {
+    "output": "log",
+    "on_failure": None,
+    "output_limit": OUTPUT_LIMIT,
+}
 _NOT_DEFAULT: Final = object()
 
 
@@ -259,7 +263,9 @@ def spec_for(
         ENTRY_POINT,
         schedule,
         kwargs={"job": job.name, "fingerprint": fp},
-        overlap=job.overlap,
+        # "replace" is the daemon's: the store queues the slot that comes due while a
+        # run goes on, and the daemon ends that run so the queued one starts.
+        overlap="queue" if job.overlap == "replace" else job.overlap,
         missed=job.missed,
         grace=job.grace,
         delivery="at_most_once",

@@ -1,5 +1,9 @@
 """The run log of ``tickwork run``: one line when a run starts and one when it ends.
 
+Between them, with ``output = "log"``, each line the command writes, as it writes it
+(`RunOutput`, up to the job's ``output_limit`` lines per attempt; then one line saying
+exactly how many lines and bytes were not logged).
+
 Two formats, both one line per event, flushed at once:
 
 - ``text`` for people: ``2026-12-02T17:00:00Z rotate finished ok in 0.12s``. The
@@ -23,7 +27,7 @@ from tickwork._core.text import iso_due as _due
 from tickwork._core.text import run_duration as _seconds
 from tickwork._daemon.runner import RunResult
 
-__all__ = ["JSON_KEYS", "LogFormat", "RunLog", "iso"]
+__all__ = ["JSON_KEYS", "LogFormat", "RunLog", "RunOutput", "iso"]
 
 LogFormat = Literal["text", "json"]
 
@@ -42,13 +46,13 @@ JSON_KEYS: Final = (
     "error",
     "output",
     "count",
+    "stream",
+    "bytes",
 )
 """The keys of every JSON line, in order."""
 
 _LATE: Final = 1.0  # seconds late before a text start line says so
 _TEXT_TAIL: Final = 300  # characters of output on a text failure line
-#: Most output lines of one successful run written to the log (its last ones).
-OUTPUT_LINES: Final = 50
 
 
 def _one_line(text: str, limit: int) -> str:
@@ -146,30 +150,17 @@ class RunLog:
             details.insert(0, f"ended by {_signal(result)}")
         self._write(f"{head}: {' | '.join(details)}" if details else head)
 
-    def output(self, job: str, scheduled: float, result: RunResult) -> None:
-        """The lines a successful run of ``job`` wrote, one log line each (``output = "log"``).
+    def output(self, job: str, scheduled: float, *, attempt: int = 1, limit: int) -> RunOutput:
+        """Where the lines of one attempt of ``job`` go as they are written (``output = "log"``).
 
-        At most `OUTPUT_LINES` (the last ones of the kept tail), after a line saying how
-        much came before them; blank lines are left out. Text: ``<time> <job> | <line>``;
-        JSON: event ``"output"`` with the line in ``output``.
+        Args:
+            job: The job's name.
+            scheduled: The run's scheduled time, POSIX seconds.
+            attempt: 1 for the run, 2 for the first retry, ...
+            limit: The most lines logged (the job's ``output_limit``); the rest are
+                counted and `RunOutput.end` says how many.
         """
-        lines = [line.rstrip() for line in result.output.splitlines() if line.strip()]
-        if not lines:
-            return
-        shown = lines[-OUTPUT_LINES:]
-        hidden = len(lines) - len(shown)
-        dropped = max(0, result.output_bytes - len(result.output.encode()))
-        now = self._wall()
-        if hidden or dropped:
-            parts = [f"{hidden} line(s)"] if hidden else []
-            if dropped:
-                parts.append(f"{dropped} byte(s)")
-            shown.insert(0, f"... ({' and '.join(parts)} before these not shown)")
-        for line in shown:
-            if self._format == "json":
-                self._json(now, "output", job, scheduled, attempt=result.attempt, output=line)
-            else:
-                self._write(f"{iso(now)} {job} | {line}")
+        return RunOutput(self, job, scheduled, attempt, limit)
 
     def skipped(
         self,
@@ -216,6 +207,81 @@ class RunLog:
     def _write(self, line: str) -> None:
         self._stream.write(line + "\n")
         self._stream.flush()
+
+
+class RunOutput:
+    """The output lines of one attempt, logged as they come, up to a limit.
+
+    Made by `RunLog.output`. Text: ``<time> <job> stdout | <line>`` (or ``stderr``);
+    JSON: event ``output`` with ``stream`` and the line in ``output``. The first line
+    past the limit is replaced by one saying the limit was reached; `end` then says
+    exactly how many lines and bytes were not logged. Used from one thread (the run's).
+    """
+
+    def __init__(self, log: RunLog, job: str, scheduled: float, attempt: int, limit: int) -> None:
+        self._log = log
+        self._job = job
+        self._scheduled = scheduled
+        self._attempt = attempt
+        self.limit = limit
+        self.logged = 0
+        """Lines logged so far."""
+        self.dropped_lines = 0
+        """Lines past the limit, not logged."""
+        self.dropped_bytes = 0
+        """The bytes the command wrote for those lines, newlines included."""
+
+    def line(self, stream: str, text: str, size: int) -> None:
+        """The command wrote a line (``size`` bytes with its newline) on ``stream``."""
+        if self.logged < self.limit:
+            self.logged += 1
+            self._write("output", stream, text, f"{stream} | {text}")
+            return
+        if not self.dropped_lines:
+            self._write(
+                "output_limit",
+                None,
+                None,
+                f"output_limit reached ({self.limit} line(s)): the rest of"
+                " this run's output is counted, not logged",
+                count=self.limit,
+            )
+        self.dropped_lines += 1
+        self.dropped_bytes += size
+
+    def end(self) -> None:
+        """The attempt is over: if lines were dropped, say exactly how many."""
+        if not self.dropped_lines:
+            return
+        lines, size = self.dropped_lines, self.dropped_bytes
+        self._write(
+            "output_dropped",
+            None,
+            None,
+            f"output: {lines} line(s), {size} byte(s) not logged (over output_limit ="
+            f" {self.limit})",
+            count=lines,
+            bytes=size,
+        )
+
+    def _write(
+        self, event: str, stream: str | None, output: str | None, text: str, **fields: Any
+    ) -> None:
+        log = self._log
+        now = log._wall()
+        if log._format == "json":
+            log._json(
+                now,
+                event,
+                self._job,
+                self._scheduled,
+                attempt=self._attempt,
+                stream=stream,
+                output=output,
+                **fields,
+            )
+        else:
+            log._write(f"{iso(now)} {self._job} {text}")
 
 
 def _signal(result: RunResult) -> str | None:

@@ -2,10 +2,13 @@
 
 A command runs in a new session (``start_new_session=True``), so it leads its own
 process group and everything it spawns can be signalled together. Its stdout and
-stderr go to one pipe that is read as it arrives; only the last ``tail_bytes`` are
+stderr go to two pipes that are read as they arrive: each line is handed to
+``on_line`` (tagged ``stdout`` or ``stderr``, cut at `LINE_LIMIT` bytes with a mark)
+as soon as it is complete, and only the last ``tail_bytes`` of the two together are
 kept, so a chatty job never costs more than that much memory.
 
-Ending a command (a timeout, or `ProcessGroups.terminate_all` at shutdown): SIGTERM
+Ending a command (a timeout, `ProcessGroups.terminate_all` at shutdown, or
+`ProcessGroups.replace` for ``overlap = "replace"``): SIGTERM
 to the whole group, then SIGKILL after ``kill_grace``. When the command exits on its
 own, the rest of its group gets SIGTERM too, and SIGKILL if it still holds the output
 pipe after ``kill_grace``: a run owns its process group, and nothing of it outlives
@@ -49,8 +52,10 @@ from tickwork._daemon.config import JobConfig
 from tickwork.stores._procs import proc_stat, process_alive
 
 __all__ = [
+    "LINE_LIMIT",
     "MARKER_ENV",
     "TAIL_BYTES",
+    "OnLine",
     "ProcessGroups",
     "RunResult",
     "Survivor",
@@ -68,6 +73,16 @@ __all__ = [
 
 TAIL_BYTES: Final = 4096
 """How much of a command's combined output a `RunResult` keeps (the end of it)."""
+
+LINE_LIMIT: Final = 4096
+"""The most bytes of one output line handed to ``on_line``; the rest is cut, with a mark
+that says how much."""
+
+OnLine = Callable[[str, str, int], object]
+"""Takes each output line as it is written: ``(stream, text, size)``, where ``stream`` is
+``"stdout"`` or ``"stderr"``, ``text`` the line without its newline (cut, with a mark,
+beyond `LINE_LIMIT` bytes) and ``size`` the bytes the command wrote for it, newline
+included."""
 
 _READ_CHUNK: Final = 65536
 _POLL: Final = 0.05  # only where pidfd_open is missing (macOS): how often to look for exit
@@ -93,7 +108,10 @@ class RunResult:
     timed_out: bool = False
     """The run exceeded its timeout and was terminated."""
     cancelled: bool = False
-    """The run was terminated (or never started) because the daemon is stopping."""
+    """The run was terminated (or never started) because the daemon is stopping, or
+    (with `replaced`) to start the next run."""
+    replaced: bool = False
+    """The run was terminated to start the next one (``overlap = "replace"``)."""
     error: str | None = None
     """Why the job could not run or what it raised: ``"ValueError: bad input"``."""
     duration: float = 0.0
@@ -114,11 +132,13 @@ class RunResult:
     def status(self) -> str:
         """A short word for the outcome.
 
-        One of ``ok``, ``exit=3``, ``signal=SIGKILL``, ``timeout``, ``cancelled``,
-        ``error``.
+        One of ``ok``, ``exit=3``, ``signal=SIGKILL``, ``timeout``, ``replaced``,
+        ``cancelled``, ``error``.
         """
         if self.timed_out:
             return "timeout"
+        if self.replaced:
+            return "replaced"
         if self.cancelled:
             return "cancelled"
         if self.exit_code == 0:
@@ -152,6 +172,7 @@ class ProcessGroups:
     def __init__(self, *, marker: str | None = None) -> None:
         self._lock = threading.Lock()
         self._runs: set[_Run] = set()
+        self._replacing: set[object] = set()  # tags of runs to end, started or not yet
         self._closed = False
         self.marker = marker
         self._lifeline: int | None = None  # read end; the write end stays in this process
@@ -199,12 +220,38 @@ class ProcessGroups:
             run.cancel()
         return len(runs)
 
+    def replace(self, tag: object) -> int:
+        """End the command of the run ``tag`` names, to start the next run in its place.
+
+        Like `terminate_all` for one run: SIGTERM to its group, SIGKILL after its grace;
+        its `RunResult` says ``replaced``. A command of that run that starts later (the
+        run is between attempts) is ended at once, until `forget` is called.
+
+        Args:
+            tag: The ``tag`` the run's commands were started with (`run_command`).
+
+        Returns:
+            How many running commands were told to stop (0 or 1).
+        """
+        with self._lock:
+            self._replacing.add(tag)
+            runs = [run for run in self._runs if run.tag == tag]
+        for run in runs:
+            run.cancel(replaced=True)
+        return len(runs)
+
+    def forget(self, tag: object) -> None:
+        """The run ``tag`` names is over: drop a pending `replace` of it."""
+        with self._lock:
+            self._replacing.discard(tag)
+
     def _add(self, run: _Run) -> None:
         with self._lock:
             self._runs.add(run)
             closed = self._closed
-        if closed:
-            run.cancel()
+            replaced = run.tag is not None and run.tag in self._replacing
+        if closed or replaced:
+            run.cancel(replaced=replaced and not closed)
 
     def _discard(self, run: _Run) -> None:
         with self._lock:
@@ -214,15 +261,19 @@ class ProcessGroups:
 class _Run:
     """One running command's cancel flag and the pipe that wakes its supervisor."""
 
-    def __init__(self) -> None:
+    def __init__(self, tag: object = None) -> None:
         self._lock = threading.Lock()
+        self.tag = tag
         self.cancelled = False
+        self.replaced = False
         self.wake_r, self._wake_w = os.pipe()
         os.set_blocking(self._wake_w, False)
         self._open = True
 
-    def cancel(self) -> None:
+    def cancel(self, *, replaced: bool = False) -> None:
         with self._lock:
+            if not self.cancelled:
+                self.replaced = replaced
             self.cancelled = True
             if self._open:
                 with contextlib.suppress(BlockingIOError):  # full: already woken
@@ -257,6 +308,64 @@ class _Tail:
         return data.decode("utf-8", errors="replace")
 
 
+class _Lines:
+    """Cuts one stream's bytes into lines and hands each to ``on_line`` when complete.
+
+    A line longer than `LINE_LIMIT` bytes keeps its first `LINE_LIMIT` bytes and a mark
+    saying how many more it had; memory stays bounded by the limit.
+    """
+
+    def __init__(self, stream: str, on_line: OnLine) -> None:
+        self.stream = stream
+        self.on_line = on_line
+        self.buf = bytearray()
+        self.cut = 0  # bytes of the current line beyond LINE_LIMIT, not kept
+
+    def feed(self, data: bytes) -> None:
+        start = 0
+        while (end := data.find(b"\n", start)) >= 0:
+            self._take(data[start:end])
+            self._emit(newline=1)
+            start = end + 1
+        self._take(data[start:])
+
+    def close(self) -> None:
+        """The stream ended: hand over a last line that had no newline."""
+        if self.buf or self.cut:
+            self._emit(newline=0)
+
+    def _take(self, part: bytes) -> None:
+        room = LINE_LIMIT - len(self.buf)
+        if len(part) > room:
+            self.buf += part[:room]
+            self.cut += len(part) - room
+        else:
+            self.buf += part
+
+    def _emit(self, *, newline: int) -> None:
+        raw = bytes(self.buf)
+        size = len(raw) + self.cut + newline
+        if self.cut:
+            # The cut may fall inside a UTF-8 sequence: decode what is whole of it.
+            text = _whole_utf8(raw) + f" [... {self.cut} more byte(s) of this line not shown]"
+        else:
+            text = raw.removesuffix(b"\r").decode("utf-8", errors="replace")
+        self.buf.clear()
+        self.cut = 0
+        self.on_line(self.stream, text, size)
+
+
+def _whole_utf8(data: bytes) -> str:
+    """``data`` decoded, leaving out a UTF-8 sequence its end cut in two."""
+    for trim in range(min(3, len(data)) + 1):
+        try:
+            return data[: len(data) - trim].decode("utf-8")
+        except UnicodeDecodeError as exc:
+            if exc.start < len(data) - 3:
+                break  # invalid earlier on: not a matter of the cut
+    return data.decode("utf-8", errors="replace")
+
+
 def _killpg(pgid: int, sig: int) -> None:
     # Nothing left in the group (PermissionError: macOS, when only a zombie is left).
     with contextlib.suppress(ProcessLookupError, PermissionError):
@@ -280,6 +389,8 @@ def run_command(
     groups: ProcessGroups | None = None,
     base_env: Mapping[str, str] | None = None,
     job: str = "",
+    on_line: OnLine | None = None,
+    tag: object = None,
 ) -> RunResult:
     """Run a command in its own process group and wait for it to end.
 
@@ -297,6 +408,8 @@ def run_command(
         groups: The registry that `ProcessGroups.terminate_all` uses at shutdown.
         base_env: The environment to start from (default: ``os.environ``).
         job: The job's name, recorded in `MARKER_ENV` (with ``groups.marker``).
+        on_line: Takes each line of output as soon as it is written (see `OnLine`).
+        tag: Names the run for `ProcessGroups.replace` (any hashable value).
 
     Returns:
         How the command ended. A command that cannot start (no such program or
@@ -319,8 +432,12 @@ def run_command(
             duration=time.monotonic() - start,
         )
     proc, status_r = started
-    tail = _Tail(tail_bytes)
-    timed_out, cancelled, report = _wait(proc, status_r, groups, tail, start, timeout, kill_grace)
+    out = _Output(tail_bytes, on_line)
+    run = _Run(tag)
+    timed_out, cancelled, report = _wait(
+        proc, status_r, groups, run, out, start, timeout, kill_grace
+    )
+    tail = out.tail
     if report.startswith("error "):  # the supervisor could not start the command
         return RunResult(
             error=f"cannot start {what!r}{where}: {report[6:]}",
@@ -334,6 +451,7 @@ def run_command(
         signal=-code if code < 0 else None,
         timed_out=timed_out,
         cancelled=cancelled and not timed_out,
+        replaced=cancelled and not timed_out and run.replaced,
         duration=time.monotonic() - start,
         output=tail.text(),
         output_bytes=tail.total,
@@ -380,7 +498,7 @@ def _start(
             cwd=cwd,
             stdin=subprocess.DEVNULL,
             stdout=subprocess.PIPE,
-            stderr=subprocess.STDOUT,
+            stderr=subprocess.PIPE,
             start_new_session=True,
             pass_fds=pass_fds,
         )
@@ -398,7 +516,8 @@ def _wait(
     proc: subprocess.Popen[bytes],
     status_r: int,
     groups: ProcessGroups | None,
-    tail: _Tail,
+    run: _Run,
+    out: _Output,
     start: float,
     timeout: float | None,
     kill_grace: float,
@@ -408,18 +527,20 @@ def _wait(
     Returns:
         ``(timed_out, cancelled, the supervisor's report on status_r)``.
     """
-    run = _Run()
     if groups is not None:
         groups._add(run)
     try:
-        timed_out, cancelled = _supervise(proc, run, tail, start, timeout, kill_grace)
+        timed_out, cancelled = _supervise(proc, run, out, start, timeout, kill_grace)
+        for stream in ("stdout", "stderr"):  # a last line left unended (pipe held elsewhere)
+            out.close(stream)
         proc.wait()
     finally:
         if groups is not None:
             groups._discard(run)
         run.close()
-        if proc.stdout is not None:
-            proc.stdout.close()
+        for pipe in (proc.stdout, proc.stderr):
+            if pipe is not None:
+                pipe.close()
         report = _read_status(status_r) if status_r >= 0 else ""
     return timed_out, cancelled, report
 
@@ -437,10 +558,31 @@ def _read_status(fd: int) -> str:
     return data.decode(errors="replace").strip()
 
 
+class _Output:
+    """Where a command's output goes: the kept tail, and each line to ``on_line``."""
+
+    def __init__(self, tail_bytes: int, on_line: OnLine | None) -> None:
+        self.tail = _Tail(tail_bytes)
+        self.lines = (
+            None
+            if on_line is None
+            else {name: _Lines(name, on_line) for name in ("stdout", "stderr")}
+        )
+
+    def feed(self, stream: str, data: bytes) -> None:
+        self.tail.feed(data)
+        if self.lines is not None:
+            self.lines[stream].feed(data)
+
+    def close(self, stream: str) -> None:
+        if self.lines is not None:
+            self.lines[stream].close()
+
+
 def _supervise(
     proc: subprocess.Popen[bytes],
     run: _Run,
-    tail: _Tail,
+    out: _Output,
     start: float,
     timeout: float | None,
     kill_grace: float,
@@ -450,16 +592,17 @@ def _supervise(
     Returns:
         ``(timed_out, cancelled)``.
     """
-    assert proc.stdout is not None
+    assert proc.stdout is not None and proc.stderr is not None
     pgid = proc.pid
-    out = proc.stdout.fileno()
-    os.set_blocking(out, False)
+    streams = {proc.stdout.fileno(): "stdout", proc.stderr.fileno(): "stderr"}
     deadline = None if timeout is None else start + timeout
     timed_out = cancelled = exited = eof = False
     kill_at: float | None = None  # set when SIGTERM went out
     give_up_at: float | None = None  # set when SIGKILL went out
     with selectors.DefaultSelector() as sel:
-        sel.register(out, selectors.EVENT_READ, "out")
+        for fd, name in streams.items():
+            os.set_blocking(fd, False)
+            sel.register(fd, selectors.EVENT_READ, name)
         sel.register(run.wake_r, selectors.EVENT_READ, "wake")
         pidfd = -1
         try:
@@ -503,8 +646,7 @@ def _supervise(
                 if pidfd < 0 and not exited:
                     waits.append(_POLL)
                 wait = max(0.0, min(waits)) if waits else None
-                if _read_ready(sel, wait, out, run, tail, pidfd):
-                    eof = True
+                eof = _read_ready(sel, wait, run, out, pidfd)
         finally:
             if pidfd >= 0:
                 os.close(pidfd)
@@ -512,30 +654,29 @@ def _supervise(
 
 
 def _read_ready(
-    sel: selectors.BaseSelector, wait: float | None, out: int, run: _Run, tail: _Tail, pidfd: int
+    sel: selectors.BaseSelector, wait: float | None, run: _Run, out: _Output, pidfd: int
 ) -> bool:
-    """Wait up to ``wait`` s and take what is ready; True if the output ended just now.
+    """Wait up to ``wait`` s and take what is ready; True once both output pipes ended.
 
-    Output goes to ``tail``; a wake-up (a cancel) is consumed; the exit, seen on
+    Output goes to ``out``; a wake-up (a cancel) is consumed; the exit, seen on
     ``pidfd``, is unregistered (`_supervise` reads it with `_has_exited`).
     """
-    eof = False
     for key, _ in sel.select(wait):
-        if key.data == "out":
+        if key.data in ("stdout", "stderr"):
             try:
-                data = os.read(out, _READ_CHUNK)
+                data = os.read(key.fd, _READ_CHUNK)
             except BlockingIOError:
                 continue
             if data:
-                tail.feed(data)
+                out.feed(key.data, data)
             else:
-                eof = True
-                sel.unregister(out)
+                out.close(key.data)
+                sel.unregister(key.fd)
         elif key.data == "wake":
             os.read(run.wake_r, 64)
         else:
             sel.unregister(pidfd)
-    return eof
+    return not any(key.data in ("stdout", "stderr") for key in sel.get_map().values())
 
 
 def resolve_callable(target: str) -> Callable[..., Any]:
@@ -593,9 +734,17 @@ def run_call(
 
 
 def run_attempt(
-    job: JobConfig, *, groups: ProcessGroups | None = None, tail_bytes: int = TAIL_BYTES
+    job: JobConfig,
+    *,
+    groups: ProcessGroups | None = None,
+    tail_bytes: int = TAIL_BYTES,
+    on_line: OnLine | None = None,
+    tag: object = None,
 ) -> RunResult:
-    """Run ``job`` once, as a command or a call, with its options."""
+    """Run ``job`` once, as a command or a call, with its options.
+
+    ``on_line`` and ``tag`` are `run_command`'s (a call's output is not captured).
+    """
     if job.call is not None:
         return run_call(job.call, job.args, job.kwargs, tail_bytes=tail_bytes)
     assert job.command is not None
@@ -609,6 +758,8 @@ def run_attempt(
         tail_bytes=tail_bytes,
         groups=groups,
         job=job.name,
+        on_line=on_line,
+        tag=tag,
     )
 
 
@@ -665,6 +816,8 @@ def run_job(
     on_start: Callable[[int], object] | None = None,
     on_end: Callable[[RunResult], object] | None = None,
     tail_bytes: int = TAIL_BYTES,
+    on_line: OnLine | None = None,
+    tag: object = None,
 ) -> RunResult:
     """Run ``job`` with its retries: the whole of one scheduled run.
 
@@ -676,6 +829,8 @@ def run_job(
         on_start: Called with the attempt number before each attempt (the run log).
         on_end: Called with each attempt's result.
         tail_bytes: How much of the end of the output to keep.
+        on_line: Takes each line a command writes, as it is written (see `OnLine`).
+        tag: Names this run for `ProcessGroups.replace`.
 
     Returns:
         The last attempt's result.
@@ -684,7 +839,8 @@ def run_job(
     def attempt(n: int) -> RunResult:
         if on_start is not None:
             on_start(n)
-        result = replace(run_attempt(job, groups=groups, tail_bytes=tail_bytes), attempt=n)
+        result = run_attempt(job, groups=groups, tail_bytes=tail_bytes, on_line=on_line, tag=tag)
+        result = replace(result, attempt=n)
         if on_end is not None:
             on_end(result)
         return result

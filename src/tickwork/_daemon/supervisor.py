@@ -9,8 +9,8 @@ It is started in a new session, so it leads the run's process group; the command
 its child in that same group, with the supervisor's stdin, stdout and stderr. It:
 
 - writes ``pid N`` (or ``error TEXT`` when the command cannot start, then exits 127)
-  to ``STATUS_FD``, then lets go of the output pipe, so the pipe ends when the command
-  and what it started have closed it;
+  to ``STATUS_FD``, then lets go of the output pipes (stdout and stderr), so each ends
+  when the command and what it started have closed it;
 - ends the way the command ended: the same exit status, or killed by the same signal.
   The daemon waits for the supervisor as it would for the command itself;
 - ignores SIGTERM, SIGINT and SIGHUP: the daemon ends a run by signalling the whole

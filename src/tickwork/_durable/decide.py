@@ -228,7 +228,7 @@ def _decide(state: JobState, now: float, vanished: tuple[float, float] | None) -
         and last is not None
         and last.started is not None
         and last.ended is not None
-        and last.outcome in ("ok", "failed", "timeout")
+        and last.outcome in ("ok", "failed", "timeout", "cancelled")
         and last.started <= s < last.ended
     ):
         # The slot came due while the previous run of this job was going (the store

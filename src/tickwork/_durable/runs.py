@@ -9,7 +9,7 @@ import random
 import threading
 from collections.abc import Awaitable, Callable
 
-from tickwork._core.errors import JobInterrupted
+from tickwork._core.errors import JobCancelled, JobInterrupted
 from tickwork._core.events import EventKind, RunEvent
 from tickwork._core.scheduler import _check_result
 from tickwork._core.schedules import Every
@@ -188,7 +188,13 @@ class Running:
         text = None if error is None else _error_text(error)
         output = _outputs.pop(claim.token, None)
         outcome: Outcome = (
-            "ok" if error is None else "timeout" if isinstance(error, TimeoutError) else "failed"
+            "ok"
+            if error is None
+            else "timeout"
+            if isinstance(error, TimeoutError)
+            else "cancelled"
+            if isinstance(error, JobCancelled)
+            else "failed"
         )
         self.end(run, outcome, ended, text, _next_run(claim, ended), output)
 

@@ -30,6 +30,7 @@ from tickwork._core.vocabulary import (
     Missed,
     Overlap,
     field_names,
+    overlap_problem,
 )
 from tickwork.stores._errors import JobSpecError, SchemaVersionError, StoreError
 
@@ -424,7 +425,8 @@ class JobSpec:
             if not isinstance(k, str) or not k.isidentifier():
                 raise JobSpecError(f"kwargs keys must be identifiers, got {k!r}")
             kwargs[k] = _json_copy(v, f"kwargs[{k!r}]")
-        _choice("overlap", self.overlap, OVERLAP_POLICIES)
+        if (problem := overlap_problem(self.overlap)) is not None:
+            raise JobSpecError(problem)
         _choice("missed", self.missed, MISSED_POLICIES)
         if isinstance(self.missed_cap, bool) or not isinstance(self.missed_cap, int):
             raise JobSpecError(f"missed_cap must be an int >= 1, got {self.missed_cap!r}")
