@@ -18,7 +18,7 @@ from datetime import datetime
 from pathlib import Path
 from typing import Any, TextIO
 
-from tickwork._cli.options import add_store_options, open_state
+from tickwork._cli.options import add_file_argument, add_store_options, open_state, take_file
 from tickwork._core.errors import ConfigError
 from tickwork._core.text import iso, schedule_words
 from tickwork._core.text import local_and_utc as _when
@@ -39,7 +39,7 @@ def add_parser(subparsers: Any) -> argparse.ArgumentParser:
         "file (to find its default state and list jobs not run yet), --state or "
         "--database, or both.",
     )
-    j.add_argument("file", nargs="?", help="the jobs file (optional with --state/--database)")
+    add_file_argument(j, optional=True)
     add_store_options(j)
     j.add_argument("--json", action="store_true", help="one JSON array, for machines")
     j.set_defaults(func=run_jobs)
@@ -109,8 +109,14 @@ def run_jobs(
     """Run ``tickwork jobs`` for parsed arguments; return the exit status."""
     out = sys.stdout if out is None else out
     err = sys.stderr if err is None else err
+    status = take_file(args, "jobs", err)
+    if status is not None:
+        return status
     if args.file is None and args.state is None and args.database is None:
-        print("tickwork jobs: give the jobs file, --state PATH or --database DSN", file=err)
+        print(
+            "tickwork jobs: give the jobs file (FILE or -f FILE), --state PATH or --database DSN",
+            file=err,
+        )
         return 2
     config: Config | None = None
     if args.file is not None:
