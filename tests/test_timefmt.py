@@ -9,7 +9,7 @@ from pathlib import Path
 import pytest
 
 from tickwork import Every
-from tickwork._core.text import iso
+from tickwork._core.text import iso, out_of_range
 from tickwork.stores import JobSpec
 from tickwork.stores.sqlite import SQLiteStore
 
@@ -21,7 +21,8 @@ def test_iso_is_utc_with_a_z_and_optional_milliseconds() -> None:
 
 @pytest.mark.parametrize("value", [math.inf, math.nan, 1e20])
 def test_iso_never_fails_a_log_line(value: float) -> None:
-    assert iso(value) == repr(value)
+    # Words that say what is wrong, never a bare float that reads like a time (issue 26).
+    assert iso(value) == out_of_range(value) != repr(value)
 
 
 def test_a_recovered_claim_is_logged_with_an_iso_time(

@@ -12,12 +12,13 @@ from __future__ import annotations
 import argparse
 import sys
 import time
+from datetime import datetime
 from typing import Any, TextIO
 
-from tickwork._cli.history import _job_id, parse_since
+from tickwork._cli.history import _job_id, in_calendar_or_refuse, parse_since
 from tickwork._cli.options import add_file_argument, add_store_options, open_state, take_file
 from tickwork._core.errors import ConfigError
-from tickwork._core.schedules import parse_duration
+from tickwork._core.schedules import DurationTooLong, parse_duration
 from tickwork._core.text import iso
 from tickwork._daemon.config import load_config
 from tickwork._durable.control import BackfillError, backfill_slots, default_actor, following_slot
@@ -50,16 +51,21 @@ def parse_future(text: str) -> float:
 
     """
     try:
-        return time.time() + parse_duration(text)
+        ahead = parse_duration(text)
+    except DurationTooLong as exc:
+        raise argparse.ArgumentTypeError(str(exc)) from None
     except (ValueError, TypeError):
         pass
+    else:
+        return in_calendar_or_refuse(time.time() + ahead, text)
     try:
-        return parse_since(text)
-    except argparse.ArgumentTypeError:
+        datetime.fromisoformat(text.strip().replace("Z", "+00:00"))
+    except ValueError:
         raise argparse.ArgumentTypeError(
             f"must be a duration from now (30m, 2h, 1d) or an ISO 8601 date-time"
             f" (2026-12-04T18:00, 2026-12-04T17:00Z), got {text!r}"
         ) from None
+    return parse_since(text)  # a date-time: read there, the years 1 to 9999 checked
 
 
 def add_parsers(subparsers: Any) -> None:

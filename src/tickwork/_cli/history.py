@@ -10,6 +10,7 @@ import argparse
 import difflib
 import heapq
 import json
+import math
 import sys
 import time
 from datetime import datetime
@@ -22,14 +23,15 @@ from tickwork._cli.options import (
     open_state,
     take_file,
 )
+from tickwork._core.args import in_calendar
 from tickwork._core.errors import ConfigError
-from tickwork._core.schedules import parse_duration
-from tickwork._core.text import iso
+from tickwork._core.schedules import DurationTooLong, parse_duration
+from tickwork._core.text import iso, seconds_fixed
 from tickwork._daemon.config import load_config
 from tickwork.stores._model import OUTCOMES, ActionRecord, SlotRecord
 from tickwork.stores._protocol import RuntimeControl, SlotLedger, Store
 
-__all__ = ["add_parser", "parse_since", "run_history"]
+__all__ = ["add_parser", "in_calendar_or_refuse", "parse_since", "run_history"]
 
 #: Ledger entries read per query while looking for the newest due times.
 _PAGE: Final = 1000
@@ -39,18 +41,21 @@ def parse_since(text: str, now: float | None = None) -> float:
     """``--since``: a duration back from now (``90m``, ``2h``, ``7d``) or an ISO 8601 time.
 
     A date-time without an offset is read in local time, as a person at this terminal
-    means it.
+    means it. The time must fall in the years 1 to 9999 (UTC).
 
     Raises:
-        argparse.ArgumentTypeError: Neither; the message shows the text.
+        argparse.ArgumentTypeError: Neither, or out of that range; the message shows
+            the text.
 
     """
     try:
         ago = parse_duration(text)
+    except DurationTooLong as exc:
+        raise argparse.ArgumentTypeError(str(exc)) from None
     except (ValueError, TypeError):
         pass
     else:
-        return (time.time() if now is None else now) - ago
+        return in_calendar_or_refuse((time.time() if now is None else now) - ago, text)
     try:
         moment = datetime.fromisoformat(text.strip().replace("Z", "+00:00"))
     except ValueError:
@@ -58,9 +63,25 @@ def parse_since(text: str, now: float | None = None) -> float:
             f"must be a duration back from now (90m, 2h, 7d) or an ISO 8601 date-time"
             f" (2026-12-04T09:00, 2026-12-04T08:00Z), got {text!r}"
         ) from None
-    if moment.tzinfo is None:
-        moment = moment.astimezone()  # local time
-    return moment.timestamp()
+    try:
+        if moment.tzinfo is None:
+            moment = moment.astimezone()  # local time
+        ts = moment.timestamp()
+    except (OverflowError, OSError, ValueError):
+        ts = math.nan
+    return in_calendar_or_refuse(ts, text)
+
+
+def in_calendar_or_refuse(ts: float, text: str) -> float:
+    """``ts``, the time ``text`` names, if it falls in the years 1 to 9999 (UTC).
+
+    Raises:
+        argparse.ArgumentTypeError: It does not; the message shows the text.
+
+    """
+    if not in_calendar(ts):
+        raise argparse.ArgumentTypeError(f"must fall in the years 1 to 9999 (UTC), got {text!r}")
+    return ts
 
 
 def add_parser(subparsers: Any) -> argparse.ArgumentParser:
@@ -250,9 +271,9 @@ def _line(e: SlotRecord) -> str:
     if e.slots > 1:
         parts.append(f"x{e.slots} slots")
     if e.lateness is not None:
-        parts.append(f"late {e.lateness:.3f}s")
+        parts.append(f"late {seconds_fixed(e.lateness, 3)}s")
     if e.duration is not None:
-        parts.append(f"took {e.duration:.3f}s")
+        parts.append(f"took {seconds_fixed(e.duration, 3)}s")
     if e.node:
         host, _, rest = e.node.partition(":")
         pid = rest.partition(":")[0]
