@@ -9,6 +9,8 @@ from __future__ import annotations
 import argparse
 import io
 import json
+import subprocess
+import sys
 import time
 from datetime import datetime
 from pathlib import Path
@@ -87,8 +89,9 @@ def test_name_outcome_since_and_limit_filter(state: Path) -> None:
     ]
     _, out, _ = history(state, "--limit", "1")
     assert len(out.splitlines()) <= 2
-    _, out, _ = history(state, "nobody")
-    assert out == "no entries\n"
+    code, out, err = history(state, "nobody")
+    assert (code, out) == (1, "")
+    assert "no job 'nobody' in the state" in err
 
 
 def test_json_has_iso_times_names_and_ids(state: Path) -> None:
@@ -119,7 +122,7 @@ def test_bad_options_and_missing_state_are_clear(tmp_path: Path, state: Path) ->
     args = build_parser().parse_args(["history"])
     err = io.StringIO()
     assert run_history(args, out=io.StringIO(), err=err) == 2
-    assert "give the jobs file (-f), --state PATH or --database DSN" in err.getvalue()
+    assert "give the jobs file (FILE or -f FILE), --state PATH or --database DSN" in err.getvalue()
     code, _, err_text = history(tmp_path / "none.sqlite3")
     assert code == 1 and "no state at" in err_text
 
@@ -141,3 +144,84 @@ def test_jobs_shows_last_success_and_the_failure_streak(state: Path) -> None:
     assert "  failing   2 run(s) in a row" in text
     last_ok = next(line for line in text.splitlines() if line.startswith("  last ok   20"))
     assert last_ok.endswith(("(2027-01-15T08:01:01Z)", " 2027-01-15T08:01:01Z"))
+
+
+def backfilled(state: Path) -> None:
+    """Backfill backup's slot due an hour before T0, run and record it last of all."""
+    with SQLiteStore(state) as store:
+        at = T0 + 200
+        assert store.backfill_job("jobs/backup", [T0 - 3600], by="ops@x", at=at) == [T0 - 3600]
+        [c] = [
+            c
+            for c in store.claim_due(
+                at, owner="web1:4242:ab12", lease_seconds=30, limit=10, advance=grid
+            )
+            if c.origin == "backfill"
+        ]
+        assert store.start(c, started=at)
+        assert store.finish(c, outcome="ok", ended=at + 5)
+
+
+def test_newest_first_means_the_newest_due_time(
+    state: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A slot recorded last for an old due time is listed under that time, not on top."""
+    backfilled(state)
+    _, out, _ = history(state, "backup", "--outcome", "ok")
+    assert [line.split("  ")[0] for line in out.splitlines()] == [
+        "2027-01-15T08:01:00Z",
+        "2027-01-15T08:00:00Z",
+        "2027-01-15T07:00:00Z",  # the backfilled slot, recorded last
+    ]
+    # --limit keeps the newest due times, whatever order the ledger was written in,
+    # also when the entries take several pages to read.
+    monkeypatch.setattr("tickwork._cli.history._PAGE", 2)
+    _, out, _ = history(state, "backup", "--outcome", "ok", "--limit", "2")
+    assert [line.split("  ")[0] for line in out.splitlines()] == [
+        "2027-01-15T08:01:00Z",
+        "2027-01-15T08:00:00Z",
+    ]
+    _, out, _ = history(state, "--json", "--limit", "3")
+    due = [e["scheduled"] for e in json.loads(out) if e["kind"] == "slot"]
+    assert due == sorted(due, reverse=True) and "2027-01-15T07:00:00.000Z" not in due
+
+
+def test_an_unknown_job_is_an_error_that_suggests_names(state: Path, tmp_path: Path) -> None:
+    code, out, err = history(state, "bakup")
+    assert (code, out) == (1, "")
+    assert err == (
+        f"tickwork history: no job 'bakup' in the state ({state}); did you mean 'backup'?\n"
+    )
+    # A job declared in the file but not run yet exists: it has no entries, that is all.
+    jobs = tmp_path / "jobs.toml"
+    jobs.write_text('[[job]]\nname = "fresh"\nevery = "1h"\ncommand = ["true"]\n')
+    code, out, _ = history(state, "fresh", "-f", str(jobs), "--namespace", "jobs")
+    assert (code, out) == (0, "no entries\n")
+    code, _, err = history(state, "frsh", "-f", str(jobs), "--namespace", "jobs")
+    assert code == 1 and "did you mean 'fresh'?" in err
+    # A job that exists with a filter that matches nothing is not an error.
+    code, out, _ = history(state, "report", "--outcome", "failed")
+    assert (code, out) == (0, "no entries\n")
+
+
+def test_history_through_the_command_line(state: Path) -> None:
+    """The real CLI: due-time order, and an unknown job exits non-zero naming it."""
+    backfilled(state)
+
+    def tickwork(*argv: str) -> subprocess.CompletedProcess[str]:
+        return subprocess.run(
+            [sys.executable, "-m", "tickwork", "history", *argv],
+            capture_output=True,
+            text=True,
+            timeout=120,
+        )
+
+    done = tickwork("backup", "--state", str(state), "--outcome", "ok")
+    assert done.returncode == 0, done.stderr
+    assert [line.split("  ")[0] for line in done.stdout.splitlines()][-1] == (
+        "2027-01-15T07:00:00Z"
+    )
+    done = tickwork("--state", str(state), "reprot")
+    assert done.returncode == 1 and done.stdout == ""
+    assert "no job 'reprot'" in done.stderr and "did you mean 'report'?" in done.stderr
+    assert "due time" in tickwork("--help").stdout

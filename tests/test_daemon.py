@@ -217,7 +217,9 @@ def test_jobs_needs_a_source_and_an_existing_state(
     tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
     assert main(["jobs"]) == 2
-    assert "give the jobs file, --state PATH or --database DSN" in capsys.readouterr().err
+    assert "give the jobs file (FILE or -f FILE), --state PATH or --database DSN" in (
+        capsys.readouterr().err
+    )
     missing = tmp_path / "none.sqlite3"
     assert main(["jobs", "--state", str(missing)]) == 1
     assert f"no state at {missing}" in capsys.readouterr().err

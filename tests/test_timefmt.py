@@ -9,7 +9,7 @@ from pathlib import Path
 import pytest
 
 from tickwork import Every
-from tickwork._core.text import iso
+from tickwork._core.text import iso, out_of_range
 from tickwork.stores import JobSpec
 from tickwork.stores.sqlite import SQLiteStore
 
@@ -21,7 +21,8 @@ def test_iso_is_utc_with_a_z_and_optional_milliseconds() -> None:
 
 @pytest.mark.parametrize("value", [math.inf, math.nan, 1e20])
 def test_iso_never_fails_a_log_line(value: float) -> None:
-    assert iso(value) == repr(value)
+    # Words that say what is wrong, never a bare float that reads like a time (issue 26).
+    assert iso(value) == out_of_range(value) != repr(value)
 
 
 def test_a_recovered_claim_is_logged_with_an_iso_time(
@@ -104,7 +105,8 @@ def test_a_time_is_shown_once_where_local_time_is_utc(monkeypatch: pytest.Monkey
         time.tzset()
         assert local_and_utc(1_800_000_000) == "2027-01-15T09:00:00+01:00 (2027-01-15T08:00:00Z)"
         assert local_time(1_800_000_000) == "2027-01-15 09:00:00 CET"
-        assert local_time(None) == "-" and local_time(1e300) == "1e+300"
+        assert local_time(None) == "-"
+        assert local_time(1e300) == "out of range: 1e+300 s since 1970, after the year 9999"
     finally:
         monkeypatch.undo()
         time.tzset()

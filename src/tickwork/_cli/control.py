@@ -12,12 +12,13 @@ from __future__ import annotations
 import argparse
 import sys
 import time
+from datetime import datetime
 from typing import Any, TextIO
 
-from tickwork._cli.history import _job_id, parse_since
-from tickwork._cli.options import add_store_options, open_state
+from tickwork._cli.history import _job_id, in_calendar_or_refuse, parse_since
+from tickwork._cli.options import add_file_argument, add_store_options, open_state, take_file
 from tickwork._core.errors import ConfigError
-from tickwork._core.schedules import parse_duration
+from tickwork._core.schedules import DurationTooLong, parse_duration
 from tickwork._core.text import iso
 from tickwork._daemon.config import load_config
 from tickwork._durable.control import BackfillError, backfill_slots, default_actor, following_slot
@@ -50,16 +51,21 @@ def parse_future(text: str) -> float:
 
     """
     try:
-        return time.time() + parse_duration(text)
+        ahead = parse_duration(text)
+    except DurationTooLong as exc:
+        raise argparse.ArgumentTypeError(str(exc)) from None
     except (ValueError, TypeError):
         pass
+    else:
+        return in_calendar_or_refuse(time.time() + ahead, text)
     try:
-        return parse_since(text)
-    except argparse.ArgumentTypeError:
+        datetime.fromisoformat(text.strip().replace("Z", "+00:00"))
+    except ValueError:
         raise argparse.ArgumentTypeError(
             f"must be a duration from now (30m, 2h, 1d) or an ISO 8601 date-time"
             f" (2026-12-04T18:00, 2026-12-04T17:00Z), got {text!r}"
         ) from None
+    return parse_since(text)  # a date-time: read there, the years 1 to 9999 checked
 
 
 def add_parsers(subparsers: Any) -> None:
@@ -69,17 +75,12 @@ def add_parsers(subparsers: Any) -> None:
             command,
             help=help_text,
             description=f"{help_text[0].upper()}{help_text[1:]}. Acts on the state of "
-            "`tickwork run` (give the jobs file with -f, or --state / --database); a "
+            "`tickwork run` (give the jobs file, as FILE before NAME or with -f, or --state / "
+            "--database); a "
             "running daemon on it acts within a second, a stopped one when it starts. "
             "The action is recorded with who took it (see `tickwork history`).",
         )
-        p.add_argument("name", help="the job's name in the jobs file")
-        p.add_argument(
-            "-f",
-            "--file",
-            help="the jobs file: finds its default state and namespace, and refuses a "
-            "job that is not in it",
-        )
+        add_file_argument(p, name="required", optional=True)
         add_store_options(p)
         p.add_argument("--note", metavar="TEXT", help="why, recorded with the action")
         p.add_argument(
@@ -131,9 +132,14 @@ def run_control(
     out = sys.stdout if out is None else out
     err = sys.stderr if err is None else err
     command: str = args.command
+    status = take_file(args, command, err)
+    if status is not None:
+        return status
     if args.file is None and args.state is None and args.database is None:
         print(
-            f"tickwork {command}: give the jobs file (-f), --state PATH or --database DSN", file=err
+            f"tickwork {command}: give the jobs file (FILE or -f FILE), --state PATH or"
+            " --database DSN",
+            file=err,
         )
         return 2
     if args.file is not None:

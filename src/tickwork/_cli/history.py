@@ -1,45 +1,61 @@
-"""``tickwork history``: the slot ledger of the daemon's state, newest first.
+"""``tickwork history``: the slot ledger of the daemon's state, newest due time first.
 
-Also the per-job summary that ``tickwork jobs`` adds from the ledger (last success,
-consecutive failures).
+Slots are listed by when they were due (a slot backfilled or given up today for last
+week sits under last week), operators' actions by when they were taken.
 """
 
 from __future__ import annotations
 
 import argparse
+import difflib
+import heapq
 import json
+import math
 import sys
 import time
 from datetime import datetime
-from typing import Any, TextIO
+from typing import Any, Final, TextIO
 
-from tickwork._cli.options import add_store_options, count, open_state
-from tickwork._core.schedules import parse_duration
-from tickwork._core.text import iso
+from tickwork._cli.options import (
+    add_file_argument,
+    add_store_options,
+    count,
+    open_state,
+    take_file,
+)
+from tickwork._core.args import in_calendar
+from tickwork._core.errors import ConfigError
+from tickwork._core.schedules import DurationTooLong, parse_duration
+from tickwork._core.text import iso, seconds_fixed
+from tickwork._daemon.config import load_config
 from tickwork.stores._model import OUTCOMES, ActionRecord, SlotRecord
 from tickwork.stores._protocol import RuntimeControl, SlotLedger, Store
 
-__all__ = ["add_parser", "parse_since", "run_history"]
+__all__ = ["add_parser", "in_calendar_or_refuse", "parse_since", "run_history"]
 
-#: Newest ledger entries read per job for ``tickwork jobs``' summary.
+#: Ledger entries read per query while looking for the newest due times.
+_PAGE: Final = 1000
 
 
 def parse_since(text: str, now: float | None = None) -> float:
     """``--since``: a duration back from now (``90m``, ``2h``, ``7d``) or an ISO 8601 time.
 
     A date-time without an offset is read in local time, as a person at this terminal
-    means it.
+    means it. The time must fall in the years 1 to 9999 (UTC).
 
     Raises:
-        argparse.ArgumentTypeError: Neither; the message shows the text.
+        argparse.ArgumentTypeError: Neither, or out of that range; the message shows
+            the text.
 
     """
     try:
         ago = parse_duration(text)
+    except DurationTooLong as exc:
+        raise argparse.ArgumentTypeError(str(exc)) from None
     except (ValueError, TypeError):
         pass
     else:
-        return (time.time() if now is None else now) - ago
+        return in_calendar_or_refuse((time.time() if now is None else now) - ago, text)
     try:
         moment = datetime.fromisoformat(text.strip().replace("Z", "+00:00"))
     except ValueError:
@@ -47,23 +63,41 @@ def parse_since(text: str, now: float | None = None) -> float:
             f"must be a duration back from now (90m, 2h, 7d) or an ISO 8601 date-time"
             f" (2026-12-04T09:00, 2026-12-04T08:00Z), got {text!r}"
         ) from None
-    if moment.tzinfo is None:
-        moment = moment.astimezone()  # local time
-    return moment.timestamp()
+    try:
+        if moment.tzinfo is None:
+            moment = moment.astimezone()  # local time
+        ts = moment.timestamp()
+    except (OverflowError, OSError, ValueError):
+        ts = math.nan
+    return in_calendar_or_refuse(ts, text)
+
+
+def in_calendar_or_refuse(ts: float, text: str) -> float:
+    """``ts``, the time ``text`` names, if it falls in the years 1 to 9999 (UTC).
+
+    Raises:
+        argparse.ArgumentTypeError: It does not; the message shows the text.
+
+    """
+    if not in_calendar(ts):
+        raise argparse.ArgumentTypeError(f"must fall in the years 1 to 9999 (UTC), got {text!r}")
+    return ts
 
 
 def add_parser(subparsers: Any) -> argparse.ArgumentParser:
     """Add ``history`` to an argparse ``subparsers`` object."""
     p: argparse.ArgumentParser = subparsers.add_parser(
         "history",
-        help="show the slot ledger: how each run ended, newest first",
+        help="show the slot ledger: how each run ended, newest due time first",
         description="Show the slot ledger of the state of `tickwork run`: for each slot "
         "of each job, how it ended (ok, failed, missed, skipped, abandoned), when it was "
-        "due, started and ended, how late, on which node. Give the jobs file (-f), "
-        "--state or --database.",
+        "due, started and ended, how late, on which node; newest due time first (a slot "
+        "backfilled today for last week is listed under last week), operators' actions "
+        "by when they were taken. Give the jobs file (FILE or -f FILE), --state or "
+        "--database. A job name that is neither in the state, the ledger nor the jobs "
+        "file is an error (status 1).",
     )
-    p.add_argument("name", nargs="?", help="only this job (its name in the jobs file)")
-    p.add_argument("-f", "--file", help="the jobs file (finds its default state and namespace)")
+    add_file_argument(p, name="optional", optional=True)
     add_store_options(p)
     p.add_argument(
         "--since",
@@ -94,8 +128,15 @@ def run_history(
 
     out = sys.stdout if out is None else out
     err = sys.stderr if err is None else err
+    status = take_file(args, "history", err)
+    if status is not None:
+        return status
     if args.file is None and args.state is None and args.database is None:
-        print("tickwork history: give the jobs file (-f), --state PATH or --database DSN", file=err)
+        print(
+            "tickwork history: give the jobs file (FILE or -f FILE), --state PATH or"
+            " --database DSN",
+            file=err,
+        )
         return 2
     store = open_state(args, "history", err)
     if isinstance(store, int):
@@ -106,18 +147,22 @@ def run_history(
             print(f"tickwork history: the store {store!r} keeps no slot ledger", file=err)
             return 1
         job_id = _job_id(store, args.name, namespace)
-        entries = store.history(job_id, since=args.since, outcome=args.outcome, limit=args.limit)
+        entries = _newest_due(store, job_id, args, namespace if job_id is None else None)
         actions: list[ActionRecord] = []
         if args.outcome is None and isinstance(store, RuntimeControl):
             actions = store.actions(job_id, since=args.since, limit=args.limit)
+        if job_id is not None and not entries and not actions:
+            unknown = _unknown_job(store, args, job_id, namespace)
+            if unknown is not None:
+                print(f"tickwork history: {unknown}", file=err)
+                return 1
     finally:
         store.close()
     if namespace is not None and job_id is None:
-        entries = [e for e in entries if e.job_id.startswith(namespace + "/")]
         actions = [a for a in actions if a.job_id.startswith(namespace + "/")]
-    # One list, newest first: slots by when they ended (or were due), actions by when taken.
+    # One list, newest first: slots by when they were due, actions by when taken.
     merged: list[SlotRecord | ActionRecord] = [*entries, *actions]
-    merged.sort(key=_when_recorded, reverse=True)
+    merged.sort(key=_when, reverse=True)
     del merged[args.limit :]
     if args.json:
         json.dump([_json(item) for item in merged], out, indent=2)
@@ -131,10 +176,67 @@ def run_history(
     return 0
 
 
-def _when_recorded(item: SlotRecord | ActionRecord) -> float:
-    if isinstance(item, ActionRecord):
-        return item.at
-    return item.ended if item.ended is not None else item.scheduled
+def _when(item: SlotRecord | ActionRecord) -> float:
+    """Where an item sits in the list: a slot's due time, an action's time."""
+    return item.at if isinstance(item, ActionRecord) else item.scheduled
+
+
+def _newest_due(
+    store: SlotLedger, job_id: str | None, args: argparse.Namespace, namespace: str | None
+) -> list[SlotRecord]:
+    """The ``--limit`` entries with the latest due times that pass the filters.
+
+    The ledger comes back in the order it was written, and a slot is not always written
+    in the order it was due (a backfill, slots given up late, several nodes), so every
+    entry that passes the filters is read, a page at a time, keeping the newest due
+    times; the ledger's retention bounds the reading.
+    """
+    best: list[tuple[float, int, SlotRecord]] = []
+    before: int | None = None
+    while True:
+        page = store.history(
+            job_id, since=args.since, outcome=args.outcome, before=before, limit=_PAGE
+        )
+        for e in page:
+            if namespace is None or e.job_id.startswith(namespace + "/"):
+                item = (e.scheduled, e.seq, e)
+                if len(best) < args.limit:
+                    heapq.heappush(best, item)
+                elif item > best[0]:
+                    heapq.heapreplace(best, item)
+        if len(page) < _PAGE:
+            break
+        before = page[-1].seq
+    return [e for _, _, e in sorted(best, reverse=True)]
+
+
+def _unknown_job(
+    store: Store, args: argparse.Namespace, job_id: str, namespace: str | None
+) -> str | None:
+    """Why ``args.name`` names no job (with the nearest names), or None if it does.
+
+    A job exists when the state holds it or the jobs file declares it; one removed from
+    both but still in the ledger has entries, and so is not asked about.
+    """
+    states = store.jobs()
+    if any(s.id == job_id for s in states):
+        return None
+    known = {_name(s.id) for s in states if namespace is None or s.id.startswith(namespace + "/")}
+    if args.file is None:
+        text = f"no job {args.name!r} in the state ({args.state or 'the database'})"
+    else:
+        try:
+            declared = {job.name for job in load_config(args.file).jobs}
+        except ConfigError:
+            declared = set()
+        if args.name in declared:
+            return None
+        known |= declared
+        text = f"no job {args.name!r} in {args.file} or its state"
+    close = difflib.get_close_matches(args.name, sorted(known), n=3, cutoff=0.6)
+    if close:
+        text += "; did you mean " + " or ".join(repr(c) for c in close) + "?"
+    return text
 
 
 def _json(item: SlotRecord | ActionRecord) -> dict[str, Any]:
@@ -169,9 +271,9 @@ def _line(e: SlotRecord) -> str:
     if e.slots > 1:
         parts.append(f"x{e.slots} slots")
     if e.lateness is not None:
-        parts.append(f"late {e.lateness:.3f}s")
+        parts.append(f"late {seconds_fixed(e.lateness, 3)}s")
     if e.duration is not None:
-        parts.append(f"took {e.duration:.3f}s")
+        parts.append(f"took {seconds_fixed(e.duration, 3)}s")
     if e.node:
         host, _, rest = e.node.partition(":")
         pid = rest.partition(":")[0]

@@ -20,9 +20,9 @@ from datetime import datetime
 from pathlib import Path
 from typing import Any, TextIO
 
-from tickwork._cli.options import add_store_options, open_state
+from tickwork._cli.options import add_file_argument, add_store_options, open_state, take_file
 from tickwork._core.errors import ConfigError
-from tickwork._core.text import iso, local_time, relative_time, schedule_words
+from tickwork._core.text import iso, local_time, relative_time, schedule_words, seconds_fixed
 from tickwork._core.text import local_and_utc as _when
 from tickwork._daemon.config import Config, JobConfig, load_config
 from tickwork.stores._model import Claim, JobState
@@ -41,7 +41,7 @@ def add_parser(subparsers: Any) -> argparse.ArgumentParser:
         "local time), or each job's details with --long. Give the jobs file (to find its "
         "default state and list jobs not run yet), --state or --database, or both.",
     )
-    j.add_argument("file", nargs="?", help="the jobs file (optional with --state/--database)")
+    add_file_argument(j, optional=True)
     add_store_options(j)
     form = j.add_mutually_exclusive_group()
     form.add_argument(
@@ -98,9 +98,16 @@ def _lost_because(claim: Claim, now: float, host: str, live: set[str] | None = N
     return None
 
 
-def _seconds(text: str) -> float:
-    """POSIX seconds of an ISO 8601 text written by `_iso`."""
-    return datetime.fromisoformat(text.replace("Z", "+00:00")).timestamp()
+def _shown(text: str) -> str:
+    """An ISO 8601 time written by `_iso`, in local time and UTC, for the text form.
+
+    A text that is not a time says what is wrong with the stored value already (see
+    `tickwork._core.text.out_of_range`) and is shown as it is.
+    """
+    try:
+        return _when(datetime.fromisoformat(text.replace("Z", "+00:00")).timestamp())
+    except ValueError:
+        return text
 
 
 def _iso(ts: float | None) -> str | None:
@@ -118,8 +125,14 @@ def run_jobs(
     """Run ``tickwork jobs`` for parsed arguments; return the exit status."""
     out = sys.stdout if out is None else out
     err = sys.stderr if err is None else err
+    status = take_file(args, "jobs", err)
+    if status is not None:
+        return status
     if args.file is None and args.state is None and args.database is None:
-        print("tickwork jobs: give the jobs file, --state PATH or --database DSN", file=err)
+        print(
+            "tickwork jobs: give the jobs file (FILE or -f FILE), --state PATH or --database DSN",
+            file=err,
+        )
         return 2
     config: Config | None = None
     if args.file is not None:
@@ -278,11 +291,9 @@ def _print_row(row: dict[str, Any], out: TextIO) -> None:
         print(f"  schedule  {row['schedule']}", file=out)
     pause = row["pause"]
     if pause is not None:
-        until = "" if pause["until"] is None else f", until {_when(_seconds(pause['until']))}"
+        until = "" if pause["until"] is None else f", until {_shown(pause['until'])}"
         note = "" if not pause["note"] else f": {pause['note']}"
-        print(
-            f"  paused    by {pause['by']} at {_when(_seconds(pause['at']))}{until}{note}", file=out
-        )
+        print(f"  paused    by {pause['by']} at {_shown(pause['at'])}{until}{note}", file=out)
     elif row["paused"]:
         print("  paused    in the jobs file (enabled = false)", file=out)
     for origin, count in sorted(row["waiting"].items()):
@@ -311,7 +322,7 @@ def _print_row(row: dict[str, Any], out: TextIO) -> None:
     else:
         took = ""
         if last.started is not None and last.ended is not None:
-            took = f", took {last.ended - last.started:.2f}s"
+            took = f", took {seconds_fixed(last.ended - last.started, 2)}s"
         started = "" if last.started is None else f", started {_when(last.started)}"
         print(f"  last run  {_when(last.scheduled)}{started}{took}", file=out)
         print(f"  outcome   {last.outcome}", file=out)
@@ -324,7 +335,7 @@ def _print_row(row: dict[str, Any], out: TextIO) -> None:
                 print(f"  {'error' if i == 0 else '':<8}  {line}", file=out)
         if row["last_success"] is not None or row["consecutive_failures"]:
             success = row["last_success"]
-            shown = "never" if success is None else _when(_seconds(success))
+            shown = "never" if success is None else _shown(success)
             print(f"  last ok   {shown}", file=out)
         if row["consecutive_failures"]:
             print(f"  failing   {row['consecutive_failures']} run(s) in a row", file=out)

@@ -5,6 +5,7 @@ from __future__ import annotations
 import argparse
 from collections.abc import Sequence
 
+from tickwork._cli.options import VerbParser
 from tickwork._core.version import __version__
 
 __all__ = ["build_parser", "main"]
@@ -18,7 +19,9 @@ def build_parser() -> argparse.ArgumentParser:
         prog="tickwork", description="Delayed and recurring jobs, and a cron replacement."
     )
     parser.add_argument("--version", action="version", version=f"tickwork {__version__}")
-    sub = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
+    sub = parser.add_subparsers(
+        dest="command", required=True, metavar="COMMAND", parser_class=VerbParser
+    )
     demo.add_parser(sub)
     next.add_parser(sub)
     validate.add_parser(sub)

@@ -1,20 +1,32 @@
-"""What several verbs share: the state options, the store they name, argument types.
+"""What several verbs share: the jobs file, the state options, the store, argument types.
 
-Every verb that reads or changes the daemon's state takes the same ``--state``,
-``--database`` and ``--namespace`` (`add_store_options`) and opens the store the same
-way (`open_state`); durations and counts are parsed by one function each.
+Every verb that takes a jobs file takes it the same two ways, as its first operand or
+with ``-f/--file`` (`add_file_argument`, then `take_file`); every verb that reads or
+changes the daemon's state takes the same ``--state``, ``--database`` and
+``--namespace`` (`add_store_options`) and opens the store the same way (`open_state`);
+durations and counts are parsed by one function each.
 """
 
 from __future__ import annotations
 
 import argparse
+from collections.abc import Sequence
 from pathlib import Path
-from typing import Any, TextIO
+from typing import Any, Literal, TextIO
 
 from tickwork._core.schedules import parse_duration
 from tickwork.stores._protocol import Store
 
-__all__ = ["add_store_options", "count", "duration", "open_state", "positive_duration"]
+__all__ = [
+    "VerbParser",
+    "add_file_argument",
+    "add_store_options",
+    "count",
+    "duration",
+    "open_state",
+    "positive_duration",
+    "take_file",
+]
 
 
 def count(text: str) -> int:
@@ -51,6 +63,131 @@ def positive_duration(option: str) -> Any:
         return value
 
     return parse
+
+
+#: What follows the jobs file on a verb's command line: nothing, an optional job name
+#: (``history``) or a job name (``pause``, ``resume``, ``trigger``, ...).
+NameOperand = Literal["none", "optional", "required"]
+
+
+class VerbParser(argparse.ArgumentParser):
+    """A verb's parser whose operands (``FILE``, ``NAME``) may sit between its options.
+
+    argparse fills positionals from the first run of them only, so ``tickwork pause
+    jobs.toml --note why backup`` would leave ``backup`` over; here the operands left
+    over are put back in place, in the order written, before `take_file` reads them.
+    """
+
+    def parse_known_args(  # type: ignore[override]  # typeshed's overloads
+        self, args: Sequence[str] | None = None, namespace: argparse.Namespace | None = None
+    ) -> tuple[argparse.Namespace, list[str]]:
+        """Parse as argparse does, then place the operands written after an option."""
+        ns, extras = super().parse_known_args(args, namespace)
+        kind: NameOperand | None = getattr(ns, "name_operand", None)
+        if kind is None:
+            return ns, extras
+        slots = ["file_operand"] if kind == "none" else ["file_operand", "name"]
+        given = [getattr(ns, slot) for slot in slots if getattr(ns, slot) is not None]
+        late = [e for e in extras if not e.startswith("-")]
+        operands = given + late[: len(slots) - len(given)]
+        if len(operands) == len(given):
+            return ns, extras
+        for e in operands[len(given) :]:
+            extras.remove(e)
+        if kind == "required" and len(operands) == 1:
+            ns.file_operand, ns.name = None, operands[0]
+        else:
+            for slot, value in zip(slots, operands + [None] * len(slots), strict=False):
+                setattr(ns, slot, value)
+        return ns, extras
+
+
+def add_file_argument(
+    p: argparse.ArgumentParser, *, name: NameOperand = "none", optional: bool = False
+) -> None:
+    """Add the jobs file to a verb's parser: ``FILE`` first, or ``-f/--file FILE``.
+
+    With ``name``, a job name follows: ``[FILE] NAME`` (the one operand of ``pause
+    backup`` is the name) or ``[FILE] [NAME]``. `take_file` sorts the operands out after
+    parsing. ``optional``: the verb also works without a file (on ``--state`` /
+    ``--database``); the help says so.
+    """
+    also = " (optional with --state/--database)" if optional else ""
+    p.add_argument(
+        "file_operand",
+        nargs="?",
+        metavar="FILE",
+        help=f"the jobs file, e.g. jobs.toml, here or as -f FILE{also}",
+    )
+    if name != "none":
+        p.add_argument(
+            "name",
+            nargs=None if name == "required" else "?",
+            metavar="NAME",
+            help="the job's name in the jobs file"
+            + ("" if name == "required" else " (default: every job)"),
+        )
+    p.add_argument(
+        "-f",
+        "--file",
+        dest="file",
+        metavar="FILE",
+        help="the jobs file, as the FILE operand (give it one way, not both)",
+    )
+    p.set_defaults(name_operand=name)
+
+
+def take_file(
+    args: argparse.Namespace, command: str, err: TextIO, *, required: bool = False
+) -> int | None:
+    """Set ``args.file`` (and ``args.name``) from the operands and ``-f``; or an exit status.
+
+    A lone operand of a verb whose job name is optional (``history``) is the name when
+    ``-f``, ``--state`` or ``--database`` already names the state (unless, without
+    ``-f``, it is an existing ``.toml`` file), else the jobs file. The file given both
+    ways is refused (status 2), as is none when ``required``.
+    """
+    operand: str | None = getattr(args, "file_operand", None)
+    args.file_operand = None
+    if operand is None:
+        pass
+    elif hasattr(args, "name") and args.name is None and _names_state(args, operand):
+        args.name = operand  # ``history backup -f jobs.toml``: the operand is the name
+    elif args.file is not None:
+        print(
+            f"tickwork {command}: the jobs file is given twice, as {operand!r} and with -f"
+            f" {args.file!r}: give it once, as FILE or with -f",
+            file=err,
+        )
+        return 2
+    else:
+        args.file = operand
+    name: str | None = getattr(args, "name", None)
+    swapped = operand is not None and args.file == operand and name is not None
+    if swapped and not Path(str(operand)).exists() and Path(str(name)).is_file():
+        print(
+            f"tickwork {command}: no file {operand!r}, but {name!r} is one: the jobs file"
+            f" comes first (tickwork {command} FILE NAME), or give it with -f",
+            file=err,
+        )
+        return 2
+    if required and args.file is None:
+        print(f"tickwork {command}: give the jobs file (FILE or -f FILE)", file=err)
+        return 2
+    return None
+
+
+def _names_state(args: argparse.Namespace, operand: str) -> bool:
+    """Whether the state is named without ``operand``, so that it is a job's name.
+
+    ``-f`` names it; ``--state`` or ``--database`` do too, unless ``operand`` is an
+    existing ``.toml`` file (``history jobs.toml --state s.sqlite3``).
+    """
+    if args.file is not None:
+        return True
+    if getattr(args, "state", None) is None and getattr(args, "database", None) is None:
+        return False
+    return not (operand.endswith(".toml") and Path(operand).is_file())
 
 
 def add_store_options(p: argparse.ArgumentParser) -> None:

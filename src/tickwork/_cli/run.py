@@ -15,7 +15,14 @@ import argparse
 import os
 from typing import TYPE_CHECKING, Any, TextIO
 
-from tickwork._cli.options import add_store_options, count, duration, positive_duration
+from tickwork._cli.options import (
+    add_file_argument,
+    add_store_options,
+    count,
+    duration,
+    positive_duration,
+    take_file,
+)
 
 if TYPE_CHECKING:
     from tickwork._daemon.daemon import DaemonConfig
@@ -42,7 +49,7 @@ def _add_run_parser(subparsers: Any) -> None:
         "is left, exit 0. SIGHUP: reload the file (a broken file keeps the old "
         "configuration). Run log lines go to stderr.",
     )
-    p.add_argument("file", help="the jobs file, e.g. jobs.toml")
+    add_file_argument(p)
     add_store_options(p)
     p.add_argument(
         "--log-format",
@@ -143,8 +150,13 @@ def daemon_config(args: argparse.Namespace) -> DaemonConfig:
 
 def run(args: argparse.Namespace, *, err: TextIO | None = None) -> int:
     """Run ``tickwork run`` for parsed arguments; return the exit status."""
+    import sys
+
     from tickwork._daemon.daemon import run_daemon
 
+    status = take_file(args, "run", sys.stderr if err is None else err, required=True)
+    if status is not None:
+        return status
     return run_daemon(daemon_config(args), err=err)
 
 

@@ -14,6 +14,7 @@ import argparse
 import sys
 from typing import Any, TextIO
 
+from tickwork._cli.options import add_file_argument, take_file
 from tickwork._core.errors import ConfigError
 from tickwork._daemon.config import load_config
 
@@ -35,7 +36,7 @@ def add_parser(subparsers: Any) -> argparse.ArgumentParser:
         description="Check a jobs TOML file (see docs/daemon.md) without running it. "
         "Exit status: 0 if valid, 2 otherwise.",
     )
-    p.add_argument("file", help="the jobs file, e.g. jobs.toml")
+    add_file_argument(p)
     p.set_defaults(func=run)
     return p
 
@@ -53,6 +54,9 @@ def run(args: argparse.Namespace, *, out: TextIO | None = None, err: TextIO | No
     """
     out = sys.stdout if out is None else out
     err = sys.stderr if err is None else err
+    status = take_file(args, "validate", err, required=True)
+    if status is not None:
+        return status
     try:
         config = load_config(args.file)
     except ConfigError as exc:

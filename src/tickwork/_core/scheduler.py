@@ -37,6 +37,7 @@ from types import (
 )
 from typing import TYPE_CHECKING, Any, Final
 
+from tickwork._core.args import MAX_SECONDS
 from tickwork._core.clocks import WALL_STEP
 from tickwork._core.events import EventKind, Listener, RunEvent, _deliver
 from tickwork._core.schedules import (
@@ -480,10 +481,11 @@ class Scheduler:
                 or ``args``/``kwargs`` do not fit ``fn`` (or ``name`` is not a str).
             ValueError: ``delay`` is negative or not finite, ``interval`` is not > 0
                 and finite or is below the clock's resolution at the first due time,
-                or ``fixed_delay`` is given without ``interval``.
+                either is over 365,000 days (about 1,000 years), or ``fixed_delay`` is
+                given without ``interval``.
         """
         # Plain floats skip the validation call: this is the hot path of timeouts.
-        if type(delay) is float and 0.0 <= delay < math.inf:
+        if type(delay) is float and 0.0 <= delay <= MAX_SECONDS:
             seconds = delay
         else:
             seconds = seconds_arg("delay", delay, positive=False)
@@ -527,7 +529,7 @@ class Scheduler:
         """
         every: float | None = None
         if interval is not None:
-            if type(interval) is float and 0.0 < interval < math.inf:
+            if type(interval) is float and 0.0 < interval <= MAX_SECONDS:
                 every = interval
             else:
                 every = seconds_arg("interval", interval, positive=True)

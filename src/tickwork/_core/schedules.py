@@ -26,7 +26,7 @@ from numbers import Real
 from typing import TYPE_CHECKING, Any, ClassVar, Final
 from zoneinfo import ZoneInfo
 
-from tickwork._core.args import seconds
+from tickwork._core.args import bounded, in_calendar, instant_rule, seconds, too_long
 
 if TYPE_CHECKING:
     from tickwork._core.cron import CronExpression
@@ -52,30 +52,45 @@ _UNITS: Final = {"ms": 0.001, "s": 1.0, "m": 60.0, "h": 3600.0, "d": 86400.0, "w
 _DURATION: Final = re.compile(r"(\d+(?:\.\d*)?|\.\d+)(ms|s|m|h|d|w)")
 
 
+class DurationTooLong(ValueError):
+    """A well-formed duration longer than 365,000 days (`tickwork._core.args.MAX_SECONDS`)."""
+
+
 def parse_duration(text: str) -> float:
     """Parse a human duration such as ``"30s"``, ``"5m"``, ``"1h30m"`` or ``"250ms"``.
 
     Units: ``ms``, ``s``, ``m``, ``h``, ``d``, ``w``; parts add up. A bare number is
-    seconds.
+    seconds. At most 365,000 days (about 1,000 years), so that now plus the duration is
+    a time a calendar can show.
 
     Raises:
+        DurationTooLong: A duration, too long; the message shows the text.
         ValueError: the text is not a duration; the message shows it.
     """
     if not isinstance(text, str):
         raise TypeError(f"duration must be a string like '30s', got {text!r}")
     s = text.strip().replace(" ", "")
     try:
-        return seconds_arg("duration", float(s), positive=False)
-    except (ValueError, TypeError):
-        pass
-    pos, total = 0, 0.0
-    for m in _DURATION.finditer(s):
-        if m.start() != pos:
-            break
-        total += float(m.group(1)) * _UNITS[m.group(2)]
-        pos = m.end()
-    if pos != len(s) or not s:
-        raise ValueError(f"duration must look like '30s', '5m', '1h30m' or '250ms', got {text!r}")
+        total = float(s)
+    except ValueError:
+        total = math.nan
+    if total == math.inf and any(c.isdigit() for c in s):
+        pass  # a number too large for a float ("1e400"): too long, said below
+    elif not (math.isfinite(total) and total >= 0):
+        pos, total = 0, 0.0
+        for m in _DURATION.finditer(s):
+            if m.start() != pos:
+                break
+            total += float(m.group(1)) * _UNITS[m.group(2)]
+            pos = m.end()
+        if pos != len(s) or not s:
+            raise ValueError(
+                f"duration must look like '30s', '5m', '1h30m' or '250ms', got {text!r}"
+            )
+    if too_long(total):  # ``inf`` too: ``"1e400"``, 400 nines and a unit
+        raise DurationTooLong(
+            f"duration must be at most 365000 days (about 1000 years), got {text!r}"
+        )
     return total
 
 
@@ -86,17 +101,24 @@ def _jitter_arg(value: object) -> float:
 def instant_arg(name: str, value: object) -> float:
     """An aware `datetime` or finite POSIX seconds, as POSIX seconds (UTC).
 
+    The instant must fall in the years 1 to 9999 (UTC), where every surface can show it.
+
     Raises:
         TypeError: Neither a `datetime` nor a finite real number (a `bool` is refused).
-        ValueError: A naive `datetime` (no time zone): its instant would depend on the host.
+        ValueError: A naive `datetime` (no time zone): its instant would depend on the
+            host; or an instant outside the years 1 to 9999.
     """
     if isinstance(value, datetime):
         if value.tzinfo is None or value.utcoffset() is None:
             raise ValueError(f"{name} must be an aware datetime (with a time zone), got {value!r}")
-        return value.timestamp()
-    if isinstance(value, bool) or not isinstance(value, Real) or not math.isfinite(value):
+        number = value.timestamp()
+    elif isinstance(value, bool) or not isinstance(value, Real) or not math.isfinite(value):
         raise TypeError(f"{name} must be an aware datetime or finite POSIX seconds, got {value!r}")
-    return float(value)
+    else:
+        number = float(value)
+    if not in_calendar(number) and bounded():
+        raise ValueError(f"{instant_rule(name)}, got {value!r}")
+    return number
 
 
 def _until_arg(value: object) -> float | None:

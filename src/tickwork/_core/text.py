@@ -1,6 +1,10 @@
 """Times and schedules for people: ISO 8601 instants and schedules in words.
 
-`iso` formats POSIX seconds as UTC ISO 8601, in logs, warnings and the CLI.
+`iso` formats POSIX seconds as UTC ISO 8601, in logs, warnings and the CLI. Every
+formatter of an instant here takes any float: one that no calendar can show (outside the
+years 1 to 9999, which new values are refused; a state may still hold one) comes back as
+`out_of_range`'s words, the same on every surface, so that nothing that reads the state
+fails on it.
 `schedule_words` covers the common shapes of cron expressions (fixed times, steps of
 minutes or hours, weekday and month lists and ranges) and says nothing it is not sure
 of: for anything else it returns ``None``, and the caller shows the expression.
@@ -8,6 +12,7 @@ of: for anything else it returns ``None``, and the caller shows the expression.
 
 from __future__ import annotations
 
+import math
 from datetime import UTC, datetime
 from typing import Any, Final
 
@@ -20,25 +25,46 @@ __all__ = [
     "iso_due",
     "local_and_utc",
     "local_time",
+    "out_of_range",
     "plain_seconds",
     "relative_time",
     "run_duration",
     "schedule_words",
+    "seconds_fixed",
     "short_duration",
     "utc_time",
 ]
+
+
+def out_of_range(ts: float) -> str:
+    """What every surface shows for a time no calendar can show.
+
+    ``out of range: 8.64e+15 s since 1970, after the year 9999``: the number, and which
+    end of the calendar it is past (never a bare float, which would read as a time).
+    """
+    if math.isnan(ts):
+        return "not a time (nan)"
+    side = "after the year 9999" if ts > 0 else "before the year 1"
+    return f"out of range: {ts:g} s since 1970, {side}"
+
+
+def _utc(ts: float) -> datetime | None:
+    """``ts`` as an aware UTC `datetime`, or None where no calendar can show it."""
+    try:
+        return datetime.fromtimestamp(ts, UTC)
+    except (OverflowError, OSError, ValueError):
+        return None
 
 
 def iso(ts: float, *, millis: bool = False) -> str:
     """Format POSIX seconds as UTC ISO 8601 with a ``Z``: ``2026-12-02T17:00:00Z``.
 
     ``millis`` adds milliseconds (``17:00:00.250Z``). A value no calendar can show (out
-    of range, not finite) comes back as its ``repr``, so a log line never fails on it.
+    of range, not finite) comes back as `out_of_range`'s words, so nothing fails on it.
     """
-    try:
-        moment = datetime.fromtimestamp(ts, UTC)
-    except (OverflowError, OSError, ValueError):
-        return repr(ts)
+    moment = _utc(ts)
+    if moment is None:
+        return out_of_range(ts)
     return moment.isoformat(timespec="milliseconds" if millis else "seconds").replace("+00:00", "Z")
 
 
@@ -163,7 +189,8 @@ def utc_time(ts: float | None) -> str:
     """``2026-12-02 17:00:00 UTC`` for the status page; ``-`` for no time."""
     if ts is None:
         return "-"
-    return datetime.fromtimestamp(ts, UTC).strftime("%Y-%m-%d %H:%M:%S UTC")
+    moment = _utc(ts)
+    return out_of_range(ts) if moment is None else moment.strftime("%Y-%m-%d %H:%M:%S UTC")
 
 
 def local_and_utc(ts: float | None) -> str:
@@ -174,8 +201,11 @@ def local_and_utc(ts: float | None) -> str:
     """
     if ts is None:
         return "-"
-    moment = datetime.fromtimestamp(ts).astimezone()
-    utc = datetime.fromtimestamp(ts, UTC).isoformat(timespec="seconds").replace("+00:00", "Z")
+    utc = iso(ts)
+    try:
+        moment = datetime.fromtimestamp(ts).astimezone()
+    except (OverflowError, OSError, ValueError):
+        return utc  # out of range, or in UTC only (the local year would be 0 or 10000)
     if not moment.utcoffset():
         return utc
     return f"{moment.isoformat(timespec='seconds')} ({utc})"
@@ -184,7 +214,7 @@ def local_and_utc(ts: float | None) -> str:
 def local_time(ts: float | None) -> str:
     """``2026-12-02 18:00:00 CET`` in local time, for a table of jobs; ``-`` for none.
 
-    A value no calendar can show comes back as `iso` shows it (its ``repr``).
+    A value no calendar can show comes back as `iso` shows it (`out_of_range`'s words).
     """
     if ts is None:
         return "-"
@@ -198,9 +228,9 @@ def local_time(ts: float | None) -> str:
 def relative_time(now: float, ts: float | None) -> str:
     """``in 5 s`` / ``3 min ago`` / ``in 4 h 10 min`` / ``30 d ago``: ``ts`` seen from ``now``.
 
-    Empty for no time.
+    Empty for no time, and for one no calendar can show.
     """
-    if ts is None:
+    if ts is None or _utc(ts) is None:
         return ""
     delta = ts - now
     word = "in" if delta >= 0 else "ago"
@@ -209,8 +239,20 @@ def relative_time(now: float, ts: float | None) -> str:
     return f"{word} {text}" if word == "in" else f"{text} {word}"
 
 
+#: Beyond this many seconds (about 31,700 years, longer than any time a calendar holds),
+#: a number of seconds is shown in exponent form: only a corrupt state holds one.
+_ABSURD: Final = 1e12
+
+
+def seconds_fixed(value: float, digits: int) -> str:
+    """``value`` with ``digits`` decimals (``0.250``); an absurd one as ``1e+300``."""
+    return f"{value:.{digits}f}" if abs(value) < _ABSURD else f"{value:g}"
+
+
 def run_duration(value: float) -> str:
     """How long a run took, for the run log: ``0.25s``, ``12.5s``, ``4m05s``, ``1h02m03s``."""
+    if not abs(value) < _ABSURD:
+        return f"{value:g}s"
     if value < 10:
         return f"{value:.2f}s"
     if value < 60:
@@ -246,8 +288,8 @@ def human_duration(value: float) -> str:
     a page never fails on it.
     """
     s = abs(value)
-    if s != s or s == float("inf"):
-        return f"{value!r} s"
+    if not s < _ABSURD:  # not finite, or only in a corrupt state
+        return f"{value:g} s"
     if round(s * 1000) < 1000:
         return f"{s * 1000:.0f} ms"
     if round(s, 2) < 10:

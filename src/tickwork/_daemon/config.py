@@ -33,6 +33,7 @@ from pathlib import Path
 from types import MappingProxyType
 from typing import Any, Final, Literal, cast
 
+from tickwork._core.args import in_calendar, too_long
 from tickwork._core.errors import ConfigError, ConfigIssue, CronError
 from tickwork._core.schedules import At, Cron, Every, Once, Schedule, parse_duration
 from tickwork._core.vocabulary import (
@@ -350,6 +351,8 @@ def _duration(value: object, *, positive: bool = False, zero_means_none: bool = 
     if not math.isfinite(seconds) or seconds < 0 or (positive and seconds == 0):
         rule = "> 0" if positive else ">= 0"
         raise _Invalid(f"must be a duration {rule}, got {_show(value)}")
+    if too_long(seconds):
+        raise _Invalid(f"must be at most 365000 days (about 1000 years), got {_show(value)}")
     return seconds
 
 
@@ -834,6 +837,8 @@ def _instant(value: object) -> datetime:
             raise _Invalid(
                 f"needs a UTC offset (2026-12-02T17:00:00Z or +01:00), got {value.isoformat()}"
             )
+        if not in_calendar(value.timestamp()):
+            raise _Invalid(f"must fall in the years 1 to 9999 (UTC), got {value.isoformat()}")
         return value
     if isinstance(value, (date, time)):
         raise _Invalid(f"needs a date, a time and a UTC offset, got {value.isoformat()}")

@@ -20,7 +20,7 @@ from enum import Enum
 from types import MappingProxyType
 from typing import Any, Final, Literal, TypeAlias
 
-from tickwork._core.args import seconds
+from tickwork._core.args import seconds, stored_values
 from tickwork._core.errors import CronError
 from tickwork._core.schedules import At, Cron, Every, Once
 from tickwork._core.text import iso
@@ -201,7 +201,9 @@ def schedule_from_dict(data: object) -> Schedule:
     """Build a schedule from its JSON form (the inverse of ``schedule.to_dict()``).
 
     Reads every form stored so far: the keys of a kind that a schedule leaves at their
-    defaults are simply absent.
+    defaults are simply absent. A duration or instant beyond what a calendar can hold
+    (which a new schedule refuses) still reads, so that a state written before that
+    rule, or by hand, can be shown and fixed.
 
     Args:
         data: A dict with a ``"kind"`` of ``"at"``, ``"once"``, ``"every"`` or
@@ -215,6 +217,11 @@ def schedule_from_dict(data: object) -> Schedule:
             (a cron expression or zone this host cannot read included).
 
     """
+    with stored_values():
+        return _schedule_from_dict(data)
+
+
+def _schedule_from_dict(data: object) -> Schedule:
     if not isinstance(data, Mapping):
         raise JobSpecError(f"schedule must be a dict with a 'kind', got {data!r}")
     kind = data.get("kind")
