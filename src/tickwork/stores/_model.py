@@ -84,13 +84,14 @@ Outcome: TypeAlias = Literal[
 Origin: TypeAlias = Literal["schedule", "manual", "backfill"]
 ORIGINS: Final[tuple[Origin, ...]] = ("schedule", "manual", "backfill")
 #: An operator's action on a job (`ActionRecord.action`).
-ActionKind: TypeAlias = Literal["pause", "resume", "trigger", "backfill", "skip-next"]
+ActionKind: TypeAlias = Literal["pause", "resume", "trigger", "backfill", "skip-next", "cancel"]
 ACTION_KINDS: Final[tuple[ActionKind, ...]] = (
     "pause",
     "resume",
     "trigger",
     "backfill",
     "skip-next",
+    "cancel",
 )
 #: The longest note kept with an action (longer ones are cut, with a mark).
 MAX_NOTE: Final = 500
@@ -699,11 +700,25 @@ class JobState:
     pause: PauseNote | None = None
     """Who paused the job at run time, when, why and until when (``None``: not paused
     at run time; a job declared paused has ``paused`` set and no note)."""
+    first_slot: float | None = None
+    """The first slot planned for the job when it was first declared (its next run
+    then): slots before it are from before the job existed, and a backfill leaves them
+    out. Kept across re-declarations and schedule changes. ``None``: not known (a job
+    stored before tickwork recorded it, or declared with no slot to plan)."""
 
     @property
     def id(self) -> str:
         """The job id (``spec.id``)."""
         return self.spec.id
+
+    @property
+    def waiting(self) -> tuple[Claim, ...]:
+        """The runs waiting to be taken, oldest slot first: claims with no owner yet.
+
+        Backfilled and triggered runs, and recovered slots re-offered
+        (`RuntimeControl.cancel_waiting_runs` cancels them).
+        """
+        return tuple(c for c in self.claims if not c.owner)
 
 
 @dataclass(frozen=True, slots=True)
@@ -958,7 +973,8 @@ class ActionRecord:
     job_id: str
     """The job acted on."""
     action: ActionKind
-    """``"pause"``, ``"resume"``, ``"trigger"``, ``"backfill"`` or ``"skip-next"``."""
+    """``"pause"``, ``"resume"``, ``"trigger"``, ``"backfill"``, ``"skip-next"`` or
+    ``"cancel"``."""
     actor: str
     """Who (``user@host``, ``tickwork`` for a pause that ended by itself)."""
     at: float
@@ -966,7 +982,8 @@ class ActionRecord:
     note: str | None = None
     """The operator's note."""
     detail: str | None = None
-    """What it did, in words (the slots queued, the slot skipped, a pause's end)."""
+    """What it did, in words (the slots queued or cancelled, the slot skipped, a pause's
+    end)."""
 
     def to_dict(self) -> dict[str, Any]:
         """JSON-ready data: the time as ISO 8601 UTC text."""
