@@ -854,8 +854,9 @@ class SlotRecord:
 
     Every slot of a durable job ends in exactly one entry: ``"ok"``, ``"failed"``,
     ``"timeout"`` (the job raised a `TimeoutError`: ``tickwork run``'s timeouts do),
-    ``"missed"`` (missed-run policy), ``"skipped"`` (overlap policy) or ``"abandoned"``
-    (its runner was lost); a slot run again after an ``"abandoned"`` attempt
+    ``"missed"`` (missed-run policy), ``"skipped"`` (overlap policy), ``"abandoned"``
+    (its runner was lost) or ``"cancelled"`` (it waited to be taken and an operator
+    cancelled it, `RuntimeControl.cancel_waiting_runs`); a slot run again after an ``"abandoned"`` attempt
     (``at_least_once``) has one entry per attempt. Times are UTC POSIX seconds.
     """
 
@@ -868,7 +869,8 @@ class SlotRecord:
     outcome: Outcome
     """How it ended."""
     slots: int = 1
-    """Consecutive slots this entry accounts for (> 1 only for given-up slots)."""
+    """Consecutive slots this entry accounts for (> 1 only for given-up or cancelled
+    slots)."""
     origin: Origin = "schedule"
     """What caused the slot: ``"schedule"`` (its grid), ``"manual"`` (a trigger, or a
     slot skipped by ``skip-next``) or ``"backfill"``."""
