@@ -856,8 +856,9 @@ class SlotRecord:
     ``"timeout"`` (the job raised a `TimeoutError`: ``tickwork run``'s timeouts do),
     ``"missed"`` (missed-run policy), ``"skipped"`` (overlap policy), ``"abandoned"``
     (its runner was lost) or ``"cancelled"`` (it waited to be taken and an operator
-    cancelled it, `RuntimeControl.cancel_waiting_runs`); a slot run again after an ``"abandoned"`` attempt
-    (``at_least_once``) has one entry per attempt. Times are UTC POSIX seconds.
+    cancelled it, `RuntimeControl.cancel_waiting_runs`); a slot run again after an
+    ``"abandoned"`` attempt (``at_least_once``) has one entry per attempt. Times are UTC
+    POSIX seconds.
     """
 
     seq: int
