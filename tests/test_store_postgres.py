@@ -401,6 +401,22 @@ def test_upsert_and_remove_whose_commit_was_cut_report_what_they_did(
     assert store.jobs() == []
 
 
+@pytest.mark.parametrize("committed", [True, False])
+def test_a_cancel_whose_commit_was_cut_reports_what_it_cancelled_once(
+    open_pg: Callable[..., PostgresStore], committed: bool
+) -> None:
+    store = open_pg(sleep=lambda s: None)
+    store.upsert(spec(), 100.0)
+    store.set_next_run("job", 200.0)
+    store.backfill_job("job", [100.0, 110.0], by="a@x", at=150.0)
+    cut_next_commit(store, committed=committed)
+    assert store.cancel_waiting_runs("job", by="a@x", at=151.0) == [100.0, 110.0]
+    assert store.get("job").waiting == ()  # type: ignore[union-attr]
+    assert [a.action for a in store.actions("job")] == ["cancel", "backfill"]  # one cancel
+    cancelled = store.history("job", outcome="cancelled")  # once each, no grid given
+    assert sorted(e.scheduled for e in cancelled) == [100.0, 110.0]
+
+
 def test_a_terminated_connection_is_reopened_for_every_operation(
     pg_dsn: str, pg_schema: str, caplog: pytest.LogCaptureFixture
 ) -> None:

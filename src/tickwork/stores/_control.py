@@ -60,22 +60,16 @@ def cancelled_entries(
     whose ``slots`` counts them, so cancelling a long backfill leaves the job's history
     readable instead of pushing its other entries out of the ledger's retention.
     """
-    entries: list[tuple[Any, ...]] = []
-    first: tuple[Any, ...] | None = None
-    count = 0
-    prev = 0.0
+    groups: list[list[Any]] = []  # [first slot, origin, count, last slot]
     for _, scheduled, origin in rows:
-        if first is not None and origin == first[2] and following is not None:
-            after = following(prev)
+        if groups and following is not None:
+            group = groups[-1]
+            after = following(group[3]) if group[1] == origin else None
             if after is not None and abs(after - scheduled) <= _SAME_SLOT:
-                count, prev = count + 1, scheduled
+                group[2:] = [group[2] + 1, scheduled]
                 continue
-        if first is not None:
-            entries.append(_cancelled_entry(job_id, first[1], count, first[2], at, why))
-        first, count, prev = (None, scheduled, origin), 1, scheduled
-    if first is not None:
-        entries.append(_cancelled_entry(job_id, first[1], count, first[2], at, why))
-    return entries
+        groups.append([scheduled, origin, 1, scheduled])
+    return [_cancelled_entry(job_id, g[0], g[2], g[1], at, why) for g in groups]
 
 
 def _cancelled_entry(
@@ -317,11 +311,14 @@ class ControlActions(Generic[C]):
             params += (slot - _SAME_SLOT, slot + _SAME_SLOT)
         select = store._q(select + " ORDER BY scheduled, token{lock}")
 
+        found: list[list[float]] = []  # what the first attempt cancelled
+
         def body(cur: C) -> list[float]:
             self._lock_job(cur, job_id)
             rows = [tuple(r) for r in cur.execute(select, params).fetchall()]
             if not rows:
                 return []
+            found.append([r[1] for r in rows])
             tokens = [r[0] for r in rows]
             for i in range(0, len(tokens), _DELETE_CHUNK):
                 query, values = store._q_list(
@@ -330,12 +327,17 @@ class ControlActions(Generic[C]):
                 cur.execute(query, values)
             why = f"cancelled by {by} while waiting" + (f": {note}" if note else "")
             self._ledger.write(cur, cancelled_entries(job_id, rows, following, at, why))
-            cancelled = [r[1] for r in rows]
             self._act(cur, job_id, "cancel", by, at, note, _cancel_detail(rows))
             store._changed(cur, job_id)  # its schedule may be claimable again
-            return cancelled
+            return found[-1]
 
-        return store._run(f"cancel the waiting runs of job {job_id!r}", body)
+        def resolve(cur: C) -> list[float]:
+            # The first attempt's commit may have gone through: then nothing waits now.
+            result = body(cur)
+            return found[0] if not result and found else result
+
+        what = f"cancel the waiting runs of job {job_id!r}"
+        return store._run(what, body, resolve=resolve)
 
     def _taken(self, cur: C, job_id: str, candidates: list[float]) -> list[float]:
         """The slots of ``job_id`` around ``candidates`` that are not queued again, sorted.
