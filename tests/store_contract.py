@@ -71,6 +71,12 @@ def never(state: JobState, now: float) -> float | None:
     raise AssertionError(f"advance called for job {state.id!r}, next_run {state.next_run!r}")
 
 
+def _control(store: Store) -> Any:
+    """The store as `RuntimeControl` (both bundled stores have it)."""
+    assert isinstance(store, RuntimeControl)
+    return store
+
+
 def claim(store: Store, now: float, owner: str = "A", **kw: Any) -> list[Claim]:
     kw.setdefault("lease_seconds", LEASE)
     kw.setdefault("limit", 100)
@@ -98,7 +104,9 @@ class StoreContract:
         s = spec(args=(1, [2]), kwargs={"x": {"y": None}})
         assert store.upsert(s, 100.0) is Upsert.CREATED
         state = store.get("job")
-        assert state == JobState(spec=s, next_run=100.0, paused=False, last_run=None)
+        assert state == JobState(
+            spec=s, next_run=100.0, paused=False, last_run=None, first_slot=100.0
+        )
         assert state.id == "job"
         assert store.get("other") is None
 
@@ -658,7 +666,10 @@ class StoreContract:
     def test_waiting_runs_are_the_runs_no_node_has_taken(self, open_store: OpenStore) -> None:
         a, b = open_store(), open_store()
         assert isinstance(a, RuntimeControl)
-        a.upsert(spec(overlap="queue"), 1000.0)
+        # Declared at 800 (its first slot), then re-declared to run next at 2000: the
+        # slots backfilled below are after its first slot, and none of its own is due.
+        a.upsert(spec(overlap="queue"), 800.0)
+        a.upsert(spec(schedule=Every(1000), overlap="queue"), 1000.0)
         assert a.get("job").waiting_runs == 0  # type: ignore[union-attr]
         assert a.backfill_job("job", [900.0, 910.0, 920.0], by="ops", at=950.0) == [
             900.0, 910.0, 920.0
@@ -1026,6 +1037,92 @@ class StoreContract:
             open_store(history_keep=-1)
         with pytest.raises(ValueError, match="history_days"):
             open_store(history_days=-1.0)
+
+    # -- runtime control: the first slot, backfill's clip and dry run, cancelling ------
+
+    def test_the_first_slot_is_kept_from_the_first_declaration(self, store: Store) -> None:
+        store.upsert(spec(), 100.0)
+        store.upsert(spec(schedule=Every(60)), 160.0)  # a new schedule: a new next run
+        store.upsert(spec(schedule=Every(60), grace=1.0), 999.0)
+        state = store.get("job")
+        assert state is not None and (state.next_run, state.first_slot) == (160.0, 100.0)
+        assert [s.first_slot for s in store.jobs()] == [100.0]
+        store.upsert(spec("ended", At(50.0)), None)  # nothing to plan: not known
+        assert store.get("ended").first_slot is None  # type: ignore[union-attr]
+
+    def test_a_backfill_leaves_out_slots_before_the_first_and_a_dry_run_changes_nothing(
+        self, store: Store
+    ) -> None:
+        control = _control(store)
+        store.upsert(spec(), 100.0)
+        store.set_next_run("job", 200.0)
+        slots = [70.0, 80.0, 90.0, 100.0, 110.0, 120.0, 200.0]
+        would = control.backfill_job("job", slots, by="ops@x", at=205.0, dry_run=True)
+        assert would == [100.0, 110.0, 120.0]  # not before 100, not from the next run on
+        assert store.get("job").waiting == () and control.actions("job") == []  # type: ignore[union-attr]
+        assert control.backfill_job("job", slots, by="ops@x", at=205.0) == would
+        state = store.get("job")
+        assert state is not None
+        assert [(c.scheduled, c.origin) for c in state.waiting] == [
+            (100.0, "backfill"), (110.0, "backfill"), (120.0, "backfill"),
+        ]  # fmt: skip
+        (act,) = control.actions("job")
+        assert act.detail is not None and "3 before the job's first slot" in act.detail
+        # what waits is not queued twice, and a dry run says so too
+        assert control.backfill_job("job", [110.0], by="ops@x", at=205.0, dry_run=True) == []
+
+    def test_cancel_takes_back_waiting_runs_one_or_all_and_records_them(self, store: Store) -> None:
+        control = _control(store)
+        store.upsert(spec(), 100.0)
+        store.set_next_run("job", 200.0)
+        control.backfill_job("job", [100.0, 110.0, 120.0, 130.0, 160.0], by="a@x", at=205.0)
+        (held,) = claim(store, 205.0, "A")  # 100 is taken: it goes on
+        assert held.scheduled == 100.0 and held.origin == "backfill"
+        assert control.cancel_waiting_runs("job", slot=110.0005, by="b@x", at=206.0) == [110.0]
+        assert control.cancel_waiting_runs("job", slot=110.0, by="b@x", at=206.0) == []
+        following = lambda t: t + 10.0  # noqa: E731 - the schedule's next slot
+        done = control.cancel_waiting_runs("job", following, by="c@x", at=207.0, note="oops")
+        assert done == [120.0, 130.0, 160.0]
+        state = store.get("job")
+        assert state is not None and [c.token for c in state.claims] == [held.token]
+        assert state.waiting == ()
+        # one entry per run of slots that follow each other on the schedule
+        cancelled = [
+            (e.scheduled, e.slots, e.origin, e.started, e.ended, e.error)
+            for e in store.history("job", outcome="cancelled")  # type: ignore[attr-defined]
+        ]
+        assert sorted(cancelled) == [
+            (110.0, 1, "backfill", None, 206.0, "cancelled by b@x while waiting"),
+            (120.0, 2, "backfill", None, 207.0, "cancelled by c@x while waiting: oops"),
+            (160.0, 1, "backfill", None, 207.0, "cancelled by c@x while waiting: oops"),
+        ]
+        acts = control.actions("job")
+        assert [(a.action, a.actor, a.note) for a in acts[:2]] == [
+            ("cancel", "c@x", "oops"), ("cancel", "b@x", None),
+        ]  # fmt: skip
+        assert acts[0].detail == (
+            "3 waiting run(s) cancelled (3 backfill), 1970-01-01T00:02:00Z to 1970-01-01T00:02:40Z"
+        )
+        # nothing waits: nothing done, nothing recorded; the taken run still finishes
+        assert control.cancel_waiting_runs("job", by="d@x", at=208.0) == []
+        assert len(control.actions("job")) == len(acts)
+        assert store.start(held, started=208.0) and store.finish(held, outcome="ok", ended=209.0)
+        # a cancelled slot may be backfilled again: it never ran
+        assert control.backfill_job("job", [110.0], by="a@x", at=210.0) == [110.0]
+        with pytest.raises(JobNotFoundError):
+            control.cancel_waiting_runs("nope", by="a@x", at=210.0)
+
+    def test_cancelling_the_waiting_runs_frees_the_schedule(self, store: Store) -> None:
+        control = _control(store)
+        store.upsert(spec(), 100.0)
+        store.set_next_run("job", 300.0)
+        control.backfill_job("job", [200.0, 210.0], by="a@x", at=290.0)
+        # while they wait, the job's own slot is not claimable (overlap "skip")
+        assert store.next_wakeup() == 200.0
+        assert control.cancel_waiting_runs("job", by="a@x", at=295.0) == [200.0, 210.0]
+        assert store.next_wakeup() == 300.0
+        (c,) = claim(store, 300.0, "A")
+        assert (c.scheduled, c.origin) == (300.0, "schedule")
 
     # -- durability -------------------------------------------------------------------
 

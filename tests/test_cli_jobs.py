@@ -116,8 +116,8 @@ def views(tmp_path: Path) -> Path:
     now = time.time()
     with SQLiteStore(path) as store:
 
-        def declare(name: str, next_run: float, **kw: Any) -> None:
-            spec = JobSpec(f"jobs/{name}", ENTRY_POINT, Every(60), kwargs={"job": name}, **kw)
+        def declare(name: str, next_run: float, every: float = 60, **kw: Any) -> None:
+            spec = JobSpec(f"jobs/{name}", ENTRY_POINT, Every(every), kwargs={"job": name}, **kw)
             store.upsert(spec, next_run)
 
         declare("backup", now - 300)
@@ -131,7 +131,8 @@ def views(tmp_path: Path) -> Path:
             assert store.finish(c, outcome=outcome, ended=at + 1.5)  # type: ignore[arg-type]
         declare("report", now - 600)
         store.pause_job("jobs/report", by="ana@ops", at=now - 60, note="INC-7")
-        declare("sync", now + 3600, overlap="queue")
+        declare("sync", now - 240, overlap="queue")  # its first slot, before the backfill
+        declare("sync", now + 3600, every=3600, overlap="queue")  # re-declared: next in 1 h
         assert len(store.backfill_job("jobs/sync", [now - 180, now - 120, now - 60],
                                       by="ops", at=now)) == 3  # fmt: skip
         assert store.trigger_job("jobs/sync", by="ops", at=now) == "queued"

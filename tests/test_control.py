@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import threading
 from collections.abc import Callable
-from datetime import datetime
+from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
@@ -301,8 +301,9 @@ def test_a_backfill_is_bounded_and_explains_refusals(make: Make, clock: FakeCloc
     drain(ds, pool)
     with pytest.raises(BackfillError, match=r"more than 1,000 slots.*--force"):
         ds.backfill("e", START, START + 5000)
-    # The grid's slots from START to now, but not now's: that one is the next run's.
-    assert len(ds.backfill("e", START, START + 5000, force=True)) == 5000
+    # The grid's slots from its first (START + 1: the job was declared at START, so the
+    # slot START is from before it existed) to now, but not now's: that is the next run's.
+    assert len(ds.backfill("e", START, START + 5000, force=True)) == 4999
     with pytest.raises(BackfillError, match=r"ends .* before it starts"):
         ds.backfill("e", START + 10, START)
     ds.declare(JobSpec("d", REC, Every(10, fixed_delay=True)))
@@ -310,6 +311,74 @@ def test_a_backfill_is_bounded_and_explains_refusals(make: Make, clock: FakeCloc
         ds.backfill("d", START, START + 100)
     with pytest.raises(ValueError, match="start must be an aware datetime"):
         ds.backfill("e", datetime(2026, 1, 1), START)
+
+
+def test_a_backfill_before_the_job_existed_is_clipped_and_a_dry_run_changes_nothing(
+    make: Make, clock: FakeClock, caplog: pytest.LogCaptureFixture
+) -> None:
+    # Issue 26: `backfill --from 30d` on a cron job declared minutes before queued
+    # 43,194 runs. Only the slots since its first slot are the job's.
+    ds, pool = make()
+    ds.declare(JobSpec("m", REC, Cron("* * * * *"), args=["m"]))
+    first = ds.get("m").first_slot  # type: ignore[union-attr]
+    assert first is not None and START < first <= START + 60
+    ds.pause("m")
+    clock.advance(8 * 60)  # eight slots pass while paused
+    ds.resume("m")
+    drain(ds, pool)  # missed="skip": given up
+    assert ran() == []
+    month = START - 30 * 86400
+    with caplog.at_level("INFO", logger="tickwork.durable"):
+        would = ds.backfill("m", month, START + 8 * 60, dry_run=True)
+    assert [t - first for t in would] == [60.0 * k for k in range(8)]
+    assert "left out 43,2" in caplog.text and "before the job's first slot" in caplog.text
+    assert ds.get("m").waiting == () and ds.actions("m")[0].action == "resume"  # type: ignore[union-attr]
+    # No --force needed: the cap counts the slots kept, not those before the job.
+    assert ds.backfill("m", month, START + 8 * 60, by="ops@x") == would
+    drain(ds, pool)
+    assert [round(t - first) for t in (c[2] for c in durable_jobs.CALLS)] == [
+        60 * k for k in range(8)
+    ]
+    with pytest.raises(BackfillError, match=r"ends .* before it starts"):
+        ds.backfill("m", START, month)
+
+
+def test_cancel_waiting_takes_a_mistaken_backfill_back(make: Make, clock: FakeClock) -> None:
+    ds, pool = make()
+    ds.declare(every(missed="skip"))
+    ds.pause("e")
+    clock.advance(95)  # slots 10..90 pass while paused
+    ds.resume("e")
+    drain(ds, pool)
+    queued = ds.backfill("e", START, START + 95)
+    assert [t - START for t in queued] == [10, 20, 30, 40, 50, 60, 70, 80, 90]
+    when = datetime.fromtimestamp(START + 20, UTC)
+    assert ds.cancel_waiting("e", slot=when, by="ops@x", note="not that one") == [START + 20]
+    assert ds.cancel_waiting("e", slot=when) == []  # gone: nothing done, nothing recorded
+    ds.step()  # slot 10 is taken: it goes on
+    assert len(pool.queue) == 1
+    assert ds.cancel_waiting("e", by="ops@x", note="wrong window") == [
+        START + t for t in (30, 40, 50, 60, 70, 80, 90)
+    ]
+    assert ds.get("e").waiting == ()  # type: ignore[union-attr]
+    drain(ds, pool)
+    assert ran() == [10]
+    cancelled = sorted(
+        (e.scheduled - START, e.slots, e.origin) for e in ds.history("e", outcome="cancelled")
+    )
+    assert cancelled == [(20, 1, "backfill"), (30, 7, "backfill")]
+    acts = ds.actions("e")
+    assert [(a.action, a.note) for a in acts[:2]] == [
+        ("cancel", "wrong window"),
+        ("cancel", "not that one"),
+    ]
+    clock.advance(5)  # the grid runs on
+    drain(ds, pool)
+    assert ran() == [10, 100]
+    with pytest.raises(JobNotFoundError):
+        ds.cancel_waiting("nope")
+    with pytest.raises(ValueError, match="slot must be an aware datetime"):
+        ds.cancel_waiting("e", slot=datetime(2026, 1, 1))
 
 
 # -- skip-next -----------------------------------------------------------------------------
@@ -372,8 +441,12 @@ def test_the_async_face_has_the_same_verbs(make: Make, clock: FakeClock) -> None
         assert await face.trigger("e") == "queued"
         assert await face.skip_next("e") == (START + 10, START + 20)
         assert await face.backfill("e", START + 1, START + 5) == []
+        assert await face.backfill("e", START + 1, START + 5, dry_run=True) == []
+        assert await face.cancel_waiting("e", by="as@ops") == [START]  # the trigger's run
         acts = await face.actions("e")
-        assert [a.action for a in acts] == ["backfill", "skip-next", "trigger", "resume", "pause"]
+        assert [a.action for a in acts] == [
+            "cancel", "backfill", "skip-next", "trigger", "resume", "pause",
+        ]  # fmt: skip
 
     asyncio.run(main())
 

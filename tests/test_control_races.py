@@ -2,7 +2,8 @@
 
 Issue 14, point 5: pause while a run is claimed (it finishes, nothing new starts); two
 triggers at once under ``overlap = "skip"`` (one run); a backfill while the job's own
-slots come due (no slot twice). The daemons run with ``--poll 60s``, so a control
+slots come due (no slot twice). Issue 26: a backfill cancelled while a daemon runs it
+(the run taken goes on, no other starts). The daemons run with ``--poll 60s``, so a control
 command that takes effect within the tests' limits was seen through the store's change
 announcement (PostgreSQL's NOTIFY, SQLite's change check), not the safety poll. Every
 wait is for a condition, with generous limits for a loaded 2-core machine; nothing is
@@ -187,16 +188,25 @@ def test_a_backfill_while_the_grid_comes_due_runs_no_slot_twice(
     began = time.time()
     daemon = start(jobs)
     wait_until("a few runs of the grid", lambda: len(lines_of(log)) >= 3)
-    # The window starts 20 s before the daemon did (40 slots none ran, however long a
-    # loaded machine took to get here) and ends 20 s ahead: the slots the grid ran
-    # already, and those from its next run on, are left to it.
+    # Slots none ran: those that come due while the job is paused for 3 s (given up
+    # "missed" when it resumes), however long a loaded machine takes around them.
+    held = tickwork("pause", "grid", "-f", str(jobs), *where)
+    assert held.returncode == 0, held.stderr
+    paused_at = time.time()
+    wait_until("3 s of paused slots", lambda: time.time() > paused_at + 3.0)
+    again = tickwork("resume", "grid", "-f", str(jobs), *where)
+    assert again.returncode == 0, again.stderr
+    # The window starts 20 s before the daemon did (before the job existed: left out,
+    # and said so) and ends 20 s ahead: the slots the grid ran already, and those from
+    # its next run on, are left to it.
     stamp = "%Y-%m-%dT%H:%M:%SZ"
     back, ahead = (time.strftime(stamp, time.gmtime(t)) for t in (began - 20, time.time() + 20))
     done = tickwork("backfill", "grid", "-f", str(jobs), *where, "--from", back, "--to", ahead)
     assert done.returncode == 0, done.stderr
     assert done.stdout.startswith("queued "), done.stdout
     queued = int(done.stdout.split()[1])
-    assert queued >= 40  # at least the 20 s of slots before the daemon, every 500 ms
+    assert queued >= 5  # at least the 3 s of paused slots, every 500 ms
+    assert "before the job's first slot" in done.stdout  # the 20 s before the daemon
     assert "left out" in done.stdout  # those the grid ran already, and its own from now on
 
     def settled() -> list[dict[str, Any]] | None:
@@ -205,7 +215,9 @@ def test_a_backfill_while_the_grid_comes_due_runs_no_slot_twice(
         return slots if len(back) == queued else None
 
     slots = wait_until("every backfilled slot to end", settled, limit=60.0)
-    stamps = [(r["scheduled"], r["attempt"]) for r in slots]
+    # Each slot that ran, once (a given-up slot that a backfill ran has its "missed"
+    # entry too).
+    stamps = [(r["scheduled"], r["attempt"]) for r in slots if r["started"] is not None]
     assert len(stamps) == len(set(stamps)), "a slot ran twice"
     assert all(r["outcome"] == "ok" for r in slots if r["origin"] == "backfill")
     daemon.stop()
@@ -260,3 +272,61 @@ def test_runtime_state_survives_reload_and_restart_and_the_file_decides_what_exi
     shown = tickwork("history", "keep", "-f", str(jobs), *where)
     assert "[pause]  by ops@x" in shown.stdout and "note: hold" in shown.stdout
     assert lines_of(log) == []  # paused all along
+
+
+def test_a_backfill_cancelled_while_a_daemon_runs_it_starts_no_more(
+    tmp_path: Path, where: list[str], start: Start
+) -> None:
+    # Issue 26: a mistaken backfill is taken back while the daemon works through it;
+    # the run it has taken goes on, no other backfilled run starts, the grid runs on.
+    log, hold, gate = tmp_path / "runs.log", tmp_path / "hold", tmp_path / "gate"
+    held = f"while [ -e {hold} ] && [ ! -e {gate} ]; do sleep 0.02; done"
+    jobs = write_jobs(
+        tmp_path,
+        f"""\
+        [[job]]
+        name = "grid"
+        command = ["sh", "-c", "echo start >> {log}; {held}; echo end >> {log}"]
+        every = "500ms"
+        missed = "skip"
+        """,
+    )
+    start(jobs)
+    wait_until("a run of the grid", lambda: "end" in lines_of(log))
+    assert tickwork("pause", "grid", "-f", str(jobs), *where).returncode == 0
+
+    def idle() -> bool:
+        shown = tickwork("jobs", str(jobs), *where, "--json")
+        row = next(r for r in json.loads(shown.stdout) if r["job"] == "grid")
+        return row["running"] == 0 and lines_of(log)[-1] == "end"
+
+    wait_until("no run going", idle)
+    hold.touch()  # from now on a run waits for the gate
+    paused_at = time.time()
+    wait_until("3 s of paused slots", lambda: time.time() > paused_at + 3.0)
+    assert tickwork("resume", "grid", "-f", str(jobs), *where).returncode == 0
+    wait_until("the first run after the pause to hold", lambda: lines_of(log)[-1] == "start")
+    now = time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())
+    done = tickwork("backfill", "grid", "-f", str(jobs), *where, "--from", "1h", "--to", now)
+    assert done.returncode == 0, done.stderr
+    queued = int(done.stdout.split()[1])
+    assert queued >= 5, done.stdout  # the paused slots wait behind the held run
+    listed = tickwork("cancel", "grid", "-f", str(jobs), *where, "--list")
+    assert listed.returncode == 0, listed.stderr
+    assert f"grid: {queued} waiting run(s) ({queued} backfill)" in listed.stdout
+    cancel = ("cancel", "grid", "-f", str(jobs), *where)
+    undone = tickwork(*cancel, "--all-waiting", "--by", "ops@x", "--note", "wrong window")
+    assert undone.returncode == 0, undone.stderr
+    assert undone.stdout.startswith(f"cancelled {queued} waiting run(s) of grid"), undone.stdout
+    starts = lines_of(log).count("start")
+    gate.touch()  # the held run ends; the grid goes on
+    wait_until("two more runs of the grid", lambda: lines_of(log).count("start") >= starts + 2)
+    rows = history(jobs, where, "grid")
+    slots = [r for r in rows if r["kind"] == "slot"]
+    assert [r for r in slots if r["origin"] == "backfill" and r["started"] is not None] == []
+    cancelled = [r for r in slots if r["outcome"] == "cancelled"]
+    assert {r["origin"] for r in cancelled} == {"backfill"}
+    assert sum(r["slots"] for r in cancelled) == queued
+    (act,) = [r for r in rows if r["kind"] == "action" and r["action"] == "cancel"]
+    assert (act["actor"], act["note"]) == ("ops@x", "wrong window")
+    assert tickwork(*cancel, "--list").stdout == "grid has no waiting run\n"

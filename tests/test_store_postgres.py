@@ -21,9 +21,17 @@ from psycopg import sql  # noqa: E402
 from psycopg.conninfo import conninfo_to_dict, make_conninfo  # noqa: E402
 
 from tickwork import At, Every  # noqa: E402
-from tickwork.stores import JobState, LastRun, SchemaVersionError, Store, StoreError, Upsert  # noqa: E402
+from tickwork.stores import (  # noqa: E402
+    JobSpec,
+    JobState,
+    LastRun,
+    SchemaVersionError,
+    Store,
+    StoreError,
+    Upsert,
+)
 from tickwork.stores import postgres as pg_mod  # noqa: E402
-from tickwork.stores.contract import ChangeNotifier, Finish  # noqa: E402
+from tickwork.stores.contract import ChangeNotifier, Finish, spec_to_json  # noqa: E402
 from tickwork.stores.postgres import PostgresStore, redact_dsn  # noqa: E402
 
 from .store_contract import StoreContract, claim, once, spec  # noqa: E402
@@ -69,6 +77,17 @@ def rows(dsn: str, schema: str, query: str) -> list[tuple[Any, ...]]:
         conn.execute(sql.SQL("SET search_path TO {}").format(sql.Identifier(schema)))
         cur = conn.execute(query)
         return cur.fetchall() if cur.description else []
+
+
+def old_job(dsn: str, schema: str, job: JobSpec, next_run: float) -> None:
+    """A job row as an older tickwork wrote it (only the columns of schema 1)."""
+    with admin(dsn) as conn:
+        conn.execute(sql.SQL("SET search_path TO {}").format(sql.Identifier(schema)))
+        conn.execute(
+            "INSERT INTO tickwork_jobs (id, spec, schedule, overlap, paused, next_run)"
+            " VALUES (%s, %s, '{}', %s, false, %s)",
+            (job.id, spec_to_json(job), job.overlap, next_run),
+        )
 
 
 def terminate(dsn: str, app: str) -> int:
@@ -229,7 +248,8 @@ def test_a_version_1_schema_with_a_live_claim_migrates_and_recovers(
     # A schema written before retries existed (version 1), holding a claim whose owner
     # died: it opens, gains the retry column, and the claim is re-offered.
     monkeypatch.setattr(pg_mod, "MIGRATIONS", pg_mod.MIGRATIONS[:1])
-    open_pg().upsert(spec(overlap="allow"), 120.0)
+    open_pg()
+    old_job(pg_dsn, pg_schema, spec(overlap="allow"), 120.0)
     rows(
         pg_dsn,
         pg_schema,
@@ -239,7 +259,7 @@ def test_a_version_1_schema_with_a_live_claim_migrates_and_recovers(
     monkeypatch.undo()
     store = open_pg()
     meta = dict(rows(pg_dsn, pg_schema, "SELECT key, value FROM tickwork_meta"))
-    assert meta["schema_version"] == str(len(pg_mod.MIGRATIONS)) == "5"
+    assert meta["schema_version"] == str(len(pg_mod.MIGRATIONS)) == "6"
     (old,) = store.get("job").claims  # type: ignore[union-attr]
     assert (old.token, old.owner, old.retry) == ("old-token", "dead", False)
     (r,) = store.recover_expired(130.0)
@@ -379,6 +399,22 @@ def test_upsert_and_remove_whose_commit_was_cut_report_what_they_did(
     cut_next_commit(store, committed=committed)
     store.remove("job")
     assert store.jobs() == []
+
+
+@pytest.mark.parametrize("committed", [True, False])
+def test_a_cancel_whose_commit_was_cut_reports_what_it_cancelled_once(
+    open_pg: Callable[..., PostgresStore], committed: bool
+) -> None:
+    store = open_pg(sleep=lambda s: None)
+    store.upsert(spec(), 100.0)
+    store.set_next_run("job", 200.0)
+    store.backfill_job("job", [100.0, 110.0], by="a@x", at=150.0)
+    cut_next_commit(store, committed=committed)
+    assert store.cancel_waiting_runs("job", by="a@x", at=151.0) == [100.0, 110.0]
+    assert store.get("job").waiting == ()  # type: ignore[union-attr]
+    assert [a.action for a in store.actions("job")] == ["cancel", "backfill"]  # one cancel
+    cancelled = store.history("job", outcome="cancelled")  # once each, no grid given
+    assert sorted(e.scheduled for e in cancelled) == [100.0, 110.0]
 
 
 def test_a_terminated_connection_is_reopened_for_every_operation(
@@ -618,8 +654,8 @@ def test_a_version_3_schema_gains_the_slot_ledger_and_keeps_everything(
     # A schema from before the ledger (3) with a claim held: it survives the
     # migration, and its finish writes the first entry.
     monkeypatch.setattr(pg_mod, "MIGRATIONS", pg_mod.MIGRATIONS[:3])
-    old = open_pg()
-    old.upsert(spec(), 100.0)
+    open_pg()
+    old_job(pg_dsn, pg_schema, spec(), 100.0)
     rows(
         pg_dsn,
         pg_schema,
@@ -635,3 +671,33 @@ def test_a_version_3_schema_gains_the_slot_ledger_and_keeps_everything(
     assert store.finish(held, outcome="ok", ended=101.0)
     (e,) = store.history()
     assert (e.job_id, e.scheduled, e.started, e.ended, e.node) == ("job", 100.0, 100.5, 101.0, "A")
+
+
+def test_a_version_5_schema_gains_the_first_slot_and_does_not_guess_it(
+    open_pg: Callable[..., PostgresStore],
+    pg_dsn: str,
+    pg_schema: str,
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    # As SQLite's version 6 file: the job stored before first slots keeps everything,
+    # its first slot is not known (a backfill of it is not clipped), a new job has one.
+    monkeypatch.setattr(pg_mod, "MIGRATIONS", pg_mod.MIGRATIONS[:5])
+    open_pg()
+    old_job(pg_dsn, pg_schema, spec(), 200.0)
+    rows(
+        pg_dsn,
+        pg_schema,
+        "INSERT INTO tickwork_claims VALUES"
+        " ('tok', 'job', '', 150.0, 150.0, 150.0, NULL, true, 'backfill')",
+    )
+    monkeypatch.undo()
+    store = open_pg()
+    meta = dict(rows(pg_dsn, pg_schema, "SELECT key, value FROM tickwork_meta"))
+    assert meta["schema_version"] == str(len(pg_mod.MIGRATIONS)) == "6"
+    state = store.get("job")
+    assert state is not None and state.first_slot is None and state.next_run == 200.0
+    assert [(c.scheduled, c.origin) for c in state.waiting] == [(150.0, "backfill")]
+    assert store.backfill_job("job", [10.0, 20.0], by="a@x", at=190.0) == [10.0, 20.0]
+    store.upsert(spec("new"), 300.0)
+    assert store.get("new").first_slot == 300.0  # type: ignore[union-attr]
+    assert store.cancel_waiting_runs("job", by="a@x", at=191.0) == [10.0, 20.0, 150.0]

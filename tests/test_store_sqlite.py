@@ -280,7 +280,7 @@ def test_a_version_1_file_with_a_live_claim_migrates_and_recovers(db: Path) -> N
         (again,) = claim(s, 130.0, "B", limit=1)
         assert (again.scheduled, again.retry, again.owner) == (100.0, True, "B")
     conn = raw(db)
-    assert conn.execute("PRAGMA user_version").fetchone()[0] == len(sqlite_mod.MIGRATIONS) == 6
+    assert conn.execute("PRAGMA user_version").fetchone()[0] == len(sqlite_mod.MIGRATIONS) == 7
     columns = [r[1] for r in conn.execute("PRAGMA table_info(claims)")]
     conn.close()
     assert columns[-2:] == ["retry", "origin"]
@@ -517,4 +517,43 @@ def test_a_version_4_file_gains_the_slot_ledger_and_keeps_everything(db: Path) -
         )
     conn = raw(db)
     assert conn.execute("PRAGMA user_version").fetchone()[0] == len(sqlite_mod.MIGRATIONS)
+    conn.close()
+
+
+def test_a_version_6_file_gains_the_first_slot_and_does_not_guess_it(db: Path) -> None:
+    # A file of the schema before first slots (6), with a job, a waiting backfilled run
+    # and a ledger entry: it opens (migrated in one transaction), keeps them all, and
+    # the old job's first slot is not known, so a backfill of it is not clipped; a job
+    # declared now has one.
+    conn = raw(db)
+    for step in sqlite_mod.MIGRATIONS[:6]:
+        step(conn)
+    conn.execute(f"PRAGMA application_id={APPLICATION_ID:d}")
+    conn.execute("PRAGMA user_version=6")
+    conn.execute(
+        "INSERT INTO jobs (id, spec, schedule, overlap, paused, next_run) VALUES"
+        " ('job', ?, '{}', 'skip', 0, 200.0)",
+        (spec_to_json(spec()),),
+    )
+    conn.execute(
+        "INSERT INTO claims VALUES ('tok', 'job', '', 150.0, 150.0, 150.0, NULL, 1, 'backfill')"
+    )
+    conn.execute(
+        "INSERT INTO ledger (job_id, scheduled, outcome, started, ended, recorded)"
+        " VALUES ('job', 140.0, 'ok', 140.5, 141.0, 141.0)"
+    )
+    conn.commit()
+    conn.close()
+    with SQLiteStore(db) as s:
+        state = s.get("job")
+        assert state is not None and state.first_slot is None and state.next_run == 200.0
+        assert [(c.scheduled, c.origin) for c in state.waiting] == [(150.0, "backfill")]
+        assert [e.scheduled for e in s.history("job")] == [140.0]
+        assert s.backfill_job("job", [10.0, 20.0], by="a@x", at=190.0) == [10.0, 20.0]
+        s.upsert(spec("new"), 300.0)
+        assert s.get("new").first_slot == 300.0  # type: ignore[union-attr]
+        assert s.cancel_waiting_runs("job", by="a@x", at=191.0) == [10.0, 20.0, 150.0]
+    conn = raw(db)
+    assert conn.execute("PRAGMA user_version").fetchone()[0] == len(sqlite_mod.MIGRATIONS) == 7
+    assert [r[1] for r in conn.execute("PRAGMA table_info(jobs)")][-1] == "first_slot"
     conn.close()

@@ -1,4 +1,4 @@
-"""``tickwork pause | resume | trigger | backfill | skip-next``: act on the daemon's state.
+"""``tickwork pause | resume | trigger | backfill | skip-next | cancel``: act on the state.
 
 Each command opens the state that ``tickwork run`` uses (the jobs file's default, or
 ``--state`` / ``--database``), carries out one action in one transaction, records who
@@ -15,17 +15,18 @@ import time
 from datetime import datetime
 from typing import Any, TextIO
 
+from tickwork._cli import backfill
 from tickwork._cli.history import _job_id, in_calendar_or_refuse, parse_since
 from tickwork._cli.options import add_file_argument, add_store_options, open_state, take_file
 from tickwork._core.errors import ConfigError
 from tickwork._core.schedules import DurationTooLong, parse_duration
 from tickwork._core.text import iso
 from tickwork._daemon.config import load_config
-from tickwork._durable.control import BackfillError, backfill_slots, default_actor, following_slot
+from tickwork._durable.control import BackfillError, default_actor, following_slot
 from tickwork.stores._errors import JobNotFoundError, JobPausedError, StoreError
 from tickwork.stores._protocol import RuntimeControl
 
-__all__ = ["add_parsers", "run_control"]
+__all__ = ["add_common_arguments", "add_parsers", "describe", "run_control"]
 
 _HELP = {
     "pause": "pause a job: no new run starts until resumed (a run going goes on)",
@@ -34,13 +35,6 @@ _HELP = {
     "backfill": "run a job's slots in a past window, oldest first",
     "skip-next": "give up a job's next slot",
 }
-
-
-def parse_time(text: str) -> float:
-    """``--from`` / ``--to``: ``now``, an ISO 8601 time, or a duration back from now."""
-    if text.strip().lower() == "now":
-        return time.time()
-    return parse_since(text)
 
 
 def parse_future(text: str) -> float:
@@ -68,26 +62,36 @@ def parse_future(text: str) -> float:
     return parse_since(text)  # a date-time: read there, the years 1 to 9999 checked
 
 
+def add_common_arguments(p: argparse.ArgumentParser) -> None:
+    """The job's name, the jobs file, the state options, ``--note`` and ``--by``."""
+    add_file_argument(p, name="required", optional=True)
+    add_store_options(p)
+    p.add_argument("--note", metavar="TEXT", help="why, recorded with the action")
+    p.add_argument(
+        "--by",
+        metavar="WHO",
+        help=f"who acts, as recorded (default: user@host, here {default_actor()})",
+    )
+
+
+def describe(help_text: str) -> str:
+    """A control verb's description: its help, then where it acts and what is recorded."""
+    return (
+        f"{help_text[0].upper()}{help_text[1:]}. Acts on the state of "
+        "`tickwork run` (give the jobs file, as FILE before NAME or with -f, or --state / "
+        "--database); a "
+        "running daemon on it acts within a second, a stopped one when it starts. "
+        "The action is recorded with who took it (see `tickwork history`)."
+    )
+
+
 def add_parsers(subparsers: Any) -> None:
     """Add the control commands to an argparse ``subparsers`` object."""
     for command, help_text in _HELP.items():
         p: argparse.ArgumentParser = subparsers.add_parser(
-            command,
-            help=help_text,
-            description=f"{help_text[0].upper()}{help_text[1:]}. Acts on the state of "
-            "`tickwork run` (give the jobs file, as FILE before NAME or with -f, or --state / "
-            "--database); a "
-            "running daemon on it acts within a second, a stopped one when it starts. "
-            "The action is recorded with who took it (see `tickwork history`).",
+            command, help=help_text, description=describe(help_text)
         )
-        add_file_argument(p, name="required", optional=True)
-        add_store_options(p)
-        p.add_argument("--note", metavar="TEXT", help="why, recorded with the action")
-        p.add_argument(
-            "--by",
-            metavar="WHO",
-            help=f"who acts, as recorded (default: user@host, here {default_actor()})",
-        )
+        add_common_arguments(p)
         if command == "pause":
             p.add_argument(
                 "--until",
@@ -96,31 +100,9 @@ def add_parsers(subparsers: Any) -> None:
                 help="resume by itself then: a duration from now (30m, 2h) or an ISO "
                 "8601 time (local time unless it has an offset or Z)",
             )
+        p.set_defaults(func=run_control, command=command, act=None)
         if command == "backfill":
-            p.add_argument(
-                "--from",
-                dest="start",
-                type=parse_time,
-                required=True,
-                metavar="T",
-                help="the window's start: an ISO 8601 time (local time unless it has an "
-                "offset or Z) or a duration back from now (90m, 2h, 7d)",
-            )
-            p.add_argument(
-                "--to",
-                dest="end",
-                type=parse_time,
-                required=True,
-                metavar="T",
-                help="the window's end, as --from, or 'now' (inclusive; slots from the "
-                "next run on are the schedule's own)",
-            )
-            p.add_argument(
-                "--force",
-                action="store_true",
-                help="allow more than 1,000 slots (up to 100,000)",
-            )
-        p.set_defaults(func=run_control, command=command)
+            backfill.add_arguments(p)
 
 
 def run_control(
@@ -132,9 +114,9 @@ def run_control(
     out = sys.stdout if out is None else out
     err = sys.stderr if err is None else err
     command: str = args.command
-    status = take_file(args, command, err)
-    if status is not None:
-        return status
+    refused = take_file(args, command, err)
+    if refused is not None:
+        return refused
     if args.file is None and args.state is None and args.database is None:
         print(
             f"tickwork {command}: give the jobs file (FILE or -f FILE), --state PATH or"
@@ -167,6 +149,9 @@ def run_control(
             return 1
         job_id = _job_id(store, args.name, namespace)
         assert job_id is not None
+        if args.act is not None:  # a verb with a module of its own
+            status: int = args.act(store, job_id, args, by, out, err)
+            return status
         return _act(store, command, job_id, args, by, out)
     except (JobNotFoundError, JobPausedError) as exc:
         print(f"tickwork {command}: {_named(exc, job_id, args.name)}", file=err)
@@ -209,26 +194,6 @@ def _act(
             print(
                 f"skipped: a run of {name} is going or waiting and its overlap policy is"
                 " 'skip' (recorded in the ledger)",
-                file=out,
-            )
-    elif command == "backfill":
-        state = store.get(job_id)
-        if state is None:
-            raise JobNotFoundError(f"no job with id {job_id!r}")
-        slots = backfill_slots(state, args.start, args.end, force=args.force)
-        queued = control.backfill_job(job_id, slots, by=by, at=now, note=args.note)
-        left = len(slots) - len(queued)
-        if queued:
-            print(
-                f"queued {len(queued)} slot(s) of {name}, {iso(queued[0])} to {iso(queued[-1])}",
-                file=out,
-            )
-        else:
-            print(f"no slot of {name} to backfill in that window", file=out)
-        if left:
-            print(
-                f"left out {left} slot(s): ran or waiting already, or not before now and the"
-                " next run",
                 file=out,
             )
     else:

@@ -196,12 +196,33 @@ class AsyncDurableScheduler:
         end: float | datetime,
         *,
         force: bool = False,
+        dry_run: bool = False,
         by: str | None = None,
         note: str | None = None,
     ) -> list[float]:
         """`DurableScheduler.backfill`, in a thread."""
         return await asyncio.to_thread(
-            self._engine.backfill, job_id, start, end, force=force, by=by, note=note
+            self._engine.backfill,
+            job_id,
+            start,
+            end,
+            force=force,
+            dry_run=dry_run,
+            by=by,
+            note=note,
+        )
+
+    async def cancel_waiting(
+        self,
+        job_id: str,
+        *,
+        slot: float | datetime | None = None,
+        by: str | None = None,
+        note: str | None = None,
+    ) -> list[float]:
+        """`DurableScheduler.cancel_waiting`, in a thread."""
+        return await asyncio.to_thread(
+            self._engine.cancel_waiting, job_id, slot=slot, by=by, note=note
         )
 
     async def skip_next(

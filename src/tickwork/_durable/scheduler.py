@@ -44,7 +44,7 @@ from tickwork._core.events import Listener
 from tickwork._core.scheduler import DEFAULT_MAX_ERRORS, _is_coroutine_function, misfit
 from tickwork._core.schedules import Every
 from tickwork._durable.claims import Claiming, claimer_for
-from tickwork._durable.control import backfill_slots, default_actor, following_slot
+from tickwork._durable.control import default_actor, following_slot, run_backfill
 from tickwork._durable.decide import first_run
 from tickwork._durable.engine import _RETRY_MIN, OUTPUT_LIMIT, RunTable, _current, _outputs
 from tickwork._durable.engine import DEFAULT_NOTIFIED_POLL as DEFAULT_NOTIFIED_POLL
@@ -509,16 +509,20 @@ class DurableScheduler:
         end: float | datetime,
         *,
         force: bool = False,
+        dry_run: bool = False,
         by: str | None = None,
         note: str | None = None,
     ) -> list[float]:
         """Run the job's slots between ``start`` and ``end`` (inclusive), oldest first.
 
         Only slots before now and before the job's next run are queued (the later ones
-        are the schedule's own), and none held, waiting, or recorded as run in the slot
-        ledger: no slot runs twice. Given-up slots (missed, skipped) are filled. Unless
-        the job allows overlap they run one after another. The ledger records their
-        origin ``backfill``. Returns the slots queued (UTC POSIX seconds).
+        are the schedule's own), none before the job's first slot (`JobState.first_slot`:
+        the job did not exist then; the window is clipped there, and the clip logged),
+        and none held, waiting, or recorded as run in the slot ledger: no slot runs
+        twice. Given-up slots (missed, skipped, cancelled) are filled. Unless the job
+        allows overlap they run one after another. The ledger records their origin
+        ``backfill``. Returns the slots queued (UTC POSIX seconds); `cancel_waiting`
+        takes them back while they wait.
 
         Args:
             job_id: The job.
@@ -526,6 +530,7 @@ class DurableScheduler:
             end: Its end.
             force: Allow more than `tickwork._durable.control.BACKFILL_CAP` (1,000) slots, up
                 to 100,000.
+            dry_run: Return the slots it would queue, and change and record nothing.
             by: Who acts (default ``user@host``).
             note: Why, recorded with the action.
 
@@ -538,13 +543,62 @@ class DurableScheduler:
         """
         control = self._require_control("backfill")
         job_id = check_job_id(job_id)
+        window, queued = run_backfill(
+            control,
+            self._state_of(job_id),
+            _instant("start", start),
+            _instant("end", end),
+            force=force,
+            dry_run=dry_run,
+            by=_actor(by),
+            at=self._wall(),
+            note=note,
+        )
+        if window.early:
+            _log.info("backfill of job %r left out %s", job_id, window.early_text())
+        if not dry_run:
+            self._poke()
+        return queued
+
+    def cancel_waiting(
+        self,
+        job_id: str,
+        *,
+        slot: float | datetime | None = None,
+        by: str | None = None,
+        note: str | None = None,
+    ) -> list[float]:
+        """Cancel the job's runs that wait to be taken; the slots cancelled, oldest first.
+
+        Waiting runs (`JobState.waiting`) are backfilled and triggered runs, and
+        recovered slots re-offered, that no scheduler has taken yet; a run taken goes
+        on. With ``slot``, only the one due then. Each is recorded ``cancelled`` in the
+        slot ledger, and the action with who took it; nothing is recorded when nothing
+        waits (returns ``[]``).
+
+        Raises:
+            JobNotFoundError: No such job.
+
+        """
+        control = self._require_control("cancel_waiting")
+        job_id = check_job_id(job_id)
+        at = None if slot is None else _instant("slot", slot)
+        done = control.cancel_waiting_runs(
+            job_id,
+            following_slot(self._state_of(job_id)),
+            slot=at,
+            by=_actor(by),
+            at=self._wall(),
+            note=note,
+        )
+        self._poke()
+        return done
+
+    def _state_of(self, job_id: str) -> JobState:
         state = self._store.get(job_id)
         if state is None:
             raise JobNotFoundError(f"no job with id {job_id!r}")
-        slots = backfill_slots(state, _instant("start", start), _instant("end", end), force=force)
-        queued = control.backfill_job(job_id, slots, by=_actor(by), at=self._wall(), note=note)
-        self._poke()
-        return queued
+        return state
 
     def skip_next(
         self, job_id: str, *, by: str | None = None, note: str | None = None
@@ -560,11 +614,12 @@ class DurableScheduler:
         """
         control = self._require_control("skip_next")
         job_id = check_job_id(job_id)
-        state = self._store.get(job_id)
-        if state is None:
-            raise JobNotFoundError(f"no job with id {job_id!r}")
         done = control.skip_next_job(
-            job_id, following_slot(state), by=_actor(by), at=self._wall(), note=note
+            job_id,
+            following_slot(self._state_of(job_id)),
+            by=_actor(by),
+            at=self._wall(),
+            note=note,
         )
         self._poke()
         return done
@@ -572,7 +627,7 @@ class DurableScheduler:
     def actions(
         self, job_id: str | None = None, *, since: float | None = None, limit: int = 100
     ) -> list[ActionRecord]:
-        """Operators' recorded actions (pause, resume, trigger, backfill, skip-next), newest first.
+        """Operators' recorded actions, newest first (pause, resume, trigger, ..., cancel).
 
         Raises:
             TypeError: The store keeps no actions.

@@ -1,4 +1,4 @@
-"""Runtime control of the SQL stores: operators pause, resume, trigger, backfill, skip.
+"""Runtime control of the SQL stores: operators pause, resume, trigger, backfill, skip, cancel.
 
 `ControlActions` is a part of `SQLStore`: it carries out the operations of
 `tickwork.stores.RuntimeControl`, each in one transaction of its store (`SQLHost`) that
@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import bisect
 import secrets
+import time
 from collections.abc import Callable, Sequence
 from typing import Any, Final, Generic, Literal
 
@@ -30,7 +31,7 @@ from ._model import (
 )
 from ._sqlbase import C, SQLHost
 
-__all__ = ["AUTO_ACTOR", "ControlActions"]
+__all__ = ["AUTO_ACTOR", "ControlActions", "cancelled_entries"]
 
 #: Two due times closer than this (seconds) are one slot: a grid computed from another
 #: anchor may differ in the last bits.
@@ -38,6 +39,54 @@ _SAME_SLOT: Final = 0.001
 
 #: Who ends a pause whose ``until`` has come, in the actions it records.
 AUTO_ACTOR: Final = "tickwork"
+
+
+#: Waiting runs deleted per statement by `ControlActions.cancel_waiting` (SQLite's
+#: limit on a statement's parameters is 999 in old versions).
+_DELETE_CHUNK: Final = 500
+
+
+def cancelled_entries(
+    job_id: str,
+    rows: Sequence[tuple[Any, ...]],
+    following: Callable[[float], float | None] | None,
+    at: float,
+    why: str,
+) -> list[tuple[Any, ...]]:
+    """The ledger entries of cancelled waiting runs: ``rows`` of (token, slot, origin).
+
+    Runs of one origin whose slots follow each other on the schedule (``following``
+    gives the slot after one; ``None``: no grid, one entry per run) share one entry
+    whose ``slots`` counts them, so cancelling a long backfill leaves the job's history
+    readable instead of pushing its other entries out of the ledger's retention.
+    """
+    groups: list[list[Any]] = []  # [first slot, origin, count, last slot]
+    for _, scheduled, origin in rows:
+        if groups and following is not None:
+            group = groups[-1]
+            after = following(group[3]) if group[1] == origin else None
+            if after is not None and abs(after - scheduled) <= _SAME_SLOT:
+                group[2:] = [group[2] + 1, scheduled]
+                continue
+        groups.append([scheduled, origin, 1, scheduled])
+    return [_cancelled_entry(job_id, g[0], g[2], g[1], at, why) for g in groups]
+
+
+def _cancelled_entry(
+    job_id: str, scheduled: float, slots: int, origin: str, at: float, why: str
+) -> tuple[Any, ...]:
+    return (job_id, scheduled, "cancelled", slots, origin, None, None, at, "", 1, why, None,
+            time.time())  # fmt: skip
+
+
+def _cancel_detail(rows: Sequence[tuple[Any, ...]]) -> str:
+    """The action's detail: how many runs of each origin were cancelled, first to last."""
+    origins: dict[str, int] = {}
+    for row in rows:
+        origins[row[2]] = origins.get(row[2], 0) + 1
+    each = ", ".join(f"{n} {origin}" for origin, n in sorted(origins.items()))
+    span = iso(rows[0][1]) if len(rows) == 1 else f"{iso(rows[0][1])} to {iso(rows[-1][1])}"
+    return f"{len(rows)} waiting run(s) cancelled ({each}), {span}"
 
 
 def _near(times: Sequence[float], t: float) -> bool:
@@ -60,9 +109,11 @@ class ControlActions(Generic[C]):
         self._ledger = ledger
 
     def _lock_job(self, cur: C, job_id: str) -> Sequence[Any]:
-        """``(paused, next_run, overlap, spec)`` of the job, row locked; or not found."""
+        """``(paused, next_run, overlap, first_slot)`` of the job, row locked; or not found."""
         row = cur.execute(
-            self._store._q("SELECT paused, next_run, overlap, spec FROM {jobs} WHERE id = ?{lock}"),
+            self._store._q(
+                "SELECT paused, next_run, overlap, first_slot FROM {jobs} WHERE id = ?{lock}"
+            ),
             (job_id,),
         ).fetchone()
         if row is None:
@@ -190,33 +241,103 @@ class ControlActions(Generic[C]):
         self._store._changed(cur, job_id)
 
     def backfill(
-        self, job_id: str, slots: Sequence[float], by: str, at: float, note: str | None
+        self,
+        job_id: str,
+        slots: Sequence[float],
+        by: str,
+        at: float,
+        note: str | None,
+        dry_run: bool = False,
     ) -> list[float]:
-        """Queue past slots of a job to run, in order (see `SQLStore.backfill_job`)."""
+        """Queue past slots of a job to run, in order (see `SQLStore.backfill_job`).
+
+        ``dry_run``: find the slots it would queue, and change and record nothing.
+        """
         job_id = check_job_id(job_id)
         by, at, note = check_actor(by), check_time("at", at), check_note(note)
         wanted = sorted({check_time("slots", t) for t in slots})
+        if not isinstance(dry_run, bool):
+            raise TypeError(f"dry_run must be a bool, got {dry_run!r}")
 
         def body(cur: C) -> list[float]:
-            paused, next_run, _, _ = self._lock_job(cur, job_id)
+            paused, next_run, _, first_slot = self._lock_job(cur, job_id)
             if paused:
                 raise JobPausedError(f"job {job_id!r} is paused: resume it first")
             limit = at if next_run is None else min(at, next_run)
-            candidates = [t for t in wanted if t < limit]
+            early = [] if first_slot is None else [t for t in wanted if t < first_slot - _SAME_SLOT]
+            candidates = [t for t in wanted[len(early) :] if t < limit]
             taken = self._taken(cur, job_id, candidates) if candidates else []
             queued = [t for t in candidates if not _near(taken, t)]
+            if dry_run:
+                return queued
             for t in queued:
                 self._queue(cur, job_id, t, "backfill")
-            left = len(wanted) - len(queued)
             detail = f"{len(queued)} slot(s) queued"
             if queued:
                 detail += f", {iso(queued[0])} to {iso(queued[-1])}"
+            if early:
+                detail += f"; {len(early)} before the job's first slot {iso(first_slot)} left out"
+            left = len(wanted) - len(queued) - len(early)
             if left:
                 detail += f"; {left} left out (ran or waiting already, or not before the next run)"
             self._act(cur, job_id, "backfill", by, at, note, detail)
             return queued
 
-        return self._store._run(f"backfill job {job_id!r}", body)
+        what = f"{'count the slots to' if dry_run else ''} backfill job {job_id!r}".lstrip()
+        return self._store._run(what, body, write=not dry_run)
+
+    def cancel_waiting(
+        self,
+        job_id: str,
+        following: Callable[[float], float | None] | None,
+        slot: float | None,
+        by: str,
+        at: float,
+        note: str | None,
+    ) -> list[float]:
+        """Cancel the job's waiting runs, or the one due at ``slot`` (`SQLStore.cancel_waiting`)."""
+        job_id = check_job_id(job_id)
+        by, at, note = check_actor(by), check_time("at", at), check_note(note)
+        slot = check_optional_time("slot", slot)
+        if following is not None and not callable(following):
+            raise TypeError(
+                f"following must be callable as following(slot) or None, got {following!r}"
+            )
+        store = self._store
+        select = "SELECT token, scheduled, origin FROM {claims} WHERE job_id = ? AND owner = ''"
+        params: tuple[Any, ...] = (job_id,)
+        if slot is not None:
+            select += " AND scheduled >= ? AND scheduled <= ?"
+            params += (slot - _SAME_SLOT, slot + _SAME_SLOT)
+        select = store._q(select + " ORDER BY scheduled, token{lock}")
+
+        found: list[list[float]] = []  # what the first attempt cancelled
+
+        def body(cur: C) -> list[float]:
+            self._lock_job(cur, job_id)
+            rows = [tuple(r) for r in cur.execute(select, params).fetchall()]
+            if not rows:
+                return []
+            found.append([r[1] for r in rows])
+            tokens = [r[0] for r in rows]
+            for i in range(0, len(tokens), _DELETE_CHUNK):
+                query, values = store._q_list(
+                    "DELETE FROM {claims} WHERE token {any}", tokens[i : i + _DELETE_CHUNK]
+                )
+                cur.execute(query, values)
+            why = f"cancelled by {by} while waiting" + (f": {note}" if note else "")
+            self._ledger.write(cur, cancelled_entries(job_id, rows, following, at, why))
+            self._act(cur, job_id, "cancel", by, at, note, _cancel_detail(rows))
+            store._changed(cur, job_id)  # its schedule may be claimable again
+            return found[-1]
+
+        def resolve(cur: C) -> list[float]:
+            # The first attempt's commit may have gone through: then nothing waits now.
+            result = body(cur)
+            return found[0] if not result and found else result
+
+        what = f"cancel the waiting runs of job {job_id!r}"
+        return store._run(what, body, resolve=resolve)
 
     def _taken(self, cur: C, job_id: str, candidates: list[float]) -> list[float]:
         """The slots of ``job_id`` around ``candidates`` that are not queued again, sorted.

@@ -85,13 +85,14 @@ Outcome: TypeAlias = Literal[
 Origin: TypeAlias = Literal["schedule", "manual", "backfill"]
 ORIGINS: Final[tuple[Origin, ...]] = ("schedule", "manual", "backfill")
 #: An operator's action on a job (`ActionRecord.action`).
-ActionKind: TypeAlias = Literal["pause", "resume", "trigger", "backfill", "skip-next"]
+ActionKind: TypeAlias = Literal["pause", "resume", "trigger", "backfill", "skip-next", "cancel"]
 ACTION_KINDS: Final[tuple[ActionKind, ...]] = (
     "pause",
     "resume",
     "trigger",
     "backfill",
     "skip-next",
+    "cancel",
 )
 #: The longest note kept with an action (longer ones are cut, with a mark).
 MAX_NOTE: Final = 500
@@ -710,6 +711,11 @@ class JobState:
     pause: PauseNote | None = None
     """Who paused the job at run time, when, why and until when (``None``: not paused
     at run time; a job declared paused has ``paused`` set and no note)."""
+    first_slot: float | None = None
+    """The first slot planned for the job when it was first declared (its next run
+    then): slots before it are from before the job existed, and a backfill leaves them
+    out. Kept across re-declarations and schedule changes. ``None``: not known (a job
+    stored before tickwork recorded it, or declared with no slot to plan)."""
 
     @property
     def id(self) -> str:
@@ -724,6 +730,15 @@ class JobState:
         none has started.
         """
         return sum(1 for c in self.claims if not c.owner)
+
+    @property
+    def waiting(self) -> tuple[Claim, ...]:
+        """The runs waiting to be taken, oldest slot first: claims with no owner yet.
+
+        Backfilled and triggered runs, and recovered slots re-offered
+        (`RuntimeControl.cancel_waiting_runs` cancels them).
+        """
+        return tuple(c for c in self.claims if not c.owner)
 
 
 @dataclass(frozen=True, slots=True)
@@ -859,9 +874,11 @@ class SlotRecord:
 
     Every slot of a durable job ends in exactly one entry: ``"ok"``, ``"failed"``,
     ``"timeout"`` (the job raised a `TimeoutError`: ``tickwork run``'s timeouts do),
-    ``"missed"`` (missed-run policy), ``"skipped"`` (overlap policy) or ``"abandoned"``
-    (its runner was lost); a slot run again after an ``"abandoned"`` attempt
-    (``at_least_once``) has one entry per attempt. Times are UTC POSIX seconds.
+    ``"missed"`` (missed-run policy), ``"skipped"`` (overlap policy), ``"abandoned"``
+    (its runner was lost) or ``"cancelled"`` (it waited to be taken and an operator
+    cancelled it, `RuntimeControl.cancel_waiting_runs`); a slot run again after an
+    ``"abandoned"`` attempt (``at_least_once``) has one entry per attempt. Times are UTC
+    POSIX seconds.
     """
 
     seq: int
@@ -873,7 +890,8 @@ class SlotRecord:
     outcome: Outcome
     """How it ended."""
     slots: int = 1
-    """Consecutive slots this entry accounts for (> 1 only for given-up slots)."""
+    """Consecutive slots this entry accounts for (> 1 only for given-up or cancelled
+    slots)."""
     origin: Origin = "schedule"
     """What caused the slot: ``"schedule"`` (its grid), ``"manual"`` (a trigger, or a
     slot skipped by ``skip-next``) or ``"backfill"``."""
@@ -978,7 +996,8 @@ class ActionRecord:
     job_id: str
     """The job acted on."""
     action: ActionKind
-    """``"pause"``, ``"resume"``, ``"trigger"``, ``"backfill"`` or ``"skip-next"``."""
+    """``"pause"``, ``"resume"``, ``"trigger"``, ``"backfill"``, ``"skip-next"`` or
+    ``"cancel"``."""
     actor: str
     """Who (``user@host``, ``tickwork`` for a pause that ended by itself)."""
     at: float
@@ -986,7 +1005,8 @@ class ActionRecord:
     note: str | None = None
     """The operator's note."""
     detail: str | None = None
-    """What it did, in words (the slots queued, the slot skipped, a pause's end)."""
+    """What it did, in words (the slots queued or cancelled, the slot skipped, a pause's
+    end)."""
 
     def to_dict(self) -> dict[str, Any]:
         """JSON-ready data: the time as ISO 8601 UTC text."""

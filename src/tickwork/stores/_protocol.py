@@ -495,18 +495,48 @@ class RuntimeControl(Protocol):
         by: str,
         at: float,
         note: str | None = None,
+        dry_run: bool = False,
     ) -> list[float]:
         """Queue the given slots to run (origin ``"backfill"``); the slots queued, in order.
 
         Only slots before both ``at`` and the job's next run are queued (the later ones
-        belong to the grid), and none that is held or waiting, or that the slot ledger
-        records as run (started), so no slot runs twice. Slots given up (missed,
-        skipped) are queued: filling them is what a backfill is for.
-        Unless the job allows overlap, they run one after another, oldest first.
+        belong to the grid), none before the job's first slot (`JobState.first_slot`:
+        the job did not exist then), and none that is held or waiting, or that the
+        slot ledger records as run (started), so no slot runs twice. Slots given up
+        (missed, skipped, cancelled) are queued: filling them is what a backfill is
+        for. Unless the job allows overlap, they run one after another, oldest first.
+        With ``dry_run`` the slots it would queue are returned, and nothing is changed
+        or recorded.
 
         Raises:
             JobNotFoundError: No such job.
             JobPausedError: The job is paused.
+
+        """
+        ...
+
+    def cancel_waiting_runs(
+        self,
+        job_id: str,
+        following: Callable[[float], float | None] | None = None,
+        *,
+        slot: float | None = None,
+        by: str,
+        at: float,
+        note: str | None = None,
+    ) -> list[float]:
+        """Cancel runs of the job that wait to be taken; the slots cancelled, oldest first.
+
+        A waiting run is a claim with no owner (`JobState.claims`): a backfilled or
+        triggered run, or a recovered slot re-offered, not yet taken by a scheduler. A
+        run already taken goes on. With ``slot``, only the waiting run due then
+        (within a millisecond). Each cancelled slot gets a ``"cancelled"`` ledger entry
+        with its origin; runs of one origin that follow each other on the schedule
+        (``following(slot)`` gives the next slot, as for `skip_next_job`) share one
+        entry. Nothing is recorded when nothing waits (returns ``[]``).
+
+        Raises:
+            JobNotFoundError: No such job.
 
         """
         ...

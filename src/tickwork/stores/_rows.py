@@ -1,8 +1,9 @@
 """Reading stored rows back into records: shared by every SQL store.
 
-Both stores keep the same columns (a job row: id, spec, paused, next run and the last
-run; a claim row: token, job id, owner, scheduled, claimed at, lease end, started,
-retry), so turning rows into `JobState` and `Claim` values is written once, here.
+Both stores keep the same columns (a job row: id, spec, paused, next run, the last
+run, the runtime pause and the first slot; a claim row: token, job id, owner,
+scheduled, claimed at, lease end, started, retry, origin), so turning rows into
+`JobState` and `Claim` values is written once, here.
 """
 
 from __future__ import annotations
@@ -67,7 +68,7 @@ class RowReader:
     def _state(
         self, row: Sequence[Any], spec: JobSpec, claims: Sequence[Sequence[Any]]
     ) -> JobState:
-        _, _, paused, next_run, l_sched, l_start, l_end, l_outcome, l_error, control = row
+        _, _, paused, next_run, l_sched, l_start, l_end, l_outcome, l_error, control = row[:10]
         last = None
         if l_outcome is not None:
             last = LastRun(l_sched, l_start, l_end, l_outcome, l_error)
@@ -78,4 +79,5 @@ class RowReader:
             last_run=last,
             claims=tuple(self._claim(c, spec) for c in claims),
             pause=PauseNote.from_json(control) if control else None,
+            first_slot=row[10],
         )

@@ -90,7 +90,7 @@ __all__ = [
 #: The columns of a job row as `RowReader` reads them, in this order.
 JOB_COLUMNS: Final = (
     "id, spec, paused, next_run, last_scheduled, last_started, last_ended, last_outcome,"
-    " last_error, control"
+    " last_error, control, first_slot"
 )
 #: The columns of a claim row as `RowReader` reads them, in this order.
 CLAIM_COLUMNS: Final = (
@@ -338,10 +338,10 @@ class SQLStore(RowReader, ABC, Generic[C]):
             if row is None:
                 inserted = cur.execute(
                     self._q(
-                        "INSERT INTO {jobs} (id, spec, schedule, overlap, paused, next_run)"
-                        " VALUES (?, ?, ?, ?, ?, ?){if_absent}"
+                        "INSERT INTO {jobs} (id, spec, schedule, overlap, paused, next_run,"
+                        " first_slot) VALUES (?, ?, ?, ?, ?, ?, ?){if_absent}"
                     ),
-                    (spec.id, text, schedule, spec.overlap, spec.paused, next_run),
+                    (spec.id, text, schedule, spec.overlap, spec.paused, next_run, next_run),
                 )
                 if inserted.rowcount == 1:
                     self._changed(cur, spec.id)
@@ -489,12 +489,29 @@ class SQLStore(RowReader, ABC, Generic[C]):
         by: str,
         at: float,
         note: str | None = None,
+        dry_run: bool = False,
     ) -> list[float]:
         """Queue past slots of a job to run, in order (recorded); the slots queued.
 
         See `tickwork.stores.RuntimeControl.backfill_job`.
         """
-        return self._control.backfill(job_id, slots, by, at, note)
+        return self._control.backfill(job_id, slots, by, at, note, dry_run)
+
+    def cancel_waiting_runs(
+        self,
+        job_id: str,
+        following: Callable[[float], float | None] | None = None,
+        *,
+        slot: float | None = None,
+        by: str,
+        at: float,
+        note: str | None = None,
+    ) -> list[float]:
+        """Cancel the job's waiting runs (recorded); the slots cancelled, oldest first.
+
+        See `tickwork.stores.RuntimeControl.cancel_waiting_runs`.
+        """
+        return self._control.cancel_waiting(job_id, following, slot, by, at, note)
 
     def skip_next_job(
         self,

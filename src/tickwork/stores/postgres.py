@@ -172,6 +172,11 @@ def _control_v5(cur: Cursor) -> None:
     cur.execute("CREATE INDEX tickwork_actions_job ON tickwork_actions (job_id, seq)")
 
 
+def _first_slot_v6(cur: Cursor) -> None:
+    """Schema 6: ``first_slot``, the job's first planned slot: as SQLite's schema 7."""
+    cur.execute("ALTER TABLE tickwork_jobs ADD COLUMN first_slot double precision")
+
+
 #: One ledger entry: 13 parameters in the order of ``_sql.LEDGER_INSERT``.
 _LEDGER_ONE: Final = LEDGER_INSERT.format(ledger="tickwork_ledger").replace("?", "%s")
 #: A batch of ledger entries in one parameter: a JSON array of entries, each an array in
@@ -200,6 +205,7 @@ MIGRATIONS: list[Callable[[Cursor], None]] = [
     _nodes_v3,
     _ledger_v4,
     _control_v5,
+    _first_slot_v6,
 ]
 
 _TABLES: Final = ("tickwork_meta", "tickwork_jobs", "tickwork_claims")

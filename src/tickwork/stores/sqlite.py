@@ -184,6 +184,16 @@ def _control_v6(conn: sqlite3.Connection) -> None:
     conn.execute("INSERT INTO changes (n) VALUES (0)")
 
 
+def _first_slot_v7(conn: sqlite3.Connection) -> None:
+    """Schema 7: ``jobs.first_slot``, the job's first planned slot (issue 26).
+
+    Set when the job is first stored (its next run then) and never changed after, so a
+    backfill can leave out the slots from before the job existed. Jobs stored before
+    have NULL: when they were first declared is not known.
+    """
+    conn.execute("ALTER TABLE jobs ADD COLUMN first_slot REAL")
+
+
 #: ``MIGRATIONS[i]`` takes a database from schema version ``i`` to ``i + 1`` inside the
 #: opening transaction; the current version is ``len(MIGRATIONS)``. Append only: a
 #: released step is never edited.
@@ -194,6 +204,7 @@ MIGRATIONS: list[Callable[[sqlite3.Connection], None]] = [
     _due_order_v4,
     _ledger_v5,
     _control_v6,
+    _first_slot_v7,
 ]
 
 # A job is claimable when due, not paused and not claimed, unless it allows overlap.
