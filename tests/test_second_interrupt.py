@@ -41,9 +41,12 @@ class Proc:
     """A child process whose stderr lines are collected as they come."""
 
     def __init__(self, argv: list[str], cwd: Path) -> None:
+        # Ctrl-C as from a terminal, even when this test runs in a background job
+        # (a non-interactive shell starts those with SIGINT ignored, and so its children).
         self.proc = subprocess.Popen(
             argv, cwd=cwd, stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL,
             stderr=subprocess.PIPE, text=True,
+            preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL),
         )  # fmt: skip
         self.lines: list[str] = []
         self._reader = threading.Thread(target=self._read, daemon=True)

@@ -127,7 +127,9 @@ class ThreadScheduler:
         self._thread: threading.Thread | None = None
         self._stopping = False
         self._local = threading.local()  # .depth: how many jobs this thread is inside
-        self._calling: dict[int, Run] = {}  # worker thread id -> the run it is calling
+        # (worker thread id, depth) -> the run it is calling; depth: an inline executor
+        # runs a run inside another on the same thread.
+        self._calling: dict[tuple[int, int], Run] = {}
         # A test's FakeClock wakes the timing thread when it is moved (tickwork.testing).
         watch_clock(clock, self._clock_moved)
         watch_clock(wall_clock, self._clock_moved)
@@ -453,7 +455,7 @@ class ThreadScheduler:
         if self._policy.in_progress <= own:
             return []
         me = threading.get_ident()
-        runs = [run for ident, run in list(self._calling.items()) if ident != me]
+        runs = [run for (ident, _), run in list(self._calling.items()) if ident != me]
         return sorted(f"{run.task.name()} (task {run.task.task_id})" for run in runs)
 
     def _abandon(self, own: int, exc: BaseException) -> None:
@@ -659,14 +661,14 @@ class ThreadScheduler:
                     self._submit(ready)
             if run is None:
                 return
-            local.depth = getattr(local, "depth", 0) + 1
-            calling[ident] = run
+            local.depth = depth = getattr(local, "depth", 0) + 1
+            calling[ident, depth] = run
             try:
                 policy.call(run, worker=True)
             except BaseException:
                 # A job's SystemExit fails its run (worker=True); this is a listener's or
                 # the clock's: this pool item ends, another takes over.
-                del calling[ident]
+                del calling[ident, depth]
                 local.depth -= 1
                 with lock:
                     policy.end(run)
@@ -674,7 +676,7 @@ class ThreadScheduler:
                     self._drainers -= 1
                 self._submit([])
                 raise
-            del calling[ident]
+            del calling[ident, depth]
             local.depth -= 1
             done = run
 
@@ -702,19 +704,19 @@ class ThreadScheduler:
         with lock:
             if not policy.begin(run):
                 return
-        local, ident = self._local, threading.get_ident()
-        local.depth = getattr(local, "depth", 0) + 1
-        self._calling[ident] = run
+        local, key = self._local, threading.get_ident()
+        local.depth = depth = getattr(local, "depth", 0) + 1
+        self._calling[key, depth] = run
         try:
             policy.call(run, worker=True)
         except BaseException:
-            del self._calling[ident]
+            del self._calling[key, depth]
             local.depth -= 1
             with lock:
                 policy.end(run)
                 self._after_end()
             raise
-        del self._calling[ident]
+        del self._calling[key, depth]
         local.depth -= 1
         with lock:
             policy.end(run)
