@@ -148,7 +148,7 @@ def test_output_lines_are_logged_tagged_until_the_limit_then_counted_exactly() -
     lines.end()
     assert out.getvalue().splitlines() == [
         "2026-12-02T17:00:00Z chatty stdout | one",
-        "2026-12-02T17:00:00Z chatty stderr | ",
+        "2026-12-02T17:00:00Z chatty stderr |",  # an empty line: trailing space dropped
         "2026-12-02T17:00:00Z chatty output_limit reached (2 line(s)): the rest of this run's"
         " output is counted, not logged",
         "2026-12-02T17:00:00Z chatty output: 2 line(s), 11 byte(s) not logged"

@@ -22,7 +22,6 @@ from __future__ import annotations
 
 import contextlib
 import dataclasses
-import json
 import logging
 import math
 import os
@@ -31,6 +30,7 @@ import signal
 import sys
 import threading
 import time
+import traceback
 from collections.abc import Callable
 from concurrent.futures import Executor
 from dataclasses import dataclass
@@ -66,6 +66,7 @@ from tickwork._daemon.declare import (
     redact_dsn,
     spec_for,
 )
+from tickwork._daemon.logline import json_line, one_line, say
 from tickwork._daemon.replacing import Replacing
 from tickwork._daemon.runlog import LogFormat, RunLog, RunOutput, iso
 from tickwork._daemon.runner import (
@@ -730,26 +731,59 @@ class Daemon:
         running = sum(self.scheduler.running().values())
         if running:
             _log.info(
-                "waiting up to %s for %d running job(s)",
+                "waiting up to %s for %d running job(s); a second SIGTERM/SIGINT ends them at once",
                 _seconds_text(self.shutdown_grace),
                 running,
             )
         if not self._wait_idle(self.shutdown_grace):
-            n = self._groups.terminate_all()
-            _log.warning("shutdown grace over: terminating %d running command(s)", n)
-            kill_grace = max((j.kill_grace for j in self._jobs.values()), default=10.0)
-            self._signals.clear()
-            if not self._wait_idle(kill_grace + _SETTLE):
-                left = self.scheduler.running()
-                _log.error(
-                    "exiting with runs still going (in-process calls cannot be terminated): %s",
-                    ", ".join(sorted(left)),
-                )
-                logging.shutdown()
-                sys.stderr.flush()
-                os._exit(0)  # the pool's threads would keep the interpreter alive
+            if self._signals:
+                self._stop_now()
+            else:
+                n = self._groups.terminate_all()
+                _log.warning("shutdown grace over: terminating %d running command(s)", n)
+                kill_grace = max((j.kill_grace for j in self._jobs.values()), default=10.0)
+                if not self._wait_idle(kill_grace + _SETTLE):
+                    if self._signals:
+                        self._stop_now()
+                    else:
+                        self._abandon()
         self.scheduler.stop(wait=True, timeout=5.0)
         _log.info("stopped")
+
+    def _running_names(self) -> str:
+        """The jobs running now, by name: ``'backup', 'report' (2 runs)``."""
+        return ", ".join(
+            f"{jid.partition('/')[2]!r}" + (f" ({n} runs)" if n > 1 else "")
+            for jid, n in sorted(self.scheduler.running().items())
+        )
+
+    def _stop_now(self) -> None:
+        """A second stop signal: SIGKILL every command's group now, then exit."""
+        sig = signal.Signals(self._signals[-1]).name
+        self._signals.clear()
+        names = self._running_names()
+        n = self._groups.kill_all()
+        _log.warning(
+            "got %s during the shutdown: stopping now: killing the process group of %d"
+            " running command(s) (%s)",
+            sig,
+            n,
+            names,
+        )
+        if n and self._wait_idle(_SETTLE):  # a third signal cuts this short
+            return
+        if self.scheduler.running():
+            self._abandon()
+
+    def _abandon(self) -> None:
+        """Exit now, with runs still going (in-process calls cannot be ended)."""
+        _log.error(
+            "exiting with runs still going (in-process calls cannot be terminated): %s",
+            self._running_names() or "none",
+        )
+        logging.shutdown()
+        sys.stderr.flush()
+        os._exit(0)  # the pool's threads would keep the interpreter alive
 
 
 @dataclass(frozen=True, slots=True)
@@ -802,73 +836,102 @@ def run_daemon(config: DaemonConfig, *, err: TextIO | None = None) -> int:
     """Run the jobs of ``config.jobs_file`` until a signal or ``run_for``; the exit status.
 
     One call does what ``tickwork run`` does: read and check the file (its problems,
-    each with its line, go to ``err``: status 2), open the store (status 1 if it cannot
-    be used), set up logging on ``err``, declare the jobs, log what runs where, and serve
-    until SIGTERM/SIGINT or ``config.run_for`` (status 0). Call it from the main thread
-    (it installs signal handlers).
+    each with its line, go to ``err``: status 2), set up logging on ``err``, open the
+    store (status 1 if it cannot be used), declare the jobs, log what runs where, and
+    serve until SIGTERM/SIGINT or ``config.run_for`` (status 0). ``run_for`` bounds the
+    whole run, the store's opening included. Every line on ``err`` is one record in
+    ``config.log_format``. Call it from the main thread (it installs signal handlers).
     """
     err = sys.stderr if err is None else err
+    end = None if config.run_for is None else time.monotonic() + config.run_for
+    checked = _checked(config, err)
+    if isinstance(checked, int):
+        return checked
+    jobs, namespace, address = checked
+    undo = setup_logging(err, config.log_format)
+    try:
+        return _open_and_serve(config, err, jobs, namespace, address, end)
+    except KeyboardInterrupt:  # SIGINT before the daemon's own handlers are in place
+        say(err, config.log_format, "interrupted before the daemon started; not started")
+        return 130
+    finally:
+        undo()
+
+
+def _checked(config: DaemonConfig, err: TextIO) -> tuple[Config, str, tuple[str, int] | None] | int:
+    """The file's jobs, the namespace and the ``--http`` address; or the exit status 2."""
+    fmt = config.log_format
     try:
         jobs = load_config(config.jobs_file)
     except ConfigError as exc:
-        for issue in exc.errors:
-            print(issue, file=err)
-        print(f"tickwork run: {config.jobs_file}: not started, fix the file first", file=err)
+        for issue in exc.errors:  # as `tickwork validate` prints them: file:line: ...
+            say(err, fmt, str(issue), prefix="")
+        say(err, fmt, f"{config.jobs_file}: not started, fix the file first")
         return 2
     try:
         namespace = check_namespace(config.namespace or default_namespace(config.jobs_file))
     except DaemonError as exc:
-        print(f"tickwork run: {exc}", file=err)
+        say(err, fmt, str(exc))
         return 2
     address: tuple[str, int] | None = None
     if config.http is not None:
         try:
             address = _http_address(config.http)
         except ValueError as exc:
-            print(f"tickwork run: {exc}", file=err)
+            say(err, fmt, str(exc))
             return 2
+    return jobs, namespace, address
+
+
+def _open_and_serve(
+    config: DaemonConfig,
+    err: TextIO,
+    jobs: Config,
+    namespace: str,
+    address: tuple[str, int] | None,
+    end: float | None,
+) -> int:
+    """Open the store (giving up when ``end`` comes), declare ``jobs``, serve until ``end``."""
+    fmt = config.log_format
     state, database = config.store_location()
+    within = None if end is None else max(0.0, end - time.monotonic())
     try:
-        store = open_store(state=state, database=database)
+        store = open_store(state=state, database=database, within=within)
     except DaemonError as exc:
-        print(f"tickwork run: {exc}", file=err)
+        say(err, fmt, str(exc))
         return 1
     shown = redact_dsn(database or "")
-    undo = setup_logging(err, config.log_format)
+    daemon = _daemon_for(config, store, namespace, state, shown, err)
     try:
-        daemon = _daemon_for(config, store, namespace, state, shown, err)
+        daemon.check_store()
+        result = daemon.apply(jobs)
+    except TickworkError as exc:  # DaemonError, or a StoreError reading the state
+        store.close()
+        say(err, fmt, str(exc))
+        return 1
+    where = f"state {state}" if state is not None else f"database {shown}"
+    enabled = sum(job.enabled for job in jobs.jobs)
+    server = None
+    if address is not None:
         try:
-            daemon.check_store()
-            result = daemon.apply(jobs)
-        except TickworkError as exc:  # DaemonError, or a StoreError reading the state
+            server = _status_server(daemon, namespace, address, config.http_token)
+        except OSError as exc:
             store.close()
-            print(f"tickwork run: {exc}", file=err)
+            say(err, fmt, f"--http {config.http}: cannot listen: {exc}")
             return 1
-        where = f"state {state}" if state is not None else f"database {shown}"
-        enabled = sum(job.enabled for job in jobs.jobs)
-        server = None
-        if address is not None:
-            try:
-                server = _status_server(daemon, namespace, address, config.http_token)
-            except OSError as exc:
-                store.close()
-                print(f"tickwork run: --http {config.http}: cannot listen: {exc}", file=err)
-                return 1
-        _log.info(
-            "%s",
-            f"running {enabled} job{'s' if enabled != 1 else ''} from {config.jobs_file}"
-            f" ({result.summary()}; {where}; pid {os.getpid()})",
-        )
-        try:
-            if server is not None:
-                server.start()
-                _log.info("%s", f"metrics at {server.url}/metrics, health at {server.url}/healthz")
-            return daemon.serve(run_for=config.run_for)
-        finally:
-            if server is not None:
-                server.close()
+    _log.info(
+        "%s",
+        f"running {enabled} job{'s' if enabled != 1 else ''} from {config.jobs_file}"
+        f" ({result.summary()}; {where}; pid {os.getpid()})",
+    )
+    try:
+        if server is not None:
+            server.start()
+            _log.info("%s", f"metrics at {server.url}/metrics, health at {server.url}/healthz")
+        return daemon.serve(run_for=None if end is None else max(0.0, end - time.monotonic()))
     finally:
-        undo()
+        if server is not None:
+            server.close()
 
 
 def _http_address(http: str) -> tuple[str, int]:
@@ -1014,22 +1077,22 @@ class _LogFormatter(logging.Formatter):
 
     def format(self, record: logging.LogRecord) -> str:
         message = record.getMessage()
-        if record.exc_info and record.exc_info[1] is not None:
-            exc = record.exc_info[1]
+        exc = record.exc_info[1] if record.exc_info else None
+        if exc is not None:
             message += f": {type(exc).__name__}: {exc}"
         if self._json:
-            return json.dumps(
-                {
-                    "time": iso(record.created, millis=True),
-                    "event": "log",
-                    "level": record.levelname.lower(),
-                    "logger": record.name,
-                    "message": message,
-                },
-                ensure_ascii=False,
-            )
+            fields = {
+                "time": iso(record.created, millis=True),
+                "event": "log",
+                "level": record.levelname.lower(),
+                "logger": record.name,
+                "message": message,
+            }
+            if exc is not None:  # the whole traceback, in a field of the one record
+                fields["traceback"] = "".join(traceback.format_exception(exc)).rstrip()
+            return json_line(fields)
         level = "" if record.levelno < logging.WARNING else f" {record.levelname.lower()}"
-        return f"{iso(record.created)} tickwork{level}: {message}"
+        return one_line(f"{iso(record.created)} tickwork{level}: {message}")
 
 
 class _NotJobFailures(logging.Filter):
@@ -1041,7 +1104,12 @@ class _NotJobFailures(logging.Filter):
 
 
 def setup_logging(stream: TextIO, fmt: LogFormat) -> Callable[[], None]:
-    """Send the ``tickwork`` loggers to ``stream`` in ``fmt``; return an undo function."""
+    """Send the ``tickwork`` loggers to ``stream`` in ``fmt``; return an undo function.
+
+    So that every line on ``stream`` is one record in ``fmt``, it also takes what would
+    otherwise be written there raw: other libraries' warnings (the database driver's)
+    and Python warnings when no logging is set up, and an exception no thread caught.
+    """
     handler = logging.StreamHandler(stream)
     handler.setFormatter(_LogFormatter(fmt))
     handler.addFilter(_NotJobFailures())
@@ -1052,14 +1120,37 @@ def setup_logging(stream: TextIO, fmt: LogFormat) -> Callable[[], None]:
     root.setLevel(logging.INFO)
     root.propagate = False
     durable.setLevel(logging.WARNING)  # its INFO lines repeat the run log's skips
+    python_root = logging.getLogger()
+    others: logging.Handler | None = None
+    if not python_root.handlers:  # else logging's last resort writes them raw
+        others = logging.StreamHandler(stream)
+        others.setFormatter(_LogFormatter(fmt))
+        others.setLevel(logging.WARNING)
+        python_root.addHandler(others)
+    logging.captureWarnings(True)
+    hook = threading.excepthook
+    threading.excepthook = _thread_crashed
 
     def undo() -> None:
+        threading.excepthook = hook
+        logging.captureWarnings(False)
+        if others is not None:
+            python_root.removeHandler(others)
         root.removeHandler(handler)
         root.setLevel(saved[0])
         root.propagate = saved[1]
         durable.setLevel(saved[2])
 
     return undo
+
+
+def _thread_crashed(args: threading.ExceptHookArgs) -> None:
+    """An exception no thread caught, as one log record (not a raw traceback)."""
+    if args.exc_type is SystemExit:
+        return
+    name = args.thread.name if args.thread is not None else "?"
+    exc = args.exc_value if args.exc_value is not None else args.exc_type()
+    _log.error("thread %s failed", name, exc_info=(args.exc_type, exc, args.exc_traceback))
 
 
 def finite_seconds(name: str, value: float) -> float:

@@ -129,12 +129,20 @@ def _make_private_dir(directory: Path) -> None:
         os.chmod(d, 0o700)  # the umask may have taken bits away
 
 
-def open_store(*, state: str | None = None, database: str | None = None) -> Store:
+#: Seconds the daemon keeps trying to reach PostgreSQL (at start and on each operation).
+OPEN_RETRY: Final = 30.0
+
+
+def open_store(
+    *, state: str | None = None, database: str | None = None, within: float | None = None
+) -> Store:
     """Open the daemon's store: ``--database`` (PostgreSQL) if given, else ``--state``.
 
     Args:
         state: SQLite file; its directory is created with mode 0700 if missing.
         database: A ``postgresql://`` (or ``postgres://``) URL.
+        within: Give up reaching the database after this many seconds (what is left
+            of ``--for``) rather than after `OPEN_RETRY`.
 
     Returns:
         The open store; the caller closes it.
@@ -162,11 +170,7 @@ def open_store(*, state: str | None = None, database: str | None = None) -> Stor
                 f" installation ({exc}); install tickwork with PostgreSQL support"
                 " (pip install 'tickwork[postgres]') or use --state PATH for SQLite"
             ) from exc
-        try:
-            store: Store = PostgresStore(database)
-        except Exception as exc:  # the driver's own connection errors included
-            raise DaemonError(f"--database {shown}: cannot use the database: {exc}") from exc
-        return store
+        return _open_postgres(PostgresStore, database, shown, within)
     assert state is not None
     from tickwork.stores.sqlite import SQLiteStore
 
@@ -179,6 +183,22 @@ def open_store(*, state: str | None = None, database: str | None = None) -> Stor
         return SQLiteStore(path)
     except StoreError as exc:
         raise DaemonError(f"--state {state}: {exc}") from exc
+
+
+def _open_postgres(cls: Any, database: str, shown: str, within: float | None) -> Store:
+    """``cls(database)`` (a `PostgresStore`), trying to reach it for at most ``within`` s."""
+    retry = OPEN_RETRY if within is None else round(max(0.0, min(OPEN_RETRY, within)), 1)
+    try:
+        store: Store = cls(
+            database,
+            reconnect_timeout=retry,
+            connect_timeout=max(1.0, min(10.0, retry)),
+        )
+    except Exception as exc:  # the driver's own connection errors included
+        bounded = within is not None and within < OPEN_RETRY
+        why = f"; stopped trying within the {retry:.1f} s --for left" if bounded else ""
+        raise DaemonError(f"--database {shown}: cannot use the database: {exc}{why}") from exc
+    return store
 
 
 # -- the mapping: JobConfig -> JobSpec ----------------------------------------------------

@@ -16,7 +16,6 @@ Two formats, both one line per event, flushed at once:
 
 from __future__ import annotations
 
-import json
 import signal
 import time
 from collections.abc import Callable
@@ -25,6 +24,7 @@ from typing import Any, Final, Literal, TextIO
 from tickwork._core.text import iso
 from tickwork._core.text import iso_due as _due
 from tickwork._core.text import run_duration as _seconds
+from tickwork._daemon.logline import json_line, one_line
 from tickwork._daemon.runner import RunResult
 
 __all__ = ["JSON_KEYS", "LogFormat", "RunLog", "RunOutput", "iso"]
@@ -202,9 +202,11 @@ class RunLog:
         record: dict[str, Any] = dict.fromkeys(JSON_KEYS)
         record.update(time=iso(now, millis=True), event=event, job=job)
         record.update(scheduled=iso(scheduled, millis=True), **fields)
-        self._write(json.dumps(record, ensure_ascii=False))
+        self._write(json_line(record))
 
     def _write(self, line: str) -> None:
+        if self._format == "text":  # a job's error text may hold line breaks, tabs
+            line = one_line(line)
         self._stream.write(line + "\n")
         self._stream.flush()
 

@@ -245,6 +245,19 @@ class ProcessGroups:
         with self._lock:
             self._replacing.discard(tag)
 
+    def kill_all(self) -> int:
+        """SIGKILL every running command's group now, without its grace (a second stop signal).
+
+        Like `terminate_all` (and closes the registry), but the group gets SIGKILL at
+        once. Returns how many runs were killed.
+        """
+        with self._lock:
+            self._closed = True
+            runs = list(self._runs)
+        for run in runs:
+            run.cancel(kill=True)
+        return len(runs)
+
     def _add(self, run: _Run) -> None:
         with self._lock:
             self._runs.add(run)
@@ -266,15 +279,17 @@ class _Run:
         self.tag = tag
         self.cancelled = False
         self.replaced = False
+        self.killed = False  # cancelled without a grace: SIGKILL at once
         self.wake_r, self._wake_w = os.pipe()
         os.set_blocking(self._wake_w, False)
         self._open = True
 
-    def cancel(self, *, replaced: bool = False) -> None:
+    def cancel(self, *, replaced: bool = False, kill: bool = False) -> None:
         with self._lock:
             if not self.cancelled:
                 self.replaced = replaced
             self.cancelled = True
+            self.killed = self.killed or kill
             if self._open:
                 with contextlib.suppress(BlockingIOError):  # full: already woken
                     os.write(self._wake_w, b"x")
@@ -627,6 +642,8 @@ def _supervise(
                     if reason:
                         _killpg(pgid, signal.SIGTERM)
                         kill_at = now + kill_grace
+                if run.killed and kill_at is not None and give_up_at is None:
+                    kill_at = now  # a second stop signal: no grace
                 if exited and eof:
                     break
                 if kill_at is not None and give_up_at is None and now >= kill_at:

@@ -13,9 +13,12 @@ any thread. The only user code called under it is the clock.
 
 from __future__ import annotations
 
+import contextlib
 import logging
 import math
+import os
 import random
+import sys
 import threading
 import time
 from collections import deque
@@ -124,6 +127,9 @@ class ThreadScheduler:
         self._thread: threading.Thread | None = None
         self._stopping = False
         self._local = threading.local()  # .depth: how many jobs this thread is inside
+        # (worker thread id, depth) -> the run it is calling; depth: an inline executor
+        # runs a run inside another on the same thread.
+        self._calling: dict[tuple[int, int], Run] = {}
         # A test's FakeClock wakes the timing thread when it is moved (tickwork.testing).
         watch_clock(clock, self._clock_moved)
         watch_clock(wall_clock, self._clock_moved)
@@ -401,12 +407,16 @@ class ThreadScheduler:
             thread.join(None if give_up is None else max(0.0, give_up - time.monotonic()))
         own = getattr(self._local, "depth", 0)
         policy = self._policy
-        with self._lock:
-            if wait:
-                left = None if give_up is None else max(0.0, give_up - time.monotonic())
-                finished = self._idle.wait_for(lambda: policy.in_progress <= own, left)
-            else:
-                finished = policy.in_progress <= own
+        try:
+            with self._lock:
+                if wait:
+                    left = None if give_up is None else max(0.0, give_up - time.monotonic())
+                    finished = self._idle.wait_for(lambda: policy.in_progress <= own, left)
+                else:
+                    finished = policy.in_progress <= own
+        except (KeyboardInterrupt, SystemExit) as exc:  # a second Ctrl-C, a SIGTERM handler
+            self._abandon(own, exc)
+            raise
         if self._own_executor:
             # Runs still queued in the pool are dropped by Policy.begin as they come up.
             self._executor.shutdown(wait=False)
@@ -423,8 +433,56 @@ class ThreadScheduler:
         exc: BaseException | None,
         tb: TracebackType | None,
     ) -> None:
-        """Stop the scheduler and wait for running jobs."""
+        """Stop the scheduler and wait for running jobs.
+
+        Left by a `KeyboardInterrupt` (Ctrl-C) while jobs run, it says it waits for
+        them; a second Ctrl-C abandons them (see `stop`).
+        """
+        if exc_type is not None and issubclass(exc_type, KeyboardInterrupt):
+            with self._lock:
+                busy = self._busy(getattr(self._local, "depth", 0))
+            if busy:
+                _log().warning(
+                    "interrupted: waiting for %d running job(s) to finish: %s; interrupt"
+                    " again to abandon them",
+                    len(busy),
+                    ", ".join(busy),
+                )
         self.stop()
+
+    def _busy(self, own: int) -> list[str]:
+        """The jobs being called now, as ``name (task N)``, but the caller's own."""
+        if self._policy.in_progress <= own:
+            return []
+        me = threading.get_ident()
+        runs = [run for (ident, _), run in list(self._calling.items()) if ident != me]
+        return sorted(f"{run.task.name()} (task {run.task.task_id})" for run in runs)
+
+    def _abandon(self, own: int, exc: BaseException) -> None:
+        """`stop`'s wait was interrupted: say which jobs are abandoned, let the process end.
+
+        The interrupt goes on up to the caller. A Python thread cannot be killed, and
+        the interpreter joins pool threads at exit, so a stuck job would keep the
+        process alive: once the main thread has finished, if an abandoned job is still
+        running, the process ends at once (status 130 for Ctrl-C, else the exit code).
+        """
+        with self._lock:
+            busy = self._busy(own)
+        if self._own_executor:
+            self._executor.shutdown(wait=False)
+        if not busy:
+            return
+        what = "interrupted" if isinstance(exc, KeyboardInterrupt) else "exiting"
+        _log().warning(
+            "%s while waiting for %d running job(s): abandoning %s; the process will not"
+            " wait for them at exit",
+            what,
+            len(busy),
+            ", ".join(busy),
+        )
+        status = 130 if isinstance(exc, KeyboardInterrupt) else _exit_status(exc)
+        policy = self._policy
+        _end_at_exit(lambda: policy.in_progress > own, status)
 
     # -- introspection and events ------------------------------------------------
 
@@ -572,6 +630,7 @@ class ThreadScheduler:
         for the lock, that is what bounds burst throughput.
         """
         backlog, lock, policy, local = self._backlog, self._lock, self._policy, self._local
+        calling, ident = self._calling, threading.get_ident()
         done: Run | None = None
         while True:
             ready: list[Run] = []
@@ -602,12 +661,14 @@ class ThreadScheduler:
                     self._submit(ready)
             if run is None:
                 return
-            local.depth = getattr(local, "depth", 0) + 1
+            local.depth = depth = getattr(local, "depth", 0) + 1
+            calling[ident, depth] = run
             try:
                 policy.call(run, worker=True)
             except BaseException:
                 # A job's SystemExit fails its run (worker=True); this is a listener's or
                 # the clock's: this pool item ends, another takes over.
+                del calling[ident, depth]
                 local.depth -= 1
                 with lock:
                     policy.end(run)
@@ -615,6 +676,7 @@ class ThreadScheduler:
                     self._drainers -= 1
                 self._submit([])
                 raise
+            del calling[ident, depth]
             local.depth -= 1
             done = run
 
@@ -642,16 +704,19 @@ class ThreadScheduler:
         with lock:
             if not policy.begin(run):
                 return
-        local = self._local
-        local.depth = getattr(local, "depth", 0) + 1
+        local, key = self._local, threading.get_ident()
+        local.depth = depth = getattr(local, "depth", 0) + 1
+        self._calling[key, depth] = run
         try:
             policy.call(run, worker=True)
         except BaseException:
+            del self._calling[key, depth]
             local.depth -= 1
             with lock:
                 policy.end(run)
                 self._after_end()
             raise
+        del self._calling[key, depth]
         local.depth -= 1
         with lock:
             policy.end(run)
@@ -676,3 +741,41 @@ class ThreadScheduler:
         """Verify the driver's invariants and the core's; for tests (lock taken)."""
         with self._lock:
             self._policy.check()
+
+
+def _exit_status(exc: BaseException) -> int:
+    """The exit status a `SystemExit` asks for (as the interpreter reads its code)."""
+    code = exc.code if isinstance(exc, SystemExit) else 1
+    if code is None:
+        return 0
+    return code if isinstance(code, int) else 1
+
+
+def _end_at_exit(busy: Callable[[], bool], status: int) -> None:
+    """When the interpreter exits, end the process at once if abandoned jobs still run.
+
+    The interpreter joins every pool thread at exit (``concurrent.futures`` registers
+    that join with ``threading``'s exit hooks), which a stuck job makes wait forever. A
+    hook registered after that one runs before it: if jobs are still running then,
+    the process ends with ``status``; if they ended, the exit goes on as usual.
+    """
+
+    def hook() -> None:
+        if not busy():
+            return
+        for stream in (sys.stdout, sys.stderr):
+            with contextlib.suppress(Exception):
+                stream.flush()
+        os._exit(status)
+
+    register = getattr(threading, "_register_atexit", None)  # CPython 3.9+
+    if register is not None:
+        with contextlib.suppress(RuntimeError):  # the interpreter is exiting already
+            register(hook)
+            return
+
+    def watch() -> None:  # elsewhere: the main thread ending is the sign
+        threading.main_thread().join()
+        hook()
+
+    threading.Thread(target=watch, name="tickwork-exit", daemon=True).start()
