@@ -179,6 +179,74 @@ def test_decide(kw: dict[str, Any], now: float, want: Decision) -> None:
     assert decide(state(**kw), now) == want
 
 
+FIXED_DELAY = EverySchedule(10, fixed_delay=True)
+
+
+@pytest.mark.parametrize("overlap", ["allow", "skip", "queue"])
+def test_a_fixed_delay_job_never_overlaps_even_with_overlap_allow(overlap: str) -> None:
+    # slot 100 is claimed while the run of slot 90 is still going (its claim is held)
+    busy = state(FIXED_DELAY, claims=(other_claim(90.0),), overlap=overlap)
+    assert decide(busy, 100.5) == Decision("skipped", 110.5, skipped=1)
+    # the same slot with no run going: it runs, with the provisional next run
+    assert decide(state(FIXED_DELAY, overlap=overlap), 100.5) == Decision("run", 110.5)
+
+
+def test_a_busy_fixed_delay_job_is_skipped_even_when_late_beyond_grace() -> None:
+    # the overlap rule comes first: the slot is not counted as missed while a run goes on
+    busy = state(FIXED_DELAY, claims=(other_claim(90.0),), overlap="allow", grace=1.0)
+    assert decide(busy, 150.0) == Decision("skipped", 160.0, skipped=1)
+
+
+# A slot exactly `grace` late is still on time: late means strictly more than grace.
+# (name, state kwargs, on time at 100 + grace, late just after)
+GRACE_EDGE_CASES: list[tuple[str, dict[str, Any], Decision, Decision]] = [
+    (
+        "interval",
+        {},
+        Decision("run", 110.0),
+        Decision("missed", 110.0, missed=1),
+    ),
+    (
+        "cron",
+        {"schedule": CronSchedule("* * * * *"), "next_run": 60.0},
+        Decision("run", 120.0),
+        Decision("missed", 120.0, missed=1),
+    ),
+    ("one-shot", {"schedule": AtSchedule(100)}, Decision("run", None), Decision("missed", None, 1)),
+    (
+        "one-shot, missed=once",
+        {"schedule": AtSchedule(100), "missed": "once"},
+        Decision("run", None),
+        Decision("run", None, missed=1),
+    ),
+    (
+        "fixed delay",
+        {"schedule": FIXED_DELAY},
+        Decision("run", 115.0),
+        Decision("missed", 115.5, 1),
+    ),
+    (
+        "fixed delay, missed=once",
+        {"schedule": FIXED_DELAY, "missed": "once"},
+        Decision("run", 115.0),
+        Decision("run", 115.5, missed=1),
+    ),
+]
+
+
+@pytest.mark.parametrize(
+    ("kw", "on_time", "late"),
+    [c[1:] for c in GRACE_EDGE_CASES],
+    ids=[c[0] for c in GRACE_EDGE_CASES],
+)
+def test_a_run_exactly_grace_late_is_on_time_and_later_is_late(
+    kw: dict[str, Any], on_time: Decision, late: Decision
+) -> None:
+    slot = kw.get("next_run", 100.0)
+    assert decide(state(grace=5.0, **kw), slot + 5.0) == on_time
+    assert decide(state(grace=5.0, **kw), slot + 5.5) == late
+
+
 def test_cap_logs_a_warning_and_never_stops_the_job(caplog: pytest.LogCaptureFixture) -> None:
     with caplog.at_level(logging.WARNING, "tickwork.durable"):
         d = decide(state(missed="all", missed_cap=100), 100.0 + 10 * 1000)
