@@ -320,3 +320,41 @@ def test_a_queued_run_of_a_task_paused_before_it_starts_is_dropped() -> None:
     s.pause(t)
     pool.run_all()
     assert runs == [20.0]
+
+
+# -- the wall clock drifting or stepping under wall-clock tasks ------------------------------
+
+
+@pytest.mark.parametrize("jumps", [(-0.6, -0.6), (-0.5, -1.0)], ids=["drift", "exactly WALL_STEP"])
+def test_a_slow_drift_back_never_repeats_a_cron_slot(jumps: tuple[float, float]) -> None:
+    s, clock = core()
+    runs: list[float] = []
+    s.add(Cron("* * * * *"), lambda: runs.append(clock.wall()))
+    clock.set(60.0)
+    assert s.run_pending() == 1  # the minute WALL0 + 60; it waits for WALL0 + 120 now
+    for jump in jumps:  # each reading moved by at most WALL_STEP: drift, not a step
+        clock.advance(0.5)
+        clock.jump_wall(jump)
+        assert s.run_pending() == 0
+    assert s.next_run_in() == pytest.approx(WALL0 + 120 - clock.wall())
+
+
+def test_a_paused_wall_clock_task_follows_a_step_while_paused() -> None:
+    s, clock = driver()
+    t = s.add(At(WALL0 + 3600), lambda: None)
+    s.pause(t)
+    clock.jump_wall(1800.0)
+    s.step()
+    s.resume(t)
+    assert s.next_run_in() == 1800.0
+
+
+def test_a_fixed_delay_task_whose_until_ends_it_after_a_run_is_gone_from_the_driver() -> None:
+    s, clock = driver()
+    t = s.add(Every(10, fixed_delay=True, until=WALL0 + 25), lambda: None)
+    for when in (10.0, 20.0):  # the run of 20 ends at 20: the next, 30, is after until
+        clock.set(when)
+        s.step()
+    assert t not in s and s.tasks() == []
+    assert s.pause(t) is False and s.trigger(t) is False and s.cancel(t) is False
+    s._check()
