@@ -176,11 +176,14 @@ def test_a_schedule_runs_up_to_its_until_and_then_ends(schedule: Every | Cron) -
     s, clock = core()
     runs: list[float] = []
     s.add(schedule, lambda: runs.append(clock()))
-    for t in (10.0, 20.0, 30.0, 40.0):
+    for t in (10.0, 20.0):
         clock.set(t)
         s.run_pending()
-    assert runs == [10.0, 20.0] and len(s) == 0
+    # it ends with its last run, not when the slot after until would have come
+    assert runs == [10.0, 20.0] and len(s) == 0 and s.next_run_in() is None
     assert s.next_wakeup_in() is None  # no wall-clock task is left to watch for
+    clock.set(40.0)
+    assert s.run_pending() == 0
 
 
 def test_a_fixed_delay_interval_draws_its_jitter_after_the_run() -> None:
@@ -358,3 +361,14 @@ def test_a_fixed_delay_task_whose_until_ends_it_after_a_run_is_gone_from_the_dri
     assert t not in s and s.tasks() == []
     assert s.pause(t) is False and s.trigger(t) is False and s.cancel(t) is False
     s._check()
+
+
+def test_a_fixed_delay_run_that_pauses_its_task_still_finishes() -> None:
+    s, clock = driver()
+    events: list[RunEvent] = []
+    s.add_listener(events.append)
+    t = 0
+    t = s.schedule(10, lambda: s.pause(t), interval=10, fixed_delay=True)
+    clock.set(10.0)
+    s.step()
+    assert [e.kind for e in events] == [EventKind.STARTED, EventKind.FINISHED]
