@@ -4,10 +4,18 @@
     python3 dev.py demo     run tickwork's main job: examples/housekeeping.toml for 20 s
     python3 dev.py test     run the whole test suite
     python3 dev.py lint     ruff (lint + format check) and mypy --strict on src/
+    python3 dev.py mutate   mutation testing (mutmut) of the run policy and due-time arithmetic
 
 Each command creates ``.venv`` next to this file on first use (stdlib ``venv``
 and ``pip`` only) and reinstalls the project into it whenever ``pyproject.toml``
 changes. Extra arguments after ``test`` go to pytest, after ``demo`` to ``tickwork run``.
+
+``mutate`` (not part of CI; minutes, not seconds) mutates the functions in `MUTATE` and runs
+the fast tests named in ``pyproject.toml`` (``[tool.mutmut]``) against each mutant, one
+at a time, then prints the tally and the surviving mutants (``mutmut show NAME`` shows
+one). Arguments: mutant-name globs to run instead of all of `MUTATE`, and options for
+``mutmut run`` (``--max-children 2``). Its work folder is ``mutants/``. See
+``docs/testing.md``, "Mutation testing".
 
 ``demo`` runs ``tickwork run examples/housekeeping.toml --for 20s`` with its state and
 the jobs' files in a fresh temporary directory, so every demo starts from nothing and
@@ -17,7 +25,9 @@ demo`` is a narrated tour of the in-memory ``Scheduler``.
 
 from __future__ import annotations
 
+import fnmatch
 import hashlib
+import json
 import os
 import subprocess
 import sys
@@ -30,6 +40,25 @@ VENV = ROOT / ".venv"
 BIN = VENV / ("Scripts" if os.name == "nt" else "bin")
 PY = BIN / ("python.exe" if os.name == "nt" else "python")
 STAMP = VENV / ".tickwork-installed"
+
+#: What `python3 dev.py mutate` mutates (mutmut's mutant-name globs): the durable run
+#: policy, whole, and the core's due-time arithmetic: the schedules' plans, the
+#: scheduler's due and next-run steps, and the pooled drivers' next run and wake-up.
+MUTATE = (
+    "tickwork._durable.decide.*",
+    "tickwork._core.schedules.x_next_slot__mutmut_*",
+    "tickwork._core.schedules.x\u01c1_*Plan\u01c1*",
+    "tickwork._core.schedules.x\u01c1Every\u01c1_plan__mutmut_*",
+    "tickwork._core.schedules.x\u01c1Cron\u01c1_plan__mutmut_*",
+    *(
+        f"tickwork._core.scheduler.x\u01c1Scheduler\u01c1{name}__mutmut_*"
+        for name in ("run_pending", "next_run_in", "_advance", "_unpark", "_resume", "_sync_wall")
+    ),
+    *(
+        f"tickwork._core.runs.x\u01c1Policy\u01c1{name}__mutmut_*"
+        for name in ("_attach", "resume", "end")
+    ),
+)
 
 
 def _ensure_venv() -> None:
@@ -60,9 +89,39 @@ def _demo(rest: list[str]) -> int:
         return _run(*args, env=env)
 
 
+def _mutate(rest: list[str]) -> int:
+    options = [a for a in rest if a.startswith("-") or a.isdigit()]
+    targets = [a for a in rest if a not in options] or list(MUTATE)
+    run = [str(BIN / "mutmut"), "run", "--max-children", "1", *options, *targets]
+    status = subprocess.run(run, cwd=ROOT).returncode
+    return status or _mutation_tally(targets)
+
+
+def _mutation_tally(targets: list[str]) -> int:
+    """Print the tally of the mutants in ``targets`` from mutmut's result files.
+
+    Returns 1 if any of them survived (or was not checked), else 0.
+    """
+    # mutmut's exit codes (mutmut.stats.status_by_exit_code), the ones that occur here.
+    status_of = {1: "killed", 3: "killed", 0: "survived", None: "not checked"}
+    status_of |= dict.fromkeys((36, 24, -24, 152, 255), "timeout")
+    tally: dict[str, int] = {}
+    left = []
+    for meta in sorted((ROOT / "mutants").rglob("*.py.meta")):
+        for name, code in json.loads(meta.read_text())["exit_code_by_key"].items():
+            if any(fnmatch.fnmatchcase(name, pattern) for pattern in targets):
+                status = status_of.get(code, f"exit code {code}")
+                tally[status] = tally.get(status, 0) + 1
+                if status not in ("killed", "timeout"):
+                    left.append(f"  {status}: {name}")
+    print(f"mutants: {sum(tally.values())}", ", ".join(f"{n} {s}" for s, n in tally.items()))
+    print("\n".join(left))
+    return 1 if left else 0
+
+
 def main(argv: list[str]) -> int:
     """Run one developer command; return its exit status."""
-    if not argv or argv[0] not in {"demo", "test", "lint"}:
+    if not argv or argv[0] not in {"demo", "test", "lint", "mutate"}:
         print(__doc__, file=sys.stderr)
         return 2
     cmd, rest = argv[0], argv[1:]
@@ -71,6 +130,8 @@ def main(argv: list[str]) -> int:
         return _demo(rest)
     if cmd == "test":
         return _run("-m", "pytest", *rest)
+    if cmd == "mutate":
+        return _mutate(rest)
     status = 0
     for tool in (
         ["-m", "ruff", "check", "."],

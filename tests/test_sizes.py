@@ -17,17 +17,6 @@ PKG = Path(__file__).resolve().parents[1] / "src" / "tickwork"
 MAX_FUNCTION = 80
 MAX_CLASS = 900
 
-#: TEMPORARY. The durable engine (``src/tickwork/_durable/``) is being recomposed on its
-#: own branch while this rule lands; these are exactly its items over the limit when the
-#: rule was written, as (file under src/tickwork, qualified name). Delete each entry when
-#: the branch that shortens it merges: `test_every_exemption_is_still_needed` fails on an
-#: entry that no longer exists or is no longer over, so none can outlive its reason.
-EXEMPT: frozenset[tuple[str, str]] = frozenset(
-    {
-        ("_durable/decide.py", "_decide"),
-    }
-)
-
 
 def measure(tree: ast.AST, file: str) -> dict[tuple[str, str], tuple[str, int]]:
     """Every function and class in ``tree``: (file, qualified name) -> (kind, lines)."""
@@ -67,21 +56,11 @@ def test_no_function_or_class_is_too_long() -> None:
     too_long = [
         f"{file} {name} ({kind}) {lines} lines"
         for (file, name), (kind, lines) in sorted(sizes().items())
-        if over(kind, lines) and (file, name) not in EXEMPT
+        if over(kind, lines)
     ]
     assert too_long == [], (
         f"functions may have {MAX_FUNCTION} lines, classes {MAX_CLASS}:\n" + "\n".join(too_long)
     )
-
-
-def test_every_exemption_is_still_needed() -> None:
-    found = sizes()
-    stale = [
-        f"{file} {name}: " + ("gone" if (file, name) not in found else "no longer over the limit")
-        for file, name in sorted(EXEMPT)
-        if (file, name) not in found or not over(*found[file, name])
-    ]
-    assert stale == [], "delete these entries from EXEMPT:\n" + "\n".join(stale)
 
 
 def test_the_measure_sees_methods_nested_and_async_definitions() -> None:

@@ -559,7 +559,9 @@ class Policy:
             return
         if task.fixed_delay:
             due = self.core._unpark(task.task_id)
-            if due is not None and due < self.deadline:
+            if task.task_id not in self.core._tasks:  # its schedule ended with this run
+                del self.tasks[task.task_id]
+            elif due is not None and due < self.deadline:
                 self.wake = True
         elif task.queued is not None:
             scheduled, task.queued = task.queued, None

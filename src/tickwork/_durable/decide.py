@@ -25,7 +25,7 @@ from typing import Final, Literal
 from tickwork._core.cron import CronExpression
 from tickwork._core.schedules import At, Cron, Every, Once
 from tickwork._core.text import iso
-from tickwork.stores._model import GivenUp, JobState, Schedule
+from tickwork.stores._model import GivenUp, JobSpec, JobState, Schedule
 
 __all__ = [
     "CORRECTION",
@@ -209,21 +209,35 @@ def _decide(state: JobState, now: float, vanished: tuple[float, float] | None) -
     if within_until(schedule, s) is None:  # stored before its until was set: not a slot
         return Decision("skipped", None)
     if isinstance(schedule, Every) and schedule.fixed_delay:
-        step = schedule.interval
-        # Provisional: the real next run is set when the run ends (end + interval). If
-        # the runner dies, this one keeps the job alive.
-        if state.claims:  # overlap="allow": a fixed-delay job still never overlaps
-            return Decision("skipped", now + step, skipped=1)
-        if late and spec.missed == "skip":
-            return Decision("missed", now + step, missed=1)
-        return Decision("run", now + step, missed=int(late))
+        return _fixed_delay(state, now + schedule.interval, late)
     if vanished is not None and vanished[0] < s <= vanished[1]:
         late = True
     grid = _Grid(schedule, s)
-    following = grid.after(s)
+    overlapped = _overlapped(state, grid, now)
+    if overlapped is not None:
+        return overlapped
+    return _on_grid(spec, grid, now, late)
 
+
+def _fixed_delay(state: JobState, provisional: float, late: bool) -> Decision:
+    """A fixed-delay job's slot; ``provisional`` is its next run until the run ends.
+
+    The real next run is set when the run ends (end + interval); if the runner dies,
+    the provisional one keeps the job alive.
+    """
+    if state.claims:  # overlap="allow": a fixed-delay job still never overlaps
+        return Decision("skipped", provisional, skipped=1)
+    if late and state.spec.missed == "skip":
+        return Decision("missed", provisional, missed=1)
+    return Decision("run", provisional, missed=int(late))
+
+
+def _overlapped(state: JobState, grid: _Grid, now: float) -> Decision | None:
+    """The overlap policy's decision if the slot came due during the last run, else None."""
+    spec = state.spec
+    s = grid.s
     last = state.last_run
-    if (
+    if not (
         spec.overlap != "allow"
         and last is not None
         and last.started is not None
@@ -231,21 +245,26 @@ def _decide(state: JobState, now: float, vanished: tuple[float, float] | None) -
         and last.outcome in ("ok", "failed", "timeout", "cancelled")
         and last.started <= s < last.ended
     ):
-        # The slot came due while the previous run of this job was going (the store
-        # kept it unclaimed until that run ended).
-        if spec.overlap == "skip":
-            during = grid.count(min(last.ended, now), COUNT_LIMIT)
-            return Decision(
-                "skipped",
-                grid.after(last.ended),
-                skipped=during,
-                given_up=_others(grid, "skipped", during - 1),
-            )
-        # queue: this one slot runs now; others that passed meanwhile are skipped.
-        upto = grid.after(now)
-        others = grid.count(now, COUNT_LIMIT) - 1
-        return Decision("run", upto, skipped=others, given_up=_others(grid, "skipped", others))
+        return None
+    # The slot came due while the previous run of this job was going (the store kept
+    # it unclaimed until that run ended).
+    if spec.overlap == "skip":
+        during = grid.count(min(last.ended, now), COUNT_LIMIT)
+        return Decision(
+            "skipped",
+            grid.after(last.ended),
+            skipped=during,
+            given_up=_others(grid, "skipped", during - 1),
+        )
+    # queue: this one slot runs now; others that passed meanwhile are skipped.
+    upto = grid.after(now)
+    others = grid.count(now, COUNT_LIMIT) - 1
+    return Decision("run", upto, skipped=others, given_up=_others(grid, "skipped", others))
 
+
+def _on_grid(spec: JobSpec, grid: _Grid, now: float, late: bool) -> Decision:
+    """A fixed-rate or cron slot: on time, or behind and given to the missed-run policy."""
+    following = grid.after(grid.s)
     if following > now and not late:
         return Decision("run", following)  # on time
     passed = grid.count(now, COUNT_LIMIT)
@@ -259,24 +278,30 @@ def _decide(state: JobState, now: float, vanished: tuple[float, float] | None) -
         )
     cap = spec.missed_cap
     if passed > cap:
-        # Replay only the newest `cap` slots; never stop the job (K8s's >100 rule did).
-        _log.warning(
-            "job %r is %s%d runs behind, more than missed_cap=%d: the oldest are dropped,"
-            " the last %d replayed",
-            spec.id,
-            "at least " if passed >= COUNT_LIMIT else "",
-            passed,
-            cap,
-            cap,
-        )
-        return Decision(
-            "missed",
-            grid.tail(now, cap),
-            missed=passed - cap,
-            capped=True,
-            given_up=_others(grid, "missed", passed - cap - 1),
-        )
+        return _over_cap(spec, grid, now, passed)
     return Decision("run", following if following <= now else grid.after(now))
+
+
+def _over_cap(spec: JobSpec, grid: _Grid, now: float, passed: int) -> Decision:
+    """``missed="all"`` with more than ``missed_cap`` passed slots: replay the newest only."""
+    cap = spec.missed_cap
+    # Never stop the job (K8s's >100 rule did).
+    _log.warning(
+        "job %r is %s%d runs behind, more than missed_cap=%d: the oldest are dropped,"
+        " the last %d replayed",
+        spec.id,
+        "at least " if passed >= COUNT_LIMIT else "",
+        passed,
+        cap,
+        cap,
+    )
+    return Decision(
+        "missed",
+        grid.tail(now, cap),
+        missed=passed - cap,
+        capped=True,
+        given_up=_others(grid, "missed", passed - cap - 1),
+    )
 
 
 def _others(grid: _Grid, outcome: Literal["missed", "skipped"], n: int) -> GivenUp | None:
