@@ -49,6 +49,7 @@ class Recovery:
         self._poll = poll
         self._mono = mono
         self._offset: float | None = None  # wall - monotonic at the last look
+        self._seen_mono = 0.0  # the monotonic reading of the last look
         self.vanished: tuple[float, float] | None = None
         """The last big forward step of the wall clock (from, to), for `decide`."""
         self.failures = 0
@@ -105,12 +106,15 @@ class Recovery:
 
         Compares the wall clock with the monotonic one; a difference of `WALL_STEP`
         or more is a step. After a step back, next runs computed on the old clock are
-        moved earlier (`after_clock_step`) and lease renewals held here are brought
-        forward; a step forward of `CORRECTION` or more is remembered as vanished time
-        for `decide`.
+        moved earlier (`after_clock_step`, from the last look's time on the stepped
+        clock, as the in-memory scheduler does: a slot the stepped clock passed before
+        this look is due now) and lease renewals held here are brought forward; a step
+        forward of `CORRECTION` or more is remembered as vanished time for `decide`.
         """
-        offset = now - self._mono()
+        mono = self._mono()
+        offset = now - mono
         last, self._offset = self._offset, offset
+        seen_mono, self._seen_mono = self._seen_mono, mono
         if last is None:
             return 0.0
         step = offset - last
@@ -128,14 +132,16 @@ class Recovery:
             with self._table.lock:
                 for run in self._table.runs.values():
                     run.renew_at = min(run.renew_at, now)
-            self._rebase(now, step)
+            # The last look's time read on the stepped clock: from there the schedule
+            # follows real time (a slot after it is due now if it is before ``now``).
+            self._rebase(min(now, now - (mono - seen_mono)), step)
         return step
 
-    def _rebase(self, now: float, step: float) -> None:
+    def _rebase(self, seen: float, step: float) -> None:
         """After a step back: move next runs computed on the old clock earlier."""
         for state in self._store.jobs():  # paused ones too: they must not stall on resume
             try:
-                new = after_clock_step(state, now, step)
+                new = after_clock_step(state, seen, step)
             except ValueError:  # a cron zone missing here: its claim records the failure
                 continue
             if new is not None:
