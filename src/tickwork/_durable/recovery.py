@@ -160,15 +160,58 @@ class Recovery:
         for run in due:
             if self._store.renew(run.claim, now=now, lease_seconds=self._lease):
                 run.renew_at = now + self._lease / 3
-            else:
-                self._table.lost_claims += 1
-                _log.warning(
-                    "lost the claim on job %r (scheduled %s): its lease expired and was"
-                    " recovered elsewhere",
-                    run.claim.job_id,
-                    iso(run.claim.scheduled, millis=True),
-                )
-                run.renew_at = math.inf
+                continue
+            run.renew_at = math.inf
+            with self._table.lock:
+                if run.ended or run.claim.token not in self._table.runs:
+                    # Its end is being written (or was, just now): the finish says
+                    # whether the claim was still held.
+                    continue
+            self._table.lost_claims += 1
+            self._lost(run.claim)
+
+    def _lost(self, claim: Claim) -> None:
+        """Log a claim found gone while its run goes on here: who holds its slot now."""
+        try:
+            state = self._store.get(claim.job_id)
+        except Exception:  # the log line matters more than the detail
+            state = None
+        holders = (
+            []
+            if state is None
+            else [c.owner for c in state.claims if c.scheduled == claim.scheduled]
+        )
+        others = [h for h in holders if h and h != self._owner]
+        if others:
+            _log.warning(
+                "lost the claim on job %r (scheduled %s): its lease expired and %s recovered"
+                " it; this run's end will not be recorded",
+                claim.job_id,
+                iso(claim.scheduled, millis=True),
+                others[0],
+            )
+        else:
+            _log.warning(
+                "lost the claim on job %r (scheduled %s): its lease expired before this"
+                " scheduler renewed it (was this process stalled?) and the store released"
+                " it (no other scheduler holds the slot); this run's end will not be"
+                " recorded",
+                claim.job_id,
+                iso(claim.scheduled, millis=True),
+            )
+
+    def stalled(self, late: float, meant: float) -> None:
+        """The timing loop woke ``late`` seconds after it meant to (it slept ``meant``)."""
+        _log.warning(
+            "durable scheduler %r: the timing loop woke %.1f s late (it meant to sleep"
+            " %.1f s): this process was stalled (stopped with SIGSTOP, a debugger,"
+            " swapping, a starved host or a suspend); leases of %.0f s may have run out"
+            " meanwhile",
+            self._owner,
+            late,
+            meant,
+            self._lease,
+        )
 
     def decide_retry(self, claim: Claim, now: float) -> Decision:
         """A re-offered slot, decided by the missed-run rules as of its new claim.
