@@ -153,6 +153,50 @@ def _pool(executor: Executor | None, max_workers: int | None) -> tuple[Executor,
     return executor, max_workers or min(32, (os.cpu_count() or 1) + 4)
 
 
+def _settle(
+    running: Running,
+    recovery: Recovery,
+    table: RunTable,
+    wall: Callable[[], float],
+    poll: float,
+    give_up: float,
+) -> list[Claim]:
+    """Write the run ends owed, retrying until ``give_up`` (monotonic); those left unwritten.
+
+    For `DurableScheduler.stop`, once the timing thread is gone: leases are renewed as it
+    would, so that no lease runs out while an end is owed.
+    """
+    delay = _RETRY_MIN
+    while True:
+        try:
+            recovery.renew_due(wall())
+            running.retry_owed()
+        except Exception as exc:
+            _log.debug("writing the ends owed failed: %s", exc)
+        with table.lock:
+            pending = [r.claim for r in table.runs.values() if r.ended]
+            left = give_up - time.monotonic()
+            if not pending or left <= 0:
+                return pending
+            # A batch being committed ends in `forget`, which notifies `idle`.
+            table.idle.wait(min(delay, left))
+        delay = min(poll, delay * 2.0)
+
+
+def _report_unwritten(owner: str, claims: list[Claim]) -> None:
+    """Say loudly which run ends could not be written before stopping."""
+    for claim in claims:
+        _log.error(
+            "durable scheduler %r: stopping without having recorded the end of job %r"
+            " (scheduled %s): the store still fails; its claim stays until its lease"
+            " expires, then the slot is recovered by the job's delivery rule"
+            " (at_most_once: recorded abandoned; at_least_once: run again)",
+            owner,
+            claim.job_id,
+            iso(claim.scheduled, millis=True),
+        )
+
+
 @dataclass(frozen=True, slots=True)
 class Health:
     """What `DurableScheduler.health` reports."""
@@ -900,44 +944,12 @@ class DurableScheduler:
             settle_by = time.monotonic() + self._lease
         else:
             settle_by = give_up
-        unwritten = self._settle(settle_by)
+        unwritten = _settle(self._running, self._recovery, table, self._wall, self._poll, settle_by)
         if unwritten and wait:
-            self._report_unwritten(unwritten)
+            _report_unwritten(self._owner, unwritten)
         if self._own_executor:
             self._executor.shutdown(wait=False)
         return finished and not unwritten
-
-    def _settle(self, give_up: float) -> list[Claim]:
-        """Write the ends owed (retrying until ``give_up``, monotonic); those left unwritten."""
-        table = self._table
-        delay = _RETRY_MIN
-        while True:
-            try:
-                self._recovery.renew_due(self._wall())  # no lease ends while it is owed
-                self._running.retry_owed()
-            except Exception as exc:
-                _log.debug("writing the ends owed failed: %s", exc)
-            with table.lock:
-                pending = [r.claim for r in table.runs.values() if r.ended]
-                left = give_up - time.monotonic()
-                if not pending or left <= 0:
-                    return pending
-                # A batch being committed ends in `forget`, which notifies `idle`.
-                table.idle.wait(min(delay, left))
-            delay = min(self._poll, delay * 2.0)
-
-    def _report_unwritten(self, claims: list[Claim]) -> None:
-        """Say loudly which run ends could not be written before stopping."""
-        for claim in claims:
-            _log.error(
-                "durable scheduler %r: stopping without having recorded the end of job %r"
-                " (scheduled %s): the store still fails; its claim stays until its lease"
-                " expires, then the slot is recovered by the job's delivery rule"
-                " (at_most_once: recorded abandoned; at_least_once: run again)",
-                self._owner,
-                claim.job_id,
-                iso(claim.scheduled, millis=True),
-            )
 
     def unrecorded(self) -> list[tuple[str, float]]:
         """``(job id, slot)`` of each run that ended here but whose end is not yet recorded.
