@@ -298,6 +298,8 @@ class Daemon:
         self._wall = self.scheduler.now
         self.scheduler.add_listener(self._on_event)
         self._signals: list[int] = []
+        self.exit_status = 0
+        """What `serve` returns: 1 when run ends were left unrecorded at shutdown."""
         self._wake_r = self._wake_w = -1
         self._stretches: dict[str, _Stretch] = {}  # job id -> slots passing while held
         self._stretch_lock = threading.Lock()
@@ -441,6 +443,10 @@ class Daemon:
         finally:
             self._replacing.end(tag)
         due = self._replacing.replaced_for(tag, ended=True)  # asked always: then forgotten
+        if result.ended is not None and claim is not None:
+            # When the command really ended (its supervisor saw it), not when this
+            # thread got to it: the daemon may have been stopped or starved meanwhile.
+            DurableScheduler.record_end(result.ended)
         if job.output != "discard" and result.output.strip() and claim is not None:
             DurableScheduler.record_output(result.output)  # its tail, for the ledger
         if result.replaced:  # no alert: a replacement is not a failure of the job
@@ -582,10 +588,12 @@ class Daemon:
     # -- the main thread ------------------------------------------------------------------
 
     def serve(self, *, run_for: float | None = None) -> int:
-        """Run until SIGTERM/SIGINT (or ``run_for`` seconds), then shut down; return 0.
+        """Run until SIGTERM/SIGINT (or ``run_for`` seconds), then shut down; the exit status.
 
         Must be called from the main thread (it installs signal handlers). SIGHUP
-        reloads the file. The store is closed on return.
+        reloads the file. The store is closed on return. The status is 0, or 1 when
+        the end of a run could not be recorded before exiting (the store failed
+        throughout the shutdown; the log names each such job and slot).
         """
         global _active
         with _active_lock:
@@ -613,7 +621,7 @@ class Daemon:
             with _active_lock:
                 _active = None
             self.store.close()
-        return 0
+        return self.exit_status
 
     def end_survivors(self) -> int:
         """End the runs a killed daemon of this state left behind; return how many groups.
@@ -747,7 +755,18 @@ class Daemon:
                         self._stop_now()
                     else:
                         self._abandon()
-        self.scheduler.stop(wait=True, timeout=5.0)
+        # The ends of runs the store failed to record are retried for up to the
+        # shutdown grace (at least 5 s); what is still unwritten makes the exit non-zero.
+        self.scheduler.stop(wait=True, timeout=max(5.0, self.shutdown_grace))
+        unwritten = self.scheduler.unrecorded()
+        if unwritten:
+            self.exit_status = 1
+            _log.error(
+                "stopped without recording the end of %d run(s): %s; exiting with status 1",
+                len(unwritten),
+                ", ".join(f"{job!r} (scheduled {iso(slot)})" for job, slot in unwritten),
+            )
+            return
         _log.info("stopped")
 
     def _running_names(self) -> str:

@@ -115,7 +115,11 @@ class RunResult:
     error: str | None = None
     """Why the job could not run or what it raised: ``"ValueError: bad input"``."""
     duration: float = 0.0
-    """Seconds from start to end, including any kill grace."""
+    """Seconds from start to end, including any kill grace (a supervised command: to
+    when its supervisor saw it end, however late the daemon looked)."""
+    ended: float | None = None
+    """When a supervised command ended, as its supervisor saw it: a `time.monotonic`
+    reading (``None``: not known; the run ended when the daemon saw it end)."""
     output: str = ""
     """The end of the combined stdout and stderr (a callable: the traceback)."""
     output_bytes: int = 0
@@ -433,8 +437,7 @@ def run_command(
     if isinstance(command, str) and not shell:
         raise TypeError(f"command is a string but shell is false: {command!r}")
     start = time.monotonic()
-    full_env = dict(os.environ if base_env is None else base_env)
-    full_env.update(env or {})
+    full_env = {**(os.environ if base_env is None else base_env), **(env or {})}
     if groups is not None and groups.closed:
         return RunResult(cancelled=True, error="not started: shutting down")
     what = command if isinstance(command, str) else command[0]
@@ -461,13 +464,15 @@ def run_command(
             output_bytes=tail.total,
         )
     code = proc.returncode
+    ended = _reported_end(report)
     return RunResult(
         exit_code=code if code >= 0 else None,
         signal=-code if code < 0 else None,
         timed_out=timed_out,
         cancelled=cancelled and not timed_out,
         replaced=cancelled and not timed_out and run.replaced,
-        duration=time.monotonic() - start,
+        duration=(time.monotonic() if ended is None else ended) - start,
+        ended=ended,
         output=tail.text(),
         output_bytes=tail.total,
     )
@@ -558,6 +563,19 @@ def _wait(
                 pipe.close()
         report = _read_status(status_r) if status_r >= 0 else ""
     return timed_out, cancelled, report
+
+
+def _reported_end(report: str) -> float | None:
+    """The ``end T`` the supervisor reported (`time.monotonic` when the command ended)."""
+    for line in report.splitlines():
+        if line.startswith("end "):
+            try:
+                at = float(line[4:])
+            except ValueError:
+                return None
+            # Never later than now (a clock read in another process, same clock).
+            return min(at, time.monotonic())
+    return None
 
 
 def _read_status(fd: int) -> str:

@@ -11,6 +11,10 @@ its child in that same group, with the supervisor's stdin, stdout and stderr. It
 - writes ``pid N`` (or ``error TEXT`` when the command cannot start, then exits 127)
   to ``STATUS_FD``, then lets go of the output pipes (stdout and stderr), so each ends
   when the command and what it started have closed it;
+- writes ``end T`` to ``STATUS_FD`` when the command has exited, ``T`` being
+  `time.monotonic` then (the system's clock, the daemon's too): the daemon records
+  that as the run's end, even when it reaps the supervisor later (it was stopped
+  with SIGSTOP, say);
 - ends the way the command ended: the same exit status, or killed by the same signal.
   The daemon waits for the supervisor as it would for the command itself;
 - ignores SIGTERM, SIGINT and SIGHUP: the daemon ends a run by signalling the whole
@@ -28,6 +32,7 @@ parent-death signal.
 
 from __future__ import annotations
 
+import contextlib
 import os
 import select
 import signal
@@ -81,7 +86,6 @@ def main(argv: list[str]) -> None:
         os.write(status_fd, f"error {exc.strerror or exc}\n".encode())
         os._exit(127)
     os.write(status_fd, f"pid {child.pid}\n".encode())
-    os.close(status_fd)
     devnull = os.open(os.devnull, os.O_RDWR)
     for fd in (0, 1, 2):  # the command holds the output pipe, not us
         os.dup2(devnull, fd)
@@ -99,6 +103,9 @@ def main(argv: list[str]) -> None:
             ready = []
         pid, status = os.waitpid(child.pid, os.WNOHANG)
         if pid:
+            # When it ended, for the daemon (which may read this much later).
+            with contextlib.suppress(OSError):
+                os.write(status_fd, f"end {time.monotonic()!r}\n".encode())
             _mirror(status)
         if lifeline in ready and not os.read(lifeline, 64):
             break  # end of file: the daemon is gone

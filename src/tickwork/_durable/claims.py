@@ -298,6 +298,9 @@ class Claiming:
         recovery = self._recovery
         recovery.clock_step(now)
         recovery.renew_due(now)
+        # Finishes the store failed to record, before anything new is claimed (a
+        # StoreError here fails the look: the loop backs off and tries again).
+        self._running.retry_owed()
         table = self._table
         capacity = table.capacity
         with table.lock:

@@ -51,6 +51,9 @@ _current = threading.local()
 #: What running jobs gave `DurableScheduler.record_output`, by claim token; taken by
 #: the run's finish into the slot ledger.
 _outputs: dict[str, str] = {}
+#: When running jobs said their work ended (`DurableScheduler.record_end`: a
+#: `time.monotonic` reading), by claim token; taken by the run's finish as its end.
+_ends: dict[str, float] = {}
 #: Characters of a run's output kept for the ledger (the end of it).
 OUTPUT_LIMIT = 4000
 #: The claim of the coroutine job running in this context (`AsyncDurableScheduler`).
@@ -102,8 +105,9 @@ class RunTable:
             finish is committed or its claim is handed back.
         capacity: Workers: how many runs may be in the executor at once (fixed).
         in_job: Runs whose job function is being called.
-        ending: Runs done on their worker whose finish is not yet committed; they
-            hold no worker, so ``len(runs) - ending`` is the workers busy.
+        ending: Runs done on their worker whose finish is not yet committed (being
+            written, or owed while the store fails); they hold no worker, so
+            ``len(runs) - ending`` is the workers busy.
         wake: The timing thread should look at the store again at once.
         stopping: `DurableScheduler.stop` was called: no run starts any more.
         lost_claims: Claims lost to recovery elsewhere since construction (for
@@ -156,7 +160,7 @@ class RunTable:
     def done_on_worker(self, run: _Run) -> None:
         """The run's worker is done and free; its finish waits for the next commit."""
         with self.lock:
-            if run.claim.token in self.runs:
+            if run.claim.token in self.runs and not run.ended:
                 run.ended = True
                 self.ending += 1
                 if run.started:

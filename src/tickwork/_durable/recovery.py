@@ -49,6 +49,7 @@ class Recovery:
         self._poll = poll
         self._mono = mono
         self._offset: float | None = None  # wall - monotonic at the last look
+        self._seen_mono = 0.0  # the monotonic reading of the last look
         self.vanished: tuple[float, float] | None = None
         """The last big forward step of the wall clock (from, to), for `decide`."""
         self.failures = 0
@@ -105,12 +106,15 @@ class Recovery:
 
         Compares the wall clock with the monotonic one; a difference of `WALL_STEP`
         or more is a step. After a step back, next runs computed on the old clock are
-        moved earlier (`after_clock_step`) and lease renewals held here are brought
-        forward; a step forward of `CORRECTION` or more is remembered as vanished time
-        for `decide`.
+        moved earlier (`after_clock_step`, from the last look's time on the stepped
+        clock, as the in-memory scheduler does: a slot the stepped clock passed before
+        this look is due now) and lease renewals held here are brought forward; a step
+        forward of `CORRECTION` or more is remembered as vanished time for `decide`.
         """
-        offset = now - self._mono()
+        mono = self._mono()
+        offset = now - mono
         last, self._offset = self._offset, offset
+        seen_mono, self._seen_mono = self._seen_mono, mono
         if last is None:
             return 0.0
         step = offset - last
@@ -128,14 +132,16 @@ class Recovery:
             with self._table.lock:
                 for run in self._table.runs.values():
                     run.renew_at = min(run.renew_at, now)
-            self._rebase(now, step)
+            # The last look's time read on the stepped clock: from there the schedule
+            # follows real time (a slot after it is due now if it is before ``now``).
+            self._rebase(min(now, now - (mono - seen_mono)), step)
         return step
 
-    def _rebase(self, now: float, step: float) -> None:
+    def _rebase(self, seen: float, step: float) -> None:
         """After a step back: move next runs computed on the old clock earlier."""
         for state in self._store.jobs():  # paused ones too: they must not stall on resume
             try:
-                new = after_clock_step(state, now, step)
+                new = after_clock_step(state, seen, step)
             except ValueError:  # a cron zone missing here: its claim records the failure
                 continue
             if new is not None:
@@ -154,15 +160,58 @@ class Recovery:
         for run in due:
             if self._store.renew(run.claim, now=now, lease_seconds=self._lease):
                 run.renew_at = now + self._lease / 3
-            else:
-                self._table.lost_claims += 1
-                _log.warning(
-                    "lost the claim on job %r (scheduled %s): its lease expired and was"
-                    " recovered elsewhere",
-                    run.claim.job_id,
-                    iso(run.claim.scheduled, millis=True),
-                )
-                run.renew_at = math.inf
+                continue
+            run.renew_at = math.inf
+            with self._table.lock:
+                if run.ended or run.claim.token not in self._table.runs:
+                    # Its end is being written (or was, just now): the finish says
+                    # whether the claim was still held.
+                    continue
+            self._table.lost_claims += 1
+            self._lost(run.claim)
+
+    def _lost(self, claim: Claim) -> None:
+        """Log a claim found gone while its run goes on here: who holds its slot now."""
+        try:
+            state = self._store.get(claim.job_id)
+        except Exception:  # the log line matters more than the detail
+            state = None
+        holders = (
+            []
+            if state is None
+            else [c.owner for c in state.claims if c.scheduled == claim.scheduled]
+        )
+        others = [h for h in holders if h and h != self._owner]
+        if others:
+            _log.warning(
+                "lost the claim on job %r (scheduled %s): its lease expired and %s recovered"
+                " it; this run's end will not be recorded",
+                claim.job_id,
+                iso(claim.scheduled, millis=True),
+                others[0],
+            )
+        else:
+            _log.warning(
+                "lost the claim on job %r (scheduled %s): its lease expired before this"
+                " scheduler renewed it (was this process stalled?) and the store released"
+                " it (no other scheduler holds the slot); this run's end will not be"
+                " recorded",
+                claim.job_id,
+                iso(claim.scheduled, millis=True),
+            )
+
+    def stalled(self, late: float, meant: float) -> None:
+        """The timing loop woke ``late`` seconds after it meant to (it slept ``meant``)."""
+        _log.warning(
+            "durable scheduler %r: the timing loop woke %.1f s late (it meant to sleep"
+            " %.1f s): this process was stalled (stopped with SIGSTOP, a debugger,"
+            " swapping, a starved host or a suspend); leases of %.0f s may have run out"
+            " meanwhile",
+            self._owner,
+            late,
+            meant,
+            self._lease,
+        )
 
     def decide_retry(self, claim: Claim, now: float) -> Decision:
         """A re-offered slot, decided by the missed-run rules as of its new claim.

@@ -7,6 +7,7 @@ import logging
 import math
 import random
 import threading
+import time
 from collections.abc import Awaitable, Callable
 
 from tickwork._core.errors import JobCancelled, JobInterrupted
@@ -16,15 +17,17 @@ from tickwork._core.schedules import Every
 from tickwork._core.text import iso
 from tickwork._durable.decide import within_until
 from tickwork._durable.engine import (
+    _RETRY_MIN,
     RunTable,
     _current,
+    _ends,
     _error_text,
     _outputs,
     _Run,
 )
 from tickwork._durable.events import Events
 from tickwork._durable.recorder import Recorder
-from tickwork.stores._errors import JobSpecError
+from tickwork.stores._errors import JobSpecError, StoreError
 from tickwork.stores._model import (
     KEEP,
     Claim,
@@ -116,7 +119,16 @@ class Running:
         wall: The wall clock runs are timed by.
         recorder: Writes starts and finishes in shared transactions (``None``: the
             store cannot batch them).
-        halt: Set by `DurableScheduler.stop`: cuts a run's jitter wait short.
+        halt: Set by `DurableScheduler.stop`: cuts a run's jitter wait short, and
+            ends the retries of a start that cannot be recorded.
+        retry_max: The longest wait between two tries of a start the store failed
+            to record (the safety poll).
+
+    A start or a finish the store fails to record (`StoreError`: a full disk, a
+    dropped connection) is tried again until it is written: a start by its worker,
+    with back-off, before the job is called; a finish by the timing thread at each
+    look (`retry_owed`), in the order the runs ended. Until then the run stays held
+    here, so its lease is renewed and nobody recovers a run that ended as abandoned.
 
     """
 
@@ -130,8 +142,13 @@ class Running:
         wall: Callable[[], float],
         recorder: Recorder | None,
         halt: threading.Event,
+        retry_max: float = 1.0,
     ) -> None:
         self._store = store
+        self._retry_max = retry_max
+        # Finishes the store failed to record, oldest first, by claim token; guarded
+        # by the table's lock. Retried by `retry_owed` (the timing thread, `stop`).
+        self._owed: dict[str, tuple[_Run, Finish]] = {}
         self._table = table
         self._events = events
         self._functions = functions
@@ -184,6 +201,9 @@ class Running:
             return
         error = self._call(fn, claim)
         ended = self._wall()
+        ended_at = _ends.pop(claim.token, None)
+        if ended_at is not None:  # the job said when its work really ended
+            ended = max(started, ended - max(0.0, time.monotonic() - ended_at))
         self._report(claim, started, ended, error)
         text = None if error is None else _error_text(error)
         output = _outputs.pop(claim.token, None)
@@ -206,12 +226,7 @@ class Running:
             # Picked up within the lease, as its start would have checked.
             ok = self._wall() < claim.lease_until
         else:
-            started = self._wall()
-            try:
-                ok = self._record_start(claim, started)
-            except Exception:
-                _log.exception("cannot record the start of job %r; not running it", claim.job_id)
-                ok = False
+            started, ok = self._start_recorded(claim)
         if not ok:
             _log.warning(
                 "job %r (scheduled %s): the claim is gone or expired; not running it",
@@ -234,6 +249,47 @@ class Running:
                 )
             )
         return started
+
+    def _start_recorded(self, claim: Claim) -> tuple[float, bool]:
+        """Record the run's start, trying again while the store fails: (start time, ok).
+
+        A `StoreError` is retried with back-off (doubling up to the safety poll) until
+        the start is written, the claim is found gone, or `DurableScheduler.stop` is
+        called (then the run is not started: its claim is handed back or, if that
+        fails too, recovered as a retry when its lease ends). The lease is renewed
+        meanwhile by the timing thread. Any other error means the store refuses the
+        record: the run is not started.
+        """
+        delay = _RETRY_MIN
+        attempt = 1
+        while True:
+            started = self._wall()
+            try:
+                return started, self._record_start(claim, started)
+            except StoreError as exc:
+                _log.log(
+                    logging.ERROR if attempt == 1 else logging.DEBUG,
+                    "cannot record the start of job %r (scheduled %s) yet (attempt %d: %s);"
+                    " trying again in %.2f s, the job waits",
+                    claim.job_id,
+                    iso(claim.scheduled, millis=True),
+                    attempt,
+                    exc,
+                    delay,
+                )
+            except Exception:
+                _log.exception("cannot record the start of job %r; not running it", claim.job_id)
+                return started, False
+            if self._halt.wait(delay):
+                _log.warning(
+                    "job %r (scheduled %s): stopping before its start could be recorded;"
+                    " not running it",
+                    claim.job_id,
+                    iso(claim.scheduled, millis=True),
+                )
+                return started, False
+            attempt += 1
+            delay = min(self._retry_max, delay * 2.0)
 
     def _call(self, fn: Callable[..., object], claim: Claim) -> BaseException | None:
         """Call the job (await what it returns, on the asyncio face); what it raised."""
@@ -305,11 +361,16 @@ class Running:
         # Written with the next batch; `_ended` runs once it is committed. The worker
         # is free meanwhile: the timing thread may claim for it.
         self._table.done_on_worker(run)
+        if self._owe_after_others(run, finish):
+            return
         recorder = self.recorder
         assert recorder is not None  # chosen so in __init__
         recorder.finish(finish, lambda result: self._ended(run, finish, result))
 
     def _finish_alone(self, run: _Run, finish: Finish) -> None:
+        self._table.done_on_worker(run)  # its end is being written (see renew_due)
+        if self._owe_after_others(run, finish):
+            return
         result: bool | BaseException
         try:
             result = self._store.finish(
@@ -324,11 +385,27 @@ class Running:
         self._ended(run, finish, result)
 
     def _ended(self, run: _Run, finish: Finish, result: bool | BaseException) -> None:
-        """After a run's finish was written (or failed): log what went wrong, free it."""
+        """After a run's finish was written (or failed): log what went wrong, free it.
+
+        A `StoreError` (the database failed) keeps the finish owed: it is tried again
+        at each look of the timing thread, the run held (and its lease renewed) until
+        it is written.
+        """
         claim = run.claim
+        if isinstance(result, StoreError):
+            _log.error(
+                "cannot record the end of job %r (scheduled %s, %s) yet: %s; trying again"
+                " until the store works, its lease kept renewed meanwhile",
+                claim.job_id,
+                iso(claim.scheduled, millis=True),
+                finish.outcome,
+                result,
+            )
+            self._owe(run, finish)
+            return
         if isinstance(result, BaseException):
             _log.error(
-                "cannot record the end of job %r; its lease will expire",
+                "cannot record the end of job %r: the store refused it; its lease will expire",
                 claim.job_id,
                 exc_info=result,
             )
@@ -342,6 +419,64 @@ class Running:
                 finish.outcome,
             )
         self._table.forget(run)
+
+    def _owe(self, run: _Run, finish: Finish) -> None:
+        """Keep ``finish`` to be written later; the run stays held (its lease renewed)."""
+        table = self._table
+        table.done_on_worker(run)  # no worker is busy with it any more
+        with table.lock:
+            self._owed[run.claim.token] = (run, finish)
+        table.poke()
+
+    def _owe_after_others(self, run: _Run, finish: Finish) -> bool:
+        """Queue ``finish`` behind the finishes owed already, if any (their order kept)."""
+        with self._table.lock:
+            if not self._owed:
+                return False
+        self._owe(run, finish)
+        return True
+
+    def owed(self) -> list[Claim]:
+        """The claims whose finish is owed (the store failed to record it), oldest first."""
+        with self._table.lock:
+            return [run.claim for run, _ in self._owed.values()]
+
+    def retry_owed(self) -> int:
+        """Write the finishes owed, oldest first; return how many are left (0: none).
+
+        Raises:
+            StoreError: The store still fails; the finish tried and those after it
+                stay owed, in order.
+
+        """
+        table = self._table
+        while True:
+            with table.lock:
+                if not self._owed:
+                    return 0
+                token, (run, finish) = next(iter(self._owed.items()))
+            try:
+                result: bool | BaseException = self._store.finish(
+                    finish.claim,
+                    outcome=finish.outcome,
+                    ended=finish.ended,
+                    error=finish.error,
+                    next_run=finish.next_run,
+                )
+            except StoreError:
+                raise
+            except Exception as exc:
+                result = exc
+            with table.lock:
+                del self._owed[token]
+            if result is True:
+                _log.warning(
+                    "recorded the end of job %r (scheduled %s, %s) now that the store works",
+                    run.claim.job_id,
+                    iso(run.claim.scheduled, millis=True),
+                    finish.outcome,
+                )
+            self._ended(run, finish, result)
 
     def release(self, run: _Run) -> None:
         """Hand an unstarted claim back: recorded ``"cancelled"``, its slot re-offered.

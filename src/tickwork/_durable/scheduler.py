@@ -43,10 +43,18 @@ from tickwork._core.clocks import watch_clock
 from tickwork._core.events import Listener
 from tickwork._core.scheduler import DEFAULT_MAX_ERRORS, _is_coroutine_function, misfit
 from tickwork._core.schedules import Every
+from tickwork._core.text import iso
 from tickwork._durable.claims import Claiming, claimer_for
 from tickwork._durable.control import default_actor, following_slot, run_backfill
 from tickwork._durable.decide import first_run
-from tickwork._durable.engine import _RETRY_MIN, OUTPUT_LIMIT, RunTable, _current, _outputs
+from tickwork._durable.engine import (
+    _RETRY_MIN,
+    OUTPUT_LIMIT,
+    RunTable,
+    _current,
+    _ends,
+    _outputs,
+)
 from tickwork._durable.engine import DEFAULT_NOTIFIED_POLL as DEFAULT_NOTIFIED_POLL
 from tickwork._durable.engine import DEFAULT_POLL as DEFAULT_POLL
 from tickwork._durable.engine import DurableErrorHook as DurableErrorHook
@@ -81,6 +89,10 @@ from tickwork.stores._protocol import (
 __all__ = ["DurableScheduler"]
 
 _log = logging.getLogger("tickwork.durable")
+
+#: The timing loop waking this many seconds later than it meant to is a stall of the
+#: process (SIGSTOP, a debugger, swapping, a starved host, a suspend): logged.
+STALL_WARN = 10.0
 
 
 def _real_time() -> float:
@@ -139,6 +151,50 @@ def _pool(executor: Executor | None, max_workers: int | None) -> tuple[Executor,
         pool = ThreadPoolExecutor(max_workers, thread_name_prefix="tickwork-durable")
         return pool, pool._max_workers
     return executor, max_workers or min(32, (os.cpu_count() or 1) + 4)
+
+
+def _settle(
+    running: Running,
+    recovery: Recovery,
+    table: RunTable,
+    wall: Callable[[], float],
+    poll: float,
+    give_up: float,
+) -> list[Claim]:
+    """Write the run ends owed, retrying until ``give_up`` (monotonic); those left unwritten.
+
+    For `DurableScheduler.stop`, once the timing thread is gone: leases are renewed as it
+    would, so that no lease runs out while an end is owed.
+    """
+    delay = _RETRY_MIN
+    while True:
+        try:
+            recovery.renew_due(wall())
+            running.retry_owed()
+        except Exception as exc:
+            _log.debug("writing the ends owed failed: %s", exc)
+        with table.lock:
+            pending = [r.claim for r in table.runs.values() if r.ended]
+            left = give_up - time.monotonic()
+            if not pending or left <= 0:
+                return pending
+            # A batch being committed ends in `forget`, which notifies `idle`.
+            table.idle.wait(min(delay, left))
+        delay = min(poll, delay * 2.0)
+
+
+def _report_unwritten(owner: str, claims: list[Claim]) -> None:
+    """Say loudly which run ends could not be written before stopping."""
+    for claim in claims:
+        _log.error(
+            "durable scheduler %r: stopping without having recorded the end of job %r"
+            " (scheduled %s): the store still fails; its claim stays until its lease"
+            " expires, then the slot is recovered by the job's delivery rule"
+            " (at_most_once: recorded abandoned; at_least_once: run again)",
+            owner,
+            claim.job_id,
+            iso(claim.scheduled, millis=True),
+        )
 
 
 @dataclass(frozen=True, slots=True)
@@ -322,6 +378,7 @@ class DurableScheduler:
             wall=wall,
             recorder=None if batch is None else Recorder(batch),
             halt=self._halt,
+            retry_max=self._poll,
         )
         self._claiming = Claiming(
             store,
@@ -755,6 +812,32 @@ class DurableScheduler:
         _outputs[claim.token] = text[-OUTPUT_LIMIT:]
 
     @staticmethod
+    def record_end(at: float) -> None:
+        """Inside a running durable job: its work ended at ``at``, a `time.monotonic` reading.
+
+        The run's end (its slot-ledger entry, ``last_run.ended``, the duration) is then
+        recorded at that moment rather than when the job returns. ``tickwork run``
+        passes the time a command's process ended, which its supervisor noted: when
+        the daemon itself was stopped (SIGSTOP) or starved meanwhile, the run is not
+        recorded as lasting until the daemon looked again. A time after now counts as
+        now; one before the run's start, as its start.
+
+        Raises:
+            TypeError: ``at`` is not a number.
+            ValueError: ``at`` is not finite.
+            RuntimeError: Called outside a running durable job.
+
+        """
+        if isinstance(at, bool) or not isinstance(at, int | float):
+            raise TypeError(f"at must be a time.monotonic() reading, got {at!r}")
+        if not math.isfinite(at):
+            raise ValueError(f"at must be a finite time.monotonic() reading, got {at!r}")
+        claim = DurableScheduler.current_claim()
+        if claim is None:
+            raise RuntimeError("record_end() is only for a running durable job")
+        _ends[claim.token] = float(at)
+
+    @staticmethod
     def current_claim() -> Claim | None:
         """Inside a running durable job: its `Claim` (``job_id``, ``scheduled``, ...).
 
@@ -767,39 +850,7 @@ class DurableScheduler:
 
     def _prepare(self, spec: JobSpec) -> tuple[JobSpec, float | None]:
         """Check what a store does not: the function imports, the schedule computes."""
-        if not isinstance(spec, JobSpec):
-            raise TypeError(f"spec must be a tickwork.stores.JobSpec, got {spec!r}")
-        fn = resolve_func(spec.func)  # raises JobSpecError naming the path and why
-        if self._running.awaiter is None and _is_coroutine_function(fn):
-            raise TypeError(
-                "func must name a plain function, not a coroutine function (async def):"
-                " DurableScheduler calls jobs without awaiting them; use"
-                " tickwork.AsyncDurableScheduler, which awaits them on your event loop,"
-                f" got {spec.func!r}"
-            )
-        why = misfit(fn, spec.args, spec.kwargs)
-        if why is not None:
-            raise JobSpecError(
-                f"job {spec.id!r}: func {spec.func!r} cannot be called with"
-                f" args={list(spec.args)!r} and kwargs={dict(spec.kwargs)!r}: {why}"
-            )
-        try:
-            first = first_run(spec.schedule, self._wall())
-        except ValueError as exc:  # CronError is a ValueError
-            raise JobSpecError(f"job {spec.id!r}: {exc}") from exc
-        schedule = spec.schedule
-        if (
-            isinstance(schedule, Every)
-            and first is not None
-            and schedule.interval < math.ulp(first)
-        ):
-            # The wall clock could not tell its slots apart (slot + seconds == slot).
-            raise JobSpecError(
-                f"job {spec.id!r}: schedule.seconds must be at least {math.ulp(first)!r} s,"
-                f" the wall clock's resolution at the first run {first!r},"
-                f" got {schedule.interval!r}"
-            )
-        return spec, first
+        return _checked_spec(spec, awaits=self._running.awaiter is not None, now=self._wall())
 
     def _allow(self, func: str) -> None:
         self._functions.allow(func)
@@ -862,12 +913,21 @@ class DurableScheduler:
         started (one handed straight to an idle worker) is already begun and still
         runs. The store is not closed.
 
+        With ``wait``, the ends of the runs that ended are written before this returns:
+        a finish the store failed to record (a full disk, a dropped connection) is
+        tried again, with back-off and the lease kept renewed, until ``timeout`` (with
+        no ``timeout``: for up to ``lease`` seconds). What still cannot be written is
+        logged as an error naming each job and slot, and `unrecorded` lists it.
+        Without ``wait``, such finishes are tried once more.
+
         Args:
             wait: Wait for the running jobs to finish (and their outcome recorded).
-            timeout: With ``wait``, give up after this many seconds; ``None``: no limit.
+            timeout: With ``wait``, give up after this many seconds; ``None``: no limit
+                for the jobs (``lease`` seconds for their records).
 
         Returns:
-            Whether no job (other than the caller's own) is still running.
+            Whether no job (other than the caller's own) is still running, and the
+            end of every run that ended is recorded.
 
         Raises:
             ValueError: ``timeout`` is not ``None`` or a finite number >= 0.
@@ -898,12 +958,33 @@ class DurableScheduler:
         with table.lock:
             if wait:
                 left = None if give_up is None else max(0.0, give_up - time.monotonic())
-                finished = table.idle.wait_for(lambda: len(table.runs) <= own, left)
+                finished = table.idle.wait_for(lambda: len(table.runs) - table.ending <= own, left)
             else:
                 finished = table.in_job <= own
+        if not wait:
+            settle_by = time.monotonic()
+        elif give_up is None:
+            settle_by = time.monotonic() + self._lease
+        else:
+            settle_by = give_up
+        unwritten = _settle(self._running, self._recovery, table, self._wall, self._poll, settle_by)
+        if unwritten and wait:
+            _report_unwritten(self._owner, unwritten)
         if self._own_executor:
             self._executor.shutdown(wait=False)
-        return finished
+        return finished and not unwritten
+
+    def unrecorded(self) -> list[tuple[str, float]]:
+        """``(job id, slot)`` of each run that ended here but whose end is not yet recorded.
+
+        Empty while the store works. A finish the store failed to record is retried at
+        each look of the timing thread and by `stop`; what `stop` could not write
+        stays listed here.
+        """
+        with self._table.lock:
+            return [
+                (r.claim.job_id, r.claim.scheduled) for r in self._table.runs.values() if r.ended
+            ]
 
     def __enter__(self) -> DurableScheduler:
         """Start the scheduler; return it."""
@@ -927,11 +1008,16 @@ class DurableScheduler:
         return self._events.errors()
 
     def running(self) -> dict[str, int]:
-        """Job id -> how many of its runs this scheduler holds (claimed or running)."""
+        """Job id -> how many of its runs this scheduler holds (claimed or running).
+
+        A run that ended is not counted while its end is being written (see
+        `unrecorded`).
+        """
         with self._table.lock:
             out: dict[str, int] = {}
             for run in self._table.runs.values():
-                out[run.claim.job_id] = out.get(run.claim.job_id, 0) + 1
+                if not run.ended:
+                    out[run.claim.job_id] = out.get(run.claim.job_id, 0) + 1
             return out
 
     def add_listener(self, listener: Listener) -> None:
@@ -963,16 +1049,24 @@ class DurableScheduler:
                         # Back off: wake-ups do not shorten the wait, only stop() does.
                         until = time.monotonic() + timeout
                         while not table.stopping and (left := until - time.monotonic()) > 0:
-                            self._wait(left)
+                            self._sleep(left)
                     elif table.wake:
                         table.wake = False
                         continue
                     elif timeout > 0.0:
-                        self._wait(timeout)
+                        self._sleep(timeout)
                     table.wake = False
         except BaseException:
             _log.critical("tickwork durable timing thread died; no more runs start", exc_info=True)
             raise
+
+    def _sleep(self, timeout: float) -> None:
+        """`_wait`, and a warning when it ended much later than meant (a stall)."""
+        meant = self._mono() + timeout
+        self._wait(timeout)
+        late = self._mono() - meant
+        if late >= STALL_WARN:
+            self._recovery.stalled(late, timeout)
 
     def _wait(self, timeout: float) -> None:
         """Wait for a notify or ``timeout`` seconds with the lock held (tests replace it)."""
@@ -994,34 +1088,82 @@ class DurableScheduler:
         return timeout
 
     def _listen(self, notifier: ChangeNotifier) -> None:
-        """The listener thread: wake the timing thread when the store announces a change.
+        """The listener thread: wake the timing thread when the store announces a change."""
+        _listen_for_changes(notifier, self._halt, self._poll, self._owner, self._poke)
 
-        Waits in ``notifier.wait_for_change`` (on its own connection, for PostgreSQL),
-        ``poll`` seconds at a time; `stop` ends the wait with ``interrupt_wait``. A True
-        result (a change, or possibly missed notifications) makes the timing thread look
-        at the store at once. An error is logged and retried with backoff.
-        """
+
+def _checked_spec(spec: JobSpec, *, awaits: bool, now: float) -> tuple[JobSpec, float | None]:
+    """``spec`` and its first run, after the checks a store does not make.
+
+    The function imports and can take the arguments (a coroutine function only where
+    the scheduler ``awaits``), and the schedule computes a first run after ``now``.
+    """
+    if not isinstance(spec, JobSpec):
+        raise TypeError(f"spec must be a tickwork.stores.JobSpec, got {spec!r}")
+    fn = resolve_func(spec.func)  # raises JobSpecError naming the path and why
+    if not awaits and _is_coroutine_function(fn):
+        raise TypeError(
+            "func must name a plain function, not a coroutine function (async def):"
+            " DurableScheduler calls jobs without awaiting them; use"
+            " tickwork.AsyncDurableScheduler, which awaits them on your event loop,"
+            f" got {spec.func!r}"
+        )
+    why = misfit(fn, spec.args, spec.kwargs)
+    if why is not None:
+        raise JobSpecError(
+            f"job {spec.id!r}: func {spec.func!r} cannot be called with"
+            f" args={list(spec.args)!r} and kwargs={dict(spec.kwargs)!r}: {why}"
+        )
+    try:
+        first = first_run(spec.schedule, now)
+    except ValueError as exc:  # CronError is a ValueError
+        raise JobSpecError(f"job {spec.id!r}: {exc}") from exc
+    schedule = spec.schedule
+    if isinstance(schedule, Every) and first is not None and schedule.interval < math.ulp(first):
+        # The wall clock could not tell its slots apart (slot + seconds == slot).
+        raise JobSpecError(
+            f"job {spec.id!r}: schedule.seconds must be at least {math.ulp(first)!r} s,"
+            f" the wall clock's resolution at the first run {first!r},"
+            f" got {schedule.interval!r}"
+        )
+    return spec, first
+
+
+def _listen_for_changes(
+    notifier: ChangeNotifier,
+    halt: threading.Event,
+    poll: float,
+    owner: str,
+    poke: Callable[[], None],
+) -> None:
+    """The listener thread: wake the timing thread when the store announces a change.
+
+    Waits in ``notifier.wait_for_change`` (on its own connection, for PostgreSQL),
+    ``poll`` seconds at a time; `stop` ends the wait with ``interrupt_wait``. A True
+    result (a change, or possibly missed notifications) makes the timing thread look
+    at the store at once. An error is logged and retried with backoff.
+    """
+    failures = 0
+    while not halt.is_set():
+        try:
+            changed = notifier.wait_for_change(poll)
+        except Exception as exc:
+            if halt.is_set():
+                return
+            failures += 1
+            delay = min(poll, _RETRY_MIN * 2.0 ** min(failures - 1, 60))
+            # Once per streak: a closed store would otherwise log every poll.
+            _log.log(
+                logging.WARNING if failures == 1 else logging.DEBUG,
+                "durable scheduler %r: waiting for store changes failed (%s: %s);"
+                " retrying in %.2f s (the safety poll goes on meanwhile)",
+                owner,
+                type(exc).__name__,
+                exc,
+                delay,
+            )
+            halt.wait(delay)
+            continue
         failures = 0
-        while not self._halt.is_set():
-            try:
-                changed = notifier.wait_for_change(self._poll)
-            except Exception as exc:
-                if self._halt.is_set():
-                    return
-                failures += 1
-                delay = min(self._poll, _RETRY_MIN * 2.0 ** min(failures - 1, 60))
-                # Once per streak: a closed store would otherwise log every poll.
-                _log.log(
-                    logging.WARNING if failures == 1 else logging.DEBUG,
-                    "durable scheduler %r: waiting for store changes failed (%s: %s);"
-                    " retrying in %.2f s (the safety poll goes on meanwhile)",
-                    self._owner,
-                    type(exc).__name__,
-                    exc,
-                    delay,
-                )
-                self._halt.wait(delay)
-                continue
-            failures = 0
-            if changed and not self._halt.is_set():
-                self._poke()
+        if changed and not halt.is_set():
+            poke()
