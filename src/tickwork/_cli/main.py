@@ -12,7 +12,7 @@ __all__ = ["build_parser", "main"]
 
 def build_parser() -> argparse.ArgumentParser:
     """The argument parser for every subcommand."""
-    from tickwork._cli import control, demo, history, jobs, next, run, validate
+    from tickwork._cli import control, demo, history, import_crontab, jobs, next, run, validate
 
     parser = argparse.ArgumentParser(
         prog="tickwork", description="Delayed and recurring jobs, and a cron replacement."
@@ -26,6 +26,7 @@ def build_parser() -> argparse.ArgumentParser:
     jobs.add_parser(sub)
     history.add_parser(sub)
     control.add_parsers(sub)
+    import_crontab.add_parser(sub)
     return parser
 
 
