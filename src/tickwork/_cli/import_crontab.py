@@ -107,13 +107,12 @@ def run(
     err: TextIO | None = None,
 ) -> int:
     """Run ``tickwork import crontab`` for parsed arguments; return the exit status."""
-    stdin = sys.stdin if stdin is None else stdin
     out = sys.stdout if out is None else out
     err = sys.stderr if err is None else err
     from_stdin = args.file == "-"
     path = "<stdin>" if from_stdin else args.file
     try:
-        text = stdin.read() if from_stdin else Path(path).read_text(encoding="utf-8")
+        text = _read_stdin(stdin) if from_stdin else _read(path)
     except (OSError, UnicodeDecodeError) as exc:
         reason = exc.strerror if isinstance(exc, OSError) and exc.strerror else str(exc)
         print(f"{_PROG}: cannot read {path}: {reason}", file=err)
@@ -144,6 +143,19 @@ def run(
     left = f"; {skipped} line{'s' if skipped != 1 else ''} not imported" if skipped else ""
     print(f"{_PROG}: {jobs} job{'s' if jobs != 1 else ''} from {path}{where}{left}", file=err)
     return 1 if skipped and not options.keep_going else 0
+
+
+def _read(path: str) -> str:
+    """The file's text with its line endings as written (a CRLF is worth a remark)."""
+    with open(path, encoding="utf-8", newline="") as f:
+        return f.read()
+
+
+def _read_stdin(stdin: TextIO | None) -> str:
+    """Standard input's text, line endings as written (bytes, when it is the real one)."""
+    if stdin is None:
+        return sys.stdin.buffer.read().decode("utf-8")
+    return stdin.read()
 
 
 def _write(path: str, text: str) -> None:

@@ -192,7 +192,8 @@ def translate_crontab(
     if crlf:
         state.note(
             crlf[0],
-            f"{len(crlf)} line(s) end with CRLF (a carriage return, as written on Windows):"
+            f"{len(crlf)} line{'s' if len(crlf) != 1 else ''} end with CRLF (a carriage"
+            " return, as written on Windows):"
             " the carriage returns are dropped; cron would have passed them to the shell"
             " as the last character of each command",
         )
@@ -218,6 +219,9 @@ def _read_line(state: _State, number: int, raw: str) -> None:
         return
     try:
         job = _job(state, number, line)
+    except _Never as exc:
+        state.skip(number, line, f"{exc} (cron accepts this line and never runs it)")
+        return
     except _Rejected as exc:
         state.skip(number, line, f"{exc} (cron rejects this line)")
         return
@@ -234,6 +238,10 @@ def _read_line(state: _State, number: int, raw: str) -> None:
 
 class _Rejected(Exception):
     """A line cron itself would not accept; the message says why."""
+
+
+class _Never(Exception):
+    """A schedule cron accepts that matches no date (February 31); the message says so."""
 
 
 def _env_setting(line: str) -> tuple[str, str] | None:
@@ -335,6 +343,8 @@ def _job(state: _State, number: int, line: str) -> _Job | None:
     try:
         CronExpression(schedule, tz=zone)
     except CronError as exc:
+        if " never " in str(exc):
+            raise _Never(str(exc)) from None
         raise _Rejected(str(exc)) from None
     env = dict(state.env)
     home = state.env.get("HOME") or ("~" if user is None else f"~{user}")
@@ -364,8 +374,8 @@ def _check_fields(words: list[str], *, seconds: bool) -> None:
                     continue
                 if not allowed:
                     raise _Rejected(
-                        f"{name}: {word!r} is not cron syntax (it has {part!r}; cron reads"
-                        " only numbers, *, ranges, steps and lists here)"
+                        f"{name}: {word!r} is not cron syntax (cron reads only numbers, *,"
+                        " ranges, steps and lists here)"
                     )
                 what = "month" if name == "month" else "day"
                 raise _Rejected(
@@ -423,10 +433,14 @@ def _strip_end(command: str) -> str:
 
 # -- names ----------------------------------------------------------------------------
 
+#: Words that start a shell command but say nothing about what the line runs.
 _SKIP: Final = frozenset(
     {"cd", "test", "[", "[[", "true", ":", "sleep", ".", "source", "export", "set", "umask"}
-    | {"if", "then", "else", "elif", "fi", "!", "{", "}", "do", "done", "while", "for"}
     | {"echo", "printf", "date", "mkdir"}
+)
+#: Shell keywords before a command (``if``, ``{``, ``!``): passed over.
+_KEYWORDS: Final = frozenset(
+    {"if", "then", "else", "elif", "fi", "!", "{", "}", "do", "done", "while", "until"}
 )
 _WRAPPERS: Final = {
     "env": (),
@@ -464,23 +478,29 @@ def _words(command: str) -> list[str]:
 def _base_name(command: str, depth: int = 0) -> str:
     """What the command runs, as a short word: its program, or the script it runs."""
     segments: list[list[str]] = [[]]
+    target = False  # the word after a redirection is its file
     for word in _words(command):
-        if word in _SEPARATORS or word.startswith((">", "<")):
+        if word in _SEPARATORS:
             segments.append([])
-        else:
+        elif word.startswith((">", "<")):
+            target = True
+        elif target:
+            target = False
+        elif not re.fullmatch(r"[A-Za-z_]\w*=.*|[0-9]*", word):  # an assignment, an fd
             segments[-1].append(word)
     firsts: list[str] = []
     for words in segments:
-        words = [w for w in words if not re.fullmatch(r"[A-Za-z_]\w*=.*|[0-9]*", w)]
         name = _program(words, depth)
         if name:
             return name
-        firsts += words[:1]
+        firsts += [w for w in words if w not in _KEYWORDS][:1]
     return os.path.basename(firsts[0]) if firsts else ""
 
 
 def _program(words: list[str], depth: int) -> str:
     i = 0
+    while i < len(words) and words[i] in _KEYWORDS:
+        i += 1
     while i < len(words):
         prog = os.path.basename(words[i])
         if prog in _SKIP or not prog:
@@ -498,12 +518,14 @@ def _program(words: list[str], depth: int) -> str:
         return prog
     args = words[i + 1 :]
     if args[:1] == ["-c"] and len(args) > 1:
-        return (_base_name(args[1], depth + 1) if depth < 2 else "") or prog
+        return _base_name(args[1], depth + 1) if depth < 2 else ""
     if args[:1] == ["-m"] and len(args) > 1:
         return args[1]
+    if args[:1] in (["-e"], ["-E"], ["-r"]):
+        return ""  # inline code (perl -e, php -r): the name comes from another command
     positional = [a for a in args if not a.startswith("-")]
     if not positional:
-        return prog
+        return ""
     return os.path.basename((positional[-1] if prog == "run-parts" else positional[0]).rstrip("/"))
 
 
@@ -636,8 +658,6 @@ class _Writer:
         out.append('overlap = "allow"  # cron starts a run even if the last one still runs')
         if self.cwd is not None:
             out.append(f"cwd = {toml_string(self.cwd)}  # cron runs commands in HOME")
-        if self.env:
-            out.append(f"env = {_table(self.env)}")
         for line, value in self.state.mailto:
             shown = toml_string(value)
             out += [
@@ -645,6 +665,8 @@ class _Writer:
                 "# tickwork logs it instead; to hear of failures, set on_failure (docs/daemon.md,",
                 '# "Failure alerts"), e.g. on_failure = { command = ["/usr/local/bin/alert"] }',
             ]
+        if self.env:
+            out += _env("defaults", self.env)
 
     def job(self, job: _Job) -> None:
         out = self.out
@@ -665,7 +687,15 @@ class _Writer:
             out.append(f"cwd = {toml_string(job.cwd)}")
         own = {k: v for k, v in job.env.items() if self.env.get(k) != v}
         if own:
-            out.append(f"env = {_table(own)}")
+            out += _env("job", own)
+
+
+def _env(table: str, values: dict[str, str]) -> list[str]:
+    """An ``env`` table: inline when it fits on a line, else as ``[defaults.env]``."""
+    inline = f"env = {_table(values)}"
+    if len(inline) <= 88:
+        return [inline]
+    return ["", f"[{table}.env]", *(f"{_key(k)} = {toml_string(v)}" for k, v in values.items())]
 
 
 def _wrap(comment: str) -> list[str]:
@@ -674,7 +704,8 @@ def _wrap(comment: str) -> list[str]:
 
 
 def _one_line(text: str) -> str:
-    return text.replace("\n", "\\n")
+    """A crontab line for a comment (its trailing blanks dropped)."""
+    return text.rstrip(_BLANKS)
 
 
 def _common(envs: list[dict[str, str]]) -> dict[str, str]:
@@ -741,7 +772,8 @@ def load_crontab(
     shown = os.fspath(path)
     options = options or CrontabOptions()
     try:
-        text = Path(shown).read_text(encoding="utf-8")
+        with open(shown, encoding="utf-8", newline="") as f:  # CRLF kept, to be noted
+            text = f.read()
     except (OSError, UnicodeDecodeError) as exc:
         reason = exc.strerror if isinstance(exc, OSError) and exc.strerror else str(exc)
         raise ConfigError(
