@@ -198,9 +198,7 @@ def test_a_quote_followed_by_text_is_no_environment_line() -> None:
 
 
 def test_environment_applies_to_the_lines_after_it() -> None:
-    config, _, _ = translate(
-        "A=1\n* * * * * first\nA=2\nB=3\n* * * * * second\n0 * * * * third\n"
-    )
+    config, _, _ = translate("A=1\n* * * * * first\nA=2\nB=3\n* * * * * second\n0 * * * * third\n")
     assert dict(config.job("first").env) == {"A": "1"}
     assert dict(config.job("second").env) == {"A": "2", "B": "3"}
     assert dict(config.job("third").env) == {"A": "2", "B": "3"}
