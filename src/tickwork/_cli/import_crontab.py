@@ -47,7 +47,7 @@ def add_parser(subparsers: Any) -> None:
         formatter_class=argparse.RawDescriptionHelpFormatter,
         description=(
             "Write the jobs file equivalent to a crontab: one [[job]] a line, named after"
-            ' its command,\nrun as cron runs it ([SHELL, "-c", command], %% as standard'
+            ' its command,\nrun as cron runs it ([SHELL, "-c", command], % as standard'
             " input), in the system's\ntime zone (or CRON_TZ), with the crontab's"
             " environment lines as env. MAILTO and\n@reboot have no equivalent: they"
             " become comments saying what to use instead.\n\n"
