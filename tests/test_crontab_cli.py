@@ -7,6 +7,7 @@ so that a run comes within a second or two of the start.
 
 from __future__ import annotations
 
+import json
 import os
 import signal
 import stat
@@ -166,15 +167,21 @@ def test_run_crontab_refuses_lines_it_cannot_import_unless_keep_going(tmp_path: 
     assert "pass --keep-going to run the others" in err
     assert "not started, fix the file first" in err
     assert not state.exists()
-    daemon = Run(crontab, state, "--crontab", "--seconds", "--keep-going")
+    daemon = Run(crontab, state, "--crontab", "--seconds", "--keep-going", "--log-format", "json")
     try:
-        daemon.wait_line(f"warning: {crontab}:2: second: invalid value `61`")
         daemon.wait_line("running 1 job")
         wait_until("the imported line's run", out.exists)
         daemon.signal(signal.SIGTERM)
         assert daemon.wait() == 0
     finally:
         daemon.kill()
+    warnings = [
+        record["message"]
+        for record in map(json.loads, daemon.lines)
+        if record.get("level") == "warning"
+    ]
+    assert warnings[0].startswith(f"{crontab}:2: second: invalid value `61`")
+    assert warnings[1].startswith(f"{crontab}:3: @reboot is not imported")
 
 
 def test_run_crontab_reloads_the_crontab_on_sighup(tmp_path: Path) -> None:

@@ -816,8 +816,9 @@ def run_daemon(config: DaemonConfig, *, err: TextIO | None = None) -> int:
     (it installs signal handlers).
     """
     err = sys.stderr if err is None else err
+    remarks: list[str] = []  # a crontab's, logged once the log is set up
     try:
-        jobs = _loader(config, lambda text: print(f"warning: {text}", file=err))(config.jobs_file)
+        jobs = _loader(config, remarks.append)(config.jobs_file)
     except ConfigError as exc:
         for issue in exc.errors:
             print(issue, file=err)
@@ -843,6 +844,8 @@ def run_daemon(config: DaemonConfig, *, err: TextIO | None = None) -> int:
         return 1
     shown = redact_dsn(database or "")
     undo = setup_logging(err, config.log_format)
+    for remark in remarks:
+        _log.warning("%s", remark)
     try:
         daemon = _daemon_for(config, store, namespace, state, shown, err)
         try:
