@@ -7,13 +7,18 @@
 
     raise SystemExit(run_daemon(DaemonConfig(jobs_file="jobs.toml")))
 
+A crontab runs the same way (``tickwork run --crontab``)::
+
+    run_daemon(DaemonConfig("/etc/crontab", crontab=CrontabOptions(system=True)))
+
 See ``docs/daemon.md`` for the file, the options and what the daemon records.
 """
 
 from __future__ import annotations
 
+from tickwork._daemon.crontab import CrontabOptions as CrontabOptions
 from tickwork._daemon.daemon import DaemonConfig as DaemonConfig
 from tickwork._daemon.daemon import run_daemon as run_daemon
 from tickwork._daemon.declare import DaemonError as DaemonError
 
-__all__ = ["DaemonConfig", "DaemonError", "run_daemon"]
+__all__ = ["CrontabOptions", "DaemonConfig", "DaemonError", "run_daemon"]

@@ -13,7 +13,17 @@ __all__ = ["build_parser", "main"]
 
 def build_parser() -> argparse.ArgumentParser:
     """The argument parser for every subcommand."""
-    from tickwork._cli import cancel, control, demo, history, jobs, next, run, validate
+    from tickwork._cli import (
+        cancel,
+        control,
+        demo,
+        history,
+        import_crontab,
+        jobs,
+        next,
+        run,
+        validate,
+    )
 
     parser = argparse.ArgumentParser(
         prog="tickwork", description="Delayed and recurring jobs, and a cron replacement."
@@ -30,6 +40,7 @@ def build_parser() -> argparse.ArgumentParser:
     history.add_parser(sub)
     control.add_parsers(sub)
     cancel.add_parser(sub)
+    import_crontab.add_parser(sub)
     return parser
 
 

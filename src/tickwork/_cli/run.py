@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import argparse
 import os
+import sys
 from typing import TYPE_CHECKING, Any, TextIO
 
 from tickwork._cli.options import (
@@ -74,7 +75,23 @@ def _add_run_parser(subparsers: Any) -> None:
     )
     _add_serving_options(p)
     _add_tuning_options(p)
+    _add_crontab_options(p)
     p.set_defaults(func=run)
+
+
+def _add_crontab_options(p: argparse.ArgumentParser) -> None:
+    """``--crontab``: the file is a crontab, translated as ``tickwork import crontab`` does."""
+    from tickwork._cli.import_crontab import add_crontab_options
+
+    group = p.add_argument_group("a crontab instead of a jobs file")
+    group.add_argument(
+        "--crontab",
+        action="store_true",
+        help="the file is a crontab: run it as `tickwork import crontab FILE` translates it"
+        " (in memory, again at each reload); a line that cannot be imported stops the"
+        " start unless --keep-going",
+    )
+    add_crontab_options(group, when="with --crontab: ")
 
 
 def _add_serving_options(p: argparse.ArgumentParser) -> None:
@@ -129,6 +146,7 @@ def _add_tuning_options(p: argparse.ArgumentParser) -> None:
 
 def daemon_config(args: argparse.Namespace) -> DaemonConfig:
     """The `DaemonConfig` that ``tickwork run``'s parsed options describe."""
+    from tickwork._cli.import_crontab import crontab_options
     from tickwork._daemon.daemon import DaemonConfig
 
     return DaemonConfig(
@@ -145,18 +163,23 @@ def daemon_config(args: argparse.Namespace) -> DaemonConfig:
         run_for=args.run_for,
         http=args.http,
         http_token=args.http_token,
+        crontab=crontab_options(args) if args.crontab else None,
     )
 
 
 def run(args: argparse.Namespace, *, err: TextIO | None = None) -> int:
     """Run ``tickwork run`` for parsed arguments; return the exit status."""
-    import sys
-
     from tickwork._daemon.daemon import run_daemon
 
     status = take_file(args, "run", sys.stderr if err is None else err, required=True)
     if status is not None:
         return status
+    if not args.crontab:
+        alone = [f"--{o.replace('_', '-')}" for o in ("system", "seconds", "keep_going")]
+        given = [o for o in alone if getattr(args, o[2:].replace("-", "_"))]
+        if given:
+            print(f"tickwork run: {given[0]} applies only with --crontab", file=err or sys.stderr)
+            return 2
     return run_daemon(daemon_config(args), err=err)
 
 

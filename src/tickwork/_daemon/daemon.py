@@ -52,6 +52,7 @@ from tickwork._core.text import iso_due
 from tickwork._core.text import plain_seconds as _seconds_text
 from tickwork._daemon.alerts import AlertSender
 from tickwork._daemon.config import Config, JobConfig, load_config
+from tickwork._daemon.crontab import CrontabOptions, load_crontab
 from tickwork._daemon.declare import (
     ENTRY_POINT,
     DaemonError,
@@ -254,6 +255,8 @@ class Daemon:
         state_key: Names the state this daemon runs (see `make_state_key`); the runs
             it starts carry it, so that a daemon restarted on the same state finds the
             runs a killed one left behind. Default: from the namespace alone.
+        load: Reads ``config_path`` into a `Config` on reload (default: `load_config`;
+            ``tickwork run --crontab`` passes one that translates a crontab).
     """
 
     def __init__(
@@ -272,8 +275,10 @@ class Daemon:
         monotonic_clock: Callable[[], float] | None = None,
         executor: Executor | None = None,
         state_key: str | None = None,
+        load: Callable[[str], Config] = load_config,
     ) -> None:
         self.config_path = config_path
+        self._load = load
         self.store = store
         self.namespace = check_namespace(namespace)
         self.log = log
@@ -377,7 +382,7 @@ class Daemon:
             Whether the new file was applied.
         """
         try:
-            config = load_config(self.config_path)
+            config = self._load(self.config_path)
         except ConfigError as exc:
             n = len(exc.errors)
             _log.error(
@@ -841,6 +846,9 @@ class DaemonConfig:
     ``metrics`` extra. ``None``: no HTTP endpoint."""
     http_token: str | None = None
     """With ``http``: the bearer token every path but ``/healthz`` requires."""
+    crontab: CrontabOptions | None = None
+    """``jobs_file`` is a crontab, read with these options (``--crontab``): it runs as
+    `tickwork import crontab` translates it (docs/daemon.md, "Coming from cron")."""
 
     def store_location(self) -> tuple[str | None, str | None]:
         """``(state, database)``: the database when given, else the state file."""
@@ -863,11 +871,14 @@ def run_daemon(config: DaemonConfig, *, err: TextIO | None = None) -> int:
     """
     err = sys.stderr if err is None else err
     end = None if config.run_for is None else time.monotonic() + config.run_for
-    checked = _checked(config, err)
+    remarks: list[str] = []  # a crontab's, logged once the log is set up
+    checked = _checked(config, err, remarks)
     if isinstance(checked, int):
         return checked
     jobs, namespace, address = checked
     undo = setup_logging(err, config.log_format)
+    for remark in remarks:
+        _log.warning("%s", remark)
     try:
         return _open_and_serve(config, err, jobs, namespace, address, end)
     except KeyboardInterrupt:  # SIGINT before the daemon's own handlers are in place
@@ -877,11 +888,16 @@ def run_daemon(config: DaemonConfig, *, err: TextIO | None = None) -> int:
         undo()
 
 
-def _checked(config: DaemonConfig, err: TextIO) -> tuple[Config, str, tuple[str, int] | None] | int:
-    """The file's jobs, the namespace and the ``--http`` address; or the exit status 2."""
+def _checked(
+    config: DaemonConfig, err: TextIO, remarks: list[str]
+) -> tuple[Config, str, tuple[str, int] | None] | int:
+    """The file's jobs, the namespace and the ``--http`` address; or the exit status 2.
+
+    A crontab's remarks on what it translated are appended to ``remarks``.
+    """
     fmt = config.log_format
     try:
-        jobs = load_config(config.jobs_file)
+        jobs = _loader(config, remarks.append)(config.jobs_file)
     except ConfigError as exc:
         for issue in exc.errors:  # as `tickwork validate` prints them: file:line: ...
             say(err, fmt, str(issue), prefix="")
@@ -953,6 +969,14 @@ def _open_and_serve(
             server.close()
 
 
+def _loader(config: DaemonConfig, warn: Callable[[str], None]) -> Callable[[str], Config]:
+    """What reads ``config.jobs_file``: `load_config`, or `load_crontab` with ``--crontab``."""
+    options = config.crontab
+    if options is None:
+        return load_config
+    return lambda path: load_crontab(path, options, warn=warn)
+
+
 def _http_address(http: str) -> tuple[str, int]:
     """``--http``'s address, once ``prometheus_client`` (which serves it) is found.
 
@@ -995,6 +1019,7 @@ def _daemon_for(
             namespace,
             str(Path(state).expanduser().resolve()) if state is not None else shown,
         ),
+        load=_loader(config, _log.warning),
     )
 
 
