@@ -49,6 +49,7 @@ from pathlib import Path
 from typing import Any, Final
 
 from tickwork._daemon.config import JobConfig
+from tickwork._daemon.jobprocess import SETUP_ENV, ProcessSetup, process_setup
 from tickwork.stores._procs import proc_stat, process_alive
 
 __all__ = [
@@ -391,6 +392,7 @@ def run_command(
     job: str = "",
     on_line: OnLine | None = None,
     tag: object = None,
+    setup: ProcessSetup | None = None,
 ) -> RunResult:
     """Run a command in its own process group and wait for it to end.
 
@@ -410,16 +412,25 @@ def run_command(
         job: The job's name, recorded in `MARKER_ENV` (with ``groups.marker``).
         on_line: Takes each line of output as soon as it is written (see `OnLine`).
         tag: Names the run for `ProcessGroups.replace` (any hashable value).
+        setup: User, group, umask and resource limits the supervisor applies just
+            before ``exec`` (needs ``groups``: only the supervisor can apply them).
 
     Returns:
         How the command ended. A command that cannot start (no such program or
-        directory) is a result with `RunResult.error` set, not an exception.
+        directory, a setup step refused) is a result with `RunResult.error` set, not
+        an exception.
     """
     if isinstance(command, str) and not shell:
         raise TypeError(f"command is a string but shell is false: {command!r}")
+    if setup is not None and groups is None:
+        raise ValueError("a process setup needs groups: the supervisor applies it")
     start = time.monotonic()
     full_env = dict(os.environ if base_env is None else base_env)
+    if setup is not None:
+        full_env.update(setup.env)
     full_env.update(env or {})
+    if setup is not None:
+        full_env[SETUP_ENV] = setup.to_json()
     if groups is not None and groups.closed:
         return RunResult(cancelled=True, error="not started: shutting down")
     what = command if isinstance(command, str) else command[0]
@@ -748,6 +759,18 @@ def run_attempt(
     if job.call is not None:
         return run_call(job.call, job.args, job.kwargs, tail_bytes=tail_bytes)
     assert job.command is not None
+    try:
+        setup = process_setup(
+            user=job.user,
+            group=job.group,
+            umask=job.umask,
+            limit_memory=job.limit_memory,
+            limit_cpu=job.limit_cpu,
+            limit_files=job.limit_files,
+        )
+    except ValueError as exc:
+        what = job.command if isinstance(job.command, str) else job.command[0]
+        return RunResult(error=f"cannot start {what!r}: {exc}")
     return run_command(
         job.command,
         shell=job.shell,
@@ -760,6 +783,7 @@ def run_attempt(
         job=job.name,
         on_line=on_line,
         tag=tag,
+        setup=setup,
     )
 
 

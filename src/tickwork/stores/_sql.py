@@ -982,11 +982,23 @@ class SQLStore(RowReader, ABC, Generic[C]):
         """
         return self._ledger.history(job_id, since, outcome, before, limit)
 
+    def set_job_retention(
+        self, job_id: str, *, keep_ok: int | None = None, keep_failed: int | None = None
+    ) -> None:
+        """Keep at most ``keep_ok`` ok and ``keep_failed`` failed entries of ``job_id``.
+
+        See `tickwork.stores.OutcomeRetention`: failed means ``failed``, ``timeout``
+        and ``abandoned``; the limits hold for this store object, and `prune_history`
+        applies them (bounded work, off the path of a run) to the jobs it trims.
+        """
+        self._ledger.set_job_retention(job_id, keep_ok, keep_failed)
+
     def prune_history(self, now: float) -> int:
         """Trim the ledger to its retention; a bounded amount of work per call.
 
         Trims up to 64 jobs this store wrote entries for since its last call to their
-        newest ``history_keep`` entries, and deletes up to 2,000 of the oldest entries
+        newest ``history_keep`` entries (and to their `set_job_retention` limits per
+        outcome), and deletes up to 2,000 of the oldest entries
         recorded more than ``history_days`` before ``now`` (and as many of the oldest
         operators' actions taken before then). `DurableScheduler` calls it
         from its timing thread when a look at the store claimed nothing, at most every
