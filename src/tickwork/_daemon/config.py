@@ -41,7 +41,17 @@ from tickwork._core.vocabulary import (
     JobsFileOverlap,
     Missed,
 )
-from tickwork._daemon import jobprocess
+from tickwork._daemon.jobprocess import (
+    UNLIMITED,
+    check_group,
+    check_limit,
+    check_user,
+    parse_cpu,
+    parse_files,
+    parse_size,
+    parse_umask,
+    read_env_file,
+)
 
 __all__ = [
     "JOB_KEYS",
@@ -445,30 +455,30 @@ def _limit(key: str, parse: Callable[[object], int | None]) -> Callable[[object]
     def check(value: object) -> int | None:
         limit = parse(value)
         if limit is not None:
-            jobprocess.check_limit(key, limit)
+            check_limit(key, limit)
         return limit
 
     return _checked(check)
 
 
 def _cpu(value: object) -> int | None:
-    if value == jobprocess.UNLIMITED:
+    if value == UNLIMITED:
         return None
     try:
         seconds = _duration(value, positive=True)
     except _Invalid as exc:
         raise ValueError(f"{exc} (or 'infinity')") from None
-    return jobprocess.parse_cpu(seconds)
+    return parse_cpu(seconds)
 
 
 #: The checks of the options that set up a command's process (see `jobprocess`).
 _PROCESS_CHECKS: Final[dict[str, Callable[[object], Any]]] = {
-    "user": _checked(jobprocess.check_user),
-    "group": _checked(jobprocess.check_group),
-    "umask": _checked(jobprocess.parse_umask),
-    "limit_memory": _limit("limit_memory", jobprocess.parse_size),
+    "user": _checked(check_user),
+    "group": _checked(check_group),
+    "umask": _checked(parse_umask),
+    "limit_memory": _limit("limit_memory", parse_size),
     "limit_cpu": _limit("limit_cpu", _cpu),
-    "limit_files": _limit("limit_files", jobprocess.parse_files),
+    "limit_files": _limit("limit_files", parse_files),
 }
 
 
@@ -932,7 +942,7 @@ class _Checker:
             return
         path = str(self.base_dir / os.path.expanduser(value))
         try:
-            out["env_file_vars"] = jobprocess.read_env_file(path)
+            out["env_file_vars"] = read_env_file(path)
         except ValueError as exc:
             if "env_file" in table:
                 self.add(where, (*at, "env_file"), "env_file", str(exc))

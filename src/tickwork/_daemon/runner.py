@@ -412,25 +412,16 @@ def run_command(
         job: The job's name, recorded in `MARKER_ENV` (with ``groups.marker``).
         on_line: Takes each line of output as soon as it is written (see `OnLine`).
         tag: Names the run for `ProcessGroups.replace` (any hashable value).
-        setup: User, group, umask and resource limits the supervisor applies just
-            before ``exec`` (needs ``groups``: only the supervisor can apply them).
+        setup: What the supervisor applies just before ``exec`` (needs ``groups``).
 
     Returns:
         How the command ended. A command that cannot start (no such program or
         directory, a setup step refused) is a result with `RunResult.error` set, not
         an exception.
     """
-    if isinstance(command, str) and not shell:
-        raise TypeError(f"command is a string but shell is false: {command!r}")
-    if setup is not None and groups is None:
-        raise ValueError("a process setup needs groups: the supervisor applies it")
+    _check_arguments(command, shell, setup, groups)
     start = time.monotonic()
-    full_env = dict(os.environ if base_env is None else base_env)
-    if setup is not None:
-        full_env.update(setup.env)
-    full_env.update(env or {})
-    if setup is not None:
-        full_env[SETUP_ENV] = setup.to_json()
+    full_env = _environment(base_env, env, setup)
     if groups is not None and groups.closed:
         return RunResult(cancelled=True, error="not started: shutting down")
     what = command if isinstance(command, str) else command[0]
@@ -467,6 +458,28 @@ def run_command(
         output=tail.text(),
         output_bytes=tail.total,
     )
+
+
+def _check_arguments(
+    command: Sequence[str] | str, shell: bool, setup: ProcessSetup | None, groups: object
+) -> None:
+    if isinstance(command, str) and not shell:
+        raise TypeError(f"command is a string but shell is false: {command!r}")
+    if setup is not None and groups is None:
+        raise ValueError("a process setup needs groups: the supervisor applies it")
+
+
+def _environment(
+    base: Mapping[str, str] | None, env: Mapping[str, str] | None, setup: ProcessSetup | None
+) -> dict[str, str]:
+    """A command's environment: ``base`` (or ours), the setup's user's, ``env``, the setup."""
+    full = dict(os.environ if base is None else base)
+    if setup is not None:
+        full.update(setup.env)
+    full.update(env or {})
+    if setup is not None:
+        full[SETUP_ENV] = setup.to_json()
+    return full
 
 
 def _start(
