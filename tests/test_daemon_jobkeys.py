@@ -511,7 +511,8 @@ def test_keep_ok_and_keep_failed_leave_exactly_those_counts_in_history(tmp_path:
         assert run.wait() == 0
     finally:
         run.kill()
-    assert counts() == Counter({"ok": 2, "failed": 5})
+    final = counts()  # given-up slots (skipped under load) are left to the overall limits
+    assert (final["ok"], final["failed"]) == (2, 5)
 
 
 # -- the supervisor's steps ------------------------------------------------------------------
