@@ -23,6 +23,7 @@ from tickwork.stores import (
     JobSpec,
     JobState,
     LastRun,
+    OutcomeRetention,
     RuntimeControl,
     SlotLedger,
     SlotRecord,
@@ -1020,6 +1021,45 @@ class StoreContract:
         # two days on, everything is older than history_days
         assert store.prune_history(time.time() + 2 * 86400) == 4
         assert store.history() == []
+
+    @pytest.mark.parametrize("history_keep", [None, 100])
+    def test_per_job_retention_keeps_the_newest_of_each_outcome(
+        self, open_store: OpenStore, history_keep: int | None
+    ) -> None:
+        store = open_store(history_keep=history_keep)
+        assert isinstance(store, SlotLedger) and isinstance(store, OutcomeRetention)
+        store.upsert(spec("a", schedule=Every(10)), 100.0)
+        store.upsert(spec("b", schedule=Every(10)), 100.0)
+        store.set_job_retention("a", keep_ok=2, keep_failed=3)
+        outcomes = ["ok", "failed", "timeout", "ok", "ok", "failed", "ok", "timeout", "failed"]
+        for k, outcome in enumerate(outcomes):
+            for c in claim(store, 100.0 + 10 * k, advance=step_one):
+                assert store.finish(c, outcome=outcome, ended=101.0 + 10 * k)  # type: ignore[arg-type]
+        store.set_job_retention("b", keep_ok=None, keep_failed=None)  # forgets nothing kept
+        assert store.prune_history(time.time()) == len(outcomes) - 5
+        kept = [(e.scheduled, e.outcome) for e in store.history("a")]
+        # the newest two ok entries, the newest three failed or timed out ones
+        assert kept == [(180.0, "failed"), (170.0, "timeout"), (160.0, "ok"), (150.0, "failed"),
+                        (140.0, "ok")]  # fmt: skip
+        assert len(store.history("b")) == len(outcomes)  # no limits of its own
+        # only what the limits hold back: a later prune finds nothing more to do
+        for c in claim(store, 190.0, advance=step_one):
+            assert store.finish(c, outcome="ok", ended=191.0)
+        assert store.prune_history(time.time()) == 1  # a's ok at 140 goes
+        assert [e.outcome for e in store.history("a")].count("ok") == 2
+        store.set_job_retention("a", keep_ok=0)  # none at all; failed ones now unlimited
+        for c in claim(store, 200.0, advance=step_one):
+            assert store.finish(c, outcome="failed", ended=201.0)
+        store.prune_history(time.time())
+        assert [e.scheduled for e in store.history("a")] == [200.0, 180.0, 170.0, 150.0]
+
+    def test_per_job_retention_arguments_are_checked(self, open_store: OpenStore) -> None:
+        store = open_store()
+        assert isinstance(store, OutcomeRetention)
+        with pytest.raises(ValueError, match="keep_ok must be an int >= 0 or None, got -1"):
+            store.set_job_retention("a", keep_ok=-1)
+        with pytest.raises(ValueError, match="keep_failed must be an int >= 0 or None, got True"):
+            store.set_job_retention("a", keep_failed=True)
 
     def test_keeping_no_history_writes_no_entries(self, open_store: OpenStore) -> None:
         store = open_store(history_keep=0)

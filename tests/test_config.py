@@ -66,6 +66,7 @@ def test_full_job_and_defaults(tmp_path: Path) -> None:
         """
     path = tmp_path / "jobs.toml"
     path.write_text(textwrap.dedent(text))
+    (tmp_path / "work").mkdir()  # a working directory must exist
     config = load_config(path)
     rotate, report, once, soon = config.jobs
     assert rotate.schedule == Every(5400.0, fixed_delay=True, jitter=10.0)

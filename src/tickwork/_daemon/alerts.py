@@ -1,8 +1,12 @@
-"""Failure alerts of ``tickwork run``: ``on_failure`` commands and webhooks.
+"""Alerts of ``tickwork run``: ``on_failure`` and ``on_success`` commands and webhooks.
 
 A job with ``on_failure`` is "failing" once it has failed ``after`` times in a row
 (counted from the slot ledger, so every daemon sharing the state counts the same runs);
 the alert fires then, once, and once more on the first success after it ("recovered").
+A job with ``on_success`` reports each ok run ("succeeded"), except the one
+``on_failure`` reports as recovered: a recovery is reported once, by ``on_failure``.
+Two runs that end together and read the same streak (``overlap = "allow"``) report
+its "failing" or its recovery once: the streak is known by the last ok run before it.
 Alerts go out on a thread of their own, from a bounded queue: a slow webhook never
 delays a run, and an alert that cannot be delivered is logged, never dropped silently.
 """
@@ -35,6 +39,8 @@ _log = logging.getLogger("tickwork.daemon")
 QUEUE_SIZE: Final = 1000
 #: Characters of the run's error and output in an alert.
 _TEXT: Final = 2000
+#: `AlertSender.run_ended`'s ``last_success`` when not given.
+_UNKNOWN: Final = object()
 
 
 @dataclass(frozen=True, slots=True)
@@ -43,7 +49,7 @@ class Notice:
 
     alert: Alert
     event: str
-    """``"failing"`` or ``"recovered"``."""
+    """``"failing"``, ``"recovered"`` or ``"succeeded"``."""
     payload: dict[str, Any]
     """The JSON document (and the source of the environment variables)."""
 
@@ -77,6 +83,8 @@ class AlertSender:
         self._sleep = sleep or self._closing.wait
         self._queue: queue.Queue[Notice | None] = queue.Queue(QUEUE_SIZE)
         self._thread: threading.Thread | None = None
+        self._reported: dict[tuple[str, str], object] = {}  # (job, event) -> its streak
+        self._reported_lock = threading.Lock()
 
     def start(self) -> None:
         """Start the sending thread."""
@@ -120,8 +128,12 @@ class AlertSender:
         status: str,
         error: str | None = None,
         output: str = "",
+        on_success: Alert | None = None,
+        last_success: object = _UNKNOWN,
     ) -> str | None:
         """A run of ``job`` ended; queue its alert if this run makes or ends a failing streak.
+
+        Or, with ``on_success``, if it succeeded (and is not a recovery ``alert`` reports).
 
         Args:
             job: The job's name.
@@ -132,19 +144,20 @@ class AlertSender:
             status: How it ended (``"ok"``, ``"exit=3"``, ...).
             error: Why it failed.
             output: The end of what it wrote.
+            on_success: Its ``on_success`` (``None``: no report of ok runs).
+            last_success: When the last ok run before this one ended, as the ledger has
+                it (``None``: never): names the streak, so that two runs reading the
+                same streak report it once. Not given: no such check.
 
         Returns:
-            The event queued (``"failing"`` or ``"recovered"``), or ``None``.
+            The event queued (``"failing"``, ``"recovered"`` or ``"succeeded"``), or
+            ``None``.
 
         """
-        if alert is None:
+        event, hook = self._decide(job, alert, on_success, ok, failures_before, last_success)
+        if event is None or hook is None:
             return None
-        if not ok and failures_before + 1 == alert.after:
-            event, streak = "failing", failures_before + 1
-        elif ok and failures_before >= alert.after:
-            event, streak = "recovered", failures_before
-        else:
-            return None
+        streak = failures_before + (event == "failing")
         payload = {
             "event": event,
             "job": job,
@@ -158,7 +171,7 @@ class AlertSender:
             "output": output[-_TEXT:] or None,
         }
         try:
-            self._queue.put_nowait(Notice(alert, event, payload))
+            self._queue.put_nowait(Notice(hook, event, payload))
         except queue.Full:
             _log.error(
                 "alert %s for job %r not sent: %d alerts are already waiting",
@@ -168,6 +181,33 @@ class AlertSender:
             )
             return None
         return event
+
+    def _decide(
+        self,
+        job: str,
+        alert: Alert | None,
+        on_success: Alert | None,
+        ok: bool,
+        failures_before: int,
+        last_success: object,
+    ) -> tuple[str | None, Alert | None]:
+        """The event this run makes, and the hook that reports it."""
+        event: str | None = None
+        if alert is not None and not ok and failures_before + 1 == alert.after:
+            event = "failing"
+        elif alert is not None and ok and failures_before >= alert.after:
+            event = "recovered"
+        if event is not None and last_success is not _UNKNOWN:
+            with self._reported_lock:
+                if self._reported.get((job, event), _UNKNOWN) == last_success:
+                    event = None  # another run reported this streak already
+                else:
+                    self._reported[(job, event)] = last_success
+        if event is not None:
+            return event, alert
+        if ok and on_success is not None:
+            return "succeeded", on_success
+        return None, None
 
     # -- the sending thread ------------------------------------------------------------
 

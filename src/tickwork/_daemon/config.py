@@ -42,6 +42,17 @@ from tickwork._core.vocabulary import (
     JobsFileOverlap,
     Missed,
 )
+from tickwork._daemon.jobprocess import (
+    UNLIMITED,
+    check_group,
+    check_limit,
+    check_user,
+    parse_cpu,
+    parse_files,
+    parse_size,
+    parse_umask,
+    read_env_file,
+)
 
 __all__ = [
     "JOB_KEYS",
@@ -87,6 +98,17 @@ DEFAULT_KEYS: Final = frozenset(
         "output",
         "output_limit",
         "on_failure",
+        "on_success",
+        "keep_ok",
+        "keep_failed",
+        "working_dir",
+        "env_file",
+        "user",
+        "group",
+        "umask",
+        "limit_memory",
+        "limit_cpu",
+        "limit_files",
     }
 )
 #: Every key a ``[[job]]`` table may have.
@@ -107,6 +129,7 @@ _TOP_KEYS: Final = ("job", "defaults")
 _NAME: Final = re.compile(r"[A-Za-z0-9][A-Za-z0-9_.@:-]{0,99}")
 _IMPORT_PATH: Final = re.compile(r"[A-Za-z_]\w*(?:\.[A-Za-z_]\w*)*:[A-Za-z_]\w*(?:\.[A-Za-z_]\w*)*")
 _MAX_RETRIES: Final = 100
+_MAX_KEEP: Final = 1_000_000
 
 
 @dataclass(frozen=True, slots=True)
@@ -168,6 +191,27 @@ class JobConfig:
     output_limit: int = OUTPUT_LIMIT
     """With ``output = "log"``: the most lines of one attempt written to the log; the
     rest are counted (lines and bytes) and one line says so."""
+    on_success: Alert | None = None
+    """Who to tell when a run succeeds (not the run ``on_failure`` reports as recovered)."""
+    keep_ok: int | None = None
+    """Slot-ledger entries of ``ok`` runs kept for this job (``None``: the store's own)."""
+    keep_failed: int | None = None
+    """Slot-ledger entries of failed runs (``failed``, ``timeout``, ``abandoned``) kept."""
+    env_file: str | None = None
+    """The file (absolute) whose ``KEY=VALUE`` lines were merged into `env`, under the
+    job's own ``env``."""
+    user: str | None = None
+    """Run the command as this user (the daemon runs as root)."""
+    group: str | None = None
+    """Run the command with this group (default: the user's)."""
+    umask: int | None = None
+    """The command's file mode creation mask (default: the daemon's)."""
+    limit_memory: int | None = None
+    """The command's address space in bytes (``RLIMIT_AS``)."""
+    limit_cpu: int | None = None
+    """The command's CPU seconds (``RLIMIT_CPU``): SIGXCPU there, SIGKILL a second on."""
+    limit_files: int | None = None
+    """How many files the command may have open at once (``RLIMIT_NOFILE``)."""
     line: int = field(default=0, compare=False)
     """The line of the job's ``[[job]]`` header, for messages."""
 
@@ -201,12 +245,18 @@ class Alert:
 _ALERT_KEYS: Final = ("command", "webhook", "after", "timeout", "retries")
 
 
-def _alert(value: object) -> Alert:
+def _success_hook(value: object) -> Alert:
+    if isinstance(value, dict) and "after" in value:
+        raise _Invalid("'after' applies only to on_failure: on_success fires on every ok run")
+    return _alert(value, keys=tuple(k for k in _ALERT_KEYS if k != "after"))
+
+
+def _alert(value: object, keys: tuple[str, ...] = _ALERT_KEYS) -> Alert:
     if not isinstance(value, dict):
         raise _Invalid(f"must be a table with command and/or webhook, got {_show(value)}")
-    unknown = sorted(set(value) - set(_ALERT_KEYS))
+    unknown = sorted(set(value) - set(keys))
     if unknown:
-        raise _Invalid(f"unknown key {unknown[0]!r} (known: {', '.join(_ALERT_KEYS)})")
+        raise _Invalid(f"unknown key {unknown[0]!r} (known: {', '.join(keys)})")
     command = value.get("command")
     if command is not None and (
         not isinstance(command, list)
@@ -386,6 +436,55 @@ def _output_limit(value: object) -> int:
     return value
 
 
+def _keep(value: object) -> int:
+    if isinstance(value, bool) or not isinstance(value, int) or not 0 <= value <= _MAX_KEEP:
+        raise _Invalid(f"must be a number of entries from 0 to {_MAX_KEEP:,}, got {_show(value)}")
+    return value
+
+
+def _checked(parse: Callable[[object], Any]) -> Callable[[object], Any]:
+    """A `jobprocess` check as a config check (its ValueError made `_Invalid`)."""
+
+    def check(value: object) -> Any:
+        try:
+            return parse(value)
+        except ValueError as exc:
+            raise _Invalid(str(exc)) from None
+
+    return check
+
+
+def _limit(key: str, parse: Callable[[object], int | None]) -> Callable[[object], Any]:
+    def check(value: object) -> int | None:
+        limit = parse(value)
+        if limit is not None:
+            check_limit(key, limit)
+        return limit
+
+    return _checked(check)
+
+
+def _cpu(value: object) -> int | None:
+    if value == UNLIMITED:
+        return None
+    try:
+        seconds = _duration(value, positive=True)
+    except _Invalid as exc:
+        raise ValueError(f"{exc} (or 'infinity')") from None
+    return parse_cpu(seconds)
+
+
+#: The checks of the options that set up a command's process (see `jobprocess`).
+_PROCESS_CHECKS: Final[dict[str, Callable[[object], Any]]] = {
+    "user": _checked(check_user),
+    "group": _checked(check_group),
+    "umask": _checked(parse_umask),
+    "limit_memory": _limit("limit_memory", parse_size),
+    "limit_cpu": _limit("limit_cpu", _cpu),
+    "limit_files": _limit("limit_files", parse_files),
+}
+
+
 def _json_value(value: object) -> bool:
     if isinstance(value, (str, int, float, bool)):
         return True
@@ -479,7 +578,9 @@ class _Checker:
         if options.get("overlap") == "replace":
             self.replace_fits(where, at, table, kind=kind)
         env = dict(self.options_env(defaults)) if kind == "command" else {}
+        env.update(cast(Mapping[str, str], options.pop("env_file_vars", {})))
         env.update(cast(Mapping[str, str], options.pop("env", {})))
+        self.retention_fits(where, at, table, options)
         if len(self.issues) > before or schedule is None or kind is None:
             return None
         target: dict[str, Any] = {}
@@ -501,6 +602,32 @@ class _Checker:
             **target,
             **options,
         )
+
+    def retention_fits(
+        self, where: str, at: _Path, table: dict[str, Any], options: dict[str, Any]
+    ) -> None:
+        """Refuse ``keep_ok``/``keep_failed`` that would hide ``on_failure``'s streak.
+
+        The streak is counted from the slot ledger: it needs the newest ok entry and at
+        least ``after`` failed ones.
+        """
+        alert = options.get("on_failure")
+        if alert is None:
+            return
+        for key, least, why in (
+            ("keep_failed", alert.after, f"on_failure.after = {alert.after} failures"),
+            ("keep_ok", 1, "the newest ok run, where the failure streak starts"),
+        ):
+            keep = options.get(key)
+            if keep is not None and keep < least:
+                key_at = (*at, key) if key in table else ("defaults", key)
+                self.add(
+                    where,
+                    key_at,
+                    key,
+                    f"is {keep}, but on_failure counts the failure streak from the slot"
+                    f" ledger and needs {why} kept: set {key} to at least {least}",
+                )
 
     def replace_fits(
         self, where: str, at: _Path, table: dict[str, Any], *, kind: str | None
@@ -728,6 +855,10 @@ class _Checker:
             "output": _choice(_OUTPUT),
             "output_limit": _output_limit,
             "on_failure": _alert,
+            "on_success": _success_hook,
+            "keep_ok": _keep,
+            "keep_failed": _keep,
+            **_PROCESS_CHECKS,
             "grace": _duration,
             "jitter": _duration,
             "timeout": _duration,
@@ -758,23 +889,68 @@ class _Checker:
             for key, why in _COMMAND_ONLY.items():
                 if key in table:
                     self.add(where, (*at, key), key, f"applies only to command jobs ({why})")
-            out.pop("timeout", None)
-            out.pop("output_limit", None)
+            for key in ("timeout", "output_limit", *_PROCESS_CHECKS):
+                out.pop(key, None)
         if "env" in table:
             self._env(where, at, table["env"], kind, out)
-        if "cwd" in source:
-            cwd = source["cwd"]
-            if not isinstance(cwd, str) or not cwd:
-                if "cwd" in table:
-                    self.add(
-                        where, (*at, "cwd"), "cwd", f"must be a directory path, got {_show(cwd)}"
-                    )
-            else:
-                out["cwd"] = str(self.base_dir / os.path.expanduser(cwd))
+        if kind != "call":
+            self._working_dir(where, at, table, source, out)
+        if "env_file" in source:
+            self._env_file(where, at, table, source["env_file"], out)
         if kind == "call":
-            out.pop("cwd", None)
-            out.pop("kill_grace", None)
+            for key in ("cwd", "kill_grace", "env_file", "env_file_vars"):
+                out.pop(key, None)
         return out
+
+    def _working_dir(
+        self,
+        where: str,
+        at: _Path,
+        table: dict[str, Any],
+        source: dict[str, Any],
+        out: dict[str, Any],
+    ) -> None:
+        """``working_dir`` (or its older name ``cwd``): a directory that exists."""
+        if "working_dir" in table and "cwd" in table:
+            self.add(
+                where, (*at, "cwd"), "cwd", "set working_dir or cwd (its older name), not both"
+            )
+            return
+        key = next((k for k in ("working_dir", "cwd") if k in table), None)
+        key = key or next((k for k in ("working_dir", "cwd") if k in source), None)
+        if key is None:
+            return
+        value = source[key]
+        if not isinstance(value, str) or not value:
+            if key in table:
+                self.add(where, (*at, key), key, f"must be a directory path, got {_show(value)}")
+            return
+        path = str(self.base_dir / os.path.expanduser(value))
+        if not os.path.isdir(path):
+            if key in table:
+                why = "is not a directory" if os.path.exists(path) else "does not exist"
+                self.add(where, (*at, key), key, f"{path!r} {why}")
+            return
+        out["cwd"] = path
+
+    def _env_file(
+        self, where: str, at: _Path, table: dict[str, Any], value: object, out: dict[str, Any]
+    ) -> None:
+        """``env_file``: read now; its variables go under the job's ``env``."""
+        if not isinstance(value, str) or not value:
+            if "env_file" in table:
+                self.add(
+                    where, (*at, "env_file"), "env_file", f"must be a file path, got {_show(value)}"
+                )
+            return
+        path = str(self.base_dir / os.path.expanduser(value))
+        try:
+            out["env_file_vars"] = read_env_file(path)
+        except ValueError as exc:
+            if "env_file" in table:
+                self.add(where, (*at, "env_file"), "env_file", str(exc))
+            return
+        out["env_file"] = path
 
     def _env(
         self, where: str, at: _Path, env: object, kind: str | None, out: dict[str, Any]
@@ -809,7 +985,13 @@ _COMMAND_ONLY: Final = {
     "kill_grace": f"{_KILL} to get a timeout",
     "env": "a call runs inside the daemon's process",
     "cwd": "a call runs inside the daemon's process",
+    "working_dir": "a call runs inside the daemon's process",
+    "env_file": "a call runs inside the daemon's process",
     "output_limit": "a call's output is not captured",
+    **{
+        key: "a call runs inside the daemon's process, which it cannot change for one job"
+        for key in ("user", "group", "umask", "limit_memory", "limit_cpu", "limit_files")
+    },
 }
 
 

@@ -85,7 +85,7 @@ from tickwork.stores._model import (
     Schedule,
     Upsert,
 )
-from tickwork.stores._protocol import Store
+from tickwork.stores._protocol import OutcomeRetention, Store
 
 __all__ = [
     "ENTRY_POINT",
@@ -365,6 +365,8 @@ class Daemon:
             {Upsert.CREATED: created, Upsert.UPDATED: updated, Upsert.UNCHANGED: unchanged}[
                 result
             ].append(job.name)
+            if isinstance(self.store, OutcomeRetention):  # keep_ok, keep_failed
+                self.store.set_job_retention(jid, keep_ok=job.keep_ok, keep_failed=job.keep_failed)
         removed: list[str] = []
         wanted = {job_id(self.namespace, job.name) for job in config.jobs}
         for jid in sorted(set(stored) - wanted):
@@ -456,7 +458,7 @@ class Daemon:
             DurableScheduler.record_output(result.output)  # its tail, for the ledger
         if result.replaced:  # no alert: a replacement is not a failure of the job
             raise JobCancelled(_failure_text(_replaced_by(result, due)))
-        if job.on_failure is not None and claim is not None:
+        if (job.on_failure is not None or job.on_success is not None) and claim is not None:
             self._alert(name, job, claim.job_id, scheduled, result)
         if result.timed_out:
             raise JobTimedOut(_failure_text(result))
@@ -466,12 +468,13 @@ class Daemon:
     def _alert(
         self, name: str, job: JobConfig, job_id: str, scheduled: float, result: RunResult
     ) -> None:
-        """Queue ``on_failure``'s alert if this run starts or ends a failing streak."""
+        """Queue the alert this run makes: ``on_failure``'s or ``on_success``'s."""
         try:  # the runs before this one, as the ledger has them (this one is not in yet)
-            before = failure_summary(self.store, job_id)["consecutive_failures"] or 0
+            summary = failure_summary(self.store, job_id)
         except Exception as exc:
-            _log.error("job %r: cannot read its failure streak for on_failure: %s", name, exc)
+            _log.error("job %r: cannot read its failure streak for its alerts: %s", name, exc)
             return
+        before = summary["consecutive_failures"] or 0
         self.alerts.run_ended(
             name,
             job.on_failure,
@@ -481,6 +484,8 @@ class Daemon:
             status=result.status,
             error=None if result.ok else _failure_text(result),
             output=result.output,
+            on_success=job.on_success,
+            last_success=summary["last_success"],
         )
 
     def _ended(self, name: str, scheduled: float, job: JobConfig, result: RunResult) -> None:

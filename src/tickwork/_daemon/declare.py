@@ -223,6 +223,10 @@ _LATER: Final[dict[str, object]] = {
     "output": "log",
     "on_failure": None,
     "output_limit": OUTPUT_LIMIT,
+    **dict.fromkeys(
+        ("on_success", "keep_ok", "keep_failed", "env_file", "user", "group", "umask"), None
+    ),
+    **dict.fromkeys(("limit_memory", "limit_cpu", "limit_files"), None),
 }
 _NOT_DEFAULT: Final = object()
 

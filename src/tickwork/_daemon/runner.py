@@ -49,6 +49,7 @@ from pathlib import Path
 from typing import Any, Final
 
 from tickwork._daemon.config import JobConfig
+from tickwork._daemon.jobprocess import SETUP_ENV, ProcessSetup, process_setup
 from tickwork.stores._procs import proc_stat, process_alive
 
 __all__ = [
@@ -410,6 +411,7 @@ def run_command(
     job: str = "",
     on_line: OnLine | None = None,
     tag: object = None,
+    setup: ProcessSetup | None = None,
 ) -> RunResult:
     """Run a command in its own process group and wait for it to end.
 
@@ -429,26 +431,22 @@ def run_command(
         job: The job's name, recorded in `MARKER_ENV` (with ``groups.marker``).
         on_line: Takes each line of output as soon as it is written (see `OnLine`).
         tag: Names the run for `ProcessGroups.replace` (any hashable value).
+        setup: What the supervisor applies just before ``exec`` (needs ``groups``).
 
     Returns:
         How the command ended. A command that cannot start (no such program or
-        directory) is a result with `RunResult.error` set, not an exception.
+        directory, a setup step refused) is a result with `RunResult.error` set, not
+        an exception.
     """
-    if isinstance(command, str) and not shell:
-        raise TypeError(f"command is a string but shell is false: {command!r}")
+    _check_arguments(command, shell, setup, groups)
     start = time.monotonic()
-    full_env = {**(os.environ if base_env is None else base_env), **(env or {})}
+    full_env = _environment(base_env, env, setup)
     if groups is not None and groups.closed:
         return RunResult(cancelled=True, error="not started: shutting down")
-    what = command if isinstance(command, str) else command[0]
-    where = f" in {cwd!r}" if cwd else ""
     argv: list[str] = ["/bin/sh", "-c", command] if isinstance(command, str) else list(command)
     started = _start(argv, full_env, cwd, groups, kill_grace, job)
     if isinstance(started, OSError):
-        return RunResult(
-            error=f"cannot start {what!r}{where}: {started.strerror or started}",
-            duration=time.monotonic() - start,
-        )
+        return _not_started(command, cwd, started.strerror or str(started), start)
     proc, status_r = started
     out = _Output(tail_bytes, on_line)
     run = _Run(tag)
@@ -457,12 +455,7 @@ def run_command(
     )
     tail = out.tail
     if report.startswith("error "):  # the supervisor could not start the command
-        return RunResult(
-            error=f"cannot start {what!r}{where}: {report[6:]}",
-            duration=time.monotonic() - start,
-            output=tail.text(),
-            output_bytes=tail.total,
-        )
+        return _not_started(command, cwd, report[6:], start, tail)
     code = proc.returncode
     ended = _reported_end(report)
     return RunResult(
@@ -475,6 +468,46 @@ def run_command(
         ended=ended,
         output=tail.text(),
         output_bytes=tail.total,
+    )
+
+
+def _check_arguments(
+    command: Sequence[str] | str, shell: bool, setup: ProcessSetup | None, groups: object
+) -> None:
+    if isinstance(command, str) and not shell:
+        raise TypeError(f"command is a string but shell is false: {command!r}")
+    if setup is not None and groups is None:
+        raise ValueError("a process setup needs groups: the supervisor applies it")
+
+
+def _environment(
+    base: Mapping[str, str] | None, env: Mapping[str, str] | None, setup: ProcessSetup | None
+) -> dict[str, str]:
+    """A command's environment: ``base`` (or ours), the setup's user's, ``env``, the setup."""
+    full = dict(os.environ if base is None else base)
+    if setup is not None:
+        full.update(setup.env)
+    full.update(env or {})
+    if setup is not None:
+        full[SETUP_ENV] = setup.to_json()
+    return full
+
+
+def _not_started(
+    command: Sequence[str] | str,
+    cwd: str | None,
+    reason: str,
+    start: float,
+    tail: _Tail | None = None,
+) -> RunResult:
+    """The result of a command that could not start, saying what, where and why."""
+    what = command if isinstance(command, str) else command[0]
+    where = f" in {cwd!r}" if cwd else ""
+    return RunResult(
+        error=f"cannot start {what!r}{where}: {reason}",
+        duration=time.monotonic() - start,
+        output="" if tail is None else tail.text(),
+        output_bytes=0 if tail is None else tail.total,
     )
 
 
@@ -783,6 +816,18 @@ def run_attempt(
     if job.call is not None:
         return run_call(job.call, job.args, job.kwargs, tail_bytes=tail_bytes)
     assert job.command is not None
+    try:
+        setup = process_setup(
+            user=job.user,
+            group=job.group,
+            umask=job.umask,
+            limit_memory=job.limit_memory,
+            limit_cpu=job.limit_cpu,
+            limit_files=job.limit_files,
+        )
+    except ValueError as exc:
+        what = job.command if isinstance(job.command, str) else job.command[0]
+        return RunResult(error=f"cannot start {what!r}: {exc}")
     return run_command(
         job.command,
         shell=job.shell,
@@ -795,6 +840,7 @@ def run_attempt(
         job=job.name,
         on_line=on_line,
         tag=tag,
+        setup=setup,
     )
 
 

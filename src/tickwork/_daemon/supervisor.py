@@ -17,6 +17,10 @@ its child in that same group, with the supervisor's stdin, stdout and stderr. It
   with SIGSTOP, say);
 - ends the way the command ended: the same exit status, or killed by the same signal.
   The daemon waits for the supervisor as it would for the command itself;
+- applies the job's process setup, when ``TICKWORK_SETUP`` (JSON, taken out of the
+  environment) holds one, in the command's process just before ``exec``: resource
+  limits, then the umask, then the groups, the group id and the user id (see
+  ``jobprocess.py``); a step that fails is reported as ``error`` with the step named;
 - ignores SIGTERM, SIGINT and SIGHUP: the daemon ends a run by signalling the whole
   group, which reaches the command; the supervisor follows when the command exits, or
   dies with the group's SIGKILL;
@@ -33,12 +37,14 @@ parent-death signal.
 from __future__ import annotations
 
 import contextlib
+import json
 import os
 import select
 import signal
 import subprocess
 import sys
 import time
+from collections.abc import Callable
 
 _POLL = 0.05  # where pidfd_open is missing (macOS): how often to look for the exit
 
@@ -72,6 +78,60 @@ def _exited(pid: int, pidfd: int, timeout: float) -> bool:
     return bool(done)
 
 
+def _setup(report_w: int) -> Callable[[], None] | None:
+    """The ``preexec_fn`` that applies ``TICKWORK_SETUP`` (or None when there is none).
+
+    It runs in the child between fork and exec (this process has one thread, so that is
+    safe); a step that fails writes its name and reason to ``report_w`` and raises.
+    """
+    raw = os.environ.pop("TICKWORK_SETUP", None)
+    if not raw:
+        return None
+    setup = json.loads(raw)
+
+    def apply() -> None:
+        step = "setup"
+        try:
+            import resource
+
+            for name, soft, hard in setup.get("limits", ()):
+                step = f"{name} = {soft}"
+                resource.setrlimit(getattr(resource, name), (soft, hard))
+            if "umask" in setup:
+                os.umask(setup["umask"])
+            if "groups" in setup:
+                step = f"setgroups {setup['groups']}"
+                os.setgroups(setup["groups"])
+            if "gid" in setup:
+                step = f"setgid {setup['gid']}"
+                os.setgid(setup["gid"])
+            if "uid" in setup:
+                step = f"setuid {setup['uid']}"
+                os.setuid(setup["uid"])
+        except (OSError, ValueError) as exc:
+            reason = getattr(exc, "strerror", None) or str(exc)
+            os.write(report_w, f"{step}: {reason}".encode())
+            raise
+
+    return apply
+
+
+def _start(command: list[str]) -> subprocess.Popen[bytes] | str:
+    """Start the command with its setup: the child, or why it could not start."""
+    report_r, report_w = os.pipe()
+    try:
+        return subprocess.Popen(command, preexec_fn=_setup(report_w))
+    except (OSError, subprocess.SubprocessError) as exc:
+        os.close(report_w)
+        report_w = -1
+        detail = os.read(report_r, 4096).decode(errors="replace")
+        return detail or (getattr(exc, "strerror", None) or str(exc))
+    finally:
+        if report_w >= 0:
+            os.close(report_w)
+        os.close(report_r)
+
+
 def main(argv: list[str]) -> None:
     """Run the supervisor (see the module docstring); never returns."""
     lifeline, status_fd, grace = int(argv[1]), int(argv[2]), float(argv[3])
@@ -80,10 +140,9 @@ def main(argv: list[str]) -> None:
     # exec resets handled signals to their default.
     for sig in (signal.SIGTERM, signal.SIGINT, signal.SIGHUP):
         signal.signal(sig, lambda signum, frame: None)
-    try:
-        child = subprocess.Popen(command)
-    except OSError as exc:
-        os.write(status_fd, f"error {exc.strerror or exc}\n".encode())
+    child = _start(command)
+    if isinstance(child, str):
+        os.write(status_fd, f"error {child}\n".encode())
         os._exit(127)
     os.write(status_fd, f"pid {child.pid}\n".encode())
     devnull = os.open(os.devnull, os.O_RDWR)

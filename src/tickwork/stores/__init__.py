@@ -41,6 +41,7 @@ from tickwork.stores._model import Schedule as Schedule
 from tickwork.stores._model import SlotRecord as SlotRecord
 from tickwork.stores._model import Upsert as Upsert
 from tickwork.stores._model import deprecated as _deprecated
+from tickwork.stores._protocol import OutcomeRetention as OutcomeRetention
 from tickwork.stores._protocol import RuntimeControl as RuntimeControl
 from tickwork.stores._protocol import SlotLedger as SlotLedger
 from tickwork.stores._protocol import Store as Store
@@ -65,6 +66,7 @@ __all__ = [
     "Missed",
     "Origin",
     "Outcome",
+    "OutcomeRetention",
     "Overlap",
     "PauseNote",
     "RuntimeControl",

@@ -24,12 +24,14 @@ from ._model import (
     check_time,
 )
 from ._sqlbase import C, SQLHost
+from ._streak import FAILED_OUTCOMES
 
 __all__ = ["LedgerHost", "LedgerQueries", "given_up_entry", "manual_skip_entry", "newest_first"]
 
 #: Most jobs trimmed, and most entries deleted by age, per `LedgerQueries.prune`.
 _PRUNE_JOBS: Final = 64
 _PRUNE_ROWS: Final = 2000
+_FAILED: Final = tuple(sorted(FAILED_OUTCOMES))
 
 
 def given_up_entry(job_id: str, gave: GivenUp, owner: str, now: float) -> tuple[Any, ...]:
@@ -102,6 +104,22 @@ class LedgerQueries(Generic[C]):
         self.days = days
         self._written: set[str] = set()  # jobs with ledger entries since the last prune
         self._written_lock = threading.Lock()  # batches may commit on their own threads
+        #: Per job: ``(keep_ok, keep_failed)`` (see `set_job_retention`).
+        self.by_outcome: dict[str, tuple[int | None, int | None]] = {}
+
+    def set_job_retention(self, job_id: str, keep_ok: int | None, keep_failed: int | None) -> None:
+        """Per-outcome limits for one job (see `SQLStore.set_job_retention`)."""
+        job_id = check_job_id(job_id)
+        for name, value in (("keep_ok", keep_ok), ("keep_failed", keep_failed)):
+            if value is not None and (
+                isinstance(value, bool) or not isinstance(value, int) or value < 0
+            ):
+                raise ValueError(f"{name} must be an int >= 0 or None, got {value!r}")
+        with self._written_lock:
+            if keep_ok is None and keep_failed is None:
+                self.by_outcome.pop(job_id, None)
+            else:
+                self.by_outcome[job_id] = (keep_ok, keep_failed)
 
     def write(self, cur: C, entries: list[tuple[Any, ...]]) -> None:
         """Insert ledger entries (tuples in `LEDGER_INSERT`'s column order)."""
@@ -150,7 +168,8 @@ class LedgerQueries(Generic[C]):
         now = check_time("now", now)
         keep, days = self.keep, self.days
         with self._written_lock:
-            jobs = sorted(self._written)[:_PRUNE_JOBS] if keep else []
+            jobs = sorted(self._written)[:_PRUNE_JOBS] if keep or self.by_outcome else []
+            limits = {job: self.by_outcome[job] for job in jobs if job in self.by_outcome}
         if not jobs and days is None:
             return 0
         q = self._store._q
@@ -158,6 +177,10 @@ class LedgerQueries(Generic[C]):
         def body(cur: C) -> int:
             gone = 0
             for job_id in jobs:
+                if job_id in limits:
+                    gone += self._trim_outcomes(cur, job_id, *limits[job_id])
+                if not keep:
+                    continue
                 row = cur.execute(
                     q(
                         "SELECT seq FROM {ledger} WHERE job_id = ? ORDER BY seq DESC"
@@ -187,7 +210,31 @@ class LedgerQueries(Generic[C]):
                 )
             return gone
 
-        gone = self._store._run("prune the slot ledger", body)
+        gone: int = self._store._run("prune the slot ledger", body)
         with self._written_lock:
             self._written.difference_update(jobs)
+        return gone
+
+    def _trim_outcomes(
+        self, cur: C, job_id: str, keep_ok: int | None, keep_failed: int | None
+    ) -> int:
+        """Delete ``job_id``'s ok entries past ``keep_ok`` and failed ones past ``keep_failed``."""
+        q = self._store._q
+        gone = 0
+        for keep, outcomes in ((keep_ok, ("ok",)), (keep_failed, _FAILED)):
+            if keep is None:
+                continue
+            among = f"outcome IN ({', '.join('?' for _ in outcomes)})"
+            row = cur.execute(
+                q(
+                    f"SELECT seq FROM {{ledger}} WHERE job_id = ? AND {among}"
+                    " ORDER BY seq DESC LIMIT 1 OFFSET ?"
+                ),
+                (job_id, *outcomes, keep),
+            ).fetchone()
+            if row is not None:
+                gone += cur.execute(
+                    q(f"DELETE FROM {{ledger}} WHERE job_id = ? AND {among} AND seq <= ?"),
+                    (job_id, *outcomes, row[0]),
+                ).rowcount
         return gone

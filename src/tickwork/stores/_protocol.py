@@ -374,6 +374,32 @@ class BatchRecorder(Protocol):
 
 
 @runtime_checkable
+class OutcomeRetention(Protocol):
+    """Optional store capability: per job, how many ledger entries of each outcome to keep.
+
+    Like Kubernetes' ``successfulJobsHistoryLimit`` and ``failedJobsHistoryLimit``. The
+    limits are this store object's (not stored): whoever writes a job's entries trims
+    them, in `SlotLedger.prune_history`'s bounded batches, never on a run's own write.
+    The store's overall count (``history_keep``) and age limits still apply. Both
+    bundled stores have it.
+    """
+
+    def set_job_retention(
+        self, job_id: str, *, keep_ok: int | None = None, keep_failed: int | None = None
+    ) -> None:
+        """Keep at most ``keep_ok`` ``ok`` entries and ``keep_failed`` failed ones.
+
+        Failed means ``failed``, ``timeout`` and ``abandoned``; other outcomes (given-up
+        slots) are left to the overall limits. ``None`` lifts a limit; both ``None``
+        forget the job.
+
+        Raises:
+            ValueError: A limit is not an int >= 0 or None.
+        """
+        ...
+
+
+@runtime_checkable
 class SlotLedger(Protocol):
     """Optional store capability: the slot ledger, one entry per ended slot.
 

@@ -987,23 +987,21 @@ class SQLStore(RowReader, ABC, Generic[C]):
         before: int | None = None,
         limit: int = 100,
     ) -> list[SlotRecord]:
-        """The slot ledger, newest entry first (see `tickwork.stores.SlotLedger`).
-
-        Args:
-            job_id: Only this job's entries (``None``: every job's, removed ones too).
-            since: Only slots due at or after this time (UTC POSIX seconds).
-            outcome: Only entries with this outcome (one of `OUTCOMES`).
-            before: Only entries older than this ``seq`` (for paging back).
-            limit: Most entries returned, an int >= 1.
-
-        """
+        """The slot ledger, newest entry first (as `tickwork.stores.SlotLedger.history`)."""
         return self._ledger.history(job_id, since, outcome, before, limit)
+
+    def set_job_retention(
+        self, job_id: str, *, keep_ok: int | None = None, keep_failed: int | None = None
+    ) -> None:
+        """Per-outcome retention of ``job_id``'s ledger entries (`OutcomeRetention`)."""
+        self._ledger.set_job_retention(job_id, keep_ok, keep_failed)
 
     def prune_history(self, now: float) -> int:
         """Trim the ledger to its retention; a bounded amount of work per call.
 
         Trims up to 64 jobs this store wrote entries for since its last call to their
-        newest ``history_keep`` entries, and deletes up to 2,000 of the oldest entries
+        newest ``history_keep`` entries (and to their `set_job_retention` limits per
+        outcome), and deletes up to 2,000 of the oldest entries
         recorded more than ``history_days`` before ``now`` (and as many of the oldest
         operators' actions taken before then). `DurableScheduler` calls it
         from its timing thread when a look at the store claimed nothing, at most every
