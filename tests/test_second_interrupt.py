@@ -14,27 +14,22 @@ import subprocess
 import sys
 import textwrap
 import threading
-import time
 from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 
 import pytest
 
+from tests.test_daemon_e2e import wait_until as e2e_wait_until
+
 pytestmark = pytest.mark.skipif(sys.platform == "win32", reason="POSIX signals")
+
 
 LIMIT = 30.0
 
 
 def wait_until(what: str, check: Callable[[], object], limit: float = LIMIT) -> Any:
-    give_up = time.monotonic() + limit
-    while True:
-        value = check()
-        if value:
-            return value
-        if time.monotonic() > give_up:
-            raise AssertionError(f"timed out after {limit}s waiting for {what}")
-        time.sleep(0.02)
+    return e2e_wait_until(what, check, limit)
 
 
 class Proc:
