@@ -6,12 +6,14 @@ rest of the suite let live (``python3 dev.py mutate``, docs/testing.md).
 
 from __future__ import annotations
 
+import logging
 import math
 import random
 
 import pytest
 
 from tickwork import At, Cron, EventKind, Every, RunEvent, Scheduler, ThreadScheduler
+from tickwork._core.scheduler import COMPACT_SLACK
 from tickwork._core.schedules import next_slot
 from tickwork.testing import FakeClock, InlineExecutor
 
@@ -372,3 +374,88 @@ def test_a_fixed_delay_run_that_pauses_its_task_still_finishes() -> None:
     clock.set(10.0)
     s.step()
     assert [e.kind for e in events] == [EventKind.STARTED, EventKind.FINISHED]
+
+
+# -- run_pending's own rules: one clock read, time never backwards, the compaction bound --
+
+
+class _Readings:
+    """A clock that returns what the test sets, as a float, and counts its reads."""
+
+    def __init__(self, now: float) -> None:
+        self.now = now
+        self.reads = 0
+
+    def __call__(self) -> float:
+        self.reads += 1
+        return self.now
+
+
+def test_run_pending_reads_the_clock_once_per_tick() -> None:
+    clock = _Readings(100.0)
+    s = Scheduler(clock)
+    ran: list[int] = []
+    s.schedule(0, lambda: ran.append(1))
+    s.schedule(0, lambda: ran.append(2), interval=5)
+    clock.reads = 0
+    assert s.run_pending() == 2
+    assert clock.reads == 1 and ran == [1, 2]
+
+
+def test_a_float_clock_that_goes_back_keeps_the_last_reading(
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    clock = _Readings(10.0)
+    s = Scheduler(clock)
+    s.run_pending()
+    clock.now = 3.0  # a float reading, earlier than the last one
+    with caplog.at_level(logging.WARNING, logger="tickwork"):
+        s.run_pending()
+    assert "clock went backwards" in caplog.text
+    ran: list[str] = []
+    s.schedule(1, lambda: ran.append("x"))  # due 1 s after the kept reading (10.0)
+    clock.now = 4.5
+    assert s.run_pending() == 0 and ran == []
+    clock.now = 11.0
+    assert s.run_pending() == 1 and ran == ["x"]
+
+
+def test_run_pending_compacts_only_past_the_slack() -> None:
+    clock = _Readings(0.0)
+    s = Scheduler(clock)
+    far = [s.schedule(1000 + i, lambda: None) for i in range(10)]
+    victims = [s.schedule(500, lambda: None) for _ in range(len(far) + COMPACT_SLACK)]
+
+    def cancel_all() -> None:
+        for tid in victims:
+            assert s.cancel(tid)
+
+    s.schedule(1, cancel_all)
+    clock.now = 1.0
+    assert s.run_pending() == 1
+    # Exactly at the bound (dead == live + COMPACT_SLACK): not compacted yet...
+    assert (s._dead, len(s)) == (len(far) + COMPACT_SLACK, len(far))
+    s._check()
+    # ...one more dead entry is past it: the heap is rebuilt without them.
+    assert s.cancel(far[0])
+    assert s._dead == 0 and len(s._heap) == len(far) - 1
+    s._check()
+
+
+def test_a_wall_step_during_a_fixed_delay_run_is_seen_when_the_run_ends() -> None:
+    """The run ends after the wall clock was set past ``until``: the task ends with it.
+
+    ``until`` is a wall time; the next run (10 s after this one ends) would fall before
+    it on the old wall reading and after it on the new one. Ending the run re-reads the
+    wall clock first, so the task is gone at once, not one look later.
+    """
+    clock = FakeClock(wall_start=WALL0)
+    pool = ManualExecutor()
+    s = ThreadScheduler(clock, executor=pool)
+    t = s.add(Every(10, fixed_delay=True, until=WALL0 + 25), lambda: None)
+    clock.set(10.0)
+    s.step()  # the run of 10 is handed to the pool, and goes on
+    clock.jump_wall(60.0)  # the wall clock is set a minute ahead meanwhile
+    pool.run_all()  # the run ends: its next run would be at wall WALL0 + 80, after until
+    assert t not in s and s.tasks() == []
+    s._check()

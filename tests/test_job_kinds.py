@@ -199,6 +199,7 @@ def test_core_records_any_returned_awaitable(clock: FakeClock) -> None:
         logging.disable(logging.NOTSET)
     assert len(s.errors) == 1
     assert s.errors[0].startswith("task 1: fn must not return an awaitable")
+    assert f"; {Awaits!r} returned <" in s.errors[0]  # it names the job that did it
     assert "returned <tests.test_job_kinds.Awaits object at" in s.errors[0]
 
 
@@ -288,3 +289,15 @@ def test_async_scheduler_runs_a_class_with_async_call_on_the_executor(clock: Fak
     from tickwork._drivers.asyncio import _AWAIT, _POOL
 
     assert asyncio.run(main()) == (_POOL, _AWAIT)
+
+
+def test_a_recurring_job_that_returns_an_awaitable_is_named(clock: FakeClock) -> None:
+    s = Scheduler(clock)
+    logging.disable(logging.ERROR)
+    try:
+        s.schedule(0, Awaits, interval=10)  # the fixed-rate path of run_pending
+        assert s.run_pending() == 1
+    finally:
+        logging.disable(logging.NOTSET)
+    assert s.errors[0].startswith("task 1: fn must not return an awaitable")
+    assert f"; {Awaits!r} returned <" in s.errors[0]
