@@ -333,7 +333,9 @@ def load_config(path: str | os.PathLike[str]) -> Config:
     return parse_config(text, path=shown, base_dir=Path(shown).resolve().parent)
 
 
-def parse_config(text: str, *, path: str = "<string>", base_dir: Path | None = None) -> Config:
+def parse_config(
+    text: str, *, path: str = "<string>", base_dir: Path | None = None, check_host: bool = True
+) -> Config:
     """Validate the text of a jobs file.
 
     Args:
@@ -341,6 +343,9 @@ def parse_config(text: str, *, path: str = "<string>", base_dir: Path | None = N
         path: The name shown in messages.
         base_dir: The directory relative ``cwd`` values are resolved against (default:
             the current directory).
+        check_host: Refuse a ``working_dir`` that is not a directory on this host
+            (``False``: a file translated for another host, such as an imported crontab
+            whose ``HOME`` is the other host's; its runs then fail if it is missing).
 
     Returns:
         The validated configuration.
@@ -352,7 +357,7 @@ def parse_config(text: str, *, path: str = "<string>", base_dir: Path | None = N
         doc = tomllib.loads(text)
     except tomllib.TOMLDecodeError as exc:
         raise ConfigError([_syntax_issue(path, text, exc)]) from None
-    checker = _Checker(path, _Locator(text), base_dir or Path.cwd())
+    checker = _Checker(path, _Locator(text), base_dir or Path.cwd(), check_host=check_host)
     jobs = checker.document(doc)
     if checker.issues:
         raise ConfigError(sorted(checker.issues, key=lambda issue: issue.line))
@@ -496,10 +501,13 @@ def _json_value(value: object) -> bool:
 
 
 class _Checker:
-    def __init__(self, path: str, locator: _Locator, base_dir: Path) -> None:
+    def __init__(
+        self, path: str, locator: _Locator, base_dir: Path, *, check_host: bool = True
+    ) -> None:
         self.path = path
         self.locator = locator
         self.base_dir = base_dir
+        self.check_host = check_host  # directories checked on this host, or not at all
         self.issues: list[ConfigIssue] = []
 
     def add(self, where: str, at: _Path, key: str, message: str) -> None:
@@ -926,7 +934,7 @@ class _Checker:
                 self.add(where, (*at, key), key, f"must be a directory path, got {_show(value)}")
             return
         path = str(self.base_dir / os.path.expanduser(value))
-        if not os.path.isdir(path):
+        if self.check_host and not os.path.isdir(path):
             if key in table:
                 why = "is not a directory" if os.path.exists(path) else "does not exist"
                 self.add(where, (*at, key), key, f"{path!r} {why}")

@@ -747,7 +747,11 @@ def crontab_config(
         issues = [ConfigIssue(path, n.line, "", "", n.message) for n in translation.skipped]
         issues.append(ConfigIssue(path, 0, "", "", "no job to import from this crontab"))
         raise ConfigError(issues)
-    config = parse_config(translation.toml, path=f"{path} (as a jobs file)", base_dir=base_dir)
+    # A crontab's working directory is its HOME, on the host it came from: not checked
+    # here (cron does not check it either; a run in a missing one fails and says so).
+    config = parse_config(
+        translation.toml, path=f"{path} (as a jobs file)", base_dir=base_dir, check_host=False
+    )
     return Config(path, config.jobs), translation
 
 
