@@ -17,7 +17,13 @@ from typing import Any, TextIO
 
 from tickwork._cli import backfill
 from tickwork._cli.history import _job_id, in_calendar_or_refuse, parse_since
-from tickwork._cli.options import add_file_argument, add_store_options, open_state, take_file
+from tickwork._cli.options import (
+    add_file_argument,
+    add_store_options,
+    open_state,
+    state_named,
+    take_file,
+)
 from tickwork._core.errors import ConfigError
 from tickwork._core.schedules import DurationTooLong, parse_duration
 from tickwork._core.text import iso
@@ -117,13 +123,9 @@ def run_control(
     refused = take_file(args, command, err)
     if refused is not None:
         return refused
-    if args.file is None and args.state is None and args.database is None:
-        print(
-            f"tickwork {command}: give the jobs file (FILE or -f FILE), --state PATH or"
-            " --database DSN",
-            file=err,
-        )
-        return 2
+    missing = state_named(args, command, err)
+    if missing is not None:
+        return missing
     if args.file is not None:
         try:
             config = load_config(args.file)

@@ -21,6 +21,7 @@ from tickwork._cli.options import (
     add_store_options,
     count,
     open_state,
+    state_named,
     take_file,
 )
 from tickwork._core.args import in_calendar
@@ -131,13 +132,9 @@ def run_history(
     status = take_file(args, "history", err)
     if status is not None:
         return status
-    if args.file is None and args.state is None and args.database is None:
-        print(
-            "tickwork history: give the jobs file (FILE or -f FILE), --state PATH or"
-            " --database DSN",
-            file=err,
-        )
-        return 2
+    missing = state_named(args, "history", err)
+    if missing is not None:
+        return missing
     store = open_state(args, "history", err)
     if isinstance(store, int):
         return store

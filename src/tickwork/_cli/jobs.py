@@ -20,7 +20,13 @@ from datetime import datetime
 from pathlib import Path
 from typing import Any, TextIO
 
-from tickwork._cli.options import add_file_argument, add_store_options, open_state, take_file
+from tickwork._cli.options import (
+    add_file_argument,
+    add_store_options,
+    open_state,
+    state_named,
+    take_file,
+)
 from tickwork._core.errors import ConfigError
 from tickwork._core.text import iso, local_time, relative_time, schedule_words, seconds_fixed
 from tickwork._core.text import local_and_utc as _when
@@ -128,12 +134,9 @@ def run_jobs(
     status = take_file(args, "jobs", err)
     if status is not None:
         return status
-    if args.file is None and args.state is None and args.database is None:
-        print(
-            "tickwork jobs: give the jobs file (FILE or -f FILE), --state PATH or --database DSN",
-            file=err,
-        )
-        return 2
+    missing = state_named(args, "jobs", err)
+    if missing is not None:
+        return missing
     config: Config | None = None
     if args.file is not None:
         try:

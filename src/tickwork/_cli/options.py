@@ -25,6 +25,7 @@ __all__ = [
     "duration",
     "open_state",
     "positive_duration",
+    "state_named",
     "take_file",
 ]
 
@@ -173,6 +174,21 @@ def take_file(
         return 2
     if required and args.file is None:
         print(f"tickwork {command}: give the jobs file (FILE or -f FILE)", file=err)
+        return 2
+    return None
+
+
+def state_named(args: argparse.Namespace, command: str, err: TextIO) -> int | None:
+    """None when the jobs file, ``--state`` or ``--database`` says where the state is.
+
+    Otherwise says so on ``err`` and returns the exit status 2 (a usage error).
+    """
+    if args.file is None and args.state is None and args.database is None:
+        print(
+            f"tickwork {command}: give the jobs file (FILE or -f FILE), --state PATH or"
+            " --database DSN",
+            file=err,
+        )
         return 2
     return None
 
