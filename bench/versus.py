@@ -54,6 +54,7 @@ WORKLOADS: dict[str, tuple[str, bool]] = {
     "thread-burst": ("jobs/s", True),
     "thread-late": ("ms p99", False),
     "durable-sqlite": ("jobs/s", True),
+    "core-cron": ("runs/s", True),
 }
 
 
@@ -108,6 +109,36 @@ def _durable_sqlite() -> float:
         return store.burst_durable(5_000, Path(tmp) / "run")
 
 
+def _core_cron() -> float:
+    """Runs/s of 2,000 `Cron` tasks (two zones) over 1,000 one-minute ticks of a fake clock.
+
+    The calendar schedules' own path (next times, zones) on the in-memory core: what a
+    state pays for cron when it configures no calendar and no ``H``.
+    """
+    from tickwork import Cron, Scheduler
+    from tickwork.testing import FakeClock
+
+    best = 0.0
+    for _ in range(3):
+        clock = FakeClock(wall_start=1_767_225_600.0)  # 2026-01-01T00:00Z
+        s = Scheduler(clock, wall_clock=clock.wall)
+        for i in range(500):
+            s.add(Cron("*/5 * * * *"), _noop, name=f"a{i}")
+            s.add(Cron("0 * * * *"), _noop, name=f"b{i}")
+            s.add(Cron("*/5 * * * *", tz="Europe/Berlin"), _noop, name=f"c{i}")
+            s.add(Cron("30 * * * *", tz="America/New_York"), _noop, name=f"d{i}")
+        runs, t = 0, time.perf_counter()
+        for _ in range(1_000):
+            clock.advance(60.0)
+            runs += s.run_pending()
+        best = max(best, runs / (time.perf_counter() - t))
+    return best
+
+
+def _noop() -> None:
+    """The cron workload's job."""
+
+
 def child(workload: str, src: str) -> None:
     """Import ``tickwork`` from ``src`` before any bench module can put another first."""
     sys.path.insert(0, src)
@@ -124,6 +155,7 @@ def child(workload: str, src: str) -> None:
         "thread-burst": _thread_burst,
         "thread-late": _thread_late,
         "durable-sqlite": _durable_sqlite,
+        "core-cron": _core_cron,
     }.get(workload, lambda: _core(workload))()
     print(json.dumps({"value": value, "tickwork": tickwork.__file__}))
 
