@@ -110,3 +110,20 @@ def test_main_next_bad_expression_exits_2(capsys: pytest.CaptureFixture[str]) ->
     assert capsys.readouterr().err == (
         "tickwork next: error: day-of-month: 30 never occurs in February in `0 0 30 2 *`\n"
     )
+
+
+def test_a_reader_that_goes_away_ends_the_verb_quietly() -> None:
+    # `tickwork next ... | head -1`: the pipe closes after the first line; the verb must
+    # stop with SIGPIPE's status and no traceback on stderr.
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "tickwork", "next", "* * * * *", "-n", "200000"],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+    )
+    assert proc.stdout is not None and proc.stderr is not None
+    assert proc.stdout.readline().startswith(b"# * * * * *")
+    proc.stdout.close()
+    with proc.stderr:
+        err = proc.stderr.read()
+    assert proc.wait(timeout=120) == 141
+    assert err == b""

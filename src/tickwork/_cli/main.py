@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import argparse
+import os
+import sys
 from collections.abc import Sequence
 
 from tickwork._cli.options import VerbParser
@@ -47,5 +49,19 @@ def build_parser() -> argparse.ArgumentParser:
 def main(argv: Sequence[str] | None = None) -> int:
     """Run the command line; return the process exit status."""
     args = build_parser().parse_args(argv)
-    status: int = args.func(args)
+    try:
+        status: int = args.func(args)
+        sys.stdout.flush()
+    except BrokenPipeError:
+        # The reader went away (`tickwork jobs --json | head`): stop quietly, the way a
+        # command killed by SIGPIPE does, instead of a traceback. Point stdout at
+        # /dev/null so that the interpreter's own flush at exit does not fail again.
+        devnull = os.open(os.devnull, os.O_WRONLY)
+        os.dup2(devnull, sys.stdout.fileno())
+        return EXIT_BROKEN_PIPE
     return status
+
+
+#: The status of a verb whose reader closed the pipe: 128 + SIGPIPE, as a shell reports
+#: a command that SIGPIPE ended.
+EXIT_BROKEN_PIPE = 141
