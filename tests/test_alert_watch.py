@@ -30,9 +30,7 @@ def _scheduler(store: Any, clock: FakeClock, owner: str = "node-a") -> DurableSc
     )
 
 
-def _watch(
-    source: Any, got: list[WatchAlert], owner: str | None = None, **kw: Any
-) -> AlertWatch:
+def _watch(source: Any, got: list[WatchAlert], owner: str | None = None, **kw: Any) -> AlertWatch:
     return AlertWatch(source, on_alert=got.append, owner=owner, **kw)
 
 
@@ -178,10 +176,18 @@ def test_paused_jobs_and_gone_jobs_are_not_judged(
 @pytest.mark.parametrize(
     ("kwargs", "error", "message"),
     [
-        ({"no_success": -1}, ValueError, "no_success must be a number of seconds > 0 or None, got -1"),
+        (
+            {"no_success": -1},
+            ValueError,
+            "no_success must be a number of seconds > 0 or None, got -1",
+        ),
         ({"late": 0}, ValueError, "late must be a number of seconds > 0 or None, got 0"),
         ({"running": "1h"}, TypeError, "running must be a number of seconds > 0 or None, got '1h'"),
-        ({"running": float("inf")}, ValueError, "running must be a number of seconds > 0 or None, got inf"),
+        (
+            {"running": float("inf")},
+            ValueError,
+            "running must be a number of seconds > 0 or None, got inf",
+        ),
         ({"missed": 1}, TypeError, "missed must be a bool, got 1"),
     ],
 )

@@ -127,7 +127,7 @@ def test_the_keys_become_rules(tmp_path: Path) -> None:
         ),
         (
             "alert_if_running = []",
-            'job "a": alert_if_running: must be a duration such as \'30s\' or \'1h30m\', got []',
+            "job \"a\": alert_if_running: must be a duration such as '30s' or '1h30m', got []",
         ),
     ],
 )
