@@ -33,6 +33,7 @@ def test_two_daemons_on_one_database_send_one_alert_and_one_recovery(
 ) -> None:
     sent = tmp_path / "alerts.txt"
     sent.touch()
+    report = f"echo $TICKWORK_EVENT $TICKWORK_JOB $TICKWORK_CONDITION >> {sent}"
     fixed = tmp_path / "fixed"
     jobs = tmp_path / "jobs.toml"
     jobs.write_text(
@@ -45,7 +46,7 @@ def test_two_daemons_on_one_database_send_one_alert_and_one_recovery(
             alert_if_no_success = "1s"
 
             [job.on_failure]
-            command = ["sh", "-c", "echo $TICKWORK_EVENT $TICKWORK_JOB $TICKWORK_CONDITION >> {sent}"]
+            command = ["sh", "-c", "{report}"]
             after = 1000
             """
         )
