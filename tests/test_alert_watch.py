@@ -207,3 +207,47 @@ def test_watch_refuses_a_store_it_cannot_use(tmp_path: Any) -> None:
             AlertWatch(store, on_alert=print)
         with pytest.raises(ValueError, match=r"^lease must be a number of seconds > 0"):
             AlertWatch(store, on_alert=print, owner="x", lease=0)
+
+
+def test_a_file_from_before_alerts_gains_the_episode_table(tmp_path: Any) -> None:
+    import sqlite3
+
+    from tickwork.stores import sqlite as sqlite_mod
+    from tickwork.stores.sqlite import APPLICATION_ID, SQLiteStore
+
+    db = tmp_path / "old.db"
+    conn = sqlite3.connect(db, isolation_level=None)
+    before = sqlite_mod.MIGRATIONS.index(sqlite_mod._alert_episodes_v8)
+    for step in sqlite_mod.MIGRATIONS[:before]:
+        step(conn)
+    conn.execute(f"PRAGMA application_id={APPLICATION_ID:d}")
+    conn.execute(f"PRAGMA user_version={before:d}")
+    conn.close()
+    clock = FakeClock(wall_start=DURABLE_START)
+    with SQLiteStore(db) as store:
+        s = _scheduler(store, clock)
+        s.declare(JobSpec("job", "tests.durable_jobs:record", Every(60)))
+        got: list[WatchAlert] = []
+        watch = _watch(s, got)
+        watch.watch("job", AlertRules(late=1))
+        clock.advance(62)
+        assert _events(watch.check()) == [("job", "late", "alert")]
+    conn = sqlite3.connect(db)
+    assert conn.execute("PRAGMA user_version").fetchone()[0] == len(sqlite_mod.MIGRATIONS)
+    conn.close()
+
+
+def test_the_async_scheduler_is_watched_through_its_engine(tmp_path: Any) -> None:
+    from tickwork import AsyncDurableScheduler
+    from tickwork.stores.sqlite import SQLiteStore
+
+    with SQLiteStore(tmp_path / "s.db") as store:
+        s = AsyncDurableScheduler(store, owner="async-node")
+        watch = AlertWatch(s, on_alert=print)
+        assert watch.owner == "async-node"
+        watch.watch("x", AlertRules(running=60, late=8))
+        assert watch.interval() == 2.0
+        watch.watch("x", AlertRules())  # nothing on: not watched
+        assert watch.watched() == {} and watch.interval() == 30.0
+        watch.start()
+        watch.stop()

@@ -77,6 +77,14 @@ def test_two_daemons_on_one_database_send_one_alert_and_one_recovery(
     with PostgresStore(fresh_database) as store:
         actions = [(a.action, a.job_id) for a in store.actions("jobs/flaky")]
     assert actions == [("alert-cleared", "jobs/flaky"), ("alert", "jobs/flaky")]
+    shown = subprocess.run(
+        [sys.executable, "-m", "tickwork", "history", str(jobs), "--database", fresh_database],
+        capture_output=True,
+        text=True,
+        check=True,
+    ).stdout
+    (line,) = [x for x in shown.splitlines() if "[alert]" in x]
+    assert "  flaky  [alert]  by " in line and "no_success: no successful run yet" in line
 
 
 def test_the_keys_become_rules(tmp_path: Path) -> None:
