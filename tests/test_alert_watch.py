@@ -251,3 +251,48 @@ def test_the_async_scheduler_is_watched_through_its_engine(tmp_path: Any) -> Non
         assert watch.watched() == {} and watch.interval() == 30.0
         watch.start()
         watch.stop()
+
+
+def _facts(**kw: Any) -> Any:
+    from tickwork.stores._alerts import JobFacts
+
+    base: dict[str, Any] = {
+        "paused": False,
+        "next_run": None,
+        "first_slot": None,
+        "last_ok": None,
+        "last_entry": None,
+        "claims": (),
+    }
+    return JobFacts(**{**base, **kw})
+
+
+def test_conditions_judged_from_facts() -> None:
+    from tickwork._durable.watch import conditions
+
+    def held(rules: AlertRules, now: float, **kw: Any) -> dict[str, str | None]:
+        return dict(conditions(rules, _facts(**kw), now, first_seen=0.0))
+
+    # late: a due slot nobody started; a jittered schedule gets its jitter on top
+    assert held(AlertRules(late=10), 111.0, next_run=100.0)["late"] is not None
+    assert held(AlertRules(late=10), 111.0, next_run=100.0, jitter=5.0)["late"] is None
+    assert held(AlertRules(late=10), 116.0, next_run=100.0, jitter=5.0)["late"] is not None
+    # late: the newest run started late, or a claim waits unstarted
+    late_run = held(AlertRules(late=10), 500.0, last_entry=("ok", 100.0, 111.0))["late"]
+    assert late_run == "slot 1970-01-01T00:01:40Z started 11 s late (alert after 10 s)"
+    assert held(AlertRules(late=10), 500.0, last_entry=("ok", 100.0, 109.0))["late"] is None
+    assert held(AlertRules(late=10), 111.0, claims=((100.0, None),))["late"] is not None
+    # missed: only while the newest entry is a given-up slot
+    assert held(AlertRules(missed=True), 0.0, last_entry=("skipped", 60.0, None)) == {
+        "missed": "slot 1970-01-01T00:01:00Z skipped"
+    }
+    assert held(AlertRules(missed=True), 0.0, last_entry=("failed", 60.0, 61.0)) == {"missed": None}
+    # no success: from the newest ok end, else the first slot, else when first seen
+    assert held(AlertRules(no_success=100), 201.0, last_ok=100.0)["no_success"] == (
+        "no successful run since 1970-01-01T00:01:40Z (alert after 1 min 40 s)"
+    )
+    assert held(AlertRules(no_success=100), 199.0, first_slot=100.0)["no_success"] is None
+    assert held(AlertRules(no_success=100), 101.0)["no_success"] is not None
+    # running: a started claim past the bound
+    assert held(AlertRules(running=60), 161.0, claims=((0.0, 100.0),))["running"] is not None
+    assert held(AlertRules(running=60), 159.0, claims=((0.0, 100.0),))["running"] is None

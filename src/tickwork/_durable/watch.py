@@ -59,7 +59,8 @@ class AlertRules:
         missed: Alert when the job's newest slot was given up (``missed`` or
             ``skipped`` in the ledger); it clears when a later slot runs.
         late: Seconds: alert when a run started more than this after its slot, or a
-            due slot has not started this long after it (no node took it).
+            due slot has not started this long after it (no node took it); a
+            schedule's ``jitter`` is added to it.
         running: Seconds: alert when a run is still going this long after it started.
 
     Raises:
@@ -160,8 +161,9 @@ def conditions(
         yield "running", words
 
 
-def _late(bound: float, facts: JobFacts, now: float) -> str | None:
-    after = f"(alert after {human_duration(bound)})"
+def _late(late: float, facts: JobFacts, now: float) -> str | None:
+    after = f"(alert after {human_duration(late)})"
+    bound = late + facts.jitter  # a jittered run may start that much after its slot
     if facts.next_run is not None and now - facts.next_run > bound:
         return f"slot {iso(facts.next_run)} has not been started by any node {after}"
     for scheduled, started in facts.claims:

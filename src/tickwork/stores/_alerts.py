@@ -19,6 +19,7 @@ transaction that wins it, so ``tickwork history --actions`` shows them.
 
 from __future__ import annotations
 
+import json
 from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any, Final, Generic, Literal, TypeAlias
@@ -66,6 +67,17 @@ class JobFacts:
     """``(outcome, scheduled, started)`` of the newest ledger entry."""
     claims: tuple[tuple[float, float | None], ...]
     """``(scheduled, started)`` of each claim held or waiting."""
+    jitter: float = 0.0
+    """The schedule's jitter: a run may start up to this long after its slot."""
+
+
+def _jitter(schedule: str) -> float:
+    """The ``jitter`` of a stored schedule (0 when it has none, or cannot be read)."""
+    try:
+        value = json.loads(schedule).get("jitter", 0.0)
+    except (ValueError, AttributeError):
+        return 0.0
+    return float(value) if isinstance(value, int | float) else 0.0
 
 
 class AlertEpisodes(Generic[C]):
@@ -85,7 +97,8 @@ class AlertEpisodes(Generic[C]):
         """The facts of each of ``job_ids`` that exists, read in one transaction."""
         q = self._store._q
         job_q = q(
-            "SELECT paused, next_run, first_slot, last_outcome, last_ended FROM {jobs} WHERE id = ?"
+            "SELECT paused, next_run, first_slot, last_outcome, last_ended, schedule FROM {jobs}"
+            " WHERE id = ?"
         )
         ok_q = q(
             "SELECT ended FROM {ledger} WHERE job_id = ? AND outcome = 'ok'"
@@ -103,7 +116,7 @@ class AlertEpisodes(Generic[C]):
                 row = cur.execute(job_q, (job_id,)).fetchone()
                 if row is None:
                     continue
-                paused, next_run, first_slot, last_outcome, last_ended = row
+                paused, next_run, first_slot, last_outcome, last_ended, schedule = row
                 ok = cur.execute(ok_q, (job_id,)).fetchone()
                 ends = [e for e in (ok and ok[0], last_ended if last_outcome == "ok" else None)]
                 known = [float(e) for e in ends if e is not None]
@@ -116,6 +129,7 @@ class AlertEpisodes(Generic[C]):
                     last_ok=max(known) if known else None,
                     last_entry=None if last is None else (str(last[0]), last[1], last[2]),
                     claims=tuple((c[0], c[1]) for c in claims),
+                    jitter=_jitter(schedule),
                 )
             return out
 
