@@ -205,8 +205,10 @@ def test_watch_refuses_a_store_it_cannot_use(tmp_path: Any) -> None:
     with SQLiteStore(tmp_path / "s.db") as store:
         with pytest.raises(ValueError, match=r"^owner must be a non-empty string, got None$"):
             AlertWatch(store, on_alert=print)
-        with pytest.raises(ValueError, match=r"^lease must be a number of seconds > 0"):
+        with pytest.raises(ValueError, match=r"^lease must be a number of seconds > 0, got 0$"):
             AlertWatch(store, on_alert=print, owner="x", lease=0)
+        with pytest.raises(ValueError, match=r"^interval must be a number of seconds > 0 or"):
+            AlertWatch(store, on_alert=print, owner="x", interval=-1)
 
 
 def test_a_file_from_before_alerts_gains_the_episode_table(tmp_path: Any) -> None:

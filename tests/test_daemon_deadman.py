@@ -151,3 +151,26 @@ def test_validate_refuses_bad_values(tmp_path: Path, line: str, message: str) ->
     )
     assert done.returncode == 2
     assert done.stderr.splitlines()[0] == f"{jobs}:5: {message}"
+
+
+def test_the_sender_reports_what_it_could_not_deliver(tmp_path: Path) -> None:
+    from tickwork._daemon.alerts import AlertNotSent, AlertSender
+    from tickwork._daemon.config import Alert
+    from tickwork._durable.watch import WatchAlert
+
+    out = tmp_path / "env.txt"
+    message = WatchAlert("jobs/backup", "running", "alert", "stuck", 100.0, 160.0, "node")
+    sender = AlertSender(host="web1")
+    script = f"env | grep ^TICKWORK_ | sort > {out}; cat >> {out}"
+    sender.dead_man(Alert(command=("sh", "-c", script)), message)
+    assert out.read_text().splitlines()[:6] == [
+        "TICKWORK_CONDITION=running",
+        "TICKWORK_DETAIL=stuck",
+        "TICKWORK_EVENT=dead-man",
+        "TICKWORK_HOST=web1",
+        "TICKWORK_JOB=backup",
+        "TICKWORK_SINCE=1970-01-01T00:01:40.000Z",
+    ]
+    assert '"event": "dead-man", "job": "backup", "condition": "running"' in out.read_text()
+    with pytest.raises(AlertNotSent, match=r"^dead-man alert for job 'backup' not delivered$"):
+        sender.dead_man(Alert(command=("false",)), message)

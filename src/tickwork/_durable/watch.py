@@ -247,7 +247,13 @@ class AlertWatch:
             raise TypeError(f"on_alert must be callable, got {on_alert!r}")
         if not isinstance(owner, str) or not owner:
             raise ValueError(f"owner must be a non-empty string, got {owner!r}")
-        self._lease = _bound("lease", lease) or 0.0
+        if (
+            isinstance(lease, bool)
+            or not isinstance(lease, int | float)
+            or not 0 < lease < math.inf
+        ):
+            raise ValueError(f"lease must be a number of seconds > 0, got {lease!r}")
+        self._lease = float(lease)
         self._interval = _bound("interval", interval)
         self._db: AlertEpisodes[Any] = AlertEpisodes(store)
         self._on_alert = on_alert
