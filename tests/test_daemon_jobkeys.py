@@ -279,10 +279,11 @@ def test_the_new_keys_leave_old_fingerprints_and_change_them_when_set(tmp_path: 
         "keep_failed = 5",
         'on_success = { webhook = "http://x/y" }',
         f'env_file = "{tmp_path}/e.env"',
+        'on_failure = { command = ["true"] }\nalert_if_late = "5m"',
     ]:
         (changed,) = parse_config(base + line + "\n").jobs
         seen.add(fingerprint(changed))
-    assert len(seen) == 9
+    assert len(seen) == 10
 
 
 # -- on_success: when it fires ---------------------------------------------------------------

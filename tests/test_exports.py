@@ -12,6 +12,8 @@ import tickwork
 
 def test_all_is_pinned_and_sorted() -> None:
     assert tickwork.__all__ == [
+        "AlertRules",
+        "AlertWatch",
         "AsyncDurableScheduler",
         "AsyncScheduler",
         "At",
@@ -29,6 +31,7 @@ def test_all_is_pinned_and_sorted() -> None:
         "TaskInfo",
         "ThreadScheduler",
         "TickworkError",
+        "WatchAlert",
         "__version__",
         "parse_duration",
     ]

@@ -193,6 +193,28 @@ def test_the_durable_scheduler_labels_by_job_and_reports_its_next_runs(
         assert "ns/report" not in text  # labels are the names job_label makes
 
 
+def test_the_last_success_is_also_read_from_the_shared_state(
+    tmp_path: Path, clock: FakeClock
+) -> None:
+    # Another node's ok run, before this scheduler started: only the ledger knows it.
+    with SQLiteStore(tmp_path / "s.db") as store:
+        other = DurableScheduler(
+            store, executor=InlineExecutor(), wall_clock=clock.wall, monotonic_clock=clock
+        )
+        other.declare(JobSpec("report", "tests.durable_jobs:record", Every(10)))
+        other.declare(JobSpec("bad", "tests.durable_jobs:boom", Every(10)))
+        clock.advance(10)
+        other.step()
+        m = SchedulerMetrics()
+        m.watch(DurableScheduler(store, wall_clock=clock.wall, monotonic_clock=clock))
+        r = m.registry
+        assert value(r, "tickwork_last_success_timestamp_seconds", job="report") is None
+        assert value(r, "tickwork_state_last_success_timestamp_seconds", job="report") == (
+            START + 10
+        )
+        assert value(r, "tickwork_state_last_success_timestamp_seconds", job="bad") is None
+
+
 def test_bad_arguments_are_refused() -> None:
     with pytest.raises(TypeError, match="registry must be a CollectorRegistry"):
         SchedulerMetrics(registry="default")  # type: ignore[arg-type]

@@ -31,10 +31,15 @@ if TYPE_CHECKING:
     from tickwork._durable.asyncio import AsyncDurableScheduler as AsyncDurableScheduler
     from tickwork._durable.scheduler import DurableScheduler as DurableScheduler
     from tickwork._durable.scheduler import Health as Health
+    from tickwork._durable.watch import AlertRules as AlertRules
+    from tickwork._durable.watch import AlertWatch as AlertWatch
+    from tickwork._durable.watch import WatchAlert as WatchAlert
 
 from tickwork._core.version import __version__ as __version__
 
 __all__ = [
+    "AlertRules",
+    "AlertWatch",
     "AsyncDurableScheduler",
     "AsyncScheduler",
     "At",
@@ -52,6 +57,7 @@ __all__ = [
     "TaskInfo",
     "ThreadScheduler",
     "TickworkError",
+    "WatchAlert",
     "__version__",
     "parse_duration",
 ]
@@ -59,6 +65,9 @@ __all__ = [
 
 # Public names whose modules import threading, asyncio or a database driver.
 _LAZY = {
+    "AlertRules": "._durable.watch",
+    "AlertWatch": "._durable.watch",
+    "WatchAlert": "._durable.watch",
     "AsyncDurableScheduler": "._durable.asyncio",
     "AsyncScheduler": "._drivers.asyncio",
     "DurableScheduler": "._durable.scheduler",

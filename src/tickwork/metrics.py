@@ -82,6 +82,10 @@ class SchedulerMetrics:
       ``timeout``, and for durable jobs ``abandoned``; given-up slots do not count).
       For a durable job it is read from the slot ledger at each scrape (the newest 200
       entries), so it survives restarts; for a task, counted from events since `watch`;
+    - ``tickwork_state_last_success_timestamp_seconds{job}``: when a durable job's
+      newest ``ok`` run ended, as the shared state's slot ledger has it (on any node,
+      across restarts; read at each scrape, among the newest 200 entries): the reading a
+      dead-man alert rule wants (docs/observability.md);
     - ``tickwork_waiting_runs{job}``: runs of a durable job waiting for a node to take
       them (queued by a trigger or a backfill, or recovered to be run again);
     - ``tickwork_store_errors_total`` and ``tickwork_lost_leases_total``: from each
@@ -231,6 +235,7 @@ class _Reading:
     paused: bool
     streak: int | None
     waiting: int | None
+    last_ok: float | None = None
 
     def join(self, other: _Reading) -> _Reading:
         """Two tasks that share a name: the soonest next run, the worst of the rest."""
@@ -241,7 +246,12 @@ class _Reading:
             _most(self.streak, other.streak),
             None if self.waiting is None and other.waiting is None
             else (self.waiting or 0) + (other.waiting or 0),
+            _latest(self.last_ok, other.last_ok),
         )  # fmt: skip
+
+
+def _latest(a: float | None, b: float | None) -> float | None:
+    return b if a is None else a if b is None else max(a, b)
 
 
 def _most(a: int | None, b: int | None) -> int | None:
@@ -260,25 +270,26 @@ def _readings_of(
     if callable(jobs) and hasattr(scheduler, "store"):  # a DurableScheduler
         for state in jobs():
             planned = None if state.paused else state.next_run
-            streak = _ledger_streak(scheduler, state.id)
-            yield state.id, _Reading(planned, state.paused, streak, state.waiting_runs)
+            streak, last_ok = _ledger_streak(scheduler, state.id)
+            yield state.id, _Reading(planned, state.paused, streak, state.waiting_runs, last_ok)
         return
     for info in scheduler.tasks():
         planned = None if info.paused or info.next_run is None else info.next_run.timestamp()
         yield info.name, _Reading(planned, info.paused, streaks.get(label(info.name), 0), None)
 
 
-def _ledger_streak(scheduler: Any, job_id: str) -> int | None:
-    """A durable job's failure streak from the ledger; None if there is none to read."""
+def _ledger_streak(scheduler: Any, job_id: str) -> tuple[int | None, float | None]:
+    """A durable job's failure streak and newest ok end from the ledger; None: unknown."""
     from tickwork.stores._streak import failure_streak
 
     try:
-        return failure_streak(scheduler, job_id)[0]
+        streak, ok = failure_streak(scheduler, job_id)
     except TypeError:  # the store keeps no slot ledger
-        return None
+        return None, None
     except Exception as exc:  # a scrape shows what it can: the store's errors count it
         _log.debug("metrics: cannot read the failure streak of %r: %s", job_id, exc)
-        return None
+        return None, None
+    return streak, None if ok is None else ok.ended
 
 
 class _Readings(Collector):
@@ -304,6 +315,11 @@ class _Readings(Collector):
             "Runs waiting for a node to take them (queued, backfilled, recovered).",
             labels=["job"],
         )
+        last_ok = GaugeMetricFamily(
+            "tickwork_state_last_success_timestamp_seconds",
+            "When the newest ok run ended, as the shared state records it (POSIX seconds).",
+            labels=["job"],
+        )
         for job, now in sorted(self._metrics._job_readings().items()):
             if now.next_run is not None:
                 nxt.add_metric([job], now.next_run)
@@ -312,7 +328,9 @@ class _Readings(Collector):
                 streak.add_metric([job], now.streak)
             if now.waiting is not None:
                 waiting.add_metric([job], now.waiting)
-        yield from (nxt, paused, streak, waiting)
+            if now.last_ok is not None:
+                last_ok.add_metric([job], now.last_ok)
+        yield from (nxt, paused, streak, waiting, last_ok)
         errors, lost = self._metrics._durable_counts()
         yield CounterMetricFamily(
             "tickwork_store_errors", "Durable store steps that failed.", value=errors

@@ -7,6 +7,8 @@ A job with ``on_success`` reports each ok run ("succeeded"), except the one
 ``on_failure`` reports as recovered: a recovery is reported once, by ``on_failure``.
 Two runs that end together and read the same streak (``overlap = "allow"``) report
 its "failing" or its recovery once: the streak is known by the last ok run before it.
+Dead-man alerts (`AlertSender.dead_man`, decided by `tickwork.AlertWatch` from the
+shared state) go out through the same ``on_failure``, on the watch's thread.
 Alerts go out on a thread of their own, from a bounded queue: a slow webhook never
 delays a run, and an alert that cannot be delivered is logged, never dropped silently.
 """
@@ -30,8 +32,9 @@ from urllib.parse import urlsplit
 
 from tickwork._core.text import iso
 from tickwork._daemon.config import Alert
+from tickwork._durable.watch import WatchAlert
 
-__all__ = ["AlertSender", "Notice"]
+__all__ = ["AlertNotSent", "AlertSender", "Notice"]
 
 _log = logging.getLogger("tickwork.daemon")
 
@@ -41,6 +44,10 @@ QUEUE_SIZE: Final = 1000
 _TEXT: Final = 2000
 #: `AlertSender.run_ended`'s ``last_success`` when not given.
 _UNKNOWN: Final = object()
+
+
+class AlertNotSent(Exception):
+    """A dead-man alert that its command or webhook did not take."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -221,19 +228,55 @@ class AlertSender:
             except Exception:  # never let one alert end the thread
                 _log.exception("alert %s for job %r failed", item.event, item.payload["job"])
 
-    def _send(self, notice: Notice) -> None:
+    def dead_man(self, alert: Alert, message: WatchAlert) -> None:
+        """Send a dead-man alert or its recovery through ``alert`` now, on this thread.
+
+        Called by the daemon's `tickwork.AlertWatch`, which has won the right to send it.
+
+        Raises:
+            AlertNotSent: The command or the webhook did not take it (the watch sends it
+                again once its lease ends).
+
+        """
+        payload = {
+            "event": "dead-man" if message.event == "alert" else "dead-man-recovered",
+            "job": message.job_id.partition("/")[2] or message.job_id,
+            "condition": message.kind,
+            "detail": message.detail,
+            "since": iso(message.since, millis=True),
+            "time": iso(message.at, millis=True),
+            "host": self._host,
+        }
+        if not self._send(Notice(alert, payload["event"], payload)):
+            raise AlertNotSent(f"{payload['event']} alert for job {payload['job']!r} not delivered")
+
+    def _send(self, notice: Notice) -> bool:
+        """Send one alert; whether every one of its hooks took it."""
         alert, payload = notice.alert, notice.payload
         body = json.dumps(payload, ensure_ascii=False).encode()
+        ok = True
         if alert.command is not None:
-            self._command(alert, payload, body)
+            ok = self._command(alert, payload, body)
         if alert.webhook is not None:
-            self._webhook(alert, payload, body)
+            ok = self._webhook(alert, payload, body) and ok
+        return ok
 
-    def _command(self, alert: Alert, payload: dict[str, Any], body: bytes) -> None:
+    def _command(self, alert: Alert, payload: dict[str, Any], body: bytes) -> bool:
         assert alert.command is not None
         env = dict(os.environ)
-        for key in ("event", "job", "outcome", "status", "consecutive_failures", "scheduled"):
-            env[f"TICKWORK_{key.upper()}"] = str(payload[key])
+        for key in (
+            "event",
+            "job",
+            "outcome",
+            "status",
+            "consecutive_failures",
+            "scheduled",
+            "condition",
+            "detail",
+            "since",
+        ):
+            if key in payload:
+                env[f"TICKWORK_{key.upper()}"] = str(payload[key])
         env["TICKWORK_HOST"] = payload["host"]
         what = f"alert {payload['event']} for job {payload['job']!r}: command {alert.command[0]!r}"
         try:
@@ -247,19 +290,20 @@ class AlertSender:
             )
         except subprocess.TimeoutExpired:
             _log.error("%s did not finish within %gs (killed)", what, alert.timeout)
-            return
+            return False
         except OSError as exc:
             _log.error("%s could not start: %s", what, exc)
-            return
+            return False
         if proc.returncode != 0:
             tail = proc.stderr.decode(errors="replace").strip()[-300:]
             _log.error(
                 "%s failed with exit=%d%s", what, proc.returncode, f": {tail}" if tail else ""
             )
-        else:
-            _log.info("%s sent", what)
+            return False
+        _log.info("%s sent", what)
+        return True
 
-    def _webhook(self, alert: Alert, payload: dict[str, Any], body: bytes) -> None:
+    def _webhook(self, alert: Alert, payload: dict[str, Any], body: bytes) -> bool:
         assert alert.webhook is not None
         where = _where(alert.webhook)
         what = f"alert {payload['event']} for job {payload['job']!r} to {where}"
@@ -279,10 +323,11 @@ class AlertSender:
                 with urllib.request.urlopen(request, timeout=alert.timeout) as response:
                     if 200 <= response.status < 300:
                         _log.info("%s sent", what)
-                        return
+                        return True
                     reason = f"HTTP {response.status}"
             except urllib.error.HTTPError as exc:
                 reason = f"HTTP {exc.code}"
             except (urllib.error.URLError, OSError) as exc:
                 reason = str(getattr(exc, "reason", exc))
         _log.error("%s not delivered after %d attempt(s): %s", what, alert.retries + 1, reason)
+        return False

@@ -79,6 +79,14 @@ _MISSED: Final = MISSED_POLICIES
 _OUTPUT: Final = ("log", "tail", "discard")
 _SCHEDULE_KEYS: Final = ("every", "cron", "at", "in")
 
+#: The dead-man alert keys (``alert_if_missed`` a bool, the others durations).
+DEAD_MAN_KEYS: Final = (
+    "alert_if_no_success",
+    "alert_if_missed",
+    "alert_if_late",
+    "alert_if_running",
+)
+
 #: Options that may appear in ``[defaults]`` as well as in a job.
 DEFAULT_KEYS: Final = frozenset(
     {
@@ -109,6 +117,7 @@ DEFAULT_KEYS: Final = frozenset(
         "limit_memory",
         "limit_cpu",
         "limit_files",
+        *DEAD_MAN_KEYS,
     }
 )
 #: Every key a ``[[job]]`` table may have.
@@ -212,6 +221,14 @@ class JobConfig:
     """The command's CPU seconds (``RLIMIT_CPU``): SIGXCPU there, SIGKILL a second on."""
     limit_files: int | None = None
     """How many files the command may have open at once (``RLIMIT_NOFILE``)."""
+    alert_if_no_success: float | None = None
+    """Dead-man alert (through `on_failure`): no ok run has ended for this many seconds."""
+    alert_if_missed: bool = False
+    """Dead-man alert: the job's newest slot was missed or skipped."""
+    alert_if_late: float | None = None
+    """Dead-man alert: a run started (or a due slot is still not started) this late."""
+    alert_if_running: float | None = None
+    """Dead-man alert: a run is still going this many seconds after it started."""
     line: int = field(default=0, compare=False)
     """The line of the job's ``[[job]]`` header, for messages."""
 
@@ -441,6 +458,11 @@ def _output_limit(value: object) -> int:
     return value
 
 
+def _dead_man_bound(value: object) -> float | None:
+    """A dead-man alert's bound: a duration > 0, or ``0`` for none."""
+    return _duration(value) or None
+
+
 def _keep(value: object) -> int:
     if isinstance(value, bool) or not isinstance(value, int) or not 0 <= value <= _MAX_KEEP:
         raise _Invalid(f"must be a number of entries from 0 to {_MAX_KEEP:,}, got {_show(value)}")
@@ -589,6 +611,7 @@ class _Checker:
         env.update(cast(Mapping[str, str], options.pop("env_file_vars", {})))
         env.update(cast(Mapping[str, str], options.pop("env", {})))
         self.retention_fits(where, at, table, options)
+        self.dead_man_fits(where, at, table, options)
         if len(self.issues) > before or schedule is None or kind is None:
             return None
         target: dict[str, Any] = {}
@@ -635,6 +658,22 @@ class _Checker:
                     key,
                     f"is {keep}, but on_failure counts the failure streak from the slot"
                     f" ledger and needs {why} kept: set {key} to at least {least}",
+                )
+
+    def dead_man_fits(
+        self, where: str, at: _Path, table: dict[str, Any], options: dict[str, Any]
+    ) -> None:
+        """Refuse a dead-man alert key on a job with no ``on_failure`` to send it through."""
+        if options.get("on_failure") is not None:
+            return
+        for key in DEAD_MAN_KEYS:
+            if options.get(key) not in (None, False):
+                key_at = (*at, key) if key in table else ("defaults", key)
+                self.add(
+                    where,
+                    key_at,
+                    key,
+                    "needs on_failure (a command and/or webhook): the alert is sent through it",
                 )
 
     def replace_fits(
@@ -876,6 +915,10 @@ class _Checker:
             "retry_backoff_max": lambda v: _duration(v, positive=True),
             "enabled": _bool,
             "timezone": _zone_name,
+            "alert_if_missed": _bool,
+            "alert_if_no_success": _dead_man_bound,
+            "alert_if_late": _dead_man_bound,
+            "alert_if_running": _dead_man_bound,
         }
         out: dict[str, Any] = {}
         source = merged if merged is not None else table

@@ -53,6 +53,7 @@ from tickwork._core.text import plain_seconds as _seconds_text
 from tickwork._daemon.alerts import AlertSender
 from tickwork._daemon.config import Config, JobConfig, load_config
 from tickwork._daemon.crontab import CrontabOptions, load_crontab
+from tickwork._daemon.deadman import DeadMan
 from tickwork._daemon.declare import (
     ENTRY_POINT,
     DaemonError,
@@ -301,6 +302,7 @@ class Daemon:
             executor=executor,
         )
         self._wall = self.scheduler.now
+        self.dead_man = DeadMan(self.scheduler, self.alerts, lambda name: self._jobs.get(name))
         self.scheduler.add_listener(self._on_event)
         self._signals: list[int] = []
         self.exit_status = 0
@@ -367,6 +369,7 @@ class Daemon:
             ].append(job.name)
             if isinstance(self.store, OutcomeRetention):  # keep_ok, keep_failed
                 self.store.set_job_retention(jid, keep_ok=job.keep_ok, keep_failed=job.keep_failed)
+        self.dead_man.apply(self.namespace, config.jobs)
         removed: list[str] = []
         wanted = {job_id(self.namespace, job.name) for job in config.jobs}
         for jid in sorted(set(stored) - wanted):
@@ -620,6 +623,7 @@ class Daemon:
             self.end_survivors()
             self.alerts.start()
             self.scheduler.start()
+            self.dead_man.start()
             self._loop(run_for)
             self._shutdown()
             self.alerts.close()
@@ -742,6 +746,7 @@ class Daemon:
 
     def _shutdown(self) -> None:
         # No run starts after this; claims not yet started are handed back.
+        self.dead_man.stop()
         self.scheduler.stop(wait=False)
         self._stop.set()  # no retry starts, a backoff or a jitter wait ends now
         self._replacing.halt_all()

@@ -227,6 +227,8 @@ _LATER: Final[dict[str, object]] = {
         ("on_success", "keep_ok", "keep_failed", "env_file", "user", "group", "umask"), None
     ),
     **dict.fromkeys(("limit_memory", "limit_cpu", "limit_files"), None),
+    **dict.fromkeys(("alert_if_no_success", "alert_if_late", "alert_if_running"), None),
+    "alert_if_missed": False,
 }
 _NOT_DEFAULT: Final = object()
 

@@ -85,7 +85,9 @@ Outcome: TypeAlias = Literal[
 Origin: TypeAlias = Literal["schedule", "manual", "backfill"]
 ORIGINS: Final[tuple[Origin, ...]] = ("schedule", "manual", "backfill")
 #: An operator's action on a job (`ActionRecord.action`).
-ActionKind: TypeAlias = Literal["pause", "resume", "trigger", "backfill", "skip-next", "cancel"]
+ActionKind: TypeAlias = Literal[
+    "pause", "resume", "trigger", "backfill", "skip-next", "cancel", "alert", "alert-cleared"
+]
 ACTION_KINDS: Final[tuple[ActionKind, ...]] = (
     "pause",
     "resume",
@@ -93,6 +95,8 @@ ACTION_KINDS: Final[tuple[ActionKind, ...]] = (
     "backfill",
     "skip-next",
     "cancel",
+    "alert",
+    "alert-cleared",
 )
 #: The longest note kept with an action (longer ones are cut, with a mark).
 MAX_NOTE: Final = 500
@@ -996,8 +1000,9 @@ class ActionRecord:
     job_id: str
     """The job acted on."""
     action: ActionKind
-    """``"pause"``, ``"resume"``, ``"trigger"``, ``"backfill"``, ``"skip-next"`` or
-    ``"cancel"``."""
+    """``"pause"``, ``"resume"``, ``"trigger"``, ``"backfill"``, ``"skip-next"``,
+    ``"cancel"``, or a dead-man alert sent (``"alert"``) or cleared (``"alert-cleared"``),
+    recorded by the node that sent it (`tickwork.AlertWatch`)."""
     actor: str
     """Who (``user@host``, ``tickwork`` for a pause that ended by itself)."""
     at: float

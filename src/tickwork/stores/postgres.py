@@ -35,6 +35,7 @@ from psycopg.conninfo import conninfo_to_dict, make_conninfo
 
 from tickwork.stores._errors import SchemaVersionError, StoreError
 
+from ._alerts import EPISODE_TABLE
 from ._model import KEEP, Finish, check_positive, check_time, hands_back
 from ._sql import (
     CLAIM_COLUMNS,
@@ -177,6 +178,13 @@ def _first_slot_v6(cur: Cursor) -> None:
     cur.execute("ALTER TABLE tickwork_jobs ADD COLUMN first_slot double precision")
 
 
+def _alert_episodes_v7(cur: Cursor) -> None:
+    """Schema 7: open dead-man alert episodes: as SQLite's schema 8."""
+    cur.execute(
+        EPISODE_TABLE.format(t="tickwork_alert_episodes", text="text", real="double precision")
+    )
+
+
 #: One ledger entry: 13 parameters in the order of ``_sql.LEDGER_INSERT``.
 _LEDGER_ONE: Final = LEDGER_INSERT.format(ledger="tickwork_ledger").replace("?", "%s")
 #: A batch of ledger entries in one parameter: a JSON array of entries, each an array in
@@ -206,6 +214,7 @@ MIGRATIONS: list[Callable[[Cursor], None]] = [
     _ledger_v4,
     _control_v5,
     _first_slot_v6,
+    _alert_episodes_v7,
 ]
 
 _TABLES: Final = ("tickwork_meta", "tickwork_jobs", "tickwork_claims")
@@ -744,6 +753,7 @@ class PostgresStore(SQLStore[Cursor]):
         "nodes": "tickwork_nodes",
         "ledger": "tickwork_ledger",
         "actions": "tickwork_actions",
+        "alerts": "tickwork_alert_episodes",
         "by_id": 'id COLLATE "C"',
         "any": "= ANY(%s)",
         "snapshot": "SET TRANSACTION ISOLATION LEVEL REPEATABLE READ READ ONLY",

@@ -26,6 +26,7 @@ from typing import Any, ClassVar, Final, TypeVar
 from tickwork.stores._errors import SchemaVersionError, StoreError
 from tickwork.stores._procs import own_identity, process_alive, process_scope
 
+from ._alerts import EPISODE_TABLE
 from ._model import Finish, check_positive, check_time, hands_back
 from ._sql import (
     CLAIM_COLUMNS,
@@ -194,6 +195,15 @@ def _first_slot_v7(conn: sqlite3.Connection) -> None:
     conn.execute("ALTER TABLE jobs ADD COLUMN first_slot REAL")
 
 
+def _alert_episodes_v8(conn: sqlite3.Connection) -> None:
+    """Schema 8: open dead-man alert episodes, one row per (job, condition).
+
+    See `tickwork.stores._alerts`: the conditional insert and updates on this table
+    decide which of the nodes watching a job sends each alert and recovery.
+    """
+    conn.execute(EPISODE_TABLE.format(t="alert_episodes", text="TEXT", real="REAL"))
+
+
 #: ``MIGRATIONS[i]`` takes a database from schema version ``i`` to ``i + 1`` inside the
 #: opening transaction; the current version is ``len(MIGRATIONS)``. Append only: a
 #: released step is never edited.
@@ -205,6 +215,7 @@ MIGRATIONS: list[Callable[[sqlite3.Connection], None]] = [
     _ledger_v5,
     _control_v6,
     _first_slot_v7,
+    _alert_episodes_v8,
 ]
 
 # A job is claimable when due, not paused and not claimed, unless it allows overlap.
@@ -457,6 +468,7 @@ class SQLiteStore(SQLStore[sqlite3.Connection]):
         "nodes": "nodes",
         "ledger": "ledger",
         "actions": "actions",
+        "alerts": "alert_episodes",
         "by_id": "id",
         "any": "IN ({marks})",
         "snapshot": "",  # a read transaction is one snapshot already
