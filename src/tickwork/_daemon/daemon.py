@@ -70,6 +70,7 @@ from tickwork._daemon.declare import (
 from tickwork._daemon.logline import json_line, one_line, say
 from tickwork._daemon.replacing import Replacing
 from tickwork._daemon.runlog import LogFormat, RunLog, RunOutput, iso
+from tickwork._durable.runnote import note_attempt
 from tickwork._daemon.runner import (
     ProcessGroups,
     RunResult,
@@ -949,6 +950,7 @@ def _open_and_serve(
         store.close()
         say(err, fmt, str(exc))
         return 1
+    _trace_runs(daemon, namespace)
     where = f"state {state}" if state is not None else f"database {shown}"
     enabled = sum(job.enabled for job in jobs.jobs)
     server = None
@@ -972,6 +974,22 @@ def _open_and_serve(
     finally:
         if server is not None:
             server.close()
+
+
+def _trace_runs(daemon: Daemon, namespace: str) -> None:
+    """Make each run an OpenTelemetry span if the process set a tracer provider.
+
+    Set means OpenTelemetry is already imported (``opentelemetry-instrument``, a
+    ``sitecustomize``) and its global provider is a real one: nothing is imported or
+    paid otherwise. See docs/observability.md, "Tracing and error reporting".
+    """
+    if "opentelemetry.trace" not in sys.modules:
+        return
+    from tickwork.tracing import RunTracer, tracer_configured
+
+    if tracer_configured():
+        RunTracer(job_label=lambda job: job.removeprefix(namespace + "/")).watch(daemon.scheduler)
+        _log.info("tracing runs with OpenTelemetry (the global tracer provider)")
 
 
 def _loader(config: DaemonConfig, warn: Callable[[str], None]) -> Callable[[str], Config]:
@@ -1075,6 +1093,7 @@ class _RunLines:
         self._output: RunOutput | None = None
 
     def started(self, attempt: int, origin: str) -> None:
+        note_attempt(attempt)  # for the run's span (tickwork.tracing), if one is made
         self._log.started(self._name, self._scheduled, attempt=attempt, origin=origin)
         if self._stream:
             self._output = self._log.output(
