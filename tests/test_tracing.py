@@ -92,7 +92,7 @@ def test_a_durable_run_is_a_span_with_its_job_slot_attempt_outcome_and_lateness(
     assert ok.start_time == int((START + 12) * 1e9)  # the run's own wall-clock start
     # the job ran with its span current: its own spans and logs join the trace
     assert ok.context is not None
-    assert SEEN == [(ok.context.trace_id, ok.context.span_id)]
+    assert [(ok.context.trace_id, ok.context.span_id)] == SEEN
     assert trace.get_current_span() is trace.INVALID_SPAN  # and it was let go after
     assert bad.status.status_code is StatusCode.ERROR
     assert bad.status.description == "RuntimeError: boom"
@@ -213,7 +213,8 @@ import sys, tempfile, time
 from tickwork.__main__ import main
 
 with tempfile.TemporaryDirectory() as tmp:
-    open(f"{tmp}/jobs.toml", "w").write('[[job]]\\nname = "a"\\ncommand = ["true"]\\nevery = "1s"\\n')
+    with open(f"{tmp}/jobs.toml", "w") as f:
+        f.write('[[job]]\\nname = "a"\\ncommand = ["true"]\\nevery = "1s"\\n')
     assert main(["run", f"{tmp}/jobs.toml", "--for", "1.5s", "--state", f"{tmp}/s.db"]) == 0
 print(sorted(m for m in sys.modules if m.startswith("opentelemetry")))
 """

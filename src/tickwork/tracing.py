@@ -188,8 +188,11 @@ def _key(event: RunEvent) -> tuple[int, str | None, float]:
 
 
 def _in_event_loop() -> bool:
-    """Whether this thread runs an asyncio loop (then no context is attached: the end
-    of the run may come from another task, whose context the attach is not in)."""
+    """Whether this thread runs an asyncio loop.
+
+    There no context is attached: the run's end may come from another task, whose
+    context the attach is not in.
+    """
     import sys
 
     aio = sys.modules.get("asyncio")

@@ -70,7 +70,6 @@ from tickwork._daemon.declare import (
 from tickwork._daemon.logline import json_line, one_line, say
 from tickwork._daemon.replacing import Replacing
 from tickwork._daemon.runlog import LogFormat, RunLog, RunOutput, iso
-from tickwork._durable.runnote import note_attempt
 from tickwork._daemon.runner import (
     ProcessGroups,
     RunResult,
@@ -81,6 +80,7 @@ from tickwork._daemon.runner import (
     run_job,
 )
 from tickwork._daemon.status_page import failure_summary
+from tickwork._durable.runnote import note_attempt
 from tickwork._durable.scheduler import DurableScheduler
 from tickwork.stores._model import (
     Schedule,
