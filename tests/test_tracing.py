@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import json
 import logging
+import re
 import subprocess
 import sys
 import textwrap
@@ -228,3 +229,63 @@ def test_nothing_of_opentelemetry_is_imported_unless_asked_for() -> None:
     )
     assert done.returncode == 0, done.stderr
     assert done.stdout.strip() == "[]"
+
+
+# -- the recipes in docs/observability.md, run as written ----------------------------------
+
+
+def recipe_blocks() -> list[str]:
+    text = (ROOT / "docs" / "observability.md").read_text()
+    section = text.split("## Tracing and error reporting", 1)[1]
+    return re.findall(r"```python\n(.*?)```", section, re.DOTALL)
+
+
+def run_block(code: str) -> str:
+    done = subprocess.run(
+        [sys.executable, "-c", code], cwd=ROOT, capture_output=True, text=True, timeout=120
+    )
+    assert done.returncode == 0, done.stderr
+    return done.stdout
+
+
+def test_the_opentelemetry_recipe_prints_the_span_of_its_run() -> None:
+    otel, _ = recipe_blocks()
+    spans = run_block(otel)
+    assert '"name": "run probe"' in spans
+    assert '"tickwork.outcome": "ok"' in spans
+
+
+SENTRY_STUB = """
+import json, atexit
+import sentry_sdk
+from sentry_sdk.transport import Transport
+
+EVENTS = []
+
+class Stub(Transport):  # what would go to sentry.io
+    def capture_envelope(self, envelope):
+        EVENTS.extend(i.payload.json for i in envelope.items if i.type == "event")
+
+_init = sentry_sdk.init
+sentry_sdk.init = lambda *a, **kw: _init(*a, transport=Stub, **kw)
+"""
+
+SENTRY_REPORT = """
+[event] = EVENTS
+[exc] = event["exception"]["values"]
+print(json.dumps({
+    "logger": event["logger"],
+    "message": event["logentry"]["formatted"] if "logentry" in event else event.get("message"),
+    "type": exc["type"],
+    "frames": [f["function"] for f in exc["stacktrace"]["frames"]],
+}))
+"""
+
+
+def test_the_sentry_recipe_reports_a_failed_run_with_its_stack_trace() -> None:
+    _, sentry = recipe_blocks()
+    got = json.loads(run_block(SENTRY_STUB + sentry + SENTRY_REPORT).splitlines()[-1])
+    assert got["logger"] == "tickwork"
+    assert "failed: export failed" in got["message"]
+    assert got["type"] == "RuntimeError"
+    assert got["frames"][-1] == "export"  # the job's own frame, as the record carried it
