@@ -8,6 +8,7 @@ OpenTelemetry is imported when nobody asks for it.
 
 from __future__ import annotations
 
+import asyncio
 import json
 import logging
 import re
@@ -25,7 +26,7 @@ from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanE
 from opentelemetry.trace import StatusCode
 
 from tests.executors import ManualExecutor
-from tickwork import DurableScheduler, Every, Scheduler
+from tickwork import AsyncScheduler, DurableScheduler, Every, Scheduler
 from tickwork.stores import JobSpec
 from tickwork.stores.sqlite import SQLiteStore
 from tickwork.testing import FakeClock
@@ -136,6 +137,33 @@ def test_core_tasks_get_spans_too(spans: tuple[TracerProvider, InMemorySpanExpor
     assert (got["probe"].attributes or {})["tickwork.outcome"] == "ok"
     assert (got["probe"].attributes or {})["tickwork.lateness_s"] == 0.5
     assert got["bad"].status.status_code is StatusCode.ERROR
+
+
+def test_on_an_asyncio_loop_spans_are_made_and_no_context_is_left_attached(
+    spans: tuple[TracerProvider, InMemorySpanExporter],
+) -> None:
+    provider, exporter = spans
+
+    async def fetch() -> None:
+        await asyncio.sleep(0)
+        raise RuntimeError("down")
+
+    async def main() -> None:
+        clock = FakeClock()
+        s = AsyncScheduler(clock)
+        RunTracer(provider).watch(s)
+        s.schedule(1, fetch, name="fetch")
+        s.schedule(1, traced, name="probe")
+        clock.advance(1)
+        s.step()
+        for _ in range(5):
+            await asyncio.sleep(0)
+        assert trace.get_current_span() is trace.INVALID_SPAN
+
+    asyncio.run(main())
+    got = by_job(exporter.get_finished_spans())
+    assert (got["probe"].attributes or {})["tickwork.outcome"] == "ok"
+    assert got["fetch"].status.status_code is StatusCode.ERROR
 
 
 def test_bad_arguments_are_refused_and_no_provider_is_configured_here() -> None:

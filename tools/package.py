@@ -209,10 +209,12 @@ def _bare(tmp: Path, wheel: Path) -> None:
     if names != runtime | {NAME}:
         raise Failed(f"bare venv holds {sorted(names)}, not tickwork and {sorted(runtime)}")
     _say(f"bare venv: installed tickwork with {', '.join(sorted(runtime))} and nothing else")
-    where = _run(python, "-c", "import tickwork, tickwork.daemon; print(tickwork.__file__)")
+    public = "tickwork, tickwork.daemon, tickwork.stores, tickwork.stores.sqlite, tickwork.testing"
+    code = f"import {public}; tickwork.DurableScheduler; print(tickwork.__file__)"
+    where = _run(python, "-I", "-c", code)
     if "site-packages" not in where:
         raise Failed(f"import tickwork found {where.strip()}, not the installed wheel")
-    _say("bare venv: import tickwork (and tickwork.daemon) from site-packages")
+    _say(f"bare venv: import {public} (from site-packages)")
     said = _run(tmp / "bare" / "bin" / "tickwork", "--version").strip()
     if VERSION not in said:
         raise Failed(f"tickwork --version said {said!r}, not {VERSION}")
