@@ -5,6 +5,8 @@
     python3 dev.py test     run the whole test suite
     python3 dev.py lint     ruff (lint + format check) and mypy --strict on src/
     python3 dev.py mutate   mutation testing (mutmut) of the run policy and due-time arithmetic
+    python3 dev.py package  build the sdist and the wheel, check them, install and run them
+                            in fresh venvs, the core suite on the newest Python here
 
 Each command creates ``.venv`` next to this file on first use (stdlib ``venv``
 and ``pip`` only) and reinstalls the project into it whenever ``pyproject.toml``
@@ -16,6 +18,8 @@ at a time, then prints the tally and the surviving mutants (``mutmut show NAME``
 one). Arguments: mutant-name globs to run instead of all of `MUTATE`, and options for
 ``mutmut run`` (``--max-children 2``). Its work folder is ``mutants/``. See
 ``docs/testing.md``, "Mutation testing".
+
+``package`` (CI runs it) is ``tools/package.py``: see its docstring for every check.
 
 ``demo`` runs ``tickwork run examples/housekeeping.toml --for 20s`` with its state and
 the jobs' files in a fresh temporary directory, so every demo starts from nothing and
@@ -121,7 +125,7 @@ def _mutation_tally(targets: list[str]) -> int:
 
 def main(argv: list[str]) -> int:
     """Run one developer command; return its exit status."""
-    if not argv or argv[0] not in {"demo", "test", "lint", "mutate"}:
+    if not argv or argv[0] not in {"demo", "test", "lint", "mutate", "package"}:
         print(__doc__, file=sys.stderr)
         return 2
     cmd, rest = argv[0], argv[1:]
@@ -132,6 +136,8 @@ def main(argv: list[str]) -> int:
         return _run("-m", "pytest", *rest)
     if cmd == "mutate":
         return _mutate(rest)
+    if cmd == "package":
+        return subprocess.run([str(PY), str(ROOT / "tools" / "package.py"), *rest]).returncode
     status = 0
     for tool in (
         ["-m", "ruff", "check", "."],

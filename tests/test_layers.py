@@ -25,6 +25,7 @@ FLOORS: dict[str, int] = {
     "tickwork.stores": 2,
     "tickwork._durable": 3,
     "tickwork.metrics": 3,  # listens to events; the daemon (above) serves it
+    "tickwork.tracing": 3,  # listens to events; the daemon (above) may turn it on
     "tickwork._daemon": 4,
     "tickwork.daemon": 5,  # the public face of the daemon
     "tickwork._cli": 6,

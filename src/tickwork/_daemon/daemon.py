@@ -81,6 +81,7 @@ from tickwork._daemon.runner import (
     run_job,
 )
 from tickwork._daemon.status_page import failure_summary
+from tickwork._durable.runnote import note_attempt
 from tickwork._durable.scheduler import DurableScheduler
 from tickwork.stores._model import (
     Schedule,
@@ -954,6 +955,7 @@ def _open_and_serve(
         store.close()
         say(err, fmt, str(exc))
         return 1
+    _trace_runs(daemon, namespace)
     where = f"state {state}" if state is not None else f"database {shown}"
     enabled = sum(job.enabled for job in jobs.jobs)
     server = None
@@ -977,6 +979,22 @@ def _open_and_serve(
     finally:
         if server is not None:
             server.close()
+
+
+def _trace_runs(daemon: Daemon, namespace: str) -> None:
+    """Make each run an OpenTelemetry span if the process set a tracer provider.
+
+    Set means OpenTelemetry is already imported (``opentelemetry-instrument``, a
+    ``sitecustomize``) and its global provider is a real one: nothing is imported or
+    paid otherwise. See docs/observability.md, "Tracing and error reporting".
+    """
+    if "opentelemetry.trace" not in sys.modules:
+        return
+    from tickwork.tracing import RunTracer, tracer_configured
+
+    if tracer_configured():
+        RunTracer(job_label=lambda job: job.removeprefix(namespace + "/")).watch(daemon.scheduler)
+        _log.info("tracing runs with OpenTelemetry (the global tracer provider)")
 
 
 def _loader(config: DaemonConfig, warn: Callable[[str], None]) -> Callable[[str], Config]:
@@ -1080,6 +1098,7 @@ class _RunLines:
         self._output: RunOutput | None = None
 
     def started(self, attempt: int, origin: str) -> None:
+        note_attempt(attempt)  # for the run's span (tickwork.tracing), if one is made
         self._log.started(self._name, self._scheduled, attempt=attempt, origin=origin)
         if self._stream:
             self._output = self._log.output(
