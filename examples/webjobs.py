@@ -40,6 +40,7 @@ _lock = threading.Lock()
 _pid: int | None = None  # the process that opened _store and started _scheduler
 _store: SQLiteStore | None = None
 _scheduler: DurableScheduler | None = None
+_inherited: list[object] = []  # objects of a parent process: kept, never used or closed
 
 
 def tick(path: str) -> None:
@@ -74,9 +75,10 @@ def start() -> DurableScheduler:
     with _lock:
         if _scheduler is not None and _pid == os.getpid():
             return _scheduler
-        # A store and scheduler inherited from the parent (or none): leave the parent's
-        # objects alone (closing an inherited SQLite connection can harm the parent's
-        # database) and open this process's own.
+        if _scheduler is not None:  # started before a fork: the parent's, not ours
+            # Keep them referenced so they are never finalized here: closing a SQLite
+            # connection inherited across fork() can damage the parent's database.
+            _inherited.extend([_scheduler, _store])
         _store = SQLiteStore(os.environ.get("TICKWORK_STATE", "tickwork-app.sqlite3"))
         scheduler = DurableScheduler(_store)
         for spec in jobs():

@@ -22,6 +22,8 @@ import contextlib
 import http.client
 import itertools
 import os
+import re
+import shlex
 import shutil
 import signal
 import socket
@@ -77,39 +79,41 @@ class Recipe:
         return "\n".join(self.log(i) for i in range(len(self.commands)))
 
 
-def _gunicorn(app: str, workers: int, *extra: str) -> list[str]:
-    return [str(BIN / "gunicorn"), "--no-control-socket", "-w", str(workers), *extra, app]
+#: Each recipe's commands exactly as docs/recipes.md shows them (the test adds only where
+#: to listen, and turns gunicorn's control socket off so that servers do not share one).
+COMMANDS = {
+    "gunicorn": ["gunicorn -c examples/gunicorn.conf.py -w 4 examples.wsgi_app:app"],
+    "gunicorn-preload": [
+        "gunicorn -c examples/gunicorn.conf.py -w 4 --preload examples.wsgi_app:app"
+    ],
+    "flask": ["gunicorn -c examples/gunicorn.conf.py -w 2 'examples.flask_app:create_app()'"],
+    "fastapi": ["uvicorn --workers 2 examples.fastapi_app:app"],
+    "django": [
+        "gunicorn site_config.wsgi",
+        "python manage.py tickwork",
+        "python manage.py tickwork",
+    ],
+}
+JOBS = {"django": "record-tick"}  # the job each recipe's test watches; default "tick"
+DJANGO_SETUP = "python manage.py migrate"
+
+
+def _argv(line: str, sock: Path | None) -> list[str]:
+    """A documented command line as run here: this venv's programs, a Unix socket."""
+    program, *args = shlex.split(line)
+    if program == "python":
+        return [sys.executable, *args]
+    if program == "gunicorn":
+        where = [] if sock is None else ["-b", f"unix:{sock}"]
+        return [str(BIN / "gunicorn"), "--no-control-socket", *where, *args]
+    assert program == "uvicorn", line
+    return [str(BIN / "uvicorn"), *([] if sock is None else ["--uds", str(sock)]), *args]
 
 
 def _recipes(base: Path) -> list[Recipe]:
-    conf = ["-c", "examples/gunicorn.conf.py"]
     made = []
-    for name, job, commands, cwd in [
-        ("gunicorn", "tick", [_gunicorn("examples.wsgi_app:app", 4, *conf)], ROOT),
-        (
-            "gunicorn-preload",
-            "tick",
-            [_gunicorn("examples.wsgi_app:app", 4, *conf, "--preload")],
-            ROOT,
-        ),
-        ("flask", "tick", [_gunicorn("examples.flask_app:create_app()", 2, *conf)], ROOT),
-        (
-            "fastapi",
-            "tick",
-            [[str(BIN / "uvicorn"), "--workers", "2", "examples.fastapi_app:app"]],
-            ROOT,
-        ),
-        (
-            "django",
-            "record-tick",
-            [
-                _gunicorn("site_config.wsgi", 1),
-                [sys.executable, "manage.py", "tickwork"],
-                [sys.executable, "manage.py", "tickwork"],
-            ],
-            DJANGO,
-        ),
-    ]:
+    for name, lines in COMMANDS.items():
+        cwd = DJANGO if name == "django" else ROOT
         folder = base / name
         folder.mkdir()
         env = {
@@ -121,19 +125,16 @@ def _recipes(base: Path) -> list[Recipe]:
             "PYTHONPATH": str(cwd),
             "PYTHONUNBUFFERED": "1",
         }
-        sock = str(folder / "http.sock")
-        if "uvicorn" in commands[0][0]:
-            commands[0] += ["--uds", sock]
-        else:
-            commands[0] += ["-b", f"unix:{sock}"]
-        made.append(Recipe(name, folder, job, commands, cwd, env))
+        sock = folder / "http.sock"
+        commands = [_argv(line, sock if i == 0 else None) for i, line in enumerate(lines)]
+        made.append(Recipe(name, folder, JOBS.get(name, "tick"), commands, cwd, env))
     return made
 
 
 def _launch(recipe: Recipe) -> None:
     if recipe.name == "django":
         subprocess.run(
-            [sys.executable, "manage.py", "migrate", "-v", "0"],
+            [*_argv(DJANGO_SETUP, None), "-v", "0"],
             cwd=recipe.cwd,
             env=recipe.env,
             check=True,
@@ -327,3 +328,18 @@ def test_django_command_runs_the_settings_jobs_through_the_orm(
     _check_ledger(recipe, [slot for _, slot in rows])
     with SQLiteStore(str(recipe.state)) as store:
         assert {job.id for job in store.jobs()} == {"record-tick", "prune-ticks"}
+
+
+def test_the_commands_in_docs_recipes_are_the_ones_tested() -> None:
+    """Every command line of docs/recipes.md's sh blocks is one these tests run."""
+    text = (ROOT / "docs" / "recipes.md").read_text()
+    tested = {line for lines in COMMANDS.values() for line in lines} | {DJANGO_SETUP}
+    shown = [
+        re.sub(r"^(\w+=\S+ )+", "", line)  # without the environment it is given
+        for block in re.findall(r"```sh\n(.*?)```", text, re.DOTALL)
+        for line in block.splitlines()
+        if line.strip()
+    ]
+    assert len(shown) >= 7
+    assert [line for line in shown if line not in tested] == []
+    assert tested <= set(shown)
