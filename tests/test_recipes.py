@@ -343,3 +343,33 @@ def test_the_commands_in_docs_recipes_are_the_ones_tested() -> None:
     assert len(shown) >= 7
     assert [line for line in shown if line not in tested] == []
     assert tested <= set(shown)
+
+
+def test_webjobs_start_leaves_a_parents_scheduler_alone(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """What a forked child sees: a scheduler started by another process is not used,
+    stopped or closed (closing an inherited SQLite connection can harm the parent's
+    database); the child opens its own, and stops only its own."""
+    from examples import webjobs
+
+    monkeypatch.setenv("TICKWORK_STATE", str(tmp_path / "state.db"))
+    monkeypatch.setenv("TICKWORK_RUNS", str(tmp_path / "runs.txt"))
+    parents = webjobs.start()
+    try:
+        assert webjobs.start() is parents  # once per process
+        parents_store = webjobs._store
+        monkeypatch.setattr(webjobs, "_pid", -1)  # as if started before a fork
+        assert webjobs.scheduler() is None
+        ours = webjobs.start()
+        assert ours is not parents and webjobs.scheduler() is ours
+        assert webjobs._inherited[-2:] == [parents, parents_store]
+        webjobs.stop()
+        assert webjobs.scheduler() is None
+        assert [j.id for j in parents.jobs()] == ["tick"]  # the parent's store still open
+    finally:
+        webjobs.stop()  # ours, if the test failed before
+        parents.stop()
+        assert parents_store is not None
+        parents_store.close()
+        webjobs._inherited.clear()
