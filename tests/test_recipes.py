@@ -122,7 +122,6 @@ def _recipes(base: Path) -> list[Recipe]:
             "TICKWORK_EVERY": str(EVERY),
             "TICKWORK_RUNS": str(folder / "runs.txt"),
             "DJANGO_DB": str(folder / "django.db"),
-            "PYTHONPATH": str(cwd),
             "PYTHONUNBUFFERED": "1",
         }
         sock = folder / "http.sock"
