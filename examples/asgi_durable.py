@@ -6,16 +6,8 @@ Serve it with any ASGI server, from the repository's root::
     TICKWORK_STATE=/tmp/app.sqlite3 uvicorn examples.asgi_durable:app
 
 The app is plain ASGI (no framework), so it runs as is. With FastAPI or Starlette the
-same start and stop go into the ``lifespan`` context manager::
-
-    @contextlib.asynccontextmanager
-    async def lifespan(app):
-        async with AsyncDurableScheduler(SQLiteStore(path)) as scheduler:
-            await scheduler.declare(JobSpec("refresh", ..., Every(60)))
-            app.state.scheduler = scheduler
-            yield
-
-    app = FastAPI(lifespan=lifespan)
+same start and stop go into the ``lifespan`` context manager: examples/fastapi_app.py,
+run under ``uvicorn --workers 2`` by tests/test_recipes.py (see docs/recipes.md).
 
 ``refresh`` is an ``async def`` job: the scheduler awaits it on the server's event loop,
 so it may use the application's async clients. Its runs survive restarts: the schedule

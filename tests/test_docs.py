@@ -258,3 +258,90 @@ def test_the_import_check_finds_a_private_module(tmp_path: Path) -> None:
         ("p.md", "tickwork._daemon", ["run_daemon"]),
         ("p.md", "tickwork.metrics", []),
     ]
+
+
+# -- docs/recipes.md: its code is the code the recipe tests run ------------------------------
+
+
+def blocks_not_in_examples(page: Path, examples: list[Path]) -> list[str]:
+    """The ```python blocks of ``page`` that are not, verbatim, part of an example file."""
+    sources = [path.read_text(encoding="utf-8") for path in examples]
+    return [
+        block.splitlines()[0]
+        for block in BLOCK.findall(page.read_text(encoding="utf-8"))
+        if not any(block in source for source in sources)
+    ]
+
+
+def test_every_recipe_block_is_an_excerpt_of_a_tested_example() -> None:
+    """tests/test_recipes.py runs the examples; the page shows parts of them, unchanged."""
+    page = ROOT / "docs" / "recipes.md"
+    assert len(BLOCK.findall(page.read_text())) >= 6
+    examples = sorted((ROOT / "examples").rglob("*.py"))
+    assert blocks_not_in_examples(page, examples) == []
+
+
+def test_the_excerpt_check_finds_a_block_that_differs(tmp_path: Path) -> None:
+    (tmp_path / "ex.py").write_text("def f() -> int:\n    return 1\n\n\nX = 2\n")
+    page = tmp_path / "p.md"
+    page.write_text("```python\ndef f() -> int:\n    return 1\n```\n```python\nX = 3\n```\n")
+    assert blocks_not_in_examples(page, [tmp_path / "ex.py"]) == ["X = 3"]
+
+
+# -- docs/migrating.md: the tickwork side of every mapping runs ------------------------------
+
+MYAPP_TASKS = """
+def send_report(to): pass
+def probe(): pass
+def backup(): pass
+def sync_users(): pass
+def rollup(): pass
+def refresh(): pass
+def migrate_once(): pass
+"""
+
+
+def test_migrating_tickwork_blocks_run_and_the_others_compile(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The ```python blocks (tickwork) run in order; the ```py blocks (Celery, APScheduler)
+    are not runnable here (no broker, no APScheduler) but must be valid Python."""
+    from tickwork.stores.sqlite import SQLiteStore
+
+    text = (ROOT / "docs" / "migrating.md").read_text()
+    (tmp_path / "myapp").mkdir()
+    (tmp_path / "myapp" / "__init__.py").write_text("")
+    (tmp_path / "myapp" / "tasks.py").write_text(MYAPP_TASKS)
+    monkeypatch.chdir(tmp_path)
+    monkeypatch.syspath_prepend(str(tmp_path))
+    theirs = re.findall(r"```py\n(.*?)```", text, re.DOTALL)
+    assert len(theirs) >= 3
+    for n, block in enumerate(theirs):
+        compile(block, f"docs/migrating.md (py block {n})", "exec")
+    ours = BLOCK.findall(text)
+    assert len(ours) >= 5
+    namespace: dict[str, object] = {"__name__": "__migrating__"}
+    try:
+        for n, block in enumerate(ours):
+            exec(compile(block, f"docs/migrating.md (python block {n})", "exec"), namespace)
+        with SQLiteStore(str(tmp_path / "jobs.db")) as check:
+            jobs = {job.id: job for job in check.jobs()}
+            assert set(jobs) == {
+                "send-report",
+                "probe",
+                "backup",
+                "sync-users",
+                "rollup",
+                "refresh",
+                "launch",
+            }
+            assert jobs["probe"].paused is False  # paused, then resumed
+            assert jobs["rollup"].spec.grace == 300 and jobs["refresh"].spec.overlap == "allow"
+            actions = [(a.action, a.actor) for a in check.actions("probe")]  # newest first
+            assert actions == [("resume", "alice"), ("pause", "alice")]
+    finally:
+        store = namespace.get("store")
+        if isinstance(store, SQLiteStore):
+            store.close()
+        sys.modules.pop("myapp.tasks", None)
+        sys.modules.pop("myapp", None)

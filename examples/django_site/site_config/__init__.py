@@ -1,0 +1,1 @@
+"""The Django recipe's project package: settings, URLs, the WSGI application."""

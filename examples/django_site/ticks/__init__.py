@@ -1,0 +1,1 @@
+"""The recipe's app: the ``Tick`` model, its jobs and ``manage.py tickwork``."""
