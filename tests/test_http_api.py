@@ -80,6 +80,13 @@ def served(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[str, Path
             name = "cleanup"
             every = "1h"
             command = ["true"]
+
+            [[job]]
+            name = "slow"
+            every = "1h"
+            first = "0s"
+            overlap = "queue"
+            command = ["sleep", "60"]
             """
         )
     )
@@ -89,7 +96,7 @@ def served(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[str, Path
     state = tmp / "s.sqlite3"
     run = Run(
         jobs, state, "--http", "127.0.0.1:0", "--http-token", f"ana={ANA}",
-        "--http-token-file", str(token_file),
+        "--http-token-file", str(token_file), "--shutdown-grace", "1s",
     )  # fmt: skip
     line = run.wait_line("metrics at http://127.0.0.1:")
     base = line.split("metrics at ", 1)[1].split("/metrics", 1)[0]
@@ -102,7 +109,7 @@ def served(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[str, Path
         LIMIT,
     )
     yield base, state, jobs
-    run.kill()
+    run.stop()  # the slow job's sleep ends with it
 
 
 def actions_of(state: Path, job: str) -> list[Any]:
@@ -128,7 +135,7 @@ def test_reading_needs_a_token_and_lists_jobs_and_history(served: tuple[str, Pat
     assert call(base, "GET", "/api/jobs", token="wrong")[0] == 401
     status, answer = call(base, "GET", "/api/jobs", token=BOT)
     assert status == 200
-    assert sorted(row["job"] for row in answer["jobs"]) == ["cleanup", "report", "sync"]
+    assert sorted(row["job"] for row in answer["jobs"]) == ["cleanup", "report", "slow", "sync"]
     status, row = call(base, "GET", "/api/jobs/report", template="/api/jobs/{name}")
     assert status == 200 and row["outcome"] == "failed" and row["consecutive_failures"] >= 1
     status, answer = call(
@@ -209,40 +216,46 @@ def test_trigger_skip_next_backfill_and_cancel_change_the_store(
     assert status == 200 and done["queued"] in (12, 13) and done["by"] == "ana", done
     detail = next(a.detail for a in actions_of(state, "sync") if a.action == "backfill")
     assert detail is not None and detail.startswith(f"{done['queued']} slot(s) queued")
-    # Pausing holds a trigger's run waiting, which cancel then takes back.
+    # While a run of a job whose overlap is "queue" goes, a trigger's run waits; cancel
+    # takes it back.
+    wait_until("the slow job's run", lambda: call(base, "GET", "/api/jobs/slow")[1]["running"])
+    status, done = call(
+        base, "POST", "/api/jobs/slow/trigger", {"note": "now please"},
+        template="/api/jobs/{name}/trigger",
+    )  # fmt: skip
+    assert status == 200 and done["result"] == "queued"
+    status, waiting = call(
+        base, "GET", "/api/jobs/slow/waiting", template="/api/jobs/{name}/waiting"
+    )
+    assert status == 200 and [w["origin"] for w in waiting["waiting"]] == ["manual"]
+    slot = waiting["waiting"][0]["scheduled"]
+    status, done = call(
+        base, "POST", "/api/jobs/slow/cancel", {"slot": slot}, template="/api/jobs/{name}/cancel"
+    )
+    assert status == 200 and done["cancelled"] == 1, done
+    status, answer = call(
+        base, "POST", "/api/jobs/slow/cancel", {"slot": slot}, template="/api/jobs/{name}/cancel"
+    )
+    assert status == 409 and "has no waiting run due" in answer["error"]
+    status, done = call(
+        base, "POST", "/api/jobs/slow/cancel", {"all_waiting": True},
+        template="/api/jobs/{name}/cancel",
+    )  # fmt: skip
+    assert status == 200 and done["message"] == "slow has no waiting run; nothing done"
+    assert stored(state, "slow").waiting_runs == 0
+    # A paused job refuses a backfill, as `tickwork backfill` does.
     assert (
         call(base, "POST", "/api/jobs/cleanup/pause", {}, template="/api/jobs/{name}/pause")[0]
         == 200
     )
-    status, done = call(
-        base,
-        "POST",
-        "/api/jobs/cleanup/trigger",
-        {"note": "now please"},
-        template="/api/jobs/{name}/trigger",
-    )
-    assert status == 200 and done["result"] == "queued"
-    status, waiting = call(
-        base, "GET", "/api/jobs/cleanup/waiting", template="/api/jobs/{name}/waiting"
-    )
-    assert status == 200 and [w["origin"] for w in waiting["waiting"]] == ["manual"]
     status, answer = call(
         base, "POST", "/api/jobs/cleanup/backfill", {"from": "1h", "to": "now"},
         template="/api/jobs/{name}/backfill",
     )  # fmt: skip
     assert status == 409 and answer["error"] == "job 'cleanup' is paused: resume it first"
-    slot = waiting["waiting"][0]["scheduled"]
-    status, done = call(
-        base, "POST", "/api/jobs/cleanup/cancel", {"slot": slot}, template="/api/jobs/{name}/cancel"
-    )
-    assert status == 200 and done["cancelled"] == 1, done
-    status, answer = call(
-        base, "POST", "/api/jobs/cleanup/cancel", {"slot": slot}, template="/api/jobs/{name}/cancel"
-    )
-    assert status == 409 and "has no waiting run due" in answer["error"]
-    assert stored(state, "cleanup").waiting_runs == 0
-    kinds = [a.action for a in actions_of(state, "cleanup")]
-    assert {"skip-next", "pause", "trigger", "cancel"} <= set(kinds)
+
+    kinds = {a.action for a in actions_of(state, "cleanup") + actions_of(state, "slow")}
+    assert {"skip-next", "pause", "trigger", "cancel"} <= kinds
     call(base, "POST", "/api/jobs/cleanup/resume", {}, template="/api/jobs/{name}/resume")
 
 

@@ -71,7 +71,7 @@ def _form(action: str, label: str, viewer: Viewer, fields: dict[str, str], extra
     name = label.replace(" ", "-")
     return (
         f'<form class="inline" method="post" action="{html.escape(action)}">{hidden}{extra}'
-        f'<button type="submit" name="do" value="{name}" data-action="{name}">'
+        f'<button type="submit" data-action="{name}">'
         f"{html.escape(label)}</button></form>"
     )
 
