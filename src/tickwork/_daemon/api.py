@@ -25,9 +25,21 @@ from typing import Any, Final
 from urllib.parse import parse_qs, quote, urlencode
 
 from tickwork._core.text import iso_due
-from tickwork._daemon import actions, job_page
-from tickwork._daemon.actions import CONFIRM_ABOVE, Done, Refused
+from tickwork._daemon.actions import (
+    CONFIRM_ABOVE,
+    Done,
+    Refused,
+    backfill,
+    cancel_waiting,
+    named,
+    pause,
+    resume,
+    skip_next,
+    trigger,
+    waiting_why,
+)
 from tickwork._daemon.httpauth import COOKIE, Tokens, cross_site
+from tickwork._daemon.job_page import Viewer, controls, job_page, login_page, message_page
 from tickwork._daemon.joblist import (
     history_item,
     merged_history,
@@ -142,7 +154,7 @@ class Api:
         namespace: The daemon's namespace: its jobs are ``namespace/name``.
         title: What the pages are about (the jobs file).
         tokens: Who may act (and, when set, read); ``None``: reading is open, acting off.
-        status_page: Renders the status page for a viewer (see `job_page.controls`).
+        status_page: Renders the status page for a viewer (see `controls`).
 
     """
 
@@ -208,7 +220,7 @@ class Api:
             return self._route(request)
         except BadRequest as exc:
             if request.html():
-                page = job_page.message_page(self._title, exc.status, str(exc))
+                page = message_page(self._title, exc.status, str(exc))
                 return Response(exc.status, page.encode(), _HTML, exc.headers)
             return _json(exc.status, {"error": str(exc)}, exc.headers)
         except StoreError as exc:
@@ -235,7 +247,7 @@ class Api:
             return _json(200, document())
         if self.reader(request) is None:
             if request.html():
-                page = job_page.login_page(self._title, status=401)
+                page = login_page(self._title, status=401)
                 return Response(401, page.encode(), _HTML, _challenge())
             raise _unauthorized("a bearer token is needed: Authorization: Bearer SECRET")
         return self._get(request, route, api)
@@ -271,7 +283,7 @@ class Api:
         job_id = f"{self._namespace}/{name}"
         if not name or self._store.get(job_id) is None:
             raise BadRequest(
-                404, actions.named(JobNotFoundError(f"no job with id {job_id!r}"), job_id, name)
+                404, named(JobNotFoundError(f"no job with id {job_id!r}"), job_id, name)
             )
         return job_id
 
@@ -317,28 +329,28 @@ class Api:
         state = self._store.get(job_id)
         waiting = () if state is None else state.waiting
         runs = [
-            {"scheduled": iso_due(c.scheduled), "origin": c.origin, "why": actions.waiting_why(c)}
+            {"scheduled": iso_due(c.scheduled), "origin": c.origin, "why": waiting_why(c)}
             for c in waiting
         ]
         return {"job": name, "waiting": runs}
 
     def _render_status(self, request: Request) -> str:
         viewer = self._viewer(request)
-        return self._status_page(lambda view: job_page.controls(view, viewer), viewer.banner())
+        return self._status_page(lambda view: controls(view, viewer), viewer.banner())
 
     def _render_job(self, request: Request, name: str, job_id: str) -> str:
         said = request.query.get("said", [""])[0]
-        return job_page.job_page(
+        return job_page(
             self._scheduler, self._store, self._title, name, job_id, self._viewer(request), said
         )
 
-    def _viewer(self, request: Request) -> job_page.Viewer:
+    def _viewer(self, request: Request) -> Viewer:
         """Who looks at a page, and the form token its forms carry."""
         if self._tokens is None:
-            return job_page.Viewer(None, None, control=False)
+            return Viewer(None, None, control=False)
         who = self._tokens.from_cookie(request.cookies())
         token = None if who is None else self._tokens.form_token(who)
-        return job_page.Viewer(who, token, control=True)
+        return Viewer(who, token, control=True)
 
     # -- acting ------------------------------------------------------------------------
 
@@ -376,23 +388,23 @@ class Api:
                 until = (
                     None if not fields.get("until") else _time_field(fields, "until", parse_future)
                 )
-                return actions.pause(store, job_id, name, by=who, note=note, until=until)
+                return pause(store, job_id, name, by=who, note=note, until=until)
             if action == "resume":
-                return actions.resume(store, job_id, name, by=who, note=note)
+                return resume(store, job_id, name, by=who, note=note)
             if action == "trigger":
-                return actions.trigger(store, job_id, name, by=who, note=note)
+                return trigger(store, job_id, name, by=who, note=note)
             if action == "skip-next":
-                return actions.skip_next(store, job_id, name, by=who, note=note)
+                return skip_next(store, job_id, name, by=who, note=note)
             if action == "backfill":
                 return self._backfill(name, job_id, fields, who, note)
             return self._cancel(name, job_id, fields, who, note)
         except (JobNotFoundError, JobPausedError) as exc:
             status = 404 if isinstance(exc, JobNotFoundError) else 409
-            raise BadRequest(status, actions.named(exc, job_id, name)) from None
+            raise BadRequest(status, named(exc, job_id, name)) from None
         except Refused as exc:
             raise BadRequest(400 if exc.status == 2 else 409, str(exc)) from None
         except (BackfillError, ValueError, TypeError) as exc:
-            raise BadRequest(400, actions.named(exc, job_id, name)) from None
+            raise BadRequest(400, named(exc, job_id, name)) from None
 
     def _backfill(
         self, name: str, job_id: str, fields: Mapping[str, Any], who: str, note: str | None
@@ -413,7 +425,7 @@ class Api:
             raise BadRequest(400, f"max must be an integer >= 1, got {most!r}")
         dry = _text_bool(fields.get("dry_run", False), "dry_run")
         yes = _text_bool(fields.get("yes", False), "yes")
-        return actions.backfill(
+        return backfill(
             self._store,
             job_id,
             name,
@@ -437,13 +449,13 @@ class Api:
                 " as --all-waiting and --slot",
             )
         slot = None if every else _time_field(fields, "slot", parse_since)
-        return actions.cancel_waiting(self._store, job_id, name, slot=slot, by=who, note=note)
+        return cancel_waiting(self._store, job_id, name, slot=slot, by=who, note=note)
 
     # -- logging in --------------------------------------------------------------------
 
     def _login(self, request: Request, which: str) -> Response:
         if request.method in ("GET", "HEAD") and which == "login":
-            return Response(200, job_page.login_page(self._title).encode(), _HTML)
+            return Response(200, login_page(self._title).encode(), _HTML)
         if request.method != "POST":
             raise BadRequest(
                 405,
@@ -464,7 +476,7 @@ class Api:
             else self._tokens.by_secret(given.strip())
         )
         if self._tokens is None or who is None:
-            page = job_page.login_page(self._title, status=401, wrong=self._tokens is not None)
+            page = login_page(self._title, status=401, wrong=self._tokens is not None)
             return Response(401, page.encode(), _HTML)
         cookie = f"{COOKIE}={self._tokens.session(who)}; Path=/; HttpOnly; SameSite=Strict"
         return Response(303, b"", _HTML, {"Location": "/", "Set-Cookie": cookie})

@@ -141,6 +141,55 @@ class StatusServer:
         self._server.server_close()
 
 
+class _Base(BaseHTTPRequestHandler):
+    """Every method goes to ``_serve``; the answer goes out with ``_send``."""
+
+    server_version = "tickwork"
+
+    def do_GET(self) -> None:
+        self._serve("GET")
+
+    def do_POST(self) -> None:
+        self._serve("POST")
+
+    def do_PUT(self) -> None:
+        self._serve("PUT")
+
+    def do_DELETE(self) -> None:
+        self._serve("DELETE")
+
+    def do_PATCH(self) -> None:
+        self._serve("PATCH")
+
+    def _serve(self, method: str) -> None:
+        raise NotImplementedError
+
+    def _unauthorized(self) -> None:
+        self._send(
+            401,
+            b"a bearer token is needed\n",
+            "text/plain; charset=utf-8",
+            {"WWW-Authenticate": 'Bearer realm="tickwork"'},
+        )
+
+    def _send(
+        self, code: int, body: bytes, ctype: str, headers: dict[str, str] | None = None
+    ) -> None:
+        self.send_response(code)
+        self.send_header("Content-Type", ctype)
+        self.send_header("Content-Length", str(len(body)))
+        self.send_header("Cache-Control", "no-store")
+        self.send_header("X-Content-Type-Options", "nosniff")
+        self.send_header("X-Frame-Options", "DENY")
+        for k, v in (headers or {}).items():
+            self.send_header(k, v)
+        self.end_headers()
+        self.wfile.write(body)
+
+    def log_message(self, format: str, *args: Any) -> None:
+        _log.debug("http %s: " + format, self.address_string(), *args)
+
+
 def _handler(
     render: Callable[[], bytes],
     content_type: str,
@@ -149,24 +198,7 @@ def _handler(
     page: Callable[[], str] | None,
     api: Api | None,
 ) -> type[BaseHTTPRequestHandler]:
-    class Handler(BaseHTTPRequestHandler):
-        server_version = "tickwork"
-
-        def do_GET(self) -> None:
-            self._serve("GET")
-
-        def do_POST(self) -> None:
-            self._serve("POST")
-
-        def do_PUT(self) -> None:
-            self._serve("PUT")
-
-        def do_DELETE(self) -> None:
-            self._serve("DELETE")
-
-        def do_PATCH(self) -> None:
-            self._serve("PATCH")
-
+    class Handler(_Base):
         def _serve(self, method: str) -> None:
             parts = urlsplit(self.path)
             path = parts.path
@@ -216,31 +248,6 @@ def _handler(
                 self._send(200, page().encode(), "text/html; charset=utf-8")
             else:
                 self._send(404, b"not found: try /metrics or /healthz\n", "text/plain")
-
-        def _unauthorized(self) -> None:
-            self._send(
-                401,
-                b"a bearer token is needed\n",
-                "text/plain; charset=utf-8",
-                {"WWW-Authenticate": 'Bearer realm="tickwork"'},
-            )
-
-        def _send(
-            self, code: int, body: bytes, ctype: str, headers: dict[str, str] | None = None
-        ) -> None:
-            self.send_response(code)
-            self.send_header("Content-Type", ctype)
-            self.send_header("Content-Length", str(len(body)))
-            self.send_header("Cache-Control", "no-store")
-            self.send_header("X-Content-Type-Options", "nosniff")
-            self.send_header("X-Frame-Options", "DENY")
-            for k, v in (headers or {}).items():
-                self.send_header(k, v)
-            self.end_headers()
-            self.wfile.write(body)
-
-        def log_message(self, format: str, *args: Any) -> None:
-            _log.debug("http %s: " + format, self.address_string(), *args)
 
     return Handler
 
