@@ -438,3 +438,43 @@ def test_cross_site_requests_are_told_apart() -> None:
     assert cross_site(host | {"Origin": "null"}) is not None
     assert cross_site(host | {"Sec-Fetch-Site": "same-site"}) is not None
     assert cross_site(host | {"Referer": "http://localhost:9120/"}) is not None
+
+
+def test_bad_tokens_stop_the_start_before_the_state_is_opened(tmp_path: Path) -> None:
+    import io
+
+    from tickwork._daemon.daemon import DaemonConfig, run_daemon
+
+    jobs = tmp_path / "jobs.toml"
+    jobs.write_text('[[job]]\nname = "t"\nevery = "1s"\ncommand = ["true"]\n')
+    readable = tmp_path / "tokens"
+    readable.write_text("ana=abc\n")
+    readable.chmod(0o644)
+    for extra, message in [
+        ({"http_token_file": str(readable)}, "others may read it (mode 644); chmod o="),
+        ({"http_tokens": ("ana=a1", "ana=a2")}, "--http-token: token names must be unique"),
+        ({"http_tokens": ("ana=two words",)}, "--http-token must be NAME=SECRET"),
+        ({"http_token_file": str(tmp_path / "none")}, "cannot read it"),
+    ]:
+        err = io.StringIO()
+        config = DaemonConfig(str(jobs), state=str(tmp_path / "s.db"), http="127.0.0.1:0", **extra)
+        assert run_daemon(config, err=err) == 2
+        assert message in err.getvalue()
+    assert not (tmp_path / "s.db").exists()
+
+
+def test_run_takes_named_tokens_and_the_environments(monkeypatch: pytest.MonkeyPatch) -> None:
+    from tickwork._cli.main import build_parser
+    from tickwork._cli.run import daemon_config
+
+    parser = build_parser()
+    monkeypatch.setenv("TICKWORK_HTTP_TOKEN", "from-env")
+    args = parser.parse_args(["run", "j.toml", "--http", ":0"])
+    config = daemon_config(args)
+    assert config.http_token == "from-env" and config.http_tokens == ()
+    args = parser.parse_args(
+        ["run", "j.toml", "--http-token", "a=1x", "--http-token", "b=2y", "--http-token-file", "f"]
+    )
+    config = daemon_config(args)  # given tokens replace the environment's
+    assert config.http_token is None and config.http_tokens == ("a=1x", "b=2y")
+    assert config.http_token_file == "f"

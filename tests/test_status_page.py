@@ -333,3 +333,39 @@ def test_the_page_escapes_node_names_and_marks_gone_ones_in_words() -> None:
     page = render("j.toml", [], ["<b>n</b>:1", "web1:2"], 1.8e9, gone={"web1:2"})
     assert "<b>" not in page and "&lt;b&gt;n&lt;/b&gt;:1" in page
     assert 'web1:2<span class="mark">(gone)</span>' in page
+
+
+def test_a_jobs_page_shows_errors_output_tails_and_forms_escaped() -> None:
+    from tickwork._daemon.job_page import OUTPUT_TAIL, Viewer, job_page
+    from tickwork.stores import Claim
+
+    spec = JobSpec("ns/x", "m:f", Every(60), kwargs={"job": "x"})
+    waiting = (Claim("t", "ns/x", "", 1.8e9 - 60, 1.8e9 - 60, 0.0, None, spec, origin="backfill"),)
+    state = JobState(spec, 1.8e9 + 60, False, None, claims=waiting)
+    output = "early line\n" + "." * OUTPUT_TAIL + "\nlast <b>line</b>"
+    entry = SlotRecord(
+        1, "ns/x", 1.8e9, "failed", started=1.8e9, ended=1.8e9 + 1,
+        error="ValueError: <script>x</script>", output=output,
+    )  # fmt: skip
+    act = ActionRecord(1, "ns/x", "pause", "ana", 1.8e9, "<i>why</i>", None)
+
+    class Source:
+        def get(self, job_id: str) -> JobState:
+            return state
+
+        def history(self, job_id: str, limit: int) -> list[SlotRecord]:
+            return [entry]
+
+        def actions(self, job_id: str, limit: int) -> list[ActionRecord]:
+            return [act]
+
+    viewer = Viewer("ana", "n.1.m", control=True)
+    page = job_page(Source(), Source(), "j.toml", "x", "ns/x", viewer, "done <ok>")
+    assert "<script>" not in page and "<b>" not in page and "<i>" not in page
+    assert "last &lt;b&gt;line&lt;/b&gt;" in page and "early line" not in page  # the tail
+    assert "ValueError: &lt;script&gt;" in page and "done &lt;ok&gt;" in page
+    assert 'action="/jobs/x/pause"' in page and 'action="/jobs/x/backfill"' in page
+    assert 'name="csrf" value="n.1.m"' in page
+    assert 'class="waiting-run"' in page and 'name="slot"' in page
+    anonymous = job_page(Source(), Source(), "j.toml", "x", "ns/x", Viewer(None, None, True), "")
+    assert 'href="/login"' in anonymous and "<form" not in anonymous

@@ -228,7 +228,8 @@ def _handler(
             from tickwork._daemon.api import MAX_BODY, Request
 
             assert api is not None
-            length = int(self.headers.get("Content-Length") or 0)
+            text = self.headers.get("Content-Length") or "0"
+            length = int(text) if text.isdigit() else 0
             body = self.rfile.read(min(length, MAX_BODY + 1)) if length > 0 else b""
             request = Request(method, path, parse_qs(query), _headers(self.headers), body)
             answer = api.handle(request)
