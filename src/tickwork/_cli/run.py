@@ -99,8 +99,9 @@ def _add_serving_options(p: argparse.ArgumentParser) -> None:
     p.add_argument(
         "--http",
         metavar="HOST:PORT",
-        help="serve Prometheus metrics at /metrics and a liveness check at /healthz "
-        "(e.g. 127.0.0.1:9120; :PORT binds to 127.0.0.1); needs tickwork[metrics]",
+        help="serve Prometheus metrics at /metrics, a liveness check at /healthz, the "
+        "status page at / and a JSON API at /api/ (e.g. 127.0.0.1:9120; :PORT binds to "
+        "127.0.0.1); needs tickwork[metrics]",
     )
     p.add_argument(
         "--http-token",
