@@ -7,17 +7,20 @@ browser tests skip with one line; CI (.ci/run) installs it and refuses skips.
 
 from __future__ import annotations
 
+import json
 import shutil
 import socket
 import subprocess
 import sys
 import textwrap
 import time
+import urllib.parse
 from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
 
+from tests.browser import Browser
 from tests.test_daemon_e2e import LIMIT, Run, wait_until
 from tests.test_http import get
 from tickwork import Every
@@ -79,7 +82,7 @@ def daemon(tmp_path: Path) -> Iterator[tuple[Run, str]]:
             """
         )
     )
-    run = Run(jobs, tmp_path / "s.sqlite3", "--http", "127.0.0.1:0", "--http-token", "t0ken")
+    run = Run(jobs, tmp_path / "s.sqlite3", "--http", "127.0.0.1:0", "--http-token", "ana=t0ken")
     line = run.wait_line("metrics at http://127.0.0.1:")
     base = line.split("metrics at ", 1)[1].split("/metrics", 1)[0]
 
@@ -144,6 +147,55 @@ def test_a_browser_shows_a_pause_its_note_and_the_actions(
     assert '<div class="note">API down, see INC-7</div>' in probe
     actions = dom.split("<h2>recent actions</h2>", 1)[1]
     assert "probe-api · pause by ana@ops" in actions and "INC-7" in actions
+
+
+@needs_browser
+def test_a_browser_logs_in_pauses_a_job_and_sees_the_action(
+    daemon: tuple[Run, str], tmp_path: Path
+) -> None:
+    _, base = daemon
+    browser = Browser(tmp_path / "cdp-profile")
+    try:
+        browser.open(base + "/")  # 401: the login form
+        browser.type('input[name="token"]', "t0ken")
+        browser.click('form[action="/login"] button')
+        browser.wait("location.pathname === '/' && !!document.querySelector('td.job')")
+        assert "logged in as ana" in browser.html()
+        browser.click('form[action="/jobs/probe-api/pause"] button')
+        browser.wait("location.search.includes('said=paused') && !!document.querySelector('em')")
+        dom = browser.html()
+        probe = dom.split('<td class="job">probe-api', 1)[1].split("</tr>", 1)[0]
+        assert "<em>paused</em>" in probe and "by ana" in probe
+        assert 'action="/jobs/probe-api/resume"' in probe  # its button turned to resume
+        assert "probe-api · pause by ana" in dom.split("<h2>recent actions</h2>", 1)[1]
+        # The job's page: its slots with their errors, its actions, its waiting runs.
+        browser.click('a[href="/jobs/probe-api"]')
+        browser.wait(
+            "location.pathname === '/jobs/probe-api' && document.readyState === 'complete'"
+        )
+        dom = browser.html()
+        assert "connection refused" in dom and "pause by ana" in dom and "no run waiting" in dom
+        trigger = 'form[action="/jobs/probe-api/trigger"]'
+        browser.type(trigger + ' input[name="note"]', "after the fix")
+        browser.click(trigger + " button")
+        browser.wait("location.search.includes('said=triggered')")
+        browser.wait("document.body.innerText.includes('after the fix')")
+        assert "trigger by ana" in browser.html()  # its run goes (a trigger is not held)
+        # A form on another site posting here is refused before anything is done.
+        forged = (
+            f'<form method="post" action="{base}/jobs/probe-api/resume">'
+            '<button type="submit">win a prize</button></form>'
+        )
+        browser.open("data:text/html," + urllib.parse.quote(forged), loaded="!!document.forms[0]")
+        browser.click("button")
+        browser.wait("document.body && document.body.innerText.includes('403')")
+        assert "cannot act" in browser.evaluate("document.body.innerText")
+    finally:
+        browser.close()
+    jobs, state = str(tmp_path / "jobs.toml"), str(tmp_path / "s.sqlite3")
+    states = json.loads(tickwork("jobs", "-f", jobs, "--state", state, "--json"))
+    probe_state = next(s for s in states if s["job"] == "probe-api")
+    assert probe_state["paused"] and probe_state["pause"]["by"] == "ana"  # the forged resume failed
 
 
 def test_the_page_escapes_an_operators_note() -> None:
@@ -281,3 +333,39 @@ def test_the_page_escapes_node_names_and_marks_gone_ones_in_words() -> None:
     page = render("j.toml", [], ["<b>n</b>:1", "web1:2"], 1.8e9, gone={"web1:2"})
     assert "<b>" not in page and "&lt;b&gt;n&lt;/b&gt;:1" in page
     assert 'web1:2<span class="mark">(gone)</span>' in page
+
+
+def test_a_jobs_page_shows_errors_output_tails_and_forms_escaped() -> None:
+    from tickwork._daemon.job_page import OUTPUT_TAIL, Viewer, job_page
+    from tickwork.stores import Claim
+
+    spec = JobSpec("ns/x", "m:f", Every(60), kwargs={"job": "x"})
+    waiting = (Claim("t", "ns/x", "", 1.8e9 - 60, 1.8e9 - 60, 0.0, None, spec, origin="backfill"),)
+    state = JobState(spec, 1.8e9 + 60, False, None, claims=waiting)
+    output = "early line\n" + "." * OUTPUT_TAIL + "\nlast <b>line</b>"
+    entry = SlotRecord(
+        1, "ns/x", 1.8e9, "failed", started=1.8e9, ended=1.8e9 + 1,
+        error="ValueError: <script>x</script>", output=output,
+    )  # fmt: skip
+    act = ActionRecord(1, "ns/x", "pause", "ana", 1.8e9, "<i>why</i>", None)
+
+    class Source:
+        def get(self, job_id: str) -> JobState:
+            return state
+
+        def history(self, job_id: str, limit: int) -> list[SlotRecord]:
+            return [entry]
+
+        def actions(self, job_id: str, limit: int) -> list[ActionRecord]:
+            return [act]
+
+    viewer = Viewer("ana", "n.1.m", control=True)
+    page = job_page(Source(), Source(), "j.toml", "x", "ns/x", viewer, "done <ok>")
+    assert "<script>" not in page and "<b>" not in page and "<i>" not in page
+    assert "last &lt;b&gt;line&lt;/b&gt;" in page and "early line" not in page  # the tail
+    assert "ValueError: &lt;script&gt;" in page and "done &lt;ok&gt;" in page
+    assert 'action="/jobs/x/pause"' in page and 'action="/jobs/x/backfill"' in page
+    assert 'name="csrf" value="n.1.m"' in page
+    assert 'class="waiting-run"' in page and 'name="slot"' in page
+    anonymous = job_page(Source(), Source(), "j.toml", "x", "ns/x", Viewer(None, None, True), "")
+    assert 'href="/login"' in anonymous and "<form" not in anonymous

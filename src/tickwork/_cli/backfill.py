@@ -11,26 +11,15 @@ from __future__ import annotations
 
 import argparse
 import sys
-import time
-from typing import Any, Final, TextIO
+from typing import Any, TextIO
 
-from tickwork._cli.history import parse_since
 from tickwork._cli.options import count
-from tickwork._core.text import iso
-from tickwork._durable.control import BACKFILL_MAX, BackfillWindow, run_backfill
-from tickwork.stores._errors import JobNotFoundError
+from tickwork._daemon import actions
+from tickwork._daemon.actions import CONFIRM_ABOVE
+from tickwork._daemon.when import parse_time
+from tickwork._durable.control import BACKFILL_MAX
 
 __all__ = ["CONFIRM_ABOVE", "act", "add_arguments", "parse_time"]
-
-#: A backfill of more runs than this asks first (``--max`` changes it).
-CONFIRM_ABOVE: Final = 1000
-
-
-def parse_time(text: str) -> float:
-    """``--from`` / ``--to``: ``now``, an ISO 8601 time, or a duration back from now."""
-    if text.strip().lower() == "now":
-        return time.time()
-    return parse_since(text)
 
 
 def add_arguments(p: argparse.ArgumentParser) -> None:
@@ -84,81 +73,36 @@ def act(
 ) -> int:
     """Backfill the window of ``args`` (after a dry run, and a question if it is large)."""
     name = args.name
-    state = store.get(job_id)
-    if state is None:
-        raise JobNotFoundError(f"no job with id {job_id!r}")
 
-    def backfill(dry_run: bool) -> tuple[BackfillWindow, list[float]]:
-        return run_backfill(
-            store,
-            state,
-            args.start,
-            args.end,
-            force=True,  # the question above --max stands for the library's cap
-            dry_run=dry_run,
-            by=by,
-            at=time.time(),
-            note=args.note,
-        )
+    def backfill(dry_run: bool, most: int | None) -> actions.Done:
+        return actions.backfill(
+            store, job_id, name, args.start, args.end, by=by, note=args.note,
+            dry_run=dry_run, most=most,
+        )  # fmt: skip
 
-    window, queued = backfill(True)
+    most = None if args.yes else args.max
     if args.dry_run:
-        _report(name, window, queued, out, dry=True)
-        return 0
-    if len(queued) > args.max and not args.yes:
-        status = _confirm(name, queued, args.max, err)
-        if status:
-            return status
-    window, queued = backfill(False)
-    _report(name, window, queued, out, dry=False)
+        done = backfill(True, None)
+    elif most is not None and sys.stdin.isatty():
+        counted = backfill(True, None)
+        if counted.result["queued"] > most:
+            status = _confirm(name, counted.result, most, err)
+            if status:
+                return status
+        done = backfill(False, None)
+    else:
+        done = backfill(False, most)
+    for line in done.lines:
+        print(line, file=out)
     return 0
 
 
-def _confirm(name: str, queued: list[float], most: int, err: TextIO) -> int:
-    """0 if the operator agrees to queue ``queued`` at the terminal; else the exit status."""
-    what = f"{len(queued):,} runs of {name}, {iso(queued[0])} to {iso(queued[-1])}"
-    if not sys.stdin.isatty():
-        print(
-            f"tickwork backfill: this would queue {what}: more than --max {most:,}."
-            f" Nothing was queued. See them with --dry-run, then run again with --yes"
-            f" (or --max {len(queued)})",
-            file=err,
-        )
-        return 2
+def _confirm(name: str, counted: dict[str, Any], most: int, err: TextIO) -> int:
+    """0 if the operator agrees at the terminal to queue what the dry run counted."""
+    what = f"{counted['queued']:,} runs of {name}, {counted['first']} to {counted['last']}"
     print(f"queue {what}? (more than --max {most:,}) [y/N] ", end="", file=err, flush=True)
     answer = sys.stdin.readline().strip().lower()
     if answer in ("y", "yes"):
         return 0
     print("tickwork backfill: nothing queued", file=err)
     return 1
-
-
-def _report(
-    name: str, window: BackfillWindow, queued: list[float], out: TextIO, *, dry: bool
-) -> None:
-    """What the backfill queued (or would), and what it left out and why."""
-    verb = "would queue" if dry else "queued"
-    if queued:
-        print(
-            f"{verb} {len(queued)} slot(s) of {name}, {iso(queued[0])} to {iso(queued[-1])}",
-            file=out,
-        )
-    else:
-        print(f"no slot of {name} to backfill in that window", file=out)
-    if window.early:
-        print(f"left out {window.early_text()}", file=out)
-    elif window.first_slot is None:
-        print(
-            f"note: when {name} was first declared is not recorded (it was stored by an"
-            " older tickwork): slots from before it are not left out",
-            file=out,
-        )
-    left = len(window.slots) - len(queued)
-    if left:
-        print(
-            f"left out {left:,} slot(s): ran or waiting already, or not before now and the"
-            " next run",
-            file=out,
-        )
-    if dry:
-        print("dry run: nothing was queued", file=out)

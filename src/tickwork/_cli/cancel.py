@@ -11,16 +11,13 @@ the job.
 from __future__ import annotations
 
 import argparse
-import time
 from typing import Any, TextIO
 
 from tickwork._cli.control import add_common_arguments, describe, run_control
 from tickwork._cli.history import parse_since
 from tickwork._cli.options import count
-from tickwork._core.text import iso, iso_due
-from tickwork._durable.control import following_slot
+from tickwork._daemon import actions
 from tickwork.stores._errors import JobNotFoundError
-from tickwork.stores._model import Claim
 
 __all__ = ["act", "add_parser"]
 
@@ -63,51 +60,14 @@ def act(
 ) -> int:
     """List or cancel the job's waiting runs, as ``args`` asks."""
     name = args.name
-    state = store.get(job_id)
-    if state is None:
-        raise JobNotFoundError(f"no job with id {job_id!r}")
     if args.list:
-        _list(name, state.waiting, args.limit, out)
-        return 0
-    cancelled = store.cancel_waiting_runs(
-        job_id, following_slot(state), slot=args.slot, by=by, at=time.time(), note=args.note
-    )
-    if cancelled:
-        span = iso_due(cancelled[0])
-        if len(cancelled) > 1:
-            span += f" to {iso_due(cancelled[-1])}"
-        print(
-            f"cancelled {len(cancelled)} waiting run(s) of {name}, {span}"
-            " (recorded 'cancelled' in the ledger)",
-            file=out,
-        )
-        return 0
-    if args.slot is None:
-        print(f"{name} has no waiting run; nothing done", file=out)
-        return 0
-    print(
-        f"tickwork cancel: {name} has no waiting run due {iso(args.slot, millis=True)}"
-        f" (`tickwork cancel {name} --list` shows them); nothing done",
-        file=err,
-    )
-    return 1
-
-
-def _list(name: str, waiting: tuple[Claim, ...], limit: int, out: TextIO) -> None:
-    if not waiting:
-        print(f"{name} has no waiting run", file=out)
-        return
-    origins: dict[str, int] = {}
-    for c in waiting:
-        origins[c.origin] = origins.get(c.origin, 0) + 1
-    each = ", ".join(f"{n} {origin}" for origin, n in sorted(origins.items()))
-    print(
-        f"{name}: {len(waiting)} waiting run(s) ({each}),"
-        f" {iso_due(waiting[0].scheduled)} to {iso_due(waiting[-1].scheduled)}",
-        file=out,
-    )
-    for c in waiting[:limit]:
-        why = "re-offered" if c.retry and c.origin == "schedule" else c.origin
-        print(f"  {iso_due(c.scheduled)}  {why}", file=out)
-    if len(waiting) > limit:
-        print(f"  ... and {len(waiting) - limit} more (--limit to show more)", file=out)
+        state = store.get(job_id)
+        if state is None:
+            raise JobNotFoundError(f"no job with id {job_id!r}")
+        lines = actions.waiting_lines(name, state.waiting, args.limit)
+    else:
+        done = actions.cancel_waiting(store, job_id, name, slot=args.slot, by=by, note=args.note)
+        lines = done.lines
+    for line in lines:
+        print(line, file=out)
+    return 0

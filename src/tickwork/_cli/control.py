@@ -11,12 +11,9 @@ from __future__ import annotations
 
 import argparse
 import sys
-import time
-from datetime import datetime
 from typing import Any, TextIO
 
 from tickwork._cli import backfill
-from tickwork._cli.history import _job_id, in_calendar_or_refuse, parse_since
 from tickwork._cli.options import (
     add_file_argument,
     add_store_options,
@@ -25,10 +22,11 @@ from tickwork._cli.options import (
     take_file,
 )
 from tickwork._core.errors import ConfigError
-from tickwork._core.schedules import DurationTooLong, parse_duration
-from tickwork._core.text import iso
+from tickwork._daemon import actions
 from tickwork._daemon.config import load_config
-from tickwork._durable.control import BackfillError, default_actor, following_slot
+from tickwork._daemon.joblist import job_id_of as _job_id
+from tickwork._daemon.when import parse_future
+from tickwork._durable.control import BackfillError, default_actor
 from tickwork.stores._errors import JobNotFoundError, JobPausedError, StoreError
 from tickwork.stores._protocol import RuntimeControl
 
@@ -41,31 +39,6 @@ _HELP = {
     "backfill": "run a job's slots in a past window, oldest first",
     "skip-next": "give up a job's next slot",
 }
-
-
-def parse_future(text: str) -> float:
-    """``--until``: a duration from now (``30m``, ``2h``) or an ISO 8601 time.
-
-    Raises:
-        argparse.ArgumentTypeError: Neither; the message shows the text.
-
-    """
-    try:
-        ahead = parse_duration(text)
-    except DurationTooLong as exc:
-        raise argparse.ArgumentTypeError(str(exc)) from None
-    except (ValueError, TypeError):
-        pass
-    else:
-        return in_calendar_or_refuse(time.time() + ahead, text)
-    try:
-        datetime.fromisoformat(text.strip().replace("Z", "+00:00"))
-    except ValueError:
-        raise argparse.ArgumentTypeError(
-            f"must be a duration from now (30m, 2h, 1d) or an ISO 8601 date-time"
-            f" (2026-12-04T18:00, 2026-12-04T17:00Z), got {text!r}"
-        ) from None
-    return parse_since(text)  # a date-time: read there, the years 1 to 9999 checked
 
 
 def add_common_arguments(p: argparse.ArgumentParser) -> None:
@@ -158,6 +131,9 @@ def run_control(
     except (JobNotFoundError, JobPausedError) as exc:
         print(f"tickwork {command}: {_named(exc, job_id, args.name)}", file=err)
         return 1
+    except actions.Refused as exc:
+        print(f"tickwork {command}: {exc}", file=err)
+        return exc.status
     except (BackfillError, ValueError, TypeError) as exc:
         print(f"tickwork {command}: {exc}", file=err)
         return 2
@@ -170,42 +146,21 @@ def run_control(
 
 def _named(exc: Exception, job_id: str | None, name: str) -> str:
     """The error with the job's stored id replaced by the name the operator typed."""
-    text = str(exc)
-    return text.replace(repr(job_id), repr(name)) if job_id else text
+    return actions.named(exc, job_id, name)
 
 
 def _act(
     store: Any, command: str, job_id: str, args: argparse.Namespace, by: str, out: TextIO
 ) -> int:
-    control: RuntimeControl = store
-    now = time.time()
-    name = args.name
+    name, note = args.name, args.note
     if command == "pause":
-        control.pause_job(job_id, by=by, at=now, note=args.note, until=args.until)
-        until = "" if args.until is None else f" until {iso(args.until)}"
-        print(f"paused {name}{until}", file=out)
+        done = actions.pause(store, job_id, name, by=by, note=note, until=args.until)
     elif command == "resume":
-        if control.resume_job(job_id, by=by, at=now, note=args.note):
-            print(f"resumed {name}", file=out)
-        else:
-            print(f"{name} was not paused; nothing done", file=out)
+        done = actions.resume(store, job_id, name, by=by, note=note)
     elif command == "trigger":
-        if control.trigger_job(job_id, by=by, at=now, note=args.note) == "queued":
-            print(f"triggered {name}: it runs now (on the next daemon to look)", file=out)
-        else:
-            print(
-                f"skipped: a run of {name} is going or waiting and its overlap policy is"
-                " 'skip' (recorded in the ledger)",
-                file=out,
-            )
+        done = actions.trigger(store, job_id, name, by=by, note=note)
     else:
-        state = store.get(job_id)
-        if state is None:
-            raise JobNotFoundError(f"no job with id {job_id!r}")
-        done = control.skip_next_job(job_id, following_slot(state), by=by, at=now, note=args.note)
-        if done is None:
-            print(f"{name} has no next run to skip", file=out)
-        else:
-            after = "none" if done[1] is None else iso(done[1])
-            print(f"skipped the run of {name} due {iso(done[0])}; next run {after}", file=out)
+        done = actions.skip_next(store, job_id, name, by=by, note=note)
+    for line in done.lines:
+        print(line, file=out)
     return 0

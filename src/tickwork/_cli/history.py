@@ -8,13 +8,9 @@ from __future__ import annotations
 
 import argparse
 import difflib
-import heapq
 import json
-import math
 import sys
-import time
-from datetime import datetime
-from typing import Any, Final, TextIO
+from typing import Any, TextIO
 
 from tickwork._cli.options import (
     add_file_argument,
@@ -24,65 +20,25 @@ from tickwork._cli.options import (
     state_named,
     take_file,
 )
-from tickwork._core.args import in_calendar
 from tickwork._core.errors import ConfigError
-from tickwork._core.schedules import DurationTooLong, parse_duration
 from tickwork._core.text import iso, seconds_fixed
 from tickwork._daemon.config import load_config
+from tickwork._daemon.joblist import (
+    history_item,
+    merged_history,
+    newest_due,
+)
+from tickwork._daemon.joblist import (
+    job_id_of as _job_id,
+)
+from tickwork._daemon.joblist import (
+    job_name as _name,
+)
+from tickwork._daemon.when import in_calendar_or_refuse, parse_since
 from tickwork.stores._model import OUTCOMES, ActionRecord, SlotRecord
 from tickwork.stores._protocol import RuntimeControl, SlotLedger, Store
 
 __all__ = ["add_parser", "in_calendar_or_refuse", "parse_since", "run_history"]
-
-#: Ledger entries read per query while looking for the newest due times.
-_PAGE: Final = 1000
-
-
-def parse_since(text: str, now: float | None = None) -> float:
-    """``--since``: a duration back from now (``90m``, ``2h``, ``7d``) or an ISO 8601 time.
-
-    A date-time without an offset is read in local time, as a person at this terminal
-    means it. The time must fall in the years 1 to 9999 (UTC).
-
-    Raises:
-        argparse.ArgumentTypeError: Neither, or out of that range; the message shows
-            the text.
-
-    """
-    try:
-        ago = parse_duration(text)
-    except DurationTooLong as exc:
-        raise argparse.ArgumentTypeError(str(exc)) from None
-    except (ValueError, TypeError):
-        pass
-    else:
-        return in_calendar_or_refuse((time.time() if now is None else now) - ago, text)
-    try:
-        moment = datetime.fromisoformat(text.strip().replace("Z", "+00:00"))
-    except ValueError:
-        raise argparse.ArgumentTypeError(
-            f"must be a duration back from now (90m, 2h, 7d) or an ISO 8601 date-time"
-            f" (2026-12-04T09:00, 2026-12-04T08:00Z), got {text!r}"
-        ) from None
-    try:
-        if moment.tzinfo is None:
-            moment = moment.astimezone()  # local time
-        ts = moment.timestamp()
-    except (OverflowError, OSError, ValueError):
-        ts = math.nan
-    return in_calendar_or_refuse(ts, text)
-
-
-def in_calendar_or_refuse(ts: float, text: str) -> float:
-    """``ts``, the time ``text`` names, if it falls in the years 1 to 9999 (UTC).
-
-    Raises:
-        argparse.ArgumentTypeError: It does not; the message shows the text.
-
-    """
-    if not in_calendar(ts):
-        raise argparse.ArgumentTypeError(f"must fall in the years 1 to 9999 (UTC), got {text!r}")
-    return ts
 
 
 def add_parser(subparsers: Any) -> argparse.ArgumentParser:
@@ -116,11 +72,6 @@ def add_parser(subparsers: Any) -> argparse.ArgumentParser:
     return p
 
 
-def _name(job_id: str) -> str:
-    """A daemon job's name: its id without the ``namespace/`` prefix."""
-    return job_id.partition("/")[2] or job_id
-
-
 def run_history(
     args: argparse.Namespace, *, out: TextIO | None = None, err: TextIO | None = None
 ) -> int:
@@ -144,7 +95,14 @@ def run_history(
             print(f"tickwork history: the store {store!r} keeps no slot ledger", file=err)
             return 1
         job_id = _job_id(store, args.name, namespace)
-        entries = _newest_due(store, job_id, args, namespace if job_id is None else None)
+        entries = newest_due(
+            store,
+            job_id,
+            since=args.since,
+            outcome=args.outcome,
+            limit=args.limit,
+            namespace=namespace if job_id is None else None,
+        )
         actions: list[ActionRecord] = []
         if args.outcome is None and isinstance(store, RuntimeControl):
             actions = store.actions(job_id, since=args.since, limit=args.limit)
@@ -157,12 +115,9 @@ def run_history(
         store.close()
     if namespace is not None and job_id is None:
         actions = [a for a in actions if a.job_id.startswith(namespace + "/")]
-    # One list, newest first: slots by when they were due, actions by when taken.
-    merged: list[SlotRecord | ActionRecord] = [*entries, *actions]
-    merged.sort(key=_when, reverse=True)
-    del merged[args.limit :]
+    merged = merged_history(entries, actions, args.limit)
     if args.json:
-        json.dump([_json(item) for item in merged], out, indent=2)
+        json.dump([history_item(item) for item in merged], out, indent=2)
         out.write("\n")
         return 0
     if not merged:
@@ -171,40 +126,6 @@ def run_history(
     for item in merged:
         print(_line(item) if isinstance(item, SlotRecord) else _action_line(item), file=out)
     return 0
-
-
-def _when(item: SlotRecord | ActionRecord) -> float:
-    """Where an item sits in the list: a slot's due time, an action's time."""
-    return item.at if isinstance(item, ActionRecord) else item.scheduled
-
-
-def _newest_due(
-    store: SlotLedger, job_id: str | None, args: argparse.Namespace, namespace: str | None
-) -> list[SlotRecord]:
-    """The ``--limit`` entries with the latest due times that pass the filters.
-
-    The ledger comes back in the order it was written, and a slot is not always written
-    in the order it was due (a backfill, slots given up late, several nodes), so every
-    entry that passes the filters is read, a page at a time, keeping the newest due
-    times; the ledger's retention bounds the reading.
-    """
-    best: list[tuple[float, int, SlotRecord]] = []
-    before: int | None = None
-    while True:
-        page = store.history(
-            job_id, since=args.since, outcome=args.outcome, before=before, limit=_PAGE
-        )
-        for e in page:
-            if namespace is None or e.job_id.startswith(namespace + "/"):
-                item = (e.scheduled, e.seq, e)
-                if len(best) < args.limit:
-                    heapq.heappush(best, item)
-                elif item > best[0]:
-                    heapq.heapreplace(best, item)
-        if len(page) < _PAGE:
-            break
-        before = page[-1].seq
-    return [e for _, _, e in sorted(best, reverse=True)]
 
 
 def _unknown_job(
@@ -236,11 +157,6 @@ def _unknown_job(
     return text
 
 
-def _json(item: SlotRecord | ActionRecord) -> dict[str, Any]:
-    kind = "slot" if isinstance(item, SlotRecord) else "action"
-    return {"kind": kind} | item.to_dict() | {"job": _name(item.job_id), "id": item.job_id}
-
-
 def _action_line(a: ActionRecord) -> str:
     line = f"{iso(a.at)}  {_name(a.job_id)}  [{a.action}]  by {a.actor}"
     if a.detail:
@@ -248,19 +164,6 @@ def _action_line(a: ActionRecord) -> str:
     if a.note:
         line += f"\n    note: {a.note}"
     return line
-
-
-def _job_id(store: Store, name: str | None, namespace: str | None) -> str | None:
-    """The stored id of the job ``name``: under the namespace, else the id that matches."""
-    if name is None:
-        return None
-    if namespace is not None:
-        return f"{namespace}/{name}"
-    ids = {s.id for s in store.jobs()}
-    if name in ids:
-        return name
-    matches = sorted(i for i in ids if _name(i) == name)
-    return matches[0] if len(matches) == 1 else name
 
 
 def _line(e: SlotRecord) -> str:

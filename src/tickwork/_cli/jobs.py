@@ -12,12 +12,9 @@ from __future__ import annotations
 
 import argparse
 import json
-import os
 import socket
 import sys
-import time
 from datetime import datetime
-from pathlib import Path
 from typing import Any, TextIO
 
 from tickwork._cli.options import (
@@ -28,11 +25,9 @@ from tickwork._cli.options import (
     take_file,
 )
 from tickwork._core.errors import ConfigError
-from tickwork._core.text import iso, local_time, relative_time, schedule_words, seconds_fixed
 from tickwork._core.text import local_and_utc as _when
+from tickwork._core.text import local_time, relative_time, schedule_words, seconds_fixed
 from tickwork._daemon.config import Config, JobConfig, load_config
-from tickwork.stores._model import Claim, JobState
-from tickwork.stores._protocol import SessionLiveness, Store, StoreClock
 
 __all__ = ["add_parser", "run_jobs"]
 
@@ -64,46 +59,6 @@ def add_parser(subparsers: Any) -> argparse.ArgumentParser:
 # -- tickwork jobs ---------------------------------------------------------------------
 
 
-def _process_alive(pid: int) -> bool:
-    try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
-        return False
-    except PermissionError:  # alive, another user's
-        return True
-    try:  # a zombie nobody has reaped yet is gone too
-        stat = Path(f"/proc/{pid}/stat").read_text()
-    except OSError:
-        return True
-    return stat.rsplit(")", 1)[1].split()[0] not in ("Z", "X")
-
-
-def _lost_because(claim: Claim, now: float, host: str, live: set[str] | None = None) -> str | None:
-    """Why the owner of a claim is gone (the claim will be recovered), or None if alive.
-
-    Gone: its lease has run out (nobody renewed it), it names a process on this host
-    that is not running, or (``live``: the owners with an open database session, where
-    the store can tell) none of its database sessions is open any more. Otherwise a claim
-    that names another host is believed while its lease holds.
-    """
-    if claim.lease_until <= now:
-        return f"its lease ran out at {_iso(claim.lease_until)}"
-    owner_host, _, rest = claim.owner.partition(":")
-    pid_text = rest.partition(":")[0]
-    if owner_host == host and pid_text.isdigit() and not _process_alive(int(pid_text)):
-        return (
-            "not running on this host; its lease runs out at"
-            f" {_iso(claim.lease_until)}, then the run is recorded abandoned"
-        )
-    if live is not None and claim.owner not in live:
-        return (
-            "its database session or process is gone; a running scheduler on the store"
-            " recovers its run within seconds, at the latest when its lease runs out at"
-            f" {_iso(claim.lease_until)}"
-        )
-    return None
-
-
 def _shown(text: str) -> str:
     """An ISO 8601 time written by `_iso`, in local time and UTC, for the text form.
 
@@ -116,19 +71,13 @@ def _shown(text: str) -> str:
         return text
 
 
-def _iso(ts: float | None) -> str | None:
-    return None if ts is None else iso(ts, millis=True)
-
-
-def _schedule_text(schedule: Any) -> str:
-    """The schedule in words, exactly as the status page says it (one renderer)."""
-    return schedule_words(schedule)
-
-
 def run_jobs(
     args: argparse.Namespace, *, out: TextIO | None = None, err: TextIO | None = None
 ) -> int:
     """Run ``tickwork jobs`` for parsed arguments; return the exit status."""
+    from tickwork._daemon.declare import default_namespace
+    from tickwork._daemon.joblist import read_jobs, state_row
+
     out = sys.stdout if out is None else out
     err = sys.stderr if err is None else err
     status = take_file(args, "jobs", err)
@@ -149,11 +98,12 @@ def run_jobs(
     if isinstance(store, int):
         return store
     try:
-        states, live, now, summaries = _read_jobs(store, args)
+        namespace = args.namespace or (default_namespace(args.file) if args.file else None)
+        states, live, now, summaries = read_jobs(store, namespace)
     finally:
         store.close()
     host = socket.gethostname()
-    rows = [_state_row(s, now, host, live, summaries[s.id]) for s in states]
+    rows = [state_row(s, now, host, live, summaries[s.id]) for s in states]
     if config is not None:
         seen = {str(row["job"]) for row in rows}
         rows += [_undeclared_row(job) for job in config.jobs if job.name not in seen]
@@ -174,83 +124,6 @@ def run_jobs(
     else:
         _print_table(rows, now, out)
     return 0
-
-
-def _read_jobs(
-    store: Store, args: argparse.Namespace
-) -> tuple[list[JobState], set[str] | None, float, dict[str, dict[str, Any]]]:
-    """What ``tickwork jobs`` reads from the open store (the caller closes it).
-
-    The jobs of the namespace, the owners with a live session (None: the store cannot
-    tell), now by the store's clock, and each job's failure summary.
-    """
-    from tickwork._daemon.declare import default_namespace, owned
-    from tickwork._daemon.status_page import failure_summary
-
-    states = store.jobs()
-    # Owners whose database sessions are all gone (PostgreSQL): lost at once, not
-    # only when their lease runs out. None: the store cannot tell.
-    live: set[str] | None = None
-    if isinstance(store, SessionLiveness):
-        live = store.live_owners(c.owner for s in states for c in s.claims if c.owner)
-    # Leases are judged by the store's clock where it has one, as the daemons do.
-    now = store.read_clock(time.time)[0] if isinstance(store, StoreClock) else time.time()
-    namespace = args.namespace or (default_namespace(args.file) if args.file else None)
-    if namespace is not None:
-        states = [s for s in states if owned(s, namespace)]
-    summaries = {s.id: failure_summary(store, s.id) for s in states}
-    return states, live, now, summaries
-
-
-def _state_row(
-    s: JobState, now: float, host: str, live: set[str] | None, summary: dict[str, Any]
-) -> dict[str, Any]:
-    """One job's row as the state has it (keys starting with ``_``: for text only)."""
-    from tickwork._daemon.declare import owner_label
-
-    name = s.spec.kwargs.get("job", s.id) if s.spec.kwargs else s.id
-    last = s.last_run
-    running: list[dict[str, Any]] = []
-    lost: list[dict[str, Any]] = []
-    waiting: dict[str, int] = {}
-    for c in s.claims:
-        if not c.owner:  # waiting: a recovered slot or an operator's run, not taken yet
-            if c.origin != "schedule":
-                waiting[c.origin] = waiting.get(c.origin, 0) + 1
-            continue
-        why = _lost_because(c, now, host, live)
-        entry = {
-            "owner": owner_label(c.owner),
-            "scheduled": _iso(c.scheduled),
-            "started": _iso(c.started),
-            "lease_until": _iso(c.lease_until),
-        }
-        if why is None:
-            running.append(entry)
-        else:
-            since = c.lease_until if c.lease_until <= now else None
-            lost.append(entry | {"since": _iso(since), "why": why})
-    return {
-        "job": name,
-        "id": s.id,
-        "schedule": _schedule_text(s.spec.schedule),
-        "paused": s.paused,
-        "pause": None if s.pause is None else s.pause.to_dict(),
-        "waiting": waiting,
-        "waiting_runs": s.waiting_runs,
-        "running": len(running),
-        "lost": lost,
-        "next_run": _iso(s.next_run),
-        "last_scheduled": _iso(last.scheduled) if last else None,
-        "last_started": _iso(last.started) if last else None,
-        "last_ended": _iso(last.ended) if last else None,
-        "outcome": last.outcome if last else None,
-        "error": last.error if last else None,
-        **summary,
-        "_next": s.next_run,
-        "_last": last,
-        "_running": running,
-    }
 
 
 def _undeclared_row(job: JobConfig) -> dict[str, Any]:

@@ -99,15 +99,25 @@ def _add_serving_options(p: argparse.ArgumentParser) -> None:
     p.add_argument(
         "--http",
         metavar="HOST:PORT",
-        help="serve Prometheus metrics at /metrics and a liveness check at /healthz "
-        "(e.g. 127.0.0.1:9120; :PORT binds to 127.0.0.1); needs tickwork[metrics]",
+        help="serve Prometheus metrics at /metrics, a liveness check at /healthz, the "
+        "status page at / and a JSON API at /api/ (e.g. 127.0.0.1:9120; :PORT binds to "
+        "127.0.0.1); needs tickwork[metrics]",
     )
     p.add_argument(
         "--http-token",
-        metavar="TOKEN",
-        default=os.environ.get("TICKWORK_HTTP_TOKEN") or None,
-        help="require 'Authorization: Bearer TOKEN' on every path but /healthz "
-        "(default: $TICKWORK_HTTP_TOKEN)",
+        metavar="NAME=SECRET",
+        action="append",
+        default=[],
+        help="a token: every path but /healthz then needs one ('Authorization: Bearer "
+        "SECRET', or /login in a browser), and its holder may act on the jobs over HTTP, "
+        "recorded as NAME (repeatable; SECRET alone is named http-token; "
+        "default: $TICKWORK_HTTP_TOKEN)",
+    )
+    p.add_argument(
+        "--http-token-file",
+        metavar="FILE",
+        help="read more tokens from FILE, one NAME=SECRET a line (# comments); others "
+        "must not be able to read it",
     )
 
 
@@ -162,7 +172,9 @@ def daemon_config(args: argparse.Namespace) -> DaemonConfig:
         watch=args.watch,
         run_for=args.run_for,
         http=args.http,
-        http_token=args.http_token,
+        http_token=None if args.http_token else os.environ.get("TICKWORK_HTTP_TOKEN") or None,
+        http_tokens=tuple(args.http_token),
+        http_token_file=args.http_token_file,
         crontab=crontab_options(args) if args.crontab else None,
     )
 

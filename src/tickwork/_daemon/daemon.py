@@ -108,6 +108,7 @@ __all__ = [
 
 if TYPE_CHECKING:
     from tickwork._daemon.http import StatusServer
+    from tickwork._daemon.httpauth import Tokens
 
 _log = logging.getLogger("tickwork.daemon")
 
@@ -857,6 +858,11 @@ class DaemonConfig:
     ``metrics`` extra. ``None``: no HTTP endpoint."""
     http_token: str | None = None
     """With ``http``: the bearer token every path but ``/healthz`` requires."""
+    http_tokens: tuple[str, ...] = ()
+    """With ``http``: more tokens, each ``NAME=SECRET`` (``--http-token``, repeatable);
+    any token also acts on the jobs over HTTP, recorded as its name."""
+    http_token_file: str | None = None
+    """With ``http``: a file of ``NAME=SECRET`` lines (``--http-token-file``)."""
     crontab: CrontabOptions | None = None
     """``jobs_file`` is a crontab, read with these options (``--crontab``): it runs as
     `tickwork import crontab` translates it (docs/daemon.md, "Coming from cron")."""
@@ -923,6 +929,7 @@ def _checked(
     if config.http is not None:
         try:
             address = _http_address(config.http)
+            _http_tokens(config)
         except ValueError as exc:
             say(err, fmt, str(exc))
             return 2
@@ -961,7 +968,7 @@ def _open_and_serve(
     server = None
     if address is not None:
         try:
-            server = _status_server(daemon, namespace, address, config.http_token)
+            server = _status_server(daemon, namespace, address, _http_tokens(config))
         except OSError as exc:
             store.close()
             say(err, fmt, f"--http {config.http}: cannot listen: {exc}")
@@ -1051,16 +1058,26 @@ def _daemon_for(
     )
 
 
+def _http_tokens(config: DaemonConfig) -> Tokens | None:
+    """The ``--http`` tokens (``None``: reading open, no control); `ValueError` if bad."""
+    from tickwork._daemon.httpauth import load_tokens
+
+    texts = (*((config.http_token,) if config.http_token else ()), *config.http_tokens)
+    return load_tokens(texts, config.http_token_file)
+
+
 def _status_server(
-    daemon: Daemon, namespace: str, address: tuple[str, int], token: str | None
+    daemon: Daemon, namespace: str, address: tuple[str, int], tokens: Tokens | None
 ) -> StatusServer:
-    """The ``--http`` endpoint: metrics of the daemon's jobs (by name) and its health."""
+    """The ``--http`` endpoint: metrics, health, the pages and the API of the daemon's jobs."""
+    from tickwork._daemon.api import Api
     from tickwork._daemon.http import StatusServer, is_loopback
+    from tickwork._daemon.status_page import page
     from tickwork.metrics import SchedulerMetrics
 
     metrics = SchedulerMetrics(job_label=lambda job: job.removeprefix(namespace + "/"))
     metrics.watch(daemon.scheduler)
-    if not is_loopback(address[0]) and token is None:
+    if not is_loopback(address[0]) and tokens is None:
         _log.warning(
             "--http %s:%d is reachable from other hosts and has no --http-token: anyone who"
             " can connect reads the job names and figures",
@@ -1070,16 +1087,23 @@ def _status_server(
         address,
         metrics.registry,
         daemon.scheduler,
-        token=token,
-        page=lambda: _status_page(daemon, namespace),
+        tokens=tokens,
+        api=Api(
+            daemon.scheduler,
+            daemon.store,
+            namespace,
+            str(daemon.config_path),
+            tokens,
+            lambda controls, banner: page(
+                daemon.scheduler,
+                daemon.store,
+                namespace,
+                str(daemon.config_path),
+                controls=controls,
+                banner=banner,
+            ),
+        ),
     )
-
-
-def _status_page(daemon: Daemon, namespace: str) -> str:
-    """The status page of the daemon's jobs: what the state says right now."""
-    from tickwork._daemon.status_page import page
-
-    return page(daemon.scheduler, daemon.store, namespace, str(daemon.config_path))
 
 
 class _RunLines:

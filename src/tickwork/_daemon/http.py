@@ -2,21 +2,26 @@
 
 ``tickwork run --http 127.0.0.1:9120`` starts a `StatusServer` beside the scheduler, on a
 thread of its own (a `ThreadingHTTPServer`), so a slow scrape never delays a run. It binds
-to the loopback interface unless told otherwise; with ``--http-token`` (or
-``TICKWORK_HTTP_TOKEN``) every path but ``/healthz`` needs ``Authorization: Bearer
-<token>``. Needs ``prometheus_client`` (the ``metrics`` extra).
+to the loopback interface unless told otherwise; with tokens (``--http-token``,
+``--http-token-file``, ``TICKWORK_HTTP_TOKEN``) every path but ``/healthz`` needs one.
+The pages, the JSON API under ``/api/`` and the actions are `tickwork._daemon.api`'s.
+Needs ``prometheus_client`` (the ``metrics`` extra).
 """
 
 from __future__ import annotations
 
-import hmac
 import ipaddress
 import logging
 import threading
 from collections.abc import Callable
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
-from typing import Any, Protocol
+from typing import TYPE_CHECKING, Any, Protocol
 from urllib.parse import parse_qs, urlsplit
+
+from tickwork._daemon.httpauth import UNNAMED, Tokens
+
+if TYPE_CHECKING:
+    from tickwork._daemon.api import Api
 
 __all__ = ["HealthSource", "StatusServer", "parse_address"]
 
@@ -75,7 +80,11 @@ class StatusServer:
         token: If set, every path but ``/healthz`` needs ``Authorization: Bearer
             <token>`` (401 otherwise); the status page also takes ``?token=<token>``,
             for a browser.
-        page: Renders the status page served at ``/`` (``None``: no page).
+        page: Renders the status page served at ``/`` (``None``: no page) when there is
+            no ``api``.
+        tokens: Named tokens (`Tokens`), instead of ``token`` (which is one token named
+            ``http-token``).
+        api: Answers every other path: the pages, ``/api/``, the actions.
 
     Raises:
         OSError: The address cannot be bound (in use, not this host's).
@@ -90,14 +99,20 @@ class StatusServer:
         *,
         token: str | None = None,
         page: Callable[[], str] | None = None,
+        tokens: Tokens | None = None,
+        api: Api | None = None,
     ) -> None:
         from prometheus_client import CONTENT_TYPE_LATEST, generate_latest
 
         if token is not None and (not isinstance(token, str) or not token):
             raise ValueError("token must be a non-empty str or None")
+        if token is not None:
+            if tokens is not None:
+                raise ValueError("give token or tokens, not both")
+            tokens = Tokens([(UNNAMED, token)])
         render: Callable[[], bytes] = lambda: generate_latest(registry)  # noqa: E731
         self._server = ThreadingHTTPServer(
-            address, _handler(render, CONTENT_TYPE_LATEST, health, token, page)
+            address, _handler(render, CONTENT_TYPE_LATEST, health, tokens, page, api)
         )
         self._server.daemon_threads = True
         self._thread: threading.Thread | None = None
@@ -126,61 +141,120 @@ class StatusServer:
         self._server.server_close()
 
 
+class _Base(BaseHTTPRequestHandler):
+    """Every method goes to ``_serve``; the answer goes out with ``_send``."""
+
+    server_version = "tickwork"
+
+    def do_GET(self) -> None:
+        self._serve("GET")
+
+    def do_POST(self) -> None:
+        self._serve("POST")
+
+    def do_PUT(self) -> None:
+        self._serve("PUT")
+
+    def do_DELETE(self) -> None:
+        self._serve("DELETE")
+
+    def do_PATCH(self) -> None:
+        self._serve("PATCH")
+
+    def _serve(self, method: str) -> None:
+        raise NotImplementedError
+
+    def _unauthorized(self) -> None:
+        self._send(
+            401,
+            b"a bearer token is needed\n",
+            "text/plain; charset=utf-8",
+            {"WWW-Authenticate": 'Bearer realm="tickwork"'},
+        )
+
+    def _send(
+        self, code: int, body: bytes, ctype: str, headers: dict[str, str] | None = None
+    ) -> None:
+        self.send_response(code)
+        self.send_header("Content-Type", ctype)
+        self.send_header("Content-Length", str(len(body)))
+        self.send_header("Cache-Control", "no-store")
+        self.send_header("X-Content-Type-Options", "nosniff")
+        self.send_header("X-Frame-Options", "DENY")
+        for k, v in (headers or {}).items():
+            self.send_header(k, v)
+        self.end_headers()
+        self.wfile.write(body)
+
+    def log_message(self, format: str, *args: Any) -> None:
+        _log.debug("http %s: " + format, self.address_string(), *args)
+
+
 def _handler(
     render: Callable[[], bytes],
     content_type: str,
     health: HealthSource,
-    token: str | None,
+    tokens: Tokens | None,
     page: Callable[[], str] | None,
+    api: Api | None,
 ) -> type[BaseHTTPRequestHandler]:
-    expected = f"Bearer {token}".encode() if token is not None else None
-
-    class Handler(BaseHTTPRequestHandler):
-        server_version = "tickwork"
-
-        def do_GET(self) -> None:
-            path = self.path.split("?", 1)[0]
-            if path == "/healthz":
-                h = health.health()
-                if h.ok:
-                    self._send(200, b"ok\n", "text/plain; charset=utf-8")
+    class Handler(_Base):
+        def _serve(self, method: str) -> None:
+            parts = urlsplit(self.path)
+            path = parts.path
+            if path in ("/healthz", "/metrics") and method != "GET":
+                self._send(405, b"only GET here\n", "text/plain; charset=utf-8", {"Allow": "GET"})
+            elif path == "/healthz":
+                self._health()
+            elif path == "/metrics":
+                if tokens is not None and tokens.bearer(self.headers.get("Authorization")) is None:
+                    self._unauthorized()
                 else:
-                    text = f"unhealthy: {h.reason}\n".encode()
-                    self._send(503, text, "text/plain; charset=utf-8")
-                return
-            if expected is not None:
-                given = (self.headers.get("Authorization") or "").encode()
-                query = parse_qs(urlsplit(self.path).query).get("token", [""])[0]
-                if path == "/" and query:
-                    given = f"Bearer {query}".encode()
-                if not hmac.compare_digest(given, expected):
-                    self._send(
-                        401,
-                        b"a bearer token is needed\n",
-                        "text/plain; charset=utf-8",
-                        {"WWW-Authenticate": 'Bearer realm="tickwork"'},
-                    )
+                    self._send(200, render(), content_type)
+            elif api is not None:
+                self._api(method, path, parts.query)
+            else:
+                self._page(method, path, parts.query)
+
+        def _health(self) -> None:
+            h = health.health()
+            if h.ok:
+                self._send(200, b"ok\n", "text/plain; charset=utf-8")
+            else:
+                text = f"unhealthy: {h.reason}\n".encode()
+                self._send(503, text, "text/plain; charset=utf-8")
+
+        def _api(self, method: str, path: str, query: str) -> None:
+            from tickwork._daemon.api import MAX_BODY, Request
+
+            assert api is not None
+            text = self.headers.get("Content-Length") or "0"
+            length = int(text) if text.isdigit() else 0
+            body = self.rfile.read(min(length, MAX_BODY + 1)) if length > 0 else b""
+            request = Request(method, path, parse_qs(query), _headers(self.headers), body)
+            answer = api.handle(request)
+            self._send(answer.status, answer.body, answer.content_type, answer.headers)
+
+        def _page(self, method: str, path: str, query: str) -> None:
+            """Without an `Api`: the status page alone, read with a token if there are any."""
+            if tokens is not None:
+                given = parse_qs(query).get("token", [""])[0]
+                who = tokens.bearer(self.headers.get("Authorization"))
+                if who is None and path == "/" and given:
+                    who = tokens.by_secret(given)
+                if who is None:
+                    self._unauthorized()
                     return
-            if path == "/metrics":
-                self._send(200, render(), content_type)
-            elif path == "/" and page is not None:
+            if path == "/" and page is not None and method == "GET":
                 self._send(200, page().encode(), "text/html; charset=utf-8")
             else:
                 self._send(404, b"not found: try /metrics or /healthz\n", "text/plain")
 
-        def _send(
-            self, code: int, body: bytes, ctype: str, headers: dict[str, str] | None = None
-        ) -> None:
-            self.send_response(code)
-            self.send_header("Content-Type", ctype)
-            self.send_header("Content-Length", str(len(body)))
-            self.send_header("Cache-Control", "no-store")
-            for k, v in (headers or {}).items():
-                self.send_header(k, v)
-            self.end_headers()
-            self.wfile.write(body)
-
-        def log_message(self, format: str, *args: Any) -> None:
-            _log.debug("http %s: " + format, self.address_string(), *args)
-
     return Handler
+
+
+def _headers(message: Any) -> dict[str, str]:
+    """A request's headers by their usual spelling (the last of a repeated one)."""
+    known = ("Authorization", "Content-Type", "Cookie", "Host", "Origin", "Referer")
+    out = {name: message.get(name) for name in (*known, "Sec-Fetch-Site")}
+    return {k: v for k, v in out.items() if v is not None}

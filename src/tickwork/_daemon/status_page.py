@@ -13,7 +13,7 @@ import logging
 import os
 import socket
 import time
-from collections.abc import Collection, Iterable, Sequence
+from collections.abc import Callable, Collection, Iterable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Final
@@ -29,11 +29,13 @@ from tickwork.stores._streak import STREAK_DEPTH, failure_streak
 
 __all__ = [
     "ACTIONS_SHOWN",
+    "STYLE",
     "SUMMARY_DEPTH",
     "JobView",
     "failure_summary",
     "gone_owners",
     "page",
+    "paused_mark",
     "pid_running",
     "render",
 ]
@@ -91,7 +93,7 @@ def _strip(entries: Sequence[SlotRecord]) -> str:
     return "".join(cells) or '<span class="none">no runs yet</span>'
 
 
-def _paused(s: JobState) -> str:
+def paused_mark(s: JobState) -> str:
     """The paused mark under a job's name: who paused it, until when, why."""
     if not s.paused:
         return ""
@@ -168,19 +170,19 @@ def _node(label: str, gone: bool) -> str:
     )
 
 
-def _row(job: JobView, now: float) -> str:
+def _row(job: JobView, now: float, controls: Callable[[JobView], str] | None = None) -> str:
     """One job's row of the table: name and pause, schedule, next run, last run, strip."""
     s = job.state
     last = job.entries[0] if job.entries else None
     outcome = last.outcome if last else "-"
-    flags = _paused(s)
+    flags = paused_mark(s)
     late = _seconds(last.lateness) if last is not None else "-"
     error = ""
     if last is not None and last.error:
         error = f'<div class="error">{html.escape(last.error.strip().splitlines()[-1])}</div>'
     return (
         "<tr>"
-        f'<td class="job">{html.escape(job.name)}{flags}</td>'
+        f'<td class="job">{html.escape(job.name)}{flags}{controls(job) if controls else ""}</td>'
         f"<td>{html.escape(job.schedule)}</td>"
         f'<td>{_time(s.next_run)}<div class="sub">{_next_note(s, now)}</div>{_waiting(s)}</td>'
         f'<td><span class="outcome {html.escape(outcome)}">{html.escape(outcome)}</span>'
@@ -192,7 +194,7 @@ def _row(job: JobView, now: float) -> str:
 
 
 #: The page's style sheet (the page has no external files).
-_STYLE: Final = """\
+STYLE: Final = """\
 body { font: 14px/1.4 system-ui, sans-serif; margin: 24px; color: #1d232a; }
 h1 { font-size: 20px; margin: 0 0 4px; }
 .meta { color: #5b6570; margin-bottom: 16px; }
@@ -231,6 +233,8 @@ def render(
     *,
     actions: Sequence[tuple[str, ActionRecord]] = (),
     gone: Collection[str] = (),
+    controls: Callable[[JobView], str] | None = None,
+    banner: str = "",
 ) -> str:
     """The status page as HTML text.
 
@@ -243,9 +247,11 @@ def render(
         actions: Operators' recent actions, newest first, with their job's name.
         gone: Those of ``nodes`` known to be gone (their process or database session
             ended): marked so beside the live ones.
+        controls: Each row's buttons and links under the job's name (HTML), if any.
+        banner: HTML under the title (who is logged in).
 
     """
-    rows = [_row(job, now) for job in jobs]
+    rows = [_row(job, now, controls) for job in jobs]
     legend = "".join(
         f'<span class="slot" style="background:{c}"></span> {o} ' for o, c in _COLOURS.items()
     )
@@ -259,11 +265,11 @@ def render(
 <meta name="viewport" content="width=device-width, initial-scale=1">
 <title>tickwork: {html.escape(title)}</title>
 <style>
-{_STYLE}</style>
+{STYLE}</style>
 </head>
 <body>
 <h1>tickwork: {html.escape(title)}</h1>
-<div class="meta">{_time(now)} &middot; nodes: {node_list} &middot;
+{banner}<div class="meta">{_time(now)} &middot; nodes: {node_list} &middot;
 refreshes every {refresh} s</div>
 <table>
 <thead><tr><th>job</th><th>schedule</th><th>next run</th><th>last outcome</th>
@@ -350,7 +356,15 @@ def gone_owners(store: Store, owners: Iterable[str]) -> set[str]:
     return gone
 
 
-def page(scheduler: Any, store: Store, namespace: str, title: str) -> str:
+def page(
+    scheduler: Any,
+    store: Store,
+    namespace: str,
+    title: str,
+    *,
+    controls: Callable[[JobView], str] | None = None,
+    banner: str = "",
+) -> str:
     """The status page of a namespace's jobs: what the state says right now.
 
     Args:
@@ -358,6 +372,8 @@ def page(scheduler: Any, store: Store, namespace: str, title: str) -> str:
         store: Its store, asked which nodes are live and for each job's failure streak.
         namespace: Only this namespace's jobs, shown by name.
         title: What the page is about (the jobs file).
+        controls: Each row's buttons (see `render`).
+        banner: HTML under the title (see `render`).
 
     """
     from tickwork._daemon.declare import owned, owner_label
@@ -382,4 +398,13 @@ def page(scheduler: Any, store: Store, namespace: str, title: str) -> str:
     labels = {owner_label(o) for o in owners}
     # A label is gone when every owner behind it is (a process has one owner per start).
     gone = {owner_label(o) for o in gone_raw} - {owner_label(o) for o in owners - gone_raw}
-    return render(title, views, sorted(labels), now, actions=actions[:ACTIONS_SHOWN], gone=gone)
+    return render(
+        title,
+        views,
+        sorted(labels),
+        now,
+        actions=actions[:ACTIONS_SHOWN],
+        gone=gone,
+        controls=controls,
+        banner=banner,
+    )

@@ -1,0 +1,528 @@
+"""Control over HTTP: the JSON API and the pages' actions, as ``tickwork run --http`` serves them.
+
+`Api` answers every path of the endpoint but ``/metrics`` and ``/healthz``: the status
+page and a page per job (`tickwork._daemon.job_page`), ``/login``, the JSON API under
+``/api/`` (described by ``/api/openapi.json``, `tickwork._daemon.openapi`), and the
+forms the pages post. An action runs through `tickwork._daemon.actions`, as the
+``tickwork`` verbs do, so it refuses what they refuse with their words; it is recorded
+with the name of the token that asked (`tickwork._daemon.httpauth`).
+
+Status codes: 400 a bad request (the message says which field and why), 401 no or a
+wrong token, 403 a cross-site request, a bad form token, or control off (no token
+configured), 404 no such job or path, 405 a method the path does not take, 409 the
+job's state refuses (a paused job's backfill, no such waiting run), 503 the store
+cannot be used now.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, field
+from http.cookies import SimpleCookie
+from typing import Any, Final
+from urllib.parse import parse_qs, quote, urlencode
+
+from tickwork._core.text import iso_due
+from tickwork._daemon.actions import (
+    CONFIRM_ABOVE,
+    Done,
+    Refused,
+    backfill,
+    cancel_waiting,
+    named,
+    pause,
+    resume,
+    skip_next,
+    trigger,
+    waiting_why,
+)
+from tickwork._daemon.httpauth import COOKIE, Tokens, cross_site
+from tickwork._daemon.job_page import Viewer, controls, job_page, login_page, message_page
+from tickwork._daemon.joblist import (
+    history_item,
+    merged_history,
+    newest_due,
+    read_jobs,
+    state_row,
+)
+from tickwork._daemon.when import parse_future, parse_since, parse_time
+from tickwork._durable.control import BackfillError
+from tickwork.stores._errors import JobNotFoundError, JobPausedError, StoreError
+from tickwork.stores._model import OUTCOMES
+from tickwork.stores._protocol import RuntimeControl, SlotLedger
+
+__all__ = ["ACTIONS", "Api", "BadRequest", "Request", "Response"]
+
+#: Each action and the fields its request may carry.
+ACTIONS: Final[Mapping[str, frozenset[str]]] = {
+    "pause": frozenset({"note", "until"}),
+    "resume": frozenset({"note"}),
+    "trigger": frozenset({"note"}),
+    "skip-next": frozenset({"note"}),
+    "backfill": frozenset({"note", "from", "to", "dry_run", "max", "yes"}),
+    "cancel": frozenset({"note", "slot", "all_waiting"}),
+}
+#: Largest request body read (bytes).
+MAX_BODY: Final = 65536
+_JSON: Final = "application/json"
+_HTML: Final = "text/html; charset=utf-8"
+
+
+class BadRequest(Exception):
+    """A request refused: ``status`` and the message that says why."""
+
+    def __init__(self, status: int, message: str, headers: dict[str, str] | None = None) -> None:
+        super().__init__(message)
+        self.status = status
+        self.headers = headers or {}
+
+
+@dataclass(frozen=True, slots=True)
+class Request:
+    """One HTTP request, as `tickwork._daemon.http` read it."""
+
+    method: str
+    path: str
+    query: Mapping[str, list[str]]
+    headers: Mapping[str, str]
+    body: bytes = b""
+
+    def cookies(self) -> dict[str, str]:
+        """The request's cookies by name."""
+        jar: SimpleCookie = SimpleCookie()
+        try:
+            jar.load(self.headers.get("Cookie") or "")
+        except Exception:  # a malformed header: no cookies
+            return {}
+        return {k: m.value for k, m in jar.items()}
+
+    def html(self) -> bool:
+        """Whether the path is a page's (HTML answers) rather than the JSON API's."""
+        return not self.path.startswith("/api/")
+
+
+@dataclass(slots=True)
+class Response:
+    """What to answer: status, body, content type, extra headers."""
+
+    status: int
+    body: bytes
+    content_type: str = _JSON
+    headers: dict[str, str] = field(default_factory=dict)
+
+
+def _json(status: int, data: Any, headers: dict[str, str] | None = None) -> Response:
+    body = (json.dumps(data, indent=2) + "\n").encode()
+    return Response(status, body, _JSON, headers or {})
+
+
+def _text_bool(value: Any, name: str) -> bool:
+    if isinstance(value, bool):
+        return value
+    if isinstance(value, str) and value.lower() in ("on", "true", "1", "yes", ""):
+        return value != ""
+    if isinstance(value, str) and value.lower() in ("off", "false", "0", "no"):
+        return False
+    raise BadRequest(400, f"{name} must be true or false, got {value!r}")
+
+
+def _time_field(fields: Mapping[str, Any], name: str, parse: Callable[[str], float]) -> float:
+    value = fields[name]
+    if not isinstance(value, str):
+        raise BadRequest(400, f"{name} must be a str (a time as the CLI takes it), got {value!r}")
+    try:
+        return parse(value)
+    except argparse.ArgumentTypeError as exc:
+        raise BadRequest(400, f"{name} {exc}") from None
+
+
+def _note(fields: Mapping[str, Any]) -> str | None:
+    note = fields.get("note")
+    if note is not None and not isinstance(note, str):
+        raise BadRequest(400, f"note must be a str or null, got {note!r}")
+    return note or None
+
+
+class Api:
+    """The pages, the JSON API and the actions of one daemon's jobs.
+
+    Args:
+        scheduler: The daemon's `tickwork.DurableScheduler` (jobs, ledger, actions).
+        store: Its store, which carries the actions out.
+        namespace: The daemon's namespace: its jobs are ``namespace/name``.
+        title: What the pages are about (the jobs file).
+        tokens: Who may act (and, when set, read); ``None``: reading is open, acting off.
+        status_page: Renders the status page for a viewer (see `controls`).
+
+    """
+
+    def __init__(
+        self,
+        scheduler: Any,
+        store: Any,
+        namespace: str,
+        title: str,
+        tokens: Tokens | None,
+        status_page: Callable[[Callable[[Any], str], str], str],
+    ) -> None:
+        self._scheduler = scheduler
+        self._store = store
+        self._namespace = namespace
+        self._title = title
+        self._tokens = tokens
+        self._status_page = status_page
+
+    # -- who asks --------------------------------------------------------------------
+
+    def reader(self, request: Request) -> str | None:
+        """Who reads: the token's name, ``""`` when reading is open; ``None``: refused."""
+        if self._tokens is None:
+            return ""
+        who = self._tokens.bearer(request.headers.get("Authorization"))
+        if who is None and request.html():
+            who = self._tokens.from_cookie(request.cookies())
+            given = request.query.get("token", [""])[0]
+            if who is None and given:
+                who = self._tokens.by_secret(given)
+        return who
+
+    def _writer(self, request: Request, fields: Mapping[str, Any]) -> str:
+        """Who acts (the token's name), or `BadRequest` (401, 403)."""
+        if self._tokens is None:
+            raise BadRequest(
+                403,
+                "control over HTTP is off: start `tickwork run` with --http-token NAME=SECRET"
+                " or --http-token-file FILE",
+            )
+        why = cross_site(request.headers)
+        if why is not None:
+            raise BadRequest(403, why)
+        if not request.html():
+            who = self._tokens.bearer(request.headers.get("Authorization"))
+            if who is None:
+                raise _unauthorized("a bearer token is needed: Authorization: Bearer SECRET")
+            return who
+        who = self._tokens.from_cookie(request.cookies())
+        if who is None:
+            raise _unauthorized("log in first (/login)")
+        form = fields.get("csrf")
+        if not isinstance(form, str) or not self._tokens.form_token_ok(form, who):
+            raise BadRequest(403, "the page's form token is missing or stale: reload the page")
+        return who
+
+    # -- dispatch ----------------------------------------------------------------------
+
+    def handle(self, request: Request) -> Response:
+        """Answer one request (never raises for a bad request: it answers 4xx)."""
+        try:
+            return self._route(request)
+        except BadRequest as exc:
+            if request.html():
+                page = message_page(self._title, exc.status, str(exc))
+                return Response(exc.status, page.encode(), _HTML, exc.headers)
+            return _json(exc.status, {"error": str(exc)}, exc.headers)
+        except StoreError as exc:
+            return _json(503, {"error": f"the state cannot be used now: {exc}"})
+
+    def _route(self, request: Request) -> Response:
+        parts = [p for p in request.path.split("/") if p]
+        method = request.method
+        if parts == ["login"] or parts == ["logout"]:
+            return self._login(request, parts[0])
+        api = bool(parts) and parts[0] == "api"
+        route = parts[1:] if api else parts
+        if method == "POST":
+            if len(route) == 3 and route[0] == "jobs" and route[2] in ACTIONS:
+                return self._post_action(request, route[1], route[2])
+            _allowed(request, route, api)
+            raise BadRequest(404, f"not found: {request.path}")
+        if method not in ("GET", "HEAD"):
+            _allowed(request, route, api)
+            raise BadRequest(405, f"{method} is not allowed here", {"Allow": "GET"})
+        if api and route == ["openapi.json"]:
+            from tickwork._daemon.openapi import document
+
+            return _json(200, document())
+        if self.reader(request) is None:
+            if request.html():
+                page = login_page(self._title, status=401)
+                return Response(401, page.encode(), _HTML, _challenge())
+            raise _unauthorized("a bearer token is needed: Authorization: Bearer SECRET")
+        return self._get(request, route, api)
+
+    def _get(self, request: Request, route: list[str], api: bool) -> Response:
+        if not api and not route:
+            return Response(200, self._render_status(request).encode(), _HTML)
+        if route == ["history"] and api:
+            return _json(200, {"items": self._history(None, request.query)})
+        if not route or route[0] != "jobs" or len(route) > 3:
+            raise BadRequest(404, f"not found: {request.path}")
+        if len(route) == 1 and api:
+            return _json(200, {"jobs": self._rows()})
+        name = route[1] if len(route) > 1 else ""
+        job_id = self._job_id(name)
+        if not api and len(route) == 2:
+            return Response(200, self._render_job(request, name, job_id).encode(), _HTML)
+        if api and len(route) == 2:
+            return _json(200, self._row(job_id))
+        if api and route[2] == "history":
+            return _json(200, {"items": self._history(job_id, request.query)})
+        if api and route[2] == "waiting":
+            return _json(200, self._waiting(name, job_id))
+        if route[2] in ACTIONS:
+            raise BadRequest(
+                405, f"GET is not allowed here: {route[2]} takes POST", {"Allow": "POST"}
+            )
+        raise BadRequest(404, f"not found: {request.path}")
+
+    # -- reading -----------------------------------------------------------------------
+
+    def _job_id(self, name: str) -> str:
+        job_id = f"{self._namespace}/{name}"
+        if not name or self._store.get(job_id) is None:
+            raise BadRequest(
+                404, named(JobNotFoundError(f"no job with id {job_id!r}"), job_id, name)
+            )
+        return job_id
+
+    def _rows(self) -> list[dict[str, Any]]:
+        import socket
+
+        states, live, now, summaries = read_jobs(self._store, self._namespace)
+        host = socket.gethostname()
+        rows = [state_row(s, now, host, live, summaries[s.id]) for s in states]
+        return [{k: v for k, v in row.items() if not k.startswith("_")} for row in rows]
+
+    def _row(self, job_id: str) -> dict[str, Any]:
+        for row in self._rows():
+            if row["id"] == job_id:
+                return row
+        raise BadRequest(404, f"no job with id {job_id.partition('/')[2]!r}")
+
+    def _history(self, job_id: str | None, query: Mapping[str, list[str]]) -> list[dict[str, Any]]:
+        limit_text = query.get("limit", ["50"])[0]
+        if not limit_text.isdigit() or int(limit_text) < 1:
+            raise BadRequest(400, f"limit must be an integer >= 1, got {limit_text!r}")
+        limit = min(int(limit_text), 10_000)
+        outcome = query.get("outcome", [None])[0]
+        if outcome is not None and outcome not in OUTCOMES:
+            raise BadRequest(400, f"outcome must be one of {', '.join(OUTCOMES)}, got {outcome!r}")
+        since = None
+        if "since" in query:
+            since = _time_field({"since": query["since"][0]}, "since", parse_since)
+        store = self._store
+        namespace = self._namespace if job_id is None else None
+        entries = []
+        if isinstance(store, SlotLedger):
+            entries = newest_due(
+                store, job_id, since=since, outcome=outcome, limit=limit, namespace=namespace
+            )
+        acts = []
+        if outcome is None and isinstance(store, RuntimeControl):
+            acts = store.actions(job_id, since=since, limit=limit)
+            acts = [a for a in acts if a.job_id.startswith(self._namespace + "/")]
+        return [history_item(i) for i in merged_history(entries, acts, limit)]
+
+    def _waiting(self, name: str, job_id: str) -> dict[str, Any]:
+        state = self._store.get(job_id)
+        waiting = () if state is None else state.waiting
+        runs = [
+            {"scheduled": iso_due(c.scheduled), "origin": c.origin, "why": waiting_why(c)}
+            for c in waiting
+        ]
+        return {"job": name, "waiting": runs}
+
+    def _render_status(self, request: Request) -> str:
+        viewer = self._viewer(request)
+        return self._status_page(lambda view: controls(view, viewer), viewer.banner())
+
+    def _render_job(self, request: Request, name: str, job_id: str) -> str:
+        said = request.query.get("said", [""])[0]
+        return job_page(
+            self._scheduler, self._store, self._title, name, job_id, self._viewer(request), said
+        )
+
+    def _viewer(self, request: Request) -> Viewer:
+        """Who looks at a page, and the form token its forms carry."""
+        if self._tokens is None:
+            return Viewer(None, None, control=False)
+        who = self._tokens.from_cookie(request.cookies())
+        token = None if who is None else self._tokens.form_token(who)
+        return Viewer(who, token, control=True)
+
+    # -- acting ------------------------------------------------------------------------
+
+    def _post_action(self, request: Request, name: str, action: str) -> Response:
+        fields = _fields(request)
+        who = self._writer(request, fields)
+        job_id = self._job_id(name)
+        known = ACTIONS[action] | ({"csrf", "back"} if request.html() else set())
+        unknown = sorted(set(fields) - known)
+        if unknown:
+            raise BadRequest(
+                400,
+                f"{action} takes the fields {', '.join(sorted(ACTIONS[action]))};"
+                f" got an unknown field {unknown[0]!r}",
+            )
+        done = self._act(action, name, job_id, fields, who)
+        if not request.html():
+            return _json(
+                200,
+                {"job": name, "action": action, "by": who, "message": "\n".join(done.lines)}
+                | done.result,
+            )
+        back = f"/jobs/{quote(name)}" if fields.get("back") != "/" else "/"
+        return Response(
+            303, b"", _HTML, {"Location": f"{back}?{urlencode({'said': '; '.join(done.lines)})}"}
+        )
+
+    def _act(
+        self, action: str, name: str, job_id: str, fields: Mapping[str, Any], who: str
+    ) -> Done:
+        note = _note(fields)
+        store = self._store
+        try:
+            if action == "pause":
+                until = (
+                    None if not fields.get("until") else _time_field(fields, "until", parse_future)
+                )
+                return pause(store, job_id, name, by=who, note=note, until=until)
+            if action == "resume":
+                return resume(store, job_id, name, by=who, note=note)
+            if action == "trigger":
+                return trigger(store, job_id, name, by=who, note=note)
+            if action == "skip-next":
+                return skip_next(store, job_id, name, by=who, note=note)
+            if action == "backfill":
+                return self._backfill(name, job_id, fields, who, note)
+            return self._cancel(name, job_id, fields, who, note)
+        except (JobNotFoundError, JobPausedError) as exc:
+            status = 404 if isinstance(exc, JobNotFoundError) else 409
+            raise BadRequest(status, named(exc, job_id, name)) from None
+        except Refused as exc:
+            raise BadRequest(400 if exc.status == 2 else 409, str(exc)) from None
+        except (BackfillError, ValueError, TypeError) as exc:
+            raise BadRequest(400, named(exc, job_id, name)) from None
+
+    def _backfill(
+        self, name: str, job_id: str, fields: Mapping[str, Any], who: str, note: str | None
+    ) -> Done:
+        for needed in ("from", "to"):
+            if not fields.get(needed):
+                raise BadRequest(
+                    400, f"backfill needs the field {needed!r} (a time, as --{needed} takes it)"
+                )
+        start = _time_field(fields, "from", parse_time)
+        end = _time_field(fields, "to", parse_time)
+        most = fields.get("max", CONFIRM_ABOVE)
+        if isinstance(most, str) and most.strip().isdigit():
+            most = int(most)
+        if most == "" or most is None:
+            most = CONFIRM_ABOVE
+        if isinstance(most, bool) or not isinstance(most, int) or most < 1:
+            raise BadRequest(400, f"max must be an integer >= 1, got {most!r}")
+        dry = _text_bool(fields.get("dry_run", False), "dry_run")
+        yes = _text_bool(fields.get("yes", False), "yes")
+        return backfill(
+            self._store,
+            job_id,
+            name,
+            start,
+            end,
+            by=who,
+            note=note,
+            dry_run=dry,
+            most=None if yes else most,
+        )
+
+    def _cancel(
+        self, name: str, job_id: str, fields: Mapping[str, Any], who: str, note: str | None
+    ) -> Done:
+        every = _text_bool(fields.get("all_waiting", False), "all_waiting")
+        slot_text = fields.get("slot")
+        if every == bool(slot_text):
+            raise BadRequest(
+                400,
+                "cancel needs exactly one of all_waiting (true) and slot (a time),"
+                " as --all-waiting and --slot",
+            )
+        slot = None if every else _time_field(fields, "slot", parse_since)
+        return cancel_waiting(self._store, job_id, name, slot=slot, by=who, note=note)
+
+    # -- logging in --------------------------------------------------------------------
+
+    def _login(self, request: Request, which: str) -> Response:
+        if request.method in ("GET", "HEAD") and which == "login":
+            return Response(200, login_page(self._title).encode(), _HTML)
+        if request.method != "POST":
+            raise BadRequest(
+                405,
+                f"{request.method} is not allowed here",
+                {"Allow": "GET, POST" if which == "login" else "POST"},
+            )
+        why = cross_site(request.headers)
+        if why is not None:
+            raise BadRequest(403, why)
+        if which == "logout":
+            gone = f"{COOKIE}=; Path=/; Max-Age=0; HttpOnly; SameSite=Strict"
+            return Response(303, b"", _HTML, {"Location": "/login", "Set-Cookie": gone})
+        fields = _fields(request)
+        given = fields.get("token")
+        who = (
+            None
+            if self._tokens is None or not isinstance(given, str)
+            else self._tokens.by_secret(given.strip())
+        )
+        if self._tokens is None or who is None:
+            page = login_page(self._title, status=401, wrong=self._tokens is not None)
+            return Response(401, page.encode(), _HTML)
+        cookie = f"{COOKIE}={self._tokens.session(who)}; Path=/; HttpOnly; SameSite=Strict"
+        return Response(303, b"", _HTML, {"Location": "/", "Set-Cookie": cookie})
+
+
+def _challenge() -> dict[str, str]:
+    return {"WWW-Authenticate": 'Bearer realm="tickwork"'}
+
+
+def _unauthorized(message: str) -> BadRequest:
+    return BadRequest(401, message, _challenge())
+
+
+def _allowed(request: Request, route: list[str], api: bool) -> None:
+    """405 (with ``Allow``) for a method a known path does not take."""
+    if len(route) == 3 and route[0] == "jobs" and route[2] in ACTIONS:
+        raise BadRequest(
+            405, f"{request.method} is not allowed here: {route[2]} takes POST", {"Allow": "POST"}
+        )
+    known_get = (
+        (not route and not api)
+        or route in (["jobs"], ["history"], ["openapi.json"])
+        or (len(route) in (2, 3) and route[0] == "jobs")
+    )
+    if known_get:
+        raise BadRequest(405, f"{request.method} is not allowed here", {"Allow": "GET"})
+
+
+def _fields(request: Request) -> dict[str, Any]:
+    """The request body's fields: a JSON object, or an HTML form's (urlencoded)."""
+    if len(request.body) > MAX_BODY:
+        raise BadRequest(413, f"the request body must be at most {MAX_BODY} bytes")
+    ctype = (request.headers.get("Content-Type") or "").split(";")[0].strip().lower()
+    text = request.body.decode("utf-8", errors="replace")
+    if ctype == "application/x-www-form-urlencoded":
+        return {k: v[-1] for k, v in parse_qs(text, keep_blank_values=True).items()}
+    if not text.strip():
+        return {}
+    if ctype not in ("application/json", ""):
+        raise BadRequest(
+            400, f"the body must be JSON (Content-Type: application/json), got {ctype!r}"
+        )
+    try:
+        data = json.loads(text)
+    except ValueError as exc:
+        raise BadRequest(400, f"the body must be a JSON object: {exc}") from None
+    if not isinstance(data, dict):
+        raise BadRequest(400, f"the body must be a JSON object, got {type(data).__name__}")
+    return data

@@ -1,0 +1,230 @@
+"""The pages beside the status page: one per job, the login form, a refusal, the buttons.
+
+A job's page shows its state, its newest ledger entries with their errors and output
+tails, its operators' actions and its waiting runs, and (to a logged-in viewer) forms
+for each action. The forms post to ``/jobs/NAME/ACTION`` with the page's form token;
+there is no script. Every text from the state is escaped.
+"""
+
+from __future__ import annotations
+
+import html
+import time
+from dataclasses import dataclass
+from typing import Any, Final
+from urllib.parse import quote
+
+from tickwork._core.text import iso_due, schedule_words
+from tickwork._core.text import relative_time as _ago
+from tickwork._core.text import short_duration as _seconds
+from tickwork._core.text import utc_time as _time
+from tickwork._daemon.actions import CONFIRM_ABOVE, waiting_why
+from tickwork._daemon.status_page import STYLE, paused_mark
+from tickwork.stores._model import ActionRecord, JobState, SlotRecord
+
+__all__ = ["ENTRIES", "OUTPUT_TAIL", "Viewer", "controls", "job_page", "login_page", "message_page"]
+
+#: Ledger entries shown on a job's page.
+ENTRIES: Final = 50
+#: Characters of a run's output shown (its end).
+OUTPUT_TAIL: Final = 2000
+#: Actions and waiting runs shown on a job's page.
+LISTED: Final = 50
+
+_PAGE_STYLE: Final = """\
+form.inline { display: inline; margin: 0 4px 0 0; }
+button { font: inherit; padding: 2px 8px; cursor: pointer; }
+.forms form { margin: 6px 0; padding: 8px; border: 1px solid #e3e7eb; border-radius: 4px; }
+.said { background: #eef7f0; border: 1px solid #2e9d4f; padding: 8px; margin-bottom: 12px; }
+.refused { background: #fbeeee; border: 1px solid #d1393b; padding: 8px; }
+pre.output { background: #f5f7f9; padding: 6px; max-height: 16em; overflow: auto;
+  white-space: pre-wrap; font-size: 12px; margin: 4px 0 0; }
+"""
+
+
+@dataclass(frozen=True, slots=True)
+class Viewer:
+    """Who looks at a page: the token's name if logged in, the form token, control on/off."""
+
+    name: str | None
+    form_token: str | None
+    control: bool
+
+    def banner(self) -> str:
+        """The line at the top of the status page: who is logged in, or how to log in."""
+        if not self.control:
+            return ""
+        if self.name is None:
+            return '<div class="sub"><a href="/login">log in</a> to act on the jobs</div>'
+        return (
+            f'<div class="sub">logged in as {html.escape(self.name)} '
+            f"{_form('/logout', 'log out', self, {})}</div>"
+        )
+
+
+def _form(action: str, label: str, viewer: Viewer, fields: dict[str, str], extra: str = "") -> str:
+    hidden = "".join(
+        f'<input type="hidden" name="{k}" value="{html.escape(v)}">' for k, v in fields.items()
+    )
+    if viewer.form_token is not None and action != "/logout":
+        hidden += f'<input type="hidden" name="csrf" value="{html.escape(viewer.form_token)}">'
+    name = label.replace(" ", "-")
+    return (
+        f'<form class="inline" method="post" action="{html.escape(action)}">{hidden}{extra}'
+        f'<button type="submit" data-action="{name}">'
+        f"{html.escape(label)}</button></form>"
+    )
+
+
+def controls(view: Any, viewer: Viewer) -> str:
+    """A status page row's buttons: pause or resume, trigger, and the job's page link."""
+    link = f'<div class="sub"><a href="/jobs/{quote(view.name)}">details</a></div>'
+    if viewer.name is None:
+        return link
+    base = f"/jobs/{quote(view.name)}/"
+    back = {"back": "/"}
+    which = "resume" if view.state.paused else "pause"
+    buttons = _form(base + which, which, viewer, back) + _form(
+        base + "trigger", "trigger", viewer, back
+    )
+    return f'<div class="buttons">{buttons}</div>{link}'
+
+
+def _head(title: str) -> str:
+    return f"""<!doctype html>
+<html lang="en">
+<head>
+<meta charset="utf-8">
+<meta name="viewport" content="width=device-width, initial-scale=1">
+<title>tickwork: {html.escape(title)}</title>
+<style>
+{STYLE}{_PAGE_STYLE}</style>
+</head>
+<body>
+"""
+
+
+def login_page(title: str, *, status: int = 200, wrong: bool = False) -> str:
+    """The login form: a token's secret, kept as a session cookie."""
+    said = '<div class="refused">that token is not known here</div>' if wrong else ""
+    need = '<p class="sub">a token is needed to see this page</p>' if status == 401 else ""
+    return (
+        _head(title)
+        + f"<h1>tickwork: {html.escape(title)}</h1>{need}{said}"
+        + '<form method="post" action="/login"><label>token '
+        + '<input type="password" name="token" autocomplete="current-password"></label> '
+        + '<button type="submit">log in</button></form>\n</body>\n</html>\n'
+    )
+
+
+def message_page(title: str, status: int, message: str) -> str:
+    """A refusal, for a person: the status, what the API would say, a way back."""
+    return (
+        _head(title)
+        + f"<h1>tickwork: {html.escape(title)}</h1>"
+        + f'<div class="refused"><strong>{status}</strong>: {html.escape(message)}</div>'
+        + '<p><a href="/">back to the status page</a></p>\n</body>\n</html>\n'
+    )
+
+
+def _entry(e: SlotRecord, now: float) -> str:
+    late = "-" if e.lateness is None else _seconds(e.lateness)
+    took = "-" if e.duration is None else _seconds(e.duration)
+    error = "" if not e.error else f'<div class="error">{html.escape(e.error.strip())}</div>'
+    output = ""
+    if e.output:
+        tail = e.output[-OUTPUT_TAIL:]
+        output = f'<pre class="output">{html.escape(tail)}</pre>'
+    host = e.node.split(":", 2)[0] if e.node else ""
+    extra = [] if e.slots == 1 else [f"{e.slots} slots"]
+    if e.origin != "schedule":
+        extra.append(e.origin)
+    if e.attempt > 1:
+        extra.append(f"attempt {e.attempt}")
+    return (
+        f'<tr class="entry"><td>{_time(e.scheduled)}<div class="sub">{_ago(now, e.scheduled)}'
+        f'</div></td><td><span class="outcome {html.escape(e.outcome)}">'
+        f"{html.escape(e.outcome)}</span> {html.escape(', '.join(extra))}{error}{output}</td>"
+        f"<td>{late}</td><td>{took}</td><td>{html.escape(host)}</td></tr>"
+    )
+
+
+def _action(a: ActionRecord) -> str:
+    text = f"{_time(a.at)} \u00b7 {a.action} by {a.actor}"
+    if a.detail:
+        text += f" \u00b7 {a.detail}"
+    note = "" if not a.note else f' <span class="note">{html.escape(a.note)}</span>'
+    return f'<li class="action">{html.escape(text)}{note}</li>'
+
+
+def _forms(name: str, state: JobState, viewer: Viewer) -> str:
+    """The job's action forms, for a logged-in viewer."""
+    if not viewer.control:
+        return '<p class="sub">control over HTTP is off (no --http-token)</p>'
+    if viewer.name is None:
+        return '<p class="sub"><a href="/login">log in</a> to act on this job</p>'
+    base = f"/jobs/{quote(name)}/"
+    note = '<input name="note" placeholder="note (why)" size="24"> '
+    until = '<input name="until" placeholder="until (2h, ISO time)" size="18"> '
+    window = (
+        '<input name="from" placeholder="from (2h, ISO time)" size="18" required> '
+        '<input name="to" placeholder="to (now, ISO time)" size="18" required> '
+        f'<input name="max" type="number" min="1" value="{CONFIRM_ABOVE}" size="6"> '
+        '<label><input type="checkbox" name="dry_run"> dry run</label> '
+        '<label><input type="checkbox" name="yes"> past --max</label> '
+    )
+    rows = [
+        _form(base + "resume", "resume", viewer, {}, note)
+        if state.paused
+        else _form(base + "pause", "pause", viewer, {}, note + until),
+        _form(base + "trigger", "trigger", viewer, {}, note),
+        _form(base + "skip-next", "skip next", viewer, {}, note),
+        _form(base + "backfill", "backfill", viewer, {}, note + window),
+        _form(base + "cancel", "cancel all waiting", viewer, {"all_waiting": "true"}, note),
+    ]
+    return '<div class="forms">' + "".join(f"<div>{r}</div>" for r in rows) + "</div>"
+
+
+def _waiting(name: str, state: JobState, viewer: Viewer) -> str:
+    if not state.waiting:
+        return '<p class="none">no run waiting</p>'
+    items = []
+    for c in state.waiting[:LISTED]:
+        cancel = ""
+        if viewer.name is not None:
+            slot = iso_due(c.scheduled)
+            cancel = _form(f"/jobs/{quote(name)}/cancel", "cancel", viewer, {"slot": slot})
+        items.append(
+            f'<li class="waiting-run">{html.escape(iso_due(c.scheduled))} '
+            f"\u00b7 {html.escape(waiting_why(c))} {cancel}</li>"
+        )
+    more = len(state.waiting) - LISTED
+    tail = f"<li>... and {more:,} more</li>" if more > 0 else ""
+    return f'<ul class="waiting-runs">{"".join(items)}{tail}</ul>'
+
+
+def job_page(
+    scheduler: Any, store: Any, title: str, name: str, job_id: str, viewer: Viewer, said: str
+) -> str:
+    """One job's page: its state, actions to take, waiting runs, ledger entries, actions taken."""
+    now = time.time()
+    state: JobState = store.get(job_id)
+    entries = scheduler.history(job_id, limit=ENTRIES)
+    acts = scheduler.actions(job_id, limit=LISTED)
+    said_html = "" if not said else f'<div class="said">{html.escape(said)}</div>'
+    nxt = "held while paused" if state.paused else _ago(now, state.next_run)
+    rows = "".join(_entry(e, now) for e in entries) or '<tr><td colspan="5">no runs yet</td></tr>'
+    listed = "".join(_action(a) for a in acts) or '<li class="none">none</li>'
+    return (
+        _head(f"{name} \u00b7 {title}")
+        + f'<h1>{html.escape(name)}<span class="job-state">{paused_mark(state)}</span></h1>'
+        + f'<div class="meta"><a href="/">all jobs</a> \u00b7 {html.escape(title)} \u00b7 '
+        + f"{html.escape(schedule_words(state.spec.schedule))} \u00b7 next run "
+        + f"{_time(state.next_run)} ({html.escape(nxt)})</div>{said_html}"
+        + f"<h2>actions</h2>{_forms(name, state, viewer)}"
+        + f"<h2>waiting runs ({state.waiting_runs:,})</h2>{_waiting(name, state, viewer)}"
+        + "<h2>recent slots (newest first)</h2><table><thead><tr><th>due</th><th>outcome</th>"
+        + "<th>lateness</th><th>took</th><th>node</th></tr></thead><tbody>"
+        + f'{rows}</tbody></table><h2>operators\' actions</h2><ul class="actions">{listed}</ul>'
+        + "\n</body>\n</html>\n"
+    )

@@ -1,0 +1,228 @@
+"""The OpenAPI 3.1 description of the JSON API, served at ``/api/openapi.json``.
+
+Written by hand beside `tickwork._daemon.api`; a test checks every endpoint's real
+answers against it.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+__all__ = ["document"]
+
+_TIME = {"type": "string", "description": "ISO 8601 UTC time"}
+_OPT_TIME = {"type": ["string", "null"], "description": "ISO 8601 UTC time, or null"}
+_NOTE = {"type": ["string", "null"], "description": "why, recorded with the action"}
+
+
+def _ref(name: str) -> dict[str, str]:
+    return {"$ref": f"#/components/schemas/{name}"}
+
+
+def _obj(required: dict[str, Any], optional: dict[str, Any] | None = None) -> dict[str, Any]:
+    return {
+        "type": "object",
+        "properties": {**required, **(optional or {})},
+        "required": sorted(required),
+    }
+
+
+_PAUSE = _obj({"by": {"type": "string"}, "at": _TIME, "note": _NOTE, "until": _OPT_TIME})
+
+_SCHEMAS: dict[str, Any] = {
+    "Error": _obj({"error": {"type": "string", "description": "what was refused and why"}}),
+    "Job": _obj(
+        {
+            "job": {"type": "string"},
+            "id": {"type": "string", "description": "namespace/name, as stored"},
+            "schedule": {"type": ["string", "null"]},
+            "paused": {"type": "boolean"},
+            "pause": {"oneOf": [_PAUSE, {"type": "null"}]},
+            "waiting": {"type": "object", "additionalProperties": {"type": "integer"}},
+            "waiting_runs": {"type": "integer"},
+            "running": {"type": "integer"},
+            "lost": {"type": "array", "items": {"type": "object"}},
+            "next_run": _OPT_TIME,
+            "last_scheduled": _OPT_TIME,
+            "last_started": _OPT_TIME,
+            "last_ended": _OPT_TIME,
+            "outcome": {"type": ["string", "null"]},
+            "error": {"type": ["string", "null"]},
+            "last_success": _OPT_TIME,
+            "consecutive_failures": {"type": ["integer", "null"]},
+        }
+    ),
+    "Jobs": _obj({"jobs": {"type": "array", "items": _ref("Job")}}),
+    "HistoryItem": _obj(
+        {
+            "kind": {"enum": ["slot", "action"]},
+            "seq": {"type": "integer"},
+            "job": {"type": "string"},
+            "id": {"type": "string"},
+        },
+        {
+            "scheduled": _TIME,
+            "outcome": {"type": "string"},
+            "error": {"type": ["string", "null"]},
+            "output": {"type": ["string", "null"]},
+            "action": {"type": "string"},
+            "actor": {"type": "string", "description": "who acted: a token's name over HTTP"},
+            "at": _TIME,
+            "note": _NOTE,
+            "detail": {"type": ["string", "null"]},
+        },
+    ),
+    "History": _obj({"items": {"type": "array", "items": _ref("HistoryItem")}}),
+    "Waiting": _obj(
+        {
+            "job": {"type": "string"},
+            "waiting": {
+                "type": "array",
+                "items": _obj(
+                    {"scheduled": _TIME, "origin": {"type": "string"}, "why": {"type": "string"}}
+                ),
+            },
+        }
+    ),
+    "Done": _obj(
+        {
+            "job": {"type": "string"},
+            "action": {"enum": ["pause", "resume", "trigger", "skip-next", "backfill", "cancel"]},
+            "by": {"type": "string", "description": "the name of the token that acted"},
+            "message": {"type": "string", "description": "what the CLI verb prints"},
+        },
+        {
+            "paused": {"type": "boolean"},
+            "until": _OPT_TIME,
+            "resumed": {"type": "boolean"},
+            "result": {"enum": ["queued", "skipped"]},
+            "skipped": _OPT_TIME,
+            "next_run": _OPT_TIME,
+            "dry_run": {"type": "boolean"},
+            "queued": {"type": "integer"},
+            "first": _OPT_TIME,
+            "last": _OPT_TIME,
+            "before_first_slot": {"type": "integer"},
+            "left_out": {"type": "integer"},
+            "cancelled": {"type": "integer"},
+            "slots": {"type": "array", "items": _TIME},
+        },
+    ),
+}
+
+_BODIES: dict[str, dict[str, Any]] = {
+    "pause": {
+        "note": _NOTE,
+        "until": {"type": "string", "description": "a duration from now (2h) or an ISO time"},
+    },
+    "resume": {"note": _NOTE},
+    "trigger": {"note": _NOTE},
+    "skip-next": {"note": _NOTE},
+    "backfill": {
+        "note": _NOTE,
+        "from": {"type": "string", "description": "as --from: ISO time or a duration back"},
+        "to": {"type": "string", "description": "as --to: ISO time, a duration back, or now"},
+        "dry_run": {"type": "boolean"},
+        "max": {"type": "integer", "minimum": 1, "description": "as --max (default 1000)"},
+        "yes": {"type": "boolean", "description": "as --yes: past max"},
+    },
+    "cancel": {
+        "note": _NOTE,
+        "all_waiting": {"type": "boolean"},
+        "slot": {"type": "string", "description": "the waiting run due at this ISO time"},
+    },
+}
+
+_SUMMARIES = {
+    "pause": "Pause a job (tickwork pause)",
+    "resume": "Resume a paused job (tickwork resume)",
+    "trigger": "Run a job once now (tickwork trigger)",
+    "skip-next": "Give up a job's next slot (tickwork skip-next)",
+    "backfill": "Queue a job's past slots (tickwork backfill)",
+    "cancel": "Cancel waiting runs (tickwork cancel --all-waiting / --slot)",
+}
+
+
+def _answers(ok: str, *codes: int) -> dict[str, Any]:
+    words = {
+        400: "bad input",
+        401: "no or a wrong token",
+        403: "cross-site, or control off",
+        404: "no such job",
+        405: "wrong method",
+        409: "the job's state refuses",
+        503: "the state cannot be used now",
+    }
+    out: dict[str, Any] = {
+        "200": {"description": "ok", "content": {"application/json": {"schema": _ref(ok)}}}
+    }
+    for code in codes:
+        out[str(code)] = {
+            "description": words[code],
+            "content": {"application/json": {"schema": _ref("Error")}},
+        }
+    return out
+
+
+_NAME = {"name": "name", "in": "path", "required": True, "schema": {"type": "string"}}
+_QUERY = [
+    {"name": "limit", "in": "query", "schema": {"type": "integer", "minimum": 1}},
+    {"name": "outcome", "in": "query", "schema": {"type": "string"}},
+    {"name": "since", "in": "query", "schema": {"type": "string"}},
+]
+
+
+def _get(summary: str, ok: str, parameters: list[Any], *codes: int) -> dict[str, Any]:
+    return {
+        "get": {"summary": summary, "parameters": parameters, "responses": _answers(ok, *codes)}
+    }
+
+
+def _paths() -> dict[str, Any]:
+    paths: dict[str, Any] = {
+        "/api/jobs": _get("The jobs (tickwork jobs --json)", "Jobs", [], 401),
+        "/api/history": _get(
+            "The ledger and actions (tickwork history --json)", "History", _QUERY, 400, 401
+        ),
+        "/api/jobs/{name}": _get("One job", "Job", [_NAME], 401, 404),
+        "/api/jobs/{name}/history": _get(
+            "One job's ledger and actions", "History", [_NAME, *_QUERY], 400, 401, 404
+        ),
+        "/api/jobs/{name}/waiting": _get(
+            "One job's waiting runs (tickwork cancel --list)", "Waiting", [_NAME], 401, 404
+        ),
+    }
+    for action, fields in _BODIES.items():
+        body = {"type": "object", "properties": fields, "additionalProperties": False}
+        if action == "backfill":
+            body["required"] = ["from", "to"]
+        paths[f"/api/jobs/{{name}}/{action}"] = {
+            "post": {
+                "summary": _SUMMARIES[action],
+                "parameters": [_NAME],
+                "security": [{"bearer": []}],
+                "requestBody": {"content": {"application/json": {"schema": body}}},
+                "responses": _answers("Done", 400, 401, 403, 404, 405, 409, 503),
+            }
+        }
+    return paths
+
+
+def document() -> dict[str, Any]:
+    """The OpenAPI 3.1 document of the JSON API."""
+    return {
+        "openapi": "3.1.0",
+        "info": {
+            "title": "tickwork run --http",
+            "version": "1",
+            "description": "Read and control the jobs of one tickwork daemon. Writes need"
+            " Authorization: Bearer SECRET of a token given with --http-token or"
+            " --http-token-file; the token's name is recorded as who acted.",
+        },
+        "paths": _paths(),
+        "components": {
+            "schemas": _SCHEMAS,
+            "securitySchemes": {"bearer": {"type": "http", "scheme": "bearer"}},
+        },
+        "security": [{}, {"bearer": []}],
+    }
