@@ -177,6 +177,28 @@ def _first_slot_v6(cur: Cursor) -> None:
     cur.execute("ALTER TABLE tickwork_jobs ADD COLUMN first_slot double precision")
 
 
+def _chains_v7(cur: Cursor) -> None:
+    """Schema 7: chains (``after``): the declared edges and the runs a finish queued.
+
+    As SQLite's schema 8 (`tickwork.stores.sqlite`).
+    """
+    cur.execute(
+        "CREATE TABLE IF NOT EXISTS tickwork_chains (job_id text NOT NULL REFERENCES"
+        " tickwork_jobs (id) ON DELETE CASCADE, upstream text NOT NULL,"
+        " on_outcome text NOT NULL, PRIMARY KEY (upstream, job_id))"
+    )
+    cur.execute("CREATE INDEX IF NOT EXISTS tickwork_chains_job ON tickwork_chains (job_id)")
+    cur.execute(
+        "CREATE TABLE IF NOT EXISTS tickwork_chain_runs (job_id text NOT NULL,"
+        " scheduled double precision NOT NULL, upstream text NOT NULL,"
+        " upstream_slot double precision NOT NULL, queued double precision NOT NULL,"
+        " PRIMARY KEY (job_id, scheduled), UNIQUE (job_id, upstream, upstream_slot))"
+    )
+    cur.execute(
+        "CREATE INDEX IF NOT EXISTS tickwork_chain_runs_queued ON tickwork_chain_runs (queued)"
+    )
+
+
 #: One ledger entry: 13 parameters in the order of ``_sql.LEDGER_INSERT``.
 _LEDGER_ONE: Final = LEDGER_INSERT.format(ledger="tickwork_ledger").replace("?", "%s")
 #: A batch of ledger entries in one parameter: a JSON array of entries, each an array in
@@ -206,6 +228,7 @@ MIGRATIONS: list[Callable[[Cursor], None]] = [
     _ledger_v4,
     _control_v5,
     _first_slot_v6,
+    _chains_v7,
 ]
 
 _TABLES: Final = ("tickwork_meta", "tickwork_jobs", "tickwork_claims")
