@@ -28,9 +28,10 @@ from tickwork._cli.options import (
     take_file,
 )
 from tickwork._core.errors import ConfigError
-from tickwork._core.text import iso, local_time, relative_time, schedule_words, seconds_fixed
+from tickwork._core.text import iso, local_time, relative_time, seconds_fixed
 from tickwork._core.text import local_and_utc as _when
 from tickwork._daemon.config import Config, JobConfig, load_config
+from tickwork.stores._after import schedule_and_after
 from tickwork.stores._model import Claim, JobState
 from tickwork.stores._protocol import SessionLiveness, Store, StoreClock
 
@@ -118,11 +119,6 @@ def _shown(text: str) -> str:
 
 def _iso(ts: float | None) -> str | None:
     return None if ts is None else iso(ts, millis=True)
-
-
-def _schedule_text(schedule: Any) -> str:
-    """The schedule in words, exactly as the status page says it (one renderer)."""
-    return schedule_words(schedule)
 
 
 def run_jobs(
@@ -233,7 +229,10 @@ def _state_row(
     return {
         "job": name,
         "id": s.id,
-        "schedule": _schedule_text(s.spec.schedule),
+        # Chains: with the jobs it runs after (a daemon's names, without the namespace).
+        "schedule": schedule_and_after(
+            s.spec.schedule, s.spec.after, prefix=s.id.rpartition("/")[0] + "/"
+        ),
         "paused": s.paused,
         "pause": None if s.pause is None else s.pause.to_dict(),
         "waiting": waiting,
@@ -276,7 +275,7 @@ def _undeclared_row(job: JobConfig) -> dict[str, Any]:
         "_next": None,
         "_last": None,
         "_running": [],
-        "_schedule": schedule_words(job.schedule),
+        "_schedule": schedule_and_after(job.schedule, job.after),
     }
 
 

@@ -1118,7 +1118,8 @@ def _checked_spec(spec: JobSpec, *, awaits: bool, now: float) -> tuple[JobSpec, 
             f" args={list(spec.args)!r} and kwargs={dict(spec.kwargs)!r}: {why}"
         )
     try:
-        first = first_run(spec.schedule, now)
+        # Chains: a job with no schedule of its own (only after=) has no first run.
+        first = None if spec.schedule is None else first_run(spec.schedule, now)
     except ValueError as exc:  # CronError is a ValueError
         raise JobSpecError(f"job {spec.id!r}: {exc}") from exc
     schedule = spec.schedule

@@ -25,6 +25,7 @@ __all__ = [
     "after_to_json",
     "cycle_message",
     "find_cycle",
+    "schedule_and_after",
 ]
 
 #: When a chained job runs after its upstream's slot: on ``"ok"`` only, or on ``"any"``
@@ -141,3 +142,20 @@ def cycle_message(path: Sequence[str]) -> str:
     start = flow.index(min(flow))  # from its first name in sorted order: stable
     flow = flow[start:] + flow[:start]
     return "after: cycle " + " -> ".join([*flow, flow[0]])
+
+
+def schedule_and_after(schedule: object, after: Edges, *, prefix: str = "") -> str:
+    """A job's schedule in words, with its chains: ``"every 5 minutes; after extract"``.
+
+    ``prefix``: left off the upstream ids shown (a daemon's ``<namespace>/``).
+    """
+    from tickwork._core.text import schedule_words
+
+    words = "" if schedule is None else schedule_words(schedule)
+    if not after:
+        return words
+    names = [
+        job.removeprefix(prefix) + ("" if on == "ok" else " (any outcome)") for job, on in after
+    ]
+    chain = "after " + ", ".join(names)
+    return f"{words}; {chain}" if words else chain

@@ -27,6 +27,7 @@ from typing import Final, Generic
 from tickwork._core.text import iso
 
 from ._after import TRIGGERS
+from ._ledger import LedgerQueries
 from ._model import Claim, JobSpec, SlotRecord
 from ._sqlbase import C, SQLHost
 
@@ -144,20 +145,24 @@ class ChainQueries(Generic[C]):
             "read the causes of chained runs", lambda cur: self.causes(cur, records), write=False
         )
 
-    def prune(self, now: float, days: float | None) -> int:
-        """Forget the causes of chained runs queued more than ``days`` ago (bounded).
+    def prune(self, now: float, ledger: LedgerQueries[C]) -> int:
+        """Prune ``ledger`` (its count is returned), then the causes of chained runs.
 
-        A cause still waiting (its run not taken yet) is kept.
+        Causes go when queued more than the ledger's ``days`` ago (bounded work), unless
+        their run still waits.
         """
+        gone = ledger.prune(now)
+        days = ledger.days
         if days is None:
-            return 0
+            return gone
         query = self._q(
             "DELETE FROM {chain_runs} WHERE (job_id, scheduled) IN"
             " (SELECT r.job_id, r.scheduled FROM {chain_runs} r"
             " WHERE r.queued < ? AND NOT EXISTS (SELECT 1 FROM {claims} c"
             " WHERE c.job_id = r.job_id AND c.scheduled = r.scheduled) LIMIT ?)"
         )
-        return self._store._run(
+        self._store._run(
             "prune the causes of chained runs",
             lambda cur: cur.execute(query, (now - days * 86400.0, _PRUNE_ROWS)).rowcount,
         )
+        return gone

@@ -413,7 +413,7 @@ class JobSpec:
 
     id: str
     func: str
-    schedule: Schedule
+    schedule: Schedule | None = None
     _: KW_ONLY
     args: tuple[Any, ...] = ()
     kwargs: Mapping[str, Any] = field(default_factory=dict)
@@ -428,7 +428,12 @@ class JobSpec:
     def __post_init__(self) -> None:
         _job_id(self.id)
         _check_func_path(self.func)
-        if not isinstance(self.schedule, _SCHEDULE_TYPES):
+        if self.schedule is None and not self.after:
+            raise JobSpecError(
+                "schedule must be a tickwork At, Every, Cron or Once (None only for a job"
+                " that runs after other jobs: after=[...]), got None"
+            )
+        if self.schedule is not None and not isinstance(self.schedule, _SCHEDULE_TYPES):
             raise JobSpecError(
                 f"schedule must be a tickwork At, Every, Cron or Once, got {self.schedule!r}"
             )
@@ -474,7 +479,7 @@ class JobSpec:
             "v": SPEC_VERSION,
             "id": self.id,
             "func": self.func,
-            "schedule": self.schedule.to_dict(),
+            "schedule": None if self.schedule is None else self.schedule.to_dict(),
             "args": list(self.args),
             "kwargs": dict(self.kwargs),
             "overlap": self.overlap,
@@ -544,7 +549,7 @@ def spec_from_json(text: str | bytes) -> JobSpec:
         return JobSpec(
             data["id"],
             data["func"],
-            schedule_from_dict(data["schedule"]),
+            None if data["schedule"] is None else schedule_from_dict(data["schedule"]),
             args=data["args"],
             kwargs=data["kwargs"],
             overlap=data["overlap"],

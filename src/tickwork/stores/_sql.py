@@ -137,6 +137,12 @@ _log = logging.getLogger("tickwork.stores")
 T = TypeVar("T")
 
 
+def _schedule_json(spec: JobSpec) -> str:
+    """The stored ``schedule`` column: the schedule's JSON (chains: ``null`` for none)."""
+    plan = None if spec.schedule is None else spec.schedule.to_dict()
+    return json.dumps(plan, sort_keys=True, separators=(",", ":"))
+
+
 def _check_claim_callables(
     advance: AdvanceFn, start: StartNowFn | None, given_up: GiveUpFn | None
 ) -> None:
@@ -331,7 +337,7 @@ class SQLStore(RowReader, ABC, Generic[C]):
         spec = check_spec(spec)
         next_run = check_optional_time("next_run", next_run)
         text = spec_to_json(spec)
-        schedule = json.dumps(spec.schedule.to_dict(), sort_keys=True, separators=(",", ":"))
+        schedule = _schedule_json(spec)
         select = self._q("SELECT spec, schedule, paused FROM {jobs} WHERE id = ?{lock}")
         intended: list[Upsert] = []
 
@@ -845,8 +851,7 @@ class SQLStore(RowReader, ABC, Generic[C]):
                     time.time(),
                 )
             )
-            # Chains: the runs this slot's end causes are queued in this transaction.
-            self._chains.ended(cur, claim, f.outcome, f.ended)
+            self._chains.ended(cur, claim, f.outcome, f.ended)  # chains: queued in this tx
         self._last_run(
             cur,
             (
@@ -994,8 +999,7 @@ class SQLStore(RowReader, ABC, Generic[C]):
         limit: int = 100,
     ) -> list[SlotRecord]:
         """The slot ledger, newest entry first (as `tickwork.stores.SlotLedger.history`)."""
-        records = self._ledger.history(job_id, since, outcome, before, limit)
-        return self._chains.causes_of(records)  # chains: each chained entry's cause
+        return self._chains.causes_of(self._ledger.history(job_id, since, outcome, before, limit))
 
     def set_job_retention(
         self, job_id: str, *, keep_ok: int | None = None, keep_failed: int | None = None
@@ -1014,9 +1018,7 @@ class SQLStore(RowReader, ABC, Generic[C]):
         from its timing thread when a look at the store claimed nothing, at most every
         few seconds: never on the path of a due run. Returns how many entries went.
         """
-        gone = self._ledger.prune(now)
-        self._chains.prune(now, self._ledger.days)  # chains: old causes go with their age
-        return gone
+        return self._chains.prune(now, self._ledger)  # the ledger's, then chains' causes
 
     def next_wakeup(self) -> float | None:
         """The earliest claimable due time or lease end (see the protocol).
