@@ -17,17 +17,23 @@ from tickwork.stores._errors import JobSpecError
 __all__ = ["chain_problems", "read_after"]
 
 
-def read_after(value: object, name: str) -> tuple[Edges, str | None]:
-    """One job's ``after``: its edges, or ``((), the problem)``."""
+def read_after(value: object, name: str) -> tuple[Edges, str, str | None]:
+    """One job's ``after``: ``(its edges, "after", None)``, or ``((), key, problem)``.
+
+    The key is the dotted place of the problem (``after[1].on``), for the issue.
+    """
     try:
-        return after_arg(value, name), None
+        return after_arg(value, name), "after", None
     except JobSpecError as exc:
         text = str(exc)
-        return (), text.removeprefix("after: ").removeprefix("after ")
+    if text.startswith("after: "):
+        return (), "after", text.removeprefix("after: ")
+    key, _, rest = text.partition(" ")
+    return (), key, rest
 
 
 def chain_problems(edges: Mapping[str, Edges], names: Sequence[str]) -> list[tuple[str, str]]:
-    """``(job name, problem)`` of the file's chains: unknown names, then one cycle.
+    """``(job name, problem)`` of the file's chains: unknown names, then a cycle if any.
 
     ``edges``: each chained job's edges; ``names``: every job name of the file.
     """
@@ -39,8 +45,6 @@ def chain_problems(edges: Mapping[str, Edges], names: Sequence[str]) -> list[tup
                 close = difflib.get_close_matches(other, sorted(known), n=1)
                 hint = f' (did you mean "{close[0]}"?)' if close else ""
                 problems.append((job, f'unknown job "{other}"{hint}: name a job of this file'))
-    if problems:
-        return problems
     cycle = find_cycle({job: [u for u, _ in up] for job, up in edges.items()})
     if cycle is not None:
         text = cycle_message(cycle)

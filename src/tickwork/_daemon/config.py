@@ -590,9 +590,9 @@ class _Checker:
         kind = self.target(where, at, table)
         after: Edges = ()
         if "after" in table:  # chains: the names are checked across the file later
-            after, problem = read_after(table["after"], str(name))
+            after, key, problem = read_after(table["after"], str(name))
             if problem is not None:
-                self.add(where, (*at, "after"), "after", problem)
+                self.add(where, (*at, "after"), key, problem)
         schedule = self.schedule(where, at, table, defaults)
         merged = {**{k: v for k, v in defaults.items() if k != "env"}, **table}
         options = self.options(where, at, table, kind=kind, merged=merged)
