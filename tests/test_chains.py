@@ -8,7 +8,12 @@ upstream's finish and the downstream's run, are in tests/test_chains_e2e.py.
 from __future__ import annotations
 
 import asyncio
+import re
+import subprocess
+import sys
+import textwrap
 from collections.abc import Callable
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -17,6 +22,7 @@ from tests.conftest import DURABLE_START
 from tests.executors import ManualExecutor, drain
 from tickwork import AsyncDurableScheduler, DurableScheduler, Every
 from tickwork._core.text import iso
+from tickwork._daemon.config import parse_config
 from tickwork.stores import JobSpec, JobSpecError, Store
 from tickwork.stores._after import find_cycle
 from tickwork.stores._model import spec_from_json, spec_to_json
@@ -27,6 +33,7 @@ from . import durable_jobs
 REC = "tests.durable_jobs:record"
 BOOM = "tests.durable_jobs:boom"
 START = DURABLE_START
+ROOT = Path(__file__).resolve().parent.parent
 
 Make = Callable[..., tuple[DurableScheduler, ManualExecutor]]
 
@@ -286,3 +293,71 @@ def test_a_chained_spec_keeps_its_stored_form() -> None:
 def test_find_cycle_walks_in_a_stable_order() -> None:
     assert find_cycle({"a": ["b"], "b": ["c"], "c": []}) is None
     assert find_cycle({"b": ["a"], "a": ["b"]}) == ["a", "b", "a"]
+
+
+# -- the jobs file ----------------------------------------------------------------------
+
+
+def _validate(tmp_path: Path, text: str) -> tuple[int, str, str]:
+    path = tmp_path / "jobs.toml"
+    path.write_text(text)
+    proc = subprocess.run(
+        [sys.executable, "-m", "tickwork", "validate", str(path)],
+        capture_output=True, text=True, timeout=60,
+    )  # fmt: skip
+    return proc.returncode, proc.stdout, proc.stderr.replace(str(path), "jobs.toml")
+
+
+def test_validate_refuses_unknown_names_cycles_and_bad_items(tmp_path: Path) -> None:
+    code, out, err = _validate(
+        tmp_path,
+        textwrap.dedent(
+            """\
+            [[job]]
+            name = "extract"
+            command = ["true"]
+            every = "1h"
+            after = ["load"]
+
+            [[job]]
+            name = "load"
+            command = ["true"]
+            after = ["extract"]
+
+            [[job]]
+            name = "report"
+            command = ["true"]
+            after = [{job = "load", on = "maybe"}]
+
+            [[job]]
+            name = "orphan"
+            command = ["true"]
+            after = ["lod"]
+
+            [[job]]
+            name = "lonely"
+            command = ["true"]
+            """
+        ),
+    )
+    assert (code, out) == (2, "")
+    assert err.splitlines() == [
+        'jobs.toml:5: job "extract": after: cycle extract -> load -> extract',
+        """jobs.toml:15: job "report": after[0].on: must be one of 'ok', 'any', got 'maybe'""",
+        'jobs.toml:20: job "orphan": after: unknown job "lod" (did you mean "load"?): name a job'
+        " of this file",
+        'jobs.toml:22: job "lonely": missing a schedule: set every, cron, at or in',
+        "tickwork validate: 4 problems found",
+    ]
+
+
+def test_the_daemon_docs_example_validates(tmp_path: Path) -> None:
+    text = (ROOT / "docs" / "daemon.md").read_text()
+    section = text[text.index("### After another job: `after` (chains)") :]
+    example = re.search(r"```toml\n(.*?)```", section, re.DOTALL)
+    assert example is not None
+    assert _validate(tmp_path, example.group(1)) == (0, "ok: 3 jobs\n", "")
+    config = parse_config(example.group(1))
+    load = config.job("load")
+    assert (load.schedule, load.after) == (None, (("extract", "ok"),))
+    assert config.job("report").after == (("load", "any"),)
