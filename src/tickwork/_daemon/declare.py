@@ -227,6 +227,7 @@ _LATER: Final[dict[str, object]] = {
         ("on_success", "keep_ok", "keep_failed", "env_file", "user", "group", "umask"), None
     ),
     **dict.fromkeys(("limit_memory", "limit_cpu", "limit_files"), None),
+    "after": (),  # chains
 }
 _NOT_DEFAULT: Final = object()
 

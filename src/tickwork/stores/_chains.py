@@ -55,6 +55,10 @@ class ChainQueries(Generic[C]):
 
     def __init__(self, store: SQLHost[C]) -> None:
         self._store = store
+        #: Claim token -> whether its job has downstream jobs, where the store's release
+        #: of the claim already looked (PostgreSQL, in the statement that locks the job
+        #: row): the finish then asks nothing more (`hint`, `ended`).
+        self._hints: dict[str, bool] = {}
         jobs = store._q("{jobs}")  # "jobs" or "tickwork_jobs": the same prefix for ours
         self._names = {"chains": jobs[:-4] + "chains", "chain_runs": jobs[:-4] + "chain_runs"}
 
@@ -81,6 +85,8 @@ class ChainQueries(Generic[C]):
 
         Called by the finish that writes the slot's ledger entry, in its transaction.
         """
+        if not self._hints.pop(claim.token, True):
+            return  # the release saw no downstream job: a finish pays no extra statement
         rows = cur.execute(
             self._q("SELECT job_id, on_outcome FROM {chains} WHERE upstream = ?"),
             (claim.job_id,),
@@ -118,6 +124,14 @@ class ChainQueries(Generic[C]):
             (secrets.token_hex(16), job_id, due, due, due),
         )
         self._store._changed(cur, job_id)
+
+    def hint(self, token: str, chained: bool) -> None:
+        """Note whether the job of the claim ``token`` has downstream jobs (see `ended`).
+
+        Called in the finish's transaction, just before `ended` (a failed attempt leaves
+        its note to the finish tried again, which writes it anew).
+        """
+        self._hints[token] = chained
 
     def causes(self, cur: C, records: Sequence[SlotRecord]) -> list[SlotRecord]:
         """``records`` with the cause of each chained entry (origin ``after``) filled in."""

@@ -827,7 +827,9 @@ class PostgresStore(SQLStore[Cursor]):
     def _release(self, cur: Cursor, f: Finish) -> tuple[float | None, bool] | None:
         claim = f.claim
         job = cur.execute(
-            "SELECT overlap, next_run FROM tickwork_jobs WHERE id = %s FOR NO KEY UPDATE",
+            "SELECT overlap, next_run, EXISTS (SELECT 1 FROM tickwork_chains c"  # chains:
+            " WHERE c.upstream = tickwork_jobs.id) FROM tickwork_jobs"  # in the same trip
+            " WHERE id = %s FOR NO KEY UPDATE",
             (claim.job_id,),
         ).fetchone()
         if job is None:
@@ -854,6 +856,7 @@ class PostgresStore(SQLStore[Cursor]):
             # which other nodes leave out of their wake-ups while it is held, can be
             # claimed now. Tell them rather than let them wait for a poll.
             self._changed(cur, claim.job_id)
+        self._chains.hint(claim.token, bool(job[2]))  # chains: no second look if none
         return row[0], False
 
     def _owners_gone(self, cur: Cursor, mono: float) -> list[tuple[str, bool]]:
