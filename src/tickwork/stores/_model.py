@@ -385,7 +385,8 @@ class JobSpec:
         id: Stable id chosen by the user; upserts are keyed by it.
         func: Import path ``"package.module:function"``.
         schedule: When to run: `tickwork.At`, `Every`, `Cron` or `Once` (a `Once`
-            delay counts from when the job is first declared).
+            delay counts from when the job is first declared); ``None`` (the default)
+            only with ``after``: the job runs only after other jobs.
         args: Positional arguments, JSON values.
         kwargs: Keyword arguments, JSON values under str keys.
         overlap: A run due while the previous one is going: ``"skip"`` it,
