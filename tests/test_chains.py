@@ -23,6 +23,7 @@ from tests.executors import ManualExecutor, drain
 from tickwork import AsyncDurableScheduler, DurableScheduler, Every
 from tickwork._core.text import iso
 from tickwork._daemon.config import parse_config
+from tickwork._durable.control import BackfillError
 from tickwork.stores import JobSpec, JobSpecError, Store
 from tickwork.stores._after import find_cycle
 from tickwork.stores._model import spec_from_json, spec_to_json
@@ -188,6 +189,20 @@ def test_two_upstreams_ending_at_one_instant_queue_two_runs(make: Make, clock: F
         assert store.finish(c, outcome="ok", ended=START + 11)
     waiting = ds.get("both").claims
     assert len(waiting) == 2 and waiting[0].scheduled == START + 11 < waiting[1].scheduled
+
+
+def test_a_job_with_no_schedule_cannot_be_backfilled(make: Make, clock: FakeClock) -> None:
+    ds, _ = make()
+    ds.declare(JobSpec("up", REC, Every(10), args=["up"]))
+    ds.declare(JobSpec("down", REC, args=["down"], after=["up"]))
+    with pytest.raises(BackfillError) as info:
+        ds.backfill("down", START - 100, START)
+    assert str(info.value) == (
+        "job 'down' has no schedule of its own (it runs only after other jobs): it has no"
+        " grid of slots to backfill (backfill its upstream job, or trigger it)"
+    )
+    assert ds.skip_next("down") is None
+    assert ds.trigger("down") == "queued"
 
 
 def test_removing_the_downstream_drops_its_edges(make: Make, clock: FakeClock) -> None:

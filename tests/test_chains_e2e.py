@@ -13,10 +13,8 @@ from __future__ import annotations
 import sqlite3
 import subprocess
 import sys
-import textwrap
 import time
 from collections.abc import Callable
-from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
@@ -45,9 +43,11 @@ def where(request: pytest.FixtureRequest, tmp_path: Path) -> tuple[list[str], Ca
 
 
 def _by_job(store: Store) -> dict[str, list[SlotRecord]]:
+    """Each job's entries of runs (not the slots given up: they never ran), oldest first."""
     out: dict[str, list[SlotRecord]] = {}
     for e in reversed(store.history(limit=1000)):  # type: ignore[attr-defined]
-        out.setdefault(e.job_id.rpartition("/")[2], []).append(e)
+        if e.started is not None:
+            out.setdefault(e.job_id.rpartition("/")[2], []).append(e)
     return out
 
 
@@ -57,67 +57,74 @@ def _causes(entries: list[SlotRecord], upstream: str) -> list[str]:
     ]
 
 
+JOBS = """\
+[[job]]
+name = "load"
+command = ["true"]
+after = ["extract"]
+
+[[job]]
+name = "extract"
+command = ["true"]
+every = "300ms"
+
+[[job]]
+name = "report"
+command = ["true"]
+after = [{job = "load", on = "any"}]
+
+[[job]]
+name = "broken"
+command = ["false"]
+every = "400ms"
+
+[[job]]
+name = "never"
+command = ["true"]
+after = ["broken"]
+
+[[job]]
+name = "cleanup"
+command = ["true"]
+after = [{job = "broken", on = "any"}]
+"""
+
+
 def test_a_chain_runs_through_the_daemon(
     where: tuple[list[str], Callable[[], Store]], tmp_path: Path
 ) -> None:
     state, open_store = where
-    until = datetime.fromtimestamp(time.time() + 2.5, UTC).isoformat()
     jobs = tmp_path / "jobs.toml"
-    jobs.write_text(
-        textwrap.dedent(
-            f"""\
-            [[job]]
-            name = "load"
-            command = ["true"]
-            after = ["extract"]
-
-            [[job]]
-            name = "extract"
-            command = ["true"]
-            every = "300ms"
-            until = "{until}"
-
-            [[job]]
-            name = "report"
-            command = ["true"]
-            after = [{{job = "load", on = "any"}}]
-
-            [[job]]
-            name = "broken"
-            command = ["false"]
-            every = "400ms"
-            until = "{until}"
-
-            [[job]]
-            name = "never"
-            command = ["true"]
-            after = ["broken"]
-
-            [[job]]
-            name = "cleanup"
-            command = ["true"]
-            after = [{{job = "broken", on = "any"}}]
-            """
-        )
-    )
+    jobs.write_text(JOBS)
     run = Run(jobs, state, "--poll", "200ms")
+    store: Any = None
     try:
+        # The daemon has created the state before a run of extract ends.
+        run.wait_line("extract finished", limit=60)
         store = open_store()
 
+        def ran(name: str, n: int) -> bool:
+            return len(_by_job(store).get(name, [])) >= n
+
+        wait_until("extract and broken to run", lambda: ran("extract", 3) and ran("broken", 2))
+        ids = {s.spec.kwargs["job"]: s.id for s in store.jobs()}
+        for name in ("extract", "broken"):  # no more upstream slots: the chains settle
+            store.pause_job(ids[name], by="test", at=time.time())
+
         def settled() -> dict[str, list[SlotRecord]] | None:
-            if time.time() < datetime.fromisoformat(until).timestamp() + 0.5:
-                return None
+            if any(store.get(i).claims for i in ids.values()):
+                return None  # a run going or waiting
             got = _by_job(store)
             counts = [len(got.get(j, [])) for j in ("extract", "load", "report")]
-            if counts[0] < 2 or len(set(counts)) != 1:
-                return None
-            if len(got.get("cleanup", [])) != len(got.get("broken", [])):
+            if len(set(counts)) != 1 or len(got.get("cleanup", [])) != len(got["broken"]):
                 return None
             return got
 
-        got = wait_until(f"the chains to settle; log:\n{run.text()}", settled, limit=40)
+        got = wait_until("the chains to settle", settled, limit=60)
     finally:
         run.stop()  # SIGTERM, then closed
+        if store is not None:
+            store.close()
     assert run.proc.returncode == 0, run.text()
     extract, load, report = got["extract"], got["load"], got["report"]
     assert all(e.outcome == "ok" and e.origin == "schedule" for e in extract)
@@ -129,14 +136,21 @@ def test_a_chain_runs_through_the_daemon(
     assert [e.cause for e in got["cleanup"]] == [
         f"{ns}/{c}" for c in _causes(got["broken"], "broken")
     ]
-    # tickwork history shows the cause.
+    # tickwork history shows the cause, tickwork jobs the chain.
     shown = subprocess.run(
         [sys.executable, "-m", "tickwork", "history", str(jobs), "report", *state],
         capture_output=True, text=True, timeout=60, cwd=ROOT,
     )  # fmt: skip
     assert shown.returncode == 0, shown.stderr
     assert "(after load@" in shown.stdout
-    store.close()
+    listed = subprocess.run(
+        [sys.executable, "-m", "tickwork", "jobs", str(jobs), *state],
+        capture_output=True, text=True, timeout=60, cwd=ROOT,
+    )  # fmt: skip
+    assert listed.returncode == 0, listed.stderr
+    load_row = next(line for line in listed.stdout.splitlines() if line.startswith("load "))
+    assert "after extract" in load_row
+    assert "after load (any outcome)" in listed.stdout
 
 
 def _runs(runs_db: Path) -> list[tuple[str, float]]:
