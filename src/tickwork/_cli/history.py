@@ -180,7 +180,10 @@ def _line(e: SlotRecord) -> str:
         parts.append(f"on {host}:{pid}" if pid else f"on {e.node}")
     if e.attempt > 1:
         parts.append(f"attempt {e.attempt}")
-    if e.origin != "schedule":
+    if e.cause is not None:  # chains: the upstream slot whose end queued this run
+        upstream, _, slot = e.cause.rpartition("@")
+        parts.append(f"(after {_name(upstream)}@{slot})")
+    elif e.origin != "schedule":
         parts.append(f"({e.origin})")
     line = "  ".join(parts)
     if e.error:

@@ -26,8 +26,9 @@ from tickwork._cli.options import (
 )
 from tickwork._core.errors import ConfigError
 from tickwork._core.text import local_and_utc as _when
-from tickwork._core.text import local_time, relative_time, schedule_words, seconds_fixed
+from tickwork._core.text import local_time, relative_time, seconds_fixed
 from tickwork._daemon.config import Config, JobConfig, load_config
+from tickwork.stores._after import schedule_and_after
 
 __all__ = ["add_parser", "run_jobs"]
 
@@ -149,7 +150,7 @@ def _undeclared_row(job: JobConfig) -> dict[str, Any]:
         "_next": None,
         "_last": None,
         "_running": [],
-        "_schedule": schedule_words(job.schedule),
+        "_schedule": schedule_and_after(job.schedule, job.after),
     }
 
 

@@ -42,6 +42,7 @@ from tickwork._core.vocabulary import (
     JobsFileOverlap,
     Missed,
 )
+from tickwork._daemon.chains import chain_problems, read_after
 from tickwork._daemon.jobprocess import (
     UNLIMITED,
     check_group,
@@ -53,6 +54,7 @@ from tickwork._daemon.jobprocess import (
     parse_umask,
     read_env_file,
 )
+from tickwork.stores._after import Edges
 
 __all__ = [
     "JOB_KEYS",
@@ -123,6 +125,7 @@ DEFAULT_KEYS: Final = frozenset(
 #: Every key a ``[[job]]`` table may have.
 JOB_KEYS: Final = DEFAULT_KEYS | {
     "name",
+    "after",  # chains: run after other jobs of the file (_daemon/chains.py)
     "command",
     "shell",
     "call",
@@ -152,8 +155,9 @@ class JobConfig:
 
     name: str
     """Unique within the file; the job's identity in logs and in the state."""
-    schedule: Schedule
-    """`Every`, `Cron`, `At` or `Once` (jitter is part of `Every` and `Cron`)."""
+    schedule: Schedule | None
+    """`Every`, `Cron`, `At` or `Once` (jitter is part of `Every` and `Cron`); ``None``
+    for a job that runs only after others (`after`)."""
     command: tuple[str, ...] | str | None = None
     """The argv to run, or the shell script when `shell` is true."""
     shell: bool = False
@@ -229,6 +233,9 @@ class JobConfig:
     """Dead-man alert: a run started (or a due slot is still not started) this late."""
     alert_if_running: float | None = None
     """Dead-man alert: a run is still going this many seconds after it started."""
+    after: Edges = ()
+    """Chains: ``((job name, "ok" | "any"), ...)``: run once each time a slot of one of
+    these jobs of the file ends (``ok``, or with ``any`` also failed or timed out)."""
     line: int = field(default=0, compare=False)
     """The line of the job's ``[[job]]`` header, for messages."""
 
@@ -565,6 +572,7 @@ class _Checker:
             job = self.job(index, table, defaults, first_line)
             if job is not None:
                 jobs.append(job)
+        self.chains_fit(raw_jobs, jobs)
         return jobs
 
     def job(
@@ -602,6 +610,11 @@ class _Checker:
         self.unknown_keys(where, at, table, JOB_KEYS)
 
         kind = self.target(where, at, table)
+        after: Edges = ()
+        if "after" in table:  # chains: the names are checked across the file later
+            after, key, problem = read_after(table["after"], str(name))
+            if problem is not None:
+                self.add(where, (*at, "after"), key, problem)
         schedule = self.schedule(where, at, table, defaults)
         merged = {**{k: v for k, v in defaults.items() if k != "env"}, **table}
         options = self.options(where, at, table, kind=kind, merged=merged)
@@ -612,7 +625,7 @@ class _Checker:
         env.update(cast(Mapping[str, str], options.pop("env", {})))
         self.retention_fits(where, at, table, options)
         self.dead_man_fits(where, at, table, options)
-        if len(self.issues) > before or schedule is None or kind is None:
+        if len(self.issues) > before or (schedule is None and not after) or kind is None:
             return None
         target: dict[str, Any] = {}
         if kind == "command":
@@ -628,11 +641,19 @@ class _Checker:
         return JobConfig(
             name=cast(str, name),
             schedule=schedule,
+            after=after,
             env=MappingProxyType(env),
             line=self.locator.line(at),
             **target,
             **options,
         )
+
+    def chains_fit(self, raw_jobs: list[dict[str, Any]], jobs: list[JobConfig]) -> None:
+        """Chains across the file: each ``after`` names a job of it, and no cycle."""
+        index = {t.get("name"): i for i, t in enumerate(raw_jobs) if isinstance(t.get("name"), str)}
+        edges = {job.name: job.after for job in jobs if job.after}
+        for name, problem in chain_problems(edges, [n for n in index if isinstance(n, str)]):
+            self.add(f'job "{name}"', ("job", index[name], "after"), "after", problem)
 
     def retention_fits(
         self, where: str, at: _Path, table: dict[str, Any], options: dict[str, Any]
@@ -811,7 +832,7 @@ class _Checker:
                 self.add(
                     where, (*at, given[1]), given[1], f"set exactly one schedule, got {listed}"
                 )
-            else:
+            elif "after" not in table:  # chains: a job may run only after others
                 self.add(where, at, "", "missing a schedule: set every, cron, at or in")
             return None
         key = given[0]

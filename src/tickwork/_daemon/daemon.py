@@ -81,6 +81,7 @@ from tickwork._daemon.runner import (
     run_job,
 )
 from tickwork._daemon.status_page import failure_summary
+from tickwork._durable.chains import upstream_first
 from tickwork._durable.runnote import note_attempt
 from tickwork._durable.scheduler import DurableScheduler
 from tickwork.stores._model import (
@@ -357,7 +358,8 @@ class Daemon:
         updated: list[str] = []
         unchanged: list[str] = []
         failed: list[str] = []
-        for job in config.jobs:
+        # Chains: each job's upstream jobs are declared before it (the library checks).
+        for job in upstream_first(config.jobs, lambda j: j.name, lambda j: (u for u, _ in j.after)):
             jid = job_id(self.namespace, job.name)
             spec = spec_for(job, namespace=self.namespace, now=now, stored=stored.get(jid))
             try:
@@ -567,6 +569,8 @@ class Daemon:
             now = self._wall()
             state = self.store.get(jid)
             if state is None or state.next_run is None or state.next_run > now:
+                continue
+            if state.spec.schedule is None:  # chains: runs only after others, no grid
                 continue
             starts = [
                 c.started

@@ -229,6 +229,7 @@ _LATER: Final[dict[str, object]] = {
     **dict.fromkeys(("limit_memory", "limit_cpu", "limit_files"), None),
     **dict.fromkeys(("alert_if_no_success", "alert_if_late", "alert_if_running"), None),
     "alert_if_missed": False,
+    "after": (),  # chains
 }
 _NOT_DEFAULT: Final = object()
 
@@ -270,8 +271,10 @@ def spec_for(
     """
     fp = fingerprint(job)
     s = job.schedule
-    schedule: Schedule
-    if isinstance(s, Every | Cron | At):
+    schedule: Schedule | None
+    if s is None:  # chains: a job that runs only after others
+        schedule = None
+    elif isinstance(s, Every | Cron | At):
         schedule = s  # the file's values are the stored ones, jitter and until included
     elif isinstance(s, Once):
         if (
@@ -296,6 +299,8 @@ def spec_for(
         grace=job.grace,
         delivery="at_most_once",
         paused=not job.enabled,
+        # Chains: the file's names become the state's job ids.
+        after=tuple((job_id(namespace, name), on) for name, on in job.after),
     )
 
 

@@ -12,9 +12,10 @@ import time
 from pathlib import Path
 from typing import Any, Final
 
-from tickwork._core.text import iso, schedule_words
+from tickwork._core.text import iso
 from tickwork._daemon.declare import owner_label
 from tickwork._daemon.status_page import failure_summary
+from tickwork.stores._after import schedule_and_after
 from tickwork.stores._model import ActionRecord, Claim, JobState, SlotRecord
 from tickwork.stores._protocol import SessionLiveness, SlotLedger, Store, StoreClock
 
@@ -132,7 +133,10 @@ def state_row(
     return {
         "job": name,
         "id": s.id,
-        "schedule": schedule_words(s.spec.schedule),
+        # Chains: with the jobs it runs after (a daemon's names, without the namespace).
+        "schedule": schedule_and_after(
+            s.spec.schedule, s.spec.after, prefix=s.id.rpartition("/")[0] + "/"
+        ),
         "paused": s.paused,
         "pause": None if s.pause is None else s.pause.to_dict(),
         "waiting": waiting,

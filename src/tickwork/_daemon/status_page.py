@@ -18,10 +18,11 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Final
 
-from tickwork._core.text import iso, schedule_words
+from tickwork._core.text import iso
 from tickwork._core.text import relative_time as _ago
 from tickwork._core.text import short_duration as _seconds
 from tickwork._core.text import utc_time as _time
+from tickwork.stores._after import schedule_and_after
 from tickwork.stores._errors import StoreError
 from tickwork.stores._model import ActionRecord, JobState, SlotRecord
 from tickwork.stores._protocol import SessionLiveness, SlotLedger, Store
@@ -389,7 +390,8 @@ def page(
         owners.update(c.owner for c in state.claims if c.owner)
         failures, last_ok = _streak_of(store, state.id)
         name = str(state.spec.kwargs.get("job", state.id))
-        words = schedule_words(state.spec.schedule)
+        # Chains: the jobs it runs after, by their names in the file.
+        words = schedule_and_after(state.spec.schedule, state.spec.after, prefix=namespace + "/")
         views.append(JobView(name, state, words, entries, failures=failures, last_ok=last_ok))
     views.sort(key=lambda v: v.name)
     names = {v.state.id: v.name for v in views}

@@ -63,7 +63,7 @@ def following_slot(state: JobState) -> Callable[[float], float | None]:
     schedule = state.spec.schedule
 
     def following(slot: float) -> float | None:
-        if isinstance(schedule, At | Once):
+        if schedule is None or isinstance(schedule, At | Once):  # None: runs only after
             return None
         if isinstance(schedule, Every):
             return within_until(schedule, slot + schedule.interval)
@@ -188,6 +188,11 @@ def _grid(state: JobState, start: float, end: float, cap: int) -> list[float]:
     """
     schedule = state.spec.schedule
     job = state.spec.id
+    if schedule is None:  # chains: no grid; each run is queued by an upstream's end
+        raise BackfillError(
+            f"job {job!r} has no schedule of its own (it runs only after other jobs): it"
+            " has no grid of slots to backfill (backfill its upstream job, or trigger it)"
+        )
     if isinstance(schedule, At):
         return [schedule.when] if start <= schedule.when <= end else []
     if isinstance(schedule, Once) or (isinstance(schedule, Every) and schedule.fixed_delay):

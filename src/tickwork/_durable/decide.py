@@ -162,7 +162,7 @@ def first_run(schedule: Schedule, now: float) -> float | None:
     return within_until(schedule, first)
 
 
-def within_until(schedule: Schedule, t: float | None) -> float | None:
+def within_until(schedule: Schedule | None, t: float | None) -> float | None:
     """``t``, or ``None`` when it lies after the schedule's ``until`` (it has ended)."""
     until = getattr(schedule, "until", None)
     if t is None or until is None or t <= until:
@@ -202,7 +202,7 @@ def _decide(state: JobState, now: float, vanished: tuple[float, float] | None) -
     schedule = spec.schedule
     grace = spec.grace
     late = grace is not None and now - s > grace
-    if isinstance(schedule, At | Once):
+    if schedule is None or isinstance(schedule, At | Once):  # None: runs only after others
         if late and spec.missed == "skip":
             return Decision("missed", None, missed=1)
         return Decision("run", None, missed=int(late))
@@ -350,7 +350,11 @@ def _decide_retry(state: JobState, slot: float, now: float) -> Decision:
     keep = state.next_run
     schedule = spec.schedule
     late = spec.grace is not None and now - slot > spec.grace
-    if isinstance(schedule, At | Once) or (isinstance(schedule, Every) and schedule.fixed_delay):
+    if (
+        schedule is None  # chains: a job that runs only after others has no grid
+        or isinstance(schedule, At | Once)
+        or (isinstance(schedule, Every) and schedule.fixed_delay)
+    ):
         if late and spec.missed == "skip":
             return Decision("missed", keep, missed=1)
         return Decision("run", keep, missed=int(late))
@@ -404,7 +408,7 @@ def after_clock_step(state: JobState, now: float, step: float) -> float | None:
     """
     n = state.next_run
     schedule = state.spec.schedule
-    if step >= 0.0 or n is None or n <= now or isinstance(schedule, At | Once):
+    if step >= 0.0 or n is None or n <= now or schedule is None or isinstance(schedule, At | Once):
         return None
     if isinstance(schedule, Every):
         seconds = schedule.interval

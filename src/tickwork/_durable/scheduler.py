@@ -44,6 +44,7 @@ from tickwork._core.events import Listener
 from tickwork._core.scheduler import DEFAULT_MAX_ERRORS, _is_coroutine_function, misfit
 from tickwork._core.schedules import Every
 from tickwork._core.text import iso
+from tickwork._durable.chains import check_after
 from tickwork._durable.claims import Claiming, claimer_for
 from tickwork._durable.control import default_actor, following_slot, run_backfill
 from tickwork._durable.decide import first_run
@@ -850,7 +851,9 @@ class DurableScheduler:
 
     def _prepare(self, spec: JobSpec) -> tuple[JobSpec, float | None]:
         """Check what a store does not: the function imports, the schedule computes."""
-        return _checked_spec(spec, awaits=self._running.awaiter is not None, now=self._wall())
+        checked = _checked_spec(spec, awaits=self._running.awaiter is not None, now=self._wall())
+        check_after(self._store, checked[0])  # chains: after= names stored jobs, no cycle
+        return checked
 
     def _allow(self, func: str) -> None:
         self._functions.allow(func)
@@ -1115,7 +1118,8 @@ def _checked_spec(spec: JobSpec, *, awaits: bool, now: float) -> tuple[JobSpec, 
             f" args={list(spec.args)!r} and kwargs={dict(spec.kwargs)!r}: {why}"
         )
     try:
-        first = first_run(spec.schedule, now)
+        # Chains: a job with no schedule of its own (only after=) has no first run.
+        first = None if spec.schedule is None else first_run(spec.schedule, now)
     except ValueError as exc:  # CronError is a ValueError
         raise JobSpecError(f"job {spec.id!r}: {exc}") from exc
     schedule = spec.schedule

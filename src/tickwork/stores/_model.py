@@ -32,6 +32,7 @@ from tickwork._core.vocabulary import (
     field_names,
     overlap_problem,
 )
+from tickwork.stores._after import Edges, after_arg, after_from_json, after_to_json
 from tickwork.stores._errors import JobSpecError, SchemaVersionError, StoreError
 
 __all__ = [
@@ -82,8 +83,8 @@ Outcome: TypeAlias = Literal[
     "ok", "failed", "timeout", "missed", "skipped", "abandoned", "cancelled"
 ]
 #: Why a slot runs (`Claim.origin`, `SlotRecord.origin`).
-Origin: TypeAlias = Literal["schedule", "manual", "backfill"]
-ORIGINS: Final[tuple[Origin, ...]] = ("schedule", "manual", "backfill")
+Origin: TypeAlias = Literal["schedule", "manual", "backfill", "after"]
+ORIGINS: Final[tuple[Origin, ...]] = ("schedule", "manual", "backfill", "after")
 #: An operator's action on a job (`ActionRecord.action`).
 ActionKind: TypeAlias = Literal[
     "pause", "resume", "trigger", "backfill", "skip-next", "cancel", "alert", "alert-cleared"
@@ -388,7 +389,8 @@ class JobSpec:
         id: Stable id chosen by the user; upserts are keyed by it.
         func: Import path ``"package.module:function"``.
         schedule: When to run: `tickwork.At`, `Every`, `Cron` or `Once` (a `Once`
-            delay counts from when the job is first declared).
+            delay counts from when the job is first declared); ``None`` (the default)
+            only with ``after``: the job runs only after other jobs.
         args: Positional arguments, JSON values.
         kwargs: Keyword arguments, JSON values under str keys.
         overlap: A run due while the previous one is going: ``"skip"`` it,
@@ -401,6 +403,13 @@ class JobSpec:
         delivery: A run whose runner died after starting it is given up
             (``"at_most_once"``) or run again (``"at_least_once"``).
         paused: Declared paused: no runs until resumed.
+        after: Chains: run once each time a slot of one of these jobs ends. Each item
+            is a job id (runs when that job's slot ends ``"ok"``) or a mapping
+            ``{"job": id, "on": "ok" | "any"}`` (``"any"``: also after ``"failed"``
+            and ``"timeout"``); stored as ``((id, on), ...)``. The run is queued in
+            the store transaction that records the upstream's end, and its ledger
+            entry names that slot (`SlotRecord.cause`). See docs/durability.md,
+            "Chains".
 
     Raises:
         JobSpecError: A field is invalid; the message names it and shows the value.
@@ -409,7 +418,7 @@ class JobSpec:
 
     id: str
     func: str
-    schedule: Schedule
+    schedule: Schedule | None = None
     _: KW_ONLY
     args: tuple[Any, ...] = ()
     kwargs: Mapping[str, Any] = field(default_factory=dict)
@@ -419,11 +428,17 @@ class JobSpec:
     grace: float | None = None
     delivery: Delivery = "at_most_once"
     paused: bool = False
+    after: Edges = ()
 
     def __post_init__(self) -> None:
         _job_id(self.id)
         _check_func_path(self.func)
-        if not isinstance(self.schedule, _SCHEDULE_TYPES):
+        if self.schedule is None and not self.after:
+            raise JobSpecError(
+                "schedule must be a tickwork At, Every, Cron or Once (None only for a job"
+                " that runs after other jobs: after=[...]), got None"
+            )
+        if self.schedule is not None and not isinstance(self.schedule, _SCHEDULE_TYPES):
             raise JobSpecError(
                 f"schedule must be a tickwork At, Every, Cron or Once, got {self.schedule!r}"
             )
@@ -457,17 +472,19 @@ class JobSpec:
         object.__setattr__(self, "args", args)
         object.__setattr__(self, "kwargs", MappingProxyType(kwargs))
         object.__setattr__(self, "grace", grace)
+        if self.after != ():  # chains: the upstream jobs, read into (id, on) pairs
+            object.__setattr__(self, "after", after_arg(self.after, self.id))
 
     def __hash__(self) -> int:
         return hash(spec_to_json(self))
 
     def to_dict(self) -> dict[str, Any]:
         """The versioned JSON form (``"v"`` is `SPEC_VERSION`), as stored."""
-        return {
+        out: dict[str, Any] = {
             "v": SPEC_VERSION,
             "id": self.id,
             "func": self.func,
-            "schedule": self.schedule.to_dict(),
+            "schedule": None if self.schedule is None else self.schedule.to_dict(),
             "args": list(self.args),
             "kwargs": dict(self.kwargs),
             "overlap": self.overlap,
@@ -477,6 +494,9 @@ class JobSpec:
             "delivery": self.delivery,
             "paused": self.paused,
         }
+        if self.after:  # only when chained: other specs keep their stored text
+            out["after"] = after_to_json(self.after)
+        return out
 
 
 _SPEC_KEYS: Final = frozenset(JobSpec("x", "m:f", At(0.0)).to_dict())
@@ -521,19 +541,20 @@ def spec_from_json(text: str | bytes) -> JobSpec:
             f" up to {SPEC_VERSION}: upgrade tickwork"
         )
     # Version 1 is the only one so far; older shapes would be upgraded here, in order.
+    after = data.pop("after", ())  # optional (chains): absent unless declared
     if set(data) != _SPEC_KEYS:
         raise StoreError(
             f"stored job spec {data.get('id')!r} has keys {sorted(data)}, expected"
             f" {sorted(_SPEC_KEYS)}"
         )
-    spec = _plain_spec(data)
+    spec = _plain_spec(data) if not after else None
     if spec is not None:
         return spec
     try:
         return JobSpec(
             data["id"],
             data["func"],
-            schedule_from_dict(data["schedule"]),
+            None if data["schedule"] is None else schedule_from_dict(data["schedule"]),
             args=data["args"],
             kwargs=data["kwargs"],
             overlap=data["overlap"],
@@ -542,6 +563,7 @@ def spec_from_json(text: str | bytes) -> JobSpec:
             grace=data["grace"],
             delivery=data["delivery"],
             paused=data["paused"],
+            after=after_from_json(after, data["id"]) if after else (),
         )
     except JobSpecError as exc:
         raise StoreError(f"stored job spec {data.get('id')!r} is invalid: {exc}") from exc
@@ -608,6 +630,7 @@ def _plain_spec(data: dict[str, Any]) -> JobSpec | None:
     put(spec, "grace", grace)
     put(spec, "delivery", data["delivery"])
     put(spec, "paused", data["paused"])
+    put(spec, "after", ())
     return spec
 
 
@@ -691,8 +714,9 @@ class Claim:
     and ``lease_until`` = when it was recovered. A run asked for by an operator
     (``origin`` not ``"schedule"``) waits the same way until it is taken."""
     origin: Origin = "schedule"
-    """Why the slot runs: ``"schedule"`` (its grid), ``"manual"`` (`RuntimeControl.trigger`)
-    or ``"backfill"`` (`RuntimeControl.backfill`); the slot ledger records it."""
+    """Why the slot runs: ``"schedule"`` (its grid), ``"manual"`` (`RuntimeControl.trigger`),
+    ``"backfill"`` (`RuntimeControl.backfill`) or ``"after"`` (a slot of a job it is
+    chained after ended: `JobSpec.after`); the slot ledger records it."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -898,7 +922,8 @@ class SlotRecord:
     slots)."""
     origin: Origin = "schedule"
     """What caused the slot: ``"schedule"`` (its grid), ``"manual"`` (a trigger, or a
-    slot skipped by ``skip-next``) or ``"backfill"``."""
+    slot skipped by ``skip-next``), ``"backfill"`` or ``"after"`` (chains: see
+    ``cause``)."""
     claimed: float | None = None
     """When it was claimed, if it was."""
     started: float | None = None
@@ -913,6 +938,9 @@ class SlotRecord:
     """Error text for ``"failed"`` and ``"abandoned"``; why, for a failed decision."""
     output: str | None = None
     """The tail of the run's output, where the runner kept it."""
+    cause: str | None = None
+    """For a chained run (origin ``"after"``): the upstream slot whose end queued it,
+    ``"<job id>@<its slot, ISO 8601 UTC>"``; else ``None``."""
 
     @property
     def lateness(self) -> float | None:
@@ -945,6 +973,7 @@ class SlotRecord:
         out["attempt"] = self.attempt
         out["error"] = self.error
         out["output"] = self.output
+        out["cause"] = self.cause
         return out
 
 

@@ -36,6 +36,7 @@ from typing import Any, ClassVar, Final, Generic, Literal, Self, TypeVar
 
 from tickwork.stores._errors import JobNotFoundError, SchemaVersionError
 
+from ._chains import ChainQueries
 from ._control import ControlActions
 from ._ledger import LedgerQueries, given_up_entry
 from ._model import (
@@ -136,6 +137,12 @@ _log = logging.getLogger("tickwork.stores")
 T = TypeVar("T")
 
 
+def _schedule_json(spec: JobSpec) -> str:
+    """The stored ``schedule`` column: the schedule's JSON (chains: ``null`` for none)."""
+    plan = None if spec.schedule is None else spec.schedule.to_dict()
+    return json.dumps(plan, sort_keys=True, separators=(",", ":"))
+
+
 def _check_claim_callables(
     advance: AdvanceFn, start: StartNowFn | None, given_up: GiveUpFn | None
 ) -> None:
@@ -194,6 +201,7 @@ class SQLStore(RowReader, ABC, Generic[C]):
         self._ledger: LedgerQueries[C] = LedgerQueries(self, history_keep, history_days)
         self._control: ControlActions[C] = ControlActions(self, self._ledger)
         self._recovery: ClaimRecovery[C] = ClaimRecovery(self, self._ledger, self._LOST)
+        self._chains: ChainQueries[C] = ChainQueries(self)  # after=: edges, queued runs
         self._warned: set[tuple[str, str]] = set()
         self._specs: dict[str, JobSpec] = {}
         self._owner: str | None = None  # tag_sessions: this store's owner
@@ -329,7 +337,7 @@ class SQLStore(RowReader, ABC, Generic[C]):
         spec = check_spec(spec)
         next_run = check_optional_time("next_run", next_run)
         text = spec_to_json(spec)
-        schedule = json.dumps(spec.schedule.to_dict(), sort_keys=True, separators=(",", ":"))
+        schedule = _schedule_json(spec)
         select = self._q("SELECT spec, schedule, paused FROM {jobs} WHERE id = ?{lock}")
         intended: list[Upsert] = []
 
@@ -344,6 +352,7 @@ class SQLStore(RowReader, ABC, Generic[C]):
                     (spec.id, text, schedule, spec.overlap, spec.paused, next_run, next_run),
                 )
                 if inserted.rowcount == 1:
+                    self._chains.declared(cur, spec)  # chains: the job's after= edges
                     self._changed(cur, spec.id)
                     intended.append(Upsert.CREATED)
                     return Upsert.CREATED
@@ -373,6 +382,7 @@ class SQLStore(RowReader, ABC, Generic[C]):
                     ),
                     (text, schedule, spec.overlap, paused, next_run, spec.id),
                 )
+            self._chains.declared(cur, spec)  # chains: the job's after= edges
             self._changed(cur, spec.id)
             intended.append(Upsert.UPDATED)
             return Upsert.UPDATED
@@ -841,6 +851,7 @@ class SQLStore(RowReader, ABC, Generic[C]):
                     time.time(),
                 )
             )
+            self._chains.ended(cur, claim, f.outcome, f.ended)  # chains: queued in this tx
         self._last_run(
             cur,
             (
@@ -988,7 +999,7 @@ class SQLStore(RowReader, ABC, Generic[C]):
         limit: int = 100,
     ) -> list[SlotRecord]:
         """The slot ledger, newest entry first (as `tickwork.stores.SlotLedger.history`)."""
-        return self._ledger.history(job_id, since, outcome, before, limit)
+        return self._chains.causes_of(self._ledger.history(job_id, since, outcome, before, limit))
 
     def set_job_retention(
         self, job_id: str, *, keep_ok: int | None = None, keep_failed: int | None = None
@@ -1007,7 +1018,7 @@ class SQLStore(RowReader, ABC, Generic[C]):
         from its timing thread when a look at the store claimed nothing, at most every
         few seconds: never on the path of a due run. Returns how many entries went.
         """
-        return self._ledger.prune(now)
+        return self._chains.prune(now, self._ledger)  # the ledger's, then chains' causes
 
     def next_wakeup(self) -> float | None:
         """The earliest claimable due time or lease end (see the protocol).

@@ -185,6 +185,28 @@ def _alert_episodes_v7(cur: Cursor) -> None:
     )
 
 
+def _chains_v8(cur: Cursor) -> None:
+    """Schema 8: chains (``after``): the declared edges and the runs a finish queued.
+
+    As SQLite's schema 9 (`tickwork.stores.sqlite`).
+    """
+    cur.execute(
+        "CREATE TABLE IF NOT EXISTS tickwork_chains (job_id text NOT NULL REFERENCES"
+        " tickwork_jobs (id) ON DELETE CASCADE, upstream text NOT NULL,"
+        " on_outcome text NOT NULL, PRIMARY KEY (upstream, job_id))"
+    )
+    cur.execute("CREATE INDEX IF NOT EXISTS tickwork_chains_job ON tickwork_chains (job_id)")
+    cur.execute(
+        "CREATE TABLE IF NOT EXISTS tickwork_chain_runs (job_id text NOT NULL,"
+        " scheduled double precision NOT NULL, upstream text NOT NULL,"
+        " upstream_slot double precision NOT NULL, queued double precision NOT NULL,"
+        " PRIMARY KEY (job_id, scheduled), UNIQUE (job_id, upstream, upstream_slot))"
+    )
+    cur.execute(
+        "CREATE INDEX IF NOT EXISTS tickwork_chain_runs_queued ON tickwork_chain_runs (queued)"
+    )
+
+
 #: One ledger entry: 13 parameters in the order of ``_sql.LEDGER_INSERT``.
 _LEDGER_ONE: Final = LEDGER_INSERT.format(ledger="tickwork_ledger").replace("?", "%s")
 #: A batch of ledger entries in one parameter: a JSON array of entries, each an array in
@@ -215,6 +237,7 @@ MIGRATIONS: list[Callable[[Cursor], None]] = [
     _control_v5,
     _first_slot_v6,
     _alert_episodes_v7,
+    _chains_v8,
 ]
 
 _TABLES: Final = ("tickwork_meta", "tickwork_jobs", "tickwork_claims")
@@ -814,7 +837,9 @@ class PostgresStore(SQLStore[Cursor]):
     def _release(self, cur: Cursor, f: Finish) -> tuple[float | None, bool] | None:
         claim = f.claim
         job = cur.execute(
-            "SELECT overlap, next_run FROM tickwork_jobs WHERE id = %s FOR NO KEY UPDATE",
+            "SELECT overlap, next_run, EXISTS (SELECT 1 FROM tickwork_chains c"  # chains:
+            " WHERE c.upstream = tickwork_jobs.id) FROM tickwork_jobs"  # in the same trip
+            " WHERE id = %s FOR NO KEY UPDATE",
             (claim.job_id,),
         ).fetchone()
         if job is None:
@@ -841,6 +866,7 @@ class PostgresStore(SQLStore[Cursor]):
             # which other nodes leave out of their wake-ups while it is held, can be
             # claimed now. Tell them rather than let them wait for a poll.
             self._changed(cur, claim.job_id)
+        self._chains.hint(claim.token, bool(job[2]))  # chains: no second look if none
         return row[0], False
 
     def _owners_gone(self, cur: Cursor, mono: float) -> list[tuple[str, bool]]:

@@ -204,6 +204,29 @@ def _alert_episodes_v8(conn: sqlite3.Connection) -> None:
     conn.execute(EPISODE_TABLE.format(t="alert_episodes", text="TEXT", real="REAL"))
 
 
+def _chains_v9(conn: sqlite3.Connection) -> None:
+    """Schema 9: chains (``after``): the declared edges, and the runs a finish queued.
+
+    ``chains``: one row per edge (``job_id`` runs after ``upstream``, on its ``ok`` or
+    ``any`` outcome), dropped with the job. ``chain_runs``: one row per chained run
+    queued, naming the upstream slot that caused it; its unique key lets each upstream
+    slot queue each downstream job once. Kept like the ledger (past the job's removal,
+    pruned by age), so a chained entry's cause can still be read.
+    """
+    conn.execute(
+        "CREATE TABLE IF NOT EXISTS chains (job_id TEXT NOT NULL REFERENCES jobs (id)"
+        " ON DELETE CASCADE, upstream TEXT NOT NULL, on_outcome TEXT NOT NULL,"
+        " PRIMARY KEY (upstream, job_id))"
+    )
+    conn.execute("CREATE INDEX IF NOT EXISTS chains_job ON chains (job_id)")
+    conn.execute(
+        "CREATE TABLE IF NOT EXISTS chain_runs (job_id TEXT NOT NULL, scheduled REAL NOT NULL,"
+        " upstream TEXT NOT NULL, upstream_slot REAL NOT NULL, queued REAL NOT NULL,"
+        " PRIMARY KEY (job_id, scheduled), UNIQUE (job_id, upstream, upstream_slot))"
+    )
+    conn.execute("CREATE INDEX IF NOT EXISTS chain_runs_queued ON chain_runs (queued)")
+
+
 #: ``MIGRATIONS[i]`` takes a database from schema version ``i`` to ``i + 1`` inside the
 #: opening transaction; the current version is ``len(MIGRATIONS)``. Append only: a
 #: released step is never edited.
@@ -216,6 +239,7 @@ MIGRATIONS: list[Callable[[sqlite3.Connection], None]] = [
     _control_v6,
     _first_slot_v7,
     _alert_episodes_v8,
+    _chains_v9,
 ]
 
 # A job is claimable when due, not paused and not claimed, unless it allows overlap.
