@@ -6,6 +6,7 @@ English bank holidays for 2025-2027), written out, not read back from the packag
 
 from __future__ import annotations
 
+import re
 import subprocess
 import sys
 from collections.abc import Callable
@@ -424,3 +425,16 @@ def test_a_durable_calendar_job_persists_and_fires_on_the_right_day(
     ]
     assert slots == ["12-24 09", "12-29 09", "12-30 09"]
     ds.stop()
+
+
+def test_the_docs_examples_run() -> None:
+    text = (ROOT / "docs" / "cron.md").read_text()
+    start = text.index("## Calendars")
+    end = text.index("## How this differs from croniter")
+    blocks = re.findall(r"```python\n(.*?)```", text[start:end], re.DOTALL)
+    assert len(blocks) == 2
+    for block in blocks:
+        exec(compile(block, "docs/cron.md", "exec"), {})
+    (toml,) = re.findall(r"```toml\n(.*?)```", text[start:end], re.DOTALL)
+    (job,) = parse_config(toml).jobs
+    assert isinstance(job.schedule, Cron) and job.schedule.shift == "next"
