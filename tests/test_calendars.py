@@ -438,3 +438,13 @@ def test_the_docs_examples_run() -> None:
     (toml,) = re.findall(r"```toml\n(.*?)```", text[start:end], re.DOTALL)
     (job,) = parse_config(toml).jobs
     assert isinstance(job.schedule, Cron) and job.schedule.shift == "next"
+
+
+def test_the_schedule_in_words_names_the_calendar() -> None:
+    from tickwork._core.text import schedule_words
+
+    cal = Calendar.business_days("DE-BY", dates=["2026-12-24"])
+    assert schedule_words(Cron("0 9 1 * *", calendar=cal, shift="next")) == (
+        "at 09:00, on day 1 of the month (UTC), not on sat, sun, DE-BY holidays,"
+        " 1 excluded date (moved to the next allowed day)"
+    )

@@ -206,3 +206,34 @@ def test_a_durable_h_job_persists_and_fires_at_its_minute(
         drain(ds, pool)
     assert [c[2] for c in durable_jobs.CALLS] == [w.timestamp() for w in want]
     ds.stop()
+
+
+def test_the_daemon_declares_h_and_calendar_jobs_seeded_by_name(tmp_path: Path) -> None:
+    from tickwork._daemon.daemon import Daemon
+    from tickwork._daemon.runlog import RunLog
+    from tickwork.stores.sqlite import SQLiteStore
+
+    text = """
+        [calendar.weekdays]
+        weekdays = ["sat", "sun"]
+
+        [[job]]
+        name = "sync"
+        command = ["true"]
+        cron = "H 9 * * *"
+        calendar = "weekdays"
+        shift = "next"
+    """
+    now = datetime(2026, 3, 6, 12, tzinfo=UTC).timestamp()  # a Friday, after 09:xx
+    with SQLiteStore(tmp_path / "s.sqlite3") as store:
+        for expected in ("1 created", "unchanged"):
+            daemon = Daemon(
+                "jobs.toml", store, namespace="ns", log=RunLog(sys.stderr), wall_clock=lambda: now
+            )
+            assert expected in daemon.apply(parse_config(text)).summary()
+        state = store.get("ns/sync")
+        assert state is not None and isinstance(state.spec.schedule, Cron)
+        assert state.spec.schedule.seed == "sync"
+        m = minute("sync", "H 9 * * *")
+        # Saturday's and Sunday's slots move to Monday: one run there, at 09:m.
+        assert state.next_run == datetime(2026, 3, 9, 9, m, tzinfo=UTC).timestamp()

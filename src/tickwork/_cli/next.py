@@ -89,8 +89,22 @@ def _calendar_options(p: argparse.ArgumentParser) -> None:
     p.add_argument("--job", metavar="NAME", help="show the cron job NAME of --file")
 
 
+_DEFAULTS: dict[str, Any] = {
+    "seed": None,
+    "holidays": None,
+    "exclude_weekdays": None,
+    "exclude": [],
+    "shift": "skip",
+    "file": None,
+    "job": None,
+}
+
+
 def _expression(args: argparse.Namespace) -> CronExpression:
     """The expression the arguments name (a job of a jobs file, or the flags)."""
+    for name, default in _DEFAULTS.items():  # a Namespace built by hand has only expr...
+        if not hasattr(args, name):
+            setattr(args, name, default)
     if args.job is not None or args.file is not None:
         if args.job is None or args.file is None or args.expr is not None:
             raise CronError("--file and --job go together, instead of an expression")
