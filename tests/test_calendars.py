@@ -296,7 +296,7 @@ def test_validate_reports_bad_calendar_keys(tmp_path: Path, extra: str, message:
 
 def test_validate_reports_a_bad_calendar_table(tmp_path: Path) -> None:
     bad = JOBS.replace('weekdays = ["sat", "sun"]', 'weekdays = ["sat", "sonntag"]')
-    bad += '\n[[job]]\nname = "e"\ncommand = ["true"]\nevery = "1m"\ncalendar = "work"\n'
+    bad += '\n[[job]]\nname = "e"\ncommand = ["true"]\nin = "1m"\ncalendar = "work"\n'
     path = tmp_path / "jobs.toml"
     path.write_text(bad)
     out = subprocess.run(
@@ -305,7 +305,7 @@ def test_validate_reports_a_bad_calendar_table(tmp_path: Path) -> None:
     text = out.stdout + out.stderr
     assert out.returncode == 2
     assert 'calendar "work": weekdays: weekdays must be day names' in text
-    assert 'job "e": calendar: applies only to cron schedules' in text
+    assert 'job "e": calendar: applies only to every and cron schedules' in text
 
 
 def test_tickwork_next_shows_a_jobs_calendar(tmp_path: Path) -> None:
@@ -448,3 +448,85 @@ def test_the_schedule_in_words_names_the_calendar() -> None:
         "at 09:00, on day 1 of the month (UTC), not on sat, sun, DE-BY holidays,"
         " 1 excluded date (moved to the next allowed day)"
     )
+
+
+def test_an_interval_skips_excluded_days_and_stays_on_its_grid() -> None:
+    from tickwork import Scheduler
+
+    cal = Calendar.business_days("US")
+    every = Every(6 * 3600, calendar=cal, tz="America/New_York")
+    friday = datetime(2026, 7, 2, 22, tzinfo=UTC).timestamp()  # Thu 18:00 in New York
+    # Friday 3 July is the observed Independence Day, then a weekend: Monday 00:00 local.
+    assert every.allowed_slot(friday + 6 * 3600) == datetime(2026, 7, 6, 4, tzinfo=UTC).timestamp()
+    assert every.allowed_slot(friday) == friday
+    assert schedule_from_dict(every.to_dict()) == every
+    with pytest.raises(ValueError, match=r"^tz applies only with a calendar"):
+        Every(60, tz="Europe/Berlin")
+    clock = FakeClock(wall_start=friday)
+    s = Scheduler(clock)
+    ran: list[str] = []
+    s.add(every, lambda: ran.append(datetime.fromtimestamp(clock.wall(), UTC).isoformat()[:13]))
+    for _ in range(4 * 24):
+        clock.advance(3600)
+        s.run_pending()
+    # Friday 00:00 local is the holiday's: the grid goes on on Monday, every 6 hours.
+    assert ran == ["2026-07-06T04", "2026-07-06T10", "2026-07-06T16", "2026-07-06T22"]
+
+
+def test_a_durable_interval_with_a_calendar_persists_and_skips_the_weekend(
+    open_either_store: Callable[..., Store],
+) -> None:
+    friday = datetime(2026, 3, 6, 20, tzinfo=UTC).timestamp()
+    clock = FakeClock(1000.0, wall_start=friday)
+    durable_jobs.CALLS.clear()
+    spec = JobSpec("probe", REC, Every(3 * 3600, calendar=Calendar(weekdays=["sat", "sun"])))
+
+    def scheduler() -> tuple[DurableScheduler, ManualExecutor]:
+        pool = ManualExecutor()
+        ds = DurableScheduler(
+            open_either_store(),
+            executor=pool,
+            wall_clock=clock.wall,
+            monotonic_clock=clock,
+            allowed_modules=["tests.durable_jobs"],
+        )
+        return ds, pool
+
+    ds, pool = scheduler()
+    ds.declare(spec)
+    ds.stop()
+    ds, pool = scheduler()
+    state = ds.get("probe")
+    assert state is not None and state.spec.schedule == spec.schedule
+    for _ in range(3 * 24):
+        clock.advance(3600)
+        drain(ds, pool)
+    slots = [
+        datetime.fromtimestamp(c[2], UTC).strftime("%a %H") for c in durable_jobs.CALLS if c[2]
+    ]
+    assert slots == ["Fri 23", "Mon 02", "Mon 05", "Mon 08", "Mon 11", "Mon 14", "Mon 17", "Mon 20"]
+    ds.stop()
+
+
+def test_backfill_lists_only_the_slots_on_allowed_days() -> None:
+    from tickwork._durable.control import _grid
+    from tickwork.stores import JobState
+
+    sunday = datetime(2026, 3, 8, tzinfo=UTC).timestamp()
+    spec = JobSpec("b", "m:f", Every(86400, calendar=Calendar(weekdays=["sun"])))
+    state = JobState(spec=spec, next_run=sunday + 86400, paused=False, last_run=None)
+    got = _grid(state, sunday - 3 * 86400, sunday + 86400, 100)
+    assert [datetime.fromtimestamp(t, UTC).strftime("%a") for t in got] == [
+        "Thu",
+        "Fri",
+        "Sat",
+        "Mon",
+    ]
+    cron = JobSpec("c", "m:f", Cron("0 0 * * *", calendar=Calendar(weekdays=["sun"])))
+    got = _grid(
+        JobState(spec=cron, next_run=sunday + 86400, paused=False, last_run=None),
+        sunday - 86400,
+        sunday + 86400,
+        9,
+    )
+    assert [datetime.fromtimestamp(t, UTC).strftime("%a") for t in got] == ["Sat", "Mon"]

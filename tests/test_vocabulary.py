@@ -26,7 +26,15 @@ FULL: dict[str, Any] = {
     "once": Once(5),
     "at": At(1_800_000_000),
     "every": Every(
-        60, fixed_delay=True, jitter=2, first=3, until=1_900_000_000, stable_jitter=True, seed="e"
+        60,
+        fixed_delay=True,
+        jitter=2,
+        first=3,
+        until=1_900_000_000,
+        stable_jitter=True,
+        seed="e",
+        calendar=Calendar(weekdays=["sat", "sun"]),
+        tz="Europe/Berlin",
     ),
     "cron": Cron(
         "0 3 * * *",
@@ -65,6 +73,8 @@ def test_every_toml_name_is_read_by_the_jobs_file() -> None:
         until = "2030-03-17T17:46:40Z"
         stable_jitter = true
         seed = "e"
+        calendar = "work"
+        timezone = "Europe/Berlin"
         command = ["true"]
 
         [[job]]
@@ -94,7 +104,10 @@ def test_every_toml_name_is_read_by_the_jobs_file() -> None:
     """
     jobs = {job.name: job for job in parse_config(text).jobs}
     used = {
-        "every": {"every", "fixed_delay", "jitter", "first", "until", "stable_jitter", "seed"},
+        "every": {
+            *("every", "fixed_delay", "jitter", "first", "until", "stable_jitter", "seed"),
+            *("calendar", "timezone"),
+        },
         "cron": {
             *("cron", "timezone", "jitter", "until"),
             *("calendar", "shift", "seed", "stable_jitter"),

@@ -20,14 +20,15 @@ import math
 import random
 import re
 import warnings
+from collections.abc import Callable
 from dataclasses import KW_ONLY, dataclass, field, replace
-from datetime import datetime
+from datetime import UTC, datetime, time
 from numbers import Real
 from typing import TYPE_CHECKING, Any, ClassVar, Final
 from zoneinfo import ZoneInfo
 
 from tickwork._core.args import bounded, in_calendar, instant_rule, seconds, too_long
-from tickwork._core.calendars import Calendar, Shift
+from tickwork._core.calendars import Calendar, CalendarError, Shift
 from tickwork._core.spread import has_h, stable_fraction
 
 if TYPE_CHECKING:
@@ -257,10 +258,16 @@ class Every(Schedule):
     """Keep one jitter per job, hashed from `seed`, instead of a fresh draw per run."""
     seed: str | None = None
     """The text a stable jitter hashes (a job's name; durable jobs default to their id)."""
+    calendar: Calendar | None = None
+    """Days with no slot (`tickwork.Calendar`): a slot on an excluded day is skipped, and
+    the grid goes on at its first slot on the next allowed day."""
+    tz: str = "UTC"
+    """The zone `calendar`'s days are read in (only with a calendar)."""
 
     def __post_init__(self) -> None:
         object.__setattr__(self, "stable_jitter", _stable_arg(self.stable_jitter))
         object.__setattr__(self, "seed", _seed_arg(self.seed))
+        _interval_calendar(self)
         object.__setattr__(self, "interval", seconds_arg("interval", self.interval, positive=True))
         if self.fixed_delay is not True and self.fixed_delay is not False:
             raise TypeError(f"fixed_delay must be a bool, got {self.fixed_delay!r}")
@@ -289,7 +296,34 @@ class Every(Schedule):
         }
         _optional(out, self.jitter, self.until, first=self.first)
         _spread(out, self.stable_jitter, self.seed)
+        if self.calendar is not None:
+            out["calendar"] = self.calendar.to_dict()
+        if self.tz != "UTC":
+            out["tz"] = self.tz
         return out
+
+    def allowed_slot(self, slot: float) -> float:
+        """The first slot of the grid ``slot + k * interval`` (``k >= 0``) on an allowed day.
+
+        ``slot`` and the result are POSIX seconds; ``slot`` itself without a calendar.
+
+        Raises:
+            CalendarError: No allowed day within about 3 years.
+        """
+        calendar = self.calendar
+        if calendar is None:
+            return slot
+        zone = ZoneInfo(self.tz)
+        for _ in range(1100):
+            day = datetime.fromtimestamp(slot, zone).date()
+            allowed = calendar.next_allowed(day)
+            if allowed == day:
+                return slot
+            if allowed is None:
+                break
+            start = datetime.combine(allowed, time(), tzinfo=zone).timestamp()
+            slot += max(1, math.ceil((start - slot) / self.interval)) * self.interval
+        raise CalendarError(f"calendar: no allowed day within 3 years of {iso_day(slot)}")
 
     def _seeded(self, name: str | None) -> Schedule:
         if not self.stable_jitter or self.seed is not None:
@@ -304,9 +338,12 @@ class Every(Schedule):
         if self.stable_jitter and self.seed is None:
             raise _unseeded(self)
         stable = stable_offset(self.jitter, self.seed if self.stable_jitter else None)
-        if self.fixed_delay:
-            return _DelayPlan(first, self.interval, self.jitter, rng, until, stable)
-        return _RatePlan(first, self.interval, self.jitter, rng, until, stable)
+        plan = (_DelayPlan if self.fixed_delay else _RatePlan)(
+            first, self.interval, self.jitter, rng, until, stable
+        )
+        if self.calendar is not None:
+            plan.allowed = self.allowed_slot
+        return plan
 
 
 @dataclass(frozen=True, slots=True)
@@ -402,6 +439,32 @@ class Cron(Schedule):
             raise _unseeded(self)
         stable = stable_offset(self.jitter, self.seed if self.stable_jitter else None)
         return _CronPlan(self.expression, self.jitter, rng, until, stable)
+
+
+def iso_day(ts: float) -> str:
+    """The UTC day of ``ts``, for messages."""
+    return datetime.fromtimestamp(ts, UTC).date().isoformat()
+
+
+def _interval_calendar(every: Every) -> None:
+    """Check (and normalise) an `Every`'s ``calendar`` and ``tz``."""
+    tz: object = every.tz
+    if isinstance(tz, ZoneInfo):
+        tz = tz.key
+    if not isinstance(tz, str):
+        raise TypeError(f"tz must be an IANA zone name, got {every.tz!r}")
+    if every.calendar is not None and not isinstance(every.calendar, Calendar):
+        raise TypeError(f"calendar must be a tickwork Calendar or None, got {every.calendar!r}")
+    if tz != "UTC":
+        if every.calendar is None:
+            raise ValueError(f"tz applies only with a calendar (the days it reads), got {tz!r}")
+        try:
+            ZoneInfo(tz)
+        except (ValueError, OSError) as exc:  # ZoneInfoNotFoundError is a KeyError
+            raise ValueError(f"tz must be an IANA zone name, got {tz!r}") from exc
+        except KeyError as exc:
+            raise ValueError(f"tz must be an IANA zone name, got {tz!r}") from exc
+    object.__setattr__(every, "tz", tz)
 
 
 def _spread(out: dict[str, Any], stable_jitter: bool, seed: str | None) -> None:
@@ -542,7 +605,7 @@ class _AtPlan(_Plan):
 class _IntervalPlan(_Plan):
     """Shared state of the two interval plans: first delay, interval, jitter, until."""
 
-    __slots__ = ("_first", "due", "every", "jitter", "rng", "slot", "stable", "until")
+    __slots__ = ("_first", "allowed", "due", "every", "jitter", "rng", "slot", "stable", "until")
 
     def __init__(
         self,
@@ -555,6 +618,8 @@ class _IntervalPlan(_Plan):
     ) -> None:
         self._first, self.every, self.jitter, self.rng = first, every, jitter, rng
         self.stable = stable
+        #: A calendar's rule (`Every.allowed_slot`, on wall seconds), or None.
+        self.allowed: Callable[[float], float] | None = None
         self.until = until
         self.over = False
         self.slot = self.due = 0.0
@@ -562,13 +627,19 @@ class _IntervalPlan(_Plan):
     @property
     def wall(self) -> bool:  # type: ignore[override]  # a class constant elsewhere
         """With an ``until`` (a wall instant) the core keeps this plan's offset current."""
-        return self.until is not None
+        return self.until is not None or self.allowed is not None
 
-    def _slot(self, slot: float, offset: float) -> None:
-        """Note the current slot (monotonic, before jitter) and whether it is after ``until``."""
+    def _slot(self, slot: float, offset: float) -> float:
+        """Note the current slot (monotonic, before jitter) and whether it is after ``until``.
+
+        A calendar moves it along the grid to the first slot on an allowed day first.
+        """
+        if self.allowed is not None:
+            slot = self.allowed(slot + offset) - offset
         self.slot = slot
         until = self.until
         self.over = until is not None and slot + offset > until
+        return slot
 
     def reanchor(self, offset: float, step: float, seen: float, running: bool) -> float:
         # The interval runs on the monotonic clock: a wall step moves no slot; it only
@@ -592,22 +663,19 @@ class _RatePlan(_IntervalPlan):
     __slots__ = ("grid",)  # set by first(), which the core calls before next()
 
     def first(self, now: float, offset: float) -> float:
-        self.grid = now + self._first
-        self._slot(self.grid, offset)
+        self.grid = self._slot(now + self._first, offset)
         self.due = self.grid + self._draw()
         return self.due
 
     def next(self, due: float, now: float, offset: float) -> float | None:
         grid = self.grid + self.every
-        self.grid = grid if grid > now else now + self.every
-        self._slot(self.grid, offset)
+        self.grid = self._slot(grid if grid > now else now + self.every, offset)
         self.due = self.grid + self._draw()
         return None if self.over else self.due
 
     def resume(self, due: float, now: float, offset: float) -> float | None:
         # Back on its own grid, at the first slot after now (with a fresh jitter draw).
-        self.grid = next_slot(self.grid, self.every, now)
-        self._slot(self.grid, offset)
+        self.grid = self._slot(next_slot(self.grid, self.every, now), offset)
         self.due = self.grid + self._draw()
         return None if self.over else self.due
 

@@ -98,6 +98,8 @@ FIELDS: Final[tuple[Field, ...]] = (
     Field("cron", "stable_jitter", "stable_jitter", "stable_jitter"),
     Field("every", "seed", "seed", "seed"),
     Field("every", "stable_jitter", "stable_jitter", "stable_jitter"),
+    Field("every", "calendar", "calendar", "calendar"),
+    Field("every", "tz", "timezone", "tz"),
 )
 
 

@@ -72,25 +72,13 @@ def _given(table: Mapping[str, Any], defaults: Mapping[str, Any], key: str) -> A
     return table.get(key, defaults.get(key))
 
 
-def with_calendar(
-    add: Add,
-    where: str,
-    at: _Path,
-    job: tuple[Mapping[str, Any], Mapping[str, Any], str],
-    schedule: Schedule,
-    calendars: Mapping[str, Calendar],
-) -> Schedule | None:
-    """``schedule`` with the job's calendar, shift, seed and stable jitter; None on a problem.
-
-    ``job`` is the job's table, the ``[defaults]`` and the job's name (the default seed).
-    """
-    table, defaults, name = job
+def _calendar_problems(
+    schedule: Schedule, cal_name: object, shift: object, calendars: Mapping[str, Calendar]
+) -> tuple[list[tuple[str, str]], Calendar | None]:
     problems: list[tuple[str, str]] = []
-    cal_name, shift = _given(table, defaults, "calendar"), _given(table, defaults, "shift")
-    stable, seed = _given(table, defaults, "stable_jitter"), table.get("seed")
     calendar: Calendar | None = None
-    if cal_name is not None and not isinstance(schedule, Cron):
-        problems.append(("calendar", "applies only to cron schedules"))
+    if cal_name is not None and not isinstance(schedule, Every | Cron):
+        problems.append(("calendar", "applies only to every and cron schedules"))
     elif cal_name is not None:
         calendar = calendars.get(cal_name) if isinstance(cal_name, str) else None
         if calendar is None:
@@ -106,6 +94,15 @@ def with_calendar(
             problems.append(("shift", problem.removeprefix("shift ")))
         elif cal_name is None:
             problems.append(("shift", f"needs a calendar (shift is one of {', '.join(SHIFTS)})"))
+        elif not isinstance(schedule, Cron) and shift != "skip":
+            problems.append(
+                ("shift", "applies only to cron schedules (an interval skips excluded days)")
+            )
+    return problems, calendar
+
+
+def _spread_problems(schedule: Schedule, stable: object, seed: object) -> list[tuple[str, str]]:
+    problems: list[tuple[str, str]] = []
     if stable is not None and not isinstance(stable, bool):
         problems.append(("stable_jitter", f"must be true or false, got {stable!r}"))
     elif stable and not isinstance(schedule, Every | Cron):
@@ -116,6 +113,29 @@ def with_calendar(
         problems.append(("seed", f"must be a non-empty string, got {seed!r}"))
     elif seed is not None and not isinstance(schedule, Every | Cron):
         problems.append(("seed", "applies only to every and cron schedules"))
+    return problems
+
+
+def with_calendar(
+    add: Add,
+    where: str,
+    at: _Path,
+    job: tuple[Mapping[str, Any], Mapping[str, Any], str],
+    schedule: Schedule,
+    calendars: Mapping[str, Calendar],
+) -> Schedule | None:
+    """``schedule`` with the job's calendar, shift, seed and stable jitter; None on a problem.
+
+    ``job`` is the job's table, the ``[defaults]`` and the job's name (the default seed).
+    The ``[defaults]`` do not apply to one-shots (``at``, ``in``), as ``jitter``'s.
+    """
+    table, defaults, name = job
+    if not isinstance(schedule, Every | Cron):
+        defaults = {}
+    cal_name, shift = _given(table, defaults, "calendar"), _given(table, defaults, "shift")
+    stable, seed = _given(table, defaults, "stable_jitter"), table.get("seed")
+    problems, calendar = _calendar_problems(schedule, cal_name, shift, calendars)
+    problems += _spread_problems(schedule, stable, seed)
     for key, message in problems:
         add(where, (*at, key) if key in table else at, key, message)
     if problems or not isinstance(schedule, Every | Cron):
@@ -125,6 +145,8 @@ def with_calendar(
         changes["stable_jitter"] = True
     if isinstance(schedule, Cron) and calendar is not None:
         changes.update(calendar=calendar, shift=shift or "skip")
+    elif calendar is not None:
+        changes.update(calendar=calendar, tz=_given(table, defaults, "timezone") or "UTC")
     if seed is not None:
         changes["seed"] = seed
     try:
@@ -132,4 +154,7 @@ def with_calendar(
         return out._seeded(name)
     except (CronError, CalendarError) as exc:
         add(where, at, "cron", str(exc))
+        return None
+    except ValueError as exc:  # an every job's timezone, with its calendar
+        add(where, at, "timezone", str(exc))
         return None

@@ -793,7 +793,7 @@ class _Checker:
         value = table[key]
         ok = True
         for extra, only in (("fixed_delay", "every"), ("timezone", "cron"), ("first", "every")):
-            if extra in table and key != only:
+            if extra in table and key != only and not _zone_for_calendar(extra, key, table):
                 self.add(where, (*at, extra), extra, f"applies only to {only} schedules")
                 ok = False
         for extra in ("jitter", "until"):
@@ -1015,6 +1015,11 @@ _COMMAND_ONLY: Final = {
         for key in ("user", "group", "umask", "limit_memory", "limit_cpu", "limit_files")
     },
 }
+
+
+def _zone_for_calendar(extra: str, key: str, table: dict[str, Any]) -> bool:
+    """An ``every`` job with a ``calendar`` reads its days in its ``timezone``."""
+    return extra == "timezone" and key == "every" and "calendar" in table
 
 
 def _zone_name(value: object) -> str:

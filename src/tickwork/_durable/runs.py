@@ -497,7 +497,11 @@ def _next_run(claim: Claim, ended: float) -> float | Keep | None:
     """The job's next run as its finish sets it: after a fixed delay, else kept."""
     schedule = claim.spec.schedule
     if isinstance(schedule, Every) and schedule.fixed_delay and claim.origin == "schedule":
-        after = ended + schedule.interval
+        try:
+            after = schedule.allowed_slot(ended + schedule.interval)
+        except ValueError:  # a calendar with no allowed day left: the schedule ends
+            _log.exception("job %r: no next run", claim.job_id)
+            return None
         if after <= ended:  # too small for the wall clock: still strictly later
             after = math.nextafter(ended, math.inf)
         return within_until(schedule, after)
