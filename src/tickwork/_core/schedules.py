@@ -265,9 +265,11 @@ class Every(Schedule):
     """The zone `calendar`'s days are read in (only with a calendar)."""
 
     def __post_init__(self) -> None:
-        object.__setattr__(self, "stable_jitter", _stable_arg(self.stable_jitter))
-        object.__setattr__(self, "seed", _seed_arg(self.seed))
-        _interval_calendar(self)
+        if self.stable_jitter is not False or self.seed is not None:
+            _stable_arg(self.stable_jitter)
+            _seed_arg(self.seed)
+        if self.calendar is not None or self.tz != "UTC":
+            _interval_calendar(self)
         object.__setattr__(self, "interval", seconds_arg("interval", self.interval, positive=True))
         if self.fixed_delay is not True and self.fixed_delay is not False:
             raise TypeError(f"fixed_delay must be a bool, got {self.fixed_delay!r}")
