@@ -17,6 +17,8 @@ def test_all_is_pinned_and_sorted() -> None:
         "AsyncDurableScheduler",
         "AsyncScheduler",
         "At",
+        "Calendar",
+        "CalendarError",
         "Cron",
         "CronError",
         "DurableScheduler",

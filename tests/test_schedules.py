@@ -77,7 +77,10 @@ def test_values_are_plain_data() -> None:
     assert isinstance(Once(2).delay, float)
     assert Cron("0 3 * * *", tz="Europe/Berlin") == Cron("0 3 * * *", "Europe/Berlin")
     assert Cron("0 3 * * *", tz=ZoneInfo("Europe/Berlin")).tz == "Europe/Berlin"
-    assert repr(Cron("@daily")) == "Cron(expr='@daily', tz='UTC', jitter=0.0, until=None)"
+    assert repr(Cron("@daily")) == (
+        "Cron(expr='@daily', tz='UTC', jitter=0.0, until=None, calendar=None, shift='skip',"
+        " seed=None, stable_jitter=False)"
+    )
     assert At(datetime(2026, 1, 1, tzinfo=UTC)).when == 1767225600.0
     with pytest.raises(AttributeError):
         Every(3).interval = 4  # type: ignore[misc]

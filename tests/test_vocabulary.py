@@ -8,7 +8,7 @@ from typing import Any
 
 import pytest
 
-from tickwork import At, Cron, Every, Once
+from tickwork import At, Calendar, Cron, Every, Once
 from tickwork._core.vocabulary import (
     FIELDS,
     JOBS_FILE_OVERLAP_POLICIES,
@@ -25,8 +25,27 @@ SRC = Path(__file__).resolve().parents[1] / "src" / "tickwork"
 FULL: dict[str, Any] = {
     "once": Once(5),
     "at": At(1_800_000_000),
-    "every": Every(60, fixed_delay=True, jitter=2, first=3, until=1_900_000_000),
-    "cron": Cron("0 3 * * *", "Europe/Berlin", jitter=4, until=1_900_000_000),
+    "every": Every(
+        60,
+        fixed_delay=True,
+        jitter=2,
+        first=3,
+        until=1_900_000_000,
+        stable_jitter=True,
+        seed="e",
+        calendar=Calendar(weekdays=["sat", "sun"]),
+        tz="Europe/Berlin",
+    ),
+    "cron": Cron(
+        "0 3 * * *",
+        "Europe/Berlin",
+        jitter=4,
+        until=1_900_000_000,
+        calendar=Calendar(weekdays=["sat", "sun"]),
+        shift="next",
+        seed="c",
+        stable_jitter=True,
+    ),
 }
 
 
@@ -35,7 +54,10 @@ def test_every_python_name_is_an_attribute_and_every_stored_name_is_written(kind
     value = FULL[kind]
     stored = value.to_dict()
     for python, key in field_names(kind, source="python", target="stored").items():
-        assert stored[key] == getattr(value, python), (kind, python, key)
+        want = getattr(value, python)
+        if isinstance(want, Calendar):
+            want = want.to_dict()
+        assert stored[key] == want, (kind, python, key)
     assert set(stored) - {"kind"} == set(field_names(kind, source="stored", target="python"))
     assert schedule_from_dict(stored) == value
 
@@ -49,6 +71,10 @@ def test_every_toml_name_is_read_by_the_jobs_file() -> None:
         jitter = "2s"
         first = "3s"
         until = "2030-03-17T17:46:40Z"
+        stable_jitter = true
+        seed = "e"
+        calendar = "work"
+        timezone = "Europe/Berlin"
         command = ["true"]
 
         [[job]]
@@ -57,6 +83,10 @@ def test_every_toml_name_is_read_by_the_jobs_file() -> None:
         timezone = "Europe/Berlin"
         jitter = "4s"
         until = "2030-03-17T17:46:40Z"
+        calendar = "work"
+        shift = "next"
+        seed = "c"
+        stable_jitter = true
         command = ["true"]
 
         [[job]]
@@ -68,18 +98,27 @@ def test_every_toml_name_is_read_by_the_jobs_file() -> None:
         name = "o"
         in = "5s"
         command = ["true"]
+
+        [calendar.work]
+        weekdays = ["sat", "sun"]
     """
     jobs = {job.name: job for job in parse_config(text).jobs}
     used = {
-        "every": {"every", "fixed_delay", "jitter", "first", "until"},
-        "cron": {"cron", "timezone", "jitter", "until"},
+        "every": {
+            *("every", "fixed_delay", "jitter", "first", "until", "stable_jitter", "seed"),
+            *("calendar", "timezone"),
+        },
+        "cron": {
+            *("cron", "timezone", "jitter", "until"),
+            *("calendar", "shift", "seed", "stable_jitter"),
+        },
         "at": {"at"},
         "once": {"in"},
     }
     for kind, keys in used.items():
         assert set(field_names(kind, source="toml", target="python")) == keys
-    assert jobs["e"].schedule == Every(60, fixed_delay=True, jitter=2, first=3, until=1.9e9)
-    assert jobs["c"].schedule == Cron("0 3 * * *", "Europe/Berlin", jitter=4, until=1.9e9)
+    assert jobs["e"].schedule == FULL["every"]
+    assert jobs["c"].schedule == FULL["cron"]
     assert isinstance(jobs["a"].schedule, At) and isinstance(jobs["o"].schedule, Once)
 
 

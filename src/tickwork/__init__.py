@@ -11,6 +11,8 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
+from tickwork._core.calendars import Calendar as Calendar
+from tickwork._core.calendars import CalendarError as CalendarError
 from tickwork._core.errors import CronError as CronError
 from tickwork._core.errors import JobInterrupted as JobInterrupted
 from tickwork._core.errors import TickworkError as TickworkError
@@ -43,6 +45,8 @@ __all__ = [
     "AsyncDurableScheduler",
     "AsyncScheduler",
     "At",
+    "Calendar",
+    "CalendarError",
     "Cron",
     "CronError",
     "DurableScheduler",

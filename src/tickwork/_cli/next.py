@@ -3,6 +3,9 @@
 Example::
 
     python -m tickwork next "0 9 * * 1-5" --tz Europe/Berlin -n 5 --after 2026-12-02T00:00Z
+    python -m tickwork next "0 9 1 * *" --tz Europe/Berlin --holidays DE-BY \
+        --exclude-weekdays sat,sun --shift next        # the first business day
+    python -m tickwork next --file jobs.toml --job report   # a job's calendar and H
 
 Exit status: 0 on success, 2 for a bad expression, zone or argument.
 """
@@ -16,8 +19,11 @@ from datetime import UTC, datetime
 from typing import Any, TextIO
 
 from tickwork._cli.options import count
+from tickwork._core.calendars import Calendar, CalendarError
 from tickwork._core.cron import CronExpression
-from tickwork._core.errors import CronError
+from tickwork._core.errors import ConfigError, CronError
+from tickwork._core.schedules import Cron
+from tickwork._daemon.config import load_config
 
 __all__ = ["add_parser", "main", "run"]
 
@@ -41,7 +47,7 @@ def add_parser(subparsers: Any) -> argparse.ArgumentParser:
         " seconds first), in its "
         "time zone and in UTC.",
     )
-    p.add_argument("expr", help='cron expression, e.g. "0 9 * * 1-5" or @daily')
+    p.add_argument("expr", nargs="?", help='cron expression, e.g. "0 9 * * 1-5" or @daily')
     p.add_argument("--tz", default="UTC", help="IANA time zone or 'local' (default: UTC)")
     p.add_argument(
         "-n",
@@ -56,8 +62,67 @@ def add_parser(subparsers: Any) -> argparse.ArgumentParser:
         help="start strictly after this instant (default: now); a time without an "
         "offset is read as wall time in --tz",
     )
+    _calendar_options(p)
     p.set_defaults(func=run)
     return p
+
+
+def _calendar_options(p: argparse.ArgumentParser) -> None:
+    p.add_argument("--seed", help="the job name that H fields hash (e.g. 'H * * * *')")
+    p.add_argument(
+        "--holidays", metavar="CODE", help="exclude public holidays: DE, DE-BY, US, GB-ENG"
+    )
+    p.add_argument("--exclude-weekdays", metavar="DAYS", help="exclude days of the week: sat,sun")
+    p.add_argument(
+        "--exclude",
+        metavar="DATE[..DATE]",
+        action="append",
+        default=[],
+        help="exclude a date or a range (repeatable)",
+    )
+    p.add_argument(
+        "--shift",
+        default="skip",
+        help="a slot on an excluded day: skip (default), previous or next allowed day",
+    )
+    p.add_argument("--file", metavar="JOBS_TOML", help="with --job: a jobs file")
+    p.add_argument("--job", metavar="NAME", help="show the cron job NAME of --file")
+
+
+_DEFAULTS: dict[str, Any] = {
+    "seed": None,
+    "holidays": None,
+    "exclude_weekdays": None,
+    "exclude": [],
+    "shift": "skip",
+    "file": None,
+    "job": None,
+}
+
+
+def _expression(args: argparse.Namespace) -> CronExpression:
+    """The expression the arguments name (a job of a jobs file, or the flags)."""
+    for name, default in _DEFAULTS.items():  # a Namespace built by hand has only expr...
+        if not hasattr(args, name):
+            setattr(args, name, default)
+    if args.job is not None or args.file is not None:
+        if args.job is None or args.file is None or args.expr is not None:
+            raise CronError("--file and --job go together, instead of an expression")
+        try:
+            job = load_config(args.file).job(args.job)
+        except KeyError:
+            raise CronError(f"--job: no job named {args.job!r} in {args.file}") from None
+        if not isinstance(job.schedule, Cron):
+            raise CronError(f"job {args.job!r} has no cron schedule")
+        args.expr = job.schedule.expr
+        return job.schedule.expression
+    if args.expr is None:
+        raise CronError("give a cron expression, or --file and --job")
+    calendar = None
+    weekdays = [d for d in (args.exclude_weekdays or "").split(",") if d.strip()]
+    if args.holidays or weekdays or args.exclude:
+        calendar = Calendar(dates=args.exclude, weekdays=weekdays, holidays=args.holidays)
+    return CronExpression(args.expr, args.tz, seed=args.seed, calendar=calendar, shift=args.shift)
 
 
 def run(args: argparse.Namespace, *, out: TextIO | None = None, err: TextIO | None = None) -> int:
@@ -75,8 +140,8 @@ def run(args: argparse.Namespace, *, out: TextIO | None = None, err: TextIO | No
     out = sys.stdout if out is None else out
     err = sys.stderr if err is None else err
     try:
-        cron = CronExpression(args.expr, args.tz)
-    except CronError as exc:
+        cron = _expression(args)
+    except (CronError, CalendarError, ConfigError) as exc:
         print(f"{_PROG}: error: {exc}", file=err)
         return 2
     if args.after is None:
@@ -92,7 +157,7 @@ def run(args: argparse.Namespace, *, out: TextIO | None = None, err: TextIO | No
             return 2
         if start.tzinfo is None:
             start = start.replace(tzinfo=cron.tz)
-    print(f"# {args.expr}  (tz {cron.tz_name})", file=out)
+    print(f"# {args.expr}  (tz {cron.tz_name}){_extras(cron)}", file=out)
     for fire in cron.next_n(start, args.count):
         utc = fire.astimezone(UTC)
         print(
@@ -100,6 +165,14 @@ def run(args: argparse.Namespace, *, out: TextIO | None = None, err: TextIO | No
             file=out,
         )
     return 0
+
+
+def _extras(cron: CronExpression) -> str:
+    out = "" if cron.seed is None else f"  seed {cron.seed!r}"
+    if cron.calendar is not None:
+        parts = [f"{k}={v}" for k, v in cron.calendar.to_dict().items()]
+        out += f"  calendar {' '.join(parts)}  shift {cron.shift}"
+    return out
 
 
 def main(argv: Sequence[str] | None = None) -> int:

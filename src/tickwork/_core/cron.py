@@ -32,12 +32,15 @@ import copy
 import math
 import os
 from collections.abc import Iterator
-from datetime import datetime, timedelta
+from datetime import date, datetime, time, timedelta
+from typing import Any
 from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
 
 from cronsim import CronSim, CronSimError
 
+from tickwork._core.calendars import Calendar, Shift, shift_problem
 from tickwork._core.errors import CronError
+from tickwork._core.spread import expand_h
 
 __all__ = ["CronExpression"]
 
@@ -334,6 +337,13 @@ class CronExpression:
             ``@hourly``.
         tz: An IANA zone name, a ``ZoneInfo``, or ``"local"`` for the system zone
             (resolved once, here). Defaults to ``"UTC"``.
+        seed: The text ``H`` items hash (a job's name); needed when a field uses ``H``
+            (``H``, ``H/15``, ``H(0-29)``, ``H(0-29)/10``; see `tickwork._core.spread`).
+        calendar: Days the expression does not fire on as it is (a `Calendar`), read
+            in ``tz``; ``None``: every day.
+        shift: A fire time on a day ``calendar`` excludes is dropped (``"skip"``) or
+            moved to the same wall time on the nearest allowed day before it
+            (``"previous"``) or after it (``"next"``).
 
     Raises:
         CronError: The expression is malformed or can never fire (the message names
@@ -343,7 +353,18 @@ class CronExpression:
 
     """
 
-    __slots__ = ("_fixed", "_hash", "_template", "_zone", "expr", "tz", "tz_name")
+    __slots__ = (
+        "_fixed",
+        "_hash",
+        "_template",
+        "_zone",
+        "calendar",
+        "expr",
+        "seed",
+        "shift",
+        "tz",
+        "tz_name",
+    )
 
     expr: str
     tz: ZoneInfo
@@ -352,12 +373,29 @@ class CronExpression:
     _zone: _Zone
     _fixed: bool
     _hash: int
+    seed: str | None
+    calendar: Calendar | None
+    shift: Shift
 
-    def __init__(self, expr: str, tz: str | ZoneInfo = "UTC") -> None:
+    def __init__(
+        self,
+        expr: str,
+        tz: str | ZoneInfo = "UTC",
+        *,
+        seed: str | None = None,
+        calendar: Calendar | None = None,
+        shift: Shift = "skip",
+    ) -> None:
         if not isinstance(expr, str):
             raise TypeError(f"expr must be a str, got {type(expr).__name__} {expr!r}")
+        if seed is not None and not isinstance(seed, str):
+            raise TypeError(f"seed must be a str (a job's name) or None, got {seed!r}")
+        if calendar is not None and not isinstance(calendar, Calendar):
+            raise TypeError(f"calendar must be a tickwork Calendar or None, got {calendar!r}")
+        if (problem := shift_problem(shift)) is not None:
+            raise CronError(problem)
         zone = _resolve_tz(tz)
-        seconds, parts = _split_seconds(_fields(expr))
+        seconds, parts = _split_seconds(expand_h(_fields(expr), seed, expr))
         template = _parse(expr, parts, seconds)
         _check_possible(expr, parts, template)
         set_ = object.__setattr__
@@ -368,7 +406,10 @@ class CronExpression:
         set_(self, "_zone", _zone(zone))
         # Vixie cron: a job is "wildcard" if its minute or hour field starts with '*'.
         set_(self, "_fixed", not (parts[0].startswith("*") or parts[1].startswith("*")))
-        set_(self, "_hash", hash((expr, self.tz_name)))
+        set_(self, "seed", seed)
+        set_(self, "calendar", calendar)
+        set_(self, "shift", shift)
+        set_(self, "_hash", hash((expr, self.tz_name, seed, calendar, shift)))
 
     def __setattr__(self, name: str, value: object) -> None:
         raise AttributeError(f"CronExpression is immutable; cannot set {name!r}")
@@ -377,18 +418,24 @@ class CronExpression:
         raise AttributeError(f"CronExpression is immutable; cannot delete {name!r}")
 
     def __repr__(self) -> str:
-        return f"CronExpression({self.expr!r}, tz={self.tz_name!r})"
+        extra = "" if self.seed is None else f", seed={self.seed!r}"
+        if self.calendar is not None:
+            extra += f", calendar={self.calendar!r}, shift={self.shift!r}"
+        return f"CronExpression({self.expr!r}, tz={self.tz_name!r}{extra})"
+
+    def _key(self) -> tuple[object, ...]:
+        return (self.expr, self.tz_name, self.seed, self.calendar, self.shift)
 
     def __eq__(self, other: object) -> bool:
         if not isinstance(other, CronExpression):
             return NotImplemented
-        return self.expr == other.expr and self.tz_name == other.tz_name
+        return self._key() == other._key()
 
     def __hash__(self) -> int:
         return self._hash
 
-    def __reduce__(self) -> tuple[type[CronExpression], tuple[str, str]]:
-        return (CronExpression, (self.expr, self.tz_name))
+    def __reduce__(self) -> tuple[Any, tuple[object, ...]]:
+        return (_rebuild, self._key())
 
     @property
     def is_fixed_time(self) -> bool:
@@ -526,6 +573,11 @@ class CronExpression:
             return None
 
     def _next_ts(self, t: float) -> float:
+        if self.calendar is None:
+            return self._base_next(t)
+        return _CalendarWalk(self, self.calendar).next(t)
+
+    def _base_next(self, t: float) -> float:
         zone = self._zone
         fixed = self._fixed
         o = zone.offset(t)
@@ -559,3 +611,101 @@ class CronExpression:
             elif fixed and before - after <= _MAX_REPEAT:
                 floor = when + before
             cur, o, lo = float(when), after, when + after - 1
+
+
+def _rebuild(
+    expr: str, tz: str, seed: str | None, calendar: Calendar | None, shift: Shift
+) -> CronExpression:
+    return CronExpression(expr, tz, seed=seed, calendar=calendar, shift=shift)
+
+
+#: How many allowed days a calendar walk looks at before it gives up (about 10 years).
+_MAX_WALK_DAYS = 3700
+
+
+class _CalendarWalk:
+    """The next fire time of an expression whose days a calendar filters or moves.
+
+    The fire times on an allowed day A are the expression's own on A, plus, with
+    ``shift="next"``, those of the excluded days just before A (moved to A at the same
+    wall time), or with ``shift="previous"`` those of the excluded days just after A.
+    The walk visits allowed days from the one holding ``t`` on, jumping over stretches
+    where the expression has no fire time at all.
+    """
+
+    __slots__ = ("cal", "cron", "shift")
+
+    def __init__(self, cron: CronExpression, cal: Calendar) -> None:
+        self.cron, self.cal, self.shift = cron, cal, cron.shift
+
+    def _date(self, ts: float) -> date:
+        return datetime.fromtimestamp(ts, self.cron.tz).date()
+
+    def _start_of(self, day: date) -> float:
+        return datetime.combine(day, time(), tzinfo=self.cron.tz).timestamp()
+
+    def _sources(self, day: date) -> list[date]:
+        """``day`` and the excluded days whose fire times move to it."""
+        if self.shift == "skip":
+            return [day]
+        step = -1 if self.shift == "next" else 1
+        out = [day]
+        other = day + timedelta(days=step)
+        while len(out) < 1100 and self.cal.excludes(other):
+            out.append(other)
+            other += timedelta(days=step)
+        return sorted(out)
+
+    def _first_on(self, source: date, day: date, t: float) -> float | None:
+        """The first fire time of ``source`` placed on ``day`` that is after ``t``."""
+        base = self.cron._base_next
+        after = (
+            max(t, self._start_of(source) - 1.0) if source == day else self._start_of(source) - 1.0
+        )
+        if source != day and day == self._date(t):
+            # Only the wall times later than t's on this day count.
+            clock = datetime.fromtimestamp(t, self.cron.tz).time()
+            after = datetime.combine(source, clock, tzinfo=self.cron.tz).timestamp()
+        for _ in range(100_000):
+            fire = base(after)
+            if self._date(fire) != source:
+                return None
+            if source == day:
+                return fire
+            wall = datetime.fromtimestamp(fire, self.cron.tz).time()
+            moved = datetime.combine(day, wall, tzinfo=self.cron.tz).timestamp()
+            if moved > t:
+                return moved
+            after = fire
+        return None
+
+    def _allowed(self, day: date, step: int = 1) -> date:
+        found = self.cal.next_allowed(day, step)
+        if found is None:
+            raise CronError(
+                f"calendar: no day the calendar allows within 3 years of {day} for"
+                f" `{self.cron.expr}`"
+            )
+        return found
+
+    def next(self, t: float) -> float:
+        day = self._allowed(self._date(t))
+        for _ in range(_MAX_WALK_DAYS):
+            sources = self._sources(day)
+            found = [f for s in sources if (f := self._first_on(s, day, t)) is not None]
+            if found:
+                return min(found)
+            # Jump to the day that holds (or takes) the next fire time after these days.
+            fire = self.cron._base_next(
+                max(t, self._start_of(sources[-1] + timedelta(days=1)) - 1.0)
+            )
+            later = self._date(fire)
+            if self.shift == "previous" and self.cal.excludes(later):
+                target = self._allowed(later, -1)
+            else:
+                target = self._allowed(later)
+            day = max(target, day + timedelta(days=1))
+        raise CronError(
+            f"calendar: `{self.cron.expr}` has no fire time on a day the calendar allows"
+            " within 10 years"
+        )

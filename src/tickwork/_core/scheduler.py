@@ -589,6 +589,7 @@ class Scheduler:
         if not callable(fn):
             raise TypeError(f"fn must be callable, got {fn!r}")
         _refuse_coroutine_function("fn", fn, "Scheduler")
+        schedule = schedule._seeded(name)  # H and a stable jitter hash the task's name
         fn, shown = bind(fn, args, kwargs, name, schedule=schedule)
         plan = schedule._plan(self._rng)
         now = self._now()

@@ -20,13 +20,16 @@ import math
 import random
 import re
 import warnings
-from dataclasses import dataclass, field
-from datetime import datetime
+from collections.abc import Callable
+from dataclasses import KW_ONLY, dataclass, field, replace
+from datetime import UTC, datetime, time
 from numbers import Real
 from typing import TYPE_CHECKING, Any, ClassVar, Final
 from zoneinfo import ZoneInfo
 
 from tickwork._core.args import bounded, in_calendar, instant_rule, seconds, too_long
+from tickwork._core.calendars import Calendar, CalendarError, Shift
+from tickwork._core.spread import has_h, stable_fraction
 
 if TYPE_CHECKING:
     from tickwork._core.cron import CronExpression
@@ -136,6 +139,44 @@ class Schedule:
     def _plan(self, rng: random.Random) -> _Plan:
         raise NotImplementedError
 
+    def _seeded(self, name: str | None) -> Schedule:
+        """This schedule with ``name`` as its seed when it needs one and has none."""
+        return self
+
+
+def _seed_arg(value: object) -> str | None:
+    if value is not None and (not isinstance(value, str) or not value):
+        raise TypeError(f"seed must be a non-empty str (a job's name) or None, got {value!r}")
+    return value
+
+
+def _stable_arg(value: object) -> bool:
+    if value is not True and value is not False:
+        raise TypeError(f"stable_jitter must be a bool, got {value!r}")
+    return value
+
+
+def _unseeded(schedule: Schedule) -> ValueError:
+    return ValueError(
+        f"{schedule!r} needs a seed (H in its expression or stable_jitter): pass seed='name',"
+        " or name= when adding it to a scheduler"
+    )
+
+
+def stable_offset(jitter: float, seed: str | None) -> float | None:
+    """The fixed jitter of a ``stable_jitter`` schedule, in ``[0, jitter)``; else None."""
+    return None if seed is None else stable_fraction(seed) * jitter
+
+
+def jitter_delay(schedule: object, rng: random.Random | None = None) -> float:
+    """How long a run of ``schedule`` waits for its jitter: stable or a fresh draw."""
+    jitter: float = getattr(schedule, "jitter", 0.0)
+    if not jitter:
+        return 0.0
+    if getattr(schedule, "stable_jitter", False):
+        return stable_fraction(getattr(schedule, "seed", None) or "") * jitter
+    return (rng or random).uniform(0.0, jitter)
+
 
 @dataclass(frozen=True, slots=True)
 class Once(Schedule):
@@ -212,8 +253,23 @@ class Every(Schedule):
     until: float | datetime | None = None
     """No run is due after this instant (an aware `datetime` or POSIX seconds, kept as
     POSIX seconds): the schedule ends there. ``None``: it never ends."""
+    _: KW_ONLY
+    stable_jitter: bool = False
+    """Keep one jitter per job, hashed from `seed`, instead of a fresh draw per run."""
+    seed: str | None = None
+    """The text a stable jitter hashes (a job's name; durable jobs default to their id)."""
+    calendar: Calendar | None = None
+    """Days with no slot (`tickwork.Calendar`): a slot on an excluded day is skipped, and
+    the grid goes on at its first slot on the next allowed day."""
+    tz: str = "UTC"
+    """The zone `calendar`'s days are read in (only with a calendar)."""
 
     def __post_init__(self) -> None:
+        if self.stable_jitter is not False or self.seed is not None:
+            _stable_arg(self.stable_jitter)
+            _seed_arg(self.seed)
+        if self.calendar is not None or self.tz != "UTC":
+            _interval_calendar(self)
         object.__setattr__(self, "interval", seconds_arg("interval", self.interval, positive=True))
         if self.fixed_delay is not True and self.fixed_delay is not False:
             raise TypeError(f"fixed_delay must be a bool, got {self.fixed_delay!r}")
@@ -241,14 +297,55 @@ class Every(Schedule):
             "fixed_delay": self.fixed_delay,
         }
         _optional(out, self.jitter, self.until, first=self.first)
+        _spread(out, self.stable_jitter, self.seed)
+        if self.calendar is not None:
+            out["calendar"] = self.calendar.to_dict()
+        if self.tz != "UTC":
+            out["tz"] = self.tz
         return out
+
+    def allowed_slot(self, slot: float) -> float:
+        """The first slot of the grid ``slot + k * interval`` (``k >= 0``) on an allowed day.
+
+        ``slot`` and the result are POSIX seconds; ``slot`` itself without a calendar.
+
+        Raises:
+            CalendarError: No allowed day within about 3 years.
+        """
+        calendar = self.calendar
+        if calendar is None:
+            return slot
+        zone = ZoneInfo(self.tz)
+        for _ in range(1100):
+            day = datetime.fromtimestamp(slot, zone).date()
+            allowed = calendar.next_allowed(day)
+            if allowed == day:
+                return slot
+            if allowed is None:
+                break
+            start = datetime.combine(allowed, time(), tzinfo=zone).timestamp()
+            slot += max(1, math.ceil((start - slot) / self.interval)) * self.interval
+        raise CalendarError(f"calendar: no allowed day within 3 years of {iso_day(slot)}")
+
+    def _seeded(self, name: str | None) -> Schedule:
+        if not self.stable_jitter or self.seed is not None:
+            return self
+        if name is None:
+            raise _unseeded(self)
+        return replace(self, seed=name)
 
     def _plan(self, rng: random.Random) -> _Plan:
         first = self.interval if self.first is None else self.first
         until = self.until if isinstance(self.until, float) else None
-        if self.fixed_delay:
-            return _DelayPlan(first, self.interval, self.jitter, rng, until)
-        return _RatePlan(first, self.interval, self.jitter, rng, until)
+        if self.stable_jitter and self.seed is None:
+            raise _unseeded(self)
+        stable = stable_offset(self.jitter, self.seed if self.stable_jitter else None)
+        plan = (_DelayPlan if self.fixed_delay else _RatePlan)(
+            first, self.interval, self.jitter, rng, until, stable
+        )
+        if self.calendar is not None:
+            plan.allowed = self.allowed_slot
+        return plan
 
 
 @dataclass(frozen=True, slots=True)
@@ -274,8 +371,20 @@ class Cron(Schedule):
     until: float | datetime | None = None
     """No run is due after this instant (an aware `datetime` or POSIX seconds, kept as
     POSIX seconds): the schedule ends there. ``None``: it never ends."""
+    _: KW_ONLY
+    calendar: Calendar | None = None
+    """Days the schedule does not fire on as it is (`tickwork.Calendar`), read in `tz`."""
+    shift: Shift = "skip"
+    """A slot on a day `calendar` excludes: ``"skip"`` it, or move it to the same wall
+    time on the nearest allowed day before (``"previous"``) or after (``"next"``) it."""
+    seed: str | None = None
+    """The text ``H`` fields and a stable jitter hash (a job's name; durable jobs default
+    to their id, jobs files to the job's name)."""
+    stable_jitter: bool = False
+    """Keep one jitter per job, hashed from `seed`, instead of a fresh draw per run."""
     expression: CronExpression = field(init=False, repr=False, compare=False)
-    """The parsed expression (`next_after`, `iter_after`, ...)."""
+    """The parsed expression (`next_after`, `iter_after`, ...); with ``H`` and no seed
+    yet, it hashes the empty name (a scheduler seeds the schedule before using it)."""
 
     wall: ClassVar[bool] = True
 
@@ -288,22 +397,83 @@ class Cron(Schedule):
         if not isinstance(tz, str):
             raise TypeError(f"tz must be an IANA zone name or 'local', got {self.tz!r}")
         object.__setattr__(self, "tz", tz)
-        object.__setattr__(self, "expression", CronExpression(self.expr, tz))
+        object.__setattr__(self, "seed", _seed_arg(self.seed))
+        object.__setattr__(self, "stable_jitter", _stable_arg(self.stable_jitter))
+        seed = self.seed if self.seed is not None or not has_h(self.expr) else ""
+        expression = CronExpression(
+            self.expr, tz, seed=seed, calendar=self.calendar, shift=self.shift
+        )
+        object.__setattr__(self, "expression", expression)
         object.__setattr__(self, "jitter", _jitter_arg(self.jitter))
         object.__setattr__(self, "until", _until_arg(self.until))
 
     def to_dict(self) -> dict[str, Any]:
-        """The JSON form a store keeps, with ``"jitter"`` and ``"until"`` when set.
+        """The JSON form a store keeps, with the optional fields when set.
 
-        ``{"kind": "cron", "expr": "...", "tz": "Area/City"}`` without them.
+        ``{"kind": "cron", "expr": "...", "tz": "Area/City"}`` without them; then
+        ``"jitter"``, ``"until"``, ``"calendar"`` (its `Calendar.to_dict`), ``"shift"``,
+        ``"seed"`` and ``"stable_jitter"``.
         """
         out: dict[str, Any] = {"kind": "cron", "expr": self.expr, "tz": self.tz}
         _optional(out, self.jitter, self.until)
+        if self.calendar is not None:
+            out["calendar"] = self.calendar.to_dict()
+        if self.shift != "skip":
+            out["shift"] = self.shift
+        _spread(out, self.stable_jitter, self.seed)
         return out
+
+    @property
+    def needs_seed(self) -> bool:
+        """Whether the schedule hashes a seed (``H`` fields or a stable jitter)."""
+        return self.stable_jitter or has_h(self.expr)
+
+    def _seeded(self, name: str | None) -> Schedule:
+        if self.seed is not None or not self.needs_seed:
+            return self
+        if name is None:
+            raise _unseeded(self)
+        return replace(self, seed=name)
 
     def _plan(self, rng: random.Random) -> _Plan:
         until = self.until if isinstance(self.until, float) else None
-        return _CronPlan(self.expression, self.jitter, rng, until)
+        if self.seed is None and self.needs_seed:
+            raise _unseeded(self)
+        stable = stable_offset(self.jitter, self.seed if self.stable_jitter else None)
+        return _CronPlan(self.expression, self.jitter, rng, until, stable)
+
+
+def iso_day(ts: float) -> str:
+    """The UTC day of ``ts``, for messages."""
+    return datetime.fromtimestamp(ts, UTC).date().isoformat()
+
+
+def _interval_calendar(every: Every) -> None:
+    """Check (and normalise) an `Every`'s ``calendar`` and ``tz``."""
+    tz: object = every.tz
+    if isinstance(tz, ZoneInfo):
+        tz = tz.key
+    if not isinstance(tz, str):
+        raise TypeError(f"tz must be an IANA zone name, got {every.tz!r}")
+    if every.calendar is not None and not isinstance(every.calendar, Calendar):
+        raise TypeError(f"calendar must be a tickwork Calendar or None, got {every.calendar!r}")
+    if tz != "UTC":
+        if every.calendar is None:
+            raise ValueError(f"tz applies only with a calendar (the days it reads), got {tz!r}")
+        try:
+            ZoneInfo(tz)
+        except (ValueError, OSError) as exc:  # ZoneInfoNotFoundError is a KeyError
+            raise ValueError(f"tz must be an IANA zone name, got {tz!r}") from exc
+        except KeyError as exc:
+            raise ValueError(f"tz must be an IANA zone name, got {tz!r}") from exc
+    object.__setattr__(every, "tz", tz)
+
+
+def _spread(out: dict[str, Any], stable_jitter: bool, seed: str | None) -> None:
+    if seed is not None:
+        out["seed"] = seed
+    if stable_jitter:
+        out["stable_jitter"] = True
 
 
 def _optional(
@@ -437,7 +607,7 @@ class _AtPlan(_Plan):
 class _IntervalPlan(_Plan):
     """Shared state of the two interval plans: first delay, interval, jitter, until."""
 
-    __slots__ = ("_first", "due", "every", "jitter", "rng", "slot", "until")
+    __slots__ = ("_first", "allowed", "due", "every", "jitter", "rng", "slot", "stable", "until")
 
     def __init__(
         self,
@@ -446,8 +616,12 @@ class _IntervalPlan(_Plan):
         jitter: float,
         rng: random.Random,
         until: float | None = None,
+        stable: float | None = None,
     ) -> None:
         self._first, self.every, self.jitter, self.rng = first, every, jitter, rng
+        self.stable = stable
+        #: A calendar's rule (`Every.allowed_slot`, on wall seconds), or None.
+        self.allowed: Callable[[float], float] | None = None
         self.until = until
         self.over = False
         self.slot = self.due = 0.0
@@ -455,13 +629,19 @@ class _IntervalPlan(_Plan):
     @property
     def wall(self) -> bool:  # type: ignore[override]  # a class constant elsewhere
         """With an ``until`` (a wall instant) the core keeps this plan's offset current."""
-        return self.until is not None
+        return self.until is not None or self.allowed is not None
 
-    def _slot(self, slot: float, offset: float) -> None:
-        """Note the current slot (monotonic, before jitter) and whether it is after ``until``."""
+    def _slot(self, slot: float, offset: float) -> float:
+        """Note the current slot (monotonic, before jitter) and whether it is after ``until``.
+
+        A calendar moves it along the grid to the first slot on an allowed day first.
+        """
+        if self.allowed is not None:
+            slot = self.allowed(slot + offset) - offset
         self.slot = slot
         until = self.until
         self.over = until is not None and slot + offset > until
+        return slot
 
     def reanchor(self, offset: float, step: float, seen: float, running: bool) -> float:
         # The interval runs on the monotonic clock: a wall step moves no slot; it only
@@ -474,6 +654,8 @@ class _IntervalPlan(_Plan):
         return self.every
 
     def _draw(self) -> float:
+        if self.stable is not None:
+            return self.stable
         return self.rng.random() * self.jitter if self.jitter else 0.0
 
 
@@ -483,22 +665,19 @@ class _RatePlan(_IntervalPlan):
     __slots__ = ("grid",)  # set by first(), which the core calls before next()
 
     def first(self, now: float, offset: float) -> float:
-        self.grid = now + self._first
-        self._slot(self.grid, offset)
+        self.grid = self._slot(now + self._first, offset)
         self.due = self.grid + self._draw()
         return self.due
 
     def next(self, due: float, now: float, offset: float) -> float | None:
         grid = self.grid + self.every
-        self.grid = grid if grid > now else now + self.every
-        self._slot(self.grid, offset)
+        self.grid = self._slot(grid if grid > now else now + self.every, offset)
         self.due = self.grid + self._draw()
         return None if self.over else self.due
 
     def resume(self, due: float, now: float, offset: float) -> float | None:
         # Back on its own grid, at the first slot after now (with a fresh jitter draw).
-        self.grid = next_slot(self.grid, self.every, now)
-        self._slot(self.grid, offset)
+        self.grid = self._slot(next_slot(self.grid, self.every, now), offset)
         self.due = self.grid + self._draw()
         return None if self.over else self.due
 
@@ -523,7 +702,7 @@ class _DelayPlan(_IntervalPlan):
 class _CronPlan(_Plan):
     """The current target is a wall-clock instant; the due time follows the offset."""
 
-    __slots__ = ("draw", "expression", "jitter", "rng", "target", "until")
+    __slots__ = ("draw", "expression", "jitter", "rng", "stable", "target", "until")
     wall = True
 
     def __init__(
@@ -532,8 +711,10 @@ class _CronPlan(_Plan):
         jitter: float,
         rng: random.Random,
         until: float | None = None,
+        stable: float | None = None,
     ) -> None:
         self.expression, self.jitter, self.rng = expression, jitter, rng
+        self.stable = stable
         self.until = until
         self.over = False
         self.target = 0.0
@@ -542,8 +723,13 @@ class _CronPlan(_Plan):
     def _aim(self, after_wall: float, offset: float) -> float:
         self.target = self.expression.next_after_timestamp(after_wall)
         self.over = self.until is not None and self.target > self.until
-        self.draw = self.rng.random() * self.jitter if self.jitter else 0.0
+        self.draw = self._draw()
         return self.target - offset + self.draw
+
+    def _draw(self) -> float:
+        if self.stable is not None:
+            return self.stable
+        return self.rng.random() * self.jitter if self.jitter else 0.0
 
     def first(self, now: float, offset: float) -> float:
         return self._aim(now + offset, offset)
@@ -563,5 +749,5 @@ class _CronPlan(_Plan):
             # after the new wall time, not after the old clock's slot.
             self.target = min(target, seen) if running else target
             self.over = self.until is not None and self.target > self.until
-            self.draw = self.rng.random() * self.jitter if self.jitter else 0.0
+            self.draw = self._draw()
         return self.target - offset + self.draw

@@ -160,7 +160,8 @@ def schedule_words(schedule: Any) -> str:
     if isinstance(schedule, Cron):
         words = cron_words(schedule.expr)
         zone = schedule.tz
-        return f"{words} ({zone})" if words else f"cron '{schedule.expr}' ({zone})"
+        text = f"{words} ({zone})" if words else f"cron '{schedule.expr}' ({zone})"
+        return text + _calendar_words(schedule.calendar, schedule.shift)
     if isinstance(schedule, At):
         return f"once, at {iso(schedule.when)}"
     if isinstance(schedule, Once):
@@ -175,6 +176,23 @@ def schedule_words(schedule: Any) -> str:
     if schedule.fixed_delay:
         text += ", counted from the end of each run"
     return text
+
+
+def _calendar_words(calendar: Any, shift: str) -> str:
+    """``", not on sat, sun, DE-BY holidays (moved to the next allowed day)"``, or ``""``."""
+    if calendar is None:
+        return ""
+    parts = [*calendar.weekdays]
+    if calendar.holidays is not None:
+        parts.append(f"{calendar.holidays} holidays")
+    if calendar.dates:
+        n = len(calendar.dates)
+        parts.append(f"{n} excluded date{'s' if n != 1 else ''}")
+    moved = {
+        "previous": " (moved to the previous allowed day)",
+        "next": " (moved to the next allowed day)",
+    }
+    return f", not on {', '.join(parts)}{moved.get(shift, '')}"
 
 
 # -- instants and durations, as each surface shows them ----------------------------------

@@ -92,6 +92,14 @@ FIELDS: Final[tuple[Field, ...]] = (
     Field("cron", "tz", "timezone", "tz"),
     Field("cron", "jitter", "jitter", "jitter"),
     Field("cron", "until", "until", "until"),
+    Field("cron", "calendar", "calendar", "calendar"),
+    Field("cron", "shift", "shift", "shift"),
+    Field("cron", "seed", "seed", "seed"),
+    Field("cron", "stable_jitter", "stable_jitter", "stable_jitter"),
+    Field("every", "seed", "seed", "seed"),
+    Field("every", "stable_jitter", "stable_jitter", "stable_jitter"),
+    Field("every", "calendar", "calendar", "calendar"),
+    Field("every", "tz", "timezone", "tz"),
 )
 
 

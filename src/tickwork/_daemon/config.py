@@ -34,6 +34,7 @@ from types import MappingProxyType
 from typing import Any, Final, Literal, cast
 
 from tickwork._core.args import in_calendar, too_long
+from tickwork._core.calendars import Calendar
 from tickwork._core.errors import ConfigError, ConfigIssue, CronError
 from tickwork._core.schedules import At, Cron, Every, Once, Schedule, parse_duration
 from tickwork._core.vocabulary import (
@@ -41,6 +42,12 @@ from tickwork._core.vocabulary import (
     MISSED_POLICIES,
     JobsFileOverlap,
     Missed,
+)
+from tickwork._daemon.calendar_config import (
+    CALENDAR_DEFAULT_KEYS,
+    CALENDAR_JOB_KEYS,
+    parse_calendars,
+    with_calendar,
 )
 from tickwork._daemon.chains import chain_problems, read_after
 from tickwork._daemon.jobprocess import (
@@ -120,6 +127,7 @@ DEFAULT_KEYS: Final = frozenset(
         "limit_cpu",
         "limit_files",
         *DEAD_MAN_KEYS,
+        *CALENDAR_DEFAULT_KEYS,
     }
 )
 #: Every key a ``[[job]]`` table may have.
@@ -135,8 +143,9 @@ JOB_KEYS: Final = DEFAULT_KEYS | {
     "first",
     "until",
     *_SCHEDULE_KEYS,
+    *CALENDAR_JOB_KEYS,
 }
-_TOP_KEYS: Final = ("job", "defaults")
+_TOP_KEYS: Final = ("job", "defaults", "calendar")
 
 _NAME: Final = re.compile(r"[A-Za-z0-9][A-Za-z0-9_.@:-]{0,99}")
 _IMPORT_PATH: Final = re.compile(r"[A-Za-z_]\w*(?:\.[A-Za-z_]\w*)*:[A-Za-z_]\w*(?:\.[A-Za-z_]\w*)*")
@@ -538,6 +547,7 @@ class _Checker:
         self.base_dir = base_dir
         self.check_host = check_host  # directories checked on this host, or not at all
         self.issues: list[ConfigIssue] = []
+        self.calendars: dict[str, Calendar] = {}
 
     def add(self, where: str, at: _Path, key: str, message: str) -> None:
         self.issues.append(ConfigIssue(self.path, self.locator.line(at), where, key, message))
@@ -560,6 +570,7 @@ class _Checker:
             defaults = {k: v for k, v in raw_defaults.items() if k in DEFAULT_KEYS}
             # Check the defaults once, where they are written, not once per job.
             self.options("defaults", ("defaults",), defaults, kind=None)
+        self.calendars = parse_calendars(self.add, doc)
         raw_jobs = doc.get("job", [])
         if not isinstance(raw_jobs, list) or not all(isinstance(j, dict) for j in raw_jobs):
             self.add("", ("job",), "job", "must be an array of tables: write each job as [[job]]")
@@ -616,6 +627,9 @@ class _Checker:
             if problem is not None:
                 self.add(where, (*at, "after"), key, problem)
         schedule = self.schedule(where, at, table, defaults)
+        if schedule is not None:
+            job = (table, defaults, name if isinstance(name, str) else "")
+            schedule = with_calendar(self.add, where, at, job, schedule, self.calendars)
         merged = {**{k: v for k, v in defaults.items() if k != "env"}, **table}
         options = self.options(where, at, table, kind=kind, merged=merged)
         if options.get("overlap") == "replace":
@@ -839,7 +853,7 @@ class _Checker:
         value = table[key]
         ok = True
         for extra, only in (("fixed_delay", "every"), ("timezone", "cron"), ("first", "every")):
-            if extra in table and key != only:
+            if extra in table and key != only and not _zone_for_calendar(extra, key, table):
                 self.add(where, (*at, extra), extra, f"applies only to {only} schedules")
                 ok = False
         for extra in ("jitter", "until"):
@@ -1065,6 +1079,11 @@ _COMMAND_ONLY: Final = {
         for key in ("user", "group", "umask", "limit_memory", "limit_cpu", "limit_files")
     },
 }
+
+
+def _zone_for_calendar(extra: str, key: str, table: dict[str, Any]) -> bool:
+    """An ``every`` job with a ``calendar`` reads its days in its ``timezone``."""
+    return extra == "timezone" and key == "every" and "calendar" in table
 
 
 def _zone_name(value: object) -> str:

@@ -66,7 +66,7 @@ def following_slot(state: JobState) -> Callable[[float], float | None]:
         if schedule is None or isinstance(schedule, At | Once):  # None: runs only after
             return None
         if isinstance(schedule, Every):
-            return within_until(schedule, slot + schedule.interval)
+            return within_until(schedule, schedule.allowed_slot(slot + schedule.interval))
         assert isinstance(schedule, Cron)
         return within_until(schedule, schedule.expression.next_after_timestamp(slot))
 
@@ -215,7 +215,7 @@ def _grid(state: JobState, start: float, end: float, cap: int) -> list[float]:
         first = math.ceil((start - anchor) / step)
         last = min(math.floor((end - anchor) / step), first + cap)
         slots = [anchor + k * step for k in range(first, last + 1)]
-        return [t for t in slots if start <= t <= end]
+        return [t for t in slots if start <= t <= end and schedule.allowed_slot(t) == t]
     assert isinstance(schedule, Cron)
     slots = []
     # A second back: the expression's times are whole seconds (a slot at ``start``

@@ -19,10 +19,10 @@ from __future__ import annotations
 import logging
 import math
 from collections import deque
+from collections.abc import Callable
 from dataclasses import dataclass, replace
 from typing import Final, Literal
 
-from tickwork._core.cron import CronExpression
 from tickwork._core.schedules import At, Cron, Every, Once
 from tickwork._core.text import iso
 from tickwork.stores._model import GivenUp, JobSpec, JobState, Schedule
@@ -83,25 +83,22 @@ class _Grid:
     def __init__(self, schedule: Every | Cron, s: float) -> None:
         self.s = s
         self.step: float | None = None
-        self.expr: CronExpression | None = None
-        if isinstance(schedule, Every):
+        self.walk: Callable[[float], float] | None = None
+        if isinstance(schedule, Every) and schedule.calendar is None:
             self.step = schedule.interval
+        elif isinstance(schedule, Every):  # a calendar: walked, as a cron schedule is
+            every, interval = schedule, schedule.interval
+            self.walk = lambda t: every.allowed_slot(_grid_after(s, interval, t))
         else:
-            self.expr = schedule.expression
+            self.walk = schedule.expression.next_after_timestamp
 
     def after(self, t: float) -> float:
         """The first slot strictly after ``t`` (``t >= s``)."""
         step = self.step
         if step is None:
-            assert self.expr is not None
-            return self.expr.next_after_timestamp(t)
-        s = self.s
-        k = math.floor((t - s) / step) + 1
-        slot = s + k * step
-        while slot <= t:  # float rounding can land one step short
-            k += 1
-            slot = s + k * step
-        return slot
+            assert self.walk is not None
+            return self.walk(t)
+        return _grid_after(self.s, step, t)
 
     def count(self, now: float, limit: int) -> int:
         """Passed slots from ``s`` to ``now`` inclusive, at most ``limit``."""
@@ -139,6 +136,16 @@ class _Grid:
             span *= 2
 
 
+def _grid_after(s: float, step: float, t: float) -> float:
+    """The first slot of the grid ``s + k * step`` strictly after ``t`` (``t >= s``)."""
+    k = math.floor((t - s) / step) + 1
+    slot = s + k * step
+    while slot <= t:  # float rounding can land one step short
+        k += 1
+        slot = s + k * step
+    return slot
+
+
 def first_run(schedule: Schedule, now: float) -> float | None:
     """The first due time of a newly declared schedule: UTC POSIX seconds.
 
@@ -157,6 +164,7 @@ def first_run(schedule: Schedule, now: float) -> float | None:
         return now + schedule.delay
     if isinstance(schedule, Every):
         first = now + (schedule.interval if schedule.first is None else schedule.first)
+        first = schedule.allowed_slot(first)
     else:
         first = schedule.expression.next_after_timestamp(now)
     return within_until(schedule, first)
@@ -209,7 +217,7 @@ def _decide(state: JobState, now: float, vanished: tuple[float, float] | None) -
     if within_until(schedule, s) is None:  # stored before its until was set: not a slot
         return Decision("skipped", None)
     if isinstance(schedule, Every) and schedule.fixed_delay:
-        return _fixed_delay(state, now + schedule.interval, late)
+        return _fixed_delay(state, schedule.allowed_slot(now + schedule.interval), late)
     if vanished is not None and vanished[0] < s <= vanished[1]:
         late = True
     grid = _Grid(schedule, s)
@@ -415,11 +423,12 @@ def after_clock_step(state: JobState, now: float, step: float) -> float | None:
         if n - now <= seconds:
             return None
         if schedule.fixed_delay:
-            return now + seconds
+            return schedule.allowed_slot(now + seconds)
         k = math.ceil((n - now) / seconds) - 1
         new = n - k * seconds
         while new <= now:  # float rounding
             new += seconds
+        new = schedule.allowed_slot(new)
         return new if new < n else None
     expr = schedule.expression
     if expr.is_fixed_time and -step < CORRECTION:

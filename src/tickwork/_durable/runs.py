@@ -5,7 +5,6 @@ from __future__ import annotations
 import inspect
 import logging
 import math
-import random
 import threading
 import time
 from collections.abc import Awaitable, Callable
@@ -13,7 +12,7 @@ from collections.abc import Awaitable, Callable
 from tickwork._core.errors import JobCancelled, JobInterrupted
 from tickwork._core.events import EventKind, RunEvent
 from tickwork._core.scheduler import _check_result
-from tickwork._core.schedules import Every
+from tickwork._core.schedules import Every, jitter_delay
 from tickwork._core.text import iso
 from tickwork._durable.decide import within_until
 from tickwork._durable.engine import (
@@ -190,8 +189,8 @@ class Running:
             self._events.failed(claim.job_id, fn, claim.scheduled)
             self.end(run, "failed", None, _error_text(fn), KEEP)
             return
-        jitter: float = getattr(claim.spec.schedule, "jitter", 0.0)
-        if jitter and claim.started is None and self._halt.wait(random.uniform(0.0, jitter)):
+        jitter = jitter_delay(claim.spec.schedule)
+        if jitter and claim.started is None and self._halt.wait(jitter):
             # Stopped while the run waited for its jitter: it has not started, so it is
             # handed back like any claimed run that did not start.
             self.release(run)
@@ -498,7 +497,11 @@ def _next_run(claim: Claim, ended: float) -> float | Keep | None:
     """The job's next run as its finish sets it: after a fixed delay, else kept."""
     schedule = claim.spec.schedule
     if isinstance(schedule, Every) and schedule.fixed_delay and claim.origin == "schedule":
-        after = ended + schedule.interval
+        try:
+            after = schedule.allowed_slot(ended + schedule.interval)
+        except ValueError:  # a calendar with no allowed day left: the schedule ends
+            _log.exception("job %r: no next run", claim.job_id)
+            return None
         if after <= ended:  # too small for the wall clock: still strictly later
             after = math.nextafter(ended, math.inf)
         return within_until(schedule, after)

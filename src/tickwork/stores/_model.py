@@ -21,6 +21,7 @@ from types import MappingProxyType
 from typing import Any, Final, Literal, TypeAlias
 
 from tickwork._core.args import seconds, stored_values
+from tickwork._core.calendars import Calendar
 from tickwork._core.errors import CronError
 from tickwork._core.schedules import At, Cron, Every, Once
 from tickwork._core.text import iso
@@ -263,6 +264,8 @@ def _schedule_from_dict(data: object) -> Schedule:
         return base
     values = {arg: data[key] for key, arg in keys.items() if key in data}
     try:
+        if "calendar" in values:
+            values["calendar"] = Calendar.from_dict(values["calendar"])
         return make(**values)
     except (TypeError, ValueError) as exc:  # CronError is a ValueError
         raise JobSpecError(f"schedule.{exc}") from exc
@@ -442,6 +445,9 @@ class JobSpec:
             raise JobSpecError(
                 f"schedule must be a tickwork At, Every, Cron or Once, got {self.schedule!r}"
             )
+        # H fields and a stable jitter hash the job's id unless the schedule has a seed.
+        if self.schedule is not None:
+            object.__setattr__(self, "schedule", self.schedule._seeded(self.id))
         if not isinstance(self.args, list | tuple):
             raise JobSpecError(f"args must be a list or tuple, got {self.args!r}")
         args = tuple(_json_copy(a, f"args[{i}]") for i, a in enumerate(self.args))
