@@ -177,6 +177,14 @@ def _first_slot_v6(cur: Cursor) -> None:
     cur.execute("ALTER TABLE tickwork_jobs ADD COLUMN first_slot double precision")
 
 
+def _pools_v7(cur: Cursor) -> None:
+    """Concurrency pools (issue 27): as SQLite's ``_pools_v8``. Safe to run again."""
+    cur.execute(
+        "CREATE TABLE IF NOT EXISTS tickwork_pools (name text PRIMARY KEY,"
+        " lim integer NOT NULL CHECK (lim >= 1))"
+    )
+
+
 #: One ledger entry: 13 parameters in the order of ``_sql.LEDGER_INSERT``.
 _LEDGER_ONE: Final = LEDGER_INSERT.format(ledger="tickwork_ledger").replace("?", "%s")
 #: A batch of ledger entries in one parameter: a JSON array of entries, each an array in
@@ -206,6 +214,7 @@ MIGRATIONS: list[Callable[[Cursor], None]] = [
     _ledger_v4,
     _control_v5,
     _first_slot_v6,
+    _pools_v7,
 ]
 
 _TABLES: Final = ("tickwork_meta", "tickwork_jobs", "tickwork_claims")
@@ -755,6 +764,9 @@ class PostgresStore(SQLStore[Cursor]):
         "claimable": _CLAIMABLE,
         "unpaused": "(NOT j.paused OR c.origin = 'manual')",
         "watched": "",
+        "pools": "tickwork_pools",  # concurrency pools (stores/_pools.py)
+        "lock_pools": " FOR UPDATE",  # the claims that involve a limit take turns
+        "pool_of": "(j.spec::jsonb ->> 'pool')",
     }
 
     def _q_list(self, template: str, values: Sequence[Any]) -> tuple[str, Sequence[Any]]:

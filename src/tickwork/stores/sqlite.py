@@ -194,6 +194,18 @@ def _first_slot_v7(conn: sqlite3.Connection) -> None:
     conn.execute("ALTER TABLE jobs ADD COLUMN first_slot REAL")
 
 
+def _pools_v8(conn: sqlite3.Connection) -> None:
+    """Concurrency pools (issue 27): each pool's limit, and ``*`` for ``max_running``.
+
+    A job's pool is in its stored declaration; the claim counts the claims held per
+    pool against these rows (`tickwork.stores._pools`). Safe to run again.
+    """
+    conn.execute(
+        "CREATE TABLE IF NOT EXISTS pools (name TEXT PRIMARY KEY NOT NULL,"
+        " lim INTEGER NOT NULL CHECK (lim >= 1))"
+    )
+
+
 #: ``MIGRATIONS[i]`` takes a database from schema version ``i`` to ``i + 1`` inside the
 #: opening transaction; the current version is ``len(MIGRATIONS)``. Append only: a
 #: released step is never edited.
@@ -205,6 +217,7 @@ MIGRATIONS: list[Callable[[sqlite3.Connection], None]] = [
     _ledger_v5,
     _control_v6,
     _first_slot_v7,
+    _pools_v8,
 ]
 
 # A job is claimable when due, not paused and not claimed, unless it allows overlap.
@@ -468,6 +481,9 @@ class SQLiteStore(SQLStore[sqlite3.Connection]):
         "claimable": _CLAIMABLE,
         "unpaused": "(j.paused = 0 OR c.origin = 'manual')",
         "watched": " AND n.scope = ?",  # only owners of this scope can be judged
+        "pools": "pools",  # concurrency pools (stores/_pools.py)
+        "lock_pools": "",  # BEGIN IMMEDIATE: the claim is the only writer
+        "pool_of": "json_extract(j.spec, '$.pool')",
     }
 
     def _q_list(self, template: str, values: Sequence[Any]) -> tuple[str, Sequence[Any]]:
