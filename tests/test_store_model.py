@@ -22,7 +22,7 @@ def test_public_surface_is_pinned() -> None:
         "ACTION_KINDS", "DELIVERIES", "MISSED_POLICIES", "ORIGINS", "OUTCOMES",
         "OVERLAP_POLICIES", "ActionKind", "ActionRecord", "Claim", "Delivery",
         "JobNotFoundError", "JobPausedError", "JobSpec", "JobSpecError", "JobState", "LastRun",
-        "Missed", "Origin", "Outcome", "OutcomeRetention", "Overlap", "PauseNote",
+        "Missed", "Origin", "Outcome", "OutcomeRetention", "Overlap", "PauseNote", "PoolLimits", "PoolState",
         "RuntimeControl", "Schedule", "SchemaVersionError", "SlotLedger", "SlotRecord", "Store",
         "StoreError", "Upsert",
     ]  # fmt: skip

@@ -24,7 +24,7 @@ from __future__ import annotations
 import logging
 from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import Any, Final, Generic, Protocol, runtime_checkable
+from typing import Any, Final, Generic, Protocol, TypeGuard, runtime_checkable
 
 from ._model import JobSpec, check_time, pool_name_problem
 from ._sqlbase import C, SQLHost
@@ -212,7 +212,7 @@ class PoolQueries(Generic[C]):
         """A claim transaction starts: a fresh gate, read at its first use."""
         self._gate = PoolGate(self._host)
 
-    def admit(self, cur: C, spec: JobSpec | None) -> bool:
+    def admit(self, spec: JobSpec | None, cur: C) -> TypeGuard[JobSpec]:
         """Whether the claim may take a run of ``spec`` (None: unreadable: no)."""
         if spec is None:
             return False

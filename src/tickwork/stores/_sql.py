@@ -619,7 +619,7 @@ class SQLStore(RowReader, PoolsMixin, ABC, Generic[C]):
         for row in rows:
             job_id = row[0]
             spec = self._decode(job_id, row[1], strict=False)
-            if not self._pools.admit(cur, spec):  # unreadable, or its pool is full
+            if not self._pools.admit(spec, cur):  # unreadable, or its pool is full
                 continue
             state = self._state(row, spec, held.get(job_id, ()))
             result = advance(state, now)
@@ -701,7 +701,7 @@ class SQLStore(RowReader, PoolsMixin, ABC, Generic[C]):
             taken: list[tuple[str, str, float, float, str]] = []
             for old, job_id, scheduled, text, origin in rows:
                 spec = self._decode(job_id, text, strict=False)
-                if not self._pools.admit(cur, spec):  # unreadable, or its pool is full
+                if not self._pools.admit(spec, cur):  # unreadable, or its pool is full
                     continue
                 token = secrets.token_hex(16)
                 taken.append((token, owner, now, now + lease, old))
