@@ -53,6 +53,8 @@ from tickwork._daemon.jobprocess import (
     parse_umask,
     read_env_file,
 )
+from tickwork._daemon.pools import check_pools
+from tickwork.stores._model import pool_name_problem
 
 __all__ = [
     "JOB_KEYS",
@@ -109,6 +111,7 @@ DEFAULT_KEYS: Final = frozenset(
         "limit_memory",
         "limit_cpu",
         "limit_files",
+        "pool",
     }
 )
 #: Every key a ``[[job]]`` table may have.
@@ -124,7 +127,7 @@ JOB_KEYS: Final = DEFAULT_KEYS | {
     "until",
     *_SCHEDULE_KEYS,
 }
-_TOP_KEYS: Final = ("job", "defaults")
+_TOP_KEYS: Final = ("job", "defaults", "pool", "max_running")
 
 _NAME: Final = re.compile(r"[A-Za-z0-9][A-Za-z0-9_.@:-]{0,99}")
 _IMPORT_PATH: Final = re.compile(r"[A-Za-z_]\w*(?:\.[A-Za-z_]\w*)*:[A-Za-z_]\w*(?:\.[A-Za-z_]\w*)*")
@@ -212,6 +215,8 @@ class JobConfig:
     """The command's CPU seconds (``RLIMIT_CPU``): SIGXCPU there, SIGKILL a second on."""
     limit_files: int | None = None
     """How many files the command may have open at once (``RLIMIT_NOFILE``)."""
+    pool: str | None = None
+    """The concurrency pool its runs count against (a ``[pool.<name>]`` of the file)."""
     line: int = field(default=0, compare=False)
     """The line of the job's ``[[job]]`` header, for messages."""
 
@@ -294,6 +299,10 @@ class Config:
     """The file, as named to `load_config`."""
     jobs: tuple[JobConfig, ...]
     """Every job, enabled or not, in file order."""
+    pools: Mapping[str, int] = field(default_factory=lambda: MappingProxyType({}))
+    """Each ``[pool.<name>]``'s ``limit``: runs of its jobs at once, over every node."""
+    max_running: int | None = None
+    """The top-level ``max_running``: runs of all jobs at once, over every node."""
 
     def job(self, name: str) -> JobConfig:
         """The job called ``name``.
@@ -359,9 +368,10 @@ def parse_config(
         raise ConfigError([_syntax_issue(path, text, exc)]) from None
     checker = _Checker(path, _Locator(text), base_dir or Path.cwd(), check_host=check_host)
     jobs = checker.document(doc)
+    pools, max_running = check_pools(doc, jobs, checker.add)
     if checker.issues:
         raise ConfigError(sorted(checker.issues, key=lambda issue: issue.line))
-    return Config(path, tuple(jobs))
+    return Config(path, tuple(jobs), MappingProxyType(pools), max_running)
 
 
 def _syntax_issue(path: str, text: str, exc: tomllib.TOMLDecodeError) -> ConfigIssue:
@@ -419,6 +429,12 @@ def _choice(options: tuple[str, ...]) -> Callable[[object], str]:
         return value
 
     return check
+
+
+def _pool_name(value: object) -> str:
+    if (problem := pool_name_problem("pool", value)) is not None:
+        raise _Invalid(problem.removeprefix("pool "))
+    return cast(str, value)
 
 
 def _bool(value: object) -> bool:
@@ -876,6 +892,7 @@ class _Checker:
             "retry_backoff_max": lambda v: _duration(v, positive=True),
             "enabled": _bool,
             "timezone": _zone_name,
+            "pool": _pool_name,
         }
         out: dict[str, Any] = {}
         source = merged if merged is not None else table

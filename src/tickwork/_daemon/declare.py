@@ -227,6 +227,7 @@ _LATER: Final[dict[str, object]] = {
         ("on_success", "keep_ok", "keep_failed", "env_file", "user", "group", "umask"), None
     ),
     **dict.fromkeys(("limit_memory", "limit_cpu", "limit_files"), None),
+    "pool": None,
 }
 _NOT_DEFAULT: Final = object()
 
@@ -292,6 +293,7 @@ def spec_for(
         overlap="queue" if job.overlap == "replace" else job.overlap,
         missed=job.missed,
         grace=job.grace,
+        pool=job.pool,
         delivery="at_most_once",
         paused=not job.enabled,
     )
