@@ -6,17 +6,26 @@ nodes racing is `tests/test_pools_cluster.py`.
 
 from __future__ import annotations
 
+import io
+import json
+import time
 from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 
 import pytest
+from prometheus_client import generate_latest
 
 from tests.conftest import DURABLE_START
 from tests.executors import ManualExecutor, drain
 from tickwork import AsyncDurableScheduler, DurableScheduler, Every
+from tickwork.__main__ import build_parser
+from tickwork._cli.jobs import run_jobs
 from tickwork._core.errors import ConfigError
 from tickwork._daemon.config import parse_config
+from tickwork._daemon.declare import ENTRY_POINT
+from tickwork._daemon.status_page import page
+from tickwork.metrics import SchedulerMetrics
 from tickwork.stores import JobSpec, JobSpecError, PoolState
 from tickwork.stores.sqlite import SQLiteStore
 from tickwork.testing import FakeClock
@@ -186,3 +195,73 @@ def test_bad_pools_in_the_jobs_file_are_refused(text: str, message: str) -> None
     with pytest.raises(ConfigError) as info:
         parse_config(text)
     assert str(info.value) == message
+
+
+# -- what waits for a slot is visible -----------------------------------------------
+
+
+def full_pool(path: Path) -> float:
+    """A state: pool db (limit 1) held by "a", "b" due and waiting; returns now."""
+    now = time.time()
+    with SQLiteStore(path) as s:
+        s.set_pool_limit("db", 1)
+        for name in ("a", "b", "c"):
+            spec = JobSpec(
+                f"jobs/{name}",
+                ENTRY_POINT,
+                Every(60),
+                kwargs={"job": name},
+                pool=None if name == "c" else "db",
+            )
+            s.upsert(spec, now - 5)
+        (held, c) = s.claim_due(
+            now, owner="x:1", lease_seconds=300, limit=10, advance=lambda st, t: t + 60
+        )
+        assert [held.job_id, c.job_id] == ["jobs/a", "jobs/c"]
+    return now
+
+
+def test_tickwork_jobs_shows_what_waits_for_a_pool(tmp_path: Path) -> None:
+    state = tmp_path / "state.db"
+    full_pool(state)
+    args = build_parser().parse_args(["jobs", "--state", str(state), "--json"])
+    out = io.StringIO()
+    assert run_jobs(args, out=out, err=io.StringIO()) == 0
+    rows = {r["job"]: r for r in json.loads(out.getvalue())}
+    assert {k: (r["pool"], r["waiting_for"]) for k, r in rows.items()} == {
+        "a": ("db", None),
+        "b": ("db", "pool db"),
+        "c": (None, None),
+    }
+    for extra in ([], ["--long"]):
+        args = build_parser().parse_args(["jobs", "--state", str(state), *extra])
+        out = io.StringIO()
+        assert run_jobs(args, out=out, err=io.StringIO()) == 0
+        text = out.getvalue()
+        assert (
+            "waiting for pool db" if not extra else "waiting   for a slot: pool db is full"
+        ) in text
+
+
+def test_the_status_page_and_the_metrics_show_the_pools(tmp_path: Path) -> None:
+    state = tmp_path / "state.db"
+    now = full_pool(state)
+    store = SQLiteStore(state)
+    try:
+        ds = DurableScheduler(store, max_running=10)
+        html = page(ds, store, "jobs", "jobs.toml")
+        assert html.count("waiting for pool db") == 1
+        metrics = SchedulerMetrics()
+        metrics.watch(ds)
+        text = generate_latest(metrics.registry).decode()
+        for line in (
+            'tickwork_pool_limit{pool="db"} 1.0',
+            'tickwork_pool_running{pool="db"} 1.0',
+            'tickwork_pool_waiting{pool="db"} 1.0',
+            'tickwork_pool_limit{pool="*"} 10.0',
+            'tickwork_pool_running{pool="*"} 2.0',
+        ):
+            assert line in text.splitlines()
+    finally:
+        store.close()
+    assert now

@@ -185,6 +185,7 @@ def _read_jobs(
     tell), now by the store's clock, and each job's failure summary.
     """
     from tickwork._daemon.declare import default_namespace, owned
+    from tickwork._daemon.pools import pool_waits
     from tickwork._daemon.status_page import failure_summary
 
     states = store.jobs()
@@ -199,6 +200,9 @@ def _read_jobs(
     if namespace is not None:
         states = [s for s in states if owned(s, namespace)]
     summaries = {s.id: failure_summary(store, s.id) for s in states}
+    waits = pool_waits(store, states, now)  # concurrency pools: who waits for a slot
+    for s in states:
+        summaries[s.id] |= {"pool": s.spec.pool, "waiting_for": waits.get(s.id)}
     return states, live, now, summaries
 
 
@@ -301,6 +305,8 @@ def _print_row(row: dict[str, Any], out: TextIO) -> None:
         print("  paused    in the jobs file (enabled = false)", file=out)
     for origin, count in sorted(row["waiting"].items()):
         print(f"  waiting   {count} {origin} run(s), to start in order", file=out)
+    if row.get("waiting_for"):
+        print(f"  waiting   for a slot: {row['waiting_for']} is full", file=out)
     recovered = row["waiting_runs"] - sum(row["waiting"].values())
     if recovered > 0:
         print(f"  waiting   {recovered} recovered run(s), to run again", file=out)
@@ -372,6 +378,8 @@ def _table_cells(row: dict[str, Any], now: float) -> tuple[str, ...]:
         notes.append("lost")
     if row["waiting_runs"]:
         notes.append(f"{row['waiting_runs']} waiting")
+    if row.get("waiting_for"):
+        notes.append(f"waiting for {row['waiting_for']}")
     return (
         str(row["job"]),
         row["schedule"] or row.get("_schedule") or "-",

@@ -12,13 +12,13 @@ from __future__ import annotations
 from collections.abc import Callable, Sequence
 from typing import TYPE_CHECKING, Any, Final
 
-from tickwork.stores._model import pool_name_problem
-from tickwork.stores._pools import PoolLimits
+from tickwork.stores._model import JobState, pool_name_problem
+from tickwork.stores._pools import MAX_RUNNING, PoolLimits
 
 if TYPE_CHECKING:
     from tickwork._daemon.config import Config, JobConfig
 
-__all__ = ["check_pools", "declare_pools"]
+__all__ = ["check_pools", "declare_pools", "pool_waits"]
 
 _MAX_LIMIT: Final = 1_000_000
 Add = Callable[[str, tuple[Any, ...], str, str], None]
@@ -91,3 +91,34 @@ def declare_pools(store: object, config: Config) -> None:
         store.set_pool_limit(name, limit)
     if config.max_running is not None:
         store.set_max_running(config.max_running)
+
+
+def pool_waits(store: object, states: Sequence[JobState], now: float) -> dict[str, str]:
+    """What each job due now waits for, by job id: ``"pool <name>"`` or ``"max_running"``.
+
+    Only jobs held back now are listed: due (or with a run waiting to be taken) while
+    their pool, or the state's ``max_running``, is full. Read for ``tickwork jobs``
+    and the status page; one read of the limits, none when the store keeps none.
+    """
+    if not isinstance(store, PoolLimits):
+        return {}
+    usage = {p.name: p for p in store.pools(now)}
+    if not usage:
+        return {}
+    cap = usage.get(MAX_RUNNING)
+    waits: dict[str, str] = {}
+    for s in states:
+        due = (
+            s.next_run is not None
+            and s.next_run <= now
+            and not s.paused
+            and (s.spec.overlap == "allow" or not s.claims)
+        ) or any(not c.owner and c.scheduled <= now for c in s.claims)
+        pool = usage.get(s.spec.pool) if s.spec.pool is not None else None
+        if not due:
+            continue
+        if pool is not None and pool.full:
+            waits[s.id] = f"pool {pool.name}"
+        elif cap is not None and cap.full:
+            waits[s.id] = "max_running"
+    return waits
