@@ -9,14 +9,22 @@ threads of one daemon): it limits the runs of its jobs over all the daemons on a
 
 from __future__ import annotations
 
-from collections.abc import Callable, Sequence
-from typing import TYPE_CHECKING, Any, Final
+from collections.abc import Callable, Mapping, Sequence
+from typing import Any, Final, Protocol
 
 from tickwork.stores._model import JobState, pool_name_problem
 from tickwork.stores._pools import MAX_RUNNING, PoolLimits
 
-if TYPE_CHECKING:
-    from tickwork._daemon.config import Config, JobConfig
+
+class _Job(Protocol):
+    """What `check_pools` reads of a `tickwork._daemon.config.JobConfig`."""
+
+    @property
+    def name(self) -> str: ...
+
+    @property
+    def pool(self) -> str | None: ...
+
 
 __all__ = ["check_pools", "declare_pools", "pool_waits"]
 
@@ -31,7 +39,7 @@ def _limit_problem(value: object) -> str | None:
 
 
 def check_pools(
-    doc: dict[str, Any], jobs: Sequence[JobConfig], add: Add
+    doc: dict[str, Any], jobs: Sequence[_Job], add: Add
 ) -> tuple[dict[str, int], int | None]:
     """The file's pool limits and ``max_running``; each problem goes to ``add``.
 
@@ -78,7 +86,17 @@ def check_pools(
     return pools, max_running
 
 
-def declare_pools(store: object, config: Config) -> None:
+class _Limits(Protocol):
+    """What `declare_pools` reads of a `tickwork._daemon.config.Config`."""
+
+    @property
+    def pools(self) -> Mapping[str, int]: ...
+
+    @property
+    def max_running(self) -> int | None: ...
+
+
+def declare_pools(store: object, config: _Limits) -> None:
     """Write the file's pool limits and ``max_running`` to the state (the last one wins).
 
     A pool or cap the file no longer names is left as stored: another file or program
