@@ -117,3 +117,55 @@ def test_the_overlap_of_marks(tmp_path: Path, text: str, expected: tuple[int, in
     marks = tmp_path / "marks"
     marks.write_text(text)
     assert overlap(marks) == expected
+
+
+# -- the same through the daemon: `tickwork run` processes on one state ---------------
+
+#: Runs (ended) the daemons go through before they are stopped.
+DAEMON_RUNS = 10
+DAEMON_JOBS = """
+[pool.db]
+limit = 2
+
+[defaults]
+pool = "db"
+grace = "1h"
+{jobs}
+"""
+DAEMON_JOB = """
+[[job]]
+name = "j{i}"
+shell = true
+command = "echo S $(date +%s%N) $$ >> {marks}; sleep 0.5; echo E $(date +%s%N) $$ >> {marks}"
+every = "1s"
+"""
+
+
+@pytest.mark.parametrize("kind", ["sqlite", "postgres"])
+def test_three_daemons_keep_to_the_pool(
+    tmp_path: Path, kind: str, request: pytest.FixtureRequest
+) -> None:
+    from .test_daemon_e2e import Run
+
+    marks = tmp_path / "marks"
+    marks.touch()
+    jobs = tmp_path / "jobs.toml"
+    jobs.write_text(
+        DAEMON_JOBS.format(jobs="".join(DAEMON_JOB.format(i=i, marks=marks) for i in range(5)))
+    )
+    if kind == "sqlite":
+        where: Path | list[str] = tmp_path / "state.sqlite3"
+    else:
+        where = ["--database", request.getfixturevalue("fresh_database")]
+    daemons = [Run(jobs, where) for _ in range(3)]
+    try:
+        deadline = time.monotonic() + 90.0
+        while overlap(marks)[1] < DAEMON_RUNS and time.monotonic() < deadline:
+            assert all(d.proc.poll() is None for d in daemons), [d.text() for d in daemons]
+            time.sleep(0.1)
+    finally:
+        for d in daemons:
+            d.stop()
+    most, ended = overlap(marks)
+    assert ended >= DAEMON_RUNS, [d.text() for d in daemons]
+    assert most == 2
