@@ -264,7 +264,7 @@ def test_a_version_1_schema_with_a_live_claim_migrates_and_recovers(
     monkeypatch.undo()
     store = open_pg()
     meta = dict(rows(pg_dsn, pg_schema, "SELECT key, value FROM tickwork_meta"))
-    assert meta["schema_version"] == str(len(pg_mod.MIGRATIONS)) == "6"
+    assert meta["schema_version"] == str(len(pg_mod.MIGRATIONS))
     (old,) = store.get("job").claims  # type: ignore[union-attr]
     assert (old.token, old.owner, old.retry) == ("old-token", "dead", False)
     (r,) = store.recover_expired(130.0)
@@ -698,7 +698,7 @@ def test_a_version_5_schema_gains_the_first_slot_and_does_not_guess_it(
     monkeypatch.undo()
     store = open_pg()
     meta = dict(rows(pg_dsn, pg_schema, "SELECT key, value FROM tickwork_meta"))
-    assert meta["schema_version"] == str(len(pg_mod.MIGRATIONS)) == "6"
+    assert meta["schema_version"] == str(len(pg_mod.MIGRATIONS))
     state = store.get("job")
     assert state is not None and state.first_slot is None and state.next_run == 200.0
     assert [(c.scheduled, c.origin) for c in state.waiting] == [(150.0, "backfill")]

@@ -859,8 +859,9 @@ class DurableScheduler:
 
     def _prepare(self, spec: JobSpec) -> tuple[JobSpec, float | None]:
         """Check what a store does not: the function imports, the schedule computes."""
-        self._pools.check(spec)
-        return _checked_spec(spec, awaits=self._running.awaiter is not None, now=self._wall())
+        checked = _checked_spec(spec, awaits=self._running.awaiter is not None, now=self._wall())
+        self._pools.check(checked[0])  # its pool has a limit
+        return checked
 
     def _allow(self, func: str) -> None:
         self._functions.allow(func)
