@@ -167,5 +167,6 @@ def test_three_daemons_keep_to_the_pool(
         for d in daemons:
             d.stop()
     most, ended = overlap(marks)
-    assert ended >= DAEMON_RUNS, [d.text() for d in daemons]
-    assert most == 2
+    logs = "\n---\n".join(d.text() for d in daemons)
+    assert ended >= DAEMON_RUNS, logs
+    assert most == 2, logs
