@@ -22,9 +22,9 @@ def test_public_surface_is_pinned() -> None:
         "ACTION_KINDS", "DELIVERIES", "MISSED_POLICIES", "ORIGINS", "OUTCOMES",
         "OVERLAP_POLICIES", "ActionKind", "ActionRecord", "Claim", "Delivery",
         "JobNotFoundError", "JobPausedError", "JobSpec", "JobSpecError", "JobState", "LastRun",
-        "Missed", "Origin", "Outcome", "OutcomeRetention", "Overlap", "PauseNote",
-        "RuntimeControl", "Schedule", "SchemaVersionError", "SlotLedger", "SlotRecord", "Store",
-        "StoreError", "Upsert",
+        "Missed", "Origin", "Outcome", "OutcomeRetention", "Overlap", "PauseNote", "PoolLimits",
+        "PoolState", "RuntimeControl", "Schedule", "SchemaVersionError", "SlotLedger",
+        "SlotRecord", "Store", "StoreError", "Upsert",
     ]  # fmt: skip
     assert tickwork.stores.contract.__all__ == [
         "KEEP", "SPEC_VERSION", "AdvanceFn", "BatchRecorder", "ChangeNotifier", "Claim",

@@ -34,6 +34,7 @@ from tickwork.stores import postgres as pg_mod  # noqa: E402
 from tickwork.stores.contract import ChangeNotifier, Finish, spec_to_json  # noqa: E402
 from tickwork.stores.postgres import PostgresStore, redact_dsn  # noqa: E402
 
+from .pool_contract import PoolContract  # noqa: E402
 from .store_contract import StoreContract, claim, once, spec  # noqa: E402
 
 
@@ -49,6 +50,10 @@ class TestPostgresContract(StoreContract):
         yield open_store
         for s in opened:
             s.close()
+
+
+class TestPostgresPools(PoolContract):
+    open_store = TestPostgresContract.open_store
 
 
 # -- helpers ------------------------------------------------------------------------------

@@ -24,6 +24,7 @@ from tickwork.stores import sqlite as sqlite_mod
 from tickwork.stores.contract import spec_to_json
 from tickwork.stores.sqlite import APPLICATION_ID, SQLiteStore
 
+from .pool_contract import PoolContract
 from .store_contract import FUNC, StoreContract, claim, once, spec
 
 
@@ -39,6 +40,10 @@ class TestSQLiteContract(StoreContract):
         yield open_store
         for s in opened:
             s.close()
+
+
+class TestSQLitePools(PoolContract):
+    open_store = TestSQLiteContract.open_store
 
 
 @pytest.fixture

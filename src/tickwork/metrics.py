@@ -88,6 +88,10 @@ class SchedulerMetrics:
       dead-man alert rule wants (docs/observability.md);
     - ``tickwork_waiting_runs{job}``: runs of a durable job waiting for a node to take
       them (queued by a trigger or a backfill, or recovered to be run again);
+    - ``tickwork_pool_limit{pool}``, ``tickwork_pool_running{pool}`` and
+      ``tickwork_pool_waiting{pool}``: each concurrency pool of a watched durable
+      scheduler's store, its limit, the runs holding a slot and the due runs not taken
+      yet, read at each scrape (``pool="*"``: the store's ``max_running``);
     - ``tickwork_store_errors_total`` and ``tickwork_lost_leases_total``: from each
       watched `DurableScheduler`'s `health` (store steps that failed; runs whose claim
       it lost), summed.
@@ -214,6 +218,22 @@ class SchedulerMetrics:
                 readings[label] = now if label not in readings else readings[label].join(now)
         return readings
 
+    def _pools(self) -> dict[str, Any]:
+        """The concurrency pools of the watched durable schedulers' stores, by name."""
+        from tickwork.stores._pools import PoolLimits
+
+        with self._lock:
+            watched = list(self._watched)
+        pools: dict[str, Any] = {}
+        for scheduler in watched:
+            store = getattr(scheduler, "store", None)
+            if isinstance(store, PoolLimits):
+                try:
+                    pools.update((p.name, p) for p in store.pools(scheduler.now()))
+                except Exception as exc:  # a scrape shows what it can
+                    _log.debug("metrics: cannot read the pools: %s", exc)
+        return pools
+
     def _durable_counts(self) -> tuple[int, int]:
         errors = lost = 0
         with self._lock:
@@ -252,6 +272,20 @@ class _Reading:
 
 def _latest(a: float | None, b: float | None) -> float | None:
     return b if a is None else a if b is None else max(a, b)
+
+
+def _pool_families(pools: dict[str, Any]) -> Iterator[GaugeMetricFamily]:
+    """The three gauges of the concurrency pools (`SchedulerMetrics._pools`)."""
+    families = (
+        ("limit", "Runs a concurrency pool lets go at once (pool * is max_running)."),
+        ("running", "Runs holding a slot of a concurrency pool now."),
+        ("waiting", "Due runs of a concurrency pool not taken yet."),
+    )
+    for field, text in families:
+        family = GaugeMetricFamily(f"tickwork_pool_{field}", text, labels=["pool"])
+        for name, pool in sorted(pools.items()):
+            family.add_metric([name], getattr(pool, field))
+        yield family
 
 
 def _most(a: int | None, b: int | None) -> int | None:
@@ -331,6 +365,7 @@ class _Readings(Collector):
             if now.last_ok is not None:
                 last_ok.add_metric([job], now.last_ok)
         yield from (nxt, paused, streak, waiting, last_ok)
+        yield from _pool_families(self._metrics._pools())
         errors, lost = self._metrics._durable_counts()
         yield CounterMetricFamily(
             "tickwork_store_errors", "Durable store steps that failed.", value=errors

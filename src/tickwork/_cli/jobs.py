@@ -175,6 +175,8 @@ def _print_row(row: dict[str, Any], out: TextIO) -> None:
         print("  paused    in the jobs file (enabled = false)", file=out)
     for origin, count in sorted(row["waiting"].items()):
         print(f"  waiting   {count} {origin} run(s), to start in order", file=out)
+    if row.get("waiting_for"):
+        print(f"  waiting   for a slot: {row['waiting_for']} is full", file=out)
     recovered = row["waiting_runs"] - sum(row["waiting"].values())
     if recovered > 0:
         print(f"  waiting   {recovered} recovered run(s), to run again", file=out)
@@ -246,6 +248,8 @@ def _table_cells(row: dict[str, Any], now: float) -> tuple[str, ...]:
         notes.append("lost")
     if row["waiting_runs"]:
         notes.append(f"{row['waiting_runs']} waiting")
+    if row.get("waiting_for"):
+        notes.append(f"waiting for {row['waiting_for']}")
     return (
         str(row["job"]),
         row["schedule"] or row.get("_schedule") or "-",

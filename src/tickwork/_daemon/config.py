@@ -61,7 +61,9 @@ from tickwork._daemon.jobprocess import (
     parse_umask,
     read_env_file,
 )
+from tickwork._daemon.pools import check_pools
 from tickwork.stores._after import Edges
+from tickwork.stores._model import pool_name_problem
 
 __all__ = [
     "JOB_KEYS",
@@ -128,6 +130,7 @@ DEFAULT_KEYS: Final = frozenset(
         "limit_files",
         *DEAD_MAN_KEYS,
         *CALENDAR_DEFAULT_KEYS,
+        "pool",
     }
 )
 #: Every key a ``[[job]]`` table may have.
@@ -145,7 +148,7 @@ JOB_KEYS: Final = DEFAULT_KEYS | {
     *_SCHEDULE_KEYS,
     *CALENDAR_JOB_KEYS,
 }
-_TOP_KEYS: Final = ("job", "defaults", "calendar")
+_TOP_KEYS: Final = ("job", "defaults", "calendar", "pool", "max_running")
 
 _NAME: Final = re.compile(r"[A-Za-z0-9][A-Za-z0-9_.@:-]{0,99}")
 _IMPORT_PATH: Final = re.compile(r"[A-Za-z_]\w*(?:\.[A-Za-z_]\w*)*:[A-Za-z_]\w*(?:\.[A-Za-z_]\w*)*")
@@ -245,6 +248,8 @@ class JobConfig:
     after: Edges = ()
     """Chains: ``((job name, "ok" | "any"), ...)``: run once each time a slot of one of
     these jobs of the file ends (``ok``, or with ``any`` also failed or timed out)."""
+    pool: str | None = None
+    """The concurrency pool its runs count against (a ``[pool.<name>]`` of the file)."""
     line: int = field(default=0, compare=False)
     """The line of the job's ``[[job]]`` header, for messages."""
 
@@ -327,6 +332,10 @@ class Config:
     """The file, as named to `load_config`."""
     jobs: tuple[JobConfig, ...]
     """Every job, enabled or not, in file order."""
+    pools: Mapping[str, int] = field(default_factory=lambda: MappingProxyType({}))
+    """Each ``[pool.<name>]``'s ``limit``: runs of its jobs at once, over every node."""
+    max_running: int | None = None
+    """The top-level ``max_running``: runs of all jobs at once, over every node."""
 
     def job(self, name: str) -> JobConfig:
         """The job called ``name``.
@@ -392,9 +401,10 @@ def parse_config(
         raise ConfigError([_syntax_issue(path, text, exc)]) from None
     checker = _Checker(path, _Locator(text), base_dir or Path.cwd(), check_host=check_host)
     jobs = checker.document(doc)
+    pools, max_running = check_pools(doc, jobs, checker.add)
     if checker.issues:
         raise ConfigError(sorted(checker.issues, key=lambda issue: issue.line))
-    return Config(path, tuple(jobs))
+    return Config(path, tuple(jobs), MappingProxyType(pools), max_running)
 
 
 def _syntax_issue(path: str, text: str, exc: tomllib.TOMLDecodeError) -> ConfigIssue:
@@ -452,6 +462,12 @@ def _choice(options: tuple[str, ...]) -> Callable[[object], str]:
         return value
 
     return check
+
+
+def _pool_name(value: object) -> str:
+    if (problem := pool_name_problem("pool", value)) is not None:
+        raise _Invalid(problem.removeprefix("pool "))
+    return cast(str, value)
 
 
 def _bool(value: object) -> bool:
@@ -954,6 +970,7 @@ class _Checker:
             "alert_if_no_success": _dead_man_bound,
             "alert_if_late": _dead_man_bound,
             "alert_if_running": _dead_man_bound,
+            "pool": _pool_name,
         }
         out: dict[str, Any] = {}
         source = merged if merged is not None else table

@@ -69,6 +69,7 @@ from tickwork._daemon.declare import (
     spec_for,
 )
 from tickwork._daemon.logline import json_line, one_line, say
+from tickwork._daemon.pools import declare_pools
 from tickwork._daemon.replacing import Replacing
 from tickwork._daemon.runlog import LogFormat, RunLog, RunOutput, iso
 from tickwork._daemon.runner import (
@@ -350,6 +351,7 @@ class Daemon:
         options take effect for runs that start from now on; a running run keeps the
         options it started with.
         """
+        declare_pools(self.store, config)  # before the jobs that name the pools
         now = self._wall()
         stored = {s.id: s for s in self.store.jobs() if owned(s, self.namespace)}
         self._jobs = {job.name: job for job in config.jobs}

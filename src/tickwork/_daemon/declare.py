@@ -230,6 +230,7 @@ _LATER: Final[dict[str, object]] = {
     **dict.fromkeys(("alert_if_no_success", "alert_if_late", "alert_if_running"), None),
     "alert_if_missed": False,
     "after": (),  # chains
+    "pool": None,
 }
 _NOT_DEFAULT: Final = object()
 
@@ -297,6 +298,7 @@ def spec_for(
         overlap="queue" if job.overlap == "replace" else job.overlap,
         missed=job.missed,
         grace=job.grace,
+        pool=job.pool,
         delivery="at_most_once",
         paused=not job.enabled,
         # Chains: the file's names become the state's job ids.

@@ -14,6 +14,7 @@ from typing import Any, Final
 
 from tickwork._core.text import iso
 from tickwork._daemon.declare import owner_label
+from tickwork._daemon.pools import pool_waits
 from tickwork._daemon.status_page import failure_summary
 from tickwork.stores._after import schedule_and_after
 from tickwork.stores._model import ActionRecord, Claim, JobState, SlotRecord
@@ -101,6 +102,9 @@ def read_jobs(
     if namespace is not None:
         states = [s for s in states if owned(s, namespace)]
     summaries = {s.id: failure_summary(store, s.id) for s in states}
+    waits = pool_waits(store, states, now)  # concurrency pools: who waits for a slot
+    for s in states:
+        summaries[s.id] |= {"pool": s.spec.pool, "waiting_for": waits.get(s.id)}
     return states, live, now, summaries
 
 

@@ -14,7 +14,7 @@ import os
 import socket
 import time
 from collections.abc import Callable, Collection, Iterable, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any, Final
 
@@ -72,6 +72,9 @@ class JobView:
     """Failed runs since the last ok one (``None``: the store keeps no ledger)."""
     last_ok: float | None = None
     """When the last ok run ended (``None``: never, or not known)."""
+    waiting_for: str | None = None
+    """Due but held back by a full concurrency pool: ``"pool <name>"`` or
+    ``"max_running"`` (`tickwork._daemon.pools.pool_waits`)."""
 
 
 def _strip(entries: Sequence[SlotRecord]) -> str:
@@ -135,6 +138,13 @@ def _waiting(s: JobState) -> str:
     )
 
 
+def _pool_wait(job: JobView) -> str:
+    """Under the next run: the full pool (or ``max_running``) the job waits for a slot of."""
+    if job.waiting_for is None:
+        return ""
+    return f'<div class="waiting">waiting for {html.escape(job.waiting_for)}</div>'
+
+
 def _streak(job: JobView, now: float) -> str:
     """Under the last outcome: the failure streak and when the job last succeeded."""
     if not job.failures:
@@ -185,7 +195,8 @@ def _row(job: JobView, now: float, controls: Callable[[JobView], str] | None = N
         "<tr>"
         f'<td class="job">{html.escape(job.name)}{flags}{controls(job) if controls else ""}</td>'
         f"<td>{html.escape(job.schedule)}</td>"
-        f'<td>{_time(s.next_run)}<div class="sub">{_next_note(s, now)}</div>{_waiting(s)}</td>'
+        f'<td>{_time(s.next_run)}<div class="sub">{_next_note(s, now)}</div>{_waiting(s)}'
+        f"{_pool_wait(job)}</td>"
         f'<td><span class="outcome {html.escape(outcome)}">{html.escape(outcome)}</span>'
         f"{error}{_streak(job, now)}</td>"
         f"<td>{late}</td>"
@@ -378,6 +389,7 @@ def page(
 
     """
     from tickwork._daemon.declare import owned, owner_label
+    from tickwork._daemon.pools import pool_waits
 
     now = time.time()
     views: list[JobView] = []
@@ -394,6 +406,8 @@ def page(
         words = schedule_and_after(state.spec.schedule, state.spec.after, prefix=namespace + "/")
         views.append(JobView(name, state, words, entries, failures=failures, last_ok=last_ok))
     views.sort(key=lambda v: v.name)
+    waits = pool_waits(store, [v.state for v in views], now)  # concurrency pools
+    views = [replace(v, waiting_for=waits.get(v.state.id)) for v in views]
     names = {v.state.id: v.name for v in views}
     actions = [(names[a.job_id], a) for a in scheduler.actions(limit=100) if a.job_id in names]
     gone_raw = gone_owners(store, owners)

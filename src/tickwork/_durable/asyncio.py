@@ -20,7 +20,7 @@ from __future__ import annotations
 import asyncio
 import concurrent.futures
 import functools
-from collections.abc import Awaitable, Callable, Coroutine, Iterable
+from collections.abc import Awaitable, Callable, Coroutine, Iterable, Mapping
 from concurrent.futures import Executor
 from datetime import datetime
 from types import TracebackType
@@ -73,6 +73,8 @@ class AsyncDurableScheduler:
         max_errors: See `DurableScheduler`.
         on_error: See `DurableScheduler` (called on the worker thread).
         allowed_modules: See `DurableScheduler`.
+        pools: See `DurableScheduler`.
+        max_running: See `DurableScheduler`.
 
     Raises:
         TypeError: An argument of the wrong kind.
@@ -94,6 +96,8 @@ class AsyncDurableScheduler:
         max_errors: int | None = DEFAULT_MAX_ERRORS,
         on_error: DurableErrorHook | None = None,
         allowed_modules: Iterable[str] | None = None,
+        pools: Mapping[str, int] | None = None,
+        max_running: int | None = None,
     ) -> None:
         self._engine = DurableScheduler(
             store,
@@ -107,6 +111,8 @@ class AsyncDurableScheduler:
             max_errors=max_errors,
             on_error=on_error,
             allowed_modules=allowed_modules,
+            pools=pools,
+            max_running=max_running,
         )
         self._engine._await_with(self._await)
         self._loop: asyncio.AbstractEventLoop | None = None

@@ -31,7 +31,7 @@ import secrets
 import socket
 import threading
 import time
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Mapping
 from concurrent.futures import Executor, ThreadPoolExecutor
 from dataclasses import dataclass, replace
 from datetime import datetime
@@ -61,6 +61,7 @@ from tickwork._durable.engine import DEFAULT_POLL as DEFAULT_POLL
 from tickwork._durable.engine import DurableErrorHook as DurableErrorHook
 from tickwork._durable.engine import current_async_claim as current_async_claim
 from tickwork._durable.events import Events
+from tickwork._durable.pools import Pools
 from tickwork._durable.recorder import Recorder
 from tickwork._durable.recovery import Recovery
 from tickwork._durable.runs import Awaiter, Functions, Running
@@ -279,6 +280,11 @@ class DurableScheduler:
             process did not declare them (``"myapp.jobs"`` allows ``myapp.jobs`` and
             ``myapp.jobs.*``); ``"*"`` allows every module (unsafe if others can write
             the database).
+        pools: Concurrency pools: ``{"db-heavy": 2}`` lets at most 2 runs of the jobs
+            whose ``pool`` is ``"db-heavy"`` go at once, over every node sharing the
+            store (not the same as ``max_workers``, this process's threads). Written to
+            the store, where the last declaration wins; see ``docs/durability.md``.
+        max_running: At most this many runs of all the store's jobs at once, likewise.
 
     Raises:
         TypeError: An argument of the wrong kind (``store`` not a `Store`, ...).
@@ -300,6 +306,8 @@ class DurableScheduler:
         max_errors: int | None = DEFAULT_MAX_ERRORS,
         on_error: DurableErrorHook | None = None,
         allowed_modules: Iterable[str] | None = None,
+        pools: Mapping[str, int] | None = None,
+        max_running: int | None = None,
     ) -> None:
         if not isinstance(store, Store):
             raise TypeError(f"store must implement tickwork.stores.Store, got {store!r}")
@@ -323,6 +331,7 @@ class DurableScheduler:
             raise TypeError(f"on_error must be callable or None, got {on_error!r}")
         prefixes = _prefixes(allowed_modules)
         self._store = store
+        self._pools = Pools(store, pools, max_running)  # declared to the store now
         self._owner = owner
         self._lease = _positive("lease", lease)
         # What the store can do is checked once, here: an isinstance against a runtime
@@ -853,6 +862,7 @@ class DurableScheduler:
         """Check what a store does not: the function imports, the schedule computes."""
         checked = _checked_spec(spec, awaits=self._running.awaiter is not None, now=self._wall())
         check_after(self._store, checked[0])  # chains: after= names stored jobs, no cycle
+        self._pools.check(checked[0])  # its pool has a limit
         return checked
 
     def _allow(self, func: str) -> None:

@@ -41,6 +41,8 @@ from tickwork.stores._model import Schedule as Schedule
 from tickwork.stores._model import SlotRecord as SlotRecord
 from tickwork.stores._model import Upsert as Upsert
 from tickwork.stores._model import deprecated as _deprecated
+from tickwork.stores._pools import PoolLimits as PoolLimits
+from tickwork.stores._pools import PoolState as PoolState
 from tickwork.stores._protocol import OutcomeRetention as OutcomeRetention
 from tickwork.stores._protocol import RuntimeControl as RuntimeControl
 from tickwork.stores._protocol import SlotLedger as SlotLedger
@@ -69,6 +71,8 @@ __all__ = [
     "OutcomeRetention",
     "Overlap",
     "PauseNote",
+    "PoolLimits",
+    "PoolState",
     "RuntimeControl",
     "Schedule",
     "SchemaVersionError",

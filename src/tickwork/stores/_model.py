@@ -13,6 +13,7 @@ from __future__ import annotations
 import importlib
 import json
 import math
+import re
 import warnings
 from collections.abc import Callable, Mapping
 from dataclasses import KW_ONLY, dataclass, field
@@ -69,6 +70,7 @@ __all__ = [
     "Start",
     "StartNowFn",
     "Upsert",
+    "pool_name_problem",
     "resolve_func",
     "schedule_from_dict",
     "spec_from_json",
@@ -368,6 +370,20 @@ def resolve_func(path: str) -> Callable[..., object]:
     return obj
 
 
+#: A concurrency pool's name: as a jobs file's job name.
+_POOL_NAME: Final = re.compile(r"[A-Za-z0-9][A-Za-z0-9_.@:-]{0,99}")
+
+
+def pool_name_problem(name: str, value: object) -> str | None:
+    """What is wrong with ``value`` as a pool's name (``name``: the argument), or None."""
+    if isinstance(value, str) and _POOL_NAME.fullmatch(value):
+        return None
+    return (
+        f"{name} must be a pool name of 1-100 letters, digits or '_.@:-', starting with a"
+        f" letter or digit, got {value!r}"
+    )
+
+
 def _job_id(value: object, name: str = "id") -> str:
     if not isinstance(value, str) or not value or len(value) > _MAX_ID or not value.isprintable():
         raise JobSpecError(
@@ -413,6 +429,9 @@ class JobSpec:
             the store transaction that records the upstream's end, and its ledger
             entry names that slot (`SlotRecord.cause`). See docs/durability.md,
             "Chains".
+        pool: The concurrency pool the job's runs count against (``None``: none), a
+            name of 1-100 letters, digits or ``_.@:-``; the pool's limit is the
+            state's (see ``docs/durability.md``, "Concurrency pools").
 
     Raises:
         JobSpecError: A field is invalid; the message names it and shows the value.
@@ -432,6 +451,7 @@ class JobSpec:
     delivery: Delivery = "at_most_once"
     paused: bool = False
     after: Edges = ()
+    pool: str | None = None
 
     def __post_init__(self) -> None:
         _job_id(self.id)
@@ -475,6 +495,8 @@ class JobSpec:
         _choice("delivery", self.delivery, DELIVERIES)
         if not isinstance(self.paused, bool):
             raise JobSpecError(f"paused must be a bool, got {self.paused!r}")
+        if self.pool is not None and (problem := pool_name_problem("pool", self.pool)):
+            raise JobSpecError(problem)
         object.__setattr__(self, "args", args)
         object.__setattr__(self, "kwargs", MappingProxyType(kwargs))
         object.__setattr__(self, "grace", grace)
@@ -485,7 +507,12 @@ class JobSpec:
         return hash(spec_to_json(self))
 
     def to_dict(self) -> dict[str, Any]:
-        """The versioned JSON form (``"v"`` is `SPEC_VERSION`), as stored."""
+        """The versioned JSON form (``"v"`` is `SPEC_VERSION`), as stored.
+
+        ``"pool"`` and ``"after"`` are there only when set: a job without them keeps
+        the stored form it always had, and a tickwork that knows no pools refuses to
+        run a pooled job rather than run it unlimited.
+        """
         out: dict[str, Any] = {
             "v": SPEC_VERSION,
             "id": self.id,
@@ -502,6 +529,8 @@ class JobSpec:
         }
         if self.after:  # only when chained: other specs keep their stored text
             out["after"] = after_to_json(self.after)
+        if self.pool is not None:
+            out["pool"] = self.pool
         return out
 
 
@@ -548,7 +577,7 @@ def spec_from_json(text: str | bytes) -> JobSpec:
         )
     # Version 1 is the only one so far; older shapes would be upgraded here, in order.
     after = data.pop("after", ())  # optional (chains): absent unless declared
-    if set(data) != _SPEC_KEYS:
+    if set(data) != _SPEC_KEYS and set(data) != _SPEC_KEYS | {"pool"}:
         raise StoreError(
             f"stored job spec {data.get('id')!r} has keys {sorted(data)}, expected"
             f" {sorted(_SPEC_KEYS)}"
@@ -570,6 +599,7 @@ def spec_from_json(text: str | bytes) -> JobSpec:
             delivery=data["delivery"],
             paused=data["paused"],
             after=after_from_json(after, data["id"]) if after else (),
+            pool=data.get("pool"),
         )
     except JobSpecError as exc:
         raise StoreError(f"stored job spec {data.get('id')!r} is invalid: {exc}") from exc
@@ -588,6 +618,8 @@ def _plain_spec(data: dict[str, Any]) -> JobSpec | None:
     """
     schedule = data["schedule"]
     if type(schedule) is not dict or len(schedule) != 2 or schedule.get("kind") != "at":
+        return None
+    if "pool" in data:  # the full path checks the pool's name
         return None
     at = schedule.get("at")
     if type(at) is not float or not math.isfinite(at):
@@ -637,6 +669,7 @@ def _plain_spec(data: dict[str, Any]) -> JobSpec | None:
     put(spec, "delivery", data["delivery"])
     put(spec, "paused", data["paused"])
     put(spec, "after", ())
+    put(spec, "pool", None)
     return spec
 
 

@@ -69,6 +69,7 @@ from ._model import (
     check_time,
     spec_to_json,
 )
+from ._pools import PoolQueries, PoolsMixin
 from ._recovery import LIVENESS_CHECK, ClaimRecovery
 from ._rows import RowReader
 from ._sqlbase import C, SQLCursor, SQLResult
@@ -155,7 +156,7 @@ def _check_claim_callables(
         raise TypeError(f"given_up must be callable as given_up(state) or None, got {given_up!r}")
 
 
-class SQLStore(RowReader, ABC, Generic[C]):
+class SQLStore(RowReader, PoolsMixin, ABC, Generic[C]):
     """The `Store` logic over SQL, once; subclasses supply transactions and dialect.
 
     Subclasses set `_WORDS` (the dialect's words for the ``{name}`` fields of the
@@ -202,6 +203,7 @@ class SQLStore(RowReader, ABC, Generic[C]):
         self._control: ControlActions[C] = ControlActions(self, self._ledger)
         self._recovery: ClaimRecovery[C] = ClaimRecovery(self, self._ledger, self._LOST)
         self._chains: ChainQueries[C] = ChainQueries(self)  # after=: edges, queued runs
+        self._pools: PoolQueries[C] = PoolQueries(self)  # the limits the claim keeps to
         self._warned: set[tuple[str, str]] = set()
         self._specs: dict[str, JobSpec] = {}
         self._owner: str | None = None  # tag_sessions: this store's owner
@@ -587,6 +589,7 @@ class SQLStore(RowReader, ABC, Generic[C]):
 
         def body(cur: C) -> list[Claim]:
             pending.clear()
+            self._pools.begin()  # concurrency pools: each row taken below is admitted
             self._control.resume_ended(cur, now)
             self._recovery.recover(cur, now)
             self._take_retries(cur, now, owner, lease, limit, pending)
@@ -626,7 +629,7 @@ class SQLStore(RowReader, ABC, Generic[C]):
         for row in rows:
             job_id = row[0]
             spec = self._decode(job_id, row[1], strict=False)
-            if spec is None:
+            if not self._pools.admit(spec, cur):  # unreadable, or its pool is full
                 continue
             state = self._state(row, spec, held.get(job_id, ()))
             result = advance(state, now)
@@ -708,7 +711,7 @@ class SQLStore(RowReader, ABC, Generic[C]):
             taken: list[tuple[str, str, float, float, str]] = []
             for old, job_id, scheduled, text, origin in rows:
                 spec = self._decode(job_id, text, strict=False)
-                if spec is None:
+                if not self._pools.admit(spec, cur):  # unreadable, or its pool is full
                     continue
                 token = secrets.token_hex(16)
                 taken.append((token, owner, now, now + lease, old))

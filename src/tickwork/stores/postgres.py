@@ -207,6 +207,14 @@ def _chains_v8(cur: Cursor) -> None:
     )
 
 
+def _pools_v9(cur: Cursor) -> None:
+    """Schema 9: concurrency pools: as SQLite's ``_pools_v10``. Safe to run again."""
+    cur.execute(
+        "CREATE TABLE IF NOT EXISTS tickwork_pools (name text PRIMARY KEY,"
+        " lim integer NOT NULL CHECK (lim >= 1))"
+    )
+
+
 #: One ledger entry: 13 parameters in the order of ``_sql.LEDGER_INSERT``.
 _LEDGER_ONE: Final = LEDGER_INSERT.format(ledger="tickwork_ledger").replace("?", "%s")
 #: A batch of ledger entries in one parameter: a JSON array of entries, each an array in
@@ -238,6 +246,7 @@ MIGRATIONS: list[Callable[[Cursor], None]] = [
     _first_slot_v6,
     _alert_episodes_v7,
     _chains_v8,
+    _pools_v9,
 ]
 
 _TABLES: Final = ("tickwork_meta", "tickwork_jobs", "tickwork_claims")
@@ -788,6 +797,9 @@ class PostgresStore(SQLStore[Cursor]):
         "claimable": _CLAIMABLE,
         "unpaused": "(NOT j.paused OR c.origin = 'manual')",
         "watched": "",
+        "pools": "tickwork_pools",  # concurrency pools (stores/_pools.py)
+        "lock_pools": " FOR UPDATE",  # the claims that involve a limit take turns
+        "pool_of": "(j.spec::jsonb ->> 'pool')",
     }
 
     def _q_list(self, template: str, values: Sequence[Any]) -> tuple[str, Sequence[Any]]:

@@ -227,6 +227,18 @@ def _chains_v9(conn: sqlite3.Connection) -> None:
     conn.execute("CREATE INDEX IF NOT EXISTS chain_runs_queued ON chain_runs (queued)")
 
 
+def _pools_v10(conn: sqlite3.Connection) -> None:
+    """Schema 10: concurrency pools: each pool's limit, and ``*`` for ``max_running``.
+
+    A job's pool is in its stored declaration; the claim counts the claims held per
+    pool against these rows (`tickwork.stores._pools`). Safe to run again.
+    """
+    conn.execute(
+        "CREATE TABLE IF NOT EXISTS pools (name TEXT PRIMARY KEY NOT NULL,"
+        " lim INTEGER NOT NULL CHECK (lim >= 1))"
+    )
+
+
 #: ``MIGRATIONS[i]`` takes a database from schema version ``i`` to ``i + 1`` inside the
 #: opening transaction; the current version is ``len(MIGRATIONS)``. Append only: a
 #: released step is never edited.
@@ -240,6 +252,7 @@ MIGRATIONS: list[Callable[[sqlite3.Connection], None]] = [
     _first_slot_v7,
     _alert_episodes_v8,
     _chains_v9,
+    _pools_v10,
 ]
 
 # A job is claimable when due, not paused and not claimed, unless it allows overlap.
@@ -504,6 +517,9 @@ class SQLiteStore(SQLStore[sqlite3.Connection]):
         "claimable": _CLAIMABLE,
         "unpaused": "(j.paused = 0 OR c.origin = 'manual')",
         "watched": " AND n.scope = ?",  # only owners of this scope can be judged
+        "pools": "pools",  # concurrency pools (stores/_pools.py)
+        "lock_pools": "",  # BEGIN IMMEDIATE: the claim is the only writer
+        "pool_of": "json_extract(j.spec, '$.pool')",
     }
 
     def _q_list(self, template: str, values: Sequence[Any]) -> tuple[str, Sequence[Any]]:
