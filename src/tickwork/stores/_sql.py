@@ -156,6 +156,23 @@ def _check_claim_callables(
         raise TypeError(f"given_up must be callable as given_up(state) or None, got {given_up!r}")
 
 
+def _declared_paused(job_id: str, old_text: str) -> object:
+    """``paused`` of a stored declaration; refuses to overwrite a newer version's."""
+    try:
+        old = json.loads(old_text)
+    except ValueError:
+        return None  # unreadable: the new declaration repairs the row
+    if not isinstance(old, dict):
+        return None
+    version = old.get("v")
+    if isinstance(version, int) and version > SPEC_VERSION:
+        raise SchemaVersionError(
+            f"job {job_id!r} was stored by a newer tickwork (spec version {version});"
+            " refusing to overwrite it"
+        )
+    return old.get("paused")
+
+
 class SQLStore(RowReader, PoolsMixin, ABC, Generic[C]):
     """The `Store` logic over SQL, once; subclasses supply transactions and dialect.
 
@@ -364,7 +381,7 @@ class SQLStore(RowReader, PoolsMixin, ABC, Generic[C]):
             old_text, old_schedule, paused = row
             if old_text == text:
                 return Upsert.UNCHANGED
-            if self._declared_paused(spec.id, old_text) != spec.paused:
+            if _declared_paused(spec.id, old_text) != spec.paused:
                 # The declaration's pause changed: it wins over one made at run time.
                 paused = spec.paused
                 cur.execute(
@@ -395,23 +412,6 @@ class SQLStore(RowReader, PoolsMixin, ABC, Generic[C]):
             return intended[0] if result is Upsert.UNCHANGED and intended else result
 
         return self._run(f"upsert job {spec.id!r}", body, resolve=resolve)
-
-    @staticmethod
-    def _declared_paused(job_id: str, old_text: str) -> object:
-        """``paused`` of a stored declaration; refuses to overwrite a newer version's."""
-        try:
-            old = json.loads(old_text)
-        except ValueError:
-            return None  # unreadable: the new declaration repairs the row
-        if not isinstance(old, dict):
-            return None
-        version = old.get("v")
-        if isinstance(version, int) and version > SPEC_VERSION:
-            raise SchemaVersionError(
-                f"job {job_id!r} was stored by a newer tickwork (spec version {version});"
-                " refusing to overwrite it"
-            )
-        return old.get("paused")
 
     def remove(self, job_id: str) -> None:
         """Delete a job and its claims (see `tickwork.stores.Store.remove`)."""
