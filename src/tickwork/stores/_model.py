@@ -21,12 +21,20 @@ from types import MappingProxyType
 from typing import Any, Final, Literal, TypeAlias
 
 from tickwork._core.args import seconds, stored_values
+from tickwork._core.attempts import (
+    DEFAULT_KILL_GRACE,
+    DEFAULT_RETRY_BACKOFF,
+    DEFAULT_RETRY_BACKOFF_MAX,
+    AttemptPolicy,
+    check_policy,
+)
 from tickwork._core.errors import CronError
 from tickwork._core.schedules import At, Cron, Every, Once
 from tickwork._core.text import iso
 from tickwork._core.vocabulary import (
     MISSED_POLICIES,
     OVERLAP_POLICIES,
+    Isolation,
     Missed,
     Overlap,
     field_names,
@@ -75,7 +83,7 @@ __all__ = [
 
 #: Version of the JSON encoding of a `JobSpec` (its ``"v"`` field). Bump it, and teach
 #: `spec_from_json` to read the old shape, whenever a field changes meaning.
-SPEC_VERSION: Final = 1
+SPEC_VERSION: Final = 2
 
 Delivery: TypeAlias = Literal["at_most_once", "at_least_once"]
 Outcome: TypeAlias = Literal[
@@ -397,6 +405,21 @@ class JobSpec:
         delivery: A run whose runner died after starting it is given up
             (``"at_most_once"``) or run again (``"at_least_once"``).
         paused: Declared paused: no runs until resumed.
+        retries: Further attempts of a run that failed or timed out, an int from 0
+            to 100, each recorded in the slot ledger (docs/durability.md, "Retries
+            and time limits").
+        retry_backoff: Seconds before the first retry, doubled for each further one
+            and jittered (a random point of its upper half).
+        retry_backoff_max: The cap on the doubled backoff, in seconds.
+        timeout: Seconds one attempt may take (``None`` or 0: no limit). At the
+            limit the attempt is recorded ``"timeout"``; a coroutine is cancelled,
+            a child process (``isolation="process"``) killed; a thread cannot be
+            killed and goes on, its slot held until it returns.
+        kill_grace: With ``isolation="process"``: seconds between SIGTERM and
+            SIGKILL at the limit.
+        isolation: ``"thread"`` (called in a worker thread) or ``"process"`` (called
+            in a child process that is killed at ``timeout``, its output captured;
+            ``func`` must be importable there).
 
     Raises:
         JobSpecError: A field is invalid; the message names it and shows the value.
@@ -415,6 +438,12 @@ class JobSpec:
     grace: float | None = None
     delivery: Delivery = "at_most_once"
     paused: bool = False
+    retries: int = 0
+    retry_backoff: float = DEFAULT_RETRY_BACKOFF
+    retry_backoff_max: float = DEFAULT_RETRY_BACKOFF_MAX
+    timeout: float | None = None
+    kill_grace: float = DEFAULT_KILL_GRACE
+    isolation: Isolation = "thread"
 
     def __post_init__(self) -> None:
         _job_id(self.id)
@@ -453,14 +482,46 @@ class JobSpec:
         object.__setattr__(self, "args", args)
         object.__setattr__(self, "kwargs", MappingProxyType(kwargs))
         object.__setattr__(self, "grace", grace)
+        policy = check_policy(
+            retries=self.retries,
+            retry_backoff=self.retry_backoff,
+            retry_backoff_max=self.retry_backoff_max,
+            timeout=self.timeout,
+            kill_grace=self.kill_grace,
+            isolation=self.isolation,
+            error=JobSpecError,
+        )
+        for name, value in policy.to_dict().items():
+            object.__setattr__(self, name, value)
+        if self.timeout is not None and not policy.timeout:
+            object.__setattr__(self, "timeout", None)  # 0: no limit
+
+    @property
+    def attempt_policy(self) -> AttemptPolicy:
+        """The job's retries and time limit (`AttemptPolicy`)."""
+        return AttemptPolicy(
+            self.retries,
+            self.retry_backoff,
+            self.retry_backoff_max,
+            self.timeout,
+            self.kill_grace,
+            self.isolation,
+        )
 
     def __hash__(self) -> int:
         return hash(spec_to_json(self))
 
     def to_dict(self) -> dict[str, Any]:
-        """The versioned JSON form (``"v"`` is `SPEC_VERSION`), as stored."""
-        return {
-            "v": SPEC_VERSION,
+        """The versioned JSON form, as stored.
+
+        ``"v"`` is 1 for a job with the default attempt policy (the form every
+        tickwork reads), `SPEC_VERSION` with an ``"attempts"`` object holding the
+        policy's fields that differ from the default (an older tickwork then refuses
+        the job with "upgrade tickwork" rather than run it without its time limit).
+        """
+        attempts = self.attempt_policy.to_dict()
+        out: dict[str, Any] = {
+            "v": SPEC_VERSION if attempts else 1,
             "id": self.id,
             "func": self.func,
             "schedule": self.schedule.to_dict(),
@@ -473,6 +534,9 @@ class JobSpec:
             "delivery": self.delivery,
             "paused": self.paused,
         }
+        if attempts:
+            out["attempts"] = attempts
+        return out
 
 
 _SPEC_KEYS: Final = frozenset(JobSpec("x", "m:f", At(0.0)).to_dict())
@@ -516,13 +580,14 @@ def spec_from_json(text: str | bytes) -> JobSpec:
             f"stored job spec {data.get('id')!r} has version {version}; this tickwork reads"
             f" up to {SPEC_VERSION}: upgrade tickwork"
         )
-    # Version 1 is the only one so far; older shapes would be upgraded here, in order.
-    if set(data) != _SPEC_KEYS:
+    # Version 2 added the optional "attempts" object (retries and time limits).
+    attempts = data.pop("attempts", {}) if version >= 2 else {}
+    if set(data) != _SPEC_KEYS or not isinstance(attempts, dict):
         raise StoreError(
             f"stored job spec {data.get('id')!r} has keys {sorted(data)}, expected"
             f" {sorted(_SPEC_KEYS)}"
         )
-    spec = _plain_spec(data)
+    spec = None if attempts else _plain_spec(data)
     if spec is not None:
         return spec
     try:
@@ -538,8 +603,9 @@ def spec_from_json(text: str | bytes) -> JobSpec:
             grace=data["grace"],
             delivery=data["delivery"],
             paused=data["paused"],
+            **attempts,
         )
-    except JobSpecError as exc:
+    except (JobSpecError, TypeError) as exc:  # TypeError: an unknown attempts key
         raise StoreError(f"stored job spec {data.get('id')!r} is invalid: {exc}") from exc
 
 
@@ -604,7 +670,20 @@ def _plain_spec(data: dict[str, Any]) -> JobSpec | None:
     put(spec, "grace", grace)
     put(spec, "delivery", data["delivery"])
     put(spec, "paused", data["paused"])
+    for name, value in _PLAIN_POLICY.items():
+        put(spec, name, value)
     return spec
+
+
+#: The default attempt policy's fields, set on a spec `_plain_spec` builds.
+_PLAIN_POLICY: Final = {
+    "retries": 0,
+    "retry_backoff": DEFAULT_RETRY_BACKOFF,
+    "retry_backoff_max": DEFAULT_RETRY_BACKOFF_MAX,
+    "timeout": None,
+    "kill_grace": DEFAULT_KILL_GRACE,
+    "isolation": "thread",
+}
 
 
 # -- live state ------------------------------------------------------------------------
@@ -767,6 +846,11 @@ class Finish:
     """As `Store.finish`'s ``next_run``."""
     output: str | None = None
     """The tail of the run's output, for the slot ledger (where the runner kept it)."""
+    attempt: int = 1
+    """Which attempt of the claim this was (a job's ``retries``: 2 is the first retry)."""
+    recorded: bool = False
+    """The attempt's ledger entry was written already (`SQLStore.record_attempt`, at a
+    thread's time limit): the finish frees the claim and sets the last run only."""
 
 
 def check_start(value: object) -> Start:
@@ -791,6 +875,8 @@ def check_finish(value: object) -> Finish:
         check_optional_time("next_run", value.next_run)
     if value.output is not None and not isinstance(value.output, str):
         raise TypeError(f"output must be a str or None, got {value.output!r}")
+    if isinstance(value.attempt, bool) or not isinstance(value.attempt, int) or value.attempt < 1:
+        raise ValueError(f"attempt must be an int >= 1, got {value.attempt!r}")
     return value
 
 
