@@ -116,3 +116,25 @@ async def slow_coro(seconds: float) -> None:
 
 
 LAMBDA = lambda: None  # noqa: E731  (a lambda reached by name: refused for isolation="process")
+
+
+def flaky_file(path: str, fails: int) -> None:
+    """Fails the first ``fails`` calls (counted in the file ``path``: another process)."""
+    from pathlib import Path
+
+    counter = Path(path)
+    n = int(counter.read_text()) + 1 if counter.exists() else 1
+    counter.write_text(str(n))
+    if n <= fails:
+        raise RuntimeError(f"flaky call {n}")
+
+
+def stuck_child(marker: str) -> None:
+    """For isolation="process" in the daemon: writes its pid to ``marker``, then hangs."""
+    import os
+    import time
+
+    print("stuck child starts", flush=True)
+    with open(marker, "w") as f:
+        f.write(str(os.getpid()))
+    time.sleep(600)

@@ -8,7 +8,10 @@ deadlines and no assertion on durations.
 from __future__ import annotations
 
 import asyncio
+import json
 import os
+import subprocess
+import sys
 import threading
 import time
 from collections.abc import Callable
@@ -269,3 +272,138 @@ def test_a_coroutine_past_its_limit_is_cancelled_and_recorded_timeout(tmp_path: 
 
     assert asyncio.run(main()) == ["timeout"]
     assert "slow_coro" not in [c[0][0] for c in durable_jobs.CALLS if c[0]]
+
+
+# -- through the daemon -------------------------------------------------------------
+
+
+@pytest.fixture(params=["sqlite", "postgres"])
+def daemon_state(request: pytest.FixtureRequest, tmp_path: Path) -> list[str]:
+    if request.param == "sqlite":
+        return ["--state", str(tmp_path / "s.sqlite3")]
+    return ["--database", request.getfixturevalue("fresh_database")]
+
+
+def _history(jobs: Path, state: list[str]) -> list[dict[str, Any]]:
+    proc = subprocess.run(
+        [sys.executable, "-m", "tickwork", "history", str(jobs), *state, "--json"],
+        capture_output=True,
+        text=True,
+        timeout=60,
+        check=True,
+    )
+    return list(reversed(json.loads(proc.stdout)))
+
+
+def test_the_daemon_retries_a_call_and_kills_an_isolated_one_each_attempt_recorded(
+    tmp_path: Path, daemon_state: list[str]
+) -> None:
+    from tests.test_daemon_e2e import Run
+
+    counter, marker = tmp_path / "count", tmp_path / "pid"
+    jobs = tmp_path / "jobs.toml"
+    jobs.write_text(
+        f"""
+[[job]]
+name = "flaky"
+call = "{J}:flaky_file"
+args = ["{counter}", 2]
+in = "0s"
+retries = 3
+retry_backoff = "50ms"
+
+[[job]]
+name = "stuck"
+call = "{J}:stuck_child"
+args = ["{marker}"]
+in = "0s"
+isolation = "process"
+timeout = "1s"
+kill_grace = "1s"
+"""
+    )
+    run = Run(jobs, daemon_state)
+    try:
+        run.wait_line("flaky finished", limit=PATIENCE)
+        run.wait_line("stuck failed timeout", limit=PATIENCE)
+    finally:
+        run.stop()
+    entries = _history(jobs, daemon_state)
+    flaky = [(e["outcome"], e["attempt"]) for e in entries if e["job"] == "flaky"]
+    assert flaky == [("failed", 1), ("failed", 2), ("ok", 3)]
+    first = next(e for e in entries if e["job"] == "flaky")
+    assert "flaky call 1" in first["error"]
+    (stuck,) = [e for e in entries if e["job"] == "stuck"]
+    assert stuck["outcome"] == "timeout" and "stuck child starts" in (stuck["output"] or "")
+    with pytest.raises(ProcessLookupError):
+        os.kill(int(marker.read_text()), 0)
+
+
+def test_a_daemon_call_in_a_thread_is_timed_out_at_its_bound_and_waited_for() -> None:
+    from tickwork._daemon.config import parse_config
+    from tickwork._daemon.runner import RunResult, run_job
+
+    text = f'[[job]]\nname = "b"\ncall = "{J}:blocked"\nin = "0s"\ntimeout = "200ms"\n'
+    [job] = parse_config(text).jobs
+    ends: list[RunResult] = []
+    done: list[RunResult] = []
+    worker = threading.Thread(target=lambda: done.append(run_job(job, on_end=ends.append)))
+    worker.start()
+    try:
+        _until(lambda: bool(ends), "the timeout reported at the bound")
+        assert ends[0].timed_out and "cannot be stopped" in (ends[0].error or "")
+        assert worker.is_alive() and not done  # the thread goes on: the run is not over
+    finally:
+        durable_jobs.RELEASE.set()
+        worker.join(PATIENCE)
+    assert len(ends) == 1 and done[0].timed_out and done[0].status == "timeout"
+
+
+@pytest.mark.parametrize(
+    ("body", "message"),
+    [
+        (
+            'command = ["true"]\nisolation = "process"',
+            'job "j": isolation: applies only to call jobs',
+        ),
+        (
+            f'call = "{J}:record"\nisolation = "fork"',
+            'job "j": isolation: must be one of "thread", "process", got \'fork\'',
+        ),
+        (
+            f'call = "{J}:record"\noutput_limit = 5',
+            'job "j": output_limit: applies to a call only with isolation = "process"',
+        ),
+    ],
+)
+def test_the_jobs_file_checks_isolation(body: str, message: str) -> None:
+    from tickwork._daemon.config import ConfigError, parse_config
+
+    with pytest.raises(ConfigError) as caught:
+        parse_config(f'[[job]]\nname = "j"\nevery = "1m"\n{body}\n')
+    assert any(message in str(issue) for issue in caught.value.errors), caught.value.errors
+
+
+def test_a_process_call_in_the_jobs_file_keeps_its_kill_grace_and_defaults_stay_commands() -> None:
+    from tickwork._daemon.config import parse_config
+
+    text = f"""
+[defaults]
+timeout = "5m"
+
+[[job]]
+name = "p"
+call = "{J}:record"
+every = "1m"
+isolation = "process"
+kill_grace = "2s"
+output_limit = 10
+
+[[job]]
+name = "t"
+call = "{J}:record"
+every = "1m"
+"""
+    p, t = parse_config(text).jobs
+    assert (p.isolation, p.kill_grace, p.output_limit, p.timeout) == ("process", 2.0, 10, None)
+    assert (t.isolation, t.timeout) == ("thread", None)  # [defaults]' timeout is for commands

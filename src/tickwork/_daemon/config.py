@@ -34,11 +34,14 @@ from types import MappingProxyType
 from typing import Any, Final, Literal, cast
 
 from tickwork._core.args import in_calendar, too_long
+from tickwork._core.attempts import MAX_RETRIES
 from tickwork._core.errors import ConfigError, ConfigIssue, CronError
 from tickwork._core.schedules import At, Cron, Every, Once, Schedule, parse_duration
 from tickwork._core.vocabulary import (
+    ISOLATIONS,
     JOBS_FILE_OVERLAP_POLICIES,
     MISSED_POLICIES,
+    Isolation,
     JobsFileOverlap,
     Missed,
 )
@@ -119,6 +122,7 @@ JOB_KEYS: Final = DEFAULT_KEYS | {
     "call",
     "args",
     "kwargs",
+    "isolation",
     "fixed_delay",
     "first",
     "until",
@@ -128,7 +132,7 @@ _TOP_KEYS: Final = ("job", "defaults")
 
 _NAME: Final = re.compile(r"[A-Za-z0-9][A-Za-z0-9_.@:-]{0,99}")
 _IMPORT_PATH: Final = re.compile(r"[A-Za-z_]\w*(?:\.[A-Za-z_]\w*)*:[A-Za-z_]\w*(?:\.[A-Za-z_]\w*)*")
-_MAX_RETRIES: Final = 100
+_MAX_RETRIES: Final = MAX_RETRIES
 _MAX_KEEP: Final = 1_000_000
 
 
@@ -155,6 +159,9 @@ class JobConfig:
     """Positional arguments for `call` (JSON-compatible values)."""
     kwargs: Mapping[str, Any] = field(default_factory=lambda: MappingProxyType({}), hash=False)
     """Keyword arguments for `call` (JSON-compatible values)."""
+    isolation: Isolation = "thread"
+    """Where `call` runs: in a worker ``"thread"`` of the daemon, or in a child
+    ``"process"`` killed at `timeout`, its output handled as a command's."""
     overlap: Overlap = "skip"
     """When a run is due while the previous one still runs: skip it, queue it, allow
     both to run at once, or (commands) replace the running one: end its process group
@@ -166,9 +173,12 @@ class JobConfig:
     """Seconds a run may start late and still count as on time (if its next slot has not
     come yet)."""
     timeout: float | None = None
-    """Seconds a command may run before its process group is terminated."""
+    """Seconds one attempt may run: a command's process group is then terminated; a
+    call is recorded ``timeout`` (its thread goes on, the slot held until it returns;
+    with ``isolation = "process"`` its child process is terminated)."""
     kill_grace: float = 10.0
-    """Seconds between SIGTERM and SIGKILL when a command is terminated."""
+    """Seconds between SIGTERM and SIGKILL when a command (or a call's child process)
+    is terminated."""
     retries: int = 0
     """Further attempts after a failed one."""
     retry_backoff: float = 1.0
@@ -601,6 +611,7 @@ class _Checker:
                 "call": table["call"],
                 "args": tuple(table.get("args", ())),
                 "kwargs": MappingProxyType(dict(table.get("kwargs", {}))),
+                "isolation": table.get("isolation", "thread"),
             }
         return JobConfig(
             name=cast(str, name),
@@ -721,7 +732,7 @@ class _Checker:
                 f"must be a non-empty array of strings (argv), got {_show(command)}",
             )
             ok = False
-        for key in ("args", "kwargs"):
+        for key in ("args", "kwargs", "isolation"):
             if key in table:
                 self.add(where, (*at, key), key, "applies only to call jobs")
                 ok = False
@@ -741,6 +752,16 @@ class _Checker:
             ok = False
         if "shell" in table:
             self.add(where, (*at, "shell"), "shell", "applies only to command jobs")
+            ok = False
+        isolation = table.get("isolation", "thread")
+        if not isinstance(isolation, str) or isolation not in ISOLATIONS:
+            choices = ", ".join(f'"{i}"' for i in ISOLATIONS)
+            self.add(
+                where,
+                (*at, "isolation"),
+                "isolation",
+                f"must be one of {choices}, got {_show(isolation)}",
+            )
             ok = False
         args = table.get("args", [])
         if not isinstance(args, list) or not _json_value(args):
@@ -897,8 +918,14 @@ class _Checker:
             for key, why in _COMMAND_ONLY.items():
                 if key in table:
                     self.add(where, (*at, key), key, f"applies only to command jobs ({why})")
-            for key in ("timeout", "output_limit", *_PROCESS_CHECKS):
+            process = table.get("isolation") == "process"
+            for key, why in () if process else _CHILD_ONLY.items():
+                if key in table:
+                    self.add(where, (*at, key), key, why)
+            for key in (*(() if process else _CHILD_ONLY), *_PROCESS_CHECKS):
                 out.pop(key, None)
+            if "timeout" not in table:  # [defaults]' timeout is for commands
+                out.pop("timeout", None)
         if "env" in table:
             self._env(where, at, table["env"], kind, out)
         if kind != "call":
@@ -906,7 +933,7 @@ class _Checker:
         if "env_file" in source:
             self._env_file(where, at, table, source["env_file"], out)
         if kind == "call":
-            for key in ("cwd", "kill_grace", "env_file", "env_file_vars"):
+            for key in ("cwd", "env_file", "env_file_vars"):
                 out.pop(key, None)
         return out
 
@@ -986,16 +1013,19 @@ class _Checker:
                 out["env"] = env
 
 
-_KILL: Final = "an in-process call cannot be killed; run it as a command"
+#: Options of a ``call`` job only with ``isolation = "process"``, with why.
+_CHILD_ONLY: Final = {
+    "kill_grace": 'applies to a call only with isolation = "process" (a thread cannot be'
+    " killed: at its timeout the run is recorded timeout and the thread goes on)",
+    "output_limit": 'applies to a call only with isolation = "process" (a call in the'
+    " daemon's process has no output of its own)",
+}
 #: Options of command jobs only, with why a ``call`` job cannot have them.
 _COMMAND_ONLY: Final = {
-    "timeout": f"{_KILL} to get a timeout",
-    "kill_grace": f"{_KILL} to get a timeout",
     "env": "a call runs inside the daemon's process",
     "cwd": "a call runs inside the daemon's process",
     "working_dir": "a call runs inside the daemon's process",
     "env_file": "a call runs inside the daemon's process",
-    "output_limit": "a call's output is not captured",
     **{
         key: "a call runs inside the daemon's process, which it cannot change for one job"
         for key in ("user", "group", "umask", "limit_memory", "limit_cpu", "limit_files")
