@@ -193,6 +193,28 @@ def test_a_thread_past_its_limit_is_recorded_timeout_and_holds_its_slot(
     assert "ok" in [e.outcome for e in ds.history("t")]
 
 
+def test_a_retry_after_a_thread_s_timeout_starts_only_once_the_thread_returned(
+    make: Make, durable_clock: FakeClock
+) -> None:
+    ds, pool = make()
+    ds.declare(JobSpec("rt", f"{J}:blocked", Every(10), timeout=0.2, retries=1, retry_backoff=0.01))
+    durable_clock.advance(10)
+    ds.step()
+    worker = threading.Thread(target=pool.run_all, daemon=True)
+    worker.start()
+    try:
+        _until(lambda: bool(ds.history("rt")), "the first attempt's timeout entry")
+        assert [(e.outcome, e.attempt) for e in ds.history("rt")] == [("timeout", 1)]
+        assert [c[0] for c in durable_jobs.CALLS] == []  # attempt 1 still blocked, no retry
+    finally:
+        durable_jobs.RELEASE.set()
+        worker.join(PATIENCE)
+    drain(ds, pool)
+    entries = list(reversed(ds.history("rt")))
+    assert [(e.outcome, e.attempt) for e in entries] == [("timeout", 1), ("ok", 2)]
+    assert [c[0] for c in durable_jobs.CALLS] == [("blocked",), ("blocked",)]
+
+
 def test_a_process_past_its_limit_is_killed_and_its_output_kept(
     make: Make, durable_clock: FakeClock, tmp_path: Path
 ) -> None:

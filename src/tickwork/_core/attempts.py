@@ -76,11 +76,6 @@ class AttemptPolicy:
     isolation: Isolation = "thread"
     """``"thread"``: called in the worker thread; ``"process"``: in a child process."""
 
-    @property
-    def plain(self) -> bool:
-        """Whether this is the default: one attempt, no limit, in the worker thread."""
-        return self == _PLAIN
-
     def to_dict(self) -> dict[str, object]:
         """The fields that differ from the default, under their own names."""
         return {
