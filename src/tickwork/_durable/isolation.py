@@ -3,9 +3,11 @@
 The child is ``python -m tickwork._durable.child MODULE:FUNCTION ARGS_JSON`` in a
 session (process group) of its own, started with this interpreter and this process's
 ``sys.path``; it imports the function by name, calls it (running a coroutine it
-returns to the end) and exits 0, or prints the traceback and exits 1. Its stdout and
-stderr are read together; their tail is the attempt's output, as a command's is. At
-the time limit the group gets SIGTERM, then SIGKILL after ``kill_grace`` seconds.
+returns to the end) and exits 0, or prints the traceback and exits 1. Its stdout
+and stderr are read together; their tail is the attempt's output, as a command's is.
+At the time limit the group gets SIGTERM, then SIGKILL after ``kill_grace`` seconds;
+when the child ends by itself, what it started in its group gets SIGTERM, as the rest
+of a command's group does.
 """
 
 from __future__ import annotations
@@ -117,8 +119,8 @@ def run_in_child(
             killed = "SIGKILL"
             _kill(proc, signal.SIGKILL)
             proc.wait()
-    if killed:  # anything it started in its group goes too
-        _kill(proc, signal.SIGKILL)
+    # What it started in its group ends with it, as a command's (the daemon's rule).
+    _kill(proc, signal.SIGKILL if killed else signal.SIGTERM)
     reader.join(5.0)
     output = b"".join(chunks).decode("utf-8", "replace")[-TAIL:]
     code = proc.returncode
