@@ -429,3 +429,29 @@ every = "1m"
     p, t = parse_config(text).jobs
     assert (p.isolation, p.kill_grace, p.output_limit, p.timeout) == ("process", 2.0, 10, None)
     assert (t.isolation, t.timeout) == ("thread", None)  # [defaults]' timeout is for commands
+
+
+def test_an_owed_finish_keeps_its_attempt_number_when_written_later(tmp_path: Path) -> None:
+    from tests.test_durable_owed import FlakyStore
+    from tickwork.testing import InlineExecutor
+
+    clock = FakeClock(1000.0, wall_start=DURABLE_START)
+    store = FlakyStore(tmp_path / "jobs.db")
+    try:
+        ds = DurableScheduler(
+            store, executor=InlineExecutor(), wall_clock=clock.wall, monotonic_clock=clock
+        )
+        ds.declare(
+            JobSpec("o", f"{J}:flaky", Every(10), args=["o", 1], retries=1, retry_backoff=0.001)
+        )
+        clock.advance(10)
+        store.failing = "finish"  # attempt 1's entry is written; the run's end is not
+        ds.step()
+        assert [job for job, _ in ds.unrecorded()] == ["o"]
+        store.failing = None
+        ds.step()
+        assert ds.unrecorded() == []
+        entries = list(reversed(ds.history("o")))
+        assert [(e.outcome, e.attempt) for e in entries] == [("failed", 1), ("ok", 2)]
+    finally:
+        store.close()

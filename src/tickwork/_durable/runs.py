@@ -38,7 +38,7 @@ from tickwork.stores._model import (
     Outcome,
     resolve_func,
 )
-from tickwork.stores._protocol import Store
+from tickwork.stores._protocol import BatchRecorder, Store
 
 _log = logging.getLogger("tickwork.durable")
 
@@ -480,13 +480,7 @@ class Running:
                     return 0
                 token, (run, finish) = next(iter(self._owed.items()))
             try:
-                result: bool | BaseException = self._store.finish(
-                    finish.claim,
-                    outcome=finish.outcome,
-                    ended=finish.ended,
-                    error=finish.error,
-                    next_run=finish.next_run,
-                )
+                result: bool | BaseException = self._write_finish(finish)
             except StoreError:
                 raise
             except Exception as exc:
@@ -501,6 +495,22 @@ class Running:
                     finish.outcome,
                 )
             self._ended(run, finish, result)
+
+    def _write_finish(self, finish: Finish) -> bool:
+        """One finish in a transaction of its own, as the batch would write it.
+
+        Through `BatchRecorder.record` where the store has it, which keeps the finish's
+        attempt number and whether its ledger entry is written already (`Attempts`).
+        """
+        if self.recorder is not None and isinstance(self._store, BatchRecorder):
+            return self._store.record([], [finish])[1][0]
+        return self._store.finish(
+            finish.claim,
+            outcome=finish.outcome,
+            ended=finish.ended,
+            error=finish.error,
+            next_run=finish.next_run,
+        )
 
     def release(self, run: _Run) -> None:
         """Hand an unstarted claim back: recorded ``"cancelled"``, its slot re-offered.
