@@ -138,3 +138,13 @@ def stuck_child(marker: str) -> None:
     with open(marker, "w") as f:
         f.write(str(os.getpid()))
     time.sleep(600)
+
+
+def _make_closure() -> Any:
+    def inner() -> None:
+        pass
+
+    return inner
+
+
+CLOSURE = _make_closure()  # a closure reached by name: refused for isolation="process"

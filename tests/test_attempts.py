@@ -27,7 +27,6 @@ from tickwork import AsyncDurableScheduler, At, DurableScheduler, Every
 from tickwork._core.attempts import backoff_delay
 from tickwork.stores import JobSpec, JobSpecError, Store
 from tickwork.stores._model import spec_from_json, spec_to_json
-from tickwork.stores.sqlite import SQLiteStore
 from tickwork.testing import FakeClock
 
 J = "tests.durable_jobs"
@@ -114,6 +113,9 @@ def test_isolation_process_refuses_a_function_a_child_cannot_import(make: Make) 
     ds, _ = make()
     with pytest.raises(JobSpecError, match=r"func must name a module-level function.*a lambda"):
         ds.declare(JobSpec("l", f"{J}:LAMBDA", Every(10), isolation="process"))
+    with pytest.raises(JobSpecError, match=r"'tests.durable_jobs:CLOSURE', a function defined"):
+        ds.declare(JobSpec("c", f"{J}:CLOSURE", Every(10), isolation="process"))
+    assert ds.jobs() == []
 
 
 # -- retries ------------------------------------------------------------------------
@@ -274,9 +276,11 @@ def test_a_process_job_that_works_is_ok(
     assert out.read_text() == "done"
 
 
-def test_a_coroutine_past_its_limit_is_cancelled_and_recorded_timeout(tmp_path: Path) -> None:
+def test_a_coroutine_past_its_limit_is_cancelled_and_recorded_timeout(
+    open_either_store: Callable[..., Store],
+) -> None:
     async def main() -> list[str]:
-        store = SQLiteStore(tmp_path / "s.db")
+        store = open_either_store()
         try:
             async with AsyncDurableScheduler(store) as scheduler:
                 await scheduler.declare(
