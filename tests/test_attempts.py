@@ -155,6 +155,11 @@ def test_retries_used_up_end_the_slot_failed_each_attempt_recorded_once(
     durable_clock.advance(10)  # the next slot starts its own attempts from 1
     drain(ds, pool)
     assert [e.attempt for e in ds.history("b")][:3] == [3, 2, 1]
+    # A failure streak counts runs, not attempts (on_failure's `after`, the metric).
+    from tickwork.stores._streak import failure_streak
+
+    assert failure_streak(ds, "b")[0] == 2
+    assert failure_streak(ds, "b", excluding=DURABLE_START + 20)[0] == 1
 
 
 # -- time limits --------------------------------------------------------------------

@@ -472,7 +472,7 @@ class Daemon:
     ) -> None:
         """Queue the alert this run makes: ``on_failure``'s or ``on_success``'s."""
         try:  # the runs before this one, as the ledger has them (this one is not in yet)
-            summary = failure_summary(self.store, job_id)
+            summary = failure_summary(self.store, job_id, excluding=scheduled)
         except Exception as exc:
             _log.error("job %r: cannot read its failure streak for its alerts: %s", name, exc)
             return
