@@ -464,3 +464,19 @@ def test_an_owed_finish_keeps_its_attempt_number_when_written_later(tmp_path: Pa
         assert [(e.outcome, e.attempt) for e in entries] == [("failed", 1), ("ok", 2)]
     finally:
         store.close()
+
+
+def test_keep_failed_must_hold_every_attempt_of_the_streak_on_failure_counts() -> None:
+    from tickwork._daemon.config import ConfigError, parse_config
+
+    text = (
+        '[[job]]\nname = "j"\nevery = "1m"\ncommand = ["false"]\nretries = 2\nkeep_failed = 5\n'
+        '[job.on_failure]\ncommand = ["true"]\nafter = 2\n'
+    )
+    with pytest.raises(ConfigError) as caught:
+        parse_config(text)
+    assert any(
+        "needs on_failure.after = 2 failures of 3 attempts each (retries = 2) kept: set"
+        " keep_failed to at least 6" in str(issue)
+        for issue in caught.value.errors
+    ), caught.value.errors

@@ -628,13 +628,15 @@ class _Checker:
         """Refuse ``keep_ok``/``keep_failed`` that would hide ``on_failure``'s streak.
 
         The streak is counted from the slot ledger: it needs the newest ok entry and at
-        least ``after`` failed ones.
+        least ``after`` failed runs' entries (one per attempt with ``retries``).
         """
         alert = options.get("on_failure")
         if alert is None:
             return
+        tries = 1 + options.get("retries", 0)  # each failed attempt is an entry
+        of = f" of {tries} attempts each (retries = {tries - 1})" if tries > 1 else ""
         for key, least, why in (
-            ("keep_failed", alert.after, f"on_failure.after = {alert.after} failures"),
+            ("keep_failed", alert.after * tries, f"on_failure.after = {alert.after} failures{of}"),
             ("keep_ok", 1, "the newest ok run, where the failure streak starts"),
         ):
             keep = options.get(key)
