@@ -53,3 +53,98 @@ def noisy_fail(text: str) -> None:
 def too_slow() -> None:
     """A job that gives up as timed out."""
     raise TimeoutError("the export took more than 30 s")
+
+
+#: Calls of `flaky` per key, and how many of them fail before one succeeds.
+FLAKY: dict[str, int] = {}
+
+
+def flaky(key: str, fails: int) -> None:
+    """Fails the first ``fails`` calls for ``key``, then succeeds."""
+    FLAKY[key] = FLAKY.get(key, 0) + 1
+    if FLAKY[key] <= fails:
+        DurableScheduler.record_output(f"attempt {FLAKY[key]} output")
+        raise RuntimeError(f"flaky failure {FLAKY[key]}")
+    record(key)
+
+
+#: Released by a test to let `blocked` return.
+RELEASE = __import__("threading").Event()
+#: Set by `blocked` when it starts.
+ENTERED = __import__("threading").Event()
+
+
+def blocked() -> None:
+    """Blocks (a real thread) until the test sets `RELEASE`."""
+    ENTERED.set()
+    if not RELEASE.wait(60):
+        raise RuntimeError("never released")
+    record("blocked")
+
+
+def sleeper(seconds: float, marker: str) -> None:
+    """For isolation="process": writes its pid to ``marker``, prints, then sleeps."""
+    import os
+    import sys
+    import time
+
+    with open(marker, "w") as f:
+        f.write(str(os.getpid()))
+    print("child says hello", flush=True)
+    print("child complains", file=sys.stderr, flush=True)
+    time.sleep(seconds)
+
+
+def child_fails() -> None:
+    """For isolation="process": prints, then fails."""
+    print("about to fail", flush=True)
+    raise ValueError("child broke")
+
+
+def child_ok(path: str, text: str) -> None:
+    """For isolation="process": writes ``text`` to ``path``."""
+    with open(path, "w") as f:
+        f.write(text)
+
+
+async def slow_coro(seconds: float) -> None:
+    """A coroutine job that sleeps ``seconds`` (real time)."""
+    import asyncio
+
+    await asyncio.sleep(seconds)
+    record("slow_coro")
+
+
+LAMBDA = lambda: None  # noqa: E731  (a lambda reached by name: refused for isolation="process")
+
+
+def flaky_file(path: str, fails: int) -> None:
+    """Fails the first ``fails`` calls (counted in the file ``path``: another process)."""
+    from pathlib import Path
+
+    counter = Path(path)
+    n = int(counter.read_text()) + 1 if counter.exists() else 1
+    counter.write_text(str(n))
+    if n <= fails:
+        raise RuntimeError(f"flaky call {n}")
+
+
+def stuck_child(marker: str) -> None:
+    """For isolation="process" in the daemon: writes its pid to ``marker``, then hangs."""
+    import os
+    import time
+
+    print("stuck child starts", flush=True)
+    with open(marker, "w") as f:
+        f.write(str(os.getpid()))
+    time.sleep(600)
+
+
+def _make_closure() -> Any:
+    def inner() -> None:
+        pass
+
+    return inner
+
+
+CLOSURE = _make_closure()  # a closure reached by name: refused for isolation="process"

@@ -171,7 +171,7 @@ def test_every_error_in_one_pass_with_lines_and_keys() -> None:
         [[job]]
         call = "pkg.mod:f"
         in = "5s"
-        timeout = "3s"
+        kill_grace = "3s"
 
         [[job]]
         name = "env"
@@ -193,8 +193,9 @@ def test_every_error_in_one_pass_with_lines_and_keys() -> None:
         "`0 0 30 2 *`",
         'jobs.toml:13: job "rotate": evry: unknown key (did you mean "every"?)',
         "jobs.toml:15: job #3: name: missing: every job needs a name",
-        "jobs.toml:18: job #3: timeout: applies only to command jobs (an in-process call "
-        "cannot be killed; run it as a command to get a timeout)",
+        "jobs.toml:18: job #3: kill_grace: applies to a call only with isolation = "
+        '"process" (a thread cannot be killed: at its timeout the run is recorded timeout '
+        "and the thread goes on)",
         'jobs.toml:23: job "env": at: needs a UTC offset (2026-12-02T17:00:00Z or +01:00), '
         "got 2026-12-02T17:00:00",
         'jobs.toml:24: job "env": retries: must be an integer from 0 to 100, got -1',

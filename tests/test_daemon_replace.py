@@ -134,8 +134,8 @@ def test_validate_refuses_replace_where_it_cannot_work() -> None:
         " runs never overlap (the next is due only after the previous ends)",
         'jobs.toml:19: job "lim": output_limit: must be a number of lines from 1 to'
         " 1000000000, got 0",
-        'jobs.toml:26: job "pylim": output_limit: applies only to command jobs (a call\'s'
-        " output is not captured)",
+        'jobs.toml:26: job "pylim": output_limit: applies to a call only with isolation ='
+        ' "process" (a call in the daemon\'s process has no output of its own)',
     ]
     config = parse_config(
         '[defaults]\noverlap = "replace"\noutput_limit = 5\n\n'

@@ -345,11 +345,17 @@ def test_retries_with_injected_sleep() -> None:
     def attempt(n: int) -> RunResult:
         return RunResult(exit_code=next(outcomes))
 
-    r = run_with_retries(attempt, retries=5, backoff=2, backoff_max=5, sleep=delays.append)
+    r = run_with_retries(
+        attempt, retries=5, backoff=2, backoff_max=5, sleep=delays.append, rand=lambda: 0.0
+    )
     assert r.ok and r.attempt == 4 and delays == [2, 4, 5]
     delays.clear()
     r = run_with_retries(
-        lambda n: RunResult(exit_code=1), retries=2, backoff=1, sleep=delays.append
+        lambda n: RunResult(exit_code=1),
+        retries=2,
+        backoff=1,
+        sleep=delays.append,
+        rand=lambda: 0.0,
     )
     assert r.attempt == 3 and r.status == "exit=1" and delays == [1, 2]
     r = run_with_retries(
@@ -388,6 +394,7 @@ def test_run_job_reports_every_attempt(tmp_path: Path) -> None:
     r = run_job(
         job,
         sleep=delays.append,
+        rand=lambda: 0.0,
         on_start=lambda n: events.append(f"start {n}"),
         on_end=lambda res: events.append(f"end {res.attempt} {res.status}"),
     )

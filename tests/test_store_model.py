@@ -14,7 +14,13 @@ import tickwork.stores
 import tickwork.stores.contract
 from tickwork import At, Cron, Every
 from tickwork.stores import JobSpec, JobSpecError, SchemaVersionError, StoreError, TickworkError
-from tickwork.stores.contract import resolve_func, schedule_from_dict, spec_from_json, spec_to_json
+from tickwork.stores.contract import (
+    SPEC_VERSION,
+    resolve_func,
+    schedule_from_dict,
+    spec_from_json,
+    spec_to_json,
+)
 
 
 def test_public_surface_is_pinned() -> None:
@@ -213,9 +219,11 @@ def test_non_ascii_survives() -> None:
 
 
 def test_newer_encoding_is_refused_with_a_version_error() -> None:
-    data = make().to_dict() | {"v": 2}
+    newer = SPEC_VERSION + 1
+    data = make().to_dict() | {"v": newer}
     with pytest.raises(
-        SchemaVersionError, match=r"^stored job spec 'job' has version 2; .* up to 1"
+        SchemaVersionError,
+        match=rf"^stored job spec 'job' has version {newer}; .* up to {SPEC_VERSION}",
     ):
         spec_from_json(json.dumps(data))
 

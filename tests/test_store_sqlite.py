@@ -304,10 +304,10 @@ def test_a_row_from_a_newer_version_is_skipped_not_destroyed(
     db: Path, caplog: pytest.LogCaptureFixture
 ) -> None:
     make_store_file(db, "new", "old")
-    newer = json.dumps({"v": 2, "id": "new", "something": "else"})
+    newer = json.dumps({"v": 99, "id": "new", "something": "else"})
     write_raw_spec(db, "new", newer)
     with SQLiteStore(db) as s, caplog.at_level(logging.WARNING, logger="tickwork.stores"):
-        with pytest.raises(SchemaVersionError, match=r"'new' has version 2"):
+        with pytest.raises(SchemaVersionError, match=r"'new' has version 99"):
             s.get("new")
         assert [j.id for j in s.jobs()] == ["old"]
         assert [c.job_id for c in claim(s, 100.0)] == ["old"]  # "new" never blocks "old"

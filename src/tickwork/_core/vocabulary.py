@@ -35,10 +35,16 @@ Overlap: TypeAlias = Literal["skip", "queue", "allow"]
 #: What to do with durable runs whose time passed while nothing ran the schedule.
 Missed: TypeAlias = Literal["skip", "once", "all"]
 
+#: Where a durable job's Python function runs: in the worker ``"thread"`` (it cannot be
+#: killed at its time limit), or in a child ``"process"`` (killed at the limit).
+Isolation: TypeAlias = Literal["thread", "process"]
+
 #: The overlap policies, in the order error messages list them.
 OVERLAP_POLICIES: Final[tuple[Overlap, ...]] = get_args(Overlap)
 #: The missed-run policies, in the order error messages list them.
 MISSED_POLICIES: Final[tuple[Missed, ...]] = get_args(Missed)
+#: The isolation words, in the order error messages list them.
+ISOLATIONS: Final[tuple[Isolation, ...]] = get_args(Isolation)
 
 #: The overlap policies of a ``tickwork run`` jobs file: the library's, and
 #: ``"replace"`` for commands (stop the running run's process group, then start the new

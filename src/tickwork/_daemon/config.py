@@ -35,11 +35,14 @@ from typing import Any, Final, Literal, cast
 
 from tickwork._core.args import in_calendar, too_long
 from tickwork._core.calendars import Calendar
+from tickwork._core.attempts import MAX_RETRIES
 from tickwork._core.errors import ConfigError, ConfigIssue, CronError
 from tickwork._core.schedules import At, Cron, Every, Once, Schedule, parse_duration
 from tickwork._core.vocabulary import (
+    ISOLATIONS,
     JOBS_FILE_OVERLAP_POLICIES,
     MISSED_POLICIES,
+    Isolation,
     JobsFileOverlap,
     Missed,
 )
@@ -142,6 +145,7 @@ JOB_KEYS: Final = DEFAULT_KEYS | {
     "call",
     "args",
     "kwargs",
+    "isolation",
     "fixed_delay",
     "first",
     "until",
@@ -152,7 +156,7 @@ _TOP_KEYS: Final = ("job", "defaults", "calendar", "pool", "max_running")
 
 _NAME: Final = re.compile(r"[A-Za-z0-9][A-Za-z0-9_.@:-]{0,99}")
 _IMPORT_PATH: Final = re.compile(r"[A-Za-z_]\w*(?:\.[A-Za-z_]\w*)*:[A-Za-z_]\w*(?:\.[A-Za-z_]\w*)*")
-_MAX_RETRIES: Final = 100
+_MAX_RETRIES: Final = MAX_RETRIES
 _MAX_KEEP: Final = 1_000_000
 
 
@@ -180,6 +184,9 @@ class JobConfig:
     """Positional arguments for `call` (JSON-compatible values)."""
     kwargs: Mapping[str, Any] = field(default_factory=lambda: MappingProxyType({}), hash=False)
     """Keyword arguments for `call` (JSON-compatible values)."""
+    isolation: Isolation = "thread"
+    """Where `call` runs: in a worker ``"thread"`` of the daemon, or in a child
+    ``"process"`` killed at `timeout`, its output handled as a command's."""
     overlap: Overlap = "skip"
     """When a run is due while the previous one still runs: skip it, queue it, allow
     both to run at once, or (commands) replace the running one: end its process group
@@ -191,9 +198,12 @@ class JobConfig:
     """Seconds a run may start late and still count as on time (if its next slot has not
     come yet)."""
     timeout: float | None = None
-    """Seconds a command may run before its process group is terminated."""
+    """Seconds one attempt may run: a command's process group is then terminated; a
+    call is recorded ``timeout`` (its thread goes on, the slot held until it returns;
+    with ``isolation = "process"`` its child process is terminated)."""
     kill_grace: float = 10.0
-    """Seconds between SIGTERM and SIGKILL when a command is terminated."""
+    """Seconds between SIGTERM and SIGKILL when a command (or a call's child process)
+    is terminated."""
     retries: int = 0
     """Further attempts after a failed one."""
     retry_backoff: float = 1.0
@@ -667,6 +677,7 @@ class _Checker:
                 "call": table["call"],
                 "args": tuple(table.get("args", ())),
                 "kwargs": MappingProxyType(dict(table.get("kwargs", {}))),
+                "isolation": table.get("isolation", "thread"),
             }
         return JobConfig(
             name=cast(str, name),
@@ -691,13 +702,15 @@ class _Checker:
         """Refuse ``keep_ok``/``keep_failed`` that would hide ``on_failure``'s streak.
 
         The streak is counted from the slot ledger: it needs the newest ok entry and at
-        least ``after`` failed ones.
+        least ``after`` failed runs' entries (one per attempt with ``retries``).
         """
         alert = options.get("on_failure")
         if alert is None:
             return
+        tries = 1 + options.get("retries", 0)  # each failed attempt is an entry
+        of = f" of {tries} attempts each (retries = {tries - 1})" if tries > 1 else ""
         for key, least, why in (
-            ("keep_failed", alert.after, f"on_failure.after = {alert.after} failures"),
+            ("keep_failed", alert.after * tries, f"on_failure.after = {alert.after} failures{of}"),
             ("keep_ok", 1, "the newest ok run, where the failure streak starts"),
         ):
             keep = options.get(key)
@@ -811,7 +824,7 @@ class _Checker:
                 f"must be a non-empty array of strings (argv), got {_show(command)}",
             )
             ok = False
-        for key in ("args", "kwargs"):
+        for key in ("args", "kwargs", "isolation"):
             if key in table:
                 self.add(where, (*at, key), key, "applies only to call jobs")
                 ok = False
@@ -831,6 +844,16 @@ class _Checker:
             ok = False
         if "shell" in table:
             self.add(where, (*at, "shell"), "shell", "applies only to command jobs")
+            ok = False
+        isolation = table.get("isolation", "thread")
+        if not isinstance(isolation, str) or isolation not in ISOLATIONS:
+            choices = ", ".join(f'"{i}"' for i in ISOLATIONS)
+            self.add(
+                where,
+                (*at, "isolation"),
+                "isolation",
+                f"must be one of {choices}, got {_show(isolation)}",
+            )
             ok = False
         args = table.get("args", [])
         if not isinstance(args, list) or not _json_value(args):
@@ -992,8 +1015,14 @@ class _Checker:
             for key, why in _COMMAND_ONLY.items():
                 if key in table:
                     self.add(where, (*at, key), key, f"applies only to command jobs ({why})")
-            for key in ("timeout", "output_limit", *_PROCESS_CHECKS):
+            process = table.get("isolation") == "process"
+            for key, why in () if process else _CHILD_ONLY.items():
+                if key in table:
+                    self.add(where, (*at, key), key, why)
+            for key in (*(() if process else _CHILD_ONLY), *_PROCESS_CHECKS):
                 out.pop(key, None)
+            if "timeout" not in table:  # [defaults]' timeout is for commands
+                out.pop("timeout", None)
         if "env" in table:
             self._env(where, at, table["env"], kind, out)
         if kind != "call":
@@ -1001,7 +1030,7 @@ class _Checker:
         if "env_file" in source:
             self._env_file(where, at, table, source["env_file"], out)
         if kind == "call":
-            for key in ("cwd", "kill_grace", "env_file", "env_file_vars"):
+            for key in ("cwd", "env_file", "env_file_vars"):
                 out.pop(key, None)
         return out
 
@@ -1081,16 +1110,19 @@ class _Checker:
                 out["env"] = env
 
 
-_KILL: Final = "an in-process call cannot be killed; run it as a command"
+#: Options of a ``call`` job only with ``isolation = "process"``, with why.
+_CHILD_ONLY: Final = {
+    "kill_grace": 'applies to a call only with isolation = "process" (a thread cannot be'
+    " killed: at its timeout the run is recorded timeout and the thread goes on)",
+    "output_limit": 'applies to a call only with isolation = "process" (a call in the'
+    " daemon's process has no output of its own)",
+}
 #: Options of command jobs only, with why a ``call`` job cannot have them.
 _COMMAND_ONLY: Final = {
-    "timeout": f"{_KILL} to get a timeout",
-    "kill_grace": f"{_KILL} to get a timeout",
     "env": "a call runs inside the daemon's process",
     "cwd": "a call runs inside the daemon's process",
     "working_dir": "a call runs inside the daemon's process",
     "env_file": "a call runs inside the daemon's process",
-    "output_limit": "a call's output is not captured",
     **{
         key: "a call runs inside the daemon's process, which it cannot change for one job"
         for key in ("user", "group", "umask", "limit_memory", "limit_cpu", "limit_files")

@@ -84,8 +84,11 @@ from tickwork._daemon.runner import (
 from tickwork._daemon.status_page import failure_summary
 from tickwork._durable.chains import upstream_first
 from tickwork._durable.runnote import note_attempt
+from tickwork._durable.attempts import begin_attempt, record_attempt
+from tickwork._durable.engine import OUTPUT_LIMIT as LEDGER_TAIL
 from tickwork._durable.scheduler import DurableScheduler
 from tickwork.stores._model import (
+    Claim,
     Schedule,
     Upsert,
 )
@@ -439,19 +442,18 @@ class Daemon:
         if job.overlap == "replace" and claim is not None:
             halt = self._replacing.begin(tag, claim.job_id, scheduled)
         lines = _RunLines(self.log, name, scheduled, job)
+        ledger = _AttemptLedger(job, self._wall, claim is not None)
         try:
             result = run_job(
                 job,
                 groups=self._groups,
                 stop=halt,
-                on_start=lambda attempt: lines.started(
-                    attempt, "schedule" if claim is None else claim.origin
-                ),
+                on_start=ledger.starting(lines.started, claim),
                 on_end=lambda r: self._ended(
                     name,
                     scheduled,
                     job,
-                    lines.ended(_replaced_by(r, self._replacing.replaced_for(tag))),
+                    ledger.ended(lines.ended(_replaced_by(r, self._replacing.replaced_for(tag)))),
                 ),
                 on_line=lines.line,
                 tag=tag,
@@ -479,7 +481,7 @@ class Daemon:
     ) -> None:
         """Queue the alert this run makes: ``on_failure``'s or ``on_success``'s."""
         try:  # the runs before this one, as the ledger has them (this one is not in yet)
-            summary = failure_summary(self.store, job_id)
+            summary = failure_summary(self.store, job_id, excluding=scheduled)
         except Exception as exc:
             _log.error("job %r: cannot read its failure streak for its alerts: %s", name, exc)
             return
@@ -1153,6 +1155,53 @@ def _replaced_by(result: RunResult, due: float | None) -> RunResult:
     return dataclasses.replace(
         result, error=f'replaced by the run due {iso_due(due)} (overlap = "replace")'
     )
+
+
+class _AttemptLedger:
+    """Writes each failed attempt of a run to the slot ledger as it ends (``retries``).
+
+    An attempt that will be retried, and a call's thread at its ``timeout`` (recorded
+    then, though the thread goes on), get their entry at once; the run's finish writes
+    the last attempt's otherwise (`tickwork._durable.attempts`).
+    """
+
+    __slots__ = ("_held", "_job", "_started", "_wall")
+
+    def __init__(self, job: JobConfig, wall: Callable[[], float], held: bool) -> None:
+        self._job = job
+        self._wall = wall
+        self._held = held  # a durable claim is held (not a run outside the scheduler)
+        self._started = 0.0
+
+    def starting(
+        self, then: Callable[[int, str], object], claim: Claim | None
+    ) -> Callable[[int], None]:
+        """The ``on_start`` of `run_job`: note the attempt's start, then call ``then``."""
+        origin = "schedule" if claim is None else claim.origin
+
+        def started(attempt: int) -> None:
+            self._started = self._wall()
+            if self._held:
+                begin_attempt()
+            then(attempt, origin)
+
+        return started
+
+    def ended(self, result: RunResult) -> RunResult:
+        job = self._job
+        if not self._held or result.ok or result.cancelled:
+            return result
+        in_thread = job.call is not None and job.isolation == "thread"
+        if result.attempt > job.retries and not (in_thread and result.timed_out):
+            return result  # the last attempt: its finish records it
+        record_attempt(
+            "timeout" if result.timed_out else "failed",
+            started=self._started,
+            ended=self._wall(),
+            error=_failure_text(result),
+            output=None if job.output == "discard" else result.output[-LEDGER_TAIL:] or None,
+        )
+        return result
 
 
 def _failure_text(result: RunResult) -> str:

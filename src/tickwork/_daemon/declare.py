@@ -223,6 +223,7 @@ _LATER: Final[dict[str, object]] = {
     "output": "log",
     "on_failure": None,
     "output_limit": OUTPUT_LIMIT,
+    "isolation": "thread",
     **dict.fromkeys(
         ("on_success", "keep_ok", "keep_failed", "env_file", "user", "group", "umask"), None
     ),

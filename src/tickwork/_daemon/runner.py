@@ -36,6 +36,7 @@ import contextlib
 import importlib
 import inspect
 import os
+import random
 import selectors
 import signal
 import subprocess
@@ -48,8 +49,11 @@ from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any, Final
 
+from tickwork._core.attempts import backoff_delay as jittered_backoff
 from tickwork._daemon.config import JobConfig
 from tickwork._daemon.jobprocess import SETUP_ENV, ProcessSetup, process_setup
+from tickwork._durable.attempts import call_bounded
+from tickwork._durable.isolation import child_command, child_env
 from tickwork.stores._procs import proc_stat, process_alive
 
 __all__ = [
@@ -808,13 +812,30 @@ def run_attempt(
     tail_bytes: int = TAIL_BYTES,
     on_line: OnLine | None = None,
     tag: object = None,
+    on_bound: Callable[[RunResult], object] | None = None,
 ) -> RunResult:
     """Run ``job`` once, as a command or a call, with its options.
 
-    ``on_line`` and ``tag`` are `run_command`'s (a call's output is not captured).
+    ``on_line`` and ``tag`` are `run_command`'s (a call in a thread has no output of
+    its own). A call with ``isolation = "process"`` runs as a command in a child
+    Python (`tickwork._durable.isolation`). A call in a thread past its ``timeout``
+    gives ``on_bound`` its timed-out result then, and this returns that result once
+    the thread has returned (a thread cannot be stopped).
     """
+    if job.call is not None and job.isolation == "process":
+        return run_command(
+            child_command(job.call, job.args, job.kwargs),
+            env={"PYTHONPATH": child_env()["PYTHONPATH"]},
+            timeout=job.timeout,
+            kill_grace=job.kill_grace,
+            tail_bytes=tail_bytes,
+            groups=groups,
+            job=job.name,
+            on_line=on_line,
+            tag=tag,
+        )
     if job.call is not None:
-        return run_call(job.call, job.args, job.kwargs, tail_bytes=tail_bytes)
+        return _call_in_thread(job, tail_bytes, on_bound)
     assert job.command is not None
     try:
         setup = process_setup(
@@ -844,12 +865,35 @@ def run_attempt(
     )
 
 
-def backoff_delay(retry: int, *, base: float, cap: float) -> float:
-    """Seconds to wait before retry number ``retry`` (1-based).
+def _call_in_thread(
+    job: JobConfig, tail_bytes: int, on_bound: Callable[[RunResult], object] | None
+) -> RunResult:
+    """`run_call` for a call job; past its ``timeout``, a timed-out result (see `run_attempt`)."""
+    assert job.call is not None
+    call, timeout = job.call, job.timeout
+    if timeout is None:
+        return run_call(call, job.args, job.kwargs, tail_bytes=tail_bytes)
+    late = RunResult(
+        timed_out=True,
+        error=f"timed out after {timeout:g} s; a thread cannot be stopped: it went on,"
+        " its slot held until it returned",
+        duration=timeout,
+    )
+    result, passed = call_bounded(
+        lambda: run_call(call, job.args, job.kwargs, tail_bytes=tail_bytes),
+        timeout,
+        lambda: on_bound(late) if on_bound is not None else None,
+    )
+    return late if passed else result
 
-    ``base * 2**(retry-1)``, at most ``cap``.
+
+def backoff_delay(retry: int, *, base: float, cap: float) -> float:
+    """Seconds to wait before retry number ``retry`` (1-based), before its jitter.
+
+    ``base * 2**(retry-1)``, at most ``cap`` (`tickwork._core.attempts.backoff_delay`,
+    which the retries jitter into the upper half of it).
     """
-    return min(cap, base * 2.0 ** min(retry - 1, 64))
+    return jittered_backoff(retry, base=base, cap=cap, jitter=False)
 
 
 def run_with_retries(
@@ -860,6 +904,7 @@ def run_with_retries(
     backoff_max: float = 300.0,
     stop: threading.Event | None = None,
     sleep: Callable[[float], object] | None = None,
+    rand: Callable[[], float] = random.random,
 ) -> RunResult:
     """Run ``attempt(1)``, then retry failures up to ``retries`` times with backoff.
 
@@ -871,6 +916,7 @@ def run_with_retries(
         stop: When set (shutdown), no further attempt starts and a backoff ends at once.
         sleep: Waits the given seconds; returns true if interrupted. The default waits
             on ``stop``. Tests inject one that records the delays.
+        rand: Picks each wait's jitter, in ``[0, 1)`` (0: the full doubled wait).
 
     Returns:
         The last attempt's result, with `RunResult.attempt` set. A cancelled result
@@ -882,7 +928,7 @@ def run_with_retries(
         result = replace(attempt(n), attempt=n)
         if result.ok or result.cancelled or n > retries or (stop is not None and stop.is_set()):
             return result
-        interrupted = wait(backoff_delay(n, base=backoff, cap=backoff_max))
+        interrupted = wait(jittered_backoff(n, base=backoff, cap=backoff_max, rand=rand))
         if interrupted or (stop is not None and stop.is_set()):
             return result
         n += 1
@@ -899,6 +945,7 @@ def run_job(
     tail_bytes: int = TAIL_BYTES,
     on_line: OnLine | None = None,
     tag: object = None,
+    rand: Callable[[], float] = random.random,
 ) -> RunResult:
     """Run ``job`` with its retries: the whole of one scheduled run.
 
@@ -912,6 +959,7 @@ def run_job(
         tail_bytes: How much of the end of the output to keep.
         on_line: Takes each line a command writes, as it is written (see `OnLine`).
         tag: Names this run for `ProcessGroups.replace`.
+        rand: Picks each backoff's jitter (see `run_with_retries`).
 
     Returns:
         The last attempt's result.
@@ -920,7 +968,18 @@ def run_job(
     def attempt(n: int) -> RunResult:
         if on_start is not None:
             on_start(n)
-        result = run_attempt(job, groups=groups, tail_bytes=tail_bytes, on_line=on_line, tag=tag)
+        bounded: list[RunResult] = []
+
+        def at_bound(late: RunResult) -> None:  # the log line and ledger entry, now
+            bounded.append(replace(late, attempt=n))
+            if on_end is not None:
+                on_end(bounded[0])
+
+        result = run_attempt(
+            job, groups=groups, tail_bytes=tail_bytes, on_line=on_line, tag=tag, on_bound=at_bound
+        )
+        if bounded:
+            return bounded[0]
         result = replace(result, attempt=n)
         if on_end is not None:
             on_end(result)
@@ -933,6 +992,7 @@ def run_job(
         backoff_max=job.retry_backoff_max,
         stop=stop,
         sleep=sleep,
+        rand=rand,
     )
 
 

@@ -301,25 +301,29 @@ refreshes every {refresh} s</div>
 SUMMARY_DEPTH = STREAK_DEPTH
 
 
-def failure_summary(store: Store, job_id: str) -> dict[str, Any]:
+def failure_summary(store: Store, job_id: str, *, excluding: float | None = None) -> dict[str, Any]:
     """``last_success`` (ISO time or None) and ``consecutive_failures`` from the ledger.
 
     Failures are ``failed``, ``timeout`` and ``abandoned`` entries since the newest
-    ``ok`` (given-up slots neither break nor extend the streak), counted over the newest
-    `SUMMARY_DEPTH` entries; ``None`` for both where the store keeps no ledger.
+    ``ok`` (given-up slots neither break nor extend the streak; the retried attempts
+    of one run count once), counted over the newest `SUMMARY_DEPTH` entries; ``None``
+    for both where the store keeps no ledger. ``excluding``: a slot left out (see
+    `failure_streak`).
     """
-    failures, last_ok = _streak_of(store, job_id)
+    failures, last_ok = _streak_of(store, job_id, excluding)
     return {
         "last_success": None if last_ok is None else iso(last_ok, millis=True),
         "consecutive_failures": failures,
     }
 
 
-def _streak_of(store: Store, job_id: str) -> tuple[int | None, float | None]:
+def _streak_of(
+    store: Store, job_id: str, excluding: float | None = None
+) -> tuple[int | None, float | None]:
     """``(failures in a row, when the last ok run ended)``; ``(None, None)``: no ledger."""
     if not isinstance(store, SlotLedger):
         return None, None
-    failures, ok = failure_streak(store, job_id)
+    failures, ok = failure_streak(store, job_id, excluding=excluding)
     if ok is None:  # not among the newest: look for the last success alone
         older = store.history(job_id, outcome="ok", limit=1)
         ok = older[0] if older else None

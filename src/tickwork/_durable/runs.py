@@ -9,11 +9,12 @@ import threading
 import time
 from collections.abc import Awaitable, Callable
 
-from tickwork._core.errors import JobCancelled, JobInterrupted
+from tickwork._core.errors import JobInterrupted
 from tickwork._core.events import EventKind, RunEvent
 from tickwork._core.scheduler import _check_result
 from tickwork._core.schedules import Every, jitter_delay
 from tickwork._core.text import iso
+from tickwork._durable.attempts import Attempts, attempt_of, bounded, outcome_of
 from tickwork._durable.decide import within_until
 from tickwork._durable.engine import (
     _RETRY_MIN,
@@ -36,7 +37,7 @@ from tickwork.stores._model import (
     Outcome,
     resolve_func,
 )
-from tickwork.stores._protocol import Store
+from tickwork.stores._protocol import BatchRecorder, Store
 
 _log = logging.getLogger("tickwork.durable")
 
@@ -159,6 +160,15 @@ class Running:
         """Set by `AsyncDurableScheduler`; ``None``: a job returning an awaitable has
         failed (nothing would await it)."""
         self._local = threading.local()  # .depth: jobs this thread is inside
+        self.attempts = Attempts(
+            store,
+            events,
+            wall=wall,
+            halt=halt,
+            call=self._call,
+            awaits=lambda: self.awaiter is not None,
+        )
+        """Runs the attempts of a job with retries, a time limit or isolation."""
         self._record_start: Callable[[Claim, float], bool]
         self._record_finish: Callable[[_Run, Finish], None]
         if recorder is not None:
@@ -198,24 +208,22 @@ class Running:
         started = self._begin(run)
         if started is None:
             return
-        error = self._call(fn, claim)
+        spec, output, reported = claim.spec, None, False
+        if spec.retries or spec.timeout is not None or spec.isolation != "thread":
+            error, output, reported = self.attempts.run(fn, claim, started)
+        else:
+            error = self._call(fn, claim)
         ended = self._wall()
         ended_at = _ends.pop(claim.token, None)
         if ended_at is not None:  # the job said when its work really ended
             ended = max(started, ended - max(0.0, time.monotonic() - ended_at))
-        self._report(claim, started, ended, error)
+        if not reported:
+            self._report(claim, started, ended, error)
         text = None if error is None else _error_text(error)
-        output = _outputs.pop(claim.token, None)
-        outcome: Outcome = (
-            "ok"
-            if error is None
-            else "timeout"
-            if isinstance(error, TimeoutError)
-            else "cancelled"
-            if isinstance(error, JobCancelled)
-            else "failed"
-        )
-        self.end(run, outcome, ended, text, _next_run(claim, ended), output)
+        output = _outputs.pop(claim.token, output)
+        attempt, recorded = attempt_of(claim.token, error is not None)
+        self.end(run, outcome_of(error), ended, text, _next_run(claim, ended), output,
+                 attempt=attempt, recorded=recorded)  # fmt: skip
 
     def _begin(self, run: _Run) -> float | None:
         """Record the run's start (unless its claim did); its start time, or None: not run."""
@@ -290,15 +298,23 @@ class Running:
             attempt += 1
             delay = min(self._retry_max, delay * 2.0)
 
-    def _call(self, fn: Callable[..., object], claim: Claim) -> BaseException | None:
-        """Call the job (await what it returns, on the asyncio face); what it raised."""
+    def _call(
+        self, fn: Callable[..., object], claim: Claim, timeout: float | None = None
+    ) -> BaseException | None:
+        """Call the job (await what it returns, on the asyncio face); what it raised.
+
+        ``timeout``: a coroutine's time limit (it is cancelled then).
+        """
         spec = claim.spec
         local = self._local
         local.depth = getattr(local, "depth", 0) + 1
         _current.claim = claim
+        _current.store = self._store
         try:
             if (result := fn(*spec.args, **spec.kwargs)) is not None:
                 if self.awaiter is not None and inspect.isawaitable(result):
+                    if timeout is not None:
+                        result = bounded(result, timeout)
                     self.awaiter(result, claim)  # the asyncio face: awaited on its loop
                 else:
                     _check_result(fn, result)  # an awaitable: nothing would await it
@@ -340,8 +356,14 @@ class Running:
         error: str | None,
         next_run: float | Keep | None,
         output: str | None = None,
+        *,
+        attempt: int = 1,
+        recorded: bool = False,
     ) -> None:
-        """Record how the run ended (``ended`` None: now), then let it go."""
+        """Record how the run ended (``ended`` None: now), then let it go.
+
+        ``attempt``: which attempt ended it; ``recorded``: its ledger entry is written.
+        """
         finish = Finish(
             run.claim,
             outcome,
@@ -349,6 +371,8 @@ class Running:
             error,
             next_run,
             output,
+            attempt,
+            recorded,
         )
         self._record_finish(run, finish)
 
@@ -455,13 +479,7 @@ class Running:
                     return 0
                 token, (run, finish) = next(iter(self._owed.items()))
             try:
-                result: bool | BaseException = self._store.finish(
-                    finish.claim,
-                    outcome=finish.outcome,
-                    ended=finish.ended,
-                    error=finish.error,
-                    next_run=finish.next_run,
-                )
+                result: bool | BaseException = self._write_finish(finish)
             except StoreError:
                 raise
             except Exception as exc:
@@ -476,6 +494,22 @@ class Running:
                     finish.outcome,
                 )
             self._ended(run, finish, result)
+
+    def _write_finish(self, finish: Finish) -> bool:
+        """One finish in a transaction of its own, as the batch would write it.
+
+        Through `BatchRecorder.record` where the store has it, which keeps the finish's
+        attempt number and whether its ledger entry is written already (`Attempts`).
+        """
+        if self.recorder is not None and isinstance(self._store, BatchRecorder):
+            return self._store.record([], [finish])[1][0]
+        return self._store.finish(
+            finish.claim,
+            outcome=finish.outcome,
+            ended=finish.ended,
+            error=finish.error,
+            next_run=finish.next_run,
+        )
 
     def release(self, run: _Run) -> None:
         """Hand an unstarted claim back: recorded ``"cancelled"``, its slot re-offered.

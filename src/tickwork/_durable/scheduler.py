@@ -62,6 +62,7 @@ from tickwork._durable.engine import DurableErrorHook as DurableErrorHook
 from tickwork._durable.engine import current_async_claim as current_async_claim
 from tickwork._durable.events import Events
 from tickwork._durable.pools import Pools
+from tickwork._durable.isolation import check_importable
 from tickwork._durable.recorder import Recorder
 from tickwork._durable.recovery import Recovery
 from tickwork._durable.runs import Awaiter, Functions, Running
@@ -1121,6 +1122,11 @@ def _checked_spec(spec: JobSpec, *, awaits: bool, now: float) -> tuple[JobSpec, 
             " tickwork.AsyncDurableScheduler, which awaits them on your event loop,"
             f" got {spec.func!r}"
         )
+    if spec.isolation == "process":
+        try:
+            check_importable(spec.func, fn)
+        except ValueError as exc:
+            raise JobSpecError(f"job {spec.id!r}: {exc}") from None
     why = misfit(fn, spec.args, spec.kwargs)
     if why is not None:
         raise JobSpecError(

@@ -15,8 +15,10 @@ from collections.abc import Callable, Sequence
 from typing import Any, Final, Generic, Protocol
 
 from ._model import (
+    Claim,
     GivenUp,
     SlotRecord,
+    check_claim,
     check_job_id,
     check_limit,
     check_outcome,
@@ -80,6 +82,10 @@ class LedgerHost(SQLHost[C], Protocol[C]):
         """The insert itself (see `SQLStore._insert_ledger`)."""
         ...
 
+    def _attempt_no(self, cur: C, job_id: str, scheduled: float, retry: bool) -> int:
+        """The attempt number of a slot's first run here (see `SQLStore._attempt_no`)."""
+        ...
+
 
 class LedgerQueries(Generic[C]):
     """The slot ledger of one store: retention, writes, `history` and `prune`.
@@ -127,6 +133,45 @@ class LedgerQueries(Generic[C]):
             return
         self._store._insert_ledger(cur, entries)
         self.note_written(entries)
+
+    def record_attempt(
+        self,
+        claim: Claim,
+        *,
+        outcome: str,
+        started: float,
+        ended: float,
+        attempt: int,
+        error: str | None = None,
+        output: str | None = None,
+    ) -> bool:
+        """Write the ledger entry of one attempt of a held claim; False if it is not held.
+
+        For a job's ``retries`` (and a thread's time limit, recorded when it passes):
+        the claim stays held, its finish later frees it. ``attempt`` counts the claim's
+        attempts from 1; the entry's number follows any abandoned attempts of the slot.
+        """
+        claim = check_claim(claim)
+        outcome = check_outcome(outcome)
+        started = check_time("started", started)
+        ended = check_time("ended", ended)
+        store = self._store
+
+        def body(cur: C) -> bool:
+            held = cur.execute(
+                store._q("SELECT 1 FROM {claims} WHERE token = ? AND owner = ?"),
+                (claim.token, claim.owner),
+            ).fetchone()
+            if held is None:
+                return False
+            first = store._attempt_no(cur, claim.job_id, claim.scheduled, claim.retry)
+            entry = (claim.job_id, claim.scheduled, outcome, 1, claim.origin, claim.claimed_at,
+                     started, ended, claim.owner, first + attempt - 1, error, output,
+                     time.time())  # fmt: skip
+            self.write(cur, [entry])
+            return True
+
+        return store._run(f"record attempt {attempt} of job {claim.job_id!r}", body)
 
     def note_written(self, entries: list[tuple[Any, ...]]) -> None:
         """Remember the jobs of ledger entries written, for `prune`."""

@@ -23,12 +23,20 @@ from typing import Any, Final, Literal, TypeAlias
 
 from tickwork._core.args import seconds, stored_values
 from tickwork._core.calendars import Calendar
+from tickwork._core.attempts import (
+    DEFAULT_KILL_GRACE,
+    DEFAULT_RETRY_BACKOFF,
+    DEFAULT_RETRY_BACKOFF_MAX,
+    AttemptPolicy,
+    check_policy,
+)
 from tickwork._core.errors import CronError
 from tickwork._core.schedules import At, Cron, Every, Once
 from tickwork._core.text import iso
 from tickwork._core.vocabulary import (
     MISSED_POLICIES,
     OVERLAP_POLICIES,
+    Isolation,
     Missed,
     Overlap,
     field_names,
@@ -79,7 +87,7 @@ __all__ = [
 
 #: Version of the JSON encoding of a `JobSpec` (its ``"v"`` field). Bump it, and teach
 #: `spec_from_json` to read the old shape, whenever a field changes meaning.
-SPEC_VERSION: Final = 1
+SPEC_VERSION: Final = 2
 
 Delivery: TypeAlias = Literal["at_most_once", "at_least_once"]
 Outcome: TypeAlias = Literal[
@@ -432,6 +440,21 @@ class JobSpec:
         pool: The concurrency pool the job's runs count against (``None``: none), a
             name of 1-100 letters, digits or ``_.@:-``; the pool's limit is the
             state's (see ``docs/durability.md``, "Concurrency pools").
+        retries: Further attempts of a run that failed or timed out, an int from 0
+            to 100, each recorded in the slot ledger (docs/durability.md, "Retries
+            and time limits").
+        retry_backoff: Seconds before the first retry, doubled for each further one
+            and jittered (a random point of its upper half).
+        retry_backoff_max: The cap on the doubled backoff, in seconds.
+        timeout: Seconds one attempt may take (``None`` or 0: no limit). At the
+            limit the attempt is recorded ``"timeout"``; a coroutine is cancelled,
+            a child process (``isolation="process"``) killed; a thread cannot be
+            killed and goes on, its slot held until it returns.
+        kill_grace: With ``isolation="process"``: seconds between SIGTERM and
+            SIGKILL at the limit.
+        isolation: ``"thread"`` (called in a worker thread) or ``"process"`` (called
+            in a child process that is killed at ``timeout``, its output captured;
+            ``func`` must be importable there).
 
     Raises:
         JobSpecError: A field is invalid; the message names it and shows the value.
@@ -452,6 +475,12 @@ class JobSpec:
     paused: bool = False
     after: Edges = ()
     pool: str | None = None
+    retries: int = 0
+    retry_backoff: float = DEFAULT_RETRY_BACKOFF
+    retry_backoff_max: float = DEFAULT_RETRY_BACKOFF_MAX
+    timeout: float | None = None
+    kill_grace: float = DEFAULT_KILL_GRACE
+    isolation: Isolation = "thread"
 
     def __post_init__(self) -> None:
         _job_id(self.id)
@@ -502,19 +531,49 @@ class JobSpec:
         object.__setattr__(self, "grace", grace)
         if self.after != ():  # chains: the upstream jobs, read into (id, on) pairs
             object.__setattr__(self, "after", after_arg(self.after, self.id))
+        policy = check_policy(
+            retries=self.retries,
+            retry_backoff=self.retry_backoff,
+            retry_backoff_max=self.retry_backoff_max,
+            timeout=self.timeout,
+            kill_grace=self.kill_grace,
+            isolation=self.isolation,
+            error=JobSpecError,
+        )
+        for name, value in policy.to_dict().items():
+            object.__setattr__(self, name, value)
+        if self.timeout is not None and not policy.timeout:
+            object.__setattr__(self, "timeout", None)  # 0: no limit
+
+    @property
+    def attempt_policy(self) -> AttemptPolicy:
+        """The job's retries and time limit (`AttemptPolicy`)."""
+        return AttemptPolicy(
+            self.retries,
+            self.retry_backoff,
+            self.retry_backoff_max,
+            self.timeout,
+            self.kill_grace,
+            self.isolation,
+        )
 
     def __hash__(self) -> int:
         return hash(spec_to_json(self))
 
     def to_dict(self) -> dict[str, Any]:
-        """The versioned JSON form (``"v"`` is `SPEC_VERSION`), as stored.
+        """The versioned JSON form, as stored.
 
+        ``"v"`` is 1 for a job with the default attempt policy (the form every
+        tickwork reads), `SPEC_VERSION` with an ``"attempts"`` object holding the
+        policy's fields that differ from the default (an older tickwork then refuses
+        the job with "upgrade tickwork" rather than run it without its time limit).
         ``"pool"`` and ``"after"`` are there only when set: a job without them keeps
         the stored form it always had, and a tickwork that knows no pools refuses to
         run a pooled job rather than run it unlimited.
         """
+        attempts = self.attempt_policy.to_dict()
         out: dict[str, Any] = {
-            "v": SPEC_VERSION,
+            "v": SPEC_VERSION if attempts else 1,
             "id": self.id,
             "func": self.func,
             "schedule": None if self.schedule is None else self.schedule.to_dict(),
@@ -531,6 +590,8 @@ class JobSpec:
             out["after"] = after_to_json(self.after)
         if self.pool is not None:
             out["pool"] = self.pool
+        if attempts:
+            out["attempts"] = attempts
         return out
 
 
@@ -575,14 +636,16 @@ def spec_from_json(text: str | bytes) -> JobSpec:
             f"stored job spec {data.get('id')!r} has version {version}; this tickwork reads"
             f" up to {SPEC_VERSION}: upgrade tickwork"
         )
-    # Version 1 is the only one so far; older shapes would be upgraded here, in order.
+    # Version 2 added the optional "attempts" object (retries and time limits).
+    attempts = data.pop("attempts", {}) if version >= 2 else {}
     after = data.pop("after", ())  # optional (chains): absent unless declared
-    if set(data) != _SPEC_KEYS and set(data) != _SPEC_KEYS | {"pool"}:
+    # "pool" is optional too: absent unless the job is in a concurrency pool.
+    if set(data) - {"pool"} != _SPEC_KEYS or not isinstance(attempts, dict):
         raise StoreError(
             f"stored job spec {data.get('id')!r} has keys {sorted(data)}, expected"
             f" {sorted(_SPEC_KEYS)}"
         )
-    spec = _plain_spec(data) if not after else None
+    spec = None if attempts or after else _plain_spec(data)
     if spec is not None:
         return spec
     try:
@@ -600,8 +663,9 @@ def spec_from_json(text: str | bytes) -> JobSpec:
             paused=data["paused"],
             after=after_from_json(after, data["id"]) if after else (),
             pool=data.get("pool"),
+            **attempts,
         )
-    except JobSpecError as exc:
+    except (JobSpecError, TypeError) as exc:  # TypeError: an unknown attempts key
         raise StoreError(f"stored job spec {data.get('id')!r} is invalid: {exc}") from exc
 
 
@@ -670,7 +734,20 @@ def _plain_spec(data: dict[str, Any]) -> JobSpec | None:
     put(spec, "paused", data["paused"])
     put(spec, "after", ())
     put(spec, "pool", None)
+    for name, value in _PLAIN_POLICY.items():
+        put(spec, name, value)
     return spec
+
+
+#: The default attempt policy's fields, set on a spec `_plain_spec` builds.
+_PLAIN_POLICY: Final = {
+    "retries": 0,
+    "retry_backoff": DEFAULT_RETRY_BACKOFF,
+    "retry_backoff_max": DEFAULT_RETRY_BACKOFF_MAX,
+    "timeout": None,
+    "kill_grace": DEFAULT_KILL_GRACE,
+    "isolation": "thread",
+}
 
 
 # -- live state ------------------------------------------------------------------------
@@ -834,6 +911,11 @@ class Finish:
     """As `Store.finish`'s ``next_run``."""
     output: str | None = None
     """The tail of the run's output, for the slot ledger (where the runner kept it)."""
+    attempt: int = 1
+    """Which attempt of the claim this was (a job's ``retries``: 2 is the first retry)."""
+    recorded: bool = False
+    """The attempt's ledger entry was written already (`SQLStore.record_attempt`, at a
+    thread's time limit): the finish frees the claim and sets the last run only."""
 
 
 def check_start(value: object) -> Start:
@@ -858,6 +940,8 @@ def check_finish(value: object) -> Finish:
         check_optional_time("next_run", value.next_run)
     if value.output is not None and not isinstance(value.output, str):
         raise TypeError(f"output must be a str or None, got {value.output!r}")
+    if isinstance(value.attempt, bool) or not isinstance(value.attempt, int) or value.attempt < 1:
+        raise ValueError(f"attempt must be an int >= 1, got {value.attempt!r}")
     return value
 
 

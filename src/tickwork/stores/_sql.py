@@ -836,7 +836,7 @@ class SQLStore(RowReader, PoolsMixin, ABC, Generic[C]):
         pending = [] if ledger is None else ledger
         if handed_back:
             self._changed(cur, claim.job_id)
-        else:  # the slot ended: one ledger entry
+        elif not f.recorded:  # the slot ended: one ledger entry
             pending.append(
                 (
                     claim.job_id,
@@ -848,7 +848,9 @@ class SQLStore(RowReader, PoolsMixin, ABC, Generic[C]):
                     started,
                     f.ended,
                     claim.owner,
-                    self._attempt_no(cur, claim.job_id, claim.scheduled, claim.retry),
+                    self._attempt_no(cur, claim.job_id, claim.scheduled, claim.retry)
+                    + f.attempt
+                    - 1,
                     f.error,
                     f.output,
                     time.time(),

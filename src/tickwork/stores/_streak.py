@@ -30,20 +30,29 @@ class LedgerReader(Protocol):
     ) -> Sequence[SlotRecord]: ...
 
 
-def failure_streak(ledger: LedgerReader, job_id: str) -> tuple[int, SlotRecord | None]:
+def failure_streak(
+    ledger: LedgerReader, job_id: str, *, excluding: float | None = None
+) -> tuple[int, SlotRecord | None]:
     """``(failed runs since the newest ok one, that ok entry)`` of ``job_id``.
 
     Counted over the newest `STREAK_DEPTH` entries; the ok entry is ``None`` when none
-    is among them (look further with ``history(job_id, outcome="ok", limit=1)``).
+    is among them (look further with ``history(job_id, outcome="ok", limit=1)``). The
+    failed attempts of one run (its ``retries``: consecutive entries of one slot) count
+    once. ``excluding``: a slot whose entries are left out (the run still going, whose
+    retried attempts are in the ledger already).
 
     Raises:
         StoreError: The ledger cannot be read.
 
     """
     failures = 0
+    counted: float | None = None  # the slot of the failed run counted last
     for entry in ledger.history(job_id, limit=STREAK_DEPTH):
+        if entry.scheduled == excluding:
+            continue
         if entry.outcome == "ok":
             return failures, entry
-        if entry.outcome in FAILED_OUTCOMES:
+        if entry.outcome in FAILED_OUTCOMES and entry.scheduled != counted:
             failures += 1
+            counted = entry.scheduled
     return failures, None

@@ -1,0 +1,39 @@
+"""The child process of ``isolation="process"``: ``python -m tickwork._durable.child``.
+
+Arguments: ``MODULE:FUNCTION`` and a JSON object ``{"args": [...], "kwargs": {...}}``.
+Imports the function, calls it (a coroutine it returns is run to the end) and exits 0;
+an exception prints its traceback to stderr and exits 1 (Python's own handling).
+"""
+
+from __future__ import annotations
+
+import inspect
+import json
+import sys
+from collections.abc import Awaitable
+from typing import Any
+
+from tickwork.stores._model import resolve_func
+
+
+async def _wait(awaitable: Awaitable[Any]) -> None:
+    await awaitable
+
+
+def main(argv: list[str]) -> int:
+    """Call the function ``argv[1]`` names with the arguments in ``argv[2]``; the exit code."""
+    if len(argv) != 3:
+        print("usage: python -m tickwork._durable.child MODULE:FUNCTION ARGS_JSON", file=sys.stderr)
+        return 2
+    data = json.loads(argv[2])
+    fn = resolve_func(argv[1])
+    result = fn(*data["args"], **data["kwargs"])
+    if inspect.isawaitable(result):
+        import asyncio
+
+        asyncio.run(_wait(result))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv))
