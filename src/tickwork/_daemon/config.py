@@ -34,8 +34,8 @@ from types import MappingProxyType
 from typing import Any, Final, Literal, cast
 
 from tickwork._core.args import in_calendar, too_long
-from tickwork._core.calendars import Calendar
 from tickwork._core.attempts import MAX_RETRIES
+from tickwork._core.calendars import Calendar
 from tickwork._core.errors import ConfigError, ConfigIssue, CronError
 from tickwork._core.schedules import At, Cron, Every, Once, Schedule, parse_duration
 from tickwork._core.vocabulary import (

@@ -82,10 +82,10 @@ from tickwork._daemon.runner import (
     run_job,
 )
 from tickwork._daemon.status_page import failure_summary
-from tickwork._durable.chains import upstream_first
-from tickwork._durable.runnote import note_attempt
 from tickwork._durable.attempts import begin_attempt, record_attempt
+from tickwork._durable.chains import upstream_first
 from tickwork._durable.engine import OUTPUT_LIMIT as LEDGER_TAIL
+from tickwork._durable.runnote import note_attempt
 from tickwork._durable.scheduler import DurableScheduler
 from tickwork.stores._model import (
     Claim,

@@ -61,8 +61,8 @@ from tickwork._durable.engine import DEFAULT_POLL as DEFAULT_POLL
 from tickwork._durable.engine import DurableErrorHook as DurableErrorHook
 from tickwork._durable.engine import current_async_claim as current_async_claim
 from tickwork._durable.events import Events
-from tickwork._durable.pools import Pools
 from tickwork._durable.isolation import check_importable
+from tickwork._durable.pools import Pools
 from tickwork._durable.recorder import Recorder
 from tickwork._durable.recovery import Recovery
 from tickwork._durable.runs import Awaiter, Functions, Running

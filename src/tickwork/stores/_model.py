@@ -22,7 +22,6 @@ from types import MappingProxyType
 from typing import Any, Final, Literal, TypeAlias
 
 from tickwork._core.args import seconds, stored_values
-from tickwork._core.calendars import Calendar
 from tickwork._core.attempts import (
     DEFAULT_KILL_GRACE,
     DEFAULT_RETRY_BACKOFF,
@@ -30,6 +29,7 @@ from tickwork._core.attempts import (
     AttemptPolicy,
     check_policy,
 )
+from tickwork._core.calendars import Calendar
 from tickwork._core.errors import CronError
 from tickwork._core.schedules import At, Cron, Every, Once
 from tickwork._core.text import iso
