@@ -530,3 +530,40 @@ def test_backfill_lists_only_the_slots_on_allowed_days() -> None:
         9,
     )
     assert [datetime.fromtimestamp(t, UTC).strftime("%a") for t in got] == ["Sat", "Mon"]
+
+
+def test_tickwork_next_shows_an_interval_job_with_its_calendar(tmp_path: Path) -> None:
+    # Not only cron jobs: an interval job's slots as if declared at --after, its
+    # calendar skipping the weekend; a one-shot's single run; a chained job says so.
+    path = tmp_path / "jobs.toml"
+    path.write_text(
+        '[calendar.weekdays]\nweekdays = ["sat", "sun"]\n\n'
+        '[[job]]\nname = "pulse"\ncommand = ["true"]\nevery = "6h"\n'
+        'calendar = "weekdays"\ntimezone = "Europe/Berlin"\n\n'
+        '[[job]]\nname = "new-year"\ncommand = ["true"]\nat = "2027-01-01T00:00:00Z"\n\n'
+        '[[job]]\nname = "after-pulse"\ncommand = ["true"]\nafter = ["pulse"]\n'
+    )
+
+    def next_of(job: str, *extra: str) -> list[str]:
+        out = subprocess.run(
+            [sys.executable, "-m", "tickwork", "next", "--file", str(path), "--job", job, *extra],
+            capture_output=True,
+            text=True,
+            check=True,
+        )
+        return out.stdout.splitlines()
+
+    # Friday 2026-12-04 20:00 Berlin: +6 h is Saturday 02:00, excluded with the whole
+    # weekend; the grid carries on on Monday.
+    lines = next_of("pulse", "--after", "2026-12-04T20:00:00", "-n", "3")
+    assert lines[0] == "# job pulse: every 6 hours  (tz Europe/Berlin)"
+    assert [line.split()[0] for line in lines[1:]] == [
+        "2026-12-07T02:00:00+01:00",
+        "2026-12-07T08:00:00+01:00",
+        "2026-12-07T14:00:00+01:00",
+    ]
+    lines = next_of("new-year", "--after", "2026-12-04T00:00Z")
+    assert lines[1:] == ["2027-01-01T00:00:00+00:00  Fri UTC  2027-01-01T00:00:00Z"]
+    assert next_of("after-pulse") == [
+        "# job after-pulse: no schedule of its own, it runs after pulse"
+    ]

@@ -17,13 +17,16 @@ import sys
 from collections.abc import Sequence
 from datetime import UTC, datetime
 from typing import Any, TextIO
+from zoneinfo import ZoneInfo
 
 from tickwork._cli.options import count
 from tickwork._core.calendars import Calendar, CalendarError
 from tickwork._core.cron import CronExpression
 from tickwork._core.errors import ConfigError, CronError
-from tickwork._core.schedules import Cron
-from tickwork._daemon.config import load_config
+from tickwork._core.schedules import At, Cron, Every, Once
+from tickwork._core.text import schedule_words
+from tickwork._daemon.config import JobConfig, load_config
+from tickwork._durable.decide import planned_slots
 
 __all__ = ["add_parser", "main", "run"]
 
@@ -86,7 +89,7 @@ def _calendar_options(p: argparse.ArgumentParser) -> None:
         help="a slot on an excluded day: skip (default), previous or next allowed day",
     )
     p.add_argument("--file", metavar="JOBS_TOML", help="with --job: a jobs file")
-    p.add_argument("--job", metavar="NAME", help="show the cron job NAME of --file")
+    p.add_argument("--job", metavar="NAME", help="show the job NAME of --file (any schedule)")
 
 
 _DEFAULTS: dict[str, Any] = {
@@ -100,8 +103,8 @@ _DEFAULTS: dict[str, Any] = {
 }
 
 
-def _expression(args: argparse.Namespace) -> CronExpression:
-    """The expression the arguments name (a job of a jobs file, or the flags)."""
+def _expression(args: argparse.Namespace) -> CronExpression | JobConfig:
+    """The expression the arguments name (the flags), or the job of a jobs file."""
     for name, default in _DEFAULTS.items():  # a Namespace built by hand has only expr...
         if not hasattr(args, name):
             setattr(args, name, default)
@@ -113,7 +116,7 @@ def _expression(args: argparse.Namespace) -> CronExpression:
         except KeyError:
             raise CronError(f"--job: no job named {args.job!r} in {args.file}") from None
         if not isinstance(job.schedule, Cron):
-            raise CronError(f"job {args.job!r} has no cron schedule")
+            return job  # an interval or a one-shot: its planned slots (_job_slots)
         args.expr = job.schedule.expr
         return job.schedule.expression
     if args.expr is None:
@@ -144,6 +147,8 @@ def run(args: argparse.Namespace, *, out: TextIO | None = None, err: TextIO | No
     except (CronError, CalendarError, ConfigError) as exc:
         print(f"{_PROG}: error: {exc}", file=err)
         return 2
+    if isinstance(cron, JobConfig):
+        return _job_slots(cron, args, out, err)
     if args.after is None:
         start = datetime.now(UTC)
     else:
@@ -164,6 +169,40 @@ def run(args: argparse.Namespace, *, out: TextIO | None = None, err: TextIO | No
             f"{fire.isoformat()}  {fire:%a} {fire.tzname()}  {utc:%Y-%m-%dT%H:%M:%SZ}",
             file=out,
         )
+    return 0
+
+
+def _job_slots(job: JobConfig, args: argparse.Namespace, out: TextIO, err: TextIO) -> int:
+    """Print the next slots of a jobs-file job whose schedule is not cron.
+
+    As if it were declared at ``--after`` (default: now): an interval's first run is
+    one interval (or its ``first``) later, and its calendar skips excluded days.
+    """
+    schedule = job.schedule
+    if schedule is None:  # chains: it runs when the jobs it follows end
+        names = ", ".join(name for name, _ in job.after)
+        print(f"# job {job.name}: no schedule of its own, it runs after {names}", file=out)
+        return 0
+    assert isinstance(schedule, At | Every | Once)
+    zone = ZoneInfo(getattr(schedule, "tz", "UTC"))
+    if args.after is None:
+        start = datetime.now(UTC)
+    else:
+        try:
+            start = datetime.fromisoformat(args.after)
+        except ValueError:
+            print(
+                f"{_PROG}: error: --after must be an ISO 8601 date-time, got {args.after!r}",
+                file=err,
+            )
+            return 2
+        if start.tzinfo is None:
+            start = start.replace(tzinfo=zone)
+    print(f"# job {job.name}: {schedule_words(schedule)}  (tz {zone.key})", file=out)
+    for t in planned_slots(schedule, start.timestamp(), args.count):
+        fire = datetime.fromtimestamp(t, zone)
+        utc = fire.astimezone(UTC)
+        print(f"{fire.isoformat()}  {fire:%a} {fire.tzname()}  {utc:%Y-%m-%dT%H:%M:%SZ}", file=out)
     return 0
 
 

@@ -35,6 +35,7 @@ __all__ = [
     "decide",
     "decide_retry",
     "first_run",
+    "planned_slots",
 ]
 
 _log = logging.getLogger("tickwork.durable")
@@ -168,6 +169,28 @@ def first_run(schedule: Schedule, now: float) -> float | None:
     else:
         first = schedule.expression.next_after_timestamp(now)
     return within_until(schedule, first)
+
+
+def planned_slots(schedule: Schedule, now: float, n: int) -> list[float]:
+    """The first ``n`` due times of ``schedule`` if it were declared at ``now`` (pure).
+
+    What ``tickwork next --file F --job NAME`` prints for a job of any schedule: the
+    first run as `first_run` gives it, then the slots of its grid (an interval's
+    calendar and a cron expression's walk included), fewer when it ends (``until``,
+    or a one-shot).
+    """
+    first = first_run(schedule, now)
+    if first is None:
+        return []
+    out = [first]
+    if isinstance(schedule, Every | Cron):
+        grid = _Grid(schedule, first)
+        while len(out) < n:
+            t = within_until(schedule, grid.after(out[-1]))
+            if t is None:
+                break
+            out.append(t)
+    return out[:n]
 
 
 def within_until(schedule: Schedule | None, t: float | None) -> float | None:
