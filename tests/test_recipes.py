@@ -1,7 +1,7 @@
 """The recipes of docs/recipes.md run for real: web servers, their workers, one SQLite file.
 
 Each recipe starts its real server (gunicorn with 4 sync workers, with and without
-``--preload``; Flask under gunicorn; FastAPI under uvicorn with 2 workers; Django served
+``--preload``; uWSGI with 4 workers; Flask under gunicorn; FastAPI under uvicorn with 2 workers; Django served
 by gunicorn while two ``manage.py tickwork`` processes run the jobs) on a Unix socket,
 lets a 1-s job run until the slot ledger holds several runs, stops the server with
 SIGTERM and checks:
@@ -9,7 +9,8 @@ SIGTERM and checks:
 * the ledger: every slot from the first to the last recorded has exactly one entry
   (no gap, none twice), and the job's own record of its runs (a line per run, or a row
   written through Django's ORM) names exactly the slots the ledger says ran ``ok``;
-* the stop: the server exits 0, every scheduler said it stopped, no process of the
+* the stop: the server exits 0, every scheduler said it stopped (uWSGI: after a graceful
+  shutdown, which examples/uwsgi.ini makes of SIGTERM), no process of the
   server is left, no claim is held and no node that ran a slot is still alive.
 
 All recipes start together (one module-scoped fixture) and each test waits for its own
@@ -81,11 +82,13 @@ class Recipe:
 
 #: Each recipe's commands exactly as docs/recipes.md shows them (the test adds only where
 #: to listen, and turns gunicorn's control socket off so that servers do not share one).
+#: uWSGI is pyuwsgi's ``uwsgi`` (the dev extra pins it).
 COMMANDS = {
     "gunicorn": ["gunicorn -c examples/gunicorn.conf.py -w 4 examples.wsgi_app:app"],
     "gunicorn-preload": [
         "gunicorn -c examples/gunicorn.conf.py -w 4 --preload examples.wsgi_app:app"
     ],
+    "uwsgi": ["uwsgi --ini examples/uwsgi.ini --http-socket 127.0.0.1:8000"],
     "flask": ["gunicorn -c examples/gunicorn.conf.py -w 2 'examples.flask_app:create_app()'"],
     "fastapi": ["uvicorn --workers 2 examples.fastapi_app:app"],
     "django": [
@@ -103,6 +106,11 @@ def _argv(line: str, sock: Path | None) -> list[str]:
     program, *args = shlex.split(line)
     if program == "python":
         return [sys.executable, *args]
+    if program == "uwsgi" and sock is not None:  # the same socket option, our socket
+        where = args.index("--http-socket") + 1
+        args[where] = str(sock)
+    if program == "uwsgi":
+        return [str(BIN / "uwsgi"), *args]
     if program == "gunicorn":
         where = [] if sock is None else ["-b", f"unix:{sock}"]
         return [str(BIN / "gunicorn"), "--no-control-socket", *where, *args]
@@ -276,6 +284,27 @@ def test_gunicorn_four_workers_run_each_slot_once(recipes: dict[str, Recipe], na
     _started_and_stopped(recipe, 4)
     ran, _ = _runs_file(recipe)
     _check_ledger(recipe, ran)
+
+
+def test_uwsgi_four_workers_run_each_slot_once_and_stop_gracefully(
+    recipes: dict[str, Recipe],
+) -> None:
+    recipe = recipes["uwsgi"]
+    _wait_for_runs(recipe)
+    status, body = _get(recipe.sock, "/")
+    assert status == 200 and b'"tick": "ok"' in body, body
+    _stop(recipe)  # SIGTERM: examples/uwsgi.ini makes it a graceful shutdown
+    log = recipe.logs()
+    assert "graceful shutdown triggered" in log and "goodbye to uWSGI." in log, log
+    _started_and_stopped(recipe, 4)  # every worker ran uwsgi.atexit to its end
+    ran, _ = _runs_file(recipe)
+    _check_ledger(recipe, ran)
+
+
+def test_the_uwsgi_config_in_docs_recipes_is_the_tested_file() -> None:
+    text = (ROOT / "docs" / "recipes.md").read_text()
+    shown = re.findall(r"```ini\n(.*?)```", text, re.DOTALL)
+    assert shown == [(ROOT / "examples" / "uwsgi.ini").read_text()]
 
 
 def test_flask_under_gunicorn(recipes: dict[str, Recipe]) -> None:
