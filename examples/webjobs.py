@@ -8,12 +8,12 @@ there are (see docs/recipes.md).
 Two rules make that safe:
 
 * **Open the store after fork, in the worker.** `start()` is meant for a post-fork hook
-  (gunicorn's ``post_worker_init``), never for module
+  (gunicorn's ``post_worker_init``, uWSGI's ``uwsgi.post_fork_hook``), never for module
   import time when the server may import the application before forking
   (``gunicorn --preload``). A store or a scheduler carried
   across ``fork()`` is not used again: `start()` in a child sees that it belongs to
   another process and opens its own.
-* **Stop it when the worker exits** (gunicorn's ``worker_exit``, `atexit` as the
+* **Stop it when the worker exits** (gunicorn's ``worker_exit``, ``uwsgi.atexit``, `atexit` as the
   fallback): `stop()` hands back what has not
   started, waits for the running job, records it and closes the store.
 
