@@ -36,7 +36,9 @@ from tickwork.stores.sqlite import SQLiteStore
 
 log = logging.getLogger("examples.webjobs")
 
-_lock = threading.Lock()
+# Re-entrant: uWSGI may exit a worker from a signal handler while its main thread is in
+# start(), and then runs uwsgi.atexit (stop()) on that thread; a plain Lock would hang it.
+_lock = threading.RLock()
 _pid: int | None = None  # the process that opened _store and started _scheduler
 _store: SQLiteStore | None = None
 _scheduler: DurableScheduler | None = None

@@ -1,10 +1,10 @@
 """The recipes of docs/recipes.md run for real: web servers, their workers, one SQLite file.
 
 Each recipe starts its real server (gunicorn with 4 sync workers, with and without
-``--preload``; uWSGI with 4 workers; Flask under gunicorn; FastAPI under uvicorn with 2 workers; Django served
-by gunicorn while two ``manage.py tickwork`` processes run the jobs) on a Unix socket,
-lets a 1-s job run until the slot ledger holds several runs, stops the server with
-SIGTERM and checks:
+``--preload``; uWSGI with 4 workers; Flask under gunicorn; FastAPI under uvicorn with 2
+workers; Django served by gunicorn while two ``manage.py tickwork`` processes run the
+jobs) on a Unix socket, lets a 1-s job run until the slot ledger holds several runs,
+stops the server with SIGTERM and checks:
 
 * the ledger: every slot from the first to the last recorded has exactly one entry
   (no gap, none twice), and the job's own record of its runs (a line per run, or a row
@@ -401,3 +401,33 @@ def test_webjobs_start_leaves_a_parents_scheduler_alone(
         assert parents_store is not None
         parents_store.close()
         webjobs._inherited.clear()
+
+
+def test_webjobs_stop_from_a_signal_during_start_does_not_hang(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """uWSGI exits a worker from its signal handler, on whatever the main thread was doing,
+    and runs ``uwsgi.atexit`` there: a SIGTERM in the first moments of a worker can call
+    stop() while start() holds the lock on the same thread. It must return, not hang."""
+    from examples import webjobs
+
+    monkeypatch.setenv("TICKWORK_STATE", str(tmp_path / "state.db"))
+    monkeypatch.setenv("TICKWORK_RUNS", str(tmp_path / "runs.txt"))
+    stopped = []
+    previous = signal.signal(signal.SIGUSR1, lambda *_: stopped.append(webjobs.stop()))
+    try:
+        with webjobs._lock:  # as start() holds it
+            os.kill(os.getpid(), signal.SIGUSR1)
+            deadline = time.monotonic() + 30
+            while not stopped and time.monotonic() < deadline:
+                time.sleep(0.01)  # the handler runs on this thread, between bytecodes
+        assert stopped == [None]
+        webjobs.start()
+        os.kill(os.getpid(), signal.SIGUSR1)  # and a stop of a started scheduler, too
+        deadline = time.monotonic() + 30
+        while len(stopped) < 2 and time.monotonic() < deadline:
+            time.sleep(0.01)
+        assert webjobs.scheduler() is None
+    finally:
+        signal.signal(signal.SIGUSR1, previous)
+        webjobs.stop()
