@@ -8,12 +8,12 @@ there are (see docs/recipes.md).
 Two rules make that safe:
 
 * **Open the store after fork, in the worker.** `start()` is meant for a post-fork hook
-  (gunicorn's ``post_worker_init``), never for module
+  (gunicorn's ``post_worker_init``, uWSGI's ``uwsgi.post_fork_hook``), never for module
   import time when the server may import the application before forking
   (``gunicorn --preload``). A store or a scheduler carried
   across ``fork()`` is not used again: `start()` in a child sees that it belongs to
   another process and opens its own.
-* **Stop it when the worker exits** (gunicorn's ``worker_exit``, `atexit` as the
+* **Stop it when the worker exits** (gunicorn's ``worker_exit``, ``uwsgi.atexit``, `atexit` as the
   fallback): `stop()` hands back what has not
   started, waits for the running job, records it and closes the store.
 
@@ -36,7 +36,9 @@ from tickwork.stores.sqlite import SQLiteStore
 
 log = logging.getLogger("examples.webjobs")
 
-_lock = threading.Lock()
+# Re-entrant: uWSGI may exit a worker from a signal handler while its main thread is in
+# start(), and then runs uwsgi.atexit (stop()) on that thread; a plain Lock would hang it.
+_lock = threading.RLock()
 _pid: int | None = None  # the process that opened _store and started _scheduler
 _store: SQLiteStore | None = None
 _scheduler: DurableScheduler | None = None

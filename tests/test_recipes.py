@@ -1,15 +1,16 @@
 """The recipes of docs/recipes.md run for real: web servers, their workers, one SQLite file.
 
 Each recipe starts its real server (gunicorn with 4 sync workers, with and without
-``--preload``; Flask under gunicorn; FastAPI under uvicorn with 2 workers; Django served
-by gunicorn while two ``manage.py tickwork`` processes run the jobs) on a Unix socket,
-lets a 1-s job run until the slot ledger holds several runs, stops the server with
-SIGTERM and checks:
+``--preload``; uWSGI with 4 workers; Flask under gunicorn; FastAPI under uvicorn with 2
+workers; Django served by gunicorn while two ``manage.py tickwork`` processes run the
+jobs) on a Unix socket, lets a 1-s job run until the slot ledger holds several runs,
+stops the server with SIGTERM and checks:
 
 * the ledger: every slot from the first to the last recorded has exactly one entry
   (no gap, none twice), and the job's own record of its runs (a line per run, or a row
   written through Django's ORM) names exactly the slots the ledger says ran ``ok``;
-* the stop: the server exits 0, every scheduler said it stopped, no process of the
+* the stop: the server exits 0, every scheduler said it stopped (uWSGI: after a graceful
+  shutdown, which examples/uwsgi.ini makes of SIGTERM), no process of the
   server is left, no claim is held and no node that ran a slot is still alive.
 
 All recipes start together (one module-scoped fixture) and each test waits for its own
@@ -81,11 +82,13 @@ class Recipe:
 
 #: Each recipe's commands exactly as docs/recipes.md shows them (the test adds only where
 #: to listen, and turns gunicorn's control socket off so that servers do not share one).
+#: uWSGI is pyuwsgi's ``uwsgi`` (the dev extra pins it).
 COMMANDS = {
     "gunicorn": ["gunicorn -c examples/gunicorn.conf.py -w 4 examples.wsgi_app:app"],
     "gunicorn-preload": [
         "gunicorn -c examples/gunicorn.conf.py -w 4 --preload examples.wsgi_app:app"
     ],
+    "uwsgi": ["uwsgi --ini examples/uwsgi.ini --http-socket 127.0.0.1:8000"],
     "flask": ["gunicorn -c examples/gunicorn.conf.py -w 2 'examples.flask_app:create_app()'"],
     "fastapi": ["uvicorn --workers 2 examples.fastapi_app:app"],
     "django": [
@@ -103,6 +106,11 @@ def _argv(line: str, sock: Path | None) -> list[str]:
     program, *args = shlex.split(line)
     if program == "python":
         return [sys.executable, *args]
+    if program == "uwsgi" and sock is not None:  # the same socket option, our socket
+        where = args.index("--http-socket") + 1
+        args[where] = str(sock)
+    if program == "uwsgi":
+        return [str(BIN / "uwsgi"), *args]
     if program == "gunicorn":
         where = [] if sock is None else ["-b", f"unix:{sock}"]
         return [str(BIN / "gunicorn"), "--no-control-socket", *where, *args]
@@ -278,6 +286,27 @@ def test_gunicorn_four_workers_run_each_slot_once(recipes: dict[str, Recipe], na
     _check_ledger(recipe, ran)
 
 
+def test_uwsgi_four_workers_run_each_slot_once_and_stop_gracefully(
+    recipes: dict[str, Recipe],
+) -> None:
+    recipe = recipes["uwsgi"]
+    _wait_for_runs(recipe)
+    status, body = _get(recipe.sock, "/")
+    assert status == 200 and b'"tick": "ok"' in body, body
+    _stop(recipe)  # SIGTERM: examples/uwsgi.ini makes it a graceful shutdown
+    log = recipe.logs()
+    assert "graceful shutdown triggered" in log and "goodbye to uWSGI." in log, log
+    _started_and_stopped(recipe, 4)  # every worker ran uwsgi.atexit to its end
+    ran, _ = _runs_file(recipe)
+    _check_ledger(recipe, ran)
+
+
+def test_the_uwsgi_config_in_docs_recipes_is_the_tested_file() -> None:
+    text = (ROOT / "docs" / "recipes.md").read_text()
+    shown = re.findall(r"```ini\n(.*?)```", text, re.DOTALL)
+    assert shown == [(ROOT / "examples" / "uwsgi.ini").read_text()]
+
+
 def test_flask_under_gunicorn(recipes: dict[str, Recipe]) -> None:
     recipe = recipes["flask"]
     _wait_for_runs(recipe)
@@ -372,3 +401,33 @@ def test_webjobs_start_leaves_a_parents_scheduler_alone(
         assert parents_store is not None
         parents_store.close()
         webjobs._inherited.clear()
+
+
+def test_webjobs_stop_from_a_signal_during_start_does_not_hang(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """uWSGI exits a worker from its signal handler, on whatever the main thread was doing,
+    and runs ``uwsgi.atexit`` there: a SIGTERM in the first moments of a worker can call
+    stop() while start() holds the lock on the same thread. It must return, not hang."""
+    from examples import webjobs
+
+    monkeypatch.setenv("TICKWORK_STATE", str(tmp_path / "state.db"))
+    monkeypatch.setenv("TICKWORK_RUNS", str(tmp_path / "runs.txt"))
+    stopped = []
+    previous = signal.signal(signal.SIGUSR1, lambda *_: stopped.append(webjobs.stop()))
+    try:
+        with webjobs._lock:  # as start() holds it
+            os.kill(os.getpid(), signal.SIGUSR1)
+            deadline = time.monotonic() + 30
+            while not stopped and time.monotonic() < deadline:
+                time.sleep(0.01)  # the handler runs on this thread, between bytecodes
+        assert stopped == [None]
+        webjobs.start()
+        os.kill(os.getpid(), signal.SIGUSR1)  # and a stop of a started scheduler, too
+        deadline = time.monotonic() + 30
+        while len(stopped) < 2 and time.monotonic() < deadline:
+            time.sleep(0.01)
+        assert webjobs.scheduler() is None
+    finally:
+        signal.signal(signal.SIGUSR1, previous)
+        webjobs.stop()

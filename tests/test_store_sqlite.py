@@ -562,3 +562,38 @@ def test_a_version_6_file_gains_the_first_slot_and_does_not_guess_it(db: Path) -
     assert conn.execute("PRAGMA user_version").fetchone()[0] == len(sqlite_mod.MIGRATIONS)
     assert [r[1] for r in conn.execute("PRAGMA table_info(jobs)")][-1] == "first_slot"
     conn.close()
+
+
+def test_opening_reads_the_header_and_the_schema_in_one_snapshot(tmp_path: Path) -> None:
+    """Several processes open a new file at once (web workers): one creates the schema
+    while another looks. Read in separate statements, the looker saw application_id 0
+    and then the new tables, and refused the file as another application's."""
+    path = str(tmp_path / "shared.db")
+    sqlite3.connect(path).close()  # the new, empty file both see
+    other = str(tmp_path / "other.db")
+
+    class Interleaved:
+        """A connection on which another process creates the store after the first read."""
+
+        def __init__(self) -> None:
+            self.conn = sqlite3.connect(path, isolation_level=None)
+            self.reads = 0
+
+        def execute(self, sql: str) -> Interleaved:
+            self.rows = self.conn.execute(sql).fetchall()  # the read ends here
+            self.reads += 1
+            if self.reads == 1:
+                SQLiteStore(path).close()  # the other worker: creates and migrates it
+            return self
+
+        def fetchone(self) -> Any:
+            return self.rows[0]
+
+    looker = Interleaved()
+    with SQLiteStore(other) as store:
+        try:
+            assert store._inspect(looker) == 0  # type: ignore[arg-type]  # the empty file
+        finally:
+            looker.conn.close()
+    with SQLiteStore(path) as store:  # and it is a tickwork database now
+        assert store.jobs() == []

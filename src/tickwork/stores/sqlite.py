@@ -403,9 +403,13 @@ class SQLiteStore(SQLStore[sqlite3.Connection]):
     def _inspect(self, conn: sqlite3.Connection) -> int:
         """Read-only: the schema version if the database is ours (0 if empty), else raise."""
         try:
-            app_id = conn.execute("PRAGMA application_id").fetchone()[0]
-            version = conn.execute("PRAGMA user_version").fetchone()[0]
-            objects = conn.execute("SELECT count(*) FROM sqlite_master").fetchone()[0]
+            # One statement, so one snapshot: read one by one, a process creating the
+            # database between two reads looked like "another application's" file.
+            app_id, version, objects = conn.execute(
+                "SELECT (SELECT application_id FROM pragma_application_id),"
+                " (SELECT user_version FROM pragma_user_version),"
+                " (SELECT count(*) FROM sqlite_master)"
+            ).fetchone()
         except sqlite3.DatabaseError as exc:
             raise StoreError(
                 f"{self._path!r} is not a usable SQLite database ({exc}); refusing to use"
