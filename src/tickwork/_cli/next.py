@@ -15,7 +15,7 @@ from __future__ import annotations
 import argparse
 import sys
 from collections.abc import Sequence
-from datetime import UTC, datetime
+from datetime import UTC, datetime, tzinfo
 from typing import Any, TextIO
 from zoneinfo import ZoneInfo
 
@@ -149,19 +149,9 @@ def run(args: argparse.Namespace, *, out: TextIO | None = None, err: TextIO | No
         return 2
     if isinstance(cron, JobConfig):
         return _job_slots(cron, args, out, err)
-    if args.after is None:
-        start = datetime.now(UTC)
-    else:
-        try:
-            start = datetime.fromisoformat(args.after)
-        except ValueError:
-            print(
-                f"{_PROG}: error: --after must be an ISO 8601 date-time, got {args.after!r}",
-                file=err,
-            )
-            return 2
-        if start.tzinfo is None:
-            start = start.replace(tzinfo=cron.tz)
+    start = _start(args, cron.tz, err)
+    if start is None:
+        return 2
     print(f"# {args.expr}  (tz {cron.tz_name}){_extras(cron)}", file=out)
     for fire in cron.next_n(start, args.count):
         utc = fire.astimezone(UTC)
@@ -170,6 +160,24 @@ def run(args: argparse.Namespace, *, out: TextIO | None = None, err: TextIO | No
             file=out,
         )
     return 0
+
+
+def _start(args: argparse.Namespace, zone: tzinfo, err: TextIO) -> datetime | None:
+    """The instant to start after: ``--after``, or now.
+
+    ``--after`` without an offset is wall time in ``zone``; None when it is not a
+    date-time (said on ``err``).
+    """
+    if args.after is None:
+        return datetime.now(UTC)
+    try:
+        start = datetime.fromisoformat(args.after)
+    except ValueError:
+        print(
+            f"{_PROG}: error: --after must be an ISO 8601 date-time, got {args.after!r}", file=err
+        )
+        return None
+    return start.replace(tzinfo=zone) if start.tzinfo is None else start
 
 
 def _job_slots(job: JobConfig, args: argparse.Namespace, out: TextIO, err: TextIO) -> int:
@@ -185,19 +193,9 @@ def _job_slots(job: JobConfig, args: argparse.Namespace, out: TextIO, err: TextI
         return 0
     assert isinstance(schedule, At | Every | Once)
     zone = ZoneInfo(getattr(schedule, "tz", "UTC"))
-    if args.after is None:
-        start = datetime.now(UTC)
-    else:
-        try:
-            start = datetime.fromisoformat(args.after)
-        except ValueError:
-            print(
-                f"{_PROG}: error: --after must be an ISO 8601 date-time, got {args.after!r}",
-                file=err,
-            )
-            return 2
-        if start.tzinfo is None:
-            start = start.replace(tzinfo=zone)
+    start = _start(args, zone, err)
+    if start is None:
+        return 2
     print(f"# job {job.name}: {schedule_words(schedule)}  (tz {zone.key})", file=out)
     for t in planned_slots(schedule, start.timestamp(), args.count):
         fire = datetime.fromtimestamp(t, zone)

@@ -7,15 +7,13 @@
 from __future__ import annotations
 
 import heapq
-import os
 import time
-from pathlib import Path
 from typing import Any, Final
 
 from tickwork._core.text import iso
 from tickwork._daemon.declare import owner_label
 from tickwork._daemon.pools import pool_waits
-from tickwork._daemon.status_page import failure_summary
+from tickwork._daemon.status_page import failure_summary, pid_running
 from tickwork.stores._after import schedule_and_after
 from tickwork.stores._model import ActionRecord, Claim, JobState, SlotRecord
 from tickwork.stores._protocol import SessionLiveness, SlotLedger, Store, StoreClock
@@ -28,27 +26,12 @@ __all__ = [
     "lost_because",
     "merged_history",
     "newest_due",
-    "process_alive",
     "read_jobs",
     "state_row",
 ]
 
 #: Ledger entries read per query while looking for the newest due times.
 PAGE: Final = 1000
-
-
-def process_alive(pid: int) -> bool:
-    try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
-        return False
-    except PermissionError:  # alive, another user's
-        return True
-    try:  # a zombie nobody has reaped yet is gone too
-        stat = Path(f"/proc/{pid}/stat").read_text()
-    except OSError:
-        return True
-    return stat.rsplit(")", 1)[1].split()[0] not in ("Z", "X")
 
 
 def lost_because(claim: Claim, now: float, host: str, live: set[str] | None = None) -> str | None:
@@ -63,7 +46,7 @@ def lost_because(claim: Claim, now: float, host: str, live: set[str] | None = No
         return f"its lease ran out at {_iso(claim.lease_until)}"
     owner_host, _, rest = claim.owner.partition(":")
     pid_text = rest.partition(":")[0]
-    if owner_host == host and pid_text.isdigit() and not process_alive(int(pid_text)):
+    if owner_host == host and pid_text.isdigit() and not pid_running(int(pid_text)):
         return (
             "not running on this host; its lease runs out at"
             f" {_iso(claim.lease_until)}, then the run is recorded abandoned"
