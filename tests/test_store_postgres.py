@@ -291,6 +291,41 @@ def test_concurrent_first_opens_create_the_schema_once(pg_dsn: str, pg_schema: s
     assert errors == []
 
 
+def test_a_schema_created_while_it_is_inspected_is_not_called_foreign(
+    pg_dsn: str, pg_schema: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # Workers starting together on an empty schema: one commits the tables while
+    # another is looking them up. Looked up one statement at a time, the second saw
+    # tickwork_jobs but not tickwork_meta and refused the schema as another's. Here
+    # the other opener commits right after the first look-up statement, every time.
+    with admin(pg_dsn) as conn:
+        conn.execute(sql.SQL("CREATE SCHEMA {}").format(sql.Identifier(pg_schema)))
+    original = PostgresStore._needs_migration
+    created: list[bool] = []
+
+    class CommitsBetweenStatements:
+        def __init__(self, cur: Any) -> None:
+            self._cur = cur
+
+        def execute(self, query: Any, *args: Any, **kwargs: Any) -> Any:
+            result = self._cur.execute(query, *args, **kwargs)
+            if "to_regclass" in str(query) and not created:
+                created.append(True)
+                PostgresStore(pg_dsn, schema=pg_schema).close()  # another opener
+            return result
+
+        def __getattr__(self, name: str) -> Any:
+            return getattr(self._cur, name)
+
+    def needs_migration(self: PostgresStore, cur: Any) -> bool:
+        return original(self, CommitsBetweenStatements(cur))
+
+    monkeypatch.setattr(PostgresStore, "_needs_migration", needs_migration)
+    with PostgresStore(pg_dsn, schema=pg_schema) as store:
+        store.upsert(JobSpec("job", "m:f", At(100.0)), 100.0)
+    assert created == [True]
+
+
 def test_concurrent_first_opens_on_a_new_database(
     fresh_database: str, monkeypatch: pytest.MonkeyPatch
 ) -> None:

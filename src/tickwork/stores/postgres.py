@@ -673,11 +673,13 @@ class PostgresStore(SQLStore[Cursor]):
 
     def _inspect(self, cur: Cursor) -> int:
         """The schema version of our tables (0: none yet); refuses foreign tables."""
-        found = [
-            name
-            for name in _TABLES
-            if cur.execute("SELECT to_regclass(%s)", (name,)).fetchone() != (None,)
-        ]
+        # One statement, one snapshot: looked up one by one, a schema another opener
+        # committed between two look-ups showed its tables without tickwork_meta, and
+        # was refused as foreign.
+        row = cur.execute(
+            "SELECT " + ", ".join(["to_regclass(%s)"] * len(_TABLES)), _TABLES
+        ).fetchone()
+        found = [name for name, oid in zip(_TABLES, row or (), strict=True) if oid is not None]
         where = self._schema if self._schema is not None else "the search_path"
         if "tickwork_meta" not in found:
             if found:
