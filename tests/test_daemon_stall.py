@@ -33,9 +33,16 @@ def test_a_stopped_daemon_records_what_really_happened(
     tmp_path: Path, start: Callable[..., Run]
 ) -> None:
     jobs = tmp_path / "jobs.toml"
-    jobs.write_text('[[job]]\nname = "tick"\nevery = "4s"\ncommand = ["sleep", "1"]\n')
+    began = tmp_path / "began"
+    jobs.write_text(
+        f'[[job]]\nname = "tick"\nevery = "4s"\ncommand = ["sh", "-c", "touch {began}; sleep 1"]\n'
+    )
     run = start("--lease", "3s", "--poll", "1s", jobs=jobs)
     run.wait_line("tick started", limit=60)
+    # Stop the daemon only once the command really runs: on a loaded machine the
+    # daemon can log "started" and be stopped before its supervisor spawned the
+    # command, which then runs after the stop and rightly takes the stop's length.
+    wait_until("the command to begin", began.exists)
     run.signal(signal.SIGSTOP)
     try:
         wait_until("the daemon to stop", lambda: stopped(run.proc.pid))
