@@ -50,7 +50,7 @@ WHEEL_ALLOWED = (
 )
 #: What the sdist may hold (below its top folder): the source with its tests and docs.
 SDIST_ALLOWED = (
-    r"(src/tickwork|tests|bench|tools|examples)/.+\.(py|toml|txt|md|crontab|json|sh)",
+    r"(src/tickwork|tests|bench|tools|examples)/.+\.(py|toml|txt|md|crontab|json|sh|ini)",
     r"src/tickwork/py\.typed",
     r"tests/crontabs/.+",
     r"docs/.+\.(md|png)",
