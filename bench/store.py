@@ -133,8 +133,8 @@ class UnsyncedStore(SQLiteStore):
     `burst_bound`, how much of a burst's time the fsyncs of its commits take.
     """
 
-    def _open(self, conn: sqlite3.Connection, *, memory: bool) -> None:
-        super()._open(conn, memory=memory)
+    def _open(self, conn: sqlite3.Connection, **kw: Any) -> None:
+        super()._open(conn, **kw)
         conn.execute("PRAGMA synchronous=OFF")
 
 

@@ -597,3 +597,20 @@ def test_opening_reads_the_header_and_the_schema_in_one_snapshot(tmp_path: Path)
             looker.conn.close()
     with SQLiteStore(path) as store:  # and it is a tickwork database now
         assert store.jobs() == []
+
+
+def test_a_file_another_process_is_creating_is_opened_once_it_is_free(tmp_path: Path) -> None:
+    # Workers started together on a new file: one holds the write lock while it creates
+    # the tables. Switching to WAL then fails at once with "database is locked" (SQLite
+    # does not wait there); the store tries again within its busy timeout.
+    path = tmp_path / "new.db"
+    other = sqlite3.connect(path, isolation_level=None, check_same_thread=False)
+    other.execute("BEGIN IMMEDIATE")  # the write lock, as while creating the tables
+    timer = threading.Timer(0.3, lambda: other.execute("COMMIT"))
+    timer.start()
+    try:
+        with SQLiteStore(path, busy_timeout=30) as store:
+            assert store.jobs() == []
+    finally:
+        timer.join()
+        other.close()

@@ -290,6 +290,24 @@ def _check_header(path: str) -> None:
         )
 
 
+def _journal_wal(conn: sqlite3.Connection, busy_timeout: float) -> str:
+    """Switch the file to WAL mode (a no-op once it is); return the mode it is in.
+
+    The switch needs the file to itself. While another process holds a write lock on
+    it (creating the tables of a new file: workers started together), SQLite returns
+    "database is locked" at once instead of waiting (it would deadlock), so the switch
+    is tried again until ``busy_timeout`` has passed, as any other statement waits.
+    """
+    give_up = time.monotonic() + busy_timeout
+    while True:
+        try:
+            return str(conn.execute("PRAGMA journal_mode=WAL").fetchone()[0])
+        except sqlite3.OperationalError as exc:
+            if "locked" not in str(exc) or time.monotonic() >= give_up:
+                raise
+            time.sleep(0.01)
+
+
 class SQLiteStore(SQLStore[sqlite3.Connection]):
     """Durable jobs in one SQLite file; implements the `tickwork.stores.Store` protocol.
 
@@ -351,7 +369,7 @@ class SQLiteStore(SQLStore[sqlite3.Connection]):
         except sqlite3.Error as exc:
             raise StoreError(f"cannot open database {self._path!r}: {exc}") from exc
         try:
-            self._open(conn, memory=memory)
+            self._open(conn, memory=memory, busy_timeout=busy_timeout)
         except BaseException:
             conn.close()
             raise
@@ -433,10 +451,10 @@ class SQLiteStore(SQLStore[sqlite3.Connection]):
             raise StoreError(f"{self._path!r} is a tickwork database without a schema version")
         return int(version)
 
-    def _open(self, conn: sqlite3.Connection, *, memory: bool) -> None:
+    def _open(self, conn: sqlite3.Connection, *, memory: bool, busy_timeout: float) -> None:
         version = self._inspect(conn)
         try:
-            mode = conn.execute("PRAGMA journal_mode=WAL").fetchone()[0]
+            mode = _journal_wal(conn, busy_timeout)
             if not memory and str(mode).lower() != "wal":
                 _log.warning("database %r could not use WAL mode (got %r)", self._path, mode)
             conn.execute("PRAGMA foreign_keys=ON")
