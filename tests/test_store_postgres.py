@@ -56,6 +56,38 @@ class TestPostgresPools(PoolContract):
     open_store = TestPostgresContract.open_store
 
 
+def test_a_claim_reads_no_limit_rows_when_the_state_has_none(
+    open_pg: Callable[..., PostgresStore], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A state without pools pays no statement for them: the claim's own re-read says so.
+
+    With a limit declared, the gate reads (and locks) the limit rows again, and keeps to
+    them, for due runs and for re-offered ones alike.
+    """
+    store = open_pg()
+    statements: list[str] = []
+    execute = psycopg.Cursor.execute
+
+    def counting(self: Any, query: Any, *args: Any, **kw: Any) -> Any:
+        statements.append(str(query))
+        return execute(self, query, *args, **kw)
+
+    monkeypatch.setattr(psycopg.Cursor, "execute", counting)
+    reads = lambda: sum("SELECT name, lim FROM tickwork_pools" in q for q in statements)  # noqa: E731
+    for i in range(3):
+        store.upsert(spec(f"p{i}", pool="db"), 100.0)
+    got = claim(store, 100.0)
+    assert len(got) == 3 and reads() == 0
+    store.finish(got[0], outcome="ok", ended=100.5)
+    store.set_pool_limit("db", 1)  # type: ignore[attr-defined]
+    statements.clear()
+    assert claim(store, 110.0) == [] and reads() == 1  # two still hold the pool's slots
+    for c in got[1:]:
+        store.finish(c, outcome="ok", ended=111.0)
+    statements.clear()
+    assert len(claim(store, 120.0)) == 1 and reads() == 1
+
+
 # -- helpers ------------------------------------------------------------------------------
 
 

@@ -159,6 +159,14 @@ class PoolGate:
         self._running[pool] = self._running.get(pool, 0) + 1
         return True
 
+    def none_declared(self) -> None:
+        """The claim's own statement saw no limit row: no read is needed (PostgreSQL).
+
+        A limit declared after that statement is seen by the next claim, as a limit
+        declared after the gate's own read would be.
+        """
+        self._loaded = True
+
     def _load(self, cur: Any) -> None:
         q = self._host._q
         self._loaded = True
@@ -211,6 +219,16 @@ class PoolQueries(Generic[C]):
     def begin(self) -> None:
         """A claim transaction starts: a fresh gate, read at its first use."""
         self._gate = PoolGate(self._host)
+
+    def hint(self, declared: bool) -> None:
+        """Whether the state has any limit, as a claim statement read it in passing.
+
+        A store that folds ``EXISTS (SELECT 1 FROM pools)`` into its candidate rows
+        passes it here, so a state without limits pays no statement of its own for them.
+        """
+        gate = self._gate
+        if gate is not None and not declared and not gate._loaded:
+            gate.none_declared()
 
     def admit(self, spec: JobSpec | None, cur: C) -> TypeGuard[JobSpec]:
         """Whether the claim may take a run of ``spec`` (None: unreadable: no)."""

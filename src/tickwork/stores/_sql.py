@@ -688,10 +688,12 @@ class SQLStore(RowReader, PoolsMixin, ABC, Generic[C]):
 
         Due jobs (``retries`` false): job rows (`JOB_COLUMNS`) that are claimable with
         ``next_run <= now``, earliest first. Pending retries: ``(token, job id,
-        scheduled, spec)`` of unowned claims of jobs not paused with ``scheduled <=
-        now``, oldest slot first. Rows whose key (the first column, or the job id
-        where the store locks job rows) is in ``seen`` are left out; the keys looked at
-        are added to it. A store may lock what it returns and skip what others hold.
+        scheduled, spec, origin)`` of unowned claims of jobs not paused with ``scheduled
+        <= now``, oldest slot first. Either may carry more columns after those (PostgreSQL
+        ends them with whether any pool limit exists, for `PoolQueries.hint`). Rows whose
+        key (the first column, or the job id where the store locks job rows) is in
+        ``seen`` are left out; the keys looked at are added to it. A store may lock what
+        it returns and skip what others hold.
         """
 
     def _take_retries(
@@ -709,7 +711,7 @@ class SQLStore(RowReader, PoolsMixin, ABC, Generic[C]):
             if rows is None:
                 return
             taken: list[tuple[str, str, float, float, str]] = []
-            for old, job_id, scheduled, text, origin in rows:
+            for old, job_id, scheduled, text, origin, *_ in rows:
                 spec = self._decode(job_id, text, strict=False)
                 if not self._pools.admit(spec, cur):  # unreadable, or its pool is full
                     continue

@@ -273,15 +273,20 @@ _LOCK_RETRIES: Final = (
     " ORDER BY (SELECT min(c.scheduled) FROM tickwork_claims c WHERE c.job_id = j.id"
     " AND c.owner = ''), j.id LIMIT %s FOR NO KEY UPDATE OF j SKIP LOCKED"
 )
+# Both re-reads end with whether any pool limit exists (stores/_pools.py): a state
+# without limits then reads no limit rows of its own in the claim.
+_ANY_LIMIT: Final = "EXISTS (SELECT 1 FROM tickwork_pools)"
 _REREAD_RETRIES: Final = (
-    "SELECT c.token, c.job_id, c.scheduled, j.spec, c.origin FROM tickwork_claims c"
-    " JOIN tickwork_jobs j ON j.id = c.job_id WHERE c.job_id = ANY(%s) AND c.owner = ''"
+    f"SELECT c.token, c.job_id, c.scheduled, j.spec, c.origin, {_ANY_LIMIT}"
+    " FROM tickwork_claims c JOIN tickwork_jobs j ON j.id = c.job_id"
+    " WHERE c.job_id = ANY(%s) AND c.owner = ''"
     " AND (NOT j.paused OR c.origin = 'manual') AND c.scheduled <= %s"
     f" AND {OPERATOR_GATE.replace('{claims}', 'tickwork_claims')}"
     " ORDER BY c.scheduled, c.token LIMIT %s"
 )
 _REREAD_DUE: Final = (
-    f"SELECT {JOB_COLUMNS} FROM tickwork_jobs j WHERE j.id = ANY(%s) AND {_CLAIMABLE}"
+    f"SELECT {JOB_COLUMNS}, {_ANY_LIMIT} FROM tickwork_jobs j WHERE j.id = ANY(%s)"
+    f" AND {_CLAIMABLE}"
     " AND j.next_run <= %s ORDER BY j.next_run, j.id LIMIT %s"
 )
 
@@ -822,7 +827,10 @@ class PostgresStore(SQLStore[Cursor]):
         if not locked:
             return None
         seen.extend(locked)
-        return cur.execute(reread, (locked, now, n)).fetchall()
+        rows = cur.execute(reread, (locked, now, n)).fetchall()
+        if rows:
+            self._pools.hint(bool(rows[0][-1]))  # the last column: any pool limit at all
+        return rows
 
     def _ledger_insert(self, entries: list[tuple[Any, ...]]) -> tuple[str, tuple[Any, ...]]:
         """One statement for ``entries`` (at least one) and its parameters."""
