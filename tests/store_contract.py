@@ -888,6 +888,35 @@ class StoreContract:
         assert got["b"].output == text and got["b"].claimed == 100.0 + 1 / 3
         assert (got["c"].outcome, got["c"].started, got["c"].node) == ("skipped", None, "A")
 
+    def test_a_batch_of_plain_runs_reads_as_the_single_calls_would(
+        self, open_store: OpenStore
+    ) -> None:
+        # PostgreSQL records such a batch set-based (stores/_pgbatch.py): a start and the
+        # finish of one claim in one batch, a removed job, a claim another node freed.
+        a, b = open_store(), open_store()
+        assert isinstance(b, BatchRecorder) and isinstance(b, SlotLedger)
+        for name in ("p", "q", "r", "s"):
+            a.upsert(spec(name), 100.0)
+        by_job = {x.job_id: x for x in claim(a, 100.0)}
+        p, q, r, s = (by_job[j] for j in ("p", "q", "r", "s"))
+        a.remove("r")
+        assert a.finish(s, outcome="ok", ended=100.2)
+        assert b.record(
+            [Start(p, 100.25), Start(q, 100.5), Start(r, 100.5), Start(s, 100.5)],
+            [Finish(q, "failed", 101.0, "bad"), Finish(p, "ok", 101.5), Finish(r, "ok", 101.5)],
+        ) == ([True, True, False, False], [True, True, False])
+        got = {(e.job_id, e.outcome, e.started, e.ended, e.error) for e in b.history()}
+        assert got == {
+            ("p", "ok", 100.25, 101.5, None),
+            ("q", "failed", 100.5, 101.0, "bad"),
+            ("s", "ok", None, 100.2, None),
+        }
+        state = a.get("q")
+        assert state is not None and state.claims == ()
+        assert state.last_run == LastRun(100.0, 100.5, 101.0, "failed", "bad")
+        assert state.next_run == 110.0  # the finish keeps the next run the claim set
+        assert b.record([], [Finish(p, "ok", 102.0)]) == ([], [False])  # freed already
+
     def test_slots_a_claim_gives_up_are_written_by_the_claim(self, store: Store) -> None:
         assert isinstance(store, SlotLedger)
         store.upsert(spec("late"), 100.0)

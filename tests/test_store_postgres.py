@@ -31,7 +31,7 @@ from tickwork.stores import (  # noqa: E402
     Upsert,
 )
 from tickwork.stores import postgres as pg_mod  # noqa: E402
-from tickwork.stores.contract import ChangeNotifier, Finish, spec_to_json  # noqa: E402
+from tickwork.stores.contract import ChangeNotifier, Finish, Start, spec_to_json  # noqa: E402
 from tickwork.stores.postgres import PostgresStore, redact_dsn  # noqa: E402
 
 from .pool_contract import PoolContract  # noqa: E402
@@ -86,6 +86,36 @@ def test_a_claim_reads_no_limit_rows_when_the_state_has_none(
         store.finish(c, outcome="ok", ended=111.0)
     statements.clear()
     assert len(claim(store, 120.0)) == 1 and reads() == 1
+
+
+def test_a_plain_batch_is_recorded_in_three_statements(
+    open_pg: Callable[..., PostgresStore], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Starts and finishes of a plain batch go set-based, however many (stores/_pgbatch.py).
+
+    A batch the set-based statements do not cover (a slot handed back) goes item by item.
+    """
+    store = open_pg()
+    for i in range(6):
+        store.upsert(spec(f"j{i}"), 100.0)
+    claims = claim(store, 100.0)
+    statements: list[str] = []
+    execute = psycopg.Cursor.execute
+
+    def counting(self: Any, query: Any, *args: Any, **kw: Any) -> Any:
+        statements.append(str(query))
+        return execute(self, query, *args, **kw)
+
+    monkeypatch.setattr(psycopg.Cursor, "execute", counting)
+    starts = [Start(c, 100.5) for c in claims[:5]]
+    finishes = [Finish(c, "ok", 101.0) for c in claims[:5]]
+    assert store.record(starts, finishes) == ([True] * 5, [True] * 5)
+    statements[:] = [q for q in statements if "set_config" not in q]  # a new connection's
+    assert len(statements) == 3
+    statements.clear()
+    assert store.record([], [Finish(claims[5], "cancelled", 101.0)]) == ([], [True])
+    assert len(statements) > 1 and not any("jsonb_array_elements" in q for q in statements)
+    assert len(store.history()) == 5
 
 
 # -- helpers ------------------------------------------------------------------------------

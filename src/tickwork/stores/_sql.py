@@ -934,6 +934,10 @@ class SQLStore(RowReader, PoolsMixin, ABC, Generic[C]):
         order = sorted(range(len(finishes)), key=lambda i: finishes[i].claim.job_id)
 
         def apply(cur: C, again: bool) -> tuple[list[bool], list[bool]]:
+            if not again:
+                done = self._record_set(cur, starts, finishes)
+                if done is not None:
+                    return done
             started = [(self._start_again if again else self._start)(cur, s) for s in starts]
             ended = [False] * len(finishes)
             # The batch's ledger entries are written by its last finish (a store may
@@ -952,6 +956,12 @@ class SQLStore(RowReader, PoolsMixin, ABC, Generic[C]):
         return self._run(
             what, lambda cur: apply(cur, False), resolve=lambda cur: apply(cur, True), batch=True
         )
+
+    def _record_set(
+        self, cur: C, starts: list[Start], finishes: list[Finish]
+    ) -> tuple[list[bool], list[bool]] | None:
+        """A store's set-based `record` of a batch, or None to record item by item."""
+        return None
 
     def recover_expired(self, now: float) -> list[Recovered]:
         """Release expired claims per delivery semantics (see the protocol).

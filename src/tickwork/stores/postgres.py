@@ -36,7 +36,8 @@ from psycopg.conninfo import conninfo_to_dict, make_conninfo
 from tickwork.stores._errors import SchemaVersionError, StoreError
 
 from ._alerts import EPISODE_TABLE
-from ._model import KEEP, Finish, check_positive, check_time, hands_back
+from ._model import KEEP, Finish, Start, check_positive, check_time, hands_back
+from ._pgbatch import record_set
 from ._sql import (
     CLAIM_COLUMNS,
     HISTORY_DAYS,
@@ -890,6 +891,12 @@ class PostgresStore(SQLStore[Cursor]):
             self._changed(cur, claim.job_id)
         self._chains.hint(claim.token, bool(job[2]))  # chains: no second look if none
         return row[0], False
+
+    def _record_set(
+        self, cur: Cursor, starts: list[Start], finishes: list[Finish]
+    ) -> tuple[list[bool], list[bool]] | None:
+        """A plain batch in three statements (`stores._pgbatch`), else None."""
+        return record_set(self, cur, starts, finishes)
 
     def _owners_gone(self, cur: Cursor, mono: float) -> list[tuple[str, bool]]:
         """Listed owners none of whose sessions is left, seen so for `LIVENESS_GRACE`."""
