@@ -3,6 +3,9 @@
     python -m bench.pg_node load CONFIG_JSON      (from the project root)
     python -m bench.pg_node node CONFIG_JSON
 
+``node`` reports the CPU time (user + system) its process spent from ``ready`` until the
+scheduler stopped (``cpu``, seconds), for the CPU per run of bench/postgres.py.
+
 Whichever ``tickwork`` is first on ``sys.path`` is used: bench/postgres.py sets
 ``PYTHONPATH`` to the ``src`` folder of the tree it measures (this checkout, or a
 ``git worktree`` of the baseline), so this file must work with both trees' public API.
@@ -112,15 +115,17 @@ def node(config: dict[str, Any]) -> dict[str, Any]:
     ds = DurableScheduler(store, owner=config["owner"], allowed_modules=["bench.pg_node"])
     ds.start()
     stop = Path(config["stop"])
+    cpu = time.process_time()
     Path(f"{stop}.{config['owner']}.ready").touch()
     while not stop.exists():
         time.sleep(0.05)
     ds.stop(timeout=60)
+    cpu = time.process_time() - cpu  # from ready to stopped: the runs, not the start-up
     store.close()
     with _lock:
         for conn in _opened:
             conn.close()
-    return {"owner": config["owner"], "ran": _ran, "tickwork": tickwork.__file__}
+    return {"owner": config["owner"], "ran": _ran, "tickwork": tickwork.__file__, "cpu": cpu}
 
 
 def main(argv: list[str]) -> None:

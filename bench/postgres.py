@@ -35,6 +35,9 @@ for the run:
   use that database (the results and the harness's reads go to the DSN's database), so
   nothing is subtracted: it includes the nodes' idle look-ups in the few seconds around
   the burst. Then 3 idle nodes (jobs due in an hour) for ``--idle`` seconds: commits/s.
+- CPU per run, in the burst table: the server's processes (from ``/proc``: the
+  postmaster, the backends it reaped, its live children) over the nodes' lives, and
+  the node processes from ready to stopped (they report it), divided by the runs.
 - kill (issue 15, point 4): 3 nodes, one SIGKILLed, every job at the defaults
   (at-most-once, ``overlap`` and ``missed`` "skip") and both trees at their default lease
   (`DurableScheduler`'s, 30 s in both; the loader reports it). "busy": 5,000 one-shots
@@ -163,6 +166,8 @@ class Result:
     waiting_gap: float = math.nan  # longest a node started nothing while a run waited
     gap: float = math.nan  # longest a node started nothing at all
     commits: int | None = None  # the jobs database's commits over the nodes' lives
+    server_cpu: float = math.nan  # CPU seconds of the server's processes over the nodes' lives
+    node_cpu: float = math.nan  # CPU seconds of the node processes, from ready to stopped
     late: bool = False  # the nodes were ready after the first due time
     recurring: tuple[int, int] = (0, 0)  # recurring slots run, slots due in the window
     per_node: dict[str, int] = field(default_factory=dict)
@@ -236,6 +241,7 @@ class Lab:
             log(f"cannot create a database for the jobs ({exc}); no commit figures")
             self.jobs_db = None
         self.jobs_dsn = dsn if self.jobs_db is None else make_conninfo(dsn, dbname=self.jobs_db)
+        self.postmaster = _parent(self.conn.info.backend_pid)
         self.per_job = 0.003  # seconds to declare one job (learned from each load)
         self.start = 3.0  # seconds from launching the nodes to all ready (learned)
         self.lease = 30.0  # the default lease of the tree's DurableScheduler (learned)
@@ -252,6 +258,19 @@ class Lab:
     def setting(self, name: str) -> str:
         row = self.conn.execute("SELECT current_setting(%s)", (name,)).fetchone()
         return "?" if row is None else str(row[0])
+
+    def server_cpu(self) -> float:
+        """CPU seconds the server's processes used so far, ended backends included.
+
+        The postmaster's own time, the time of its children it has reaped (every
+        backend that ended: ``cutime`` + ``cstime``), and that of its live children.
+        """
+        fields = _stat(self.postmaster)
+        ticks = sum(int(v) for v in fields[11:15]) if fields else 0
+        for pid in os.listdir("/proc"):
+            if pid.isdigit() and (child := _stat(int(pid))) and int(child[1]) == self.postmaster:
+                ticks += int(child[11]) + int(child[12])
+        return ticks / os.sysconf("SC_CLK_TCK")
 
     def commits(self) -> int | None:
         if self.jobs_db is None:
@@ -337,6 +356,8 @@ class Lab:
             if oneshots[1] + every:
                 self.per_job = 1.3 * loaded["seconds"] / (oneshots[1] + every)
             before = self.settled_commits()
+            server_before = self.server_cpu()
+            node_cpu = 0.0
             launched = time.monotonic()
             for n in range(nodes):
                 node = {
@@ -382,7 +403,11 @@ class Lab:
                     out_text, _ = p.communicate()
                 lines = out_text.strip().splitlines()
                 if p.returncode == 0 and lines:
-                    self._check_import(tree, json.loads(lines[-1])["tickwork"])
+                    said = json.loads(lines[-1])
+                    self._check_import(tree, said["tickwork"])
+                    node_cpu += said.get("cpu", math.nan)
+                else:
+                    node_cpu = math.nan
             warnings = [line for line in _tail(logs, 10**6).splitlines() if line.strip()]
             if warnings:
                 info["warnings"] = warnings
@@ -391,6 +416,8 @@ class Lab:
         after = self.settled_commits()
         if before is not None and after is not None:
             info["commits"] = after - before
+        info["server_cpu"] = self.server_cpu() - server_before
+        info["node_cpu"] = node_cpu
         self.conn.execute(
             sql.SQL("DROP SCHEMA IF EXISTS {} CASCADE").format(sql.Identifier(results))
         )
@@ -590,6 +617,7 @@ def burst(lab: Lab, tree: Tree, nodes: int, n: int, store: dict[str, Any] | None
     result.per_s = len({r[0] for r in rows}) / (last - first) if last > first else math.inf
     result.late = info["late"]
     result.commits = info.get("commits")
+    result.server_cpu, result.node_cpu = info["server_cpu"], info["node_cpu"]
     what = f"burst {n} on {nodes} node(s)" + (f" with {store}" if store else "")
     _report(tree, what, result, info)
     return result
@@ -900,6 +928,32 @@ def _idle_figures(
     return fixed, rate
 
 
+def _stat(pid: int) -> list[str] | None:
+    """The fields of ``/proc/PID/stat`` after the command name (state first), or None."""
+    try:
+        text = Path(f"/proc/{pid}/stat").read_text()
+    except OSError:
+        return None
+    return text.rpartition(")")[2].split()
+
+
+def _parent(pid: int) -> int:
+    """The parent process of ``pid`` (a backend's: the postmaster)."""
+    fields = _stat(pid)
+    return int(fields[1]) if fields else 0
+
+
+def _cpu_per_run(r: Result) -> float:
+    return (r.server_cpu + r.node_cpu) / r.runs if r.runs else math.nan
+
+
+def _cpu(r: Result) -> str:
+    if not r.runs or math.isnan(r.server_cpu + r.node_cpu):
+        return "-"
+    server, nodes = r.server_cpu / r.runs * 1000, r.node_cpu / r.runs * 1000
+    return f"{server:.2f} + {nodes:.2f} = {server + nodes:.2f}"
+
+
 def burst_table(
     names: list[str],
     bursts: dict[tuple[str, int], Result],
@@ -924,6 +978,8 @@ def burst_table(
     head += ["new / old"] if both else []
     head += [f"{name} x 1 node" for name in names]
     head += [f"{name} commits/run" for name in names]
+    head += [f"{name} CPU ms/run, server + nodes" for name in names]
+    head += ["CPU new / old"] if both else []
     head += [f"{name} node gap" for name in names]
     head += [" / ".join(names) + " dups"]
     print("| " + " | ".join(head) + " |")
@@ -938,13 +994,19 @@ def burst_table(
             _ratio(r.per_s, bursts[name, base].per_s) for name, r in zip(names, rs, strict=True)
         ]
         cells += [per_run(name, nodes) for name in names]
+        cells += [_cpu(r) for r in rs]
+        cells += [_ratio(_cpu_per_run(rs[-1]), _cpu_per_run(rs[0]))] if both else []
         cells += [_s(r.waiting_gap) for r in rs]
         cells += [" / ".join(str(r.dups) for r in rs)]
         print("| " + " | ".join(cells) + " |")
     print(
         "runs/s: runs from the due time to the last start. node gap: the longest any node\n"
         "started no run while runs waited. commits/run: the jobs database's xact_commit over\n"
-        "the nodes' lives, minus their start-up and shutdown (below), divided by the runs."
+        "the nodes' lives, minus their start-up and shutdown (below), divided by the runs.\n"
+        "CPU ms/run: the server's processes (every backend, ended ones included, and the\n"
+        "background processes) from just before the nodes started to after they exited, and\n"
+        "the node processes from ready to stopped, divided by the runs; the server's part\n"
+        "includes the job's own insert of its result row (one commit per run)."
     )
 
 
