@@ -2,20 +2,21 @@
 
     .venv/bin/python bench/statements.py                       # this tree vs 4af5497
     .venv/bin/python bench/statements.py --baseline main~3 --runs 5000
+    .venv/bin/python bench/statements.py --new f32d0ef --baseline 4af5497
 
 What a run costs the database is mostly its round trips: each statement is a message
 both ways and work for the node and the server. This counts them exactly, with no
 timing at all, so it gives the same figures on a loaded machine as on an idle one.
 
-For each tree (this checkout's ``src``, and ``--baseline REF`` checked out with ``git
-worktree``), a child process imports that tree's ``tickwork``, declares ``--runs``
-one-shots due at one instant in a fresh schema of a throwaway server (the one
-bench/postgres.py starts), runs one `DurableScheduler` at its defaults until every
-run has ended, and counts every ``execute``/``executemany`` and commit of psycopg
-from the scheduler's start to its stop. It prints statements and commits per run,
-and the statements per run by statement text (first 100 characters), the most
-frequent first. ``executemany`` counts once (psycopg sends it as one pipeline).
-Declaring the jobs is not counted.
+For each tree (this checkout's ``src`` or ``--new REF``, and ``--baseline REF``, each
+ref checked out with ``git worktree``), a child process imports that tree's
+``tickwork``, declares ``--runs`` one-shots due at one instant in a fresh schema of a
+throwaway server (the one bench/postgres.py starts), runs one `DurableScheduler` at
+its defaults until every run has ended, and counts every ``execute``/``executemany``
+and commit of psycopg from the scheduler's start to its stop. It prints statements
+and commits per run, and the statements per run by statement text (first 100
+characters), the most frequent first. ``executemany`` counts once (psycopg sends it
+as one pipeline). Declaring the jobs is not counted.
 """
 
 from __future__ import annotations
@@ -114,10 +115,11 @@ def main() -> None:
     """Count both trees on one throwaway server and print the figures."""
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("--baseline", default="4af5497", help="git ref ('none': new only)")
+    parser.add_argument("--new", default=None, help="git ref of the new tree (default: src/)")
     parser.add_argument("--runs", type=int, default=3000, help="one-shots due at once")
     parser.add_argument("--top", type=int, default=12, help="statements listed per tree")
     args = parser.parse_args()
-    trees = [Tree.checkout("new", None)]
+    trees = [Tree.checkout("new", args.new)]
     if args.baseline != "none":
         trees.append(Tree.checkout("old", args.baseline))
     dsn, keeper = start_server()
@@ -127,7 +129,7 @@ def main() -> None:
             results[tree.name] = measure(tree, dsn, f"twbench_{i}_{int(time.time())}", args.runs)
     finally:
         stop_server(keeper)
-        for tree in trees[1:]:
+        for tree in trees:
             tree.remove()
     print(f"{args.runs:,} one-shots due at once, one DurableScheduler at its defaults")
     for tree in trees:
