@@ -85,7 +85,7 @@ import tempfile
 import time
 from bisect import bisect_right
 from collections.abc import Callable
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
@@ -171,6 +171,7 @@ class Result:
     late: bool = False  # the nodes were ready after the first due time
     recurring: tuple[int, int] = (0, 0)  # recurring slots run, slots due in the window
     per_node: dict[str, int] = field(default_factory=dict)
+    total: int = 0  # every run recorded over the nodes' lives (steady: recurring ones too)
 
 
 @dataclass
@@ -653,21 +654,25 @@ def ledger_table(results: dict[int, tuple[list[float], list[float]]], n: int) ->
     print("budget of issue 13: within 10% (>= 0.90x).")
 
 
-def steady(lab: Lab, tree: Tree, n: int, seconds: float, every: int) -> Result:
+def steady(lab: Lab, tree: Tree, n: int, seconds: float, every: int, nodes: int = 3) -> Result:
     first = lab.lead(n + every)
     end = first + seconds
 
     def done(count: int) -> bool:
         return count >= n and time.time() > end + 2.0
 
-    rows, info = lab.run(tree, 3, first=first, oneshots=(seconds, n), every=every, done=done)
+    rows, info = lab.run(tree, nodes, first=first, oneshots=(seconds, n), every=every, done=done)
     # The window: slots scheduled before the end (the last one-shot is due at the end
     # minus one step, the recurring jobs go on until the nodes stop).
-    result = summarize(rows, ["n0", "n1", "n2"], first, end - 1e-6)
+    result = summarize(rows, [f"n{i}" for i in range(nodes)], first, end - 1e-6)
     recurring = {(r[0], r[1]) for r in rows if r[0].startswith("every") and r[1] < end}
     result.recurring = (len(recurring), every * math.ceil(seconds))
     result.late = info["late"]
-    _report(tree, f"steady {n} + {every} every 1 s over {seconds:g} s on 3 nodes", result, info)
+    result.commits = info.get("commits")
+    result.server_cpu, result.node_cpu = info["server_cpu"], info["node_cpu"]
+    result.total = len(rows)
+    what = f"steady {n} + {every} every 1 s over {seconds:g} s on {nodes} node(s)"
+    _report(tree, what, result, info)
     return result
 
 
@@ -894,7 +899,7 @@ def _c(value: float | None, digits: int = 2) -> str:
 def table(
     trees: list[Tree],
     bursts: dict[tuple[str, int], Result],
-    steadies: dict[str, Result],
+    steadies: dict[tuple[str, int], Result],
     idles: dict[str, tuple[Result, Result]],
     kills: dict[tuple[str, str], KillResult],
     args: argparse.Namespace,
@@ -1010,35 +1015,43 @@ def burst_table(
     )
 
 
-def steady_table(names: list[str], steadies: dict[str, Result], args: argparse.Namespace) -> None:
+def steady_table(
+    names: list[str], steadies: dict[tuple[str, int], Result], args: argparse.Namespace
+) -> None:
     both = len(names) == 2
     print()
     print(
         f"steady: {args.steady:,} one-shots due evenly over {args.seconds:g} s + {args.every}"
-        " jobs every 1 s, 3 nodes (runs scheduled in the window)"
+        " jobs every 1 s (runs scheduled in the window)"
     )
     print(
-        "| tree | runs | p50 delay | p99 delay | max delay | node gap, runs waiting"
-        " | node gap | recurring slots run | dups |"
+        "| tree | nodes | runs | p50 delay | p99 delay | max delay | node gap, runs waiting"
+        " | node gap | recurring slots run | commits/run | CPU ms/run, server + nodes | dups |"
     )
-    print("| --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: |")
-    for name in names:
-        r = steadies[name]
-        print(
-            f"| {name}{' (late)' if r.late else ''} | {r.runs:,} | {_ms(r.p50)} | {_ms(r.p99)}"
-            f" | {_ms(r.max)} | {_s(r.waiting_gap)} | {_s(r.gap)}"
-            f" | {r.recurring[0]}/{r.recurring[1]} | {r.dups} |"
-        )
-    if both:
-        o, n = steadies["old"], steadies["new"]
-        print(
-            f"| new / old | | {_ratio(n.p50, o.p50)} | {_ratio(n.p99, o.p99)}"
-            f" | {_ratio(n.max, o.max)} | {_ratio(n.waiting_gap, o.waiting_gap)}"
-            f" | {_ratio(n.gap, o.gap)} | | |"
-        )
+    print("| --- |" + " ---: |" * 11)
+    for nodes in args.steady_nodes:
+        for name in names:
+            r = steadies[name, nodes]
+            commits = "-" if r.commits is None or not r.total else f"{r.commits / r.total:.2f}"
+            runs = replace(r, runs=r.total)
+            print(
+                f"| {name}{' (late)' if r.late else ''} | {nodes} | {r.runs:,} | {_ms(r.p50)}"
+                f" | {_ms(r.p99)} | {_ms(r.max)} | {_s(r.waiting_gap)} | {_s(r.gap)}"
+                f" | {r.recurring[0]}/{r.recurring[1]} | {commits} | {_cpu(runs)} | {r.dups} |"
+            )
+        if both:
+            o, n = steadies["old", nodes], steadies["new", nodes]
+            print(
+                f"| new / old | {nodes} | | {_ratio(n.p50, o.p50)} | {_ratio(n.p99, o.p99)}"
+                f" | {_ratio(n.max, o.max)} | {_ratio(n.waiting_gap, o.waiting_gap)}"
+                f" | {_ratio(n.gap, o.gap)} | | | | |"
+            )
     print(
         "delay: start minus scheduled. node gap, runs waiting: the longest any node started\n"
-        "no run while some run was due and not started; node gap: ... started no run at all."
+        "no run while some run was due and not started; node gap: ... started no run at all.\n"
+        "commits/run: the jobs database's xact_commit over the nodes' lives (start-up, the\n"
+        "lead before the first due time and the 2 s after the last included) per run recorded;\n"
+        "CPU ms/run: as in the burst table, per run recorded."
     )
 
 
@@ -1117,6 +1130,9 @@ def main() -> None:
     parser.add_argument("--steady", type=int, default=2000, help="one-shots over --seconds")
     parser.add_argument("--seconds", type=float, default=20.0, help="span of the steady load")
     parser.add_argument("--every", type=int, default=10, help="jobs every 1 s in the steady load")
+    parser.add_argument(
+        "--steady-nodes", type=int, nargs="+", default=[3], help="node counts of the steady load"
+    )
     parser.add_argument("--idle", type=float, default=10.0, help="seconds of the idle workload")
     parser.add_argument(
         "--baseline", default="4dc0735", help="git ref of the old tree ('none': new only)"
@@ -1172,7 +1188,7 @@ def main() -> None:
                 burst(lab, tree, 2, warm)  # warm-up: discarded
             order = list(trees)
             bursts: dict[tuple[str, int], Result] = {}
-            steadies: dict[str, Result] = {}
+            steadies: dict[tuple[str, int], Result] = {}
             idles: dict[str, tuple[Result, Result]] = {}
             kills: dict[tuple[str, str], KillResult] = {}
             if "burst" in chosen:
@@ -1181,9 +1197,12 @@ def main() -> None:
                         bursts[tree.name, nodes] = burst(lab, tree, nodes, args.burst)
                     order.reverse()
             if "steady" in chosen:
-                for tree in order:
-                    steadies[tree.name] = steady(lab, tree, args.steady, args.seconds, args.every)
-                order.reverse()
+                for nodes in args.steady_nodes:
+                    for tree in order:
+                        steadies[tree.name, nodes] = steady(
+                            lab, tree, args.steady, args.seconds, args.every, nodes
+                        )
+                    order.reverse()
             if "idle" in chosen:
                 for tree in order:
                     idles[tree.name] = idle(lab, tree, args.idle)
