@@ -97,6 +97,7 @@ def pg_server_dsn() -> Iterator[str]:
 
 
 def pg_dump_path() -> str:
+    """The ``pg_dump`` beside the server binaries the suite uses (or on ``PATH``)."""
     bindir = pg_server.find_bindir()
     found = bindir / "pg_dump" if bindir is not None else None
     if found is not None and found.exists():
@@ -137,14 +138,18 @@ def dump_schema(dsn: str) -> str:
 
 
 def drop_schema(dsn: str) -> None:
+    """Drop the placeholder schema, if it is there."""
     import psycopg
     from psycopg import sql
 
     with psycopg.connect(dsn, autocommit=True) as conn:
-        conn.execute(sql.SQL("DROP SCHEMA IF EXISTS {} CASCADE").format(sql.Identifier(PLACEHOLDER)))
+        conn.execute(
+            sql.SQL("DROP SCHEMA IF EXISTS {} CASCADE").format(sql.Identifier(PLACEHOLDER))
+        )
 
 
 def save(name: str, commit: str, why: str, manifest: dict[str, object]) -> None:
+    """Write a fixture's manifest, naming the commit that wrote it."""
     subject = subprocess.run(
         ["git", "-C", str(ROOT), "log", "-1", "--format=%s", commit],
         check=True,
@@ -156,6 +161,7 @@ def save(name: str, commit: str, why: str, manifest: dict[str, object]) -> None:
 
 
 def main() -> int:
+    """Write every fixture: both stores for each commit of `POINTS`."""
     OUT.mkdir(parents=True, exist_ok=True)
     with pg_server_dsn() as dsn:
         for commit, why in POINTS:

@@ -81,6 +81,7 @@ def _plain(obj: Any) -> Any:
 
 
 def manifest(store: Any, migrations: int) -> dict[str, Any]:
+    """What this release reads back from the state: jobs, claims, ledger, actions."""
     jobs = []
     for state in store.jobs():
         jobs.append(
@@ -115,6 +116,7 @@ def manifest(store: Any, migrations: int) -> dict[str, Any]:
 
 
 def main(argv: list[str]) -> int:
+    """Write the state named on the command line; print its manifest."""
     kind = argv[0]
     if kind == "sqlite":
         from tickwork.stores import sqlite as mod
