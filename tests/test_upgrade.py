@@ -341,9 +341,12 @@ def _wait_for(marker: Path, proc: subprocess.Popen[bytes]) -> None:
         time.sleep(0.02)
 
 
+@pytest.mark.parametrize("at", ["first", "last"])
 def test_a_migration_killed_half_way_leaves_the_old_state(
-    old: OldState, tmp_path: Path, child: list[subprocess.Popen[bytes]]
+    old: OldState, at: str, tmp_path: Path, child: list[subprocess.Popen[bytes]]
 ) -> None:
+    """Killed once the first step it needs ran, or once every step ran, before the commit."""
+    step = old.manifest["schema_version"] if at == "first" else _latest(old.kind) - 1
     shape, indexes, rows = old.columns(), old.indexes(), old.rows()
     marker = tmp_path / "marker"
     proc = subprocess.Popen(
@@ -351,6 +354,7 @@ def test_a_migration_killed_half_way_leaves_the_old_state(
             sys.executable,
             str(ROOT / "tests" / "upgrade_child.py"),
             str(marker),
+            str(step),
             old.kind,
             *old.target(),
         ],
@@ -359,7 +363,7 @@ def test_a_migration_killed_half_way_leaves_the_old_state(
         stderr=subprocess.PIPE,
     )
     child.append(proc)
-    _wait_for(marker, proc)  # every step has run, inside the opening transaction
+    _wait_for(marker, proc)  # the step has run, inside the opening transaction
     os.kill(proc.pid, signal.SIGKILL)
     assert proc.wait(timeout=60) == -signal.SIGKILL
     # Never half-migrated: the old version, the old tables, columns, indexes and rows.
@@ -375,3 +379,16 @@ def test_a_migration_killed_half_way_leaves_the_old_state(
         check_works(store, old.manifest)
     finally:
         store.close()
+
+
+def test_the_command_line_says_what_to_do_with_a_newer_state(
+    tmp_path: Path, request: pytest.FixtureRequest, capsys: pytest.CaptureFixture[str]
+) -> None:
+    from tickwork.__main__ import main
+
+    state = _load("sqlite", COMMITS[-1], tmp_path, request)
+    state.open().close()
+    state.execute(f"PRAGMA user_version = {_latest('sqlite') + 1}")
+    assert main(["jobs", "--state", str(state.path)]) != 0
+    err = capsys.readouterr().err
+    assert "written by a newer tickwork; upgrade tickwork (pip install --upgrade tickwork)" in err

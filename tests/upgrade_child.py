@@ -1,11 +1,11 @@
 """Open an old state with the current code, and hang inside its migration (tests/test_upgrade.py).
 
-    python tests/upgrade_child.py MARKER sqlite PATH
-    python tests/upgrade_child.py MARKER postgres DSN SCHEMA
+    python tests/upgrade_child.py MARKER STEP sqlite PATH
+    python tests/upgrade_child.py MARKER STEP postgres DSN SCHEMA
 
-A test-only hook, installed from outside the product code: the last step of the store's
-``MIGRATIONS`` is wrapped so that, once the step has run (every earlier step has run too,
-all inside the opening transaction), the process writes MARKER and sleeps. The test then
+A test-only hook, installed from outside the product code: ``MIGRATIONS[STEP]`` of the
+store is wrapped so that, once the step has run (the steps before it have run too, all
+inside the opening transaction), the process writes MARKER and sleeps. The test then
 kills it with SIGKILL and looks at what the state holds.
 """
 
@@ -18,20 +18,20 @@ from typing import Any
 
 
 def main(argv: list[str]) -> int:
-    marker, kind, *target = argv
+    marker, at, kind, *target = argv
     if kind == "sqlite":
         from tickwork.stores import sqlite as mod
     else:
         from tickwork.stores import postgres as mod  # type: ignore[no-redef]
-    last = len(mod.MIGRATIONS) - 1
-    step = mod.MIGRATIONS[last]
+    index = int(at)
+    step = mod.MIGRATIONS[index]
 
     def hang(cur: Any) -> None:
         step(cur)
-        Path(marker).write_text(f"step {last + 1} ran\n")
+        Path(marker).write_text(f"step {index + 1} ran\n")
         time.sleep(600)  # killed long before
 
-    mod.MIGRATIONS[last] = hang
+    mod.MIGRATIONS[index] = hang
     if kind == "sqlite":
         mod.SQLiteStore(target[0])
     else:
