@@ -66,11 +66,12 @@ class OldState:
 
     def open(self) -> Any:
         """The store, with the current code (migrating the state if it is old)."""
+        # No pruning by age: the fixtures' ledger entries were recorded when they were made.
         if self.kind == "sqlite":
-            return sqlite_mod.SQLiteStore(self.path or "")
+            return sqlite_mod.SQLiteStore(self.path or "", history_days=None)
         from tickwork.stores.postgres import PostgresStore
 
-        return PostgresStore(self.dsn, schema=self.schema)
+        return PostgresStore(self.dsn, schema=self.schema, history_days=None)
 
     def target(self) -> list[str]:
         """The child's arguments that name the state."""
@@ -218,6 +219,10 @@ def check_manifest(store: Any, manifest: dict[str, Any]) -> None:
             elif key != "v":
                 assert spec[key] == value, (job["id"], key)
         _same(state.last_run, job["last_run"], f"{job['id']}.last_run")
+        if "pause" in job:  # a pause made at run time, with who, when and why
+            _same(state.pause, job["pause"], f"{job['id']}.pause")
+        if "first_slot" in job:
+            assert state.first_slot == job["first_slot"], job["id"]
         assert len(state.claims) == len(job["claims"]), job["id"]
         for claim, old_claim in zip(state.claims, job["claims"], strict=True):
             _same(claim, old_claim, f"{job['id']}.claim")

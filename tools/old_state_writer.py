@@ -92,18 +92,13 @@ def manifest(store: Any, migrations: int) -> dict[str, Any]:
                 "paused": state.paused,
                 "last_run": _plain(state.last_run),
                 "claims": [
-                    {
-                        "token": c.token,
-                        "owner": c.owner,
-                        "scheduled": c.scheduled,
-                        "started": c.started,
-                        "lease_until": c.lease_until,
-                        "retry": c.retry,
-                    }
-                    for c in state.claims
+                    {k: v for k, v in _plain(c).items() if k != "spec"} for c in state.claims
                 ],
             }
         )
+        for later in ("pause", "first_slot"):  # fields of the releases that have them
+            if hasattr(state, later):
+                jobs[-1][later] = _plain(getattr(state, later))
     out: dict[str, Any] = {
         "schema_version": migrations,
         "t0": T0,
