@@ -53,6 +53,7 @@ SDIST_ALLOWED = (
     r"(src/tickwork|tests|bench|tools|examples)/.+\.(py|toml|txt|md|crontab|json|sh|ini)",
     r"src/tickwork/py\.typed",
     r"tests/crontabs/.+",
+    r"tests/fixtures/upgrade/[a-z0-9-]+\.(sqlite|sql)",  # states written by old releases
     r"docs/.+\.(md|png)",
     r"(README|CHANGELOG)\.md|LICENSE|pyproject\.toml|dev\.py|PKG-INFO|\.gitignore",
 )

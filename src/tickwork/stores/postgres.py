@@ -710,7 +710,9 @@ class PostgresStore(SQLStore[Cursor]):
         if version > len(MIGRATIONS):
             raise SchemaVersionError(
                 f"schema {where!r} has tickwork schema version {version}; this tickwork"
-                f" supports up to {len(MIGRATIONS)}: upgrade tickwork (nothing was modified)"
+                f" supports up to {len(MIGRATIONS)}: it was written by a newer tickwork;"
+                " upgrade tickwork (pip install --upgrade tickwork) to open it (nothing was"
+                " modified)"
             )
         return version
 

@@ -445,7 +445,9 @@ class SQLiteStore(SQLStore[sqlite3.Connection]):
         if version > latest:
             raise SchemaVersionError(
                 f"{self._path!r} has tickwork schema version {version}; this tickwork"
-                f" supports up to {latest}: upgrade tickwork (the file was not modified)"
+                f" supports up to {latest}: it was written by a newer tickwork; upgrade"
+                " tickwork (pip install --upgrade tickwork) to open it (the file was not"
+                " modified)"
             )
         if version < 1:
             raise StoreError(f"{self._path!r} is a tickwork database without a schema version")
