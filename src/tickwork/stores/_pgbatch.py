@@ -28,14 +28,30 @@ from __future__ import annotations
 import json
 import time
 from collections.abc import Sequence
-from typing import TYPE_CHECKING, Final
+from typing import Any, Final, Protocol
 
+import psycopg
+
+from ._chains import ChainQueries
+from ._ledger import LedgerQueries
 from ._model import KEEP, Finish, Start
 
-if TYPE_CHECKING:
-    from .postgres import Cursor, PostgresStore
+__all__ = ["BatchHost", "record_set"]
 
-__all__ = ["record_set"]
+Cursor = psycopg.Cursor[Any]
+
+
+class BatchHost(Protocol):
+    """What `record_set` uses of its `PostgresStore` (its parts and its channel)."""
+
+    _ledger: LedgerQueries[Cursor]
+    _chains: ChainQueries[Cursor]
+
+    @property
+    def channel(self) -> str:
+        """The channel the store's changes are announced on (``pg_notify``)."""
+        ...
+
 
 _STARTS: Final = (
     "UPDATE tickwork_claims c SET started = v.started FROM (SELECT e->>0 AS token,"
@@ -95,7 +111,7 @@ def _plain(starts: Sequence[Start], finishes: Sequence[Finish]) -> bool:
 
 
 def record_set(
-    store: PostgresStore, cur: Cursor, starts: Sequence[Start], finishes: Sequence[Finish]
+    store: BatchHost, cur: Cursor, starts: Sequence[Start], finishes: Sequence[Finish]
 ) -> tuple[list[bool], list[bool]] | None:
     """Record a plain batch in one transaction set-based; None if it is not plain.
 
