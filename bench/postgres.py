@@ -676,13 +676,18 @@ def steady(lab: Lab, tree: Tree, n: int, seconds: float, every: int, nodes: int 
     return result
 
 
-def idle(lab: Lab, tree: Tree, seconds: float) -> tuple[Result, Result]:
-    """3 nodes that stop at once, then 3 that idle ``seconds`` longer; commits of each."""
+def idle(lab: Lab, tree: Tree, seconds: float, jobs: int = 10) -> tuple[Result, Result]:
+    """3 nodes that stop at once, then 3 that idle ``seconds`` longer; commits and CPU.
+
+    ``jobs`` one-shots are declared, all due in an hour.
+    """
     results = []
     for hold in (0.0, seconds):
-        rows, info = lab.run(tree, 3, first=time.time() + 3600, oneshots=(0.0, 10), hold=hold)
-        results.append(Result(runs=len(rows), commits=info.get("commits")))
-        _report(tree, f"3 nodes idle {hold:g} s after start-up", results[-1], info)
+        rows, info = lab.run(tree, 3, first=time.time() + 3600, oneshots=(0.0, jobs), hold=hold)
+        result = Result(runs=len(rows), commits=info.get("commits"))
+        result.server_cpu, result.node_cpu = info["server_cpu"], info["node_cpu"]
+        results.append(result)
+        _report(tree, f"3 nodes idle {hold:g} s after start-up, {jobs:,} jobs", result, info)
     return results[0], results[1]
 
 
@@ -1067,6 +1072,31 @@ def idle_table(
         print(f"| {name} | {_c(rate[name])} | {_c(fixed[name], 1)} |")
 
 
+def idle_sizes_table(
+    names: list[str], sizes: dict[tuple[str, int], tuple[Result, Result]], seconds: float
+) -> None:
+    """Per idle node, by the number of jobs: commits/s and CPU ms/s (idle minus start-up)."""
+    print()
+    print(f"idle by job count: 3 nodes, every job due in an hour, {seconds:g} s")
+    print("| tree | jobs | commits/s per node | server CPU ms/s | CPU ms/s per node |")
+    print("| --- | ---: | ---: | ---: | ---: |")
+    for (name, jobs), (short, long) in sorted(sizes.items(), key=lambda kv: (kv[0][1], kv[0][0])):
+        if name not in names:
+            continue
+        commits = (
+            "-"
+            if short.commits is None or long.commits is None
+            else f"{(long.commits - short.commits) / seconds / 3:.2f}"
+        )
+        server = (long.server_cpu - short.server_cpu) / seconds * 1000
+        node = (long.node_cpu - short.node_cpu) / seconds / 3 * 1000
+        print(f"| {name} | {jobs:,} | {commits} | {server:.1f} | {node:.1f} |")
+    print(
+        "Differences of a run idling the given time and one stopping at once, each after the\n"
+        "same start-up; CPU ms/s: milliseconds of CPU per second idle."
+    )
+
+
 def kill_table(
     names: list[str], kills: dict[tuple[str, str], KillResult], args: argparse.Namespace
 ) -> None:
@@ -1130,6 +1160,14 @@ def main() -> None:
     parser.add_argument("--steady", type=int, default=2000, help="one-shots over --seconds")
     parser.add_argument("--seconds", type=float, default=20.0, help="span of the steady load")
     parser.add_argument("--every", type=int, default=10, help="jobs every 1 s in the steady load")
+    parser.add_argument(
+        "--idle-jobs",
+        type=int,
+        nargs="+",
+        default=[10],
+        help="job counts of the idle workload (each due in an hour); the first feeds the"
+        " burst table's start-up figures",
+    )
     parser.add_argument(
         "--steady-nodes", type=int, nargs="+", default=[3], help="node counts of the steady load"
     )
@@ -1203,10 +1241,14 @@ def main() -> None:
                             lab, tree, args.steady, args.seconds, args.every, nodes
                         )
                     order.reverse()
+            sizes: dict[tuple[str, int], tuple[Result, Result]] = {}
             if "idle" in chosen:
-                for tree in order:
-                    idles[tree.name] = idle(lab, tree, args.idle)
-                order.reverse()
+                for jobs in args.idle_jobs:
+                    for tree in order:
+                        sizes[tree.name, jobs] = idle(lab, tree, args.idle, jobs)
+                        if jobs == args.idle_jobs[0]:
+                            idles[tree.name] = sizes[tree.name, jobs]
+                    order.reverse()
             ledgers: dict[int, tuple[list[float], list[float]]] = {}
             if "ledger" in chosen:
                 for nodes in args.nodes:
@@ -1217,6 +1259,8 @@ def main() -> None:
                         kills[tree.name, load.name] = kill(lab, tree, load)
                     order.reverse()
             table(trees, bursts, steadies, idles, kills, args)
+            if sizes:
+                idle_sizes_table([t.name for t in trees], sizes, args.idle)
             if ledgers:
                 ledger_table(ledgers, args.burst)
         finally:
