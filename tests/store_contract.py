@@ -31,7 +31,7 @@ from tickwork.stores import (
     StoreError,
     Upsert,
 )
-from tickwork.stores.contract import KEEP, BatchRecorder, Finish, GivenUp, Start
+from tickwork.stores.contract import KEEP, BatchRecorder, ClaimWakeup, Finish, GivenUp, Start
 
 OpenStore = Callable[..., Store]
 
@@ -730,6 +730,20 @@ class StoreContract:
         assert store.next_wakeup() == 120.0
         store.recover_expired(130.0)  # a's slot 100 is a pending retry: due now
         assert store.next_wakeup() == 100.0
+
+    def test_a_claim_leaves_the_next_wakeup_it_found_once(self, store: Store) -> None:
+        # ClaimWakeup: a look that claims fewer runs than it may asks no second question.
+        assert isinstance(store, ClaimWakeup)
+        assert store.wakeup_after_claim() == (False, None)  # no claim yet
+        store.upsert(spec("a"), 100.0)
+        store.upsert(spec("b"), 105.0)
+        assert [c.job_id for c in claim(store, 100.0)] == ["a"]
+        assert store.wakeup_after_claim() == (True, 105.0) == (True, store.next_wakeup())
+        assert store.wakeup_after_claim() == (False, None)  # handed out once
+        assert [c.job_id for c in claim(store, 106.0, limit=1)] == ["b"]
+        assert store.wakeup_after_claim() == (False, None)  # a full batch: more may be due
+        assert claim(store, 107.0) == []
+        assert store.wakeup_after_claim() == (True, 100.0 + LEASE)  # a's lease ends first
 
     # -- batches: starts and finishes in one transaction (BatchRecorder) --------------
 

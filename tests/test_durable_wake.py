@@ -245,3 +245,67 @@ def test_work_due_but_held_elsewhere_is_looked_at_again_soon_not_after_the_poll(
     assert ds._step() == pytest.approx(0.01)
     ds.stop(timeout=5)
     store.close()
+
+
+# -- what a look costs: the claim's own wake-up, and wake-ups only when they can help ----
+
+
+class CountingStore(SQLiteStore):
+    """A SQLite store counting the transactions a scheduler asks of it, by kind."""
+
+    def __init__(self, path: Path) -> None:
+        super().__init__(path)
+        self.asked: dict[str, int] = {"claim_due": 0, "next_wakeup": 0}
+
+    def claim_due(self, *args: Any, **kwargs: Any) -> Any:
+        self.asked["claim_due"] += 1
+        return super().claim_due(*args, **kwargs)
+
+    def next_wakeup(self) -> float | None:
+        self.asked["next_wakeup"] += 1
+        return super().next_wakeup()
+
+
+def test_a_look_that_claims_less_than_a_batch_asks_no_second_question(
+    tmp_path: Path, durable_clock: Any
+) -> None:
+    """The claim's transaction found the next wake-up (ClaimWakeup): one transaction a look."""
+    from tickwork.testing import InlineExecutor
+
+    store = CountingStore(tmp_path / "jobs.db")
+    start = durable_clock.wall()
+    ds = DurableScheduler(
+        store,
+        executor=InlineExecutor(),
+        wall_clock=durable_clock.wall,
+        monotonic_clock=durable_clock,
+    )
+    for i in range(3):
+        ds.declare(JobSpec(f"once{i}", REC, At(start + 10 * (i + 1))))
+    for i in range(3):
+        durable_clock.advance(10)
+        assert ds.step() == pytest.approx(10.0 if i < 2 else DEFAULT_NOTIFIED_POLL)
+    assert [c[2] for c in durable_jobs.CALLS] == [start + 10, start + 20, start + 30]
+    assert store.asked == {"claim_due": 3, "next_wakeup": 0}
+    store.close()
+
+
+def test_a_worker_done_wakes_the_timing_thread_only_when_the_pool_was_full() -> None:
+    """Room to claim matters only where a full pool kept the last look from claiming."""
+    from tickwork._durable.engine import RunTable, _Run
+    from tickwork._durable.decide import Decision
+    from tickwork.stores import Claim
+
+    def run(token: str) -> _Run:
+        claim = Claim(token, "job", "me", 0.0, 0.0, 30.0, None, JobSpec("job", REC, At(1.0)))
+        return _Run(claim, Decision("run", None), 10.0)
+
+    table = RunTable(capacity=2)
+    first, second = run("a"), run("b")
+    table.hold(first)
+    table.done_on_worker(first)
+    assert not table.wake  # one of two workers was busy: the last look could claim
+    table.hold(second)
+    table.hold(run("c"))  # two busy: the pool is full
+    table.done_on_worker(second)
+    assert table.wake

@@ -161,11 +161,13 @@ class RunTable:
         """The run's worker is done and free; its finish waits for the next commit."""
         with self.lock:
             if run.claim.token in self.runs and not run.ended:
+                # Only a full pool kept the last look from claiming: wake it only then.
+                full = len(self.runs) - self.ending >= self.capacity
                 run.ended = True
                 self.ending += 1
                 if run.started:
                     self.in_job -= 1
-                if len(self.runs) - self.ending < self.capacity:
+                if full:
                     self.wake = True  # room to claim again
                     self.cond.notify()
 

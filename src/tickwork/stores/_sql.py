@@ -73,6 +73,7 @@ from ._pools import PoolQueries, PoolsMixin
 from ._recovery import LIVENESS_CHECK, ClaimRecovery
 from ._rows import RowReader
 from ._sqlbase import C, SQLCursor, SQLResult
+from ._wakeup import WakeupQueries
 
 __all__ = [
     "CLAIM_COLUMNS",
@@ -221,6 +222,7 @@ class SQLStore(RowReader, PoolsMixin, ABC, Generic[C]):
         self._recovery: ClaimRecovery[C] = ClaimRecovery(self, self._ledger, self._LOST)
         self._chains: ChainQueries[C] = ChainQueries(self)  # after=: edges, queued runs
         self._pools: PoolQueries[C] = PoolQueries(self)  # the limits the claim keeps to
+        self._wakeups: WakeupQueries[C] = WakeupQueries(self)  # next_wakeup, also at claims
         self._warned: set[tuple[str, str]] = set()
         self._specs: dict[str, JobSpec] = {}
         self._owner: str | None = None  # tag_sessions: this store's owner
@@ -586,9 +588,11 @@ class SQLStore(RowReader, PoolsMixin, ABC, Generic[C]):
         limit = check_limit(limit)
         _check_claim_callables(advance, start, given_up)
         pending: list[Claim] = []
+        found: list[float | None] = []  # the next wakeup, when this claim took no full batch
 
         def body(cur: C) -> list[Claim]:
             pending.clear()
+            found.clear()
             self._pools.begin()  # concurrency pools: each row taken below is admitted
             self._control.resume_ended(cur, now)
             self._recovery.recover(cur, now)
@@ -599,11 +603,19 @@ class SQLStore(RowReader, PoolsMixin, ABC, Generic[C]):
                 if rows is None:
                     break
                 self._claim_rows(cur, rows, now, owner, lease, advance, start, given_up, pending)
+            if len(pending) < limit:  # nothing more is due: when is the next look?
+                found.append(self._wakeups.find(cur))
             return list(pending)
 
-        return self._run(
-            "claim due jobs", body, resolve=lambda cur: self._committed_claims(cur, pending)
-        )
+        def resolve(cur: C) -> list[Claim]:
+            found.clear()  # of an attempt whose commit may have failed
+            return self._committed_claims(cur, pending)
+
+        self._wakeups.forget()
+        claims = self._run("claim due jobs", body, resolve=resolve)
+        if found:
+            self._wakeups.leave(found[0])
+        return claims
 
     def _claim_rows(
         self,
@@ -1045,25 +1057,11 @@ class SQLStore(RowReader, PoolsMixin, ABC, Generic[C]):
         owners that are gone (in the ``now`` of the call that made it), so a dead
         owner's claims are recovered within about a second even on an idle node.
         """
-        query = self._q(
-            "SELECT (SELECT min(j.next_run) FROM {jobs} j WHERE {claimable}),"
-            " (SELECT min(lease_until) FROM {claims} WHERE owner <> ''),"
-            " (SELECT min(c.scheduled) FROM {claims} c"
-            " JOIN {jobs} j ON j.id = c.job_id WHERE c.owner = '' AND {unpaused}"
-            " AND {gate}),"
-            " (SELECT min(paused_until) FROM {jobs} WHERE paused_until IS NOT NULL),"
-            " EXISTS (SELECT 1 FROM {claims} c JOIN {nodes} n"
-            " ON n.owner = c.owner WHERE c.owner <> ?{watched})"
-        )
+        return self._run("find the next wakeup", self._wakeups.find, write=False)
 
-        def body(cur: C) -> float | None:
-            row = cur.execute(query, self._watched()).fetchone()
-            times = [t for t in row[:4] if t is not None]
-            if row[4] and self._recovery.now_seen is not None:
-                times.append(self._recovery.now_seen + self._liveness_wait())
-            return min(times) if times else None
-
-        return self._run("find the next wakeup", body, write=False)
+    def wakeup_after_claim(self) -> tuple[bool, float | None]:
+        """`next_wakeup` as the last claim committed it, once (`ClaimWakeup`)."""
+        return self._wakeups.take()
 
     def _watched(self) -> tuple[Any, ...]:
         """The parameters of ``?{watched}``: the listed owners judged, other than ours."""

@@ -3,10 +3,11 @@
 A user of durable jobs needs `tickwork.stores` (records, policies, errors, the `Store`
 type). Writing a store of your own (another database, a test double) needs this module
 too: the optional capabilities a store may offer (`BatchRecorder`, `ChangeNotifier`,
-`SessionLiveness`, `StoreClock`), the records that cross `Store.claim_due`, `start` and
-`finish`, the callback types the scheduler hands to `claim_due`, and the JSON codec of
-a `JobSpec`. ``docs/durability.md`` ("Writing another store") walks through it, and
-``tests/store_contract.py`` is the suite a new store must pass.
+`ClaimWakeup`, `SessionLiveness`, `StoreClock`), the records that cross
+`Store.claim_due`, `start` and `finish`, the callback types the scheduler hands to
+`claim_due`, and the JSON codec of a `JobSpec`. ``docs/durability.md`` ("Writing
+another store") walks through it, and ``tests/store_contract.py`` is the suite a new
+store must pass.
 """
 
 from __future__ import annotations
@@ -33,6 +34,7 @@ from tickwork.stores._protocol import SessionLiveness as SessionLiveness
 from tickwork.stores._protocol import SlotLedger as SlotLedger
 from tickwork.stores._protocol import Store as Store
 from tickwork.stores._protocol import StoreClock as StoreClock
+from tickwork.stores._wakeup import ClaimWakeup as ClaimWakeup
 
 __all__ = [
     "KEEP",
@@ -41,6 +43,7 @@ __all__ = [
     "BatchRecorder",
     "ChangeNotifier",
     "Claim",
+    "ClaimWakeup",
     "Finish",
     "GiveUpFn",
     "GivenUp",

@@ -1,0 +1,98 @@
+"""The next wake-up of the SQL stores, and the one a claim finds in passing.
+
+`Store.next_wakeup` is the earliest time anything could be claimed: a job due, a lease
+ending, a waiting run (a trigger, a re-offered slot), a pause ending, and, while other
+listed owners hold claims, the next look for owners that are gone. A scheduler asks
+for it after each look at the store, and on its own that is a transaction: at sparse
+rates, one more per run than the claim itself.
+
+So the claim asks it too, at the end of its own transaction, whenever it took fewer
+runs than it was allowed (a full batch means more may be due, and the scheduler looks
+again at once without asking). `ClaimWakeup.wakeup_after_claim` hands that answer to
+the scheduler's next question, once. It is the state as the claim committed it; a
+change after that wakes the scheduler anyway (a run it holds ending, a change another
+process or thread announces), and its next look asks afresh.
+"""
+
+from __future__ import annotations
+
+import threading
+from typing import Any, Final, Generic, Protocol, runtime_checkable
+
+from ._sqlbase import C, SQLHost
+
+__all__ = ["NEXT_WAKEUP", "ClaimWakeup", "WakeupQueries"]
+
+#: The earliest claimable due time, lease end, waiting run and pause end, and whether
+#: other listed owners hold claims (``?{watched}``: see `SQLStore._watched`).
+NEXT_WAKEUP: Final = (
+    "SELECT (SELECT min(j.next_run) FROM {jobs} j WHERE {claimable}),"
+    " (SELECT min(lease_until) FROM {claims} WHERE owner <> ''),"
+    " (SELECT min(c.scheduled) FROM {claims} c"
+    " JOIN {jobs} j ON j.id = c.job_id WHERE c.owner = '' AND {unpaused}"
+    " AND {gate}),"
+    " (SELECT min(paused_until) FROM {jobs} WHERE paused_until IS NOT NULL),"
+    " EXISTS (SELECT 1 FROM {claims} c JOIN {nodes} n"
+    " ON n.owner = c.owner WHERE c.owner <> ?{watched})"
+)
+
+
+@runtime_checkable
+class ClaimWakeup(Protocol):
+    """Optional store capability: the next wake-up, as the last claim found it.
+
+    Both SQL stores implement it. `DurableScheduler` asks it before `Store.next_wakeup`
+    after a look that claimed fewer runs than it asked for; where it answers, the look
+    costs one transaction instead of two.
+    """
+
+    def wakeup_after_claim(self) -> tuple[bool, float | None]:
+        """``(True, next_wakeup)`` as the last `Store.claim_due` committed it, once.
+
+        ``(False, None)`` when the last claim did not find it (it took a full batch)
+        or it was handed out already: ask `Store.next_wakeup` then.
+        """
+        ...
+
+
+class _Host(SQLHost[C], Protocol[C]):
+    _recovery: Any
+
+    def _watched(self) -> tuple[Any, ...]: ...
+
+    def _liveness_wait(self) -> float: ...
+
+
+class WakeupQueries(Generic[C]):
+    """The wake-up part of `SQLStore`: the query, and the answer a claim left."""
+
+    def __init__(self, host: _Host[C]) -> None:
+        self._host = host
+        self._lock = threading.Lock()
+        self._left: tuple[bool, float | None] = (False, None)
+
+    def find(self, cur: C) -> float | None:
+        """The next wake-up (see `Store.next_wakeup`), read in ``cur``'s transaction."""
+        host = self._host
+        row = cur.execute(host._q(NEXT_WAKEUP), host._watched()).fetchone()
+        times = [t for t in row[:4] if t is not None]
+        seen = host._recovery.now_seen
+        if row[4] and seen is not None:
+            times.append(seen + host._liveness_wait())
+        return min(times) if times else None
+
+    def leave(self, value: float | None) -> None:
+        """A claim found ``value``; it is handed out after the claim's commit."""
+        with self._lock:
+            self._left = (True, value)
+
+    def forget(self) -> None:
+        """The claim found none (a full batch), or did not commit."""
+        with self._lock:
+            self._left = (False, None)
+
+    def take(self) -> tuple[bool, float | None]:
+        """What the last claim left, once (see `ClaimWakeup.wakeup_after_claim`)."""
+        with self._lock:
+            left, self._left = self._left, (False, None)
+        return left
