@@ -526,36 +526,9 @@ class SQLiteStore(SQLStore[sqlite3.Connection]):
         resolve: Callable[[sqlite3.Connection], T] | None = None,
         batch: bool = False,
     ) -> T:
-        """``fn`` in one transaction (a commit never has an unknown outcome here).
-
-        What `_tx` does, written out: every store call of a run goes through here, and
-        a generator context manager costs a few microseconds more per transaction.
-        """
-        with self._lock:
-            conn = self._conn
-            if conn is None:
-                raise StoreError(f"cannot {what}: the store is closed")
-            if self._busy:
-                raise StoreError(f"cannot {what} from inside another store call (advance?)")
-            self._busy = True
-            try:
-                try:
-                    conn.execute("BEGIN IMMEDIATE" if write else "BEGIN")
-                except sqlite3.Error as exc:
-                    raise StoreError(f"cannot {what}: {exc}") from exc
-                try:
-                    result = fn(conn)
-                    conn.execute("COMMIT")
-                except BaseException as exc:
-                    # SQLite may have rolled back already; the original error matters.
-                    with suppress(sqlite3.Error):
-                        conn.execute("ROLLBACK")
-                    if isinstance(exc, sqlite3.Error):
-                        raise StoreError(f"cannot {what}: {exc}") from exc
-                    raise
-                return result
-            finally:
-                self._busy = False
+        """``fn`` in one transaction (a commit never has an unknown outcome here)."""
+        with self._tx(what, write=write) as conn:
+            return fn(conn)
 
     # -- the dialect ------------------------------------------------------------------
 
@@ -605,12 +578,14 @@ class SQLiteStore(SQLStore[sqlite3.Connection]):
         if _RETURNING and not hands_back(f.outcome, None):
             # Released whenever it is held (never handed back): one statement frees it,
             # reads its start and whether its job has downstream jobs (chains).
-            found = cur.execute(_RELEASE, (token, f.claim.owner)).fetchone()
-            if found is None:
+            # fetchall: the statement runs to its end (and is reset) before the commit.
+            found = cur.execute(_RELEASE, (token, f.claim.owner)).fetchall()
+            if not found:
                 return None
+            started, chained = found[0]
             if not f.recorded:  # only then does the finish ask (`ChainQueries.ended`)
-                self._chains.hint(token, bool(found[1]))
-            return found[0], False
+                self._chains.hint(token, bool(chained))
+            return started, False
         row = cur.execute(
             "SELECT started FROM claims WHERE token = ? AND owner = ?", (token, f.claim.owner)
         ).fetchone()
