@@ -46,6 +46,14 @@ class TestSQLitePools(PoolContract):
     open_store = TestSQLiteContract.open_store
 
 
+class TestSQLiteContractWithoutReturning(TestSQLiteContract):
+    """The contract again on the release an SQLite older than 3.35.5 takes (no RETURNING)."""
+
+    @pytest.fixture(autouse=True)
+    def _no_returning(self, monkeypatch: pytest.MonkeyPatch) -> None:
+        monkeypatch.setattr(sqlite_mod, "_RETURNING", False)
+
+
 @pytest.fixture
 def db(tmp_path: Path) -> Path:
     return tmp_path / "jobs.db"
@@ -614,3 +622,50 @@ def test_a_file_another_process_is_creating_is_opened_once_it_is_free(tmp_path: 
     finally:
         timer.join()
         other.close()
+
+
+@pytest.mark.parametrize("returning", [True, False])
+def test_a_run_is_six_statements_and_its_release_is_one(
+    db: Path, monkeypatch: pytest.MonkeyPatch, returning: bool
+) -> None:
+    """The statements of a claimed, started and finished one-shot (issue 25).
+
+    Its claim (the row inserted, the job's next run moved), its start, and its finish:
+    the claim released in one statement that also reads its start and whether its job
+    has downstream jobs, the job's last run, its ledger entry. `docs/durability.md`
+    counts them.
+    """
+    from tickwork.stores.contract import Finish, Start
+
+    # True: as this SQLite runs it (RETURNING from 3.35.5 on); False: an older one.
+    monkeypatch.setattr(sqlite_mod, "_RETURNING", returning and sqlite_mod._RETURNING)
+    store = SQLiteStore(db)
+    try:
+        store.upsert(spec("job", At(100.0)), 100.0)
+        seen: list[str] = []
+        assert store._conn is not None
+        store._conn.set_trace_callback(seen.append)
+        (c,) = claim(store, 100.0, advance=once)
+        claim_statements = [s for s in seen if s.split()[0] in ("INSERT", "UPDATE", "DELETE")]
+        seen.clear()
+        assert store.record([Start(c, 100.5)], []) == ([True], [])
+        assert store.record([], [Finish(c, "ok", 101.0)]) == ([], [True])
+        run = [s for s in seen if s not in ("BEGIN IMMEDIATE", "COMMIT")]
+        assert [s.split()[0] for s in claim_statements] == ["INSERT", "UPDATE"]
+        # Without RETURNING (SQLite before 3.35.5) the release reads the claim first,
+        # and the finish then asks whether the job has downstream jobs.
+        release = (
+            ["DELETE FROM claims"]
+            if sqlite_mod._RETURNING
+            else ["SELECT started FROM", "DELETE FROM claims", "SELECT job_id, on_outcome"]
+        )
+        assert [" ".join(s.split()[:3]) for s in run] == [
+            "UPDATE claims SET",  # the start
+            *release,  # RETURNING its start and whether the job has downstream jobs
+            "UPDATE jobs SET",  # the last run
+            "INSERT INTO ledger",  # the ledger entry
+        ]
+        (entry,) = store.history("job")
+        assert (entry.started, entry.ended, entry.outcome) == (100.5, 101.0, "ok")
+    finally:
+        store.close()
