@@ -891,7 +891,8 @@ class PostgresStore(SQLStore[Cursor]):
             # which other nodes leave out of their wake-ups while it is held, can be
             # claimed now. Tell them rather than let them wait for a poll.
             self._changed(cur, claim.job_id)
-        self._chains.hint(claim.token, bool(job[2]))  # chains: no second look if none
+        if not f.recorded:  # the finish writes the slot's entry: it asks about chains
+            self._chains.hint(claim.token, bool(job[2]))  # no second look if none
         return row[0], False
 
     def _record_set(
