@@ -909,21 +909,29 @@ class StoreContract:
         # finish of one claim in one batch, a removed job, a claim another node freed.
         a, b = open_store(), open_store()
         assert isinstance(b, BatchRecorder) and isinstance(b, SlotLedger)
-        for name in ("p", "q", "r", "s"):
+        for name in ("p", "q", "r", "s", "t", "u"):
             a.upsert(spec(name), 100.0)
         by_job = {x.job_id: x for x in claim(a, 100.0)}
-        p, q, r, s = (by_job[j] for j in ("p", "q", "r", "s"))
+        p, q, r, s, t, u = (by_job[j] for j in ("p", "q", "r", "s", "t", "u"))
         a.remove("r")
         assert a.finish(s, outcome="ok", ended=100.2)
         assert b.record(
             [Start(p, 100.25), Start(q, 100.5), Start(r, 100.5), Start(s, 100.5)],
-            [Finish(q, "failed", 101.0, "bad"), Finish(p, "ok", 101.5), Finish(r, "ok", 101.5)],
-        ) == ([True, True, False, False], [True, True, False])
+            [
+                Finish(q, "failed", 101.0, "bad"),
+                Finish(p, "ok", 101.5),
+                Finish(r, "ok", 101.5),
+                Finish(t, "skipped", 101.5),  # never started: ends all the same
+                Finish(u, "ok", 101.75, output="out"),
+            ],
+        ) == ([True, True, False, False], [True, True, False, True, True])
         got = {(e.job_id, e.outcome, e.started, e.ended, e.error) for e in b.history()}
         assert got == {
             ("p", "ok", 100.25, 101.5, None),
             ("q", "failed", 100.5, 101.0, "bad"),
             ("s", "ok", None, 100.2, None),
+            ("t", "skipped", None, 101.5, None),
+            ("u", "ok", None, 101.75, None),
         }
         state = a.get("q")
         assert state is not None and state.claims == ()

@@ -292,8 +292,8 @@ def test_a_look_that_claims_less_than_a_batch_asks_no_second_question(
 
 def test_a_worker_done_wakes_the_timing_thread_only_when_the_pool_was_full() -> None:
     """Room to claim matters only where a full pool kept the last look from claiming."""
-    from tickwork._durable.engine import RunTable, _Run
     from tickwork._durable.decide import Decision
+    from tickwork._durable.engine import RunTable, _Run
     from tickwork.stores import Claim
 
     def run(token: str) -> _Run:

@@ -15,12 +15,12 @@ than the row work, `record_set` does the common batch set-based instead:
    notify the channel for the jobs freed. The parts see one snapshot and each runs to
    completion, all inside the batch's transaction.
 
-Only a plain batch goes this way: finishes whose claims are first attempts (no ledger
-count to read), that neither hand a slot back (``cancelled`` before a start) nor set a
-next run nor were recorded already, of distinct jobs, with distinct start tokens.
-Anything else, and the check after a commit of unknown outcome, goes the per-item way
-(`SQLStore.record`), which stays the reference for what each item does; the store
-contract tests run both.
+Only a plain batch of at least `SET_BASED_FROM` finishes goes this way: finishes
+whose claims are first attempts (no ledger count to read), that neither hand a slot
+back (``cancelled`` before a start) nor set a next run nor were recorded already, of
+distinct jobs, with distinct start tokens. Anything else, and the check after a commit
+of unknown outcome, goes the per-item way (`SQLStore.record`), which stays the
+reference for what each item does; the store contract tests run both.
 """
 
 from __future__ import annotations
@@ -36,7 +36,12 @@ from ._chains import ChainQueries
 from ._ledger import LedgerQueries
 from ._model import KEEP, Finish, Start
 
-__all__ = ["BatchHost", "record_set"]
+__all__ = ["SET_BASED_FROM", "BatchHost", "record_set"]
+
+#: Batches with fewer finishes than this go item by item: their short prepared
+#: statements cost the server and the node less than the set-based ones (measured at
+#: 500 runs/s, where batches hold one or two runs: 7-12% less CPU per run).
+SET_BASED_FROM: Final = 4
 
 Cursor = psycopg.Cursor[Any]
 
@@ -118,7 +123,7 @@ def record_set(
     The results are those of `SQLStore.record`: per start, whether it was recorded; per
     finish, whether its claim was held (and so released, with its ledger entry).
     """
-    if not _plain(starts, finishes):
+    if len(finishes) < SET_BASED_FROM or not _plain(starts, finishes):
         return None
     started = [True] * len(starts)
     if starts:
