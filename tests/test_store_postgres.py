@@ -56,8 +56,22 @@ class TestPostgresPools(PoolContract):
     open_store = TestPostgresContract.open_store
 
 
+@pytest.fixture
+def statements(monkeypatch: pytest.MonkeyPatch) -> list[str]:
+    """Every statement psycopg executes from here on, as text (``executemany`` apart)."""
+    seen: list[str] = []
+    execute = psycopg.Cursor.execute
+
+    def counting(self: Any, query: Any, *args: Any, **kw: Any) -> Any:
+        seen.append(str(query))
+        return execute(self, query, *args, **kw)
+
+    monkeypatch.setattr(psycopg.Cursor, "execute", counting)
+    return seen
+
+
 def test_a_claim_reads_no_limit_rows_when_the_state_has_none(
-    open_pg: Callable[..., PostgresStore], monkeypatch: pytest.MonkeyPatch
+    open_pg: Callable[..., PostgresStore], statements: list[str]
 ) -> None:
     """A state without pools pays no statement for them: the claim's own re-read says so.
 
@@ -65,14 +79,6 @@ def test_a_claim_reads_no_limit_rows_when_the_state_has_none(
     them, for due runs and for re-offered ones alike.
     """
     store = open_pg()
-    statements: list[str] = []
-    execute = psycopg.Cursor.execute
-
-    def counting(self: Any, query: Any, *args: Any, **kw: Any) -> Any:
-        statements.append(str(query))
-        return execute(self, query, *args, **kw)
-
-    monkeypatch.setattr(psycopg.Cursor, "execute", counting)
     reads = lambda: sum("SELECT name, lim FROM tickwork_pools" in q for q in statements)  # noqa: E731
     for i in range(3):
         store.upsert(spec(f"p{i}", pool="db"), 100.0)
@@ -89,7 +95,7 @@ def test_a_claim_reads_no_limit_rows_when_the_state_has_none(
 
 
 def test_a_plain_batch_is_recorded_in_three_statements(
-    open_pg: Callable[..., PostgresStore], monkeypatch: pytest.MonkeyPatch
+    open_pg: Callable[..., PostgresStore], statements: list[str]
 ) -> None:
     """Starts and finishes of a plain batch go set-based, however many (stores/_pgbatch.py).
 
@@ -99,14 +105,7 @@ def test_a_plain_batch_is_recorded_in_three_statements(
     for i in range(6):
         store.upsert(spec(f"j{i}"), 100.0)
     claims = claim(store, 100.0)
-    statements: list[str] = []
-    execute = psycopg.Cursor.execute
-
-    def counting(self: Any, query: Any, *args: Any, **kw: Any) -> Any:
-        statements.append(str(query))
-        return execute(self, query, *args, **kw)
-
-    monkeypatch.setattr(psycopg.Cursor, "execute", counting)
+    statements.clear()
     starts = [Start(c, 100.5) for c in claims[:5]]
     finishes = [Finish(c, "ok", 101.0) for c in claims[:5]]
     assert store.record(starts, finishes) == ([True] * 5, [True] * 5)

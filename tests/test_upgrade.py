@@ -268,8 +268,8 @@ def check_works(store: Any, manifest: dict[str, Any]) -> None:
     )
 
 
-def test_an_old_state_is_migrated_and_keeps_everything(old: OldState) -> None:
-    assert old.version() == old.manifest["schema_version"] < _latest(old.kind)
+def migrate_and_check(old: OldState) -> None:
+    """Open ``old`` with this code: migrated to the latest version, all kept, working."""
     store = old.open()
     try:
         assert old.version() == _latest(old.kind)
@@ -277,6 +277,11 @@ def test_an_old_state_is_migrated_and_keeps_everything(old: OldState) -> None:
         check_works(store, old.manifest)
     finally:
         store.close()
+
+
+def test_an_old_state_is_migrated_and_keeps_everything(old: OldState) -> None:
+    assert old.version() == old.manifest["schema_version"] < _latest(old.kind)
+    migrate_and_check(old)
     store = old.open()  # opened again: nothing left to migrate, the work kept
     try:
         assert old.version() == _latest(old.kind)
@@ -377,13 +382,7 @@ def test_a_migration_killed_half_way_leaves_the_old_state(
     assert old.indexes() == indexes
     assert old.rows() == rows
     # Opened again with the normal code: migrated fully, everything kept, and it works.
-    store = old.open()
-    try:
-        assert old.version() == _latest(old.kind)
-        check_manifest(store, old.manifest)
-        check_works(store, old.manifest)
-    finally:
-        store.close()
+    migrate_and_check(old)
 
 
 def test_the_command_line_says_what_to_do_with_a_newer_state(
