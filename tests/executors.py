@@ -6,6 +6,10 @@ from collections.abc import Callable
 from concurrent.futures import Executor, Future
 from typing import Any, Protocol
 
+from tickwork import DurableScheduler
+from tickwork.stores import Store
+from tickwork.testing import FakeClock
+
 
 class ManualExecutor(Executor):
     """Keeps submitted work until the test runs it with `run_all`.
@@ -42,3 +46,19 @@ def drain(ds: _Steps, pool: ManualExecutor) -> None:
         if not pool.run_all() and wait > 0:
             return
     raise AssertionError("never settled")
+
+
+def manual_scheduler(store: Store, clock: FakeClock) -> tuple[DurableScheduler, ManualExecutor]:
+    """A `DurableScheduler` on ``store`` and ``clock`` whose runs wait in a `ManualExecutor`.
+
+    Its jobs may be in ``tests.durable_jobs`` only; `drain` runs what it claimed.
+    """
+    pool = ManualExecutor()
+    ds = DurableScheduler(
+        store,
+        executor=pool,
+        wall_clock=clock.wall,
+        monotonic_clock=clock,
+        allowed_modules=["tests.durable_jobs"],
+    )
+    return ds, pool

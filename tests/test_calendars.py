@@ -16,7 +16,7 @@ from typing import Any
 
 import pytest
 
-from tests.executors import ManualExecutor, drain
+from tests.executors import ManualExecutor, drain, manual_scheduler
 from tickwork import Calendar, CalendarError, Cron, CronError, DurableScheduler, Every
 from tickwork._core import calendars as calendars_module
 from tickwork._core.cron import CronExpression
@@ -396,15 +396,7 @@ def test_a_durable_calendar_job_persists_and_fires_on_the_right_day(
     spec = JobSpec("report", REC, Cron("0 9 * * *", calendar=cal, shift="skip"))
 
     def scheduler() -> tuple[DurableScheduler, ManualExecutor]:
-        pool = ManualExecutor()
-        ds = DurableScheduler(
-            open_either_store(),
-            executor=pool,
-            wall_clock=clock.wall,
-            monotonic_clock=clock,
-            allowed_modules=["tests.durable_jobs"],
-        )
-        return ds, pool
+        return manual_scheduler(open_either_store(), clock)
 
     ds, pool = scheduler()
     ds.declare(spec)
@@ -482,15 +474,7 @@ def test_a_durable_interval_with_a_calendar_persists_and_skips_the_weekend(
     spec = JobSpec("probe", REC, Every(3 * 3600, calendar=Calendar(weekdays=["sat", "sun"])))
 
     def scheduler() -> tuple[DurableScheduler, ManualExecutor]:
-        pool = ManualExecutor()
-        ds = DurableScheduler(
-            open_either_store(),
-            executor=pool,
-            wall_clock=clock.wall,
-            monotonic_clock=clock,
-            allowed_modules=["tests.durable_jobs"],
-        )
-        return ds, pool
+        return manual_scheduler(open_either_store(), clock)
 
     ds, pool = scheduler()
     ds.declare(spec)

@@ -12,7 +12,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.executors import ManualExecutor, drain
+from tests.executors import ManualExecutor, drain, manual_scheduler
 from tickwork import Cron, CronError, DurableScheduler, Every, Scheduler
 from tickwork._core.cron import CronExpression
 from tickwork._core.schedules import jitter_delay
@@ -182,15 +182,7 @@ def test_a_durable_h_job_persists_and_fires_at_its_minute(
     want = CronExpression("H * * * *", seed="spread-me").next_n(T0, 2)
 
     def scheduler() -> tuple[DurableScheduler, ManualExecutor]:
-        pool = ManualExecutor()
-        ds = DurableScheduler(
-            open_either_store(),
-            executor=pool,
-            wall_clock=clock.wall,
-            monotonic_clock=clock,
-            allowed_modules=["tests.durable_jobs"],
-        )
-        return ds, pool
+        return manual_scheduler(open_either_store(), clock)
 
     ds, pool = scheduler()
     ds.declare(JobSpec("spread-me", REC, Cron("H * * * *")))

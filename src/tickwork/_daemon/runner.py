@@ -33,6 +33,7 @@ interrupted by a stop event so that shutdown never waits out a backoff.
 from __future__ import annotations
 
 import contextlib
+import functools
 import importlib
 import inspect
 import os
@@ -822,17 +823,21 @@ def run_attempt(
     gives ``on_bound`` its timed-out result then, and this returns that result once
     the thread has returned (a thread cannot be stopped).
     """
+    # What a child process of this job gets whatever it runs: its bounds and its output.
+    run = functools.partial(
+        run_command,
+        timeout=job.timeout,
+        kill_grace=job.kill_grace,
+        tail_bytes=tail_bytes,
+        groups=groups,
+        job=job.name,
+        on_line=on_line,
+        tag=tag,
+    )
     if job.call is not None and job.isolation == "process":
-        return run_command(
+        return run(
             child_command(job.call, job.args, job.kwargs),
             env={"PYTHONPATH": child_env()["PYTHONPATH"]},
-            timeout=job.timeout,
-            kill_grace=job.kill_grace,
-            tail_bytes=tail_bytes,
-            groups=groups,
-            job=job.name,
-            on_line=on_line,
-            tag=tag,
         )
     if job.call is not None:
         return _call_in_thread(job, tail_bytes, on_bound)
@@ -849,20 +854,7 @@ def run_attempt(
     except ValueError as exc:
         what = job.command if isinstance(job.command, str) else job.command[0]
         return RunResult(error=f"cannot start {what!r}: {exc}")
-    return run_command(
-        job.command,
-        shell=job.shell,
-        env=job.env,
-        cwd=job.cwd,
-        timeout=job.timeout,
-        kill_grace=job.kill_grace,
-        tail_bytes=tail_bytes,
-        groups=groups,
-        job=job.name,
-        on_line=on_line,
-        tag=tag,
-        setup=setup,
-    )
+    return run(job.command, shell=job.shell, env=job.env, cwd=job.cwd, setup=setup)
 
 
 def _call_in_thread(
