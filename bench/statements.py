@@ -16,7 +16,9 @@ its defaults until every run has ended, and counts every ``execute``/``executema
 and commit of psycopg from the scheduler's start to its stop. It prints statements
 and commits per run, and the statements per run by statement text (first 100
 characters), the most frequent first. ``executemany`` counts once (psycopg sends it
-as one pipeline). Declaring the jobs is not counted.
+as one pipeline). Declaring the jobs and the schedulers' start-up are not counted.
+``--spread S`` spreads the due times evenly over S seconds (a steady rate) and
+``--nodes K`` runs K schedulers, each with its own store connections.
 """
 
 from __future__ import annotations
@@ -64,29 +66,41 @@ from tickwork import At, DurableScheduler
 from tickwork.stores import JobSpec
 from tickwork.stores.postgres import PostgresStore
 dsn, schema, n = sys.argv[1], sys.argv[2], int(sys.argv[3])
+spread, nodes = float(sys.argv[4]), int(sys.argv[5])
 store = PostgresStore(dsn, schema=schema)
-due = time.time() + 1
+due = time.time() + 1.5
 for i in range(n):
-    store.upsert(JobSpec(f"once{i:06}", "twbench_job:noop", At(due)), due)
+    at = due + spread * i / n
+    store.upsert(JobSpec(f"once{i:06}", "twbench_job:noop", At(at)), at)
+stores = [store] + [PostgresStore(dsn, schema=schema) for _ in range(nodes - 1)]
+schedulers = [
+    DurableScheduler(s, owner=f"n{k + 1}", allowed_modules=["twbench_job"])
+    for k, s in enumerate(stores)
+]
+for ds in schedulers:
+    ds.start()
+time.sleep(0.5)  # start-up is not counted
 on[0] = True
-ds = DurableScheduler(store, owner="n1", allowed_modules=["twbench_job"])
-ds.start()
 give_up = time.monotonic() + 600
 while ran[0] < n and time.monotonic() < give_up:
     time.sleep(0.01)
 time.sleep(0.5)
-ds.stop(timeout=60)
 on[0] = False
-store.close()
+for ds in schedulers:
+    ds.stop(timeout=60)
+for s in stores:
+    s.close()
 print(json.dumps({"tickwork": tickwork.__file__, "ran": ran[0], "commits": commits[0],
                   "counts": dict(counts)}))
 """
 
 
-def measure(tree: Tree, dsn: str, schema: str, runs: int) -> dict[str, Any]:
+def measure(
+    tree: Tree, dsn: str, schema: str, runs: int, spread: float = 0.0, nodes: int = 1
+) -> dict[str, Any]:
     """One tree's counts (the child's JSON line)."""
     out = subprocess.run(
-        [sys.executable, "-c", CHILD, dsn, schema, str(runs)],
+        [sys.executable, "-c", CHILD, dsn, schema, str(runs), str(spread), str(nodes)],
         env=tree.env(),
         capture_output=True,
         text=True,
@@ -118,6 +132,14 @@ def main() -> None:
     parser.add_argument("--new", default=None, help="git ref of the new tree (default: src/)")
     parser.add_argument("--runs", type=int, default=3000, help="one-shots due at once")
     parser.add_argument("--top", type=int, default=12, help="statements listed per tree")
+    parser.add_argument(
+        "--spread",
+        type=float,
+        default=0.0,
+        help="seconds the runs are due over, evenly (0: all at once; 10 with --runs 1000"
+        " is a steady 100 runs/s)",
+    )
+    parser.add_argument("--nodes", type=int, default=1, help="schedulers sharing the state")
     args = parser.parse_args()
     trees = [Tree.checkout("new", args.new)]
     if args.baseline != "none":
@@ -126,12 +148,14 @@ def main() -> None:
     try:
         results = {}
         for i, tree in enumerate(trees):
-            results[tree.name] = measure(tree, dsn, f"twbench_{i}_{int(time.time())}", args.runs)
+            schema = f"twbench_{i}_{int(time.time())}"
+            results[tree.name] = measure(tree, dsn, schema, args.runs, args.spread, args.nodes)
     finally:
         stop_server(keeper)
         for tree in trees:
             tree.remove()
-    print(f"{args.runs:,} one-shots due at once, one DurableScheduler at its defaults")
+    when = f"due evenly over {args.spread:g} s" if args.spread else "due at once"
+    print(f"{args.runs:,} one-shots {when}, {args.nodes} DurableScheduler(s) at their defaults")
     for tree in trees:
         print(f"{tree.name}: {tree.label}")
     for name, result in results.items():

@@ -745,6 +745,37 @@ class StoreContract:
         assert claim(store, 107.0) == []
         assert store.wakeup_after_claim() == (True, 100.0 + LEASE)  # a's lease ends first
 
+    def test_a_finish_asks_for_a_look_only_when_it_may_have_freed_held_work(
+        self, open_store: OpenStore
+    ) -> None:
+        # ClaimWakeup.look_after_finish: what a run's end made claimable that the last
+        # look's wake-up could not cover; a plain run's end costs no look.
+        a, b = open_store(), open_store()
+        assert isinstance(a, ClaimWakeup) and isinstance(b, RuntimeControl)
+        assert a.look_after_finish()  # no wake-up read yet: it cannot tell
+        a.upsert(spec("one", schedule=At(100.0)), 100.0)
+        a.upsert(spec("tick", overlap="skip"), 100.0)
+        a.upsert(spec("queued", schedule=At(100.0), overlap="queue"), 100.0)
+        a.look_after_finish()  # takes the declarations' announcements
+
+        def advance(state: JobState, now: float) -> float | None:
+            return None if isinstance(state.spec.schedule, At) else grid(state, now)
+
+        by_job = {c.job_id: c for c in claim(a, 100.0, advance=advance)}
+        assert a.finish(by_job["one"], outcome="ok", ended=101.0)
+        assert not a.look_after_finish()  # nothing was held back, nothing announced
+        assert a.finish(by_job["tick"], outcome="ok", ended=101.0)
+        assert a.look_after_finish()  # its next run (110) was held back by the claim
+        assert b.trigger_job("queued", by="ops", at=101.0) == "queued"  # another process
+        assert not a.look_after_finish()  # not seen here yet...
+        assert claim(a, 101.5) == []  # ...until a look reads the run waiting behind it
+        assert a.finish(by_job["queued"], outcome="ok", ended=102.0)
+        assert a.look_after_finish()
+        assert claim(a, 102.0, advance=never)[0].origin == "manual"
+        assert not a.look_after_finish()  # that look found no waiting run left
+        a.upsert(spec("new"), 120.0)  # a new job: announced here
+        assert a.look_after_finish() and not a.look_after_finish()  # once
+
     # -- batches: starts and finishes in one transaction (BatchRecorder) --------------
 
     def test_a_batch_records_each_start_and_finish_as_the_single_calls_would(

@@ -309,3 +309,84 @@ def test_a_worker_done_wakes_the_timing_thread_only_when_the_pool_was_full() -> 
     table.hold(run("c"))  # two busy: the pool is full
     table.done_on_worker(second)
     assert table.wake
+
+
+def _ends_with_a_look(ds: DurableScheduler, pool: ManualExecutor) -> bool:
+    """Run what the last look claimed; whether a run's end asked for another look."""
+    ds._table.wake = False
+    assert pool.run_all()
+    return ds._table.wake
+
+
+def test_a_plain_runs_end_asks_for_no_look_but_one_that_frees_work_does(
+    tmp_path: Path, durable_clock: Any
+) -> None:
+    """A one-shot's end costs no look; one that frees work the last look missed does.
+
+    The last look's wake-up covers what was claimable then. A run's end can make more
+    claimable only through what its claim held back: the next run of a job allowing no
+    overlap, a run queued behind it, a chain run queued at its end. Without the check,
+    every end below asks for a look (at sparse rates a transaction a run); with a check
+    too eager to save it, the held-back runs would wait for the safety poll.
+    """
+    from tests.executors import manual_scheduler
+    from tickwork import Every
+
+    store = SQLiteStore(tmp_path / "jobs.db")
+    ds, pool = manual_scheduler(store, durable_clock)
+    now = durable_clock.wall()
+    ds.declare(JobSpec("once1", REC, At(now + 10)))
+    ds.declare(JobSpec("once2", REC, At(now + 20)))
+    ds.declare(JobSpec("tick", REC, Every(60), overlap="skip"))
+    ds.declare(JobSpec("queued", REC, At(now + 500), overlap="queue"))
+    ds.declare(JobSpec("up", REC, At(now + 1000)))
+    ds.declare(JobSpec("down", REC, after=["up"]))
+
+    durable_clock.advance(10)
+    ds.step()
+    # The first end looks once: the declarations above were announced since (harmless).
+    assert _ends_with_a_look(ds, pool)
+    durable_clock.advance(10)
+    ds.step()  # claims "once2"
+    assert not _ends_with_a_look(ds, pool)  # a one-shot: nothing was held back
+
+    durable_clock.advance(40)
+    ds.step()  # claims "tick"; its next run waits for this one's end
+    assert _ends_with_a_look(ds, pool)
+
+    durable_clock.advance(440)
+    ds.step()  # claims "queued"
+    assert ds.trigger("queued") == "queued"  # a manual run waits behind it
+    assert _ends_with_a_look(ds, pool)
+    ds.step()
+    assert _ends_with_a_look(ds, pool)  # the manual run: not a scheduled one
+
+    durable_clock.advance(500)
+    ds.step()  # claims "up"
+    assert _ends_with_a_look(ds, pool)  # its end queues a run of "down"
+    ds.step()
+    assert _ends_with_a_look(ds, pool)  # a queued run ("down"), like a manual one: looks
+    assert len(durable_jobs.CALLS) == 7  # once1, once2, tick, queued twice, up, down
+    store.close()
+
+
+def test_a_run_queued_by_another_process_behind_a_running_claim_gets_a_look(
+    tmp_path: Path, durable_clock: Any
+) -> None:
+    """A waiting run this store did not queue: the last look saw it, so the end looks."""
+    from tests.executors import manual_scheduler
+
+    store = SQLiteStore(tmp_path / "jobs.db")
+    ds, pool = manual_scheduler(store, durable_clock)
+    now = durable_clock.wall()
+    ds.declare(JobSpec("queued", REC, At(now + 10), overlap="queue"))
+    store.look_after_finish()  # takes the declaration's announcement: not what is shown
+    durable_clock.advance(10)
+    ds.step()  # claims "queued"
+    other = DurableScheduler(SQLiteStore(tmp_path / "jobs.db"), wall_clock=durable_clock.wall)
+    assert other.trigger("queued") == "queued"  # through another store: no announcement here
+    ds.step()  # the other process's change woke it: the waiting run is held back
+    assert _ends_with_a_look(ds, pool)
+    ds.step()
+    assert pool.run_all() == 1  # and the look took it at once, not at the poll
+    store.close()

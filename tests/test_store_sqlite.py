@@ -653,15 +653,21 @@ def test_a_run_is_six_statements_and_its_release_is_one(
         run = [s for s in seen if s not in ("BEGIN IMMEDIATE", "COMMIT")]
         assert [s.split()[0] for s in claim_statements] == ["INSERT", "UPDATE"]
         # Without RETURNING (SQLite before 3.35.5) the release reads the claim first,
-        # and the finish then asks whether the job has downstream jobs.
+        # then whether the claim held back the job's next run, and the finish asks
+        # whether the job has downstream jobs.
         release = (
             ["DELETE FROM claims"]
             if sqlite_mod._RETURNING
-            else ["SELECT started FROM", "DELETE FROM claims", "SELECT job_id, on_outcome"]
+            else [
+                "SELECT started FROM",
+                "DELETE FROM claims",
+                "SELECT overlap <>",
+                "SELECT job_id, on_outcome",
+            ]
         )
         assert [" ".join(s.split()[:3]) for s in run] == [
             "UPDATE claims SET",  # the start
-            *release,  # RETURNING its start and whether the job has downstream jobs
+            *release,  # RETURNING its start, whether it has downstream jobs, held back
             "UPDATE jobs SET",  # the last run
             "INSERT INTO ledger",  # the ledger entry
         ]

@@ -171,15 +171,20 @@ class RunTable:
                     self.wake = True  # room to claim again
                     self.cond.notify()
 
-    def forget(self, run: _Run) -> None:
-        """The run is over here (finished, handed back or lost): drop it, wake who waits."""
+    def forget(self, run: _Run, *, look: bool = True) -> None:
+        """The run is over here (finished, handed back or lost): drop it, wake who waits.
+
+        ``look=False``: its recorded end made nothing claimable that the last look did
+        not see (`Running` decides), so a run done on its worker (whose free worker
+        woke the timing thread already if that mattered) wakes nobody.
+        """
         with self.lock:
             if self.runs.pop(run.claim.token, None) is not None:
                 if run.ended:
                     self.ending -= 1
                 elif run.started:
                     self.in_job -= 1
-            if len(self.runs) - self.ending < self.capacity:
+            if (look or not run.ended) and len(self.runs) - self.ending < self.capacity:
                 # Room to claim again (and the job itself may be claimable now).
                 self.wake = True
                 self.cond.notify()

@@ -38,6 +38,7 @@ from tickwork.stores._model import (
     resolve_func,
 )
 from tickwork.stores._protocol import BatchRecorder, Store
+from tickwork.stores._wakeup import ClaimWakeup
 
 _log = logging.getLogger("tickwork.durable")
 
@@ -156,6 +157,7 @@ class Running:
         self._halt = halt
         self.recorder = recorder
         """The group commit of starts and finishes (``None``: single store calls)."""
+        self._after_finish = store.look_after_finish if isinstance(store, ClaimWakeup) else None
         self.awaiter: Awaiter | None = None
         """Set by `AsyncDurableScheduler`; ``None``: a job returning an awaitable has
         failed (nothing would await it)."""
@@ -441,7 +443,31 @@ class Running:
                 iso(claim.scheduled, millis=True),
                 finish.outcome,
             )
-        self._table.forget(run)
+        self._table.forget(run, look=result is not True or self._looks_after(run, finish))
+
+    def _looks_after(self, run: _Run, finish: Finish) -> bool:
+        """Whether the recorded end of ``run`` calls for one more look at the store.
+
+        The last look's wake-up covers every run claimable then, save what this run's
+        claim held back: a pool slot, a next run of a job that allows no overlap, a
+        run an operator or recovery queued for its job, one a chain queued at its end.
+        Those call for a look; a plain scheduled run of a job that allows overlap, or
+        that has no next run, does not, unless the store says otherwise
+        (`ClaimWakeup.look_after_finish`). One transaction a run less at sparse rates.
+        """
+        after = self._after_finish
+        if after is None:
+            return True  # the store cannot say: look, as always
+        claim = run.claim
+        spec = claim.spec
+        return (
+            claim.origin != "schedule"
+            or claim.retry
+            or finish.next_run is not KEEP
+            or spec.pool is not None
+            or (spec.overlap != "allow" and run.decision.next_run is not None)
+            or after()
+        )
 
     def _owe(self, run: _Run, finish: Finish) -> None:
         """Keep ``finish`` to be written later; the run stays held (its lease renewed)."""

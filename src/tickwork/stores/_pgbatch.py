@@ -35,6 +35,7 @@ import psycopg
 from ._chains import ChainQueries
 from ._ledger import LedgerQueries
 from ._model import KEEP, Finish, Start
+from ._wakeup import WakeupQueries
 
 __all__ = ["SET_BASED_FROM", "BatchHost", "record_set"]
 
@@ -51,6 +52,7 @@ class BatchHost(Protocol):
 
     _ledger: LedgerQueries[Cursor]
     _chains: ChainQueries[Cursor]
+    _wakeups: WakeupQueries[Cursor]
 
     @property
     def channel(self) -> str:
@@ -150,6 +152,8 @@ def record_set(
     ledger = store._ledger.keep != 0
     query = _FINISH_WITH_LEDGER if ledger else _FINISH_NO_LEDGER
     text = json.dumps(doc, ensure_ascii=False, allow_nan=False)
+    if any(d[-1] for d in doc):  # a freed job is announced: this node looks again too
+        store._wakeups.changed()
     released = {r[0] for r in cur.execute(query, (text, store.channel)).fetchall()}
     ended = [f.claim.token in released for f in finishes]
     freed = [f for f in finishes if f.claim.token in released]

@@ -1063,6 +1063,10 @@ class SQLStore(RowReader, PoolsMixin, ABC, Generic[C]):
         """`next_wakeup` as the last claim committed it, once (`ClaimWakeup`)."""
         return self._wakeups.take()
 
+    def look_after_finish(self) -> bool:
+        """Whether a recorded finish calls for one more look (`ClaimWakeup`)."""
+        return self._wakeups.look_after_finish()
+
     def _watched(self) -> tuple[Any, ...]:
         """The parameters of ``?{watched}``: the listed owners judged, other than ours."""
         return (self._owner or "",)

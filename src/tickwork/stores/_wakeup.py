@@ -12,6 +12,14 @@ again at once without asking). `ClaimWakeup.wakeup_after_claim` hands that answe
 the scheduler's next question, once. It is the state as the claim committed it; a
 change after that wakes the scheduler anyway (a run it holds ending, a change another
 process or thread announces), and its next look asks afresh.
+
+A run ending here used to wake the scheduler for one more look every time, in case the
+finish made something claimable that the last look could not see. That look is a
+transaction of its own: at sparse rates a third one per run. `ClaimWakeup.look_after_finish`
+says when it is needed: only when this store announced a change since it was last asked
+(a chain run queued, a slot handed back, a next run set, a job that allows no overlap
+freed by its claim's end) or the last wake-up read found waiting runs (triggers,
+re-offered slots, queued chain runs), which a running claim of their job holds back.
 """
 
 from __future__ import annotations
@@ -33,7 +41,8 @@ NEXT_WAKEUP: Final = (
     " AND {gate}),"
     " (SELECT min(paused_until) FROM {jobs} WHERE paused_until IS NOT NULL),"
     " EXISTS (SELECT 1 FROM {claims} c JOIN {nodes} n"
-    " ON n.owner = c.owner WHERE c.owner <> ?{watched})"
+    " ON n.owner = c.owner WHERE c.owner <> ?{watched}),"
+    " EXISTS (SELECT 1 FROM {claims} WHERE owner = '')"
 )
 
 
@@ -54,6 +63,17 @@ class ClaimWakeup(Protocol):
         """
         ...
 
+    def look_after_finish(self) -> bool:
+        """Whether a run's recorded end calls for one more look at the store.
+
+        True when a transaction of this store announced a change since the last call
+        (the announcements are taken), when the last wake-up read found waiting runs
+        (which a running claim of their job may hold back), or before any was read.
+        A scheduler asks after recording a finish; where it answers False, the finish
+        made nothing claimable that the last look's wake-up does not already cover.
+        """
+        ...
+
 
 class _Host(SQLHost[C], Protocol[C]):
     _recovery: Any
@@ -70,16 +90,30 @@ class WakeupQueries(Generic[C]):
         self._host = host
         self._lock = threading.Lock()
         self._left: tuple[bool, float | None] = (False, None)
+        self._changes = False  # announced since `look_after_finish` last asked
+        self._waiting = True  # the last read found waiting runs (unknown: assume so)
 
     def find(self, cur: C) -> float | None:
         """The next wake-up (see `Store.next_wakeup`), read in ``cur``'s transaction."""
         host = self._host
         row = cur.execute(host._q(NEXT_WAKEUP), host._watched()).fetchone()
+        self._waiting = bool(row[5])
         times = [t for t in row[:4] if t is not None]
         seen = host._recovery.now_seen
         if row[4] and seen is not None:
             times.append(seen + host._liveness_wait())
         return min(times) if times else None
+
+    def changed(self) -> None:
+        """A transaction of this store may make a run claimable sooner (it announced so)."""
+        with self._lock:
+            self._changes = True
+
+    def look_after_finish(self) -> bool:
+        """See `ClaimWakeup.look_after_finish`: the announcements taken, or waiting runs."""
+        with self._lock:
+            changes, self._changes = self._changes, False
+        return changes or self._waiting
 
     def leave(self, value: float | None) -> None:
         """A claim found ``value``; it is handed out after the claim's commit."""

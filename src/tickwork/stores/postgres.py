@@ -817,6 +817,7 @@ class PostgresStore(SQLStore[Cursor]):
 
     def _changed(self, cur: Cursor, job_id: str) -> None:
         """Announce a change; PostgreSQL delivers it only if the transaction commits."""
+        self._wakeups.changed()  # and a run ending here looks again (`look_after_finish`)
         cur.execute("SELECT pg_notify(%s, %s)", (self._channel, job_id))
 
     # -- where the statements differ (the hooks of SQLStore) ----------------------------

@@ -311,12 +311,18 @@ def _journal_wal(conn: sqlite3.Connection, busy_timeout: float) -> str:
 #: SQLite has ``RETURNING`` (added in 3.35.0; its first patch releases fixed bugs in it).
 #: Without it a run's release takes two statements instead of one.
 _RETURNING: Final = sqlite3.sqlite_version_info >= (3, 35, 5)
-#: A run's release (`SQLiteStore._release`): the claim deleted if held, its start, and
-#: whether its job has downstream jobs (the finish then asks `chains` nothing more).
+#: A run's release (`SQLiteStore._release`): the claim deleted if held, its start,
+#: whether its job has downstream jobs (the finish then asks `chains` nothing more), and
+#: whether the claim held back the job's next run (overlap not allowed).
 _RELEASE: Final = (
     "DELETE FROM claims WHERE token = ? AND owner = ?"
-    " RETURNING started, EXISTS (SELECT 1 FROM chains WHERE upstream = claims.job_id)"
+    " RETURNING started, EXISTS (SELECT 1 FROM chains WHERE upstream = claims.job_id),"
+    " (SELECT j.overlap <> 'allow' AND j.next_run IS NOT NULL FROM jobs j"
+    " WHERE j.id = claims.job_id)"
 )
+
+#: Whether a released claim held back its job's next run (SQLite without RETURNING).
+_HELD_BACK: Final = "SELECT overlap <> 'allow' AND next_run IS NOT NULL FROM jobs WHERE id = ?"
 
 
 class SQLiteStore(SQLStore[sqlite3.Connection]):
@@ -584,9 +590,11 @@ class SQLiteStore(SQLStore[sqlite3.Connection]):
             found = cur.execute(_RELEASE, (token, f.claim.owner)).fetchall()
             if not found:
                 return None
-            started, chained = found[0]
+            started, chained, held_back = found[0]
             if not f.recorded:  # only then does the finish ask (`ChainQueries.ended`)
                 self._chains.hint(token, bool(chained))
+            if held_back:  # its next run is claimable now: the scheduler looks again
+                self._wakeups.changed()
             return started, False
         row = cur.execute(
             "SELECT started FROM claims WHERE token = ? AND owner = ?", (token, f.claim.owner)
@@ -601,6 +609,9 @@ class SQLiteStore(SQLStore[sqlite3.Connection]):
             )
             return None, True
         cur.execute("DELETE FROM claims WHERE token = ?", (token,))
+        held_back = cur.execute(_HELD_BACK, (f.claim.job_id,)).fetchone()
+        if held_back is not None and held_back[0]:  # as `_RELEASE` reports it
+            self._wakeups.changed()
         return row[0], False
 
     def _owners_gone(self, cur: sqlite3.Connection, mono: float) -> list[tuple[str, bool]]:
@@ -693,6 +704,7 @@ class SQLiteStore(SQLStore[sqlite3.Connection]):
 
     def _changed(self, cur: sqlite3.Connection, job_id: str) -> None:
         """Count the change: other processes' `wait_for_change` see the counter move."""
+        self._wakeups.changed()  # and a run ending here looks again (`look_after_finish`)
         cur.execute("UPDATE changes SET n = n + 1")
 
     def wait_for_change(self, timeout: float) -> bool:
