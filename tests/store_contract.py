@@ -31,7 +31,15 @@ from tickwork.stores import (
     StoreError,
     Upsert,
 )
-from tickwork.stores.contract import KEEP, BatchRecorder, ClaimWakeup, Finish, GivenUp, Start
+from tickwork.stores.contract import (
+    KEEP,
+    BatchRecorder,
+    CarryingClaim,
+    ClaimWakeup,
+    Finish,
+    GivenUp,
+    Start,
+)
 
 OpenStore = Callable[..., Store]
 
@@ -775,6 +783,42 @@ class StoreContract:
         assert not a.look_after_finish()  # that look found no waiting run left
         a.upsert(spec("new"), 120.0)  # a new job: announced here
         assert a.look_after_finish() and not a.look_after_finish()  # once
+
+    def test_a_claim_carrying_finishes_records_them_in_its_own_transaction(
+        self, store: Store
+    ) -> None:
+        # CarryingClaim: the finishes are recorded as `record` records them, then the
+        # claim is made, in one commit; on an error neither is kept.
+        assert isinstance(store, CarryingClaim) and isinstance(store, SlotLedger)
+        store.upsert(spec("one", schedule=At(100.0)), 100.0)
+        store.upsert(spec("two", schedule=At(110.0)), 110.0)
+        store.upsert(spec("three", schedule=At(130.0)), 130.0)
+        (c1,) = claim(store, 100.0, advance=once)
+        kw: dict[str, Any] = {"owner": "A", "lease_seconds": LEASE, "limit": 100}
+        ended, claims = store.claim_due_carrying(
+            [Finish(c1, "ok", 101.0)], 110.0, advance=once, **kw
+        )
+        assert ended == [True] and [c.job_id for c in claims] == ["two"]
+        state = store.get("one")
+        assert state is not None and state.claims == ()
+        assert state.last_run == LastRun(100.0, None, 101.0, "ok", None)
+        assert [e.outcome for e in store.history("one")] == ["ok"]
+        # A finish whose claim is not held reads False; the claim is made all the same.
+        assert store.claim_due_carrying([Finish(c1, "ok", 102.0)], 111.0, advance=once, **kw) == (
+            [False],
+            [],
+        )
+        (c2,) = claims
+
+        def bad(state: JobState, now: float) -> float | None:
+            return math.nan
+
+        with pytest.raises(ValueError, match="advance"):
+            store.claim_due_carrying([Finish(c2, "failed", 131.0)], 130.0, advance=bad, **kw)
+        held = store.get("two")
+        assert held is not None and held.claims == (c2,)  # the finish was not kept either
+        assert store.history("two") == []
+        assert store.claim_due_carrying([], 130.0, advance=once, **kw)[1][0].job_id == "three"
 
     # -- batches: starts and finishes in one transaction (BatchRecorder) --------------
 

@@ -33,10 +33,10 @@ def test_public_surface_is_pinned() -> None:
         "SlotRecord", "Store", "StoreError", "Upsert",
     ]  # fmt: skip
     assert tickwork.stores.contract.__all__ == [
-        "KEEP", "SPEC_VERSION", "AdvanceFn", "BatchRecorder", "ChangeNotifier", "Claim",
-        "ClaimWakeup", "Finish", "GiveUpFn", "GivenUp", "Keep", "Recovered", "RuntimeControl",
-        "SessionLiveness", "SlotLedger", "Start", "StartNowFn", "Store", "StoreClock",
-        "resolve_func", "schedule_from_dict", "spec_from_json", "spec_to_json",
+        "KEEP", "SPEC_VERSION", "AdvanceFn", "BatchRecorder", "CarryingClaim", "ChangeNotifier",
+        "Claim", "ClaimWakeup", "Finish", "GiveUpFn", "GivenUp", "Keep", "Recovered",
+        "RuntimeControl", "SessionLiveness", "SlotLedger", "Start", "StartNowFn", "Store",
+        "StoreClock", "resolve_func", "schedule_from_dict", "spec_from_json", "spec_to_json",
     ]  # fmt: skip
     for name in tickwork.stores.__all__:
         obj = getattr(tickwork.stores, name)

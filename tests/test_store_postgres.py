@@ -489,6 +489,33 @@ def test_start_and_finish_whose_commit_was_cut_are_resolved(
 
 
 @pytest.mark.parametrize("committed", [True, False])
+def test_a_claim_carrying_a_finish_whose_commit_was_cut_reports_both_exactly(
+    open_pg: Callable[..., PostgresStore], committed: bool
+) -> None:
+    """`claim_due_carrying`: the finish and the claims are found out as each alone would be."""
+    store = open_pg(sleep=lambda s: None)
+    store.upsert(spec("one", At(100.0)), 100.0)
+    store.upsert(spec("two", At(110.0)), 110.0)
+    (c1,) = claim(store, 100.0, advance=once)
+    cut_next_commit(store, committed=committed)
+    ended, claims = store.claim_due_carrying(
+        [Finish(c1, "ok", 101.0)], 110.0, owner="A", lease_seconds=30.0, limit=10, advance=once
+    )
+    # The finish is found out as `record` finds it: written once, either way. The claims
+    # as `claim_due` finds them: those that committed (none if the commit did not
+    # happen, and then "two" is still due: nothing is lost).
+    assert ended == [True]
+    assert [e.outcome for e in store.history("one")] == ["ok"]  # one entry either way
+    assert not store.finish(c1, outcome="ok", ended=101.0)
+    if committed:
+        assert [c.job_id for c in claims] == ["two"]
+        assert claim(store, 110.0, advance=once) == []
+    else:
+        assert claims == []
+        assert [c.job_id for c in claim(store, 110.0, advance=once)] == ["two"]
+
+
+@pytest.mark.parametrize("committed", [True, False])
 def test_upsert_and_remove_whose_commit_was_cut_report_what_they_did(
     open_pg: Callable[..., PostgresStore], committed: bool
 ) -> None:

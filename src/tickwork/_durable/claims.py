@@ -10,9 +10,9 @@ from __future__ import annotations
 
 import logging
 import math
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Mapping, Sequence
 from concurrent.futures import Executor
-from typing import Protocol
+from typing import Any, Protocol
 
 from tickwork._core.events import EventKind, RunEvent
 from tickwork._core.text import iso
@@ -22,11 +22,13 @@ from tickwork._durable.events import Events
 from tickwork._durable.recovery import Recovery
 from tickwork._durable.runs import Running
 from tickwork._durable.storetime import StoreTime
-from tickwork.stores._errors import JobSpecError
+from tickwork.stores._carry import CarryingClaim
+from tickwork.stores._errors import JobSpecError, StoreError
 from tickwork.stores._model import (
     KEEP,
     AdvanceFn,
     Claim,
+    Finish,
     GivenUp,
     GiveUpFn,
     JobState,
@@ -40,6 +42,10 @@ _log = logging.getLogger("tickwork.durable")
 
 #: Seconds between two prunings of the slot ledger, at most (only in quiet looks).
 _PRUNE_EVERY = 10.0
+#: A finish waits for the next look, which records it with its claim, only while that
+#: look is due within this many seconds (`Recorder.carry_when`); the look after a
+#: finish was carried comes within it too.
+CARRY_FOR = 0.05
 
 #: What a claim decided for each job it advanced, by job id.
 Decisions = dict[str, Decision]
@@ -50,12 +56,17 @@ Vanished = tuple[float, float] | None
 class Claimer(Protocol):
     """How one store is asked for due runs: chosen once, by `claimer_for`."""
 
+    carries: bool
+    """Whether `claim` can record finishes in its transaction (`CarryingClaim`)."""
+
     def claim(
-        self, now: float, limit: int, idle: int, vanished: Vanished
-    ) -> tuple[list[Claim], Decisions]:
+        self, now: float, limit: int, idle: int, vanished: Vanished, finishes: Sequence[Finish]
+    ) -> tuple[list[Claim], Decisions, list[bool]]:
         """Claim up to ``limit`` due runs; ``idle`` workers can start theirs at once.
 
-        Returns the claims and the `Decision` made for each job advanced (by job id).
+        ``finishes`` (only where `carries`) are recorded first, in the same transaction.
+        Returns the claims, the `Decision` made for each job advanced (by job id), and
+        per finish whether it was recorded (`BatchRecorder.record`'s answer).
         """
         ...
 
@@ -82,11 +93,12 @@ def claimer_for(
     """
     batch = store if isinstance(store, BatchRecorder) else None
     ledger = store if isinstance(store, SlotLedger) else None
+    carry = store if batch is not None and isinstance(store, CarryingClaim) else None
     if ledger is not None:  # a ledger store takes ``start`` too
         fold = _starter if batch is not None else _no_starter
-        return _LedgerClaimer(ledger, owner, lease, imported, fold)
+        return _LedgerClaimer(ledger, owner, lease, imported, fold, carry)
     if batch is not None:
-        return _BatchClaimer(batch, owner, lease, imported)
+        return _BatchClaimer(batch, owner, lease, imported, carry)
     return _PlainClaimer(store, owner, lease)
 
 
@@ -142,6 +154,7 @@ class _PlainClaimer:
     """A store that only claims (`Store.claim_due`): each start is a commit of its own."""
 
     __slots__ = ("_lease", "_owner", "_store")
+    carries = False
 
     def __init__(self, store: Store, owner: str, lease: float) -> None:
         self._store = store
@@ -149,8 +162,9 @@ class _PlainClaimer:
         self._lease = lease
 
     def claim(
-        self, now: float, limit: int, idle: int, vanished: Vanished
-    ) -> tuple[list[Claim], Decisions]:
+        self, now: float, limit: int, idle: int, vanished: Vanished, finishes: Sequence[Finish]
+    ) -> tuple[list[Claim], Decisions, list[bool]]:
+        assert not finishes  # it carries none
         decisions: Decisions = {}
         claims = self._store.claim_due(
             now,
@@ -159,7 +173,7 @@ class _PlainClaimer:
             limit=limit,
             advance=_advancer(decisions, vanished),
         )
-        return claims, decisions
+        return claims, decisions, []
 
     def quiet(self, now: float) -> None:
         pass
@@ -168,29 +182,40 @@ class _PlainClaimer:
 class _BatchClaimer:
     """A `BatchRecorder`: the starts of runs for idle workers are folded into the claim."""
 
-    __slots__ = ("_batch", "_imported", "_lease", "_owner")
+    __slots__ = ("_batch", "_carry", "_imported", "_lease", "_owner", "carries")
 
     def __init__(
-        self, batch: BatchRecorder, owner: str, lease: float, imported: Mapping[str, object]
+        self,
+        batch: BatchRecorder,
+        owner: str,
+        lease: float,
+        imported: Mapping[str, object],
+        carry: CarryingClaim | None,
     ) -> None:
         self._batch = batch
         self._owner = owner
         self._lease = lease
         self._imported = imported
+        self._carry = carry
+        self.carries = carry is not None
 
     def claim(
-        self, now: float, limit: int, idle: int, vanished: Vanished
-    ) -> tuple[list[Claim], Decisions]:
+        self, now: float, limit: int, idle: int, vanished: Vanished, finishes: Sequence[Finish]
+    ) -> tuple[list[Claim], Decisions, list[bool]]:
         decisions: Decisions = {}
+        advance = _advancer(decisions, vanished)
+        start = _starter(decisions, idle, self._imported)
+        owner, lease = self._owner, self._lease
+        if finishes and self._carry is not None:
+            ended, claims = self._carry.claim_due_carrying(
+                finishes, now, owner=owner, lease_seconds=lease, limit=limit, advance=advance,
+                start=start,
+            )  # fmt: skip
+            return claims, decisions, ended
         claims = self._batch.claim_due(
-            now,
-            owner=self._owner,
-            lease_seconds=self._lease,
-            limit=limit,
-            advance=_advancer(decisions, vanished),
-            start=_starter(decisions, idle, self._imported),
+            now, owner=owner, lease_seconds=lease, limit=limit, advance=advance, start=start
         )
-        return claims, decisions
+        return claims, decisions, []
 
     def quiet(self, now: float) -> None:
         pass
@@ -199,7 +224,9 @@ class _BatchClaimer:
 class _LedgerClaimer:
     """A `SlotLedger`: given-up slots are written with the claim; quiet looks prune."""
 
-    __slots__ = ("_fold", "_imported", "_lease", "_ledger", "_owner", "_pruned")
+    __slots__ = (
+        "_carry", "_fold", "_imported", "_lease", "_ledger", "_owner", "_pruned", "carries"
+    )  # fmt: skip
 
     def __init__(
         self,
@@ -208,28 +235,36 @@ class _LedgerClaimer:
         lease: float,
         imported: Mapping[str, object],
         fold: Callable[[Decisions, int, Mapping[str, object]], StartNowFn | None],
+        carry: CarryingClaim | None,
     ) -> None:
         self._ledger = ledger
         self._owner = owner
         self._lease = lease
         self._imported = imported
         self._fold = fold  # `_starter` when the store is a `BatchRecorder` too
+        self._carry = carry
+        self.carries = carry is not None
         self._pruned = -math.inf  # wall time of the last pruning
 
     def claim(
-        self, now: float, limit: int, idle: int, vanished: Vanished
-    ) -> tuple[list[Claim], Decisions]:
+        self, now: float, limit: int, idle: int, vanished: Vanished, finishes: Sequence[Finish]
+    ) -> tuple[list[Claim], Decisions, list[bool]]:
         decisions: Decisions = {}
+        advance = _advancer(decisions, vanished)
+        start = self._fold(decisions, idle, self._imported)
+        given_up = _giver_up(decisions)
+        owner, lease = self._owner, self._lease
+        if finishes and self._carry is not None:
+            ended, claims = self._carry.claim_due_carrying(
+                finishes, now, owner=owner, lease_seconds=lease, limit=limit, advance=advance,
+                start=start, given_up=given_up,
+            )  # fmt: skip
+            return claims, decisions, ended
         claims = self._ledger.claim_due(
-            now,
-            owner=self._owner,
-            lease_seconds=self._lease,
-            limit=limit,
-            advance=_advancer(decisions, vanished),
-            start=self._fold(decisions, idle, self._imported),
-            given_up=_giver_up(decisions),
-        )
-        return claims, decisions
+            now, owner=owner, lease_seconds=lease, limit=limit, advance=advance, start=start,
+            given_up=given_up,
+        )  # fmt: skip
+        return claims, decisions, []
 
     def quiet(self, now: float) -> None:
         if now - self._pruned >= _PRUNE_EVERY:
@@ -292,11 +327,26 @@ class Claiming:
         # A store that notes the next wake-up in its claim saves a transaction per look.
         self._after_claim = store.wakeup_after_claim if isinstance(store, ClaimWakeup) else None
         self._freed = False  # this look released a claim it took (a slot given up)
+        # Finishes may wait for a look that records them with its claim (`_carry.py`).
+        self._recorder = running.recorder if claimer.carries else None
+        self.carries = self._recorder is not None
+        """Whether finishes may wait for a look, which records them with its claim."""
         self.held = 0
         """Looks in a row that found work due and claimed none."""
 
     def step(self) -> float:
-        """One look at the store: renew, claim, dispatch; return seconds to the next look."""
+        """One look at the store: renew, claim, dispatch; return seconds to the next look.
+
+        Finishes carried to this look (`Recorder.carry_when`) are recorded by its claim;
+        finishes carried meanwhile bring the next look within `CARRY_FOR` seconds.
+        """
+        timeout = self._look()
+        recorder = self._recorder
+        if recorder is not None and recorder.carrying:
+            return min(timeout, CARRY_FOR)
+        return timeout
+
+    def _look(self) -> float:
         self._refresh()
         self._freed = False
         now = self._wall()
@@ -313,21 +363,48 @@ class Claiming:
             busy = len(table.runs) - table.ending
         free = 2 * capacity - busy
         claims: list[Claim] = []
+        carried = [] if self._recorder is None else self._recorder.take_carried()
         if busy < capacity:
             # Idle workers (with nothing to do) start the runs they are given at once.
-            claims, decisions = self._claimer.claim(now, free, capacity - busy, recovery.vanished)
+            claims, decisions = self._claim(now, free, capacity - busy, carried)
             self._last_recover = now
             for claim in claims:
                 self._take(claim, decisions, now)
-        elif now - self._last_recover >= self._lease / 2:
-            self._store.recover_expired(now)  # claim_due is not called while the pool is full
-            self._last_recover = now
+        else:
+            if carried and self._recorder is not None:
+                self._recorder.write_now(carried)  # no claim now: written on their own
+            if now - self._last_recover >= self._lease / 2:
+                self._store.recover_expired(now)  # claim_due is not called while it is full
+                self._last_recover = now
         if claims and len(claims) == free:
             return 0.0  # a full batch: more may be due
         now = self._wall()
         if not claims:
             self._claimer.quiet(now)
         return self._next_look(now, bool(claims))
+
+    def _claim(
+        self, now: float, limit: int, idle: int, carried: list[Any]
+    ) -> tuple[list[Claim], Decisions]:
+        """The claim, recording the ``carried`` finishes (`Recorder` ops) in its transaction."""
+        vanished = self._recovery.vanished
+        if not carried:
+            claims, decisions, _ = self._claimer.claim(now, limit, idle, vanished, ())
+            return claims, decisions
+        recorder = self._recorder
+        assert recorder is not None  # carried ops come from it
+        try:
+            claims, decisions, ended = self._claimer.claim(
+                now, limit, idle, vanished, [op.item for op in carried]
+            )
+        except StoreError as exc:  # the database failed: the finishes are owed
+            recorder.settle(carried, exc)
+            raise
+        except Exception:  # the claim failed (a bug): the finishes go on their own
+            recorder.write_now(carried)
+            raise
+        recorder.settle(carried, ended)
+        return claims, decisions
 
     def _take(self, claim: Claim, decisions: Decisions, now: float) -> None:
         """Decide and dispatch one claim; a failure is logged, the others still go."""

@@ -20,6 +20,7 @@ whose constructor names what it depends on:
 
 from __future__ import annotations
 
+import math
 import threading
 import traceback
 from collections.abc import Callable
@@ -112,6 +113,8 @@ class RunTable:
         stopping: `DurableScheduler.stop` was called: no run starts any more.
         lost_claims: Claims lost to recovery elsewhere since construction (for
             `DurableScheduler.health`); a counter, bumped without the lock.
+        next_look: The monotonic time the sleeping timing thread looks next (infinity
+            while it is awake or not running); read without the lock by `Recorder`.
 
     """
 
@@ -123,6 +126,7 @@ class RunTable:
         "in_job",
         "lock",
         "lost_claims",
+        "next_look",
         "runs",
         "stopping",
         "wake",
@@ -139,6 +143,7 @@ class RunTable:
         self.wake = False
         self.stopping = False
         self.lost_claims = 0
+        self.next_look = math.inf
 
     def poke(self) -> None:
         """Make the timing thread look at the store again now."""

@@ -11,6 +11,13 @@ own, which the writer releases, so only its own commit wakes it) or returns at o
 finish: the writer commits it, then calls back). Nothing waits on a timer: a lone
 worker writes at once, exactly as a single call would, and while one transaction
 commits the next batch gathers. Every record is as durable as a single call.
+
+One exception to "a finish is written at once": while the scheduler's next look at the
+store is only milliseconds away (`carry_when`), a finish nobody else is writing waits
+for it, and that look records it in its claim's transaction (`CarryingClaim`): at
+sparse rates, one transaction per run instead of two. The look takes the carried
+finishes (`take_carried`) and reports how they went (`settle`), or has them written
+on their own (`write_now`).
 """
 
 from __future__ import annotations
@@ -67,6 +74,8 @@ class Recorder:
         self._lock = threading.Lock()
         self._queue: list[_Op] = []
         self._writing = False
+        self._carry_if: Callable[[], bool] | None = None
+        self._carried: list[_Op] = []
         self.batches = 0
         """Transactions written so far (for tests and benchmarks)."""
         self.records = 0
@@ -89,8 +98,55 @@ class Recorder:
         """
         self._submit(_Op(finish, then))
 
+    def carry_when(self, near: Callable[[], bool] | None) -> list[_Op]:
+        """Let a finish wait for the next look while ``near()`` says it is close.
+
+        ``None``: never (again); the finishes carried so far are returned, for the
+        caller to write (`write_now`). ``near`` is called with this recorder's lock
+        held, so a finish is carried only while it is set.
+        """
+        with self._lock:
+            self._carry_if = near
+            if near is not None:
+                return []
+            ops, self._carried = self._carried, []
+        return ops
+
+    def take_carried(self) -> list[_Op]:
+        """The finishes waiting for this look (they are the caller's to `settle` now)."""
+        with self._lock:
+            ops, self._carried = self._carried, []
+        return ops
+
+    @property
+    def carrying(self) -> bool:
+        """Whether finishes are waiting for the next look."""
+        return bool(self._carried)
+
+    def settle(self, ops: list[_Op], result: list[bool] | BaseException) -> None:
+        """The look wrote the carried ``ops`` (``result``: per op) or failed: call back."""
+        for i, op in enumerate(ops):
+            if isinstance(result, BaseException):
+                op.error = result
+            else:
+                op.result = result[i]
+        if not isinstance(result, BaseException):
+            self.batches += 1
+            self.records += len(ops)
+        self._done(ops)
+
+    def write_now(self, ops: list[_Op]) -> None:
+        """Write carried ``ops`` in a transaction of their own (no look can take them)."""
+        if ops:
+            self._write(ops)
+
     def _submit(self, op: _Op) -> bool:
         with self._lock:
+            if op.then is not None and not self._writing:
+                near = self._carry_if
+                if near is not None and near():
+                    self._carried.append(op)  # the next look records it (see the module)
+                    return False
             self._queue.append(op)
             if not self._writing:
                 self._writing = True
@@ -176,16 +232,21 @@ class Recorder:
                 if op.error is None and not op.done:
                     op.error = exc
         finally:
-            for op in batch:
-                op.done = True
-                if op.waiter is not None:
-                    op.waiter.release()  # its start is committed: the run may begin
-            for op in batch:
-                if op.then is not None:
-                    try:
-                        op.then(op.error if op.error is not None else op.result)
-                    except Exception:
-                        _log.exception("handling a recorded finish failed")
+            self._done(batch)
+
+    @staticmethod
+    def _done(batch: list[_Op]) -> None:
+        """Mark ``batch`` written: release the waiting starts, call the finishes back."""
+        for op in batch:
+            op.done = True
+            if op.waiter is not None:
+                op.waiter.release()  # its start is committed: the run may begin
+        for op in batch:
+            if op.then is not None:
+                try:
+                    op.then(op.error if op.error is not None else op.result)
+                except Exception:
+                    _log.exception("handling a recorded finish failed")
 
     def _single(self, op: _Op) -> None:
         store = self._store

@@ -45,7 +45,7 @@ from tickwork._core.scheduler import DEFAULT_MAX_ERRORS, _is_coroutine_function,
 from tickwork._core.schedules import Every
 from tickwork._core.text import iso
 from tickwork._durable.chains import check_after
-from tickwork._durable.claims import Claiming, claimer_for
+from tickwork._durable.claims import CARRY_FOR, Claiming, claimer_for
 from tickwork._durable.control import default_actor, following_slot, run_backfill
 from tickwork._durable.decide import first_run
 from tickwork._durable.engine import (
@@ -908,6 +908,10 @@ class DurableScheduler:
             self._thread = threading.Thread(
                 target=self._loop, name="tickwork-durable-timer", daemon=True
             )
+            recorder = self._running.recorder
+            if recorder is not None and self._claiming.carries:
+                # A finish may wait for a look due within milliseconds (`_carry.py`).
+                recorder.carry_when(self._look_near)
             self._thread.start()
             if self._notifier is not None:
                 self._listener = threading.Thread(
@@ -968,6 +972,9 @@ class DurableScheduler:
         for t in (thread, listener):
             if t is not None and t is not threading.current_thread():
                 t.join(None if give_up is None else max(0.0, give_up - time.monotonic()))
+        recorder = self._running.recorder
+        if recorder is not None:  # no look is coming: finishes waiting for one go now
+            recorder.write_now(recorder.carry_when(None))
         own = self._running.depth()
         with table.lock:
             if wait:
@@ -1068,11 +1075,20 @@ class DurableScheduler:
                         table.wake = False
                         continue
                     elif timeout > 0.0:
+                        table.next_look = self._mono() + timeout  # finishes may wait for it
                         self._sleep(timeout)
+                        table.next_look = math.inf
                     table.wake = False
         except BaseException:
             _log.critical("tickwork durable timing thread died; no more runs start", exc_info=True)
             raise
+        finally:
+            table.next_look = math.inf  # no finish waits for a look that will not come
+
+    def _look_near(self) -> bool:
+        """Whether the timing thread's next look is due within `CARRY_FOR` (`Recorder`)."""
+        table = self._table
+        return not table.stopping and table.next_look - self._mono() <= CARRY_FOR
 
     def _sleep(self, timeout: float) -> None:
         """`_wait`, and a warning when it ended much later than meant (a stall)."""

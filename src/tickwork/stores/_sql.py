@@ -36,6 +36,7 @@ from typing import Any, ClassVar, Final, Generic, Literal, Self, TypeVar
 
 from tickwork.stores._errors import JobNotFoundError, SchemaVersionError
 
+from ._carry import CarriedFinishes, CarryMixin
 from ._chains import ChainQueries
 from ._control import ControlActions
 from ._ledger import LedgerQueries, given_up_entry
@@ -73,7 +74,7 @@ from ._pools import PoolQueries, PoolsMixin
 from ._recovery import LIVENESS_CHECK, ClaimRecovery
 from ._rows import RowReader
 from ._sqlbase import C, SQLCursor, SQLResult
-from ._wakeup import WakeupQueries
+from ._wakeup import WakeupMixin, WakeupQueries
 
 __all__ = [
     "CLAIM_COLUMNS",
@@ -174,7 +175,7 @@ def _declared_paused(job_id: str, old_text: str) -> object:
     return old.get("paused")
 
 
-class SQLStore(RowReader, PoolsMixin, ABC, Generic[C]):
+class SQLStore(RowReader, PoolsMixin, CarryMixin, WakeupMixin, ABC, Generic[C]):
     """The `Store` logic over SQL, once; subclasses supply transactions and dialect.
 
     Subclasses set `_WORDS` (the dialect's words for the ``{name}`` fields of the
@@ -223,6 +224,7 @@ class SQLStore(RowReader, PoolsMixin, ABC, Generic[C]):
         self._chains: ChainQueries[C] = ChainQueries(self)  # after=: edges, queued runs
         self._pools: PoolQueries[C] = PoolQueries(self)  # the limits the claim keeps to
         self._wakeups: WakeupQueries[C] = WakeupQueries(self)  # next_wakeup, also at claims
+        self._carried = CarriedFinishes(self)  # finishes a claim records first (_carry.py)
         self._warned: set[tuple[str, str]] = set()
         self._specs: dict[str, JobSpec] = {}
         self._owner: str | None = None  # tag_sessions: this store's owner
@@ -593,6 +595,7 @@ class SQLStore(RowReader, PoolsMixin, ABC, Generic[C]):
         def body(cur: C) -> list[Claim]:
             pending.clear()
             found.clear()
+            self._carried.record(cur, again=False)  # finishes it carries (claim_due_carrying)
             self._pools.begin()  # concurrency pools: each row taken below is admitted
             self._control.resume_ended(cur, now)
             self._recovery.recover(cur, now)
@@ -609,6 +612,7 @@ class SQLStore(RowReader, PoolsMixin, ABC, Generic[C]):
 
         def resolve(cur: C) -> list[Claim]:
             found.clear()  # of an attempt whose commit may have failed
+            self._carried.record(cur, again=True)
             return self._committed_claims(cur, pending)
 
         self._wakeups.forget()
@@ -941,33 +945,38 @@ class SQLStore(RowReader, PoolsMixin, ABC, Generic[C]):
         if not starts and not finishes:
             return [], []
 
-        # The finishes lock job rows: in id order, so that two nodes' batches never
-        # wait for each other in a cycle (claims and recovery skip locked job rows).
-        order = sorted(range(len(finishes)), key=lambda i: finishes[i].claim.job_id)
-
-        def apply(cur: C, again: bool) -> tuple[list[bool], list[bool]]:
-            if not again:
-                done = self._record_set(cur, starts, finishes)
-                if done is not None:
-                    return done
-            started = [(self._start_again if again else self._start)(cur, s) for s in starts]
-            ended = [False] * len(finishes)
-            # The batch's ledger entries are written by its last finish (a store may
-            # fold them into that finish's own statement), or after it if it wrote none.
-            ledger: list[tuple[Any, ...]] = []
-            for i in order:
-                if again:
-                    ended[i] = self._finish_again(cur, finishes[i])
-                else:
-                    ended[i] = self._finish(cur, finishes[i], ledger, last=i == order[-1])
-            if ledger:
-                self._ledger.write(cur, ledger)
-            return started, ended
-
         what = f"record {len(starts)} start(s) and {len(finishes)} finish(es)"
         return self._run(
-            what, lambda cur: apply(cur, False), resolve=lambda cur: apply(cur, True), batch=True
+            what,
+            lambda cur: self._recorded(cur, starts, finishes, False),
+            resolve=lambda cur: self._recorded(cur, starts, finishes, True),
+            batch=True,
         )
+
+    def _recorded(
+        self, cur: C, starts: Sequence[Start], finishes: Sequence[Finish], again: bool
+    ) -> tuple[list[bool], list[bool]]:
+        """`record` in ``cur``'s transaction (``again``: after a commit of unknown outcome)."""
+        if not again:
+            done = self._record_set(cur, list(starts), list(finishes))
+            if done is not None:
+                return done
+        started = [(self._start_again if again else self._start)(cur, s) for s in starts]
+        ended = [False] * len(finishes)
+        # The finishes lock job rows in id order, so that two nodes' batches never wait
+        # for each other in a cycle (claims and recovery skip locked job rows). The
+        # batch's ledger entries are written by its last finish (a store may fold them
+        # into that finish's own statement), or after it if it wrote none.
+        order = sorted(range(len(finishes)), key=lambda i: finishes[i].claim.job_id)
+        ledger: list[tuple[Any, ...]] = []
+        for i in order:
+            if again:
+                ended[i] = self._finish_again(cur, finishes[i])
+            else:
+                ended[i] = self._finish(cur, finishes[i], ledger, last=i == order[-1])
+        if ledger:
+            self._ledger.write(cur, ledger)
+        return started, ended
 
     def _record_set(
         self, cur: C, starts: list[Start], finishes: list[Finish]
@@ -1058,14 +1067,6 @@ class SQLStore(RowReader, PoolsMixin, ABC, Generic[C]):
         owner's claims are recovered within about a second even on an idle node.
         """
         return self._run("find the next wakeup", self._wakeups.find, write=False)
-
-    def wakeup_after_claim(self) -> tuple[bool, float | None]:
-        """`next_wakeup` as the last claim committed it, once (`ClaimWakeup`)."""
-        return self._wakeups.take()
-
-    def look_after_finish(self) -> bool:
-        """Whether a recorded finish calls for one more look (`ClaimWakeup`)."""
-        return self._wakeups.look_after_finish()
 
     def _watched(self) -> tuple[Any, ...]:
         """The parameters of ``?{watched}``: the listed owners judged, other than ours."""

@@ -29,7 +29,7 @@ from typing import Any, Final, Generic, Protocol, runtime_checkable
 
 from ._sqlbase import C, SQLHost
 
-__all__ = ["NEXT_WAKEUP", "ClaimWakeup", "WakeupQueries"]
+__all__ = ["NEXT_WAKEUP", "ClaimWakeup", "WakeupMixin", "WakeupQueries"]
 
 #: The earliest claimable due time, lease end, waiting run and pause end, and whether
 #: other listed owners hold claims (``?{watched}``: see `SQLStore._watched`).
@@ -130,3 +130,17 @@ class WakeupQueries(Generic[C]):
         with self._lock:
             left, self._left = self._left, (False, None)
         return left
+
+
+class WakeupMixin:
+    """`ClaimWakeup` for a store that holds its `WakeupQueries` part as ``_wakeups``."""
+
+    _wakeups: WakeupQueries[Any]
+
+    def wakeup_after_claim(self) -> tuple[bool, float | None]:
+        """`Store.next_wakeup` as the last claim committed it, once (`ClaimWakeup`)."""
+        return self._wakeups.take()
+
+    def look_after_finish(self) -> bool:
+        """Whether a recorded finish calls for one more look (`ClaimWakeup`)."""
+        return self._wakeups.look_after_finish()

@@ -2,8 +2,8 @@
 
 A user of durable jobs needs `tickwork.stores` (records, policies, errors, the `Store`
 type). Writing a store of your own (another database, a test double) needs this module
-too: the optional capabilities a store may offer (`BatchRecorder`, `ChangeNotifier`,
-`ClaimWakeup`, `SessionLiveness`, `StoreClock`), the records that cross
+too: the optional capabilities a store may offer (`BatchRecorder`, `CarryingClaim`,
+`ChangeNotifier`, `ClaimWakeup`, `SessionLiveness`, `StoreClock`), the records that cross
 `Store.claim_due`, `start` and `finish`, the callback types the scheduler hands to
 `claim_due`, and the JSON codec of a `JobSpec`. ``docs/durability.md`` ("Writing
 another store") walks through it, and ``tests/store_contract.py`` is the suite a new
@@ -12,6 +12,7 @@ store must pass.
 
 from __future__ import annotations
 
+from tickwork.stores._carry import CarryingClaim as CarryingClaim
 from tickwork.stores._model import KEEP as KEEP
 from tickwork.stores._model import SPEC_VERSION as SPEC_VERSION
 from tickwork.stores._model import AdvanceFn as AdvanceFn
@@ -41,6 +42,7 @@ __all__ = [
     "SPEC_VERSION",
     "AdvanceFn",
     "BatchRecorder",
+    "CarryingClaim",
     "ChangeNotifier",
     "Claim",
     "ClaimWakeup",
