@@ -46,7 +46,7 @@ def _sparse(tmp_path: Path, clock: Any) -> tuple[Any, Any, SQLiteStore, float]:
     ds.declare(JobSpec("second", REC, At(now + 10.01)))
     recorder = ds._running.recorder
     assert recorder is not None and ds._claiming.carries  # SQLite can carry finishes
-    recorder.carry_when(ds._look_near)
+    recorder.carry_when(ds._timing.look_near)
     return ds, pool, store, now
 
 

@@ -655,6 +655,36 @@ def test_wait_for_change_wakes_on_every_kind_of_change(
     assert not waiter.wait_for_change(0.1)
 
 
+def test_a_claim_that_took_runs_is_heard_by_the_others_as_a_look_not_a_change(
+    open_pg: Callable[..., PostgresStore],
+) -> None:
+    """`LookNotices`: what lets a node sleep on while another takes the runs."""
+    from tickwork.stores.contract import LookNotices
+
+    taker, other = open_pg(), open_pg()
+    assert isinstance(other, LookNotices)
+    taker.tag_sessions("taker")
+    other.tag_sessions("other")
+    assert taker.wait_for_change(5.0) and other.wait_for_change(5.0)  # both listening
+    taker.upsert(spec("now", At(100.0)), 100.0)
+    taker.upsert(spec("next", At(110.0)), 110.0)
+    while other.wait_for_change(0.2) | taker.wait_for_change(0.0):  # the upserts' news
+        pass
+    assert other.look_elsewhere() is None
+    assert [c.job_id for c in claim(taker, 100.0, "taker", advance=once)] == ["now"]
+    deadline = time.monotonic() + 10.0
+    while other.look_elsewhere() is None and time.monotonic() < deadline:
+        assert not other.wait_for_change(0.1)  # a look is not a change: no wake-up
+    heard = other.look_elsewhere()
+    assert heard is not None
+    count, age, wake = heard
+    assert count == 1 and 0.0 <= age < 10.0 and wake == 110.0  # what the claim found next
+    assert claim(taker, 100.5, "taker", advance=once) == []  # took nothing: no news
+    assert not taker.wait_for_change(0.2)
+    assert taker.look_elsewhere() is None  # its own looks are no news to itself
+    assert other.look_elsewhere()[0] == 1  # type: ignore[index]
+
+
 def test_a_finish_that_frees_a_held_job_is_announced_even_with_no_new_next_run(
     open_pg: Callable[..., PostgresStore],
 ) -> None:

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import logging
 import math
+import time
 from collections.abc import Callable, Mapping, Sequence
 from concurrent.futures import Executor
 from typing import Any, Protocol
@@ -36,12 +37,20 @@ from tickwork.stores._model import (
     StartNowFn,
 )
 from tickwork.stores._protocol import BatchRecorder, SlotLedger, Store
-from tickwork.stores._wakeup import ClaimWakeup
+from tickwork.stores._wakeup import ClaimWakeup, LookNotices
 
 _log = logging.getLogger("tickwork.durable")
 
 #: Seconds between two prunings of the slot ledger, at most (only in quiet looks).
 _PRUNE_EVERY = 10.0
+#: Another scheduler announced a look that took runs (`LookNotices`): this one gives it
+#: this many seconds past its look, or past the next wake-up it found, before looking
+#: itself. Several nodes then take turns at a due time instead of all looking at it.
+DEFER = 0.025
+#: ...but it looks at least this often while it hears others (their claims' liveness,
+#: its own upkeep), and counts another scheduler as taking runs this long after its
+#: latest announcement.
+LOOK_AT_LEAST = 1.0
 #: A finish waits for the next look, which records it with its claim, only while that
 #: look is due within this many seconds (`Recorder.carry_when`); the look after a
 #: finish was carried comes within it too.
@@ -328,6 +337,10 @@ class Claiming:
         self._after_claim = store.wakeup_after_claim if isinstance(store, ClaimWakeup) else None
         self._freed = False  # this look released a claim it took (a slot given up)
         # Finishes may wait for a look that records them with its claim (`_carry.py`).
+        # Looks other schedulers announced (`LookNotices`): sleep on while they take runs.
+        self._notices = store.look_elsewhere if isinstance(store, LookNotices) else None
+        self._heard = 0  # announcements heard when this scheduler last looked
+        self._looked = -math.inf  # time.monotonic() of its last look
         self._recorder = running.recorder if claimer.carries else None
         self.carries = self._recorder is not None
         """Whether finishes may wait for a look, which records them with its claim."""
@@ -346,7 +359,44 @@ class Claiming:
             return min(timeout, CARRY_FOR)
         return timeout
 
+    def deferred(self) -> float | None:
+        """Seconds to sleep on instead of looking now; None: look now.
+
+        Another scheduler announced a look that took runs after this one's last look
+        (`LookNotices`). While it keeps taking them (its latest look within `DEFER`
+        seconds), or the next wake-up it found is ahead, this one sleeps on to `DEFER`
+        past either: it looks only when the other stops. It looks anyway for its own
+        work (a lease to renew, finishes waiting or owed) and at least every
+        `LOOK_AT_LEAST` seconds (the others' claims are recovered if they die).
+        """
+        heard = None if self._notices is None else self._notices()
+        if heard is None or heard[0] == self._heard:
+            return None
+        _, age, wake = heard
+        until = DEFER - age
+        now = self._wall()
+        if wake is not None:
+            until = max(until, wake - now + DEFER)
+        since = time.monotonic() - self._looked
+        table = self._table
+        with table.lock:
+            renew = min((r.renew_at for r in table.runs.values()), default=math.inf)
+        recorder = self._recorder
+        if until <= 0 or (recorder is not None and recorder.carrying) or self._running.owed():
+            return None
+        left = min(until, renew - now, LOOK_AT_LEAST - since)
+        return left if left > 0 else None
+
+    def _others_taking(self) -> bool:
+        """Whether another scheduler announced a look that took runs within `LOOK_AT_LEAST`."""
+        heard = None if self._notices is None else self._notices()
+        return heard is not None and heard[1] < LOOK_AT_LEAST
+
     def _look(self) -> float:
+        if self._notices is not None:
+            heard = self._notices()
+            self._heard = 0 if heard is None else heard[0]
+        self._looked = time.monotonic()
         self._refresh()
         self._freed = False
         now = self._wall()
@@ -439,7 +489,9 @@ class Claiming:
         held = False
         if wake is not None and not full:
             if wake > now:
-                timeout = min(timeout, wake - now)
+                # A node that took nothing while another takes runs leaves it the due time.
+                later = DEFER if not claimed and self._others_taking() else 0.0
+                timeout = min(timeout, wake - now + later)
             elif claimed:
                 timeout = 0.0  # progress was made and more is due (a replay, say)
             else:

@@ -45,7 +45,7 @@ from tickwork._core.scheduler import DEFAULT_MAX_ERRORS, _is_coroutine_function,
 from tickwork._core.schedules import Every
 from tickwork._core.text import iso
 from tickwork._durable.chains import check_after
-from tickwork._durable.claims import CARRY_FOR, Claiming, claimer_for
+from tickwork._durable.claims import Claiming, claimer_for
 from tickwork._durable.control import default_actor, following_slot, run_backfill
 from tickwork._durable.decide import first_run
 from tickwork._durable.engine import (
@@ -67,6 +67,7 @@ from tickwork._durable.recorder import Recorder
 from tickwork._durable.recovery import Recovery
 from tickwork._durable.runs import Awaiter, Functions, Running
 from tickwork._durable.storetime import StoreTime
+from tickwork._durable.timing import TimingLoop
 from tickwork.stores._errors import JobNotFoundError, JobSpecError
 from tickwork.stores._model import (
     ActionRecord,
@@ -92,10 +93,6 @@ from tickwork.stores._protocol import (
 __all__ = ["DurableScheduler"]
 
 _log = logging.getLogger("tickwork.durable")
-
-#: The timing loop waking this many seconds later than it meant to is a stall of the
-#: process (SIGSTOP, a debugger, swapping, a starved host, a suspend): logged.
-STALL_WARN = 10.0
 
 
 def _real_time() -> float:
@@ -403,6 +400,13 @@ class DurableScheduler:
             poll=self._poll,
             wall=wall,
             store_time=self._store_time,
+        )
+        self._timing = TimingLoop(
+            self._table,
+            self._recovery,
+            self._claiming,
+            step=self._step,
+            mono=self._mono,
         )
 
     def __repr__(self) -> str:
@@ -906,12 +910,12 @@ class DurableScheduler:
                 # Its claims read as live while its sessions are (`tickwork jobs`).
                 self._store.tag_sessions(self._owner)
             self._thread = threading.Thread(
-                target=self._loop, name="tickwork-durable-timer", daemon=True
+                target=self._timing.run, name="tickwork-durable-timer", daemon=True
             )
             recorder = self._running.recorder
             if recorder is not None and self._claiming.carries:
                 # A finish may wait for a look due within milliseconds (`_carry.py`).
-                recorder.carry_when(self._look_near)
+                recorder.carry_when(self._timing.look_near)
             self._thread.start()
             if self._notifier is not None:
                 self._listener = threading.Thread(
@@ -1057,50 +1061,6 @@ class DurableScheduler:
         self._events.remove(listener)
 
     # -- the timing thread -----------------------------------------------------------
-
-    def _loop(self) -> None:
-        table = self._table
-        try:
-            while True:
-                timeout = self._step()
-                with table.cond:
-                    if table.stopping:
-                        return
-                    if self._recovery.failures:
-                        # Back off: wake-ups do not shorten the wait, only stop() does.
-                        until = time.monotonic() + timeout
-                        while not table.stopping and (left := until - time.monotonic()) > 0:
-                            self._sleep(left)
-                    elif table.wake:
-                        table.wake = False
-                        continue
-                    elif timeout > 0.0:
-                        table.next_look = self._mono() + timeout  # finishes may wait for it
-                        self._sleep(timeout)
-                        table.next_look = math.inf
-                    table.wake = False
-        except BaseException:
-            _log.critical("tickwork durable timing thread died; no more runs start", exc_info=True)
-            raise
-        finally:
-            table.next_look = math.inf  # no finish waits for a look that will not come
-
-    def _look_near(self) -> bool:
-        """Whether the timing thread's next look is due within `CARRY_FOR` (`Recorder`)."""
-        table = self._table
-        return not table.stopping and table.next_look - self._mono() <= CARRY_FOR
-
-    def _sleep(self, timeout: float) -> None:
-        """`_wait`, and a warning when it ended much later than meant (a stall)."""
-        meant = self._mono() + timeout
-        self._wait(timeout)
-        late = self._mono() - meant
-        if late >= STALL_WARN:
-            self._recovery.stalled(late, timeout)
-
-    def _wait(self, timeout: float) -> None:
-        """Wait for a notify or ``timeout`` seconds with the lock held (tests replace it)."""
-        self._table.cond.wait(min(timeout, threading.TIMEOUT_MAX))
 
     def _step(self) -> float:
         """One look at the store: renew, claim, dispatch; return seconds to sleep."""

@@ -607,7 +607,7 @@ class SQLStore(RowReader, PoolsMixin, CarryMixin, WakeupMixin, ABC, Generic[C]):
                     break
                 self._claim_rows(cur, rows, now, owner, lease, advance, start, given_up, pending)
             if len(pending) < limit:  # nothing more is due: when is the next look?
-                found.append(self._wakeups.find(cur))
+                found.append(self._wakeups.found_by_claim(cur, owner if pending else None))
             return list(pending)
 
         def resolve(cur: C) -> list[Claim]:

@@ -29,7 +29,7 @@ from typing import Any, Final, Generic, Protocol, runtime_checkable
 
 from ._sqlbase import C, SQLHost
 
-__all__ = ["NEXT_WAKEUP", "ClaimWakeup", "WakeupMixin", "WakeupQueries"]
+__all__ = ["NEXT_WAKEUP", "ClaimWakeup", "LookNotices", "WakeupMixin", "WakeupQueries"]
 
 #: The earliest claimable due time, lease end, waiting run and pause end, and whether
 #: other listed owners hold claims (``?{watched}``: see `SQLStore._watched`).
@@ -75,8 +75,31 @@ class ClaimWakeup(Protocol):
         ...
 
 
+@runtime_checkable
+class LookNotices(Protocol):
+    """Optional store capability: the looks other schedulers on the store announced.
+
+    A claim that took runs announces itself and the next wake-up it found; the other
+    schedulers hear it (`PostgresStore`: on its listening connection, while
+    `ChangeNotifier.wait_for_change` runs). A scheduler that hears another one taking
+    the runs sleeps on instead of looking at every due time itself: several nodes
+    sharing a store then cost about one look per due time, not one each.
+    """
+
+    def look_elsewhere(self) -> tuple[int, float, float | None] | None:
+        """The latest look another scheduler announced, or None (none heard yet).
+
+        ``(count, age, wake)``: how many were heard so far (it grows with each), the
+        seconds since the latest was heard, and the next wake-up that look found (a
+        POSIX time, or None: nothing due).
+        """
+        ...
+
+
 class _Host(SQLHost[C], Protocol[C]):
     _recovery: Any
+
+    def _announce_look(self, cur: C, owner: str, wake: float | None) -> None: ...
 
     def _watched(self) -> tuple[Any, ...]: ...
 
@@ -103,6 +126,13 @@ class WakeupQueries(Generic[C]):
         if row[4] and seen is not None:
             times.append(seen + host._liveness_wait())
         return min(times) if times else None
+
+    def found_by_claim(self, cur: C, owner: str | None) -> float | None:
+        """`find`, at the end of a claim; announced to the others if ``owner`` took runs."""
+        value = self.find(cur)
+        if owner is not None:
+            self._host._announce_look(cur, owner, value)
+        return value
 
     def changed(self) -> None:
         """A transaction of this store may make a run claimable sooner (it announced so)."""
@@ -144,3 +174,6 @@ class WakeupMixin:
     def look_after_finish(self) -> bool:
         """Whether a recorded finish calls for one more look (`ClaimWakeup`)."""
         return self._wakeups.look_after_finish()
+
+    def _announce_look(self, cur: Any, owner: str, wake: float | None) -> None:
+        """Tell other schedulers that ``owner`` took runs (`LookNotices`); no-op here."""

@@ -18,6 +18,7 @@ from __future__ import annotations
 import hashlib
 import json
 import logging
+import math
 import secrets
 import select
 import socket
@@ -292,6 +293,15 @@ _REREAD_DUE: Final = (
 )
 
 
+def _wake_of(text: str) -> float | None:
+    """The wake-up in a look's announcement (``repr`` of a float, or ``None``)."""
+    try:
+        value = float(text)
+    except ValueError:
+        return None
+    return value if math.isfinite(value) else None
+
+
 def redact_dsn(dsn: str) -> str:
     """The connection string with its password replaced by ``***``, for logs and errors.
 
@@ -476,6 +486,9 @@ class PostgresStore(SQLStore[Cursor]):
         self._rec_busy = False
         self._rec_conn: psycopg.Connection[Any] | None = None
         self._channel = ""
+        self._looks_channel = ""
+        self._looks_lock = threading.Lock()
+        self._looks: tuple[int, float, float | None] = (0, 0.0, None)  # (heard, when, wake)
         # tag_sessions: the advisory-lock key marking this store's sessions as an owner's,
         # and the key the listening connection holds (it is tagged by its own thread).
         self._owner_key: tuple[int, int] | None = None
@@ -783,6 +796,8 @@ class PostgresStore(SQLStore[Cursor]):
         if len(channel.encode()) > _MAX_IDENTIFIER:
             channel = "tickwork:" + hashlib.sha256(current.encode()).hexdigest()[:32]
         self._channel = channel
+        # Looks that took runs (`LookNotices`): a channel of their own, not a change.
+        self._looks_channel = "tickwork-looks:" + hashlib.sha256(channel.encode()).hexdigest()[:32]
 
     # -- the dialect --------------------------------------------------------------------
 
@@ -966,7 +981,7 @@ class PostgresStore(SQLStore[Cursor]):
                 if key is not None and key != self._listen_key:  # tagged since it connected
                     conn.execute(_TAG_SQL, key)
                     self._listen_key = key
-                if any(True for _ in conn.notifies(timeout=0)):
+                if self._heard(conn):
                     return True
                 while True:
                     remaining = deadline - time.monotonic()
@@ -976,7 +991,7 @@ class PostgresStore(SQLStore[Cursor]):
                     if self._wake_r.fileno() in ready:
                         self._take_wakeup()
                         return True
-                    if ready and any(True for _ in conn.notifies(timeout=0)):
+                    if ready and self._heard(conn):
                         return True
                     if remaining <= 0:
                         return False
@@ -1102,6 +1117,7 @@ class PostgresStore(SQLStore[Cursor]):
             key = self._owner_key
             try:
                 conn.execute(sql.SQL("LISTEN {}").format(sql.Identifier(self._channel)))
+                conn.execute(sql.SQL("LISTEN {}").format(sql.Identifier(self._looks_channel)))
                 if key is not None:
                     conn.execute(_TAG_SQL, key)
             except psycopg.Error:
@@ -1110,6 +1126,32 @@ class PostgresStore(SQLStore[Cursor]):
             self._listen_conn = conn
             self._listen_key = key
             return True
+
+    def _heard(self, conn: psycopg.Connection[Any]) -> bool:
+        """Take the notifications that arrived: whether any announced a change.
+
+        A look another scheduler announced (`LookNotices`) is noted, not a change.
+        """
+        changed = False
+        for note in conn.notifies(timeout=0):
+            if note.channel != self._looks_channel:
+                changed = True
+                continue
+            owner, _, wake = note.payload.rpartition(" ")
+            if owner != self._owner:  # our own looks are no news
+                with self._looks_lock:
+                    self._looks = (self._looks[0] + 1, time.monotonic(), _wake_of(wake))
+        return changed
+
+    def look_elsewhere(self) -> tuple[int, float, float | None] | None:
+        """The latest look another scheduler announced (`LookNotices`), or None."""
+        with self._looks_lock:
+            count, heard, wake = self._looks
+        return None if not count else (count, time.monotonic() - heard, wake)
+
+    def _announce_look(self, cur: Cursor, owner: str, wake: float | None) -> None:
+        """Tell the other schedulers' listeners that ``owner`` took runs (on commit)."""
+        cur.execute("SELECT pg_notify(%s, %s)", (self._looks_channel, f"{owner} {wake!r}"))
 
     def _drop_listener(self) -> None:
         conn, self._listen_conn = self._listen_conn, None

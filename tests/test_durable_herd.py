@@ -1,0 +1,93 @@
+"""Several nodes on one store: a node that hears another taking runs leaves it the due times.
+
+`LookNotices` (PostgreSQL: a claim that took runs announces itself on a channel of its
+own) lets a scheduler sleep on at its wake-up instead of looking, while another one is
+taking the runs; it still looks for its own work and at least every `LOOK_AT_LEAST`
+seconds. Here a SQLite store stands in with notices set by hand; the PostgreSQL
+announcements themselves are in ``tests/test_store_postgres.py``.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from tests.executors import manual_scheduler
+from tickwork import At
+from tickwork._durable.claims import DEFER, LOOK_AT_LEAST
+from tickwork.stores import JobSpec
+from tickwork.stores.contract import LookNotices
+from tickwork.stores.sqlite import SQLiteStore
+
+REC = "tests.durable_jobs:record"
+
+
+class HearingStore(SQLiteStore):
+    """A SQLite store whose announcements from other schedulers the test sets."""
+
+    heard: tuple[int, float, float | None] | None = None
+
+    def look_elsewhere(self) -> tuple[int, float, float | None] | None:
+        return self.heard
+
+
+def _node(tmp_path: Path, clock: Any) -> tuple[Any, Any, HearingStore]:
+    store = HearingStore(tmp_path / "jobs.db")
+    assert isinstance(store, LookNotices)
+    ds, pool = manual_scheduler(store, clock)
+    return ds, pool, store
+
+
+def test_a_node_sleeps_on_while_another_announces_it_takes_the_runs(
+    tmp_path: Path, durable_clock: Any
+) -> None:
+    ds, _, store = _node(tmp_path, durable_clock)
+    claiming = ds._claiming
+    now = durable_clock.wall()
+    ds.step()  # its own look: nothing heard yet
+    assert claiming.deferred() is None  # nothing heard: look
+    store.heard = (1, 0.0, now + 0.1)  # another node took runs; next due in 100 ms
+    assert claiming.deferred() == pytest.approx(0.1 + DEFER)
+    store.heard = (1, 0.0, now + 60)  # next due in a minute: it still looks every second
+    assert claiming.deferred() == pytest.approx(LOOK_AT_LEAST, abs=0.1)
+    store.heard = (1, 0.0, now - 1)  # due already, but the other looked just now
+    assert claiming.deferred() == pytest.approx(DEFER, abs=0.01)
+    store.heard = (1, 5.0, now - 1)  # the other announced nothing for 5 s: look
+    assert claiming.deferred() is None
+    store.heard = (1, 0.0, now + 0.1)
+    ds.step()  # it looked itself since: that announcement is no news
+    assert claiming.deferred() is None
+    store.close()
+
+
+def test_a_node_looks_for_its_own_work_whatever_it_hears(
+    tmp_path: Path, durable_clock: Any
+) -> None:
+    ds, _, store = _node(tmp_path, durable_clock)
+    now = durable_clock.wall()
+    ds.declare(JobSpec("long", REC, At(now + 1)))
+    durable_clock.advance(1)
+    ds.step()  # holds a claim: its lease is renewed at a third of the lease
+    store.heard = (7, 0.0, now + 3600)
+    left = ds._claiming.deferred()
+    renew = min(r.renew_at for r in ds._table.runs.values())
+    assert left is not None and left <= renew - durable_clock.wall() + 1e-6
+    durable_clock.advance(renew - durable_clock.wall())
+    assert ds._claiming.deferred() is None  # the renewal is due: look
+    store.close()
+
+
+def test_a_node_that_took_nothing_leaves_the_next_due_time_to_the_one_taking_runs(
+    tmp_path: Path, durable_clock: Any
+) -> None:
+    ds, _, store = _node(tmp_path, durable_clock)
+    now = durable_clock.wall()
+    ds.declare(JobSpec("later", REC, At(now + 5)))
+    assert ds.step() == pytest.approx(5)  # alone: it wakes at the due time
+    store.heard = (1, 0.0, now + 5)  # another node is taking runs
+    assert ds.step() == pytest.approx(5 + DEFER)  # it comes DEFER later, if needed
+    store.heard = (1, LOOK_AT_LEAST + 1, now + 5)  # not heard from for a while
+    assert ds.step() == pytest.approx(5)
+    store.close()
