@@ -50,6 +50,14 @@ def _sparse(tmp_path: Path, clock: Any) -> tuple[Any, Any, SQLiteStore, float]:
     return ds, pool, store, now
 
 
+def _first_run_carried(ds: Any, pool: Any, clock: Any) -> None:
+    """Claim and run "first" while the timing thread sleeps until a look 10 ms away."""
+    clock.advance(10)
+    ds.step()
+    ds._table.next_look = clock() + 0.01
+    assert pool.run_all() == 1
+
+
 def test_a_finish_waits_for_a_near_look_which_records_it_with_its_claim(
     tmp_path: Path, durable_clock: Any
 ) -> None:
@@ -90,10 +98,7 @@ def test_stop_writes_the_finishes_still_waiting_for_a_look(
     tmp_path: Path, durable_clock: Any
 ) -> None:
     ds, pool, store, now = _sparse(tmp_path, durable_clock)
-    durable_clock.advance(10)
-    ds.step()
-    ds._table.next_look = durable_clock() + 0.01
-    assert pool.run_all() == 1
+    _first_run_carried(ds, pool, durable_clock)
     assert ds.unrecorded() == [("first", now + 10)]
     assert ds.stop(timeout=5)
     assert ds.unrecorded() == []
@@ -105,10 +110,7 @@ def test_a_look_that_fails_leaves_its_carried_finish_owed_then_writes_it(
     tmp_path: Path, durable_clock: Any, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     ds, pool, store, now = _sparse(tmp_path, durable_clock)
-    durable_clock.advance(10)
-    ds.step()
-    ds._table.next_look = durable_clock() + 0.01
-    assert pool.run_all() == 1
+    _first_run_carried(ds, pool, durable_clock)
     durable_clock.advance(0.01)
     ds._table.next_look = math.inf
 

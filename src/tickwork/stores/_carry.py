@@ -20,6 +20,7 @@ from collections.abc import Sequence
 from typing import Any, Protocol, runtime_checkable
 
 from ._model import AdvanceFn, Claim, Finish, GiveUpFn, StartNowFn, check_finish
+from ._protocol import SlotLedger
 
 __all__ = ["CarriedFinishes", "CarryMixin", "CarryingClaim"]
 
@@ -50,20 +51,8 @@ class CarryingClaim(Protocol):
         ...
 
 
-class _Host(Protocol):
+class _Host(SlotLedger, Protocol):
     _carried: CarriedFinishes
-
-    def claim_due(
-        self,
-        now: float,
-        *,
-        owner: str,
-        lease_seconds: float,
-        limit: int,
-        advance: AdvanceFn,
-        start: StartNowFn | None = None,
-        given_up: GiveUpFn | None = None,
-    ) -> list[Claim]: ...
 
     def _recorded(
         self, cur: Any, starts: Sequence[Any], finishes: Sequence[Finish], again: bool
