@@ -259,3 +259,55 @@ def test_watched_facts_read_in_chunks_are_each_jobs_own(
         assert list(facts) == [f"idle{i:05}" for i in reversed(range(10))]
         assert facts == {job_id: episodes.facts([job_id])[job_id] for job_id in facts}
         assert facts["idle00004"].paused and not facts["idle00005"].paused
+
+
+def test_a_metrics_scrape_reads_as_much_for_few_jobs_as_for_many(
+    counted_store: tuple[str, Callable[[], Any], Counter],
+) -> None:
+    """A scrape reads the newest ledger entries at once; only a failing job is read back.
+
+    The gauges are what each job's own ledger says (`failure_streak`).
+    """
+    from prometheus_client import generate_latest
+
+    from tickwork import Every
+    from tickwork.metrics import SchedulerMetrics
+    from tickwork.stores._streak import failure_streak
+
+    _, open_store, counter = counted_store
+    clock = FakeClock(wall_start=time.time())
+    store = open_store()
+    ds = DurableScheduler(
+        store, executor=InlineExecutor(), wall_clock=clock.wall, monotonic_clock=clock
+    )
+    ds.declare(JobSpec("report", "tests.durable_jobs:record", Every(10)))
+    ds.declare(JobSpec("bad", "tests.durable_jobs:boom", Every(10)))
+    for _ in range(3):
+        clock.advance(10)
+        ds.step()
+    _declare(store, FEW, clock.wall() + HOURS_AWAY)
+    metrics = SchedulerMetrics()
+    metrics.watch(ds)
+
+    def scrape() -> tuple[int, int]:
+        counter.reset()
+        counter.on = True
+        generate_latest(metrics.registry)
+        counter.on = False
+        statements, transactions, _ = counter.result()
+        return sum(statements.values()), transactions
+
+    def gauge(name: str, job: str) -> float | None:
+        return metrics.registry.get_sample_value(name, {"job": job})
+
+    few = scrape()
+    assert gauge("tickwork_failure_streak", "bad") == failure_streak(ds, "bad")[0] == 3
+    assert gauge("tickwork_failure_streak", "report") == 0
+    assert gauge("tickwork_failure_streak", "idle00003") == 0
+    ok = failure_streak(ds, "report")[1]
+    assert ok is not None and ok.ended is not None
+    assert gauge("tickwork_state_last_success_timestamp_seconds", "report") == ok.ended
+    assert gauge("tickwork_state_last_success_timestamp_seconds", "idle00003") is None
+    _declare(store, 400, clock.wall() + HOURS_AWAY)
+    assert scrape() == few  # 400 jobs more: not one statement more
+    assert gauge("tickwork_failure_streak", "idle00399") == 0
