@@ -37,6 +37,9 @@ EPISODE_TABLE: Final = (
 
 EpisodeState: TypeAlias = Literal["opening", "open", "closing"]
 
+#: Watched jobs whose facts one pair of statements reads (a list parameter each).
+FACTS_CHUNK: Final = 500
+
 
 @dataclass(frozen=True, slots=True)
 class Episode:
@@ -80,6 +83,23 @@ def _jitter(schedule: str) -> float:
     return float(value) if isinstance(value, int | float) else 0.0
 
 
+def _facts(row: Sequence[Any], claims: Sequence[tuple[float, float | None]]) -> JobFacts:
+    """One job's facts from its row of `AlertEpisodes.facts` and its claims."""
+    _, paused, next_run, first_slot, last_outcome, last_ended, schedule, ok = row[:8]
+    outcome, scheduled, started = row[8:11]
+    ends = (ok, last_ended if last_outcome == "ok" else None)
+    known = [float(e) for e in ends if e is not None]
+    return JobFacts(
+        paused=bool(paused),
+        next_run=next_run,
+        first_slot=first_slot,
+        last_ok=max(known) if known else None,
+        last_entry=None if outcome is None else (str(outcome), scheduled, started),
+        claims=tuple(claims),
+        jitter=_jitter(schedule),
+    )
+
+
 class AlertEpisodes(Generic[C]):
     """The alert episodes and facts of one SQL store (see the module's docstring).
 
@@ -94,44 +114,43 @@ class AlertEpisodes(Generic[C]):
     # -- facts --------------------------------------------------------------------------
 
     def facts(self, job_ids: Sequence[str]) -> dict[str, JobFacts]:
-        """The facts of each of ``job_ids`` that exists, read in one transaction."""
-        q = self._store._q
-        job_q = q(
-            "SELECT paused, next_run, first_slot, last_outcome, last_ended, schedule FROM {jobs}"
-            " WHERE id = ?"
+        """The facts of each of ``job_ids`` that exists, read in one transaction.
+
+        Two statements per `FACTS_CHUNK` jobs (their rows with their newest ledger
+        entries, and their claims), each an indexed look per job: a look costs the
+        same whatever else the state holds.
+        """
+        jobs_q = (
+            "SELECT j.id, j.paused, j.next_run, j.first_slot, j.last_outcome, j.last_ended,"
+            " j.schedule,"
+            " (SELECT l.ended FROM {ledger} l WHERE l.job_id = j.id AND l.outcome = 'ok'"
+            " ORDER BY l.seq DESC LIMIT 1),"
+            + ",".join(
+                f" (SELECT l.{column} FROM {{ledger}} l WHERE l.job_id = j.id"
+                " ORDER BY l.seq DESC LIMIT 1)"
+                for column in ("outcome", "scheduled", "started")
+            )
+            + " FROM {jobs} j WHERE j.id {any}"
         )
-        ok_q = q(
-            "SELECT ended FROM {ledger} WHERE job_id = ? AND outcome = 'ok'"
-            " ORDER BY seq DESC LIMIT 1"
+        claims_q = (
+            "SELECT job_id, scheduled, started FROM {claims} WHERE job_id {any}"
+            " ORDER BY scheduled, token"
         )
-        last_q = q(
-            "SELECT outcome, scheduled, started FROM {ledger} WHERE job_id = ?"
-            " ORDER BY seq DESC LIMIT 1"
-        )
-        claims_q = q("SELECT scheduled, started FROM {claims} WHERE job_id = ?")
+        ids = list(dict.fromkeys(job_ids))
 
         def body(cur: C) -> dict[str, JobFacts]:
             out: dict[str, JobFacts] = {}
-            for job_id in job_ids:
-                row = cur.execute(job_q, (job_id,)).fetchone()
-                if row is None:
-                    continue
-                paused, next_run, first_slot, last_outcome, last_ended, schedule = row
-                ok = cur.execute(ok_q, (job_id,)).fetchone()
-                ends = [e for e in (ok and ok[0], last_ended if last_outcome == "ok" else None)]
-                known = [float(e) for e in ends if e is not None]
-                last = cur.execute(last_q, (job_id,)).fetchone()
-                claims = cur.execute(claims_q, (job_id,)).fetchall()
-                out[job_id] = JobFacts(
-                    paused=bool(paused),
-                    next_run=next_run,
-                    first_slot=first_slot,
-                    last_ok=max(known) if known else None,
-                    last_entry=None if last is None else (str(last[0]), last[1], last[2]),
-                    claims=tuple((c[0], c[1]) for c in claims),
-                    jitter=_jitter(schedule),
-                )
-            return out
+            for i in range(0, len(ids), FACTS_CHUNK):
+                chunk = ids[i : i + FACTS_CHUNK]
+                rows = cur.execute(*self._store._q_list(jobs_q, chunk)).fetchall()
+                claims: dict[str, list[tuple[float, float | None]]] = {}
+                for job_id, scheduled, started in cur.execute(
+                    *self._store._q_list(claims_q, chunk)
+                ).fetchall():
+                    claims.setdefault(job_id, []).append((scheduled, started))
+                for row in rows:
+                    out[row[0]] = _facts(row, claims.get(row[0], ()))
+            return {job_id: out[job_id] for job_id in job_ids if job_id in out}
 
         return self._store._run("read the facts of the watched jobs", body, write=False)
 
