@@ -1,6 +1,6 @@
 """Benchmark: tickwork beside its peers on one PostgreSQL server, in one run.
 
-    .venv/bin/python bench/peers.py --burst 5000 --nodes 1 3 --rounds 3   # ~25 min, 2 cores
+    .venv/bin/python bench/peers.py --burst 5000 --nodes 1 3 --rounds 3   # ~18 min, 2 cores
     .venv/bin/python bench/peers.py --quick                               # a smoke run
     .venv/bin/python bench/peers.py --systems tickwork pgboss --pgboss-batch 500 50
 
