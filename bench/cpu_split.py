@@ -7,8 +7,9 @@ Run ``python bench/cpu_split.py -- COMMAND...``, for example::
 
 Every ``--every`` seconds (default 0.5) it reads ``/proc``: how busy the whole machine
 was, and how many cores each kind of process used (``postgres``: server processes;
-``node``: the benchmark's scheduler node processes, ``bench/pg_node.py``; ``bench``:
-the command's own Python; ``other``: everything else, including other users of the
+``node``: the benchmark's scheduler node processes, ``bench/pg_node.py``, or
+bench/peers.py's ``bench/peer_node.py`` and ``bench/peer_pgboss.js``; ``bench``: the
+command's own Python; ``other``: everything else, including other users of the
 machine). When the command ends it prints the samples in which the machine was at
 least ``--busy`` percent busy (default 80) and their mean per kind: during a burst that
 keeps every core busy, that is the split of the cores between the database server and
@@ -41,9 +42,9 @@ def _kind(pid: str) -> tuple[str, int] | None:
     comm, _, rest = stat.partition("(")[2].rpartition(")")
     fields = rest.split()
     ticks = int(fields[11]) + int(fields[12])  # utime + stime
-    if "pg_node" in cmd:
+    if any(name in cmd for name in ("pg_node", "peer_node", "peer_pgboss")):
         kind = "node"
-    elif "bench/postgres.py" in cmd:
+    elif "bench/postgres.py" in cmd or "bench/peers.py" in cmd:
         kind = "bench"
     elif comm.startswith("postgres"):
         kind = "postgres"

@@ -1,0 +1,297 @@
+"""One process of bench/peers.py: load a burst, or run one node, of one Python system.
+
+    python bench/peer_node.py SYSTEM load CONFIG_JSON
+    python bench/peer_node.py SYSTEM node CONFIG_JSON
+
+SYSTEM is ``tickwork`` (run with this project's venv and ``PYTHONPATH=src``),
+``apscheduler`` or ``procrastinate`` (run with the peers' venv, ``bench/.peers/venv``).
+Only the chosen system is imported. pg-boss has its own harness, bench/peer_pgboss.js.
+
+CONFIG: ``dsn`` (a libpq URL of the run's own database), ``n`` (jobs), ``first`` (epoch
+seconds: when every job is due), and for ``node``: ``owner``, ``stop`` (a file: the node
+touches ``<stop>.<owner>.ready`` once it runs, and stops when ``stop`` exists).
+
+``load`` stores ``n`` one-shot jobs ``j000000``..., all due at ``first``, each calling the
+job below with its key. ``node`` runs one node as a user's process would, then prints one
+JSON line with the CPU time (user + system, every thread) it spent from ready to stopped.
+
+The job is the same for every system: one autocommit ``INSERT INTO bench_results (job,
+node) VALUES (key, owner)`` on a connection of the node (the table's third column, the
+server's ``clock_timestamp()``, says when the run wrote its row).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import json
+import sys
+import threading
+import time
+from collections.abc import Callable
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import Any
+
+INSERT = "INSERT INTO bench_results (job, node) VALUES (%s, %s)"
+#: Jobs one node runs at once, where the system leaves it to the user (Procrastinate's
+#: default is 1): tickwork's default pool size on this 2-core machine, min(32, cores + 4).
+CONCURRENCY = 6
+#: Procrastinate's ``fetch_job_polling_interval`` (default 5 s). A job deferred for a
+#: later time sends no notification when it falls due: workers find it when they poll.
+#: 0.5 s, as pg-boss's polling here (bench/peers.py), so neither waits seconds to start.
+PROCRASTINATE_POLL = 0.5
+
+_config: dict[str, Any] = {}
+_local = threading.local()
+_opened: list[Any] = []
+_lock = threading.Lock()
+
+
+def _conn() -> Any:
+    """A results connection of the calling thread (opened on first use)."""
+    import psycopg
+
+    conn = getattr(_local, "conn", None)
+    if conn is None:
+        conn = psycopg.connect(_config["dsn"], autocommit=True)
+        _local.conn = conn
+        with _lock:
+            _opened.append(conn)
+    return conn
+
+
+def record(key: str) -> None:
+    """The job of tickwork and APScheduler: one row, a durable commit of its own."""
+    _conn().execute(INSERT, (key, _config["owner"]))
+
+
+def keys(n: int) -> list[str]:
+    return [f"j{i:06}" for i in range(n)]
+
+
+def due(config: dict[str, Any]) -> datetime:
+    return datetime.fromtimestamp(config["first"], UTC)
+
+
+def run_node(
+    config: dict[str, Any], start: Callable[[], Any], stop: Callable[[Any], None]
+) -> float:
+    """Start a node, say ready, wait for the stop file, stop it; its CPU seconds."""
+    handle = start()
+    cpu = time.process_time()
+    stop_file = Path(config["stop"])
+    Path(f"{stop_file}.{config['owner']}.ready").touch()
+    while not stop_file.exists():
+        time.sleep(0.05)
+    stop(handle)
+    return time.process_time() - cpu
+
+
+# -- tickwork ---------------------------------------------------------------------------
+
+
+def tickwork_load(config: dict[str, Any]) -> dict[str, Any]:
+    from psycopg.conninfo import conninfo_to_dict, make_conninfo
+
+    import tickwork
+    from tickwork import At
+    from tickwork.stores import JobSpec
+    from tickwork.stores.postgres import PostgresStore
+
+    params = {**conninfo_to_dict(config["dsn"]), "options": "-c synchronous_commit=off"}
+    with PostgresStore(make_conninfo("", **params)) as store:
+        for key in keys(config["n"]):
+            store.upsert(
+                JobSpec(key, "peer_node:record", At(config["first"]), args=(key,)), config["first"]
+            )
+    return {"version": tickwork.__version__, "file": tickwork.__file__}
+
+
+def tickwork_node(config: dict[str, Any]) -> float:
+    from tickwork import DurableScheduler
+    from tickwork.stores.postgres import PostgresStore
+
+    def start() -> Any:
+        store = PostgresStore(config["dsn"])
+        store.wait_for_change(0)  # LISTEN before "ready", as bench/pg_node.py does
+        ds = DurableScheduler(store, owner=config["owner"], allowed_modules=["peer_node"])
+        ds.start()
+        return ds, store
+
+    def stop(handle: Any) -> None:
+        handle[0].stop(timeout=60)
+        handle[1].close()
+
+    return run_node(config, start, stop)
+
+
+# -- APScheduler 4 ----------------------------------------------------------------------
+
+
+def _aps(config: dict[str, Any], **options: Any) -> Any:
+    from apscheduler import Scheduler
+    from apscheduler.datastores.sqlalchemy import SQLAlchemyDataStore
+    from apscheduler.eventbrokers.psycopg import PsycopgEventBroker
+    from sqlalchemy.ext.asyncio import create_async_engine
+
+    url = config["dsn"].replace("postgresql://", "postgresql+psycopg://", 1)
+    engine = create_async_engine(url)
+    broker = PsycopgEventBroker.from_async_sqla_engine(engine)
+    return Scheduler(SQLAlchemyDataStore(engine), broker, **options)
+
+
+def apscheduler_load(config: dict[str, Any]) -> dict[str, Any]:
+    from concurrent.futures import ThreadPoolExecutor
+    from importlib import metadata
+
+    from apscheduler.triggers.date import DateTrigger
+
+    with _aps(config) as scheduler:
+        # Its default task limit (1 running job in the whole cluster) would serialise
+        # the burst: lift it, and never let a late run count as misfired.
+        scheduler.configure_task(
+            "record", func=record, max_running_jobs=None, misfire_grace_time=None
+        )
+
+        def add(key: str) -> None:  # a trigger each: a DateTrigger is used up by next()
+            scheduler.add_schedule("record", DateTrigger(due(config)), id=key, args=[key])
+
+        with ThreadPoolExecutor(8) as pool:  # its adds are one transaction each
+            list(pool.map(add, keys(config["n"])))
+    return {"version": metadata.version("apscheduler")}
+
+
+def apscheduler_node(config: dict[str, Any]) -> float:
+    def start() -> Any:
+        scheduler = _aps(config, identity=config["owner"])
+        scheduler.__enter__()
+        scheduler.configure_task(
+            "record", func=record, max_running_jobs=None, misfire_grace_time=None
+        )
+        scheduler.start_in_background()
+        return scheduler
+
+    def stop(scheduler: Any) -> None:
+        scheduler.stop()
+        scheduler.wait_until_stopped()
+        scheduler.__exit__(None, None, None)
+
+    return run_node(config, start, stop)
+
+
+# -- Procrastinate ----------------------------------------------------------------------
+
+
+def _procrastinate(config: dict[str, Any]) -> tuple[Any, Any]:
+    import procrastinate
+
+    app = procrastinate.App(connector=procrastinate.PsycopgConnector(conninfo=config["dsn"]))
+    pool: list[Any] = []
+
+    @app.task(name="record")
+    async def record_async(key: str) -> None:
+        await pool[0].execute_insert(key)
+
+    return app, (record_async, pool)
+
+
+class _AsyncResults:
+    """A small psycopg async pool for Procrastinate's async job (sync jobs are discouraged)."""
+
+    def __init__(self, dsn: str, owner: str) -> None:
+        from psycopg_pool import AsyncConnectionPool
+
+        self.owner = owner
+        self.pool = AsyncConnectionPool(
+            dsn, min_size=CONCURRENCY, max_size=CONCURRENCY, kwargs={"autocommit": True}, open=False
+        )
+
+    async def execute_insert(self, key: str) -> None:
+        async with self.pool.connection() as conn:
+            await conn.execute(INSERT, (key, self.owner))
+
+
+def procrastinate_load(config: dict[str, Any]) -> dict[str, Any]:
+    import procrastinate
+
+    app, (task, _) = _procrastinate(config)
+
+    async def go() -> None:
+        async with app.open_async():
+            await app.schema_manager.apply_schema_async()
+            deferrer = task.configure(schedule_at=due(config))
+            batch = [{"key": key} for key in keys(config["n"])]
+            for i in range(0, len(batch), 1000):
+                await deferrer.batch_defer_async(*batch[i : i + 1000])
+
+    asyncio.run(go())
+    return {"version": procrastinate.__version__}
+
+
+def procrastinate_node(config: dict[str, Any]) -> float:
+    app, (_, pool) = _procrastinate(config)
+    results = _AsyncResults(config["dsn"], config["owner"])
+    pool.append(results)
+    spent: list[float] = []
+
+    async def go() -> None:
+        await results.pool.open(wait=True)
+        async with app.open_async():
+            worker = asyncio.create_task(
+                app.run_worker_async(
+                    concurrency=CONCURRENCY,
+                    name=config["owner"],
+                    install_signal_handlers=False,
+                    fetch_job_polling_interval=PROCRASTINATE_POLL,
+                )
+            )
+            await asyncio.sleep(0.5)  # let the worker listen and take its first look
+            cpu = time.process_time()
+            stop_file = Path(config["stop"])
+            Path(f"{stop_file}.{config['owner']}.ready").touch()
+            while not stop_file.exists():
+                await asyncio.sleep(0.05)
+            worker.cancel()  # Procrastinate's way to stop a worker task: it finishes its jobs
+            with contextlib.suppress(asyncio.CancelledError):
+                await worker
+            spent.append(time.process_time() - cpu)
+        await results.pool.close()
+
+    asyncio.run(go())
+    return spent[0]
+
+
+LOADERS = {
+    "tickwork": tickwork_load,
+    "apscheduler": apscheduler_load,
+    "procrastinate": procrastinate_load,
+}
+NODES = {
+    "tickwork": tickwork_node,
+    "apscheduler": apscheduler_node,
+    "procrastinate": procrastinate_node,
+}
+
+
+def main(argv: list[str]) -> None:
+    system, mode, config = argv[0], argv[1], json.loads(argv[2])
+    _config.update(config)
+    if mode == "load":
+        t0 = time.time()
+        out = LOADERS[system](config)
+        out["seconds"] = time.time() - t0
+    else:
+        cpu = NODES[system](config)
+        for conn in _opened:
+            conn.close()
+        out = {"owner": config["owner"], "cpu": cpu}
+    print(json.dumps(out), flush=True)
+
+
+if __name__ == "__main__":
+    # The jobs name ``peer_node:record``: run the module's own copy, not this __main__ one
+    # (its config and connections would be another set).
+    from peer_node import main as _main
+
+    _main(sys.argv[1:])
