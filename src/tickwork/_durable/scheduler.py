@@ -1064,12 +1064,11 @@ class DurableScheduler:
                         until = time.monotonic() + timeout
                         while not table.stopping and (left := until - time.monotonic()) > 0:
                             self._sleep(left)
-                    elif table.wake:
-                        table.wake = False
+                    elif table.woken():
                         continue
                     elif timeout > 0.0:
                         self._sleep(timeout)
-                    table.wake = False
+                    table.wake = table.poked = False
         except BaseException:
             _log.critical("tickwork durable timing thread died; no more runs start", exc_info=True)
             raise
