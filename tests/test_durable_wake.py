@@ -371,5 +371,6 @@ def test_a_look_that_fills_the_pool_waits_for_an_end_instead_of_looking_again(
     assert len(durable_jobs.CALLS) == 2
     assert ds._step() == pytest.approx(30.0 / 3, abs=1.0)
     assert len(pool.queue) == 2
+    pool.run_all()  # stop() would wait for the runs held
     ds.stop(timeout=5)
     store.close()
