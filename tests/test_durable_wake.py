@@ -389,4 +389,68 @@ def test_a_run_queued_by_another_process_behind_a_running_claim_gets_a_look(
     assert _ends_with_a_look(ds, pool)
     ds.step()
     assert pool.run_all() == 1  # and the look took it at once, not at the poll
+
+
+def _run(token: str) -> Any:
+    from tickwork._durable.decide import Decision
+    from tickwork._durable.engine import _Run
+    from tickwork.stores import Claim
+
+    claim = Claim(token, "job", "me", 0.0, 0.0, 30.0, None, JobSpec("job", REC, At(1.0)))
+    return _Run(claim, Decision("run", None), 10.0)
+
+
+def test_runs_waiting_for_a_worker_keep_the_timing_thread_asleep_until_an_end_makes_room() -> None:
+    """The pool holds up to twice its workers: ends before the queue drains make no room."""
+    from tickwork._durable.engine import RunTable
+
+    table = RunTable(capacity=2)
+    runs = [_run(t) for t in "abcd"]
+    for r in runs:
+        table.hold(r)  # two running, two waiting for a worker
+    table.done_on_worker(runs[0])
+    table.done_on_worker(runs[1])
+    assert not table.wake  # their workers took the waiting runs: still full
+    table.done_on_worker(runs[2])
+    assert table.wake  # now a worker is free
+
+
+def test_a_wake_for_room_is_passed_over_once_the_pool_is_full_again_a_poke_is_not() -> None:
+    from tickwork._durable.engine import RunTable
+
+    table = RunTable(capacity=1)
+    first = _run("a")
+    table.hold(first)
+    table.done_on_worker(first)  # room: a look is wanted...
+    assert table.wake
+    table.hold(_run("b"))  # ...but a look running meanwhile filled the pool again
+    table.hold(_run("c"))
+    assert not table.woken() and not table.wake
+    table.poke()  # asked for a look (a finish owed, the clock moved): always honoured
+    assert table.woken() and not table.wake
+    table.forget(first)  # its end written: b and c still hold the only worker
+    assert not table.wake
+
+
+def test_a_look_that_fills_the_pool_waits_for_an_end_instead_of_looking_again(
+    paths: Path,
+) -> None:
+    """A full batch is looked after again at once only while workers are free."""
+    store = SQLiteStore(paths)
+    pool = ManualExecutor()
+    ds = DurableScheduler(
+        store, poll=30.0, executor=pool, max_workers=1, allowed_modules=["tests.durable_jobs"]
+    )
+    for i in range(5):
+        ds.declare(JobSpec(f"j{i}", REC, At(time.time() - 1)))
+    # A full batch (one run for the worker, one waiting for it) leaves the pool full:
+    # the next look is when a run ends (or the lease needs renewing), not at once.
+    assert ds._step() == pytest.approx(30.0 / 3, abs=1.0)
+    assert len(pool.queue) == 2
+    pool.run_all()
+    assert len(durable_jobs.CALLS) == 2
+    assert ds._step() == pytest.approx(30.0 / 3, abs=1.0)
+    assert len(pool.queue) == 2
+    pool.run_all()  # stop() would wait for the runs held
+    ds.stop(timeout=5)
     store.close()

@@ -426,8 +426,8 @@ class Claiming:
             if now - self._last_recover >= self._lease / 2:
                 self._store.recover_expired(now)  # claim_due is not called while it is full
                 self._last_recover = now
-        if claims and len(claims) == free:
-            return 0.0  # a full batch: more may be due
+        if claims and len(claims) == free and self._room():
+            return 0.0  # a full batch and workers still free: more may be due
         now = self._wall()
         if not claims:
             self._claimer.quiet(now)
@@ -455,6 +455,12 @@ class Claiming:
             raise
         recorder.settle(carried, ended)
         return claims, decisions
+
+    def _room(self) -> bool:
+        """Whether a worker is free to take a run (else a run's end wakes this thread)."""
+        table = self._table
+        with table.lock:
+            return len(table.runs) - table.ending < table.capacity
 
     def _take(self, claim: Claim, decisions: Decisions, now: float) -> None:
         """Decide and dispatch one claim; a failure is logged, the others still go."""

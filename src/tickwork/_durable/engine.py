@@ -109,7 +109,10 @@ class RunTable:
         ending: Runs done on their worker whose finish is not yet committed (being
             written, or owed while the store fails); they hold no worker, so
             ``len(runs) - ending`` is the workers busy.
-        wake: The timing thread should look at the store again at once.
+        wake: The timing thread should look at the store again at once: a run's end
+            made room to claim (stale, and so passed over, once a look has filled
+            the pool again), or ``poked``.
+        poked: `poke` asked for a look, whether or not there is room to claim.
         stopping: `DurableScheduler.stop` was called: no run starts any more.
         lost_claims: Claims lost to recovery elsewhere since construction (for
             `DurableScheduler.health`); a counter, bumped without the lock.
@@ -127,6 +130,7 @@ class RunTable:
         "lock",
         "lost_claims",
         "next_look",
+        "poked",
         "runs",
         "stopping",
         "wake",
@@ -141,6 +145,7 @@ class RunTable:
         self.in_job = 0
         self.ending = 0
         self.wake = False
+        self.poked = False
         self.stopping = False
         self.lost_claims = 0
         self.next_look = math.inf
@@ -148,8 +153,19 @@ class RunTable:
     def poke(self) -> None:
         """Make the timing thread look at the store again now."""
         with self.lock:
-            self.wake = True
+            self.wake = self.poked = True
             self.cond.notify()
+
+    def woken(self) -> bool:
+        """Whether the timing thread should look again at once; clears the wake (lock held).
+
+        A wake for room to claim is stale when the pool is full again (the look that
+        ran meanwhile filled it): a look now would claim nothing, and the run that
+        makes room next wakes the thread anew.
+        """
+        wake = self.wake and (self.poked or len(self.runs) - self.ending < self.capacity)
+        self.wake = self.poked = False
+        return wake
 
     def hold(self, run: _Run) -> None:
         """Hold a run just claimed (until `forget`)."""
@@ -166,13 +182,16 @@ class RunTable:
         """The run's worker is done and free; its finish waits for the next commit."""
         with self.lock:
             if run.claim.token in self.runs and not run.ended:
-                # Only a full pool kept the last look from claiming: wake it only then.
-                full = len(self.runs) - self.ending >= self.capacity
+                # Wake the timing thread only when this end makes room: a full pool kept
+                # its last look from claiming. While runs still wait for a worker (the
+                # pool holds up to twice its workers), an end makes none: a look then
+                # would find the pool full again and claim nothing.
+                busy = len(self.runs) - self.ending
                 run.ended = True
                 self.ending += 1
                 if run.started:
                     self.in_job -= 1
-                if full:
+                if busy == self.capacity:
                     self.wake = True  # room to claim again
                     self.cond.notify()
 

@@ -87,15 +87,16 @@ class TimingLoop:
                 until = time.monotonic() + timeout
                 while not table.stopping and (left := until - time.monotonic()) > 0:
                     self._sleep(left)
-                table.wake = False
+                table.wake = table.poked = False
                 return False
-            if table.wake or timeout <= 0.0:
-                table.wake = False
+            # A wake for room that the last look used up is passed over (`RunTable.woken`).
+            if table.woken() or timeout <= 0.0:
                 return False
             table.next_look = self._mono() + timeout  # finishes may wait for it
             self._sleep(timeout)
             table.next_look = math.inf
-            woken, table.wake = table.wake, False
+            woken = table.wake
+            table.wake = table.poked = False
             return not woken and not table.stopping
 
     def _sleep(self, timeout: float) -> None:
