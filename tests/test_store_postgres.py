@@ -656,7 +656,7 @@ def test_wait_for_change_wakes_on_every_kind_of_change(
 
 
 def test_a_claim_that_took_runs_is_heard_by_the_others_as_a_look_not_a_change(
-    open_pg: Callable[..., PostgresStore],
+    open_pg: Callable[..., PostgresStore], monkeypatch: pytest.MonkeyPatch
 ) -> None:
     """`LookNotices`: what lets a node sleep on while another takes the runs."""
     from tickwork.stores.contract import LookNotices
@@ -683,6 +683,24 @@ def test_a_claim_that_took_runs_is_heard_by_the_others_as_a_look_not_a_change(
     assert not taker.wait_for_change(0.2)
     assert taker.look_elsewhere() is None  # its own looks are no news to itself
     assert other.look_elsewhere()[0] == 1  # type: ignore[index]
+
+    def heard_by(store: PostgresStore, count: int) -> None:
+        deadline = time.monotonic() + 10.0
+        while (store.look_elsewhere() or (0,))[0] < count and time.monotonic() < deadline:
+            store.wait_for_change(0.1)
+        assert (store.look_elsewhere() or (0,))[0] == count
+
+    # Spaced (each costs every listener a transaction): a node that hears nobody else
+    # announces at most once per ANNOUNCE_ALONE. Announcements arrive in commit order,
+    # so the next one heard shows that the one between was not sent.
+    monkeypatch.setattr(pg_mod, "ANNOUNCE_ALONE", 3600.0)
+    taker.upsert(spec("a", At(100.6)), 100.6)
+    taker.upsert(spec("b", At(100.7)), 100.7)
+    assert [c.job_id for c in claim(taker, 100.6, "taker", advance=once)] == ["a"]  # not sent
+    monkeypatch.setattr(pg_mod, "ANNOUNCE_ALONE", 0.0)
+    assert [c.job_id for c in claim(taker, 100.7, "taker", advance=once)] == ["b"]  # sent
+    heard_by(other, 2)
+    assert other.look_elsewhere()[2] == 110.0  # type: ignore[index]  # b's, not a's (100.7)
 
 
 def test_a_finish_that_frees_a_held_job_is_announced_even_with_no_new_next_run(

@@ -293,6 +293,14 @@ _REREAD_DUE: Final = (
 )
 
 
+#: A scheduler's looks that took runs are announced (`LookNotices`) at most this often
+#: (seconds): while the latest is younger than the scheduler's ``DEFER`` (25 ms), the
+#: others sleep on.
+ANNOUNCE_GAP: Final = 0.01
+#: ...and at most this often while no other scheduler has been heard for as long.
+ANNOUNCE_ALONE: Final = 1.0
+
+
 def _wake_of(text: str) -> float | None:
     """The wake-up in a look's announcement (``repr`` of a float, or ``None``)."""
     try:
@@ -489,6 +497,7 @@ class PostgresStore(SQLStore[Cursor]):
         self._looks_channel = ""
         self._looks_lock = threading.Lock()
         self._looks: tuple[int, float, float | None] = (0, 0.0, None)  # (heard, when, wake)
+        self._announced = -math.inf  # time.monotonic() of our last announced look
         # tag_sessions: the advisory-lock key marking this store's sessions as an owner's,
         # and the key the listening connection holds (it is tagged by its own thread).
         self._owner_key: tuple[int, int] | None = None
@@ -1150,7 +1159,22 @@ class PostgresStore(SQLStore[Cursor]):
         return None if not count else (count, time.monotonic() - heard, wake)
 
     def _announce_look(self, cur: Cursor, owner: str, wake: float | None) -> None:
-        """Tell the other schedulers' listeners that ``owner`` took runs (on commit)."""
+        """Tell the other schedulers' listeners that ``owner`` took runs (on commit).
+
+        Each announcement costs every listening session a short transaction, so they
+        are spaced: at most one per `ANNOUNCE_GAP` seconds (the others sleep on while
+        the latest is younger than `DEFER`), and while no other scheduler was heard
+        for `ANNOUNCE_ALONE` seconds, one per `ANNOUNCE_ALONE` (a lone node pays
+        almost nothing, and a node that joins is still told).
+        """
+        mono = time.monotonic()
+        since = mono - self._announced
+        with self._looks_lock:
+            count, heard, _ = self._looks
+        alone = not count or mono - heard > ANNOUNCE_ALONE
+        if since < (ANNOUNCE_ALONE if alone else ANNOUNCE_GAP):
+            return
+        self._announced = mono
         cur.execute("SELECT pg_notify(%s, %s)", (self._looks_channel, f"{owner} {wake!r}"))
 
     def _drop_listener(self) -> None:
