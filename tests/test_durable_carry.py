@@ -162,3 +162,20 @@ def test_the_recorder_carries_only_while_a_look_is_near_and_hands_the_rest_back(
 
 def _once(state: Any, now: float) -> float | None:
     return None
+
+
+def test_a_finish_that_ends_during_a_look_waits_for_the_next_one(
+    tmp_path: Path, durable_clock: Any
+) -> None:
+    """At a few hundred runs a second the timing thread is often mid-look: that counts."""
+    ds, pool, store, now = _sparse(tmp_path, durable_clock)
+    durable_clock.advance(10)
+    ds.step()
+    ds._table.looking = True  # a look is going on (its successor comes within CARRY_FOR)
+    assert pool.run_all() == 1
+    assert ds.unrecorded() == [("first", now + 10)]
+    ds._table.looking = False
+    ds.step()  # the next look records it with its claim
+    assert ds.unrecorded() == []
+    assert [e.outcome for e in store.history("first")] == ["ok"]
+    store.close()

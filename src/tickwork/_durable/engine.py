@@ -118,6 +118,7 @@ class RunTable:
             `DurableScheduler.health`); a counter, bumped without the lock.
         next_look: The monotonic time the sleeping timing thread looks next (infinity
             while it is awake or not running); read without the lock by `Recorder`.
+        looking: The timing thread is in a look (set and read without the lock).
 
     """
 
@@ -128,6 +129,7 @@ class RunTable:
         "idle",
         "in_job",
         "lock",
+        "looking",
         "lost_claims",
         "next_look",
         "poked",
@@ -149,6 +151,7 @@ class RunTable:
         self.stopping = False
         self.lost_claims = 0
         self.next_look = math.inf
+        self.looking = False
 
     def poke(self) -> None:
         """Make the timing thread look at the store again now."""

@@ -65,7 +65,11 @@ class TimingLoop:
         table = self._table
         try:
             while True:
-                timeout = self._step()
+                table.looking = True  # finishes may wait for the next look (`look_near`)
+                try:
+                    timeout = self._step()
+                finally:
+                    table.looking = False
                 while self._sleep_until_look(timeout):
                     more = self._claiming.deferred()
                     if more is None:
@@ -112,6 +116,12 @@ class TimingLoop:
         self._table.cond.wait(min(timeout, threading.TIMEOUT_MAX))
 
     def look_near(self) -> bool:
-        """Whether the timing thread's next look is due within `CARRY_FOR` (`Recorder`)."""
+        """Whether the timing thread's next look is due within `CARRY_FOR` (`Recorder`).
+
+        Also while it is looking: a look that finds finishes carried meanwhile is
+        followed by the next within `CARRY_FOR` (`Claiming.step`).
+        """
         table = self._table
-        return not table.stopping and table.next_look - self._mono() <= CARRY_FOR
+        if table.stopping:
+            return False
+        return table.looking or table.next_look - self._mono() <= CARRY_FOR
