@@ -43,7 +43,7 @@ def killing(base: type[Any]) -> type[Any]:
     """``base`` whose finish of ``up`` kills the process once it has committed."""
 
     class Killing(base):  # type: ignore[misc, valid-type]
-        gate = threading.Lock()  # no claim between up's commit and the kill
+        gate = threading.RLock()  # no claim between up's commit and the kill
 
         def claim_due(self, *args: Any, **kw: Any) -> Any:
             with self.gate:
@@ -62,6 +62,14 @@ def killing(base: type[Any]) -> type[Any]:
                 if any(f.claim.job_id == "up" for f in finishes):
                     os.kill(os.getpid(), signal.SIGKILL)
                 return done
+
+        def claim_due_carrying(self, finishes: Any, *args: Any, **kw: Any) -> Any:
+            # A finish carried to the next look would be committed with that look's
+            # claim, which may take the run it queued: no moment "between" would be
+            # left to die in. This node records apart, so it dies right there.
+            with self.gate:
+                ended = self.record([], finishes)[1]  # SIGKILLed after up's commit
+                return ended, self.claim_due(*args, **kw)
 
     return Killing
 

@@ -353,7 +353,10 @@ class Claiming:
         Finishes carried to this look (`Recorder.carry_when`) are recorded by its claim;
         finishes carried meanwhile bring the next look within `CARRY_FOR` seconds.
         """
-        timeout = self._look()
+        return self.carry_wait(self._look())
+
+    def carry_wait(self, timeout: float) -> float:
+        """``timeout``, or `CARRY_FOR` if sooner and finishes wait for the next look."""
         recorder = self._recorder
         if recorder is not None and recorder.carrying:
             return min(timeout, CARRY_FOR)

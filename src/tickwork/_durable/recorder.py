@@ -120,8 +120,12 @@ class Recorder:
 
     @property
     def carrying(self) -> bool:
-        """Whether finishes are waiting for the next look."""
-        return bool(self._carried)
+        """Whether finishes are waiting for the next look.
+
+        Read under the lock that carries them: a finish carried before this is seen.
+        """
+        with self._lock:
+            return bool(self._carried)
 
     def settle(self, ops: list[_Op], result: list[bool] | BaseException) -> None:
         """The look wrote the carried ``ops`` (``result``: per op) or failed: call back."""

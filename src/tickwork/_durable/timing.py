@@ -70,6 +70,9 @@ class TimingLoop:
                     timeout = self._step()
                 finally:
                     table.looking = False
+                # A finish carried after the look checked (before ``looking`` fell)
+                # still gets its look within CARRY_FOR: checked again, under its lock.
+                timeout = self._claiming.carry_wait(timeout)
                 while self._sleep_until_look(timeout):
                     more = self._claiming.deferred()
                     if more is None:
