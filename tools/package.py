@@ -51,6 +51,7 @@ WHEEL_ALLOWED = (
 #: What the sdist may hold (below its top folder): the source with its tests and docs.
 SDIST_ALLOWED = (
     r"(src/tickwork|tests|bench|tools|examples)/.+\.(py|toml|txt|md|crontab|json|sh|ini)",
+    r"bench/[a-z_]+\.js",  # the pg-boss side of bench/peers.py (Node.js)
     r"src/tickwork/py\.typed",
     r"tests/crontabs/.+",
     r"tests/fixtures/upgrade/[a-z0-9-]+\.(sqlite|sql)",  # states written by old releases
