@@ -17,6 +17,7 @@ import pytest
 
 from tests.executors import ManualExecutor
 from tickwork import At, DurableScheduler, EventKind, RunEvent
+from tickwork._durable.claims import PREFETCH
 from tickwork._durable.scheduler import DEFAULT_NOTIFIED_POLL, DEFAULT_POLL
 from tickwork.stores import JobSpec, StoreError
 from tickwork.stores.contract import ChangeNotifier
@@ -441,16 +442,16 @@ def test_a_look_that_fills_the_pool_waits_for_an_end_instead_of_looking_again(
     ds = DurableScheduler(
         store, poll=30.0, executor=pool, max_workers=1, allowed_modules=["tests.durable_jobs"]
     )
-    for i in range(5):
+    for i in range(2 * PREFETCH + 1):
         ds.declare(JobSpec(f"j{i}", REC, At(time.time() - 1)))
-    # A full batch (one run for the worker, one waiting for it) leaves the pool full:
-    # the next look is when a run ends (or the lease needs renewing), not at once.
+    # A full batch (one run for the worker, the others waiting for it) leaves the pool
+    # full: the next look is when a run ends (or the lease needs renewing), not at once.
     assert ds._step() == pytest.approx(30.0 / 3, abs=1.0)
-    assert len(pool.queue) == 2
+    assert len(pool.queue) == PREFETCH
     pool.run_all()
-    assert len(durable_jobs.CALLS) == 2
+    assert len(durable_jobs.CALLS) == PREFETCH
     assert ds._step() == pytest.approx(30.0 / 3, abs=1.0)
-    assert len(pool.queue) == 2
+    assert len(pool.queue) == PREFETCH
     pool.run_all()  # stop() would wait for the runs held
     ds.stop(timeout=5)
     store.close()

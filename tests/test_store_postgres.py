@@ -94,6 +94,44 @@ def test_a_claim_reads_no_limit_rows_when_the_state_has_none(
     assert len(claim(store, 120.0)) == 1 and reads() == 1
 
 
+def test_a_sparse_claim_is_five_statements_and_its_writes_one(
+    open_pg: Callable[..., PostgresStore], statements: list[str]
+) -> None:
+    """A claim asks once which chores can find anything, and writes its batch at once.
+
+    (Issue 25.) One read for ended pauses, ended leases and waiting runs
+    (`LookUpkeep`); the due rows locked once when fewer than asked for are due, then
+    re-read; no read of the claims held unless a job allows overlap; the claims and
+    the jobs' next runs in one set-based statement, however many; the next wake-up.
+    """
+    store = open_pg()
+    for i in range(3):
+        store.upsert(spec(f"j{i}", At(100.0)), 100.0)
+    store.upsert(spec("later", At(200.0)), 200.0)
+    statements.clear()
+    taken = claim(store, 100.0, advance=once)
+    assert sorted(c.job_id for c in taken) == ["j0", "j1", "j2"]
+    heads = [
+        " ".join(q.split()[:4])
+        for q in statements
+        # Not the session's setting, the look's announcement, the liveness check.
+        if not any(word in q for word in ("set_config", "pg_notify", "SELECT n.owner"))
+    ]
+    assert heads == [
+        "SELECT EXISTS (SELECT 1",  # the chores
+        "SELECT j.id FROM tickwork_jobs",  # lock the due rows (once: fewer than asked)
+        "SELECT id, spec, paused,",  # re-read them
+        "WITH taken AS (INSERT",  # the claims, and the next runs moved
+        "SELECT (SELECT min(j.next_run) FROM",  # the next wake-up
+    ]
+    states = {s.id: s for s in store.jobs()}
+    assert [states[f"j{i}"].next_run for i in range(3)] == [None] * 3
+    assert states["later"].next_run == 200.0
+    assert {(c.owner, c.scheduled, c.started) for c in taken} == {("A", 100.0, None)}
+    # The claims are there, each once: a second claim finds nothing due.
+    assert claim(store, 100.0, advance=once) == []
+
+
 def test_a_plain_batch_is_recorded_in_three_statements(
     open_pg: Callable[..., PostgresStore], statements: list[str]
 ) -> None:

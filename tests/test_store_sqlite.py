@@ -18,14 +18,14 @@ from typing import Any
 
 import pytest
 
-from tickwork import At
+from tickwork import At, Every
 from tickwork.stores import JobSpec, JobState, SchemaVersionError, Store, StoreError, Upsert
 from tickwork.stores import sqlite as sqlite_mod
 from tickwork.stores.contract import spec_to_json
 from tickwork.stores.sqlite import APPLICATION_ID, SQLiteStore
 
 from .pool_contract import PoolContract
-from .store_contract import FUNC, StoreContract, claim, once, spec
+from .store_contract import FUNC, LEASE, StoreContract, claim, once, spec
 
 
 class TestSQLiteContract(StoreContract):
@@ -622,6 +622,51 @@ def test_a_file_another_process_is_creating_is_opened_once_it_is_free(tmp_path: 
     finally:
         timer.join()
         other.close()
+
+
+def test_a_sparse_claim_reads_only_what_can_find_something(db: Path) -> None:
+    """A claim asks once which of its chores can find anything (issue 25).
+
+    Ended pauses, expired leases and waiting runs are one read (`LookUpkeep`); the due
+    jobs are looked up once when fewer than asked for are due; the claims a job holds
+    are read only for jobs that allow overlap. Each chore still runs when it has work.
+    """
+    store = SQLiteStore(db)
+    try:
+        store.upsert(spec("job", At(100.0)), 100.0)
+        store.upsert(spec("later", At(200.0)), 200.0)
+        seen: list[str] = []
+        assert store._conn is not None
+        store._conn.set_trace_callback(seen.append)
+        (c,) = claim(store, 100.0, advance=once)
+        heads = [" ".join(s.split()[:3]) for s in seen if "FROM nodes" not in s]
+        assert heads == [
+            "BEGIN IMMEDIATE",
+            "SELECT EXISTS (SELECT",  # the chores: pauses ended, leases ended, runs waiting
+            "SELECT id, spec,",  # the due jobs, once: fewer than asked for were due
+            "SELECT name, lim",  # the pools' limits
+            "INSERT INTO claims",
+            "UPDATE jobs SET",
+            "SELECT (SELECT min(j.next_run)",  # the next wake-up, found by the claim
+            "COMMIT",
+        ]
+        # Each chore runs when the read says it can find something: a pause that
+        # ended, a lease that ended (its slot is re-offered and taken as a retry), and
+        # the held claims of a job that allows overlap.
+        store.upsert(spec("free", Every(10), overlap="allow"), 300.0)
+        store.pause_job("later", by="op", at=150.0, until=250.0)
+        seen.clear()
+        taken = claim(store, 300.0 + LEASE, advance=once, limit=10)
+        assert sorted((t.job_id, t.retry) for t in taken) == [
+            ("free", False), ("job", True), ("later", False)
+        ]  # fmt: skip
+        text = "\n".join(seen)
+        assert "UPDATE jobs SET paused = 0" in text  # the pause ended
+        assert "JOIN jobs j ON j.id = c.job_id WHERE c.owner <> ''" in text  # recovery
+        assert "FROM claims WHERE job_id" in text  # the claims held by "free"
+        assert c.job_id == "job"
+    finally:
+        store.close()
 
 
 @pytest.mark.parametrize("returning", [True, False])

@@ -56,6 +56,13 @@ LOOK_AT_LEAST = 1.0
 #: finish was carried comes within it too.
 CARRY_FOR = 0.05
 
+#: A look claims up to this many runs per worker, less those held: a deep backlog is
+#: taken in batches four pools deep, so the look's statements are shared by more runs
+#: (bench/postgres.py: 14% less CPU per run in a burst than at twice the pool). Runs
+#: beyond the idle workers wait in the executor, their start recorded as each begins;
+#: the claim's lease is renewed meanwhile, so a long wait loses nothing.
+PREFETCH = 4
+
 #: What a claim decided for each job it advanced, by job id.
 Decisions = dict[str, Decision]
 #: Vanished wall time (from, to) after a big forward clock step, or None (see `decide`).
@@ -414,7 +421,7 @@ class Claiming:
         with table.lock:
             # Runs whose finish is only waiting for its commit hold no worker.
             busy = len(table.runs) - table.ending
-        free = 2 * capacity - busy
+        free = PREFETCH * capacity - busy
         claims: list[Claim] = []
         carried = [] if self._recorder is None else self._recorder.take_carried()
         if busy < capacity:

@@ -95,10 +95,16 @@ class ClaimRecovery(Generic[C]):
             cur.execute(*self._store._q_list("DELETE FROM {nodes} WHERE owner {any}", idle))
         return [owner for owner, holds in gone if holds]
 
-    def recover(self, cur: C, now: float) -> list[Recovered]:
-        """Release the claims whose lease ended by ``now`` or whose owner is gone."""
+    def recover(self, cur: C, now: float, *, expired: bool = True) -> list[Recovered]:
+        """Release the claims whose lease ended by ``now`` or whose owner is gone.
+
+        ``expired``: whether a lease may have ended (`LookUpkeep`); if not, only the
+        claims of gone owners are looked for, when there are any.
+        """
         store = self._store
         gone = self.gone_owners(cur, now)
+        if not expired and not gone:
+            return []
         out: list[Recovered] = []
         for row in sorted(store._expired(cur, now, gone), key=lambda r: (r[5], r[0])):
             token, job_id, owner, scheduled, _, lease_until, started, _, _, text = row

@@ -28,7 +28,6 @@ from __future__ import annotations
 import json
 import logging
 import os
-import secrets
 import time
 from abc import ABC, abstractmethod
 from collections.abc import Callable, Mapping, Sequence
@@ -74,6 +73,7 @@ from ._pools import PoolQueries, PoolsMixin
 from ._recovery import LIVENESS_CHECK, ClaimRecovery
 from ._rows import RowReader
 from ._sqlbase import C, SQLCursor, SQLResult
+from ._upkeep import LookUpkeep
 from ._wakeup import WakeupMixin, WakeupQueries
 
 __all__ = [
@@ -224,6 +224,7 @@ class SQLStore(RowReader, PoolsMixin, CarryMixin, WakeupMixin, ABC, Generic[C]):
         self._chains: ChainQueries[C] = ChainQueries(self)  # after=: edges, queued runs
         self._pools: PoolQueries[C] = PoolQueries(self)  # the limits the claim keeps to
         self._wakeups: WakeupQueries[C] = WakeupQueries(self)  # next_wakeup, also at claims
+        self._upkeep: LookUpkeep[C] = LookUpkeep(self)  # which chores a claim has to do
         self._carried = CarriedFinishes(self)  # finishes a claim records first (_carry.py)
         self._warned: set[tuple[str, str]] = set()
         self._specs: dict[str, JobSpec] = {}
@@ -597,15 +598,20 @@ class SQLStore(RowReader, PoolsMixin, CarryMixin, WakeupMixin, ABC, Generic[C]):
             found.clear()
             self._carried.record(cur, again=False)  # finishes it carries (claim_due_carrying)
             self._pools.begin()  # concurrency pools: each row taken below is admitted
-            self._control.resume_ended(cur, now)
-            self._recovery.recover(cur, now)
-            self._take_retries(cur, now, owner, lease, limit, pending)
+            chores = self._upkeep.due(cur, now)  # one read: which chores can find anything
+            if chores.pauses:
+                self._control.resume_ended(cur, now)
+            if self._recovery.recover(cur, now, expired=chores.expired) or chores.waiting:
+                self._upkeep.take_waiting(cur, now, owner, lease, limit, pending)
             seen: list[str] = []  # taken or unreadable this call: never looked at twice
             while len(pending) < limit:
-                rows = self._candidates(cur, now, seen, limit - len(pending), retries=False)
+                asked, before = limit - len(pending), len(seen)
+                rows = self._candidates(cur, now, seen, asked, retries=False)
                 if rows is None:
                     break
                 self._claim_rows(cur, rows, now, owner, lease, advance, start, given_up, pending)
+                if len(seen) - before < asked:  # fewer looked at than asked: none are left
+                    break
             if len(pending) < limit:  # nothing more is due: when is the next look?
                 found.append(self._wakeups.found_by_claim(cur, owner if pending else None))
             return list(pending)
@@ -638,13 +644,16 @@ class SQLStore(RowReader, PoolsMixin, CarryMixin, WakeupMixin, ABC, Generic[C]):
         One call per batch of `_candidates`, and one statement each for the batch's claims,
         next runs and ledger entries.
         """
-        held = self._claims_by_job(cur, [row[0] for row in rows])
+        specs = [self._decode(row[0], row[1], strict=False) for row in rows]
+        # Only a job that allows overlap can be claimable while it holds claims.
+        pairs = list(zip(rows, specs, strict=True))
+        allow = [row[0] for row, spec in pairs if spec and spec.overlap == "allow"]
+        held = self._claims_by_job(cur, allow) if allow else {}
         inserts: list[tuple[Any, ...]] = []
         moves: list[tuple[float | None, str]] = []
         ledger: list[tuple[Any, ...]] = []
-        for row in rows:
+        for row, spec in pairs:
             job_id = row[0]
-            spec = self._decode(job_id, row[1], strict=False)
             if not self._pools.admit(spec, cur):  # unreadable, or its pool is full
                 continue
             state = self._state(row, spec, held.get(job_id, ()))
@@ -667,18 +676,26 @@ class SQLStore(RowReader, PoolsMixin, CarryMixin, WakeupMixin, ABC, Generic[C]):
             moves.append((new_next, job_id))
             pending.append(Claim(token, job_id, owner, scheduled, now, now + lease, started, spec))
         if inserts:
-            # One statement each for the whole batch: the rows are distinct jobs,
-            # so no claim made here changes what another row of the batch decides.
-            cur.executemany(
-                self._q(
-                    "INSERT INTO {claims} ({claim_columns})"
-                    " VALUES (?, ?, ?, ?, ?, ?, ?, {false}, 'schedule')"
-                ),
-                inserts,
-            )
-            cur.executemany(self._q("UPDATE {jobs} SET next_run = ? WHERE id = ?"), moves)
+            self._write_claims(cur, inserts, moves)
         if ledger:
             self._ledger.write(cur, ledger)
+
+    def _write_claims(
+        self, cur: C, inserts: list[tuple[Any, ...]], moves: list[tuple[float | None, str]]
+    ) -> None:
+        """Insert a batch's claims and move its jobs' next runs (a dialect may merge them).
+
+        The rows are distinct jobs, so no claim made here changes what another row of
+        the batch decides: one statement each for the whole batch.
+        """
+        cur.executemany(
+            self._q(
+                "INSERT INTO {claims} ({claim_columns})"
+                " VALUES (?, ?, ?, ?, ?, ?, ?, {false}, 'schedule')"
+            ),
+            inserts,
+        )
+        cur.executemany(self._q("UPDATE {jobs} SET next_run = ? WHERE id = ?"), moves)
 
     def _committed_claims(self, cur: C, pending: list[Claim]) -> list[Claim]:
         """After a claim commit of unknown outcome: the ``pending`` claims that committed."""
@@ -711,41 +728,6 @@ class SQLStore(RowReader, PoolsMixin, CarryMixin, WakeupMixin, ABC, Generic[C]):
         ``seen`` are left out; the keys looked at are added to it. A store may lock what
         it returns and skip what others hold.
         """
-
-    def _take_retries(
-        self, cur: C, now: float, owner: str, lease: float, limit: int, pending: list[Claim]
-    ) -> None:
-        """Hand out pending retries (oldest slot first) as fresh claims, up to ``limit``.
-
-        The job's next run is left alone and ``advance`` is not called (later slots may
-        have been taken since); the caller decides the retry again (``DurableScheduler``:
-        `decide_retry`).
-        """
-        seen: list[str] = []  # looked at this call: never looked at twice
-        while len(pending) < limit:
-            rows = self._candidates(cur, now, seen, limit - len(pending), retries=True)
-            if rows is None:
-                return
-            taken: list[tuple[str, str, float, float, str]] = []
-            for old, job_id, scheduled, text, origin, *_ in rows:
-                spec = self._decode(job_id, text, strict=False)
-                if not self._pools.admit(spec, cur):  # unreadable, or its pool is full
-                    continue
-                token = secrets.token_hex(16)
-                taken.append((token, owner, now, now + lease, old))
-                pending.append(
-                    Claim(
-                        token, job_id, owner, scheduled, now, now + lease, None, spec, True, origin
-                    )
-                )
-            if taken:
-                cur.executemany(
-                    self._q(
-                        "UPDATE {claims} SET token = ?, owner = ?, claimed_at = ?,"
-                        " lease_until = ?, started = NULL WHERE token = ?"
-                    ),
-                    taken,
-                )
 
     def start(self, claim: Claim, *, started: float) -> bool:
         """Record the claimed run as started (see `tickwork.stores.Store.start`).

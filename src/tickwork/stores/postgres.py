@@ -292,6 +292,18 @@ _REREAD_DUE: Final = (
     " AND j.next_run <= %s ORDER BY j.next_run, j.id LIMIT %s"
 )
 
+# A claim's batch in one statement: its claims inserted (owner, claim time and lease
+# are the batch's) and its jobs' next runs moved. The insert is a data-modifying WITH:
+# it runs to completion within the statement, whether or not the update reads it.
+_WRITE_CLAIMS: Final = (
+    "WITH taken AS (INSERT INTO tickwork_claims (token, job_id, scheduled, started, owner,"
+    " claimed_at, lease_until, retry, origin)"
+    " SELECT v.token, v.job_id, v.scheduled, v.started, %s, %s, %s, false, 'schedule'"
+    " FROM unnest(%s::text[], %s::text[], %s::float8[], %s::float8[])"
+    " AS v(token, job_id, scheduled, started))"
+    " UPDATE tickwork_jobs j SET next_run = m.next_run"
+    " FROM unnest(%s::text[], %s::float8[]) AS m(id, next_run) WHERE j.id = m.id"
+)
 
 #: A scheduler's looks that took runs are announced (`LookNotices`) at most this often
 #: (seconds): while the latest is younger than the scheduler's ``DEFER`` (25 ms), the
@@ -859,6 +871,23 @@ class PostgresStore(SQLStore[Cursor]):
         if rows:
             self._pools.hint(bool(rows[0][-1]))  # the last column: any pool limit at all
         return rows
+
+    def _write_claims(
+        self,
+        cur: Cursor,
+        inserts: list[tuple[Any, ...]],
+        moves: list[tuple[float | None, str]],
+    ) -> None:
+        """A batch's claims and its jobs' next runs in one set-based statement."""
+        tokens, jobs, owners, scheduled, claimed, leases, started = zip(*inserts, strict=True)
+        cur.execute(
+            _WRITE_CLAIMS,
+            (
+                owners[0], claimed[0], leases[0],
+                list(tokens), list(jobs), list(scheduled), list(started),
+                [m[1] for m in moves], [m[0] for m in moves],
+            ),
+        )  # fmt: skip
 
     def _ledger_insert(self, entries: list[tuple[Any, ...]]) -> tuple[str, tuple[Any, ...]]:
         """One statement for ``entries`` (at least one) and its parameters."""
