@@ -118,7 +118,7 @@ def test_a_sparse_claim_is_five_statements_and_its_writes_one(
         if not any(word in q for word in ("set_config", "pg_notify", "SELECT n.owner"))
     ]
     assert heads == [
-        "SELECT EXISTS (SELECT 1",  # the chores
+        "SELECT (SELECT min(paused_until) FROM",  # the chores
         "SELECT j.id FROM tickwork_jobs",  # lock the due rows (once: fewer than asked)
         "SELECT id, spec, paused,",  # re-read them
         "WITH taken AS (INSERT",  # the claims, and the next runs moved
@@ -130,6 +130,51 @@ def test_a_sparse_claim_is_five_statements_and_its_writes_one(
     assert {(c.owner, c.scheduled, c.started) for c in taken} == {("A", 100.0, None)}
     # The claims are there, each once: a second claim finds nothing due.
     assert claim(store, 100.0, advance=once) == []
+
+
+def test_no_claim_statement_scans_the_jobs_table(
+    open_pg: Callable[..., PostgresStore], pg_dsn: str, pg_schema: str
+) -> None:
+    """A claim's cost does not grow with the jobs it does not take, once prepared.
+
+    psycopg prepares a statement run often, and the server then plans it once for any
+    parameters (a generic plan) if that looks no worse; such a plan must not scan
+    every job. The claim's set-based write, joined with its list of jobs, did: once per
+    look, from the tenth claim on (issue 25).
+    """
+    open_pg().upsert(spec("j0000", At(100.0)), 100.0)  # the tables, and one job's row
+    jobs = sql.Identifier(pg_schema, "tickwork_jobs")
+    with psycopg.connect(pg_dsn, autocommit=True) as conn:
+        conn.execute(
+            sql.SQL(  # 1,999 copies of its row, each under another id
+                "INSERT INTO {0} SELECT (jsonb_populate_record(NULL::{0}, to_jsonb(j)"
+                " || jsonb_build_object('id', 'j' || lpad(i::text, 4, '0')))).*"
+                " FROM {0} j, generate_series(1, 1999) i"
+            ).format(jobs)
+        )
+
+    def scans() -> int:
+        with psycopg.connect(pg_dsn, autocommit=True) as conn:
+            conn.execute(sql.SQL("ANALYZE {}").format(jobs))  # the planner sees 2,000 jobs
+            row = conn.execute(
+                "SELECT seq_scan FROM pg_stat_user_tables"
+                " WHERE schemaname = %s AND relname = 'tickwork_jobs'",
+                (pg_schema,),
+            ).fetchone()
+        assert row is not None
+        return int(row[0])
+
+    store = open_pg()
+    for i in range(1000, 1050):  # runs waiting unowned: the claims take them first
+        assert store.trigger_job(f"j{i}", by="op", at=99.0, note=None) == "queued"
+    store.close()
+    before = scans()
+    store = open_pg()
+    taken = [c for _ in range(20) for c in claim(store, 100.0, advance=once, limit=5)]
+    assert len({c.token for c in taken}) == 100
+    assert sum(c.origin == "manual" for c in taken) == 50
+    store.close()  # its session ends, and its statistics are written
+    assert scans() == before
 
 
 def test_a_plain_batch_is_recorded_in_three_statements(

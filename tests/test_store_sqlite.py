@@ -642,7 +642,7 @@ def test_a_sparse_claim_reads_only_what_can_find_something(db: Path) -> None:
         heads = [" ".join(s.split()[:3]) for s in seen if "FROM nodes" not in s]
         assert heads == [
             "BEGIN IMMEDIATE",
-            "SELECT EXISTS (SELECT",  # the chores: pauses ended, leases ended, runs waiting
+            "SELECT (SELECT min(paused_until)",  # the chores: pauses, leases, runs waiting
             "SELECT id, spec,",  # the due jobs, once: fewer than asked for were due
             "SELECT name, lim",  # the pools' limits
             "INSERT INTO claims",

@@ -23,10 +23,12 @@ from ._sqlbase import C, SQLHost
 
 __all__ = ["LookUpkeep", "Upkeep", "UpkeepHost"]
 
+# Each the earliest of its kind, read from its index, compared with now: whatever the
+# plan (a prepared statement's generic plan included), never a scan of every job.
 _DUE = (
-    "SELECT EXISTS (SELECT 1 FROM {jobs} WHERE paused_until <= ?),"
-    " EXISTS (SELECT 1 FROM {claims} WHERE owner <> '' AND lease_until <= ?),"
-    " EXISTS (SELECT 1 FROM {claims} WHERE owner = '' AND scheduled <= ?)"
+    "SELECT (SELECT min(paused_until) FROM {jobs} WHERE paused_until IS NOT NULL) <= ?,"
+    " (SELECT min(lease_until) FROM {claims} WHERE owner <> '') <= ?,"
+    " (SELECT min(scheduled) FROM {claims} WHERE owner = '') <= ?"
 )
 
 

@@ -268,7 +268,9 @@ _LOCK_DUE: Final = (
 # Pending retries (recovered slots) of jobs not paused: lock their job rows as in step 1,
 # then re-read the retries under the locks.
 _LOCK_RETRIES: Final = (
-    "SELECT j.id FROM tickwork_jobs j WHERE EXISTS"
+    # By key from the waiting claims: never a scan of every job, even in a generic plan.
+    "SELECT j.id FROM tickwork_jobs j WHERE j.id = ANY(ARRAY(SELECT c.job_id"
+    " FROM tickwork_claims c WHERE c.owner = '' AND c.scheduled <= %s)) AND EXISTS"
     " (SELECT 1 FROM tickwork_claims c WHERE c.job_id = j.id AND c.owner = ''"
     " AND c.scheduled <= %s AND (NOT j.paused OR c.origin = 'manual'))"
     " AND j.id <> ALL(%s)"
@@ -298,11 +300,14 @@ _REREAD_DUE: Final = (
 _WRITE_CLAIMS: Final = (
     "WITH taken AS (INSERT INTO tickwork_claims (token, job_id, scheduled, started, owner,"
     " claimed_at, lease_until, retry, origin)"
-    " SELECT v.token, v.job_id, v.scheduled, v.started, %s, %s, %s, false, 'schedule'"
+    " SELECT v.token, v.job_id, v.scheduled, v.started, %s::text, %s::float8, %s::float8,"
+    " false, 'schedule'"
     " FROM unnest(%s::text[], %s::text[], %s::float8[], %s::float8[])"
     " AS v(token, job_id, scheduled, started))"
-    " UPDATE tickwork_jobs j SET next_run = m.next_run"
-    " FROM unnest(%s::text[], %s::float8[]) AS m(id, next_run) WHERE j.id = m.id"
+    # No join with the list: the generic plan of a prepared statement guesses a list's
+    # length, and for a join it would scan the whole jobs table; by key it never does.
+    " UPDATE tickwork_jobs SET next_run = (%s::float8[])[array_position(%s::text[], id)]"
+    " WHERE id = ANY(%s)"
 )
 
 #: A scheduler's looks that took runs are announced (`LookNotices`) at most this often
@@ -862,8 +867,11 @@ class PostgresStore(SQLStore[Cursor]):
         self, cur: Cursor, now: float, seen: list[str], n: int, *, retries: bool
     ) -> list[Sequence[Any]] | None:
         """Lock job rows nobody else holds (``SKIP LOCKED``), then re-read them."""
-        lock, reread = (_LOCK_RETRIES, _REREAD_RETRIES) if retries else (_LOCK_DUE, _REREAD_DUE)
-        locked = [r[0] for r in cur.execute(lock, (now, seen, n)).fetchall()]
+        if retries:
+            lock, reread, params = _LOCK_RETRIES, _REREAD_RETRIES, (now, now, seen, n)
+        else:
+            lock, reread, params = _LOCK_DUE, _REREAD_DUE, (now, seen, n)
+        locked = [r[0] for r in cur.execute(lock, params).fetchall()]
         if not locked:
             return None
         seen.extend(locked)
@@ -885,7 +893,7 @@ class PostgresStore(SQLStore[Cursor]):
             (
                 owners[0], claimed[0], leases[0],
                 list(tokens), list(jobs), list(scheduled), list(started),
-                [m[1] for m in moves], [m[0] for m in moves],
+                [m[0] for m in moves], ids := [m[1] for m in moves], ids,
             ),
         )  # fmt: skip
 
