@@ -56,12 +56,13 @@ LOOK_AT_LEAST = 1.0
 #: finish was carried comes within it too.
 CARRY_FOR = 0.05
 
-#: A look claims up to this many runs per worker, less those held: a deep backlog is
-#: taken in batches four pools deep, so the look's statements are shared by more runs
-#: (bench/postgres.py: 14% less CPU per run in a burst than at twice the pool). Runs
-#: beyond the idle workers wait in the executor, their start recorded as each begins;
-#: the claim's lease is renewed meanwhile, so a long wait loses nothing.
-PREFETCH = 4
+#: A look claims up to this many runs per worker, less those held. Runs beyond the idle
+#: workers wait in the executor, their start recorded as each begins (the claim's lease
+#: is renewed meanwhile). Deeper batches share a backlog's looks among more runs (four
+#: pools deep: 4-7% less CPU per run in a PostgreSQL burst of quick jobs), but a run
+#: claimed here waits behind this node's slow jobs while another node's workers may be
+#: free: two keeps that wait to one run's length at most.
+PREFETCH = 2
 
 #: What a claim decided for each job it advanced, by job id.
 Decisions = dict[str, Decision]
