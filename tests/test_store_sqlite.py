@@ -643,8 +643,7 @@ def test_a_sparse_claim_reads_only_what_can_find_something(db: Path) -> None:
         assert heads == [
             "BEGIN IMMEDIATE",
             "SELECT (SELECT min(paused_until)",  # the chores: pauses, leases, runs waiting
-            "SELECT id, spec,",  # the due jobs, once: fewer than asked for were due
-            "SELECT name, lim",  # the pools' limits
+            "SELECT id, spec,",  # the due jobs, once: fewer than asked for (no pool limits)
             "INSERT INTO claims",
             "UPDATE jobs SET",
             "SELECT (SELECT min(j.next_run)",  # the next wake-up, found by the claim

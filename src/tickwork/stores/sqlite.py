@@ -262,12 +262,16 @@ _CLAIMABLE: Final = (
 )
 # Due jobs and pending retries (recovered slots) of jobs not paused, in claim order;
 # ``{seen}`` holds a mark for each key already looked at by this claim.
+# Both candidate reads end with whether any pool limit exists (stores/_pools.py): a
+# state without limits then reads no limit rows of its own in the claim.
 _DUE: Final = (
-    f"SELECT {JOB_COLUMNS} FROM jobs j WHERE {_CLAIMABLE} AND next_run <= ?"
+    f"SELECT {JOB_COLUMNS}, EXISTS (SELECT 1 FROM pools) FROM jobs j WHERE {_CLAIMABLE}"
+    " AND next_run <= ?"
     " AND id NOT IN ({seen}) ORDER BY next_run, id LIMIT ?"
 )
 _RETRIES: Final = (
-    "SELECT c.token, c.job_id, c.scheduled, j.spec, c.origin FROM claims c"
+    "SELECT c.token, c.job_id, c.scheduled, j.spec, c.origin, EXISTS (SELECT 1 FROM pools)"
+    " FROM claims c"
     " JOIN jobs j ON j.id = c.job_id WHERE c.owner = ''"
     " AND (j.paused = 0 OR c.origin = 'manual')"
     " AND c.scheduled <= ? AND c.token NOT IN ({seen})"
@@ -579,6 +583,7 @@ class SQLiteStore(SQLStore[sqlite3.Connection]):
         if not rows:
             return None
         seen.extend(row[0] for row in rows)
+        self._pools.hint(bool(rows[0][-1]))  # the last column: any pool limit at all
         return rows
 
     def _release(self, cur: sqlite3.Connection, f: Finish) -> tuple[float | None, bool] | None:
