@@ -867,6 +867,7 @@ class PostgresStore(SQLStore[Cursor]):
         self, cur: Cursor, now: float, seen: list[str], n: int, *, retries: bool
     ) -> list[Sequence[Any]] | None:
         """Lock job rows nobody else holds (``SKIP LOCKED``), then re-read them."""
+        params: tuple[Any, ...]
         if retries:
             lock, reread, params = _LOCK_RETRIES, _REREAD_RETRIES, (now, now, seen, n)
         else:
