@@ -291,6 +291,45 @@ def test_a_look_that_claims_less_than_a_batch_asks_no_second_question(
     store.close()
 
 
+def test_runs_due_faster_than_the_look_gap_share_a_look(
+    tmp_path: Path, durable_clock: Any, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """After a look that took runs, the next comes no sooner than LOOK_GAP after it.
+
+    Runs due a millisecond apart are taken two or three a look at 500 runs a second,
+    one transaction for them all; a look that took nothing, or a due time further off
+    than the gap, is not held back.
+    """
+    from tickwork._durable import claims as claims_mod
+    from tickwork.testing import InlineExecutor
+
+    class Frozen:  # the look takes no time: only the gap is measured
+        @staticmethod
+        def monotonic() -> float:
+            return 1000.0
+
+    monkeypatch.setattr(claims_mod, "time", Frozen)
+    store = SQLiteStore(tmp_path / "jobs.db")
+    start = durable_clock.wall()
+    ds = DurableScheduler(
+        store,
+        executor=InlineExecutor(),
+        wall_clock=durable_clock.wall,
+        monotonic_clock=durable_clock,
+    )
+    ds.declare(JobSpec("a", REC, At(start + 10)))
+    ds.declare(JobSpec("b", REC, At(start + 10.001)))
+    ds.declare(JobSpec("c", REC, At(start + 10.004)))
+    ds.declare(JobSpec("d", REC, At(start + 11)))
+    assert ds.step() == pytest.approx(10.0)  # took nothing: the due time itself
+    durable_clock.advance(10)
+    assert ds.step() == pytest.approx(claims_mod.LOOK_GAP)  # b is 1 ms off: the gap
+    durable_clock.advance(claims_mod.LOOK_GAP)
+    assert ds.step() == pytest.approx(0.995)  # b and c in one look; d is further off
+    assert [c[2] for c in durable_jobs.CALLS] == [start + 10, start + 10.001, start + 10.004]
+    store.close()
+
+
 def test_a_worker_done_wakes_the_timing_thread_only_when_the_pool_was_full() -> None:
     """Room to claim matters only where a full pool kept the last look from claiming."""
     from tickwork._durable.decide import Decision
