@@ -14,11 +14,11 @@ from typing import Any
 
 import pytest
 
-from tests.executors import manual_scheduler
-from tickwork import At
+from tests.executors import ManualExecutor, manual_scheduler
+from tickwork import At, DurableScheduler
 from tickwork._durable.claims import DEFER, LOOK_AT_LEAST
 from tickwork.stores import JobSpec
-from tickwork.stores.contract import LookNotices
+from tickwork.stores.contract import LookCover, LookNotices
 from tickwork.stores.sqlite import SQLiteStore
 
 REC = "tests.durable_jobs:record"
@@ -31,6 +31,23 @@ class HearingStore(SQLiteStore):
 
     def look_elsewhere(self) -> tuple[int, float, float | None] | None:
         return self.heard
+
+
+class CoveredStore(HearingStore):
+    """...that also hears a promise to look at every due time, and keeps its own."""
+
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        self.left = 0.0  # seconds left of another node's promise
+        self.holds = False  # whether a promise of this node's would hold
+        self.said: list[bool] = []  # each look's `cover(able)`
+
+    def covered(self) -> float:
+        return self.left
+
+    def cover(self, able: bool) -> bool:
+        self.said.append(able)
+        return self.holds and able
 
 
 def _node(tmp_path: Path, clock: Any) -> tuple[Any, Any, HearingStore]:
@@ -90,4 +107,79 @@ def test_a_node_that_took_nothing_leaves_the_next_due_time_to_the_one_taking_run
     assert ds.step() == pytest.approx(5 + DEFER)  # it comes DEFER later, if needed
     store.heard = (1, LOOK_AT_LEAST + 1, now + 5)  # not heard from for a while
     assert ds.step() == pytest.approx(5)
+    store.close()
+
+
+def test_a_node_sleeps_on_while_another_promises_to_look_at_every_due_time(
+    tmp_path: Path, durable_clock: Any
+) -> None:
+    store = CoveredStore(tmp_path / "jobs.db")
+    assert isinstance(store, LookCover)
+    ds, _ = manual_scheduler(store, durable_clock)
+    claiming = ds._claiming
+    now = durable_clock.wall()
+    ds.declare(JobSpec("soon", REC, At(now + 0.01)))
+    ds.step()  # its own look: it heard nothing
+    assert claiming.deferred() is None
+    store.left = 0.5  # another node promised, and heard nothing else: it sleeps on
+    assert claiming.deferred() == pytest.approx(0.5)  # past the due time, to the lapse
+    store.left = 30.0
+    assert claiming.deferred() == pytest.approx(LOOK_AT_LEAST, abs=0.1)  # once a second
+    store.left = 0.0  # withdrawn or lapsed: the due time is its own again
+    assert claiming.deferred() is None
+    durable_clock.advance(0.01)
+    ds.step()  # holds a claim now: its lease is renewed, promise or not
+    store.left = 30.0
+    renew = min(r.renew_at for r in ds._table.runs.values())
+    durable_clock.advance(renew - durable_clock.wall())
+    assert claiming.deferred() is None
+    store.close()
+
+
+def test_a_promising_node_with_every_worker_busy_looks_at_the_due_time_to_withdraw(
+    tmp_path: Path, durable_clock: Any
+) -> None:
+    store = CoveredStore(tmp_path / "jobs.db")
+    store.holds = True
+    ds = DurableScheduler(
+        store,
+        executor=ManualExecutor(),  # the runs it takes wait there: its worker stays busy
+        max_workers=1,
+        wall_clock=durable_clock.wall,
+        monotonic_clock=durable_clock,
+        allowed_modules=["tests.durable_jobs"],
+    )
+    now = durable_clock.wall()
+    ds.declare(JobSpec("first", REC, At(now + 1)))
+    ds.declare(JobSpec("second", REC, At(now + 1.3)))
+    durable_clock.advance(1)
+    # Its one worker was free at this look: it may promise. It took "first", so every
+    # worker is busy now; still, it promised, so it wakes at the next due time...
+    assert ds.step() == pytest.approx(0.3)
+    assert store.said == [True]
+    durable_clock.advance(0.3)
+    # ...where, its worker still busy, it withdraws, and waits for the run to end.
+    assert ds.step() > 1.0
+    assert store.said == [True, False]
+    store.holds = False
+    store.close()
+
+
+def test_a_full_node_that_promised_nothing_waits_for_a_run_to_end(
+    tmp_path: Path, durable_clock: Any
+) -> None:
+    store = CoveredStore(tmp_path / "jobs.db")  # its promises never hold
+    ds = DurableScheduler(
+        store,
+        executor=ManualExecutor(),
+        max_workers=1,
+        wall_clock=durable_clock.wall,
+        monotonic_clock=durable_clock,
+        allowed_modules=["tests.durable_jobs"],
+    )
+    now = durable_clock.wall()
+    ds.declare(JobSpec("first", REC, At(now + 1)))
+    ds.declare(JobSpec("second", REC, At(now + 1.3)))
+    durable_clock.advance(1)
+    assert ds.step() > 1.0  # no look at 1.3 s: nothing could be claimed there
     store.close()

@@ -30,6 +30,7 @@ from tickwork.stores import (  # noqa: E402
     StoreError,
     Upsert,
 )
+from tickwork.stores import _looks as looks_mod  # noqa: E402
 from tickwork.stores import postgres as pg_mod  # noqa: E402
 from tickwork.stores.contract import ChangeNotifier, Finish, Start, spec_to_json  # noqa: E402
 from tickwork.stores.postgres import PostgresStore, redact_dsn  # noqa: E402
@@ -776,14 +777,44 @@ def test_a_claim_that_took_runs_is_heard_by_the_others_as_a_look_not_a_change(
     # Spaced (each costs every listener a transaction): a node that hears nobody else
     # announces at most once per ANNOUNCE_ALONE. Announcements arrive in commit order,
     # so the next one heard shows that the one between was not sent.
-    monkeypatch.setattr(pg_mod, "ANNOUNCE_ALONE", 3600.0)
+    monkeypatch.setattr(looks_mod, "ANNOUNCE_ALONE", 3600.0)
     taker.upsert(spec("a", At(100.6)), 100.6)
     taker.upsert(spec("b", At(100.7)), 100.7)
     assert [c.job_id for c in claim(taker, 100.6, "taker", advance=once)] == ["a"]  # not sent
-    monkeypatch.setattr(pg_mod, "ANNOUNCE_ALONE", 0.0)
+    monkeypatch.setattr(looks_mod, "ANNOUNCE_ALONE", 0.0)
     assert [c.job_id for c in claim(taker, 100.7, "taker", advance=once)] == ["b"]  # sent
     heard_by(other, 2)
     assert other.look_elsewhere()[2] == 110.0  # type: ignore[index]  # b's, not a's (100.7)
+
+
+def test_a_promise_to_look_is_heard_held_and_withdrawn_as_a_change(
+    open_pg: Callable[..., PostgresStore],
+) -> None:
+    """`LookCover`: a node with a worker free promises; the others sleep on until withdrawn."""
+    from tickwork.stores.contract import LookCover
+
+    taker, other = open_pg(), open_pg()
+    assert isinstance(taker, LookCover)
+    taker.tag_sessions("taker")
+    other.tag_sessions("other")
+    assert taker.wait_for_change(5.0) and other.wait_for_change(5.0)  # both listening
+    taker.upsert(spec("now", At(100.0)), 100.0)
+    taker.upsert(spec("next", At(110.0)), 110.0)
+    while other.wait_for_change(0.2) | taker.wait_for_change(0.0):  # the upserts' news
+        pass
+    assert taker.cover(True) is False  # able, and nothing promised yet
+    assert [c.job_id for c in claim(taker, 100.0, "taker", advance=once)] == ["now"]
+    assert taker.cover(True) is True  # its claim's announcement promised
+    deadline = time.monotonic() + 10.0
+    while other.covered() == 0.0 and time.monotonic() < deadline:
+        assert not other.wait_for_change(0.1)  # a promise is not a change
+    assert 0.0 < other.covered() <= looks_mod.COVER_FOR
+    assert taker.covered() == 0.0  # its own promise is not one it defers to
+    assert taker.cover(False) is False  # every worker busy: withdrawn at once
+    deadline = time.monotonic() + 10.0
+    while not other.wait_for_change(0.1):  # the withdrawal wakes it: a change
+        assert time.monotonic() < deadline, "the withdrawal was not heard"
+    assert other.covered() == 0.0
 
 
 def test_a_finish_that_frees_a_held_job_is_announced_even_with_no_new_next_run(

@@ -37,7 +37,7 @@ from tickwork.stores._model import (
     StartNowFn,
 )
 from tickwork.stores._protocol import BatchRecorder, SlotLedger, Store
-from tickwork.stores._wakeup import ClaimWakeup, LookNotices
+from tickwork.stores._wakeup import ClaimWakeup, LookCover, LookNotices
 
 _log = logging.getLogger("tickwork.durable")
 
@@ -354,6 +354,9 @@ class Claiming:
         # Looks other schedulers announced (`LookNotices`): sleep on while they take runs.
         self._notices = store.look_elsewhere if isinstance(store, LookNotices) else None
         self._heard = 0  # announcements heard when this scheduler last looked
+        # One scheduler may promise to look at every due time (`LookCover`).
+        self._cover = store if isinstance(store, LookCover) else None
+        self._covering = False  # this one's promise held at its last look
         self._looked = -math.inf  # time.monotonic() of its last look
         self._recorder = running.recorder if claimer.carries else None
         self.carries = self._recorder is not None
@@ -379,21 +382,25 @@ class Claiming:
     def deferred(self) -> float | None:
         """Seconds to sleep on instead of looking now; None: look now.
 
-        Another scheduler announced a look that took runs after this one's last look
-        (`LookNotices`). While it keeps taking them (its latest look within `DEFER`
-        seconds), or the next wake-up it found is ahead, this one sleeps on to `DEFER`
-        past either: it looks only when the other stops. It looks anyway for its own
-        work (a lease to renew, finishes waiting or owed) and at least every
-        `LOOK_AT_LEAST` seconds (the others' claims are recovered if they die).
+        Another scheduler promised to look at every due time (`LookCover`), and the
+        promise holds: this one sleeps on while it does. Or another scheduler announced
+        a look that took runs after this one's last look (`LookNotices`): while it keeps
+        taking them (its latest look within `DEFER` seconds), or the next wake-up it
+        found is ahead, this one sleeps on to `DEFER` past either, and looks when the
+        other stops. Either way it looks for its own work (a lease to renew, finishes
+        waiting or owed) and at least every `LOOK_AT_LEAST` seconds (the others' claims
+        are recovered if they die, and a job only this one can run is not left out).
         """
-        heard = None if self._notices is None else self._notices()
-        if heard is None or heard[0] == self._heard:
-            return None
-        _, age, wake = heard
-        until = DEFER - age
         now = self._wall()
-        if wake is not None:
-            until = max(until, wake - now + DEFER)
+        until = 0.0 if self._cover is None else self._cover.covered()
+        if until <= 0.0:
+            heard = None if self._notices is None else self._notices()
+            if heard is None or heard[0] == self._heard:
+                return None
+            _, age, wake = heard
+            until = DEFER - age
+            if wake is not None:
+                until = max(until, wake - now + DEFER)
         since = time.monotonic() - self._looked
         table = self._table
         with table.lock:
@@ -443,6 +450,10 @@ class Claiming:
             if now - self._last_recover >= self._lease / 2:
                 self._store.recover_expired(now)  # claim_due is not called while it is full
                 self._last_recover = now
+        if self._cover is not None:
+            # A worker was free at this look: it may promise to look at every due time
+            # (with its next announced look); none was: it withdraws a promise now.
+            self._covering = self._cover.cover(busy < capacity)
         if claims and len(claims) == free and self._room():
             return 0.0  # a full batch and workers still free: more may be due
         now = self._wall()
@@ -506,11 +517,13 @@ class Claiming:
             renew = min((r.renew_at for r in table.runs.values()), default=math.inf)
             full = len(table.runs) - table.ending >= table.capacity
         # With every worker busy nothing can be claimed: a run ending wakes this thread
-        # (`RunTable.forget`), so the store need not be asked when something is due.
-        wake = None if full else self._next_wakeup()
+        # (`RunTable.forget`), so the store need not be asked when something is due;
+        # unless it promised to look at every due time: it looks, to withdraw it.
+        due = not full or self._covering
+        wake = self._next_wakeup() if due else None
         timeout = self._poll
         held = False
-        if wake is not None and not full:
+        if wake is not None and due:
             if wake > now:
                 # A node that took nothing while another takes runs leaves it the due time.
                 later = DEFER if not claimed and self._others_taking() else 0.0

@@ -29,7 +29,14 @@ from typing import Any, Final, Generic, Protocol, runtime_checkable
 
 from ._sqlbase import C, SQLHost
 
-__all__ = ["NEXT_WAKEUP", "ClaimWakeup", "LookNotices", "WakeupMixin", "WakeupQueries"]
+__all__ = [
+    "NEXT_WAKEUP",
+    "ClaimWakeup",
+    "LookCover",
+    "LookNotices",
+    "WakeupMixin",
+    "WakeupQueries",
+]
 
 #: The earliest claimable due time, lease end, waiting run and pause end, and whether
 #: other listed owners hold claims (``?{watched}``: see `SQLStore._watched`).
@@ -93,6 +100,34 @@ class LookNotices(Protocol):
         seconds since the latest was heard, and the next wake-up that look found (a
         POSIX time, or None: nothing due).
         """
+        ...
+
+
+@runtime_checkable
+class LookCover(Protocol):
+    """Optional store capability: one scheduler promises to look at every due time.
+
+    With `LookNotices` alone, a scheduler that hears another taking runs still looks at
+    each due time after it (the other's next announcement may be a second away). Here
+    the one taking runs, while a worker of its own is free, also promises to look at
+    every due time for a short while, renewed with its announcements and withdrawn the
+    moment its workers are all busy; the others sleep on while a promise holds (they
+    still look for their own work, and at least once a second). `PostgresStore`
+    implements it (see ``stores/_looks.py``).
+    """
+
+    def cover(self, able: bool) -> bool:
+        """Say whether this scheduler can look at every due time; whether it promises it.
+
+        Called at each look: ``able`` is True when a worker of this scheduler was free
+        (it may then promise, with its next announced look). False withdraws a promise
+        at once, as does another promise made at the same moment that this one defers
+        to. Returns whether a promise of this scheduler holds now.
+        """
+        ...
+
+    def covered(self) -> float:
+        """Seconds left of another scheduler's promise that this one defers to (0.0: none)."""
         ...
 
 

@@ -18,7 +18,6 @@ from __future__ import annotations
 import hashlib
 import json
 import logging
-import math
 import secrets
 import select
 import socket
@@ -37,6 +36,7 @@ from psycopg.conninfo import conninfo_to_dict, make_conninfo
 from tickwork.stores._errors import SchemaVersionError, StoreError
 
 from ._alerts import EPISODE_TABLE
+from ._looks import LookBoard
 from ._model import KEEP, Finish, Start, check_positive, check_time, hands_back
 from ._pgbatch import record_set
 from ._sql import (
@@ -310,22 +310,6 @@ _WRITE_CLAIMS: Final = (
     " WHERE id = ANY(%s)"
 )
 
-#: A scheduler's looks that took runs are announced (`LookNotices`) at most this often
-#: (seconds): while the latest is younger than the scheduler's ``DEFER`` (25 ms), the
-#: others sleep on.
-ANNOUNCE_GAP: Final = 0.01
-#: ...and at most this often while no other scheduler has been heard for as long.
-ANNOUNCE_ALONE: Final = 1.0
-
-
-def _wake_of(text: str) -> float | None:
-    """The wake-up in a look's announcement (``repr`` of a float, or ``None``)."""
-    try:
-        value = float(text)
-    except ValueError:
-        return None
-    return value if math.isfinite(value) else None
-
 
 def redact_dsn(dsn: str) -> str:
     """The connection string with its password replaced by ``***``, for logs and errors.
@@ -512,9 +496,7 @@ class PostgresStore(SQLStore[Cursor]):
         self._rec_conn: psycopg.Connection[Any] | None = None
         self._channel = ""
         self._looks_channel = ""
-        self._looks_lock = threading.Lock()
-        self._looks: tuple[int, float, float | None] = (0, 0.0, None)  # (heard, when, wake)
-        self._announced = -math.inf  # time.monotonic() of our last announced look
+        self._board = LookBoard()  # the others' looks heard, and our announcements
         # tag_sessions: the advisory-lock key marking this store's sessions as an owner's,
         # and the key the listening connection holds (it is tagged by its own thread).
         self._owner_key: tuple[int, int] | None = None
@@ -1177,45 +1159,57 @@ class PostgresStore(SQLStore[Cursor]):
     def _heard(self, conn: psycopg.Connection[Any]) -> bool:
         """Take the notifications that arrived: whether any announced a change.
 
-        A look another scheduler announced (`LookNotices`) is noted, not a change.
+        A look another scheduler announced (`LookNotices`) is noted, not a change; the
+        withdrawal of a promise this store deferred to (`LookCover`) is one.
         """
         changed = False
         for note in conn.notifies(timeout=0):
-            if note.channel != self._looks_channel:
+            if note.channel != self._looks_channel or self._board.heard(self._owner, note.payload):
                 changed = True
-                continue
-            owner, _, wake = note.payload.rpartition(" ")
-            if owner != self._owner:  # our own looks are no news
-                with self._looks_lock:
-                    self._looks = (self._looks[0] + 1, time.monotonic(), _wake_of(wake))
         return changed
 
     def look_elsewhere(self) -> tuple[int, float, float | None] | None:
         """The latest look another scheduler announced (`LookNotices`), or None."""
-        with self._looks_lock:
-            count, heard, wake = self._looks
-        return None if not count else (count, time.monotonic() - heard, wake)
+        return self._board.latest()
 
     def _announce_look(self, cur: Cursor, owner: str, wake: float | None) -> None:
         """Tell the other schedulers' listeners that ``owner`` took runs (on commit).
 
         Each announcement costs every listening session a short transaction, so they
-        are spaced: at most one per `ANNOUNCE_GAP` seconds (the others sleep on while
-        the latest is younger than `DEFER`), and while no other scheduler was heard
-        for `ANNOUNCE_ALONE` seconds, one per `ANNOUNCE_ALONE` (a lone node pays
-        almost nothing, and a node that joins is still told).
+        are spaced, and carry this scheduler's promise when it makes one (`LookBoard`).
         """
-        mono = time.monotonic()
-        since = mono - self._announced
-        with self._looks_lock:
-            count, heard, _ = self._looks
-        alone = not count or mono - heard > ANNOUNCE_ALONE
-        if since < (ANNOUNCE_ALONE if alone else ANNOUNCE_GAP):
-            return
-        self._announced = mono
-        cur.execute("SELECT pg_notify(%s, %s)", (self._looks_channel, f"{owner} {wake!r}"))
+        payload = self._board.announcement(owner, wake)
+        if payload is not None:
+            cur.execute("SELECT pg_notify(%s, %s)", (self._looks_channel, payload))
+
+    def cover(self, able: bool) -> bool:
+        """Whether this scheduler can look at every due time; whether it promises it.
+
+        See `tickwork.stores.contract.LookCover`. A withdrawal is announced at once, in
+        a transaction of its own; if that fails, the promise lapses on its own within
+        `COVER_FOR` seconds.
+        """
+        owner = self._owner
+        if owner is None:
+            return False
+        if self._board.cover(owner, able):
+            payload = self._board.withdrawal(owner)
+
+            def body(cur: Cursor) -> None:
+                cur.execute("SELECT pg_notify(%s, %s)", (self._looks_channel, payload))
+
+            try:
+                self._run("withdraw a promise to look", body)
+            except StoreError as exc:
+                _log.debug("could not withdraw the promise to look: %s", exc)
+        return self._board.covering()
+
+    def covered(self) -> float:
+        """Seconds left of another scheduler's promise this one defers to (`LookCover`)."""
+        return self._board.covered(self._owner)
 
     def _drop_listener(self) -> None:
+        self._board.forget()  # a withdrawal may be missed until the next connection
         conn, self._listen_conn = self._listen_conn, None
         if conn is not None:
             try:
