@@ -127,6 +127,11 @@ def test_a_node_sleeps_on_while_another_promises_to_look_at_every_due_time(
     assert claiming.deferred() == pytest.approx(LOOK_AT_LEAST, abs=0.1)  # once a second
     store.left = 0.0  # withdrawn or lapsed: the due time is its own again
     assert claiming.deferred() is None
+    store.left = 0.5
+    # While the promise holds, a look plans the next for the lapse, not the due time:
+    # a finish would wait for that look, which would take runs again, and so on.
+    assert ds.step() == pytest.approx(0.5)
+    store.left = 0.0
     durable_clock.advance(0.01)
     ds.step()  # holds a claim now: its lease is renewed, promise or not
     store.left = 30.0
@@ -157,6 +162,8 @@ def test_a_promising_node_with_every_worker_busy_looks_at_the_due_time_to_withdr
     # worker is busy now; still, it promised, so it wakes at the next due time...
     assert ds.step() == pytest.approx(0.3)
     assert store.said == [True]
+    store.heard = (1, 0.0, now + 2)  # another node's look: one that promised looks anyway
+    assert ds._claiming.deferred() is None
     durable_clock.advance(0.3)
     # ...where, its worker still busy, it withdraws, and waits for the run to end.
     assert ds.step() > 1.0

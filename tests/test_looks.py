@@ -59,6 +59,9 @@ def test_a_promise_is_renewed_more_often_than_it_lapses(mono: Mono) -> None:
     mono.now += COVER_RENEW / 2
     assert board.announcement("a", 6.0) == f"a 6.0 covers={COVER_FOR!r}"  # renewed
     assert COVER_RENEW < COVER_FOR < ANNOUNCE_ALONE  # a lone node renews before it lapses
+    board.heard("a", "b 6.5 covers=0.0")  # others heard: still no more often than that
+    mono.now += COVER_RENEW / 2
+    assert board.announcement("a", 7.0) is None
 
 
 def test_a_promise_heard_holds_until_it_lapses_or_is_withdrawn(mono: Mono) -> None:

@@ -390,7 +390,10 @@ class Claiming:
         other stops. Either way it looks for its own work (a lease to renew, finishes
         waiting or owed) and at least every `LOOK_AT_LEAST` seconds (the others' claims
         are recovered if they die, and a job only this one can run is not left out).
+        One whose own promise holds never sleeps on.
         """
+        if self._covering:
+            return None  # it promised to look at every due time itself
         now = self._wall()
         until = 0.0 if self._cover is None else self._cover.covered()
         if until <= 0.0:
@@ -516,6 +519,13 @@ class Claiming:
         with table.lock:
             renew = min((r.renew_at for r in table.runs.values()), default=math.inf)
             full = len(table.runs) - table.ending >= table.capacity
+        covered = 0.0 if self._cover is None else self._cover.covered()
+        if covered > 0.0:
+            # Another scheduler promised to look at every due time: the next look is for
+            # this one's own work (or when the promise lapses). Not at its next due time:
+            # a finish would wait for that look and bring it on, which takes runs again.
+            self.held = 0
+            return max(0.0, min(self._poll, covered, renew - now))
         # With every worker busy nothing can be claimed: a run ending wakes this thread
         # (`RunTable.forget`), so the store need not be asked when something is due;
         # unless it promised to look at every due time: it looks, to withdraw it.

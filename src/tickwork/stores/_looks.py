@@ -128,16 +128,24 @@ class LookBoard:
         """The payload to announce for a look of ``me`` that took runs, or None (spaced).
 
         It promises when a worker was free at the look and no other promise holds that
-        ``me`` defers to; a promise is renewed at least every `COVER_RENEW` seconds.
+        ``me`` defers to: a new promise is announced as any look would be while others are
+        heard (within `ANNOUNCE_GAP`), and one that holds is
+        renewed every `COVER_RENEW` seconds, no more often (the others sleep on). A
+        look that promises nothing is announced at most every `ANNOUNCE_GAP` seconds,
+        or every `ANNOUNCE_ALONE` while no other scheduler was heard for as long.
         """
         mono = time.monotonic()
         with self._lock:
             count, heard, _ = self._looks
             promise = self._able and self._deferred_to(me, mono) <= 0.0
-            alone = not count or mono - heard > ANNOUNCE_ALONE
-            gap = ANNOUNCE_ALONE if alone else ANNOUNCE_GAP
-            if promise:
-                gap = min(gap, COVER_RENEW)
+            if promise and self._promised > mono:
+                gap = COVER_RENEW  # the others sleep on: more would only cost them
+            elif promise:
+                gap = ANNOUNCE_GAP  # a new promise: told at the next look
+            elif not count or mono - heard > ANNOUNCE_ALONE:
+                gap = ANNOUNCE_ALONE  # nobody else heard for as long
+            else:
+                gap = ANNOUNCE_GAP
             if mono - self._announced < gap:
                 return None
             self._announced = mono
