@@ -296,9 +296,9 @@ def test_runs_due_faster_than_the_look_gap_share_a_look(
 ) -> None:
     """After a look that took runs, the next comes no sooner than LOOK_GAP after it.
 
-    Runs due a millisecond apart are taken two or three a look at 500 runs a second,
-    one transaction for them all; a look that took nothing, or a due time further off
-    than the gap, is not held back.
+    Runs due a few milliseconds apart are taken several a look (two at 100 runs a
+    second), one transaction for them all; a look that took nothing, or a due time
+    further off than the gap, is not held back.
     """
     from tickwork._durable import claims as claims_mod
     from tickwork.testing import InlineExecutor
@@ -325,7 +325,7 @@ def test_runs_due_faster_than_the_look_gap_share_a_look(
     durable_clock.advance(10)
     assert ds.step() == pytest.approx(claims_mod.LOOK_GAP)  # b is 1 ms off: the gap
     durable_clock.advance(claims_mod.LOOK_GAP)
-    assert ds.step() == pytest.approx(0.995)  # b and c in one look; d is further off
+    assert ds.step() == pytest.approx(1.0 - claims_mod.LOOK_GAP)  # b and c; d is further
     assert [c[2] for c in durable_jobs.CALLS] == [start + 10, start + 10.001, start + 10.004]
     store.close()
 

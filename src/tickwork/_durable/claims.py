@@ -65,10 +65,11 @@ CARRY_FOR = 0.05
 PREFETCH = 2
 
 #: While runs come due faster than this (seconds apart), a look that took some comes
-#: this long after the last instead of at the next due time: at 500 runs a second a look
-#: then takes two or three, for one transaction, and a run starts at most this much
-#: later. A backlog is not held back (a full batch looks again at once).
-LOOK_GAP = 0.005
+#: this long after the last instead of at the next due time: at 100 runs a second a look
+#: then takes two, at 500 about ten, for one transaction, and a run starts at most this
+#: much later (within the 50 ms a start may be late; 5 ms took one run per look at 100
+#: runs a second). A backlog is not held back (a full batch looks again at once).
+LOOK_GAP = 0.02
 
 #: What a claim decided for each job it advanced, by job id.
 Decisions = dict[str, Decision]
