@@ -36,7 +36,7 @@ from tickwork.stores.contract import ChangeNotifier, Finish, Start, spec_to_json
 from tickwork.stores.postgres import PostgresStore, redact_dsn  # noqa: E402
 
 from .pool_contract import PoolContract  # noqa: E402
-from .store_contract import StoreContract, claim, once, spec  # noqa: E402
+from .store_contract import LEASE, StoreContract, claim, once, spec  # noqa: E402
 
 
 class TestPostgresContract(StoreContract):
@@ -141,7 +141,8 @@ def test_no_claim_statement_scans_the_jobs_table(
     psycopg prepares a statement run often, and the server then plans it once for any
     parameters (a generic plan) if that looks no worse; such a plan must not scan
     every job. The claim's set-based write, joined with its list of jobs, did: once per
-    look, from the tenth claim on (issue 25).
+    look, from the tenth claim on (issue 25); so did the lock of the job rows whose
+    leases ended, once per recovery.
     """
     open_pg().upsert(spec("j0000", At(100.0)), 100.0)  # the tables, and one job's row
     jobs = sql.Identifier(pg_schema, "tickwork_jobs")
@@ -175,6 +176,20 @@ def test_no_claim_statement_scans_the_jobs_table(
     assert len({c.token for c in taken}) == 100
     assert sum(c.origin == "manual" for c in taken) == 50
     store.close()  # its session ends, and its statistics are written
+    assert scans() == before
+    # Leases ending, a few at a time, recovered by key through statements prepared in
+    # their turn. (All 100 at once may be planned as a scan: that many rows is no
+    # longer a few by key. It happens once, here, and is not counted.)
+    store = open_pg()
+    assert len(store.recover_expired(100.0 + LEASE + 1.0)) == 100
+    store.close()
+    before = scans()
+    store = open_pg()
+    for i in range(10):
+        ended = 200.0 + 100.0 * i
+        assert len(claim(store, ended, advance=once, lease_seconds=1.0, limit=5)) == 5
+        assert len(store.recover_expired(ended + 2.0)) == 5
+    store.close()
     assert scans() == before
 
 

@@ -953,13 +953,17 @@ class PostgresStore(SQLStore[Cursor]):
         return [(owner, holds) for owner, holds in rows if mono - seen[owner] >= LIVENESS_GRACE]
 
     def _expired(self, cur: Cursor, now: float, gone: list[str]) -> list[Sequence[Any]]:
-        """Lock the job rows first, skipping those another transaction holds."""
+        """Lock the job rows first, skipping those another transaction holds.
+
+        By key from the claims to recover: never a scan of every job, even in the
+        generic plan of a prepared statement.
+        """
         ids = [
             r[0]
             for r in cur.execute(
-                "SELECT j.id FROM tickwork_jobs j WHERE EXISTS (SELECT 1 FROM tickwork_claims c"
-                " WHERE c.job_id = j.id AND c.owner <> ''"
-                " AND (c.lease_until <= %s OR c.owner = ANY(%s)))"
+                "SELECT j.id FROM tickwork_jobs j WHERE j.id = ANY(ARRAY(SELECT c.job_id"
+                " FROM tickwork_claims c WHERE c.owner <> ''"
+                " AND (c.lease_until <= %s OR c.owner = ANY(%s))))"
                 " FOR NO KEY UPDATE OF j SKIP LOCKED",
                 (now, gone),
             ).fetchall()
