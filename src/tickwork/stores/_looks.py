@@ -128,11 +128,11 @@ class LookBoard:
         """The payload to announce for a look of ``me`` that took runs, or None (spaced).
 
         It promises when a worker was free at the look and no other promise holds that
-        ``me`` defers to: a new promise is announced as any look would be while others are
-        heard (within `ANNOUNCE_GAP`), and one that holds is
-        renewed every `COVER_RENEW` seconds, no more often (the others sleep on). A
-        look that promises nothing is announced at most every `ANNOUNCE_GAP` seconds,
-        or every `ANNOUNCE_ALONE` while no other scheduler was heard for as long.
+        ``me`` defers to. A new promise is announced within `ANNOUNCE_GAP` seconds of
+        the last announcement; one that holds is renewed every `COVER_RENEW` seconds, no
+        more often (the others sleep on). A look that promises nothing is announced at
+        most every `ANNOUNCE_GAP` seconds, or every `ANNOUNCE_ALONE` while no other
+        scheduler was heard for as long.
         """
         mono = time.monotonic()
         with self._lock:
