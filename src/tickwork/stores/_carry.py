@@ -16,7 +16,8 @@ one transaction. Both SQL stores implement it (`CarryMixin`).
 from __future__ import annotations
 
 import threading
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
+from contextlib import contextmanager
 from typing import Any, Protocol, runtime_checkable
 
 from ._model import AdvanceFn, Claim, Finish, GiveUpFn, StartNowFn, check_finish
@@ -76,6 +77,22 @@ class CarriedFinishes:
         if finishes:
             self._local.ended = self._host._recorded(cur, (), finishes, again)[1]
 
+    @contextmanager
+    def carrying(self, finishes: list[Finish]) -> Iterator[list[bool]]:
+        """Carry ``finishes`` in the calling thread's claim made inside the block.
+
+        Yields the list that holds, once the block ends, whether each was recorded
+        with its claim released (all False if the claim did not record them).
+        """
+        ended = [False] * len(finishes)
+        local = self._local
+        local.finishes, local.ended = finishes, ended
+        try:
+            yield ended
+        finally:
+            ended[:] = local.ended
+            local.finishes, local.ended = (), []
+
 
 class CarryMixin:
     """`CarryingClaim` for a store whose claim calls `CarriedFinishes.record` first."""
@@ -94,9 +111,7 @@ class CarryMixin:
     ) -> tuple[list[bool], list[Claim]]:
         """Record ``finishes``, then claim, in one transaction (see `CarryingClaim`)."""
         checked = [check_finish(f) for f in finishes]
-        local = self._carried._local
-        local.finishes, local.ended = checked, [False] * len(checked)
-        try:
+        with self._carried.carrying(checked) as ended:
             claims = self.claim_due(
                 now,
                 owner=owner,
@@ -106,7 +121,4 @@ class CarryMixin:
                 start=start,
                 given_up=given_up,
             )
-            ended: list[bool] = local.ended
-        finally:
-            local.finishes, local.ended = (), []
         return ended, claims

@@ -44,7 +44,7 @@ class Upkeep(NamedTuple):
 
 
 class UpkeepHost(SQLHost[C], Protocol[C]):
-    """A store as its claim's upkeep sees it (each the `SQLStore` name of the same name)."""
+    """A store as its claim's upkeep sees it: the `SQLStore` attributes it uses."""
 
     _pools: PoolQueries[C]
 

@@ -871,12 +871,14 @@ class PostgresStore(SQLStore[Cursor]):
     ) -> None:
         """A batch's claims and its jobs' next runs in one set-based statement."""
         tokens, jobs, owners, scheduled, claimed, leases, started = zip(*inserts, strict=True)
+        next_runs = [m[0] for m in moves]
+        ids = [m[1] for m in moves]
         cur.execute(
             _WRITE_CLAIMS,
             (
                 owners[0], claimed[0], leases[0],
                 list(tokens), list(jobs), list(scheduled), list(started),
-                [m[0] for m in moves], ids := [m[1] for m in moves], ids,
+                next_runs, ids, ids,
             ),
         )  # fmt: skip
 
