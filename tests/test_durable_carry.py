@@ -59,11 +59,20 @@ def _first_run_carried(ds: Any, pool: Any, clock: Any) -> None:
 
 
 def test_a_finish_waits_for_a_near_look_which_records_it_with_its_claim(
-    tmp_path: Path, durable_clock: Any
+    tmp_path: Path, durable_clock: Any, monkeypatch: pytest.MonkeyPatch
 ) -> None:
+    from tickwork._durable import claims as claims_mod
+
+    class Frozen:  # the look takes no time: the next comes LOOK_GAP after it at the soonest
+        @staticmethod
+        def monotonic() -> float:
+            return 1000.0
+
+    monkeypatch.setattr(claims_mod, "time", Frozen)
     ds, pool, store, now = _sparse(tmp_path, durable_clock)
     durable_clock.advance(10)
-    assert ds.step() == pytest.approx(0.01)  # claimed "first"; "second" is due in 10 ms
+    # Claimed "first"; "second" is due in 10 ms, and shares the next look, LOOK_GAP on.
+    assert ds.step() == pytest.approx(max(0.01, claims_mod.LOOK_GAP))
     ds._table.next_look = durable_clock() + 0.01  # the timing thread sleeps until then
     assert pool.run_all() == 1
     assert ds.unrecorded() == [("first", now + 10)]  # carried: not yet written
