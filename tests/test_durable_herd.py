@@ -141,22 +141,28 @@ def test_a_node_sleeps_on_while_another_promises_to_look_at_every_due_time(
     store.close()
 
 
+def _one_worker_two_jobs(store: CoveredStore, clock: Any) -> tuple[DurableScheduler, float]:
+    """A node with one worker, whose runs wait (its worker stays busy); jobs at 1 and 1.3 s."""
+    ds = DurableScheduler(
+        store,
+        executor=ManualExecutor(),
+        max_workers=1,
+        wall_clock=clock.wall,
+        monotonic_clock=clock,
+        allowed_modules=["tests.durable_jobs"],
+    )
+    now = clock.wall()
+    ds.declare(JobSpec("first", REC, At(now + 1)))
+    ds.declare(JobSpec("second", REC, At(now + 1.3)))
+    return ds, now
+
+
 def test_a_promising_node_with_every_worker_busy_looks_at_the_due_time_to_withdraw(
     tmp_path: Path, durable_clock: Any
 ) -> None:
     store = CoveredStore(tmp_path / "jobs.db")
     store.holds = True
-    ds = DurableScheduler(
-        store,
-        executor=ManualExecutor(),  # the runs it takes wait there: its worker stays busy
-        max_workers=1,
-        wall_clock=durable_clock.wall,
-        monotonic_clock=durable_clock,
-        allowed_modules=["tests.durable_jobs"],
-    )
-    now = durable_clock.wall()
-    ds.declare(JobSpec("first", REC, At(now + 1)))
-    ds.declare(JobSpec("second", REC, At(now + 1.3)))
+    ds, now = _one_worker_two_jobs(store, durable_clock)
     durable_clock.advance(1)
     # Its one worker was free at this look: it may promise. It took "first", so every
     # worker is busy now; still, it promised, so it wakes at the next due time...
@@ -176,17 +182,7 @@ def test_a_full_node_that_promised_nothing_waits_for_a_run_to_end(
     tmp_path: Path, durable_clock: Any
 ) -> None:
     store = CoveredStore(tmp_path / "jobs.db")  # its promises never hold
-    ds = DurableScheduler(
-        store,
-        executor=ManualExecutor(),
-        max_workers=1,
-        wall_clock=durable_clock.wall,
-        monotonic_clock=durable_clock,
-        allowed_modules=["tests.durable_jobs"],
-    )
-    now = durable_clock.wall()
-    ds.declare(JobSpec("first", REC, At(now + 1)))
-    ds.declare(JobSpec("second", REC, At(now + 1.3)))
+    ds, _ = _one_worker_two_jobs(store, durable_clock)
     durable_clock.advance(1)
     assert ds.step() > 1.0  # no look at 1.3 s: nothing could be claimed there
     store.close()

@@ -754,14 +754,11 @@ def test_wait_for_change_wakes_on_every_kind_of_change(
     assert not waiter.wait_for_change(0.1)
 
 
-def test_a_claim_that_took_runs_is_heard_by_the_others_as_a_look_not_a_change(
-    open_pg: Callable[..., PostgresStore], monkeypatch: pytest.MonkeyPatch
-) -> None:
-    """`LookNotices`: what lets a node sleep on while another takes the runs."""
-    from tickwork.stores.contract import LookNotices
-
+def two_listening_nodes(
+    open_pg: Callable[..., PostgresStore],
+) -> tuple[PostgresStore, PostgresStore]:
+    """Two nodes' stores, "taker" and "other", both listening; a job due now, one at 110."""
     taker, other = open_pg(), open_pg()
-    assert isinstance(other, LookNotices)
     taker.tag_sessions("taker")
     other.tag_sessions("other")
     assert taker.wait_for_change(5.0) and other.wait_for_change(5.0)  # both listening
@@ -769,6 +766,17 @@ def test_a_claim_that_took_runs_is_heard_by_the_others_as_a_look_not_a_change(
     taker.upsert(spec("next", At(110.0)), 110.0)
     while other.wait_for_change(0.2) | taker.wait_for_change(0.0):  # the upserts' news
         pass
+    return taker, other
+
+
+def test_a_claim_that_took_runs_is_heard_by_the_others_as_a_look_not_a_change(
+    open_pg: Callable[..., PostgresStore], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """`LookNotices`: what lets a node sleep on while another takes the runs."""
+    from tickwork.stores.contract import LookNotices
+
+    taker, other = two_listening_nodes(open_pg)
+    assert isinstance(other, LookNotices)
     assert other.look_elsewhere() is None
     assert [c.job_id for c in claim(taker, 100.0, "taker", advance=once)] == ["now"]
     deadline = time.monotonic() + 10.0
@@ -808,15 +816,8 @@ def test_a_promise_to_look_is_heard_held_and_withdrawn_as_a_change(
     """`LookCover`: a node with a worker free promises; the others sleep on until withdrawn."""
     from tickwork.stores.contract import LookCover
 
-    taker, other = open_pg(), open_pg()
+    taker, other = two_listening_nodes(open_pg)
     assert isinstance(taker, LookCover)
-    taker.tag_sessions("taker")
-    other.tag_sessions("other")
-    assert taker.wait_for_change(5.0) and other.wait_for_change(5.0)  # both listening
-    taker.upsert(spec("now", At(100.0)), 100.0)
-    taker.upsert(spec("next", At(110.0)), 110.0)
-    while other.wait_for_change(0.2) | taker.wait_for_change(0.0):  # the upserts' news
-        pass
     assert taker.cover(True) is False  # able, and nothing promised yet
     assert [c.job_id for c in claim(taker, 100.0, "taker", advance=once)] == ["now"]
     assert taker.cover(True) is True  # its claim's announcement promised
