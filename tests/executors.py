@@ -6,6 +6,8 @@ from collections.abc import Callable
 from concurrent.futures import Executor, Future
 from typing import Any, Protocol
 
+import pytest
+
 from tickwork import DurableScheduler
 from tickwork.stores import Store
 from tickwork.testing import FakeClock
@@ -62,3 +64,31 @@ def manual_scheduler(store: Store, clock: FakeClock) -> tuple[DurableScheduler, 
         allowed_modules=["tests.durable_jobs"],
     )
     return ds, pool
+
+
+def inline_scheduler(store: Store, clock: FakeClock) -> DurableScheduler:
+    """A `DurableScheduler` on ``store`` and ``clock`` that runs each claimed run at once.
+
+    Its jobs are run in the timing thread's `step`, so a test sees them done when it
+    returns.
+    """
+    from tickwork.testing import InlineExecutor
+
+    return DurableScheduler(
+        store, executor=InlineExecutor(), wall_clock=clock.wall, monotonic_clock=clock
+    )
+
+
+def freeze_looks(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Make the timing thread's own monotonic clock stand still (`LOOK_GAP` is read on it).
+
+    A look then takes no time, so the gap after it is measured exactly.
+    """
+    from tickwork._durable import claims as claims_mod
+
+    class Frozen:
+        @staticmethod
+        def monotonic() -> float:
+            return 1000.0
+
+    monkeypatch.setattr(claims_mod, "time", Frozen)

@@ -16,7 +16,7 @@ from typing import Any
 
 import pytest
 
-from tests.executors import manual_scheduler
+from tests.executors import freeze_looks, manual_scheduler
 from tickwork import At
 from tickwork._durable.claims import CARRY_FOR
 from tickwork._durable.recorder import Recorder
@@ -63,12 +63,7 @@ def test_a_finish_waits_for_a_near_look_which_records_it_with_its_claim(
 ) -> None:
     from tickwork._durable import claims as claims_mod
 
-    class Frozen:  # the look takes no time: the next comes LOOK_GAP after it at the soonest
-        @staticmethod
-        def monotonic() -> float:
-            return 1000.0
-
-    monkeypatch.setattr(claims_mod, "time", Frozen)
+    freeze_looks(monkeypatch)  # the look takes no time: the next comes LOOK_GAP after it
     ds, pool, store, now = _sparse(tmp_path, durable_clock)
     durable_clock.advance(10)
     # Claimed "first"; "second" is due in 10 ms, and shares the next look, LOOK_GAP on.

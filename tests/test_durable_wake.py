@@ -15,7 +15,7 @@ from typing import Any
 
 import pytest
 
-from tests.executors import ManualExecutor
+from tests.executors import ManualExecutor, freeze_looks, inline_scheduler
 from tickwork import At, DurableScheduler, EventKind, RunEvent
 from tickwork._durable.claims import PREFETCH
 from tickwork._durable.scheduler import DEFAULT_NOTIFIED_POLL, DEFAULT_POLL
@@ -271,16 +271,9 @@ def test_a_look_that_claims_less_than_a_batch_asks_no_second_question(
     tmp_path: Path, durable_clock: Any
 ) -> None:
     """The claim's transaction found the next wake-up (ClaimWakeup): one transaction a look."""
-    from tickwork.testing import InlineExecutor
-
     store = CountingStore(tmp_path / "jobs.db")
     start = durable_clock.wall()
-    ds = DurableScheduler(
-        store,
-        executor=InlineExecutor(),
-        wall_clock=durable_clock.wall,
-        monotonic_clock=durable_clock,
-    )
+    ds = inline_scheduler(store, durable_clock)
     for i in range(3):
         ds.declare(JobSpec(f"once{i}", REC, At(start + 10 * (i + 1))))
     for i in range(3):
@@ -301,22 +294,11 @@ def test_runs_due_faster_than_the_look_gap_share_a_look(
     further off than the gap, is not held back.
     """
     from tickwork._durable import claims as claims_mod
-    from tickwork.testing import InlineExecutor
 
-    class Frozen:  # the look takes no time: only the gap is measured
-        @staticmethod
-        def monotonic() -> float:
-            return 1000.0
-
-    monkeypatch.setattr(claims_mod, "time", Frozen)
+    freeze_looks(monkeypatch)  # the look takes no time: only the gap is measured
     store = SQLiteStore(tmp_path / "jobs.db")
     start = durable_clock.wall()
-    ds = DurableScheduler(
-        store,
-        executor=InlineExecutor(),
-        wall_clock=durable_clock.wall,
-        monotonic_clock=durable_clock,
-    )
+    ds = inline_scheduler(store, durable_clock)
     ds.declare(JobSpec("a", REC, At(start + 10)))
     ds.declare(JobSpec("b", REC, At(start + 10.001)))
     ds.declare(JobSpec("c", REC, At(start + 10.004)))
