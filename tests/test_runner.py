@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import os
 import signal
+import subprocess
 import sys
 import threading
 import time
@@ -13,6 +14,7 @@ import pytest
 
 from tickwork._daemon.config import parse_config
 from tickwork._daemon.runner import (
+    _SUPERVISOR,
     LINE_LIMIT,
     ProcessGroups,
     RunResult,
@@ -279,6 +281,55 @@ def test_a_supervised_timeout_kills_the_whole_group(tmp_path: Path) -> None:
     r = run_command(["sh", "-c", f"sleep 100 >/dev/null 2>&1 & echo $! > {pidfile}"], groups=groups)
     assert r.ok
     assert wait_gone([int(pidfile.read_text())]) == []
+
+
+def in_group(pgid: int) -> list[int]:
+    """The live processes of process group ``pgid`` (zombies left out)."""
+    found = []
+    for entry in os.listdir("/proc"):
+        if entry.isdigit():
+            try:
+                with open(f"/proc/{entry}/stat") as f:
+                    fields = f.read().rsplit(")", 1)[1].split()
+            except OSError:
+                continue
+            if int(fields[2]) == pgid and fields[0] not in ("Z", "X"):
+                found.append(int(entry))
+    return found
+
+
+@pytest.mark.skipif(not Path("/proc").is_dir(), reason="reads process groups from /proc")
+def test_a_supervisor_whose_daemon_died_as_the_command_started_ends_the_run(
+    tmp_path: Path,
+) -> None:
+    # The daemon is SIGKILLed after it started the supervisor and before the supervisor
+    # reports the command's pid: the report meets a closed pipe. The supervisor must
+    # still end the run (it once died on the broken pipe and left the command behind).
+    err_path = tmp_path / "err"
+    lifeline_r, lifeline_w = os.pipe()
+    status_r, status_w = os.pipe()
+    os.close(lifeline_w)  # the daemon is gone...
+    os.close(status_r)  # ...and so is its end of the status pipe
+    with err_path.open("wb") as err_file:
+        fds = [str(lifeline_r), str(status_w)]
+        supervisor = subprocess.Popen(
+            [sys.executable, "-I", "-S", _SUPERVISOR, *fds, "0.5", "--", "sh", "-c", "sleep 100"],
+            pass_fds=(lifeline_r, status_w),
+            start_new_session=True,
+            stdout=subprocess.DEVNULL,
+            stderr=err_file,
+        )
+    os.close(lifeline_r)
+    os.close(status_w)
+    try:
+        supervisor.wait(timeout=60)
+    finally:
+        err = err_path.read_text()
+        left = in_group(supervisor.pid)
+        for pid in left:
+            os.kill(pid, signal.SIGKILL)
+    assert left == [], f"the run outlived its supervisor: {err!r}"
+    assert supervisor.returncode == -signal.SIGKILL, err  # ended with its group
 
 
 def test_terminate_all_ends_running_groups_and_refuses_new_ones() -> None:

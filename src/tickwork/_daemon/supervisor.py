@@ -142,9 +142,13 @@ def main(argv: list[str]) -> None:
         signal.signal(sig, lambda signum, frame: None)
     child = _start(command)
     if isinstance(child, str):
-        os.write(status_fd, f"error {child}\n".encode())
+        with contextlib.suppress(OSError):
+            os.write(status_fd, f"error {child}\n".encode())
         os._exit(127)
-    os.write(status_fd, f"pid {child.pid}\n".encode())
+    # A broken pipe here means the daemon died as the command started: the lifeline
+    # says so too, and the loop below ends the run. Dying on the error would not.
+    with contextlib.suppress(OSError):
+        os.write(status_fd, f"pid {child.pid}\n".encode())
     devnull = os.open(os.devnull, os.O_RDWR)
     for fd in (0, 1, 2):  # the command holds the output pipe, not us
         os.dup2(devnull, fd)
