@@ -7,7 +7,9 @@ behaviours, across real processes, are in ``tests/test_durable_postgres.py``.
 
 from __future__ import annotations
 
+import contextlib
 import logging
+import sqlite3
 import threading
 import time
 from pathlib import Path
@@ -423,7 +425,7 @@ def _run(token: str) -> Any:
 
 
 def test_runs_waiting_for_a_worker_keep_the_timing_thread_asleep_until_an_end_makes_room() -> None:
-    """The pool holds up to twice its workers: ends before the queue drains make no room."""
+    """Runs claimed ahead of the workers (`PREFETCH` > 1): ends before they drain make no room."""
     from tickwork._durable.engine import RunTable
 
     table = RunTable(capacity=2)
@@ -443,15 +445,71 @@ def test_a_wake_for_room_is_passed_over_once_the_pool_is_full_again_a_poke_is_no
     table = RunTable(capacity=1)
     first = _run("a")
     table.hold(first)
-    table.done_on_worker(first)  # room: a look is wanted...
-    assert table.wake
-    table.hold(_run("b"))  # ...but a look running meanwhile filled the pool again
-    table.hold(_run("c"))
+    table.forget(first, look=False)  # handed back before it ran: room, a look is wanted...
+    assert table.wake and not table.refill
+    second = _run("b")
+    table.hold(second)  # ...but a look running meanwhile filled the pool again
     assert not table.woken() and not table.wake
     table.poke()  # asked for a look (a finish owed, the clock moved): always honoured
     assert table.woken() and not table.wake
-    table.forget(first)  # its end written: b and c still hold the only worker
+    # The end of the run on the last busy worker: finishes may wait for the look it
+    # brings on (`refill`), so that wake is honoured even once the pool is full again.
+    table.done_on_worker(second)
+    assert table.wake and table.refill
+    table.hold(_run("c"))
+    assert table.woken() and not table.wake
+    table.forget(second)  # its end written: c holds the only worker
     assert not table.wake
+
+
+def test_a_backlog_records_each_runs_start_and_end_with_the_claims(paths: Path) -> None:
+    """A run's end in a full pool brings on the next look, which records its finish.
+
+    Each look claims runs for the idle workers only, so its claim records them started
+    (no start of their own), and the finishes of a backlog wait for the look their
+    ends bring on (`RunTable.refill`): no record transaction of their own either. Two
+    pools deep, a third of the runs needed a start transaction and most finishes one.
+    """
+    store = SQLiteStore(paths)
+    written: list[tuple[int, int]] = []  # (starts, finishes) of each record transaction
+    real = store.record
+
+    def record(starts: Any, finishes: Any) -> Any:
+        written.append((len(starts), len(finishes)))
+        return real(starts, finishes)
+
+    store.record = record  # type: ignore[method-assign]
+    ds = DurableScheduler(store, max_workers=2, allowed_modules=["tests.durable_jobs"])
+    n = 60
+
+    def wait_for(ran: int) -> None:
+        deadline = time.monotonic() + 60
+        while sum(1 for j in ds.jobs() if j.last_run is not None) < ran:
+            assert time.monotonic() < deadline, f"ran {len(durable_jobs.CALLS)} of {ran}"
+            time.sleep(0.02)
+
+    # A first run imports the function: a claim starts only runs it can call at once.
+    ds.declare(JobSpec("first", REC, At(time.time() - 1)))
+    ds.start()
+    try:
+        wait_for(1)
+        later = time.time() + 3600
+        for i in range(n):
+            ds.declare(JobSpec(f"j{i:02d}", REC, At(later)))
+        written.clear()
+        # All due at once: one transaction from another connection (another process).
+        with contextlib.closing(sqlite3.connect(paths, isolation_level=None)) as other:
+            other.execute("UPDATE jobs SET next_run = ? WHERE id LIKE 'j%'", (time.time() - 1,))
+        wait_for(n + 1)
+    finally:
+        ds.stop(timeout=30)
+        store.close()
+    assert len(durable_jobs.CALLS) == n + 1
+    starts = sum(s for s, _ in written)
+    finishes = sum(f for _, f in written)
+    assert starts == 0, written  # every run was started by its claim
+    # Only the ends of the last runs, after the backlog, may be written on their own.
+    assert finishes <= 2, written
 
 
 def test_a_look_that_fills_the_pool_waits_for_an_end_instead_of_looking_again(

@@ -113,6 +113,10 @@ class RunTable:
             made room to claim (stale, and so passed over, once a look has filled
             the pool again), or ``poked``.
         poked: `poke` asked for a look, whether or not there is room to claim.
+        refill: The end of a run that held the last busy worker of a full pool woke
+            the timing thread: the look it brings on is coming, so a finish may wait
+            for it (`TimingLoop.look_near`), and that wake is never passed over. It
+            falls as that look begins (`TimingLoop.run`), once ``looking`` is set.
         stopping: `DurableScheduler.stop` was called: no run starts any more.
         lost_claims: Claims lost to recovery elsewhere since construction (for
             `DurableScheduler.health`); a counter, bumped without the lock.
@@ -133,6 +137,7 @@ class RunTable:
         "lost_claims",
         "next_look",
         "poked",
+        "refill",
         "runs",
         "stopping",
         "wake",
@@ -148,6 +153,7 @@ class RunTable:
         self.ending = 0
         self.wake = False
         self.poked = False
+        self.refill = False
         self.stopping = False
         self.lost_claims = 0
         self.next_look = math.inf
@@ -164,9 +170,11 @@ class RunTable:
 
         A wake for room to claim is stale when the pool is full again (the look that
         ran meanwhile filled it): a look now would claim nothing, and the run that
-        makes room next wakes the thread anew.
+        makes room next wakes the thread anew. Not while finishes may wait for it
+        (``refill``): that look records them.
         """
-        wake = self.wake and (self.poked or len(self.runs) - self.ending < self.capacity)
+        room = len(self.runs) - self.ending < self.capacity
+        wake = self.wake and (self.poked or self.refill or room)
         self.wake = self.poked = False
         return wake
 
@@ -195,7 +203,9 @@ class RunTable:
                 if run.started:
                     self.in_job -= 1
                 if busy == self.capacity:
-                    self.wake = True  # room to claim again
+                    # Room to claim again: the look this brings on may record the
+                    # finishes that end meanwhile, this one's first (`refill`).
+                    self.wake = self.refill = True
                     self.cond.notify()
 
     def forget(self, run: _Run, *, look: bool = True) -> None:

@@ -66,6 +66,7 @@ class TimingLoop:
         try:
             while True:
                 table.looking = True  # finishes may wait for the next look (`look_near`)
+                table.refill = False  # the look a run's end brought on: this one
                 try:
                     timeout = self._step()
                 finally:
@@ -94,7 +95,7 @@ class TimingLoop:
                 until = time.monotonic() + timeout
                 while not table.stopping and (left := until - time.monotonic()) > 0:
                     self._sleep(left)
-                table.wake = table.poked = False
+                table.wake = table.poked = table.refill = False
                 return False
             # A wake for room that the last look used up is passed over (`RunTable.woken`).
             if table.woken() or timeout <= 0.0:
@@ -121,10 +122,13 @@ class TimingLoop:
     def look_near(self) -> bool:
         """Whether the timing thread's next look is due within `CARRY_FOR` (`Recorder`).
 
-        Also while it is looking: a look that finds finishes carried meanwhile is
-        followed by the next within `CARRY_FOR` (`Claiming.step`).
+        Also while it is looking (a look that finds finishes carried meanwhile is
+        followed by the next within `CARRY_FOR`, `Claiming.step`), and once a run's end
+        made room in a full pool (`RunTable.refill`): that end brings on a look at once.
+        In a backlog every end does, so the finishes of a burst are recorded by the
+        claims of the next runs, one transaction for both.
         """
         table = self._table
         if table.stopping:
             return False
-        return table.looking or table.next_look - self._mono() <= CARRY_FOR
+        return table.looking or table.refill or table.next_look - self._mono() <= CARRY_FOR
