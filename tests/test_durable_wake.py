@@ -512,6 +512,38 @@ def test_a_backlog_records_each_runs_start_and_end_with_the_claims(paths: Path) 
     assert finishes <= 2, written
 
 
+@pytest.mark.parametrize("ahead", [None, 0, 1, 3])
+def test_a_look_claims_for_the_idle_workers_and_the_pools_ahead_the_store_asks_for(
+    paths: Path, ahead: int | None
+) -> None:
+    class Ahead(SQLiteStore):
+        claim_ahead = ahead
+
+    store = SQLiteStore(paths) if ahead is None else Ahead(paths)
+    pool = ManualExecutor()
+    ds = DurableScheduler(
+        store, poll=30.0, executor=pool, max_workers=2, allowed_modules=["tests.durable_jobs"]
+    )
+    for i in range(12):
+        ds.declare(JobSpec(f"j{i:02d}", REC, At(time.time() - 1)))
+    ds._step()
+    assert len(pool.queue) == 2 * (1 + (ahead or 0))
+    pool.run_all()
+    ds.stop(timeout=5)
+    store.close()
+
+
+@pytest.mark.parametrize("ahead", [-1, 9, 1.0, True, "1"])
+def test_a_store_asking_for_claims_ahead_is_checked(paths: Path, ahead: object) -> None:
+    class Ahead(SQLiteStore):
+        claim_ahead = ahead
+
+    store = Ahead(paths)
+    with pytest.raises(ValueError, match=r"Ahead\.claim_ahead must be an int from 0 to 8, got "):
+        DurableScheduler(store)
+    store.close()
+
+
 def test_a_look_that_fills_the_pool_waits_for_an_end_instead_of_looking_again(
     paths: Path,
 ) -> None:

@@ -37,7 +37,7 @@ from tickwork.stores._model import (
     StartNowFn,
 )
 from tickwork.stores._protocol import BatchRecorder, SlotLedger, Store
-from tickwork.stores._wakeup import ClaimWakeup, LookCover, LookNotices
+from tickwork.stores._wakeup import ClaimAhead, ClaimWakeup, LookCover, LookNotices
 
 _log = logging.getLogger("tickwork.durable")
 
@@ -56,14 +56,15 @@ LOOK_AT_LEAST = 1.0
 #: finish was carried comes within it too.
 CARRY_FOR = 0.05
 
-#: A look claims up to this many runs per worker, less those held: one, so every run
-#: claimed goes to an idle worker at once and its claim records it started (no start
-#: of its own to write, no worker waiting for one). In a backlog each run's end then
-#: brings on the look that claims the next (`RunTable.refill`), and that look records
-#: the finishes in its own transaction: a SQLite burst of quick jobs costs 0.65-0.8x
-#: the CPU per run of two pools deep, where the runs beyond the idle workers each
-#: waited for a start transaction (and behind this node's slow jobs, while another
-#: node's workers may have been free).
+#: A look claims up to this many runs per worker, less those held, unless the store
+#: says otherwise (`ClaimAhead`): one, so every run claimed goes to an idle worker at
+#: once and its claim records it started (no start of its own to write, no worker
+#: waiting for one). In a backlog each run's end then brings on the look that claims
+#: the next (`RunTable.refill`), and that look records the finishes in its own
+#: transaction: on SQLite a burst of quick jobs runs 1.39x as fast as two pools deep,
+#: where a third of the runs waited for a start transaction (and behind this node's
+#: slow jobs, while another node's workers may have been free). A PostgreSQL look
+#: costs more than the starts it saves: `PostgresStore` claims a pool ahead.
 PREFETCH = 1
 
 #: While runs come due faster than this (seconds apart), a look that took some comes
@@ -126,6 +127,18 @@ def claimer_for(
     if batch is not None:
         return _BatchClaimer(batch, owner, lease, imported, carry)
     return _PlainClaimer(store, owner, lease)
+
+
+def _claim_ahead(store: Store) -> int:
+    """The store's `ClaimAhead.claim_ahead` (0 without it), checked."""
+    if not isinstance(store, ClaimAhead):
+        return 0
+    ahead = store.claim_ahead
+    if isinstance(ahead, bool) or not isinstance(ahead, int) or not 0 <= ahead <= 8:
+        raise ValueError(
+            f"{type(store).__name__}.claim_ahead must be an int from 0 to 8, got {ahead!r}"
+        )
+    return ahead
 
 
 def _advancer(decisions: Decisions, vanished: Vanished) -> AdvanceFn:
@@ -361,6 +374,7 @@ class Claiming:
         self._cover = store if isinstance(store, LookCover) else None
         self._covering = False  # this one's promise held at its last look
         self._looked = -math.inf  # time.monotonic() of its last look
+        self._depth = PREFETCH + _claim_ahead(store)  # pools a look claims
         self._recorder = running.recorder if claimer.carries else None
         self.carries = self._recorder is not None
         """Whether finishes may wait for a look, which records them with its claim."""
@@ -441,7 +455,7 @@ class Claiming:
         with table.lock:
             # Runs whose finish is only waiting for its commit hold no worker.
             busy = len(table.runs) - table.ending
-        free = PREFETCH * capacity - busy
+        free = self._depth * capacity - busy
         claims: list[Claim] = []
         carried = [] if self._recorder is None else self._recorder.take_carried()
         if busy < capacity:

@@ -104,6 +104,22 @@ class LookNotices(Protocol):
 
 
 @runtime_checkable
+class ClaimAhead(Protocol):
+    """Optional store hint: a look claims runs for more than the idle workers.
+
+    By default a look claims as many due runs as there are idle workers, and its claim
+    records them started: no run needs a start of its own. Where a look costs much
+    more than a start (network round trips, row locks, several statements: so on
+    `PostgresStore`), a look that also claims ``claim_ahead`` pools of runs beyond the
+    idle workers costs less per run in a backlog: those wait in the executor and
+    record their start as each begins (the claim's lease is renewed meanwhile).
+    """
+
+    #: Pools of runs a look claims beyond the idle workers (0: none).
+    claim_ahead: int
+
+
+@runtime_checkable
 class LookCover(Protocol):
     """Optional store capability: one scheduler promises to look at every due time.
 

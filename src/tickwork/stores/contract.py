@@ -3,7 +3,7 @@
 A user of durable jobs needs `tickwork.stores` (records, policies, errors, the `Store`
 type). Writing a store of your own (another database, a test double) needs this module
 too: the optional capabilities a store may offer (`BatchRecorder`, `CarryingClaim`,
-`ChangeNotifier`, `ClaimWakeup`, `LookCover`, `LookNotices`, `SessionLiveness`,
+`ChangeNotifier`, `ClaimAhead`, `ClaimWakeup`, `LookCover`, `LookNotices`, `SessionLiveness`,
 `StoreClock`), the records that cross `Store.claim_due`, `start` and `finish`, the
 callback types the scheduler hands to `claim_due`, and the JSON codec of a `JobSpec`.
 ``docs/durability.md`` ("Writing another store") walks through it, and
@@ -35,6 +35,7 @@ from tickwork.stores._protocol import SessionLiveness as SessionLiveness
 from tickwork.stores._protocol import SlotLedger as SlotLedger
 from tickwork.stores._protocol import Store as Store
 from tickwork.stores._protocol import StoreClock as StoreClock
+from tickwork.stores._wakeup import ClaimAhead as ClaimAhead
 from tickwork.stores._wakeup import ClaimWakeup as ClaimWakeup
 from tickwork.stores._wakeup import LookCover as LookCover
 from tickwork.stores._wakeup import LookNotices as LookNotices
@@ -47,6 +48,7 @@ __all__ = [
     "CarryingClaim",
     "ChangeNotifier",
     "Claim",
+    "ClaimAhead",
     "ClaimWakeup",
     "Finish",
     "GiveUpFn",
