@@ -34,9 +34,9 @@ def test_public_surface_is_pinned() -> None:
     ]  # fmt: skip
     assert tickwork.stores.contract.__all__ == [
         "KEEP", "SPEC_VERSION", "AdvanceFn", "BatchRecorder", "CarryingClaim", "ChangeNotifier",
-        "Claim", "ClaimWakeup", "Finish", "GiveUpFn", "GivenUp", "Keep", "LookCover", "LookNotices",
-        "Recovered",
-        "RuntimeControl", "SessionLiveness", "SlotLedger", "Start", "StartNowFn", "Store",
+        "Claim", "ClaimAhead", "ClaimWakeup", "Finish", "GiveUpFn", "GivenUp", "Keep",
+        "LookCover", "LookNotices", "Recovered", "RuntimeControl", "SessionLiveness",
+        "SlotLedger", "Start", "StartNowFn", "Store",
         "StoreClock", "resolve_func", "schedule_from_dict", "spec_from_json", "spec_to_json",
     ]  # fmt: skip
     for name in tickwork.stores.__all__:
