@@ -20,10 +20,12 @@ handoffs    a `ThreadPoolExecutor` of the same size as tickwork's pool running N
             to a worker thread and hearing that it ended, with no store at all.
 
 Each line gives runs/s and the CPU per run (user + system, every thread), each the
-median over the rounds. The last line says what tickwork spends beyond the two floors
-together: its own Python (claims, decisions, the recorder, events) and the waits of
-its threads on each other and on the GIL. Nothing here is a test; no figure is an
-assertion.
+median over the rounds, and for the first two the statements and commits per run,
+counted on one more run of each with the connection traced (not timed). The last
+line says what tickwork spends beyond the two floors together: its own Python
+(claims, decisions, the recorder, events), the store's reads the floor leaves out,
+and the waits of its threads on each other and on the GIL. Nothing here is a test;
+no figure is an assertion.
 """
 
 from __future__ import annotations
@@ -45,9 +47,9 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parent.parent
 sys.path[:0] = [str(ROOT / "src"), str(ROOT)]
 
-from bench.store import NOOP, burst_durable  # noqa: E402
+from bench.store import NOOP, _finished_counter, burst_durable  # noqa: E402
 
-from tickwork import At  # noqa: E402
+from tickwork import At, DurableScheduler  # noqa: E402
 from tickwork.stores import JobSpec  # noqa: E402
 from tickwork.stores.sqlite import SQLiteStore  # noqa: E402
 
@@ -74,6 +76,46 @@ def tickwork_figure(n: int, tmp: Path) -> Figure:
     return rate, cpu[0] / n
 
 
+class Counter:
+    """Counts the statements and commits a connection executes (its trace callback)."""
+
+    def __init__(self) -> None:
+        self.statements = 0
+        self.commits = 0
+
+    def __call__(self, sql: str) -> None:
+        if sql.startswith(("BEGIN", "COMMIT", "ROLLBACK")):
+            self.commits += sql.startswith("COMMIT")
+        else:
+            self.statements += 1
+
+
+def tickwork_counts(n: int, tmp: Path) -> Counter:
+    """Statements and commits of the same burst, counted (not timed) on its connection.
+
+    Counted from ``start()`` to the n-th run's end, on the store's one connection: the
+    change watch's connection (``PRAGMA data_version``, five times a second) is left
+    out, as it reads nothing of the runs.
+    """
+    tmp.mkdir(parents=True, exist_ok=True)
+    store = SQLiteStore(tmp / "count.db")
+    now = time.time()
+    for i in range(n):
+        store.upsert(JobSpec(f"job-{i:06d}", NOOP, At(now)), now)
+    ds = DurableScheduler(store)
+    ds.declare(JobSpec("job-000000", NOOP, At(now)))  # allow the function
+    done, _, listener = _finished_counter(n)
+    ds.add_listener(listener)  # type: ignore[arg-type]
+    counter = Counter()
+    store._conn.set_trace_callback(counter)  # type: ignore[union-attr]
+    ds.start()
+    assert done.wait(600)
+    store._conn.set_trace_callback(None)  # type: ignore[union-attr]
+    ds.stop()
+    store.close()
+    return counter
+
+
 def _load(path: Path, n: int) -> None:
     """``n`` one-shots due now in a state file with the store's own schema."""
     store = SQLiteStore(path)
@@ -83,7 +125,7 @@ def _load(path: Path, n: int) -> None:
     store.close()
 
 
-def statements_figure(n: int, tmp: Path, batch: int) -> Figure:
+def statements_figure(n: int, tmp: Path, batch: int, counter: Counter | None = None) -> Figure:
     """The statements of ``n`` runs, from one thread, ``batch`` runs a transaction.
 
     Each transaction records the finishes of the last batch (delete the claim reading
@@ -97,6 +139,8 @@ def statements_figure(n: int, tmp: Path, batch: int) -> Figure:
     conn = sqlite3.connect(path, isolation_level=None)
     conn.execute("PRAGMA journal_mode=WAL")
     conn.execute("PRAGMA synchronous=FULL")
+    if counter is not None:
+        conn.set_trace_callback(counter)
 
     def finish(claims: list[tuple[str, str, float]], ended: float) -> None:
         for token, _, _ in claims:
@@ -199,16 +243,23 @@ def main() -> None:
                     figures[name].append(statements_figure(args.n, where, batch))
                 else:
                     figures[name].append(handoffs_figure(args.n, workers))
+        # One more of each, counted rather than timed (tracing costs time).
+        ours = tickwork_counts(args.n, Path(tmp) / "count-tickwork")
+        floors = Counter()
+        statements_figure(args.n, Path(tmp) / "count-statements", batch, floors)
     load = os.getloadavg()[0]
     print(f"{os.cpu_count()} CPUs, load average {load:.2f}, {args.n:,} runs, {args.rounds} rounds")
     print(f"pool {workers} workers; statements in transactions of {batch} runs\n")
-    print("| part | runs/s | CPU µs per run |")
-    print("| --- | ---: | ---: |")
+    print("| part | runs/s | CPU µs per run | statements per run | commits per run |")
+    print("| --- | ---: | ---: | ---: | ---: |")
+    counts = {"tickwork": ours, "statements": floors}
     cpu: dict[str, float] = {}
     for name, values in figures.items():
         rate = statistics.median(v[0] for v in values)
         cpu[name] = statistics.median(v[1] for v in values) * 1e6
-        print(f"| {name} | {rate:,.0f} | {cpu[name]:.0f} |")
+        c = counts.get(name)
+        sql = "- | -" if c is None else f"{c.statements / args.n:.2f} | {c.commits / args.n:.3f}"
+        print(f"| {name} | {rate:,.0f} | {cpu[name]:.0f} | {sql} |")
     floor = cpu["statements"] + cpu["handoffs"]
     print(
         f"\nthe two floors together: {floor:.0f} µs per run; tickwork spends"
