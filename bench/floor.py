@@ -47,9 +47,9 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parent.parent
 sys.path[:0] = [str(ROOT / "src"), str(ROOT)]
 
-from bench.store import NOOP, _finished_counter, burst_durable  # noqa: E402
+from bench.store import NOOP, burst_durable  # noqa: E402
 
-from tickwork import At, DurableScheduler  # noqa: E402
+from tickwork import At  # noqa: E402
 from tickwork.stores import JobSpec  # noqa: E402
 from tickwork.stores.sqlite import SQLiteStore  # noqa: E402
 
@@ -97,22 +97,8 @@ def tickwork_counts(n: int, tmp: Path) -> Counter:
     change watch's connection (``PRAGMA data_version``, five times a second) is left
     out, as it reads nothing of the runs.
     """
-    tmp.mkdir(parents=True, exist_ok=True)
-    store = SQLiteStore(tmp / "count.db")
-    now = time.time()
-    for i in range(n):
-        store.upsert(JobSpec(f"job-{i:06d}", NOOP, At(now)), now)
-    ds = DurableScheduler(store)
-    ds.declare(JobSpec("job-000000", NOOP, At(now)))  # allow the function
-    done, _, listener = _finished_counter(n)
-    ds.add_listener(listener)  # type: ignore[arg-type]
     counter = Counter()
-    store._conn.set_trace_callback(counter)  # type: ignore[union-attr]
-    ds.start()
-    assert done.wait(600)
-    store._conn.set_trace_callback(None)  # type: ignore[union-attr]
-    ds.stop()
-    store.close()
+    burst_durable(n, tmp, trace=counter)
     return counter
 
 

@@ -61,6 +61,7 @@ import sys
 import tempfile
 import threading
 import time
+from collections.abc import Callable
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any
@@ -144,9 +145,13 @@ def burst_durable(
     *,
     store_cls: type[SQLiteStore] = SQLiteStore,
     cpu: list[float] | None = None,
+    trace: Callable[[str], object] | None = None,
     **store_kw: Any,
 ) -> float:
     """Jobs/s of a durable burst of ``n`` one-shots; ``cpu`` gets the CPU seconds used.
+
+    ``trace`` sees each statement of the store's connection from ``start()`` until the
+    n-th run finished (`sqlite3.Connection.set_trace_callback`; it slows the run).
 
     The CPU time is the process's (every thread, user and system) from ``start()``
     until the n-th run finished, the span the rate is measured over.
@@ -160,12 +165,16 @@ def burst_durable(
     ds.declare(JobSpec("job-000000", NOOP, At(now)))  # allow the function
     done, _, listener = _finished_counter(n)
     ds.add_listener(listener)  # type: ignore[arg-type]
+    if trace is not None:
+        store._conn.set_trace_callback(trace)  # type: ignore[union-attr]
     before = resource.getrusage(resource.RUSAGE_SELF)
     t = time.perf_counter()
     ds.start()
     assert done.wait(600)
     rate = n / (time.perf_counter() - t)
     after = resource.getrusage(resource.RUSAGE_SELF)
+    if trace is not None:
+        store._conn.set_trace_callback(None)  # type: ignore[union-attr]
     if cpu is not None:
         cpu.append(after.ru_utime - before.ru_utime + after.ru_stime - before.ru_stime)
     ds.stop()
