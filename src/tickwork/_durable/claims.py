@@ -61,7 +61,7 @@ CARRY_FOR = 0.05
 #: once and its claim records it started (no start of its own to write, no worker
 #: waiting for one). In a backlog each run's end then brings on the look that claims
 #: the next (`RunTable.refill`), and that look records the finishes in its own
-#: transaction: on SQLite a burst of quick jobs runs 1.39x as fast as two pools deep,
+#: transaction: on SQLite a burst of quick jobs runs 1.47x as fast as two pools deep,
 #: where a third of the runs waited for a start transaction (and behind this node's
 #: slow jobs, while another node's workers may have been free). A PostgreSQL look
 #: costs more than the starts it saves: `PostgresStore` claims a pool ahead.

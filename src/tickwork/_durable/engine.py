@@ -195,7 +195,7 @@ class RunTable:
             if run.claim.token in self.runs and not run.ended:
                 # Wake the timing thread only when this end makes room: a full pool kept
                 # its last look from claiming. While runs still wait for a worker (a
-                # pool that claims ahead, `PREFETCH` > 1), an end makes none: a look
+                # store that claims ahead, `ClaimAhead`), an end makes none: a look
                 # then would find the pool full again and claim nothing.
                 busy = len(self.runs) - self.ending
                 run.ended = True
