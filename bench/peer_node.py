@@ -35,8 +35,9 @@ from typing import Any
 
 INSERT = "INSERT INTO bench_results (job, node) VALUES (%s, %s)"
 #: Jobs one node runs at once, where the system leaves it to the user (Procrastinate's
-#: default is 1): tickwork's default pool size on this 2-core machine, min(32, cores + 4).
-CONCURRENCY = 6
+#: default is 1): tickwork's default pool size (``tickwork.DurableScheduler``'s
+#: ``DEFAULT_WORKERS``; not imported: this file also runs in the peers' venv).
+CONCURRENCY = 32
 #: Procrastinate's ``fetch_job_polling_interval`` (default 5 s). A job deferred for a
 #: later time sends no notification when it falls due: workers find it when they poll.
 #: 0.5 s, as pg-boss's polling here (bench/peers.py), so neither waits seconds to start.

@@ -15,7 +15,7 @@ const PgBoss = require('pg-boss')
 const pg = require('pg')
 
 const QUEUE = 'record'
-const CONCURRENCY = 6 // connections for the inserts: as many as the Python nodes' runs
+const CONCURRENCY = 32 // connections for the inserts: as many as the Python nodes' runs
 
 function keys (n) {
   const out = []

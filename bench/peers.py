@@ -565,7 +565,7 @@ def main() -> None:
         + ", ".join(f"{k} {v}" for k, v in sorted(found.items()))
     )
     print(
-        f"- settings: tickwork at its defaults (a pool of min(32, cores + 4) threads);"
+        f"- settings: tickwork at its defaults (a pool of {CONCURRENCY} threads);"
         f" APScheduler at its defaults (100 jobs at once per node) with the task's"
         f" max_running_jobs=None; Procrastinate concurrency={CONCURRENCY},"
         f" fetch_job_polling_interval={PROCRASTINATE_POLL}; pg-boss work() batchSize"

@@ -82,6 +82,29 @@ def blocked() -> None:
     record("blocked")
 
 
+#: Runs of `crowd` going on now ("now") and the most at once ("peak"), under `CROWD_SEEN`.
+CROWD = {"now": 0, "peak": 0}
+#: Notified whenever `CROWD` changes.
+CROWD_SEEN = __import__("threading").Condition()
+#: Released by a test to let the runs of `crowd` return.
+CROWD_GO = __import__("threading").Event()
+
+
+def crowd() -> None:
+    """Counts itself among the runs going at once, then blocks until `CROWD_GO`."""
+    with CROWD_SEEN:
+        CROWD["now"] += 1
+        CROWD["peak"] = max(CROWD["peak"], CROWD["now"])
+        CROWD_SEEN.notify_all()
+    try:
+        if not CROWD_GO.wait(60):
+            raise RuntimeError("never released")
+    finally:
+        with CROWD_SEEN:
+            CROWD["now"] -= 1
+            CROWD_SEEN.notify_all()
+
+
 def sleeper(seconds: float, marker: str) -> None:
     """For isolation="process": writes its pid to ``marker``, prints, then sleeps."""
     import os

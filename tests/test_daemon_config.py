@@ -81,3 +81,12 @@ def test_the_store_location_prefers_the_database(kw: dict[str, str], where: str)
         assert (state, database) == ("/tmp/s.db", None)
     else:
         assert (state, database) == (None, "postgresql:///x")
+
+
+def test_the_daemon_and_the_library_share_one_default_pool_size(tmp_path: Path) -> None:
+    from tickwork._cli.main import build_parser
+    from tickwork._cli.run import daemon_config
+    from tickwork._durable.scheduler import DEFAULT_WORKERS
+
+    args = build_parser().parse_args(["run", str(tmp_path / "jobs.toml")])
+    assert daemon_config(args).workers == DEFAULT_WORKERS == DaemonConfig("jobs.toml").workers

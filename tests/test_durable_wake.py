@@ -20,7 +20,7 @@ import pytest
 from tests.executors import ManualExecutor, freeze_looks, inline_scheduler
 from tickwork import At, DurableScheduler, EventKind, RunEvent
 from tickwork._durable.claims import PREFETCH
-from tickwork._durable.scheduler import DEFAULT_NOTIFIED_POLL, DEFAULT_POLL
+from tickwork._durable.scheduler import DEFAULT_NOTIFIED_POLL, DEFAULT_POLL, DEFAULT_WORKERS
 from tickwork.stores import JobSpec, StoreError
 from tickwork.stores.contract import ChangeNotifier
 from tickwork.stores.sqlite import SQLiteStore
@@ -565,4 +565,69 @@ def test_a_look_that_fills_the_pool_waits_for_an_end_instead_of_looking_again(
     assert len(pool.queue) == PREFETCH
     pool.run_all()  # stop() would wait for the runs held
     ds.stop(timeout=5)
+    store.close()
+
+
+def test_a_look_claims_for_the_default_pool_of_32_whatever_the_cores(paths: Path) -> None:
+    store = SQLiteStore(paths)
+    pool = ManualExecutor()
+    ds = DurableScheduler(store, poll=30.0, executor=pool, allowed_modules=["tests.durable_jobs"])
+    for i in range(40):
+        ds.declare(JobSpec(f"j{i:02d}", REC, At(time.time() - 1)))
+    ds._step()
+    assert DEFAULT_WORKERS == 32
+    assert len(pool.queue) == DEFAULT_WORKERS
+    pool.run_all()
+    ds.stop(timeout=5)
+    store.close()
+
+
+def _crowd_reaches(n: int) -> bool:
+    with durable_jobs.CROWD_SEEN:
+        return durable_jobs.CROWD_SEEN.wait_for(lambda: durable_jobs.CROWD["now"] >= n, 60)
+
+
+def _pool_threads(before: set[threading.Thread]) -> list[threading.Thread]:
+    """Worker threads of a durable pool started since ``before`` (other tests' left out)."""
+    return [
+        t
+        for t in threading.enumerate()
+        if t not in before and t.name.startswith("tickwork-durable_")
+    ]
+
+
+def test_the_default_pool_runs_32_slow_jobs_at_once_on_threads_started_as_needed(
+    paths: Path,
+) -> None:
+    """40 blocking jobs due at once: 32 go at once, on 32 threads; one job alone, one."""
+    durable_jobs.CROWD.update(now=0, peak=0)
+    durable_jobs.CROWD_GO.clear()
+    store = SQLiteStore(paths)
+    ds = DurableScheduler(store, poll=30.0, allowed_modules=["tests.durable_jobs"])
+    ends: list[str] = []
+    all_ended = threading.Event()
+
+    def on_event(e: RunEvent) -> None:
+        if e.kind is EventKind.FINISHED:
+            ends.append(e.job_id)
+            if len(ends) == 41:
+                all_ended.set()
+
+    ds.add_listener(on_event)
+    before = set(threading.enumerate())
+    ds.declare(JobSpec("alone", "tests.durable_jobs:crowd", At(time.time() - 1)))
+    ds.start()
+    try:
+        assert _crowd_reaches(1)
+        assert len(_pool_threads(before)) == 1  # a thread only as a run needs one
+        for i in range(40):
+            ds.declare(JobSpec(f"j{i:02d}", "tests.durable_jobs:crowd", At(time.time() - 1)))
+        assert _crowd_reaches(DEFAULT_WORKERS)
+        assert len(_pool_threads(before)) == DEFAULT_WORKERS
+    finally:
+        durable_jobs.CROWD_GO.set()
+    assert all_ended.wait(60), f"{len(ends)} of 41 runs ended"
+    ds.stop(timeout=10)
+    assert durable_jobs.CROWD["peak"] == DEFAULT_WORKERS
+    assert all(j.last_run is not None and j.last_run.outcome == "ok" for j in ds.jobs())
     store.close()

@@ -84,6 +84,7 @@ from tickwork._daemon.runner import (
 from tickwork._daemon.status_page import failure_summary
 from tickwork._durable.attempts import begin_attempt, record_attempt
 from tickwork._durable.chains import upstream_first
+from tickwork._durable.engine import DEFAULT_WORKERS
 from tickwork._durable.engine import OUTPUT_LIMIT as LEDGER_TAIL
 from tickwork._durable.runnote import note_attempt
 from tickwork._durable.scheduler import DurableScheduler
@@ -277,7 +278,7 @@ class Daemon:
         shutdown_grace: float = 30.0,
         lease: float = 30.0,
         poll: float = 1.0,
-        workers: int = 32,
+        workers: int = DEFAULT_WORKERS,
         watch: bool = False,
         wall_clock: Callable[[], float] | None = None,
         monotonic_clock: Callable[[], float] | None = None,
@@ -855,7 +856,7 @@ class DaemonConfig:
     poll: float = 10.0
     """The scheduler's safety poll (seconds): changes by other processes wake it sooner
     (PostgreSQL's NOTIFY, SQLite's change check)."""
-    workers: int = 32
+    workers: int = DEFAULT_WORKERS
     """How many runs may go at once."""
     watch: bool = False
     """Reload the file when it changes (SIGHUP always reloads)."""

@@ -38,6 +38,12 @@ _MAX_ERROR_TEXT: Final = 2000
 DEFAULT_POLL: Final = 1.0
 #: Default safety poll of a `ChangeNotifier` store: other nodes' changes wake it anyway.
 DEFAULT_NOTIFIED_POLL: Final = 10.0
+#: Default size of a durable scheduler's pool (and of the daemon's ``--workers``): the
+#: most runs in flight at once. Not ``cpus + 4``: durable runs mostly wait (on the store's
+#: commits, networks, child processes), the threads start only as runs need them, and a
+#: store records a generation of runs per commit, so the pool bounds how many runs share
+#: one (docs/durability.md, "How many runs at once").
+DEFAULT_WORKERS: Final = 32
 #: First wait after a failed store call; it doubles per failure, up to ``poll``.
 _RETRY_MIN: Final = 0.1
 #: Work was due but none of it could be claimed (another node's claim transaction held

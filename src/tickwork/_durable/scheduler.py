@@ -58,6 +58,7 @@ from tickwork._durable.engine import (
 )
 from tickwork._durable.engine import DEFAULT_NOTIFIED_POLL as DEFAULT_NOTIFIED_POLL
 from tickwork._durable.engine import DEFAULT_POLL as DEFAULT_POLL
+from tickwork._durable.engine import DEFAULT_WORKERS as DEFAULT_WORKERS
 from tickwork._durable.engine import DurableErrorHook as DurableErrorHook
 from tickwork._durable.engine import current_async_claim as current_async_claim
 from tickwork._durable.events import Events
@@ -147,10 +148,10 @@ def _prefixes(allowed_modules: Iterable[str] | None) -> tuple[str, ...]:
 
 def _pool(executor: Executor | None, max_workers: int | None) -> tuple[Executor, int]:
     """Where runs go, and how many may be there at once (the workers)."""
+    size = max_workers or DEFAULT_WORKERS
     if executor is None:
-        pool = ThreadPoolExecutor(max_workers, thread_name_prefix="tickwork-durable")
-        return pool, pool._max_workers
-    return executor, max_workers or min(32, (os.cpu_count() or 1) + 4)
+        return ThreadPoolExecutor(size, thread_name_prefix="tickwork-durable"), size
+    return executor, size
 
 
 def _settle(
@@ -256,8 +257,10 @@ class DurableScheduler:
         executor: Where runs go (any `concurrent.futures.Executor`); not shut down by
             the scheduler. Default: its own `ThreadPoolExecutor`, shut down by `stop`.
         max_workers: Size of the default pool; with an ``executor``, how many runs may
-            be in it at once. Default: the standard library's ``min(32, cpus + 4)``.
-            At most twice this many runs are claimed ahead.
+            be in it at once. Default ``DEFAULT_WORKERS`` (32), whatever the number of
+            cores: durable runs mostly wait, and the threads start only as runs need
+            them. A look claims as many due runs as there are idle workers (and, for a
+            store that asks, `tickwork.stores.contract.ClaimAhead` pools more).
         wall_clock: Zero-argument callable returning UTC POSIX seconds; every time
             stored or compared with the store comes from it. Default: the store's
             clock when it has one (`tickwork.stores.StoreClock`; PostgreSQL: the
