@@ -50,6 +50,7 @@ sys.path[:0] = [str(ROOT / "src"), str(ROOT)]
 from bench.store import NOOP, burst_durable  # noqa: E402
 
 from tickwork import At  # noqa: E402
+from tickwork._durable.scheduler import DEFAULT_WORKERS  # noqa: E402
 from tickwork.stores import JobSpec  # noqa: E402
 from tickwork.stores.sqlite import SQLiteStore  # noqa: E402
 
@@ -215,7 +216,7 @@ def main() -> None:
     parser.add_argument("--rounds", type=int, default=5)
     parser.add_argument("--batch", type=int, default=0, help="runs a transaction (0: a pool)")
     args = parser.parse_args()
-    workers = min(32, (os.cpu_count() or 1) + 4)  # DurableScheduler's default pool
+    workers = DEFAULT_WORKERS  # DurableScheduler's default pool
     batch = args.batch or workers
     figures: dict[str, list[Figure]] = {"tickwork": [], "statements": [], "handoffs": []}
     with tempfile.TemporaryDirectory() as tmp:

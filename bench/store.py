@@ -15,8 +15,8 @@ state change is a committed SQLite transaction with ``synchronous=FULL``):
               - durable:  `DurableScheduler` (own pool, default size) on `SQLiteStore`,
                           N one-shot jobs stored as due before it starts (storing them
                           is not timed), from ``start()`` until the N-th run finished
-                          (each run: a share of a batched claim, a start and a finish
-                          transaction). Unit: jobs/s.
+                          (each look's transaction records the ends of the last runs
+                          and claims and starts the next). Unit: jobs/s.
               - APScheduler 3 + SQLAlchemy: `BackgroundScheduler` with
                           ``SQLAlchemyJobStore`` on a SQLite file and its default thread
                           pool, N one-shot ``date`` jobs due at once stored before it
@@ -25,6 +25,8 @@ state change is a committed SQLite transaction with ``synchronous=FULL``):
               500-job burst, then run in ``--rounds`` rounds (default 3) that alternate
               which goes first; their figures are the median over the rounds (min and
               max beside it) and the ratio is the median of the per-round ratios.
+              Each round then runs tickwork on a pool of APScheduler's default size
+              too (the defaults differ: 32 threads against 10).
               Targets of issue 15: >= 5,000 durable jobs/s at N = 10,000, >= 5x
               APScheduler (PASS/MISS printed, never an exit status).
               - ledger:   the durable burst with the slot ledger and without it
@@ -146,10 +148,12 @@ def burst_durable(
     store_cls: type[SQLiteStore] = SQLiteStore,
     cpu: list[float] | None = None,
     trace: Callable[[str], object] | None = None,
+    max_workers: int | None = None,
     **store_kw: Any,
 ) -> float:
     """Jobs/s of a durable burst of ``n`` one-shots; ``cpu`` gets the CPU seconds used.
 
+    ``max_workers``: the scheduler's pool (default: its default size).
     ``trace`` sees each statement of the store's connection from ``start()`` until the
     n-th run finished (`sqlite3.Connection.set_trace_callback`; it slows the run).
 
@@ -161,7 +165,7 @@ def burst_durable(
     now = time.time()
     for i in range(n):
         store.upsert(JobSpec(f"job-{i:06d}", NOOP, At(now)), now)
-    ds = DurableScheduler(store)
+    ds = DurableScheduler(store, max_workers=max_workers)
     ds.declare(JobSpec("job-000000", NOOP, At(now)))  # allow the function
     done, _, listener = _finished_counter(n)
     ds.add_listener(listener)  # type: ignore[arg-type]
@@ -269,33 +273,42 @@ def burst_aps(n: int, tmp: Path) -> float | None:
 
 def compare_burst(
     n: int, tmp: Path, rounds: int
-) -> tuple[list[float], list[float] | None, list[str]]:
+) -> tuple[list[float], list[float] | None, list[float], list[str]]:
     """tickwork durable and APScheduler 3 + SQLAlchemy, warmed up, order rotated.
 
     Each is warmed up with a discarded 500-job burst; then round r starts with the
-    tickwork durable burst when r is even and with APScheduler's when r is odd.
-    Returns the rates of each (``None`` without APScheduler) and the order per round.
+    tickwork durable burst when r is even and with APScheduler's when r is odd. With
+    APScheduler, each round also runs tickwork on a pool of APScheduler's default size
+    (``same pool``), after the other two: their pools differ by default.
+    Returns the rates of each (``None`` without APScheduler; ``[]`` for the same-pool
+    runs without it) and the order per round.
     """
     warm = min(500, n)
     burst_durable(warm, tmp / "warm-tw")
     have_aps = burst_aps(warm, tmp / "warm-aps") is not None
     ours: list[float] = []
     theirs: list[float] = []
+    same_pool: list[float] = []
     orders: list[str] = []
     for r in range(rounds):
         order = ["tickwork", "APScheduler"] if r % 2 == 0 else ["APScheduler", "tickwork"]
         if not have_aps:
             order = ["tickwork"]
+        else:
+            order.append("same pool")
         orders.append(" then ".join(order))
         print(f"    round {r + 1}: {orders[-1]}", file=sys.stderr)
         for name in order:
             if name == "tickwork":
                 ours.append(burst_durable(n, tmp / f"round-{r}"))
+            elif name == "same pool":
+                same = burst_durable(n, tmp / f"round-{r}-same", max_workers=aps_pool_size())
+                same_pool.append(same)
             else:
                 rate = burst_aps(n, tmp / f"round-{r}")
                 assert rate is not None
                 theirs.append(rate)
-    return ours, (theirs if have_aps else None), orders
+    return ours, (theirs if have_aps else None), same_pool, orders
 
 
 def ledger_cost(n: int, tmp: Path, rounds: int) -> tuple[list[float], list[float]]:
@@ -415,7 +428,7 @@ def main() -> None:
         print(f"(a) burst: {n:,} no-op one-shots due at once")
         core = burst_core(n)
         thread = burst_thread(n)
-        ours, theirs, orders = compare_burst(n, tmp, max(1, args.rounds))
+        ours, theirs, same_pool, orders = compare_burst(n, tmp, max(1, args.rounds))
         durable = statistics.median(ours)
         print(f"    core     {core:>12,.0f} jobs/s")
         print(f"    thread   {thread:>12,.0f} jobs/s")
@@ -456,11 +469,18 @@ def main() -> None:
                 f"    tickwork durable / APScheduler: {ratio:.1f}x (median of the per-round"
                 f" ratios, min {min(ratios):.1f}x, max {max(ratios):.1f}x); target >= 5x: {verdict}"
             )
+            same = [s / t for s, t in zip(same_pool, theirs, strict=True)]
+            print(
+                f"    tickwork durable on APScheduler's pool of {aps_pool_size()} threads:"
+                f" {statistics.median(same_pool):,.0f} jobs/s, {statistics.median(same):.1f}x"
+                f" APScheduler (median of the per-round ratios, {min(same):.1f}x-{max(same):.1f}x)"
+            )
         print(f"    (warm-up: a discarded {min(500, n)}-job burst each, then per round:)")
         for r, order in enumerate(orders):
             figures = f"tickwork durable {ours[r]:,.0f}"
             if theirs is not None:
                 figures += f", APScheduler {theirs[r]:,.0f} ({ours[r] / theirs[r]:.1f}x)"
+                figures += f", tickwork on its pool {same_pool[r]:,.0f}"
             print(f"      round {r + 1}, {order}: {figures} jobs/s")
         led, bare = ledger_cost(n, tmp, 3 if args.quick else max(1, args.ledger_rounds))
         if led:
