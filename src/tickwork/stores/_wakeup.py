@@ -109,10 +109,10 @@ class ClaimAhead(Protocol):
 
     By default a look claims as many due runs as there are idle workers, and its claim
     records them started: no run needs a start of its own. Where a look costs much
-    more than a start (network round trips, row locks, several statements: so on
-    `PostgresStore`), a look that also claims ``claim_ahead`` pools of runs beyond the
-    idle workers costs less per run in a backlog: those wait in the executor and
-    record their start as each begins (the claim's lease is renewed meanwhile).
+    more than a start (network round trips, row locks, several statements) and pools
+    are small, a look that also claims ``claim_ahead`` pools of runs beyond the idle
+    workers may cost less per run in a backlog: those wait in the executor and record
+    their start as each begins (the claim's lease is renewed meanwhile).
     """
 
     #: Pools of runs a look claims beyond the idle workers (0: none).

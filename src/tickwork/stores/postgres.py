@@ -809,9 +809,12 @@ class PostgresStore(SQLStore[Cursor]):
 
     # -- the dialect --------------------------------------------------------------------
 
-    #: A look claims a pool of runs beyond its idle workers (`ClaimAhead`): its round
-    #: trips and row locks cost more than the start statements of runs claimed ahead.
-    claim_ahead: ClassVar[int] = 1
+    #: A look claims for its idle workers only (`ClaimAhead`). With pools of six it
+    #: paid to claim a pool ahead (a look's round trips and row locks cost more than
+    #: the starts of runs claimed ahead); with the default pool of 32 it does not: a
+    #: burst on one node ran 1.08x as fast at 0.91x the CPU per run without it, on
+    #: three 0.95-1.03x at 0.95-1.01x (bench/postgres.py, twice).
+    claim_ahead: ClassVar[int] = 0
     _PARAM: ClassVar[str] = "%s"
     _LAST_TOKEN: ClassVar[bool] = True
     _LOST: ClassVar[str] = "the owner's database sessions ended"
