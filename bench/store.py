@@ -480,7 +480,7 @@ def main() -> None:
             figures = f"tickwork durable {ours[r]:,.0f}"
             if theirs is not None:
                 figures += f", APScheduler {theirs[r]:,.0f} ({ours[r] / theirs[r]:.1f}x)"
-                figures += f", tickwork on its pool {same_pool[r]:,.0f}"
+                figures += f", tickwork on APScheduler's pool {same_pool[r]:,.0f}"
             print(f"      round {r + 1}, {order}: {figures} jobs/s")
         led, bare = ledger_cost(n, tmp, 3 if args.quick else max(1, args.ledger_rounds))
         if led:
