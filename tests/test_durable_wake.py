@@ -12,6 +12,7 @@ import logging
 import sqlite3
 import threading
 import time
+from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import Any
 
@@ -630,4 +631,62 @@ def test_the_default_pool_runs_32_slow_jobs_at_once_on_threads_started_as_needed
     ds.stop(timeout=10)
     assert durable_jobs.CROWD["peak"] == DEFAULT_WORKERS
     assert all(j.last_run is not None and j.last_run.outcome == "ok" for j in ds.jobs())
+    store.close()
+
+
+class SizedExecutor(ManualExecutor):
+    """A `ManualExecutor` that tells its size as the standard pools do."""
+
+    def __init__(self, size: object) -> None:
+        super().__init__()
+        self._max_workers = size
+
+
+@pytest.mark.parametrize(
+    ("told", "max_workers", "claimed"),
+    [(3, None, 3), (3, 5, 5), (0, None, 32), ("3", None, 32), (True, None, 32)],
+)
+def test_a_look_claims_for_the_size_a_given_executor_tells(
+    paths: Path, told: object, max_workers: int | None, claimed: int
+) -> None:
+    """No run waits in the executor's queue with its start recorded by the claim."""
+    store = SQLiteStore(paths)
+    pool = SizedExecutor(told)
+    ds = DurableScheduler(
+        store,
+        poll=30.0,
+        executor=pool,
+        max_workers=max_workers,
+        allowed_modules=["tests.durable_jobs"],
+    )
+    for i in range(40):
+        ds.declare(JobSpec(f"j{i:02d}", REC, At(time.time() - 1)))
+    ds._step()
+    assert len(pool.queue) == claimed
+    pool.run_all()
+    ds.stop(timeout=5)
+    store.close()
+
+
+def test_a_standard_pool_given_as_the_executor_runs_as_many_as_its_threads(
+    paths: Path,
+) -> None:
+    durable_jobs.CROWD.update(now=0, peak=0)
+    durable_jobs.CROWD_GO.clear()
+    store = SQLiteStore(paths)
+    with ThreadPoolExecutor(3) as pool:
+        ds = DurableScheduler(
+            store, poll=30.0, executor=pool, allowed_modules=["tests.durable_jobs"]
+        )
+        for i in range(10):
+            ds.declare(JobSpec(f"j{i:02d}", "tests.durable_jobs:crowd", At(time.time() - 1)))
+        ds.start()
+        try:
+            assert _crowd_reaches(3)
+            # Only the three running runs are claimed: none waits in the pool's queue.
+            assert sum(1 for j in ds.jobs() if j.claims) == 3
+        finally:
+            durable_jobs.CROWD_GO.set()
+        ds.stop(timeout=30)
+    assert durable_jobs.CROWD["peak"] == 3
     store.close()
