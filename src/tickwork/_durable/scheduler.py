@@ -153,7 +153,7 @@ def _pool(executor: Executor | None, max_workers: int | None) -> tuple[Executor,
         return ThreadPoolExecutor(size, thread_name_prefix="tickwork-durable"), size
     if max_workers:
         return executor, max_workers
-    # The standard pools tell their size: a look then claims no run that would wait in
+    # A standard thread pool tells its size: a look then claims no run that would wait in
     # the executor's queue with its start already recorded.
     told = getattr(executor, "_max_workers", None)
     if isinstance(told, int) and not isinstance(told, bool) and told >= 1:
@@ -266,10 +266,10 @@ class DurableScheduler:
         max_workers: Size of the default pool; with an ``executor``, how many runs may
             be in it at once. Default ``DEFAULT_WORKERS`` (32), whatever the number of
             cores: durable runs mostly wait, and the threads start only as runs need
-            them. With an ``executor`` that tells its size (a `ThreadPoolExecutor` or
-            `ProcessPoolExecutor`), that size; else 32. A look claims as many due runs
-            as there are idle workers (and, for a store that asks,
-            `tickwork.stores.contract.ClaimAhead` pools more).
+            them. With an ``executor`` that tells its size (a `ThreadPoolExecutor`),
+            that size; else 32. A look claims as many due runs as there are idle
+            workers (and, for a store that asks, `tickwork.stores.contract.ClaimAhead`
+            pools more).
         wall_clock: Zero-argument callable returning UTC POSIX seconds; every time
             stored or compared with the store comes from it. Default: the store's
             clock when it has one (`tickwork.stores.StoreClock`; PostgreSQL: the
