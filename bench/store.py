@@ -1,7 +1,9 @@
 """Benchmark of durable jobs through `SQLiteStore` against the in-memory drivers.
 
 Run ``.venv/bin/python bench/store.py`` (``--quick`` for a short run; ``--n`` and
-``--startup-n`` choose the sizes, ``--rounds`` the rounds of the durable comparison). The
+``--startup-n`` choose the sizes, ``--rounds`` the rounds of the durable comparison;
+``--pools 6 12 32`` runs only the durable burst on pools of those sizes, with its CPU
+and commits per run). The
 APScheduler baseline needs the bench extra: ``.venv/bin/pip install -e '.[bench]'``.
 
 Workloads, measured in one process, one after the other, on a fresh database file in a
@@ -361,6 +363,38 @@ def burst_bound(n: int, tmp: Path, rounds: int) -> None:
     )
 
 
+def pool_sweep(n: int, tmp: Path, rounds: int, sizes: list[int]) -> None:
+    """The durable burst on pools of each of ``sizes``: what the pool's size does.
+
+    Warmed up, then ``rounds`` rounds, each running every size once, the order rotated
+    by one per round. Per size: jobs/s and CPU µs per run (medians over the rounds), and
+    the commits per run of one more burst whose statements are traced (not timed).
+    """
+    burst_durable(min(500, n), tmp / "warm-sweep")
+    rates: dict[int, list[float]] = {w: [] for w in sizes}
+    cpus: dict[int, list[float]] = {w: [] for w in sizes}
+    for r in range(rounds):
+        order = sizes[r % len(sizes) :] + sizes[: r % len(sizes)]
+        for w in order:
+            used: list[float] = []
+            rates[w].append(burst_durable(n, tmp / f"sweep-{r}-{w}", cpu=used, max_workers=w))
+            cpus[w].append(used[0] / n)
+    print(f"    pool size sweep: {n:,} runs, median of {rounds} rounds, order rotated")
+    print("    workers      jobs/s   CPU µs/run   commits/run (one traced burst)")
+    for w in sizes:
+        commits = [0]
+
+        def count(statement: str, commits: list[int] = commits) -> None:
+            if statement.lstrip().upper().startswith("COMMIT"):
+                commits[0] += 1
+
+        burst_durable(n, tmp / f"sweep-traced-{w}", trace=count, max_workers=w)
+        print(
+            f"    {w:>7} {statistics.median(rates[w]):>11,.0f}"
+            f" {1e6 * statistics.median(cpus[w]):>12,.0f} {commits[0] / n:>13.3f}"
+        )
+
+
 def startup(m: int, tmp: Path) -> dict[str, float]:
     out: dict[str, float] = {}
     ahead = time.time() + 86400
@@ -420,8 +454,22 @@ def main() -> None:
         help="rounds of the ledger's cost (default 11: one burst varies by 20-30%% from the"
         " next on a shared machine, so a 10%% budget needs the median of many pairs)",
     )
+    parser.add_argument(
+        "--pools",
+        type=int,
+        nargs="+",
+        metavar="W",
+        help="only sweep the durable burst over these pool sizes (max_workers)",
+    )
     args = parser.parse_args()
     n, m = (1000, 5000) if args.quick else (args.n, args.startup_n)
+    if args.pools:
+        if min(args.pools) < 1:
+            parser.error(f"--pools: every size must be at least 1, got {args.pools}")
+        with tempfile.TemporaryDirectory(prefix="tickwork-bench-") as d:
+            print(f"python {sys.version.split()[0]}, {os.cpu_count()} cpus, database in {d}")
+            pool_sweep(n, Path(d), max(1, args.rounds), args.pools)
+        return
     with tempfile.TemporaryDirectory(prefix="tickwork-bench-") as d:
         tmp = Path(d)
         print(f"python {sys.version.split()[0]}, {os.cpu_count()} cpus, database in {tmp}")
