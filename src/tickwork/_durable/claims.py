@@ -63,8 +63,8 @@ CARRY_FOR = 0.05
 #: the next (`RunTable.refill`), and that look records the finishes in its own
 #: transaction: on SQLite a burst of quick jobs runs 1.47x as fast as two pools deep,
 #: where a third of the runs waited for a start transaction (and behind this node's
-#: slow jobs, while another node's workers may have been free). A PostgreSQL look
-#: costs more than the starts it saves: `PostgresStore` claims a pool ahead.
+#: slow jobs, while another node's workers may have been free). With the default pool
+#: of 32 this holds on PostgreSQL too (`PostgresStore.claim_ahead` is 0).
 PREFETCH = 1
 
 #: While runs come due faster than this (seconds apart), a look that took some comes
