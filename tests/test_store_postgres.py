@@ -136,7 +136,7 @@ def test_a_sparse_claim_is_five_statements_and_its_writes_one(
 def test_no_claim_statement_scans_the_jobs_table(
     open_pg: Callable[..., PostgresStore], pg_dsn: str, pg_schema: str
 ) -> None:
-    """A claim's cost does not grow with the jobs it does not take, once prepared.
+    """A claim's cost does not grow with the jobs it does not take, nor a finish's.
 
     psycopg prepares a statement run often, and the server then plans it once for any
     parameters (a generic plan) if that looks no worse; such a plan must not scan
@@ -191,6 +191,55 @@ def test_no_claim_statement_scans_the_jobs_table(
         assert len(store.recover_expired(ended + 2.0)) == 5
     store.close()
     assert scans() == before
+    # Finishes, item by item (two at a time) and set-based (eight).
+    store = open_pg()
+    for i in range(10):
+        now = 2000.0 + 10.0 * i
+        ten = [Finish(c, "ok", now + 1.0) for c in claim(store, now, advance=once, limit=10)]
+        assert len(ten) == 10
+        assert store.record([], ten[:2]) == ([], [True] * 2)
+        assert store.record([], ten[2:]) == ([], [True] * 8)
+    store.close()
+    assert scans() == before
+
+
+def test_a_prepared_statement_is_planned_once_not_at_each_run(
+    open_pg: Callable[..., PostgresStore],
+) -> None:
+    """Every connection of a store keeps its prepared statements' generic plans.
+
+    Left to itself, the server plans a prepared statement with a list parameter again
+    at every execution (its generic plan guesses a longer list, so it looks dearer):
+    at sparse rates, the re-read of a look's rows, the claims' write and a batch's lock
+    were planned at every look and finish (issue 25). Each statement below runs more
+    often than psycopg's threshold for preparing it.
+    """
+    store = open_pg()
+    for i in range(8):
+        store.upsert(spec(f"j{i}", Every(10.0)), 100.0)
+    for i in range(8):
+        now = 100.0 + 10.0 * i
+        taken = claim(store, now, advance=lambda s, n: n + 10.0, limit=8)
+        assert len(taken) == 8
+        finishes = [Finish(c, "ok", now + 1.0) for c in taken]
+        assert store.record([], finishes[:2]) == ([], [True] * 2)  # item by item
+        assert store.record([], finishes[2:]) == ([], [True] * 6)  # set-based
+    plans: dict[str, dict[str, tuple[int, int]]] = {}
+    for lane in ("_conn", "_rec_conn"):  # the looks', and the batches'
+        conn = getattr(store, lane)
+        assert conn is not None, lane
+        with conn.transaction():
+            rows = conn.execute(
+                "SELECT statement, generic_plans, custom_plans FROM pg_prepared_statements"
+            ).fetchall()
+        plans[lane] = {q: (generic, custom) for q, generic, custom in rows}
+        assert [q[:60] for q, (_, custom) in plans[lane].items() if custom] == [], lane
+    # The statements planned at every run before: each prepared, with its one plan reused.
+    heads = {"_conn": ["SELECT id, spec,", "WITH taken AS"], "_rec_conn": ["SELECT id, overlap"]}
+    for lane, wanted in heads.items():
+        for head in wanted:
+            used = [g for q, (g, _) in plans[lane].items() if q.startswith(head)]
+            assert used and used[0] >= 3, (lane, head, plans[lane])
 
 
 def test_a_plain_batch_is_recorded_in_three_statements(
