@@ -14,7 +14,8 @@ node)``, whose default column ``clock_timestamp()`` says when it ran.
 
 - runs/s: jobs / (last row's time - due time);
 - CPU per run: the server's processes (``/proc``: the postmaster, the backends it
-  reaped, its live children; as bench/postgres.py reads it) and the node processes
+  reaped, its live children; as bench/postgres.py reads it, without the backends of
+  the harness's own connections, which poll the results) and the node processes
   (each reports its own CPU time), both from all nodes ready to all nodes exited,
   divided by the jobs;
 - against tickwork: the median over the rounds of each round's ratio to tickwork on the
@@ -55,7 +56,13 @@ ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
 from bench.peer_node import CONCURRENCY, PROCRASTINATE_POLL  # noqa: E402
-from bench.postgres import _parent, _stat, start_server, stop_server  # noqa: E402
+from bench.postgres import (  # noqa: E402
+    _parent,
+    backend_cpu,
+    server_cpu,
+    start_server,
+    stop_server,
+)
 
 BENCH = ROOT / "bench"
 PEERS = BENCH / ".peers"
@@ -199,13 +206,12 @@ class Lab:
         return "?" if row is None else str(row[0])
 
     def server_cpu(self) -> float:
-        """CPU seconds of the server's processes so far (as bench/postgres.py reads it)."""
-        fields = _stat(self.postmaster)
-        ticks = sum(int(v) for v in fields[11:15]) if fields else 0
-        for pid in os.listdir("/proc"):
-            if pid.isdigit() and (child := _stat(int(pid))) and int(child[1]) == self.postmaster:
-                ticks += int(child[11]) + int(child[12])
-        return ticks / os.sysconf("SC_CLK_TCK")
+        """CPU seconds of the server's processes so far (as bench/postgres.py reads it).
+
+        The harness's own backend is left out: this one's, and (in `run`) that of the
+        connection `_wait` polls the results on, which ends within the run.
+        """
+        return server_cpu(self.postmaster, skip=self.conn.info.backend_pid)
 
     def database(self) -> tuple[str, str]:
         name = f"peers_{secrets.token_hex(4)}"
@@ -280,7 +286,7 @@ class Lab:
             system.start = 1.3 * (time.monotonic() - launched)
             server_before = self.server_cpu()
             result.late = ready > first - 0.05
-            self._wait(dsn, n)
+            polling = self._wait(dsn, n)  # the CPU of the harness's polling backend
         except BaseException as exc:
             self._stop(procs, stop, nodes)
             self.drop(name)
@@ -288,7 +294,7 @@ class Lab:
                 raise RuntimeError(f"{exc}; the nodes' log ends: {said}") from None
             raise
         result.node_cpu = self._stop(procs, stop, nodes)
-        result.server_cpu = self.server_cpu() - server_before
+        result.server_cpu = self.server_cpu() - server_before - polling
         with psycopg.connect(dsn, autocommit=True) as conn:
             row = conn.execute(
                 "SELECT count(*), count(DISTINCT job), extract(epoch FROM max(at))"
@@ -321,14 +327,15 @@ class Lab:
             path.unlink(missing_ok=True)
         return cpu
 
-    def _wait(self, dsn: str, n: int) -> None:
+    def _wait(self, dsn: str, n: int) -> float:
+        """Poll until ``n`` jobs ran; the CPU seconds the polling backend used."""
         last, changed = -1, time.monotonic()
         with psycopg.connect(dsn, autocommit=True) as conn:
             while True:
                 row = conn.execute("SELECT count(DISTINCT job) FROM bench_results").fetchone()
                 count = int(row[0]) if row else 0
                 if count >= n:
-                    return
+                    return backend_cpu(conn.info.backend_pid)  # it ends with the connection
                 if count != last:
                     last, changed = count, time.monotonic()
                 elif time.monotonic() - changed > STALL:
