@@ -339,7 +339,7 @@ def redact_dsn(dsn: str) -> str:
 # plan) looks dearer, which for a list parameter (``= ANY(%s)``) it always does: it
 # guesses the list longer than the one or two items of a look at sparse rates. The
 # re-read of a look's rows, the claims' write and a batch's lock were planned at
-# every execution, about a third of the server's CPU per run at 100 runs/s (issue 25).
+# every execution: at 100 runs/s, about a sixth of the server's CPU (issue 25).
 # Every statement's generic plan reaches its rows by key (tests/test_store_postgres.py
 # counts the scans of every table under it).
 _SESSION_SQL: Final = "SELECT set_config('plan_cache_mode', 'force_generic_plan', false)"
