@@ -31,6 +31,7 @@ from tickwork.stores import (
     StoreError,
     Upsert,
 )
+from tickwork.stores._ledger import _PRUNE_JOBS as PRUNE_JOBS
 from tickwork.stores.contract import (
     KEEP,
     BatchRecorder,
@@ -1147,6 +1148,32 @@ class StoreContract:
         # two days on, everything is older than history_days
         assert store.prune_history(time.time() + 2 * 86400) == 4
         assert store.history() == []
+
+    def test_pruning_reaches_every_job_however_many_keep_being_written(
+        self, open_store: OpenStore
+    ) -> None:
+        """A prune trims a bounded number of jobs: the longest waiting go first.
+
+        More jobs are written between two prunes than one prune trims. It used to take
+        the first ids in sort order, which the busiest ids kept winning: the others were
+        never trimmed and their entries grew without end.
+        """
+        store = open_store(history_keep=1)
+        assert isinstance(store, SlotLedger)
+        n = PRUNE_JOBS + 6
+        ids = [f"j{i:03}" for i in range(n)]
+        for job_id in ids:
+            store.upsert(spec(job_id, schedule=Every(10)), 100.0)
+        most = []
+        for k in range(6):  # every job runs once between two prunes
+            taken = claim(store, 100.0 + 10 * k, advance=step_one, limit=n)
+            assert len(taken) == n
+            for c in taken:
+                assert store.finish(c, outcome="ok", ended=101.0 + 10 * k)
+            store.prune_history(time.time())
+            most.append(max(len(store.history(job_id)) for job_id in ids))
+        # one entry kept each; at most two prunes between a job's trims
+        assert max(most) <= 3, most
 
     @pytest.mark.parametrize("history_keep", [None, 100])
     def test_per_job_retention_keeps_the_newest_of_each_outcome(

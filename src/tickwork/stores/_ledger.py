@@ -12,6 +12,7 @@ from __future__ import annotations
 import threading
 import time
 from collections.abc import Callable, Sequence
+from itertools import islice
 from typing import Any, Final, Generic, Protocol
 
 from ._model import (
@@ -108,7 +109,9 @@ class LedgerQueries(Generic[C]):
         self.keep = keep
         #: Age in days of the entries pruned (None: no age limit).
         self.days = days
-        self._written: set[str] = set()  # jobs with ledger entries since the last prune
+        # The jobs with ledger entries since their last prune, the longest waiting first
+        # (a dict keeps the order jobs were first noted in; noting one again keeps its place).
+        self._written: dict[str, None] = {}
         self._written_lock = threading.Lock()  # batches may commit on their own threads
         #: Per job: ``(keep_ok, keep_failed)`` (see `set_job_retention`).
         self.by_outcome: dict[str, tuple[int | None, int | None]] = {}
@@ -176,7 +179,8 @@ class LedgerQueries(Generic[C]):
     def note_written(self, entries: list[tuple[Any, ...]]) -> None:
         """Remember the jobs of ledger entries written, for `prune`."""
         with self._written_lock:
-            self._written.update(e[0] for e in entries)
+            for entry in entries:
+                self._written.setdefault(entry[0], None)
 
     def history(
         self,
@@ -213,7 +217,9 @@ class LedgerQueries(Generic[C]):
         now = check_time("now", now)
         keep, days = self.keep, self.days
         with self._written_lock:
-            jobs = sorted(self._written)[:_PRUNE_JOBS] if keep or self.by_outcome else []
+            # The longest waiting first: every job noted is trimmed within a bounded
+            # number of prunes, however many others keep being written.
+            jobs = list(islice(self._written, _PRUNE_JOBS)) if keep or self.by_outcome else []
             limits = {job: self.by_outcome[job] for job in jobs if job in self.by_outcome}
         if not jobs and days is None:
             return 0
@@ -257,7 +263,8 @@ class LedgerQueries(Generic[C]):
 
         gone: int = self._store._run("prune the slot ledger", body)
         with self._written_lock:
-            self._written.difference_update(jobs)
+            for job_id in jobs:
+                self._written.pop(job_id, None)
         return gone
 
     def _trim_outcomes(
