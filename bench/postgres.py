@@ -3,6 +3,8 @@
     .venv/bin/python bench/postgres.py                 # about 7 min on 2 cores
     .venv/bin/python bench/postgres.py --quick         # small sizes, about 3 min
     .venv/bin/python bench/postgres.py --workloads kill   # the fault runs alone, 4 min
+    .venv/bin/python bench/postgres.py --new REF --baseline REF --workloads steady \
+        --steady-nodes 1 --every 0 --repeat 5   # one change, five rounds, 5 min
 
 Every figure comes from node processes (bench/pg_node.py) that each run the shipped
 `tickwork.DurableScheduler` on a `PostgresStore`, with the library's defaults (lease,
@@ -21,7 +23,10 @@ folder; the node and loader processes import ``tickwork`` from the tree's ``src`
 of each tree comes first; within each workload, which tree goes first alternates.
 
 Workloads (``--workloads``, default all), each in a fresh schema of a database created
-for the run:
+for the run. ``--repeat N`` runs each burst and each steady load N times, the trees'
+order alternating: the machine's scatter between runs (10-15% in CPU per run on a
+shared 2-core machine) is larger than many changes, so a change is judged by the
+median of its per-round ratios; the main tables then show each tree's median round.
 
 - burst: ``--burst`` one-shots all due at one instant, on each of ``--nodes`` node
   counts: runs per second from the due time to the last start, and the ratio to one node.
@@ -990,6 +995,51 @@ def _parent(pid: int) -> int:
     return int(fields[1]) if fields else 0
 
 
+def _median_rounds(rounds: dict[tuple[str, int], list[Result]]) -> dict[tuple[str, int], Result]:
+    """Per tree and node count, the round whose CPU per run is the median.
+
+    The lower one of an even count: a real run, all of whose figures belong together.
+    """
+    chosen = {}
+    for key, results in rounds.items():
+        ordered = sorted(results, key=_cpu_per_run)
+        chosen[key] = ordered[(len(ordered) - 1) // 2]
+    return chosen
+
+
+def rounds_table(title: str, names: list[str], rounds: dict[tuple[str, int], list[Result]]) -> None:
+    """Every round's CPU per run, per node count, each tree's median and range.
+
+    With two trees, the ratio new / old of each round too (the trees ran back to back).
+    """
+    if not rounds:
+        return
+    print()
+    print(f"{title}, CPU ms per run (server + nodes) over the rounds:")
+    head = " | ".join(f"{name}: median (min-max)" for name in names)
+    pair = len(names) == 2
+    extra = " | new / old, each round | median ratio" if pair else ""
+    print(f"| nodes | {head}{extra} |")
+    print("| ---: |" + " ---: |" * len(names) + (" --- | ---: |" if pair else ""))
+    for nodes in sorted({key[1] for key in rounds}):
+        cells = [str(nodes)]
+        for name in names:
+            values = [_cpu_per_run(r) * 1000 for r in rounds[name, nodes]]
+            server = statistics.median(r.server_cpu / r.runs * 1000 for r in rounds[name, nodes])
+            cells.append(
+                f"{statistics.median(values):.2f} ({min(values):.2f}-{max(values):.2f});"
+                f" server {server:.2f}"
+            )
+        if pair:
+            ratios = [
+                _cpu_per_run(new) / _cpu_per_run(old)
+                for old, new in zip(rounds[names[0], nodes], rounds[names[1], nodes], strict=True)
+            ]
+            cells.append(", ".join(f"{x:.2f}x" for x in ratios))
+            cells.append(f"{statistics.median(ratios):.2f}x")
+        print("| " + " | ".join(cells) + " |")
+
+
 def _cpu_per_run(r: Result) -> float:
     return (r.server_cpu + r.node_cpu) / r.runs if r.runs else math.nan
 
@@ -1227,8 +1277,17 @@ def main() -> None:
         default=LEDGER_ROUNDS,
         help=f"rounds of the ledger workload (default {LEDGER_ROUNDS})",
     )
+    parser.add_argument(
+        "--repeat",
+        type=int,
+        default=1,
+        help="rounds of each burst and steady run, the trees' order alternating; the tables"
+        " then show each tree's median round, and a table per workload every round's CPU",
+    )
     parser.add_argument("--quick", action="store_true", help="small sizes: a smoke run")
     args = parser.parse_args()
+    if args.repeat < 1:
+        parser.error(f"--repeat must be at least 1, got {args.repeat}")
     sys.stdout.reconfigure(line_buffering=True)  # type: ignore[union-attr]
     args.kill_loads = KILLS
     if args.quick:
@@ -1267,18 +1326,24 @@ def main() -> None:
             steadies: dict[tuple[str, int], Result] = {}
             idles: dict[str, tuple[Result, Result]] = {}
             kills: dict[tuple[str, str], KillResult] = {}
+            burst_rounds: dict[tuple[str, int], list[Result]] = {}
+            steady_rounds: dict[tuple[str, int], list[Result]] = {}
             if "burst" in chosen:
                 for nodes in args.nodes:
-                    for tree in order:
-                        bursts[tree.name, nodes] = burst(lab, tree, nodes, args.burst)
-                    order.reverse()
+                    for _ in range(args.repeat):
+                        for tree in order:
+                            result = burst(lab, tree, nodes, args.burst)
+                            burst_rounds.setdefault((tree.name, nodes), []).append(result)
+                        order.reverse()
+                bursts = _median_rounds(burst_rounds)
             if "steady" in chosen:
                 for nodes in args.steady_nodes:
-                    for tree in order:
-                        steadies[tree.name, nodes] = steady(
-                            lab, tree, args.steady, args.seconds, args.every, nodes
-                        )
-                    order.reverse()
+                    for _ in range(args.repeat):
+                        for tree in order:
+                            result = steady(lab, tree, args.steady, args.seconds, args.every, nodes)
+                            steady_rounds.setdefault((tree.name, nodes), []).append(result)
+                        order.reverse()
+                steadies = _median_rounds(steady_rounds)
             sizes: dict[tuple[str, int], tuple[Result, Result]] = {}
             if "idle" in chosen:
                 for jobs in args.idle_jobs:
@@ -1297,6 +1362,11 @@ def main() -> None:
                         kills[tree.name, load.name] = kill(lab, tree, load)
                     order.reverse()
             table(trees, bursts, steadies, idles, kills, args)
+            if args.repeat > 1:
+                names = [t.name for t in trees]
+                rounds_table(f"burst of {args.burst:,}", names, burst_rounds)
+                spread = f"steady {args.steady:,} over {args.seconds:g} s"
+                rounds_table(spread, names, steady_rounds)
             if sizes:
                 idle_sizes_table([t.name for t in trees], sizes, args.idle)
             if ledgers:
