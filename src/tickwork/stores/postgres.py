@@ -331,8 +331,6 @@ def redact_dsn(dsn: str) -> str:
     return make_conninfo("", **params)
 
 
-#: Marks a session as an owner's (`PostgresStore.tag_sessions`): a shared lock, so the
-#: owner's connections (and a new one while an old one lingers) never wait on each other.
 # Every statement a store runs is planned once per connection, not at each execution.
 # psycopg prepares a statement run five times; the server then keeps planning it for
 # each execution (a custom plan) whenever the plan for any parameters (the generic
@@ -340,9 +338,11 @@ def redact_dsn(dsn: str) -> str:
 # guesses the list longer than the one or two items of a look at sparse rates. The
 # re-read of a look's rows, the claims' write and a batch's lock were planned at
 # every execution: at 100 runs/s, about a sixth of the server's CPU (issue 25).
-# Every statement's generic plan reaches its rows by key (tests/test_store_postgres.py
-# counts the scans of every table under it).
+# Every statement's generic plan reaches the jobs by key (tests/test_store_postgres.py
+# counts the server's scans of the jobs table over claims, recoveries and finishes).
 _SESSION_SQL: Final = "SELECT set_config('plan_cache_mode', 'force_generic_plan', false)"
+#: Marks a session as an owner's (`PostgresStore.tag_sessions`): a shared lock, so the
+#: owner's connections (and a new one while an old one lingers) never wait on each other.
 _TAG_SQL: Final = "SELECT pg_advisory_lock_shared(%s::integer, %s::integer)"
 #: ... and lists the owner as one whose claims die with its sessions (in the same session,
 #: after the lock: whoever sees the row while the owner lives sees the lock too).
@@ -549,7 +549,11 @@ class PostgresStore(SQLStore[Cursor]):
         return text.replace(self._password, "***") if self._password else text
 
     def _connect(self) -> psycopg.Connection[Any]:
-        """A new connection with the search path set (raises psycopg errors)."""
+        """A new connection with its session's settings (raises psycopg errors).
+
+        Generic plans (`_SESSION_SQL`), the search path where a schema is named, and an
+        owner's liveness lock and listing where the store has an owner.
+        """
         conn = psycopg.connect(self._dsn, **self._connect_kwargs)
         try:
             # One round trip for the session's settings: generic plans (see
