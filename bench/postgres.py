@@ -49,8 +49,8 @@ median of its per-round ratios; the main tables then show each tree's median rou
   postmaster, the backends it reaped, its live children) over the nodes' lives, and
   the node processes from ready to stopped (they report it), divided by the runs. The
   backend of the harness's own connection is left out: it polls the results every
-  0.1 s with a count over all of them (about 0.002 ms per run in a burst of 5,000
-  on three nodes, more for a slower system, whose polls are more and dearer).
+  0.1 s with a count over all of them, which costs more for a slower system (more
+  polls, each over more rows).
 - kill (issue 15, point 4): 3 nodes, one SIGKILLed, every job at the defaults
   (at-most-once, ``overlap`` and ``missed`` "skip") and both trees at their default lease
   (`DurableScheduler`'s, 30 s in both; the loader reports it). "busy": 5,000 one-shots
@@ -974,18 +974,21 @@ def server_cpu(postmaster: int, skip: int = 0) -> float:
     backend that ended: ``cutime`` + ``cstime``), and that of its live children.
     """
     fields = _stat(postmaster)
-    ticks = sum(int(v) for v in fields[11:15]) if fields else 0
+    seconds = sum(int(v) for v in fields[11:15]) / os.sysconf("SC_CLK_TCK") if fields else 0.0
     for pid in os.listdir("/proc"):
         if pid.isdigit() and int(pid) != skip:
             child = _stat(int(pid))
             if child and int(child[1]) == postmaster:
-                ticks += int(child[11]) + int(child[12])
-    return ticks / os.sysconf("SC_CLK_TCK")
+                seconds += backend_cpu(int(pid), child)
+    return seconds
 
 
-def backend_cpu(pid: int) -> float:
-    """CPU seconds of one live process (a backend) so far; 0.0 if it is gone."""
-    fields = _stat(pid)
+def backend_cpu(pid: int, fields: list[str] | None = None) -> float:
+    """CPU seconds of one live process (a backend) so far; 0.0 if it is gone.
+
+    ``fields``: its ``/proc`` stat fields, where the caller read them already.
+    """
+    fields = _stat(pid) if fields is None else fields
     return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK") if fields else 0.0
 
 
