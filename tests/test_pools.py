@@ -28,11 +28,12 @@ from tickwork._daemon.status_page import page
 from tickwork.metrics import SchedulerMetrics
 from tickwork.stores import JobSpec, JobSpecError, PoolState
 from tickwork.stores.sqlite import SQLiteStore
-from tickwork.testing import FakeClock
+from tickwork.testing import FakeClock, InlineExecutor
 
 from . import durable_jobs
 
 REC = "tests.durable_jobs:record"
+SLOW = "tests.durable_jobs:slow"
 START = DURABLE_START
 
 Make = Callable[..., tuple[DurableScheduler, ManualExecutor]]
@@ -265,3 +266,43 @@ def test_the_status_page_and_the_metrics_show_the_pools(tmp_path: Path) -> None:
     finally:
         store.close()
     assert now
+
+
+# -- fairness: a busy pool starves no job (issue 39) ---------------------------------
+
+
+def _contend(ds: list[DurableScheduler], clock: FakeClock, seconds: float) -> None:
+    """Step the nodes in turn for ``seconds`` of fake time; their runs go inline."""
+    end = clock.wall() + seconds
+    while clock.wall() < end:
+        waits = [d.step() for d in ds]
+        clock.advance(min(0.25, max(0.01, min(waits))))
+
+
+@pytest.mark.parametrize("nodes", [1, 2])
+def test_a_busy_pool_runs_every_job_in_turn_and_drops_nothing_within_grace(
+    open_either_store: Callable[..., Any], durable_clock: FakeClock, nodes: int
+) -> None:
+    # The issue's case: "a" takes 3 s and "b" 1 s, both every 2 s, in a pool of one.
+    ds = [
+        DurableScheduler(
+            open_either_store(),
+            executor=InlineExecutor(),
+            wall_clock=durable_clock.wall,
+            monotonic_clock=durable_clock,
+            pools={"p": 1},
+            allowed_modules=["tests.durable_jobs"],
+        )
+        for _ in range(nodes)
+    ]
+    for name, took in (("a", 3.0), ("b", 1.0)):
+        ds[0].declare(JobSpec(name, SLOW, Every(2), args=[took], pool="p", grace=60.0))
+    _contend(ds, durable_clock, 40.0)
+    ran = [c[0][0] for c in durable_jobs.CALLS]
+    # Each job gets the slot in turn: the one that waited longest goes next.
+    assert ran == [3.0, 1.0] * (len(ran) // 2) + [3.0] * (len(ran) % 2)
+    assert len(ran) >= 14
+    outcomes = {s.outcome for s in ds[0].history("b")}
+    assert "missed" not in outcomes and "ok" in outcomes
+    # Slots that came due while an earlier one waited are skipped, not missed.
+    assert outcomes <= {"ok", "skipped"}

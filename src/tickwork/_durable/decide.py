@@ -11,7 +11,8 @@ Terms (see ``docs/durability.md``, "Missed runs"): the claimed slot ``s`` is the
 stored next run. The *passed slots* are the schedule's slots from ``s`` up to ``now``.
 The job is **on time** when ``s`` is the only passed slot and, if the job has a
 ``grace``, ``now - s <= grace``. Otherwise it is **behind** and every passed slot
-counts as missed; the job's ``missed`` policy says what happens to them.
+counts as missed; the job's ``missed`` policy says what happens to them. A slot that
+waited for its concurrency pool (`JobState.pool_wait`) is judged by ``grace`` alone.
 """
 
 from __future__ import annotations
@@ -247,7 +248,25 @@ def _decide(state: JobState, now: float, vanished: tuple[float, float] | None) -
     overlapped = _overlapped(state, grid, now)
     if overlapped is not None:
         return overlapped
+    if state.pool_wait == s and not late:
+        return _waited(spec, grid, now)
     return _on_grid(spec, grid, now, late)
+
+
+def _waited(spec: JobSpec, grid: _Grid, now: float) -> Decision:
+    """A slot that waited for its pool and is within ``grace``: it runs, late or not.
+
+    Its own lateness judges it, not the slots that came due while it waited: those go
+    as slots due during a run go (``overlap="allow"`` or ``missed="all"``: each waits
+    its own turn; otherwise skipped), so a busy pool never drops a slot as missed.
+    """
+    following = grid.after(grid.s)
+    if following > now or spec.overlap == "allow" or spec.missed == "all":
+        return Decision("run", following)
+    others = grid.count(now, COUNT_LIMIT) - 1
+    return Decision(
+        "run", grid.after(now), skipped=others, given_up=_others(grid, "skipped", others)
+    )
 
 
 def _fixed_delay(state: JobState, provisional: float, late: bool) -> Decision:

@@ -860,6 +860,12 @@ class JobState:
     then): slots before it are from before the job existed, and a backfill leaves them
     out. Kept across re-declarations and schedule changes. ``None``: not known (a job
     stored before tickwork recorded it, or declared with no slot to plan)."""
+    pool_wait: float | None = None
+    """The due slot (``next_run``) that waits for its concurrency pool: a claim found
+    it due and held it back because the job's pool, or ``max_running``, was full.
+    ``None`` when the job's next run has not waited for a slot. When it gets one, it
+    is judged by its own lateness against ``grace`` (docs/durability.md, "Concurrency
+    pools")."""
 
     @property
     def id(self) -> str:

@@ -129,10 +129,11 @@ class PoolsMixin:
 class PoolGate:
     """One claim transaction's admissions: the limits and counts, read at first use."""
 
-    __slots__ = ("_cap", "_host", "_limits", "_loaded", "_running", "_total")
+    __slots__ = ("_cap", "_held", "_host", "_limits", "_loaded", "_running", "_total")
 
     def __init__(self, host: SQLHost[Any]) -> None:
         self._host = host
+        self._held: list[str] = []  # due jobs refused whose slot is not marked yet
         self._loaded = False
         self._limits: dict[str, int] = {}
         self._running: dict[str | None, int] = {}
@@ -236,6 +237,25 @@ class PoolQueries(Generic[C]):
             return False
         gate = self._gate
         return True if gate is None else gate.admit(cur, spec)
+
+    def hold(self, row: Sequence[Any]) -> None:
+        """A due job row (`JOB_COLUMNS`) that `admit` refused for its pool: note its slot.
+
+        Its slot waits for the pool from here on; `mark` writes that once per slot
+        (``pool_wait = next_run``), so it is judged by its own lateness when it gets
+        one, however many looks or nodes refused it meanwhile.
+        """
+        if self._gate is not None and row[11] != row[3]:
+            self._gate._held.append(row[0])
+
+    def mark(self, cur: C) -> None:
+        """Write the slots this claim held back for the first time: one statement, if any."""
+        held = self._gate._held if self._gate is not None else []
+        if held:
+            query, params = self._host._q_list(
+                "UPDATE {jobs} SET pool_wait = next_run WHERE id {any}", held
+            )
+            cur.execute(query, params)
 
     def set_limit(self, name: str, limit: int | None, what: str) -> None:
         """Store (or with ``None`` remove) the limit row ``name``; a change is logged."""

@@ -1,9 +1,9 @@
 """Reading stored rows back into records: shared by every SQL store.
 
 Both stores keep the same columns (a job row: id, spec, paused, next run, the last
-run, the runtime pause and the first slot; a claim row: token, job id, owner,
-scheduled, claimed at, lease end, started, retry, origin), so turning rows into
-`JobState` and `Claim` values is written once, here.
+run, the runtime pause, the first slot and the slot held for a pool; a claim row:
+token, job id, owner, scheduled, claimed at, lease end, started, retry, origin), so
+turning rows into `JobState` and `Claim` values is written once, here.
 """
 
 from __future__ import annotations
@@ -80,4 +80,6 @@ class RowReader:
             claims=tuple(self._claim(c, spec) for c in claims),
             pause=PauseNote.from_json(control) if control else None,
             first_slot=row[10],
+            # The mark counts only for the slot it was written for (moving on clears it).
+            pool_wait=next_run if row[11] is not None and row[11] == next_run else None,
         )

@@ -94,7 +94,7 @@ __all__ = [
 #: The columns of a job row as `RowReader` reads them, in this order.
 JOB_COLUMNS: Final = (
     "id, spec, paused, next_run, last_scheduled, last_started, last_ended, last_outcome,"
-    " last_error, control, first_slot"
+    " last_error, control, first_slot, pool_wait"
 )
 #: The columns of a claim row as `RowReader` reads them, in this order.
 CLAIM_COLUMNS: Final = (
@@ -612,6 +612,7 @@ class SQLStore(RowReader, PoolsMixin, CarryMixin, WakeupMixin, ABC, Generic[C]):
                 self._claim_rows(cur, rows, now, owner, lease, advance, start, given_up, pending)
                 if len(seen) - before < asked:  # fewer looked at than asked: none are left
                     break
+            self._pools.mark(cur)  # the slots held back for their pool, first seen now
             if len(pending) < limit:  # nothing more is due: when is the next look?
                 found.append(self._wakeups.found_by_claim(cur, owner if pending else None))
             return list(pending)
@@ -655,6 +656,8 @@ class SQLStore(RowReader, PoolsMixin, CarryMixin, WakeupMixin, ABC, Generic[C]):
         for row, spec in pairs:
             job_id = row[0]
             if not self._pools.admit(spec, cur):  # unreadable, or its pool is full
+                if spec is not None:
+                    self._pools.hold(row)  # it waits for its pool from this slot on
                 continue
             state = self._state(row, spec, held.get(job_id, ()))
             result = advance(state, now)

@@ -217,6 +217,11 @@ def _pools_v9(cur: Cursor) -> None:
     )
 
 
+def _pool_wait_v10(cur: Cursor) -> None:
+    """Schema 10: ``pool_wait``, the due slot held back for its pool: as SQLite's 11."""
+    cur.execute("ALTER TABLE tickwork_jobs ADD COLUMN pool_wait double precision")
+
+
 #: One ledger entry: 13 parameters in the order of ``_sql.LEDGER_INSERT``.
 _LEDGER_ONE: Final = LEDGER_INSERT.format(ledger="tickwork_ledger").replace("?", "%s")
 #: A batch of ledger entries in one parameter: a JSON array of entries, each an array in
@@ -249,6 +254,7 @@ MIGRATIONS: list[Callable[[Cursor], None]] = [
     _alert_episodes_v7,
     _chains_v8,
     _pools_v9,
+    _pool_wait_v10,
 ]
 
 _TABLES: Final = ("tickwork_meta", "tickwork_jobs", "tickwork_claims")

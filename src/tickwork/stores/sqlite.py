@@ -239,6 +239,15 @@ def _pools_v10(conn: sqlite3.Connection) -> None:
     )
 
 
+def _pool_wait_v11(conn: sqlite3.Connection) -> None:
+    """Schema 11: ``jobs.pool_wait``, the due slot a claim held back for its pool (issue 39).
+
+    Written when the claim refuses the slot (its pool or ``max_running`` is full) and
+    meaningful only while it equals ``next_run``: moving the job on needs no write.
+    """
+    conn.execute("ALTER TABLE jobs ADD COLUMN pool_wait REAL")
+
+
 #: ``MIGRATIONS[i]`` takes a database from schema version ``i`` to ``i + 1`` inside the
 #: opening transaction; the current version is ``len(MIGRATIONS)``. Append only: a
 #: released step is never edited.
@@ -253,6 +262,7 @@ MIGRATIONS: list[Callable[[sqlite3.Connection], None]] = [
     _alert_episodes_v8,
     _chains_v9,
     _pools_v10,
+    _pool_wait_v11,
 ]
 
 # A job is claimable when due, not paused and not claimed, unless it allows overlap.
