@@ -306,3 +306,49 @@ def test_a_busy_pool_runs_every_job_in_turn_and_drops_nothing_within_grace(
     assert "missed" not in outcomes and "ok" in outcomes
     # Slots that came due while an earlier one waited are skipped, not missed.
     assert outcomes <= {"ok", "skipped"}
+
+
+def test_the_daemon_runs_both_jobs_of_a_busy_pool_and_shows_the_wait(tmp_path: Path) -> None:
+    # The issue's jobs file, quicker: "a" holds the pool longer than its period.
+    from tests.test_daemon_e2e import Run, jobs_json, wait_until, write_jobs
+
+    jobs = write_jobs(
+        tmp_path,
+        """
+        [pool.p]
+        limit = 1
+
+        [[job]]
+        name = "a"
+        every = "1s"
+        pool = "p"
+        command = ["sleep", "1.5"]
+
+        [[job]]
+        name = "b"
+        every = "1s"
+        pool = "p"
+        command = ["sleep", "0.5"]
+        """,
+    )
+    run = Run(jobs, tmp_path / "state" / "s.sqlite3", "--log-format", "json")
+    try:
+
+        def records() -> list[dict[str, Any]]:
+            return [json.loads(line) for line in list(run.lines) if line.startswith("{")]
+
+        def waiting() -> bool:
+            run.wait_line("running 2 jobs")  # the state exists
+            return any(r["waiting_for"] == "pool p" for r in jobs_json(tmp_path).values())
+
+        wait_until("a job shown waiting for pool p", waiting, 120.0)
+        wait_until(
+            "two runs of b",
+            lambda: sum(r["event"] == "finished" and r["job"] == "b" for r in records()) >= 2,
+            60.0,
+        )
+    finally:
+        run.stop()
+    missed = [r for r in records() if r.get("reason") == "missed"]
+    assert missed == [], missed  # within its grace (1 minute), no slot is dropped as late
+    assert {r["job"] for r in records() if r["event"] == "finished"} == {"a", "b"}
