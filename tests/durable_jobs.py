@@ -55,6 +55,13 @@ def too_slow() -> None:
     raise TimeoutError("the export took more than 30 s")
 
 
+def cancelled() -> None:
+    """A run stopped on purpose, as ``overlap = "replace"`` stops one."""
+    from tickwork._core.errors import JobCancelled
+
+    raise JobCancelled("cancelled (made way for the next run)")
+
+
 #: Calls of `flaky` per key, and how many of them fail before one succeeds.
 FLAKY: dict[str, int] = {}
 

@@ -193,6 +193,41 @@ def test_the_durable_scheduler_labels_by_job_and_reports_its_next_runs(
         assert "ns/report" not in text  # labels are the names job_label makes
 
 
+def test_run_counts_equal_the_ledger_outcome_for_outcome(tmp_path: Path, clock: FakeClock) -> None:
+    # Issue 39: a run "replace" ended was counted failed while its ledger entry said
+    # cancelled. Every outcome a run (or a retried attempt) ends with, counted as recorded.
+    durable_jobs.FLAKY.clear()
+    with SQLiteStore(tmp_path / "s.db") as store:
+        ds = DurableScheduler(
+            store, executor=InlineExecutor(), wall_clock=clock.wall, monotonic_clock=clock
+        )
+        m = SchedulerMetrics()
+        m.watch(ds)
+        J = "tests.durable_jobs"
+        ds.declare(JobSpec("ok", f"{J}:record", Every(10)))
+        ds.declare(JobSpec("bad", f"{J}:boom", Every(10)))
+        ds.declare(JobSpec("slow", f"{J}:too_slow", Every(10)))
+        ds.declare(JobSpec("replaced", f"{J}:cancelled", Every(10)))
+        ds.declare(
+            JobSpec("flaky", f"{J}:flaky", Every(10), args=["m", 2], retries=2, retry_backoff=0.001)
+        )
+        for _ in range(2):
+            clock.advance(10)
+            ds.step()
+        ledger: dict[tuple[str, str], int] = {}
+        for entry in ds.history(limit=1000):
+            ledger[(entry.job_id, entry.outcome)] = ledger.get((entry.job_id, entry.outcome), 0) + 1
+        counted = {
+            (s.labels["job"], s.labels["outcome"]): int(s.value)
+            for family in m.registry.collect()
+            if family.name == "tickwork_runs"
+            for s in family.samples
+            if s.name == "tickwork_runs_total"
+        }
+        assert counted == ledger
+        assert ledger[("replaced", "cancelled")] == 2 and ledger[("flaky", "failed")] == 2
+
+
 def test_the_last_success_is_also_read_from_the_shared_state(
     tmp_path: Path, clock: FakeClock
 ) -> None:

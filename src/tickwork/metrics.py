@@ -31,6 +31,7 @@ from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram
 from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily
 from prometheus_client.registry import Collector
 
+from tickwork._core.errors import JobCancelled
 from tickwork._core.events import EventKind, Listener, RunEvent
 
 __all__ = ["DEFAULT_BUCKETS", "SchedulerMetrics"]
@@ -65,9 +66,10 @@ class SchedulerMetrics:
 
     Instruments (``job`` is the job's name, see ``job_label``):
 
-    - ``tickwork_runs_total{job,outcome}``: runs that ended, ``outcome`` ``ok``,
-      ``failed`` or ``timeout`` (the job raised a `TimeoutError`, as ``tickwork run``'s
-      timeouts do);
+    - ``tickwork_runs_total{job,outcome}``: runs (and retried attempts) that ended,
+      ``outcome`` as the slot ledger records it: ``ok``, ``failed``, ``timeout`` (the job
+      raised a `TimeoutError`, as ``tickwork run``'s timeouts do) or ``cancelled`` (it
+      was stopped on purpose, as a run ended by ``overlap = "replace"`` is);
     - ``tickwork_run_duration_seconds{job}`` and ``tickwork_run_lateness_seconds{job}``
       (start minus due time): histograms;
     - ``tickwork_slots_skipped_total{job,reason}``: slots not run, ``reason``
@@ -181,15 +183,9 @@ class SchedulerMetrics:
                 self._lateness.labels(job).observe(max(0.0, event.started - event.scheduled))
         elif kind is EventKind.FINISHED or kind is EventKind.FAILED:
             self._running.labels(job).dec()
-            outcome = (
-                "ok"
-                if kind is EventKind.FINISHED
-                else "timeout"
-                if isinstance(event.error, TimeoutError)
-                else "failed"
-            )
+            outcome = _outcome(event)
             self._runs.labels(job, outcome).inc()
-            if event.job_id is None:  # a durable job's streak is read from its ledger
+            if event.job_id is None and outcome != "cancelled":  # durable: from the ledger
                 with self._lock:
                     failed = self._streaks.get(job, 0) + 1
                     self._streaks[job] = 0 if kind is EventKind.FINISHED else failed
@@ -245,6 +241,15 @@ class SchedulerMetrics:
                 errors += h.store_errors
                 lost += h.lost_claims
         return errors, lost
+
+
+def _outcome(event: RunEvent) -> str:
+    """The outcome of an ended run's event, the word its ledger entry has."""
+    if event.kind is EventKind.FINISHED:
+        return "ok"
+    if isinstance(event.error, TimeoutError):
+        return "timeout"
+    return "cancelled" if isinstance(event.error, JobCancelled) else "failed"
 
 
 @dataclass(frozen=True, slots=True)
