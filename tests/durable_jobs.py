@@ -66,6 +66,13 @@ def cancelled() -> None:
 FLAKY: dict[str, int] = {}
 
 
+def slow_flaky(key: str, fails: int, seconds: float) -> None:
+    """Takes ``seconds`` of the test's fake time, and fails as `flaky` does."""
+    assert CLOCK is not None
+    CLOCK.advance(seconds)
+    flaky(key, fails)
+
+
 def flaky(key: str, fails: int) -> None:
     """Fails the first ``fails`` calls for ``key``, then succeeds."""
     FLAKY[key] = FLAKY.get(key, 0) + 1

@@ -8,6 +8,7 @@ deadlines and no assertion on durations.
 from __future__ import annotations
 
 import asyncio
+import itertools
 import json
 import os
 import subprocess
@@ -137,6 +138,33 @@ def test_each_failed_attempt_is_in_the_ledger_then_the_retry_that_worked(
     assert len(ds.errors) == 2  # each failed attempt reported
     state = ds.get("r")
     assert state is not None and state.last_run is not None and state.last_run.outcome == "ok"
+
+
+@pytest.mark.parametrize("fails", [1, 3], ids=["then-ok", "used-up"])
+def test_each_attempt_in_the_ledger_has_its_own_start_and_end(
+    make: Make, durable_clock: FakeClock, fails: int
+) -> None:
+    # Issue 39: the last attempt showed the run's first start (6.5 s for a 3 s attempt).
+    ds, pool = make()
+    durable_jobs.CLOCK = durable_clock
+    try:
+        spec = JobSpec(
+            "s", f"{J}:slow_flaky", Every(60), args=["s", fails, 3.0], retries=2,
+            retry_backoff=0.001,
+        )  # fmt: skip
+        ds.declare(spec)
+        durable_clock.advance(60)
+        drain(ds, pool)
+    finally:
+        durable_jobs.CLOCK = None
+    entries = list(reversed(ds.history("s")))
+    assert len(entries) == min(fails + 1, 3)
+    for before, after in itertools.pairwise(entries):
+        assert after.started is not None and before.ended is not None
+        assert after.started >= before.ended  # an attempt starts after the one before it
+    for e in entries:
+        assert e.started is not None and e.ended is not None
+        assert e.ended - e.started == pytest.approx(3.0)  # each its own duration
 
 
 def test_retries_used_up_end_the_slot_failed_each_attempt_recorded_once(
@@ -368,6 +396,34 @@ kill_grace = "1s"
     assert stuck["outcome"] == "timeout" and "stuck child starts" in (stuck["output"] or "")
     with pytest.raises(ProcessLookupError):
         os.kill(int(marker.read_text()), 0)
+
+
+def test_the_daemon_s_retried_command_shows_each_attempt_s_own_time(
+    tmp_path: Path, daemon_state: list[str]
+) -> None:
+    # Issue 39: the last attempt showed the run's first start and total time.
+    from tests.test_daemon_e2e import Run
+
+    jobs = tmp_path / "jobs.toml"
+    jobs.write_text(
+        """
+[[job]]
+name = "retried"
+command = ["sh", "-c", "sleep 1; exit 1"]
+in = "0s"
+retries = 1
+retry_backoff = "1s"
+"""
+    )
+    run = Run(jobs, daemon_state)
+    try:
+        run.wait_line("retried failed exit=1 (attempt 2)", limit=PATIENCE)
+    finally:
+        run.stop()
+    first, last = [e for e in _history(jobs, daemon_state) if e["job"] == "retried"]
+    assert (first["attempt"], last["attempt"]) == (1, 2)
+    assert last["started"] >= first["ended"]  # ISO times in UTC sort as text
+    assert last["duration_seconds"] < first["duration_seconds"] + 1.0  # not both attempts
 
 
 def test_a_daemon_call_in_a_thread_is_timed_out_at_its_bound_and_waited_for() -> None:

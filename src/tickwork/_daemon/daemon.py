@@ -1183,7 +1183,7 @@ class _AttemptLedger:
         def started(attempt: int) -> None:
             self._started = self._wall()
             if self._held:
-                begin_attempt()
+                begin_attempt(started=self._started)
             then(attempt, origin)
 
         return started

@@ -51,8 +51,9 @@ _log = logging.getLogger("tickwork.durable")
 T = TypeVar("T")
 
 #: Per claim token: (attempts written to the ledger, whether the latest attempt is one
-#: of them). Set by `begin_attempt` / `record_attempt`, taken by the run's finish.
-_attempted: dict[str, tuple[int, bool]] = {}
+#: of them, when the latest attempt started). Set by `begin_attempt` / `record_attempt`,
+#: taken by the run's finish.
+_attempted: dict[str, tuple[int, bool, float | None]] = {}
 
 
 def outcome_of(error: BaseException | None) -> Outcome:
@@ -71,11 +72,14 @@ def _claim() -> Claim | None:
     return claim if claim is not None else current_async_claim.get()
 
 
-def begin_attempt(claim: Claim | None = None) -> None:
-    """Inside a running durable job: another attempt starts (its end is not yet written)."""
+def begin_attempt(claim: Claim | None = None, *, started: float | None = None) -> None:
+    """Inside a running durable job: another attempt starts (its end is not yet written).
+
+    ``started``: when it starts, for its ledger entry should the run's finish write it.
+    """
     claim = claim if claim is not None else _claim()
     if claim is not None and claim.token in _attempted:
-        _attempted[claim.token] = (_attempted[claim.token][0], False)
+        _attempted[claim.token] = (_attempted[claim.token][0], False, started)
 
 
 def record_attempt(
@@ -98,7 +102,7 @@ def record_attempt(
     store = store if store is not None else getattr(_current, "store", None)
     if claim is None:
         raise RuntimeError("record_attempt() is only for a running durable job")
-    count = _attempted.get(claim.token, (0, False))[0]
+    count = _attempted.get(claim.token, (0, False, None))[0]
     ledger = getattr(store, "_ledger", None)
     written = False
     if isinstance(ledger, LedgerQueries):
@@ -114,16 +118,19 @@ def record_attempt(
             )
         except (StoreError, ValueError, TypeError) as exc:
             _log.error("job %r: cannot record attempt %d: %s", claim.job_id, count + 1, exc)
-    _attempted[claim.token] = (count + 1, True) if written else (count, False)
+    _attempted[claim.token] = (count + 1, True, None) if written else (count, False, None)
     return written
 
 
-def attempt_of(token: str, failed: bool) -> tuple[int, bool]:
-    """For a run's finish: (its attempt number, whether that attempt is written already)."""
-    count, last = _attempted.pop(token, (0, False))
+def attempt_of(token: str, failed: bool) -> tuple[int, bool, float | None]:
+    """For a run's finish: (its attempt number, whether it is written, when it started).
+
+    The start is None for a first attempt: the run's own start.
+    """
+    count, last, started = _attempted.pop(token, (0, False, None))
     if failed and last:
-        return count, True
-    return count + 1, False
+        return count, True, None
+    return count + 1, False, started
 
 
 async def bounded(awaitable: Awaitable[T], timeout: float) -> T:
@@ -197,7 +204,7 @@ class Attempts:
         spec = claim.spec
         n = 1
         while True:
-            begin_attempt(claim)
+            begin_attempt(claim, started=started)
             error, output, reported = self._once(fn, claim, started)
             if error is None or isinstance(error, JobCancelled) or n > spec.retries:
                 return error, output, reported

@@ -219,13 +219,13 @@ class Running:
         ended_at = _ends.pop(claim.token, None)
         if ended_at is not None:  # the job said when its work really ended
             ended = max(started, ended - max(0.0, time.monotonic() - ended_at))
-        if not reported:
-            self._report(claim, started, ended, error)
+        attempt, recorded, began = attempt_of(claim.token, error is not None)
+        if not reported:  # a retry's events and entry have its own start, not the run's
+            self._report(claim, started if began is None else began, ended, error)
         text = None if error is None else _error_text(error)
         output = _outputs.pop(claim.token, output)
-        attempt, recorded = attempt_of(claim.token, error is not None)
         self.end(run, outcome_of(error), ended, text, _next_run(claim, ended), output,
-                 attempt=attempt, recorded=recorded)  # fmt: skip
+                 attempt=attempt, recorded=recorded, started=began)  # fmt: skip
 
     def _begin(self, run: _Run) -> float | None:
         """Record the run's start (unless its claim did); its start time, or None: not run."""
@@ -361,10 +361,12 @@ class Running:
         *,
         attempt: int = 1,
         recorded: bool = False,
+        started: float | None = None,
     ) -> None:
         """Record how the run ended (``ended`` None: now), then let it go.
 
-        ``attempt``: which attempt ended it; ``recorded``: its ledger entry is written.
+        ``attempt``: which attempt ended it; ``recorded``: its ledger entry is written;
+        ``started``: when that attempt started, if not at the run's start.
         """
         finish = Finish(
             run.claim,
@@ -375,6 +377,7 @@ class Running:
             output,
             attempt,
             recorded,
+            started,
         )
         self._record_finish(run, finish)
 

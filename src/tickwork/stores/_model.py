@@ -922,6 +922,9 @@ class Finish:
     recorded: bool = False
     """The attempt's ledger entry was written already (`SQLStore.record_attempt`, at a
     thread's time limit): the finish frees the claim and sets the last run only."""
+    started: float | None = None
+    """When the attempt that ended the run started, if not at the run's start (a retry):
+    its ledger entry's start. None: the run's recorded start."""
 
 
 def check_start(value: object) -> Start:
@@ -948,6 +951,8 @@ def check_finish(value: object) -> Finish:
         raise TypeError(f"output must be a str or None, got {value.output!r}")
     if isinstance(value.attempt, bool) or not isinstance(value.attempt, int) or value.attempt < 1:
         raise ValueError(f"attempt must be an int >= 1, got {value.attempt!r}")
+    if value.started is not None:
+        check_time("started", value.started)
     return value
 
 

@@ -17,7 +17,8 @@ than the row work, `record_set` does the common batch set-based instead:
 
 Only a plain batch of at least `SET_BASED_FROM` finishes goes this way: finishes
 whose claims are first attempts (no ledger count to read), that neither hand a slot
-back (``cancelled`` before a start) nor set a next run nor were recorded already, of
+back (``cancelled`` before a start) nor set a next run nor were recorded already nor
+end a retry (whose entry has its own start), of
 distinct jobs, with distinct start tokens. Anything else, and the check after a commit
 of unknown outcome, goes the per-item way (`SQLStore.record`), which stays the
 reference for what each item does; the store contract tests run both.
@@ -112,7 +113,11 @@ def _plain(starts: Sequence[Start], finishes: Sequence[Finish]) -> bool:
     if len({f.claim.job_id for f in finishes}) != len(finishes):
         return False
     return all(
-        not f.claim.retry and f.outcome != "cancelled" and f.next_run is KEEP and not f.recorded
+        not f.claim.retry
+        and f.outcome != "cancelled"
+        and f.next_run is KEEP
+        and not f.recorded
+        and f.started is None  # a retry's own start: written row by row
         for f in finishes
     )
 

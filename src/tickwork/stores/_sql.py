@@ -848,7 +848,7 @@ class SQLStore(RowReader, PoolsMixin, CarryMixin, WakeupMixin, ABC, Generic[C]):
                     1,
                     claim.origin,
                     claim.claimed_at,
-                    started,
+                    started if f.started is None else f.started,
                     f.ended,
                     claim.owner,
                     self._attempt_no(cur, claim.job_id, claim.scheduled, claim.retry)
