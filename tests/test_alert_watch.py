@@ -136,6 +136,36 @@ def test_missed_running_and_late_conditions(
     assert _events(got)[1:] == [("tick", "running", "recovered")]
 
 
+def test_late_does_not_flap_on_the_slots_overlap_skip_gives_up(
+    open_either_store: Callable[..., Any], durable_clock: FakeClock
+) -> None:
+    # Issue 39: 4 alerts and 4 recoveries in 15 s on a job whose runs outlast its period.
+    store = open_either_store()
+    s = _scheduler(store, durable_clock)
+    s.declare(JobSpec("busy", "tests.durable_jobs:record", Every(10), overlap="skip"))
+    got: list[WatchAlert] = []
+    watch = _watch(s, got)
+    watch.watch("busy", AlertRules(late=3, missed=True))
+    for _ in range(4):
+        state = s.get("busy")
+        assert state is not None and state.next_run is not None
+        durable_clock.advance(state.next_run - durable_clock.wall())
+        now = durable_clock.wall()
+        (claim,) = store.claim_due(
+            now, owner="other", lease_seconds=1000, limit=1, advance=lambda st, t: t + 10
+        )
+        assert store.start(claim, started=now)  # on time; it runs 15 s, its period is 10
+        for _ in range(3):
+            durable_clock.advance(5)
+            watch.check()
+        store.finish(claim, outcome="ok", ended=durable_clock.wall())
+        s.step()  # the slot due meanwhile is skipped
+        watch.check()
+        assert s.history("busy", limit=1)[0].outcome == "skipped"
+    # Every run started on time: nothing is late. The skips are "missed"'s: one episode.
+    assert _events(got) == [("busy", "missed", "alert")]
+
+
 def test_a_dead_senders_message_is_taken_over_after_the_lease(
     open_either_store: Callable[..., Any], durable_clock: FakeClock
 ) -> None:

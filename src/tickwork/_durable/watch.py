@@ -60,7 +60,8 @@ class AlertRules:
             ``skipped`` in the ledger); it clears when a later slot runs.
         late: Seconds: alert when a run started more than this after its slot, or a
             due slot has not started this long after it (no node took it); a
-            schedule's ``jitter`` is added to it.
+            schedule's ``jitter`` is added to it. A slot an ``overlap="skip"`` job
+            skips for its running run is not late (``missed`` is about it).
         running: Seconds: alert when a run is still going this long after it started.
 
     Raises:
@@ -164,7 +165,10 @@ def conditions(
 def _late(late: float, facts: JobFacts, now: float) -> str | None:
     after = f"(alert after {human_duration(late)})"
     bound = late + facts.jitter  # a jittered run may start that much after its slot
-    if facts.next_run is not None and now - facts.next_run > bound:
+    # With overlap "skip", a slot due while the job's run goes on waits only to be
+    # skipped when it ends (`missed` is the rule for that): it never starts late.
+    held_back = facts.overlap == "skip" and any(st is not None for _, st in facts.claims)
+    if facts.next_run is not None and now - facts.next_run > bound and not held_back:
         return f"slot {iso(facts.next_run)} has not been started by any node {after}"
     for scheduled, started in facts.claims:
         if started is None and now - scheduled > bound:

@@ -72,6 +72,8 @@ class JobFacts:
     """``(scheduled, started)`` of each claim held or waiting."""
     jitter: float = 0.0
     """The schedule's jitter: a run may start up to this long after its slot."""
+    overlap: str = "allow"
+    """The job's overlap policy as stored (``replace`` is stored as ``queue``)."""
 
 
 def _jitter(schedule: str) -> float:
@@ -86,7 +88,7 @@ def _jitter(schedule: str) -> float:
 def _facts(row: Sequence[Any], claims: Sequence[tuple[float, float | None]]) -> JobFacts:
     """One job's facts from its row of `AlertEpisodes.facts` and its claims."""
     _, paused, next_run, first_slot, last_outcome, last_ended, schedule, ok = row[:8]
-    outcome, scheduled, started = row[8:11]
+    outcome, scheduled, started, overlap = row[8:12]
     ends = (ok, last_ended if last_outcome == "ok" else None)
     known = [float(e) for e in ends if e is not None]
     return JobFacts(
@@ -97,6 +99,7 @@ def _facts(row: Sequence[Any], claims: Sequence[tuple[float, float | None]]) -> 
         last_entry=None if outcome is None else (str(outcome), scheduled, started),
         claims=tuple(claims),
         jitter=_jitter(schedule),
+        overlap=str(overlap),
     )
 
 
@@ -130,7 +133,7 @@ class AlertEpisodes(Generic[C]):
                 " ORDER BY l.seq DESC LIMIT 1)"
                 for column in ("outcome", "scheduled", "started")
             )
-            + " FROM {jobs} j WHERE j.id {any}"
+            + ", j.overlap FROM {jobs} j WHERE j.id {any}"
         )
         claims_q = (
             "SELECT job_id, scheduled, started FROM {claims} WHERE job_id {any}"
