@@ -20,7 +20,7 @@ from typing import Any
 
 import pytest
 
-from tests.test_daemon_e2e import Run, wait_until
+from tests.test_daemon_e2e import Run, lines_of, wait_until
 from tickwork._core.text import iso
 from tickwork.stores import SlotRecord, Store
 from tickwork.stores.sqlite import SQLiteStore
@@ -204,3 +204,60 @@ def test_a_node_killed_between_the_upstream_finish_and_the_downstream_run_loses_
     assert down_entry.cause == f"up@{iso(up.scheduled, millis=round(up.scheduled, 3) % 1 != 0)}"
     assert last.cause is not None and last.cause.startswith("down@")
     assert store.get("down").claims == () and store.get("last").claims == ()
+
+
+def test_a_downstream_killed_mid_run_runs_again_with_at_least_once(
+    where: tuple[list[str], Callable[[], Store]], tmp_path: Path
+) -> None:
+    # Issue 39: a chained run killed mid-run was abandoned and never ran. With
+    # delivery = "at_least_once" it runs again once recovered; the default
+    # (at-most-once) records it abandoned and does not repeat it.
+    state, open_store = where
+    starts, done = tmp_path / "starts", tmp_path / "done"
+    body = f"echo $1 >> {starts}; sleep 2; echo $1 >> {done}"
+    jobs = tmp_path / "jobs.toml"
+    jobs.write_text(
+        f"""
+[[job]]
+name = "up"
+command = ["true"]
+in = "0s"
+
+[[job]]
+name = "again"
+command = ["sh", "-c", "{body}", "sh", "again"]
+after = ["up"]
+delivery = "at_least_once"
+kill_grace = "1s"
+
+[[job]]
+name = "once"
+command = ["sh", "-c", "{body}", "sh", "once"]
+after = ["up"]
+kill_grace = "1s"
+"""
+    )
+    first = Run(jobs, state)
+    try:
+        wait_until("both downstream runs to start", lambda: len(lines_of(starts)) >= 2, limit=60)
+    finally:
+        first.kill()  # SIGKILL, mid-run
+    assert lines_of(done) == []
+    second = Run(jobs, state)
+    store: Any = None
+    try:
+        wait_until("the at-least-once run to end", lambda: lines_of(done) == ["again"], limit=60)
+        store = open_store()
+        ids = {s.spec.kwargs["job"]: s.id for s in store.jobs()}
+        wait_until("no run left", lambda: not any(store.get(i).claims for i in ids.values()))
+    finally:
+        second.stop()
+        if store is not None:
+            got = {
+                k: [(e.outcome, e.origin, e.attempt) for e in v] for k, v in _by_job(store).items()
+            }
+            store.close()
+    assert sorted(lines_of(starts)) == ["again", "again", "once"]
+    assert lines_of(done) == ["again"]
+    assert got["again"] == [("abandoned", "after", 1), ("ok", "after", 2)]
+    assert got["once"] == [("abandoned", "after", 1)]

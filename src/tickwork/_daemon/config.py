@@ -66,7 +66,7 @@ from tickwork._daemon.jobprocess import (
 )
 from tickwork._daemon.pools import check_pools
 from tickwork.stores._after import Edges
-from tickwork.stores._model import pool_name_problem
+from tickwork.stores._model import DELIVERIES, Delivery, pool_name_problem
 
 __all__ = [
     "JOB_KEYS",
@@ -106,6 +106,7 @@ DEFAULT_KEYS: Final = frozenset(
     {
         "overlap",
         "missed",
+        "delivery",
         "grace",
         "jitter",
         "timeout",
@@ -194,6 +195,10 @@ class JobConfig:
     missed: Missed = "skip"
     """Runs the daemon is behind on (down or busy: the next slot has also come, or later
     than `grace`): skip them, run once for all of them, or run each one."""
+    delivery: Delivery = "at_most_once"
+    """A run cut off by its daemon's death (``kill -9``, a crash, a lost host): recorded
+    ``abandoned`` and not run again (``"at_most_once"``), or run again from the start
+    once recovered (``"at_least_once"``). Scheduled, triggered and chained runs alike."""
     grace: float = 60.0
     """Seconds a run may start late and still count as on time (if its next slot has not
     come yet)."""
@@ -973,6 +978,7 @@ class _Checker:
         checks: dict[str, Callable[[object], object]] = {
             "overlap": _choice(_OVERLAP),
             "missed": _choice(_MISSED),
+            "delivery": _choice(DELIVERIES),
             "output": _choice(_OUTPUT),
             "output_limit": _output_limit,
             "on_failure": _alert,

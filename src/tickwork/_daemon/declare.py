@@ -232,6 +232,7 @@ _LATER: Final[dict[str, object]] = {
     "alert_if_missed": False,
     "after": (),  # chains
     "pool": None,
+    "delivery": "at_most_once",
 }
 _NOT_DEFAULT: Final = object()
 
@@ -300,7 +301,7 @@ def spec_for(
         missed=job.missed,
         grace=job.grace,
         pool=job.pool,
-        delivery="at_most_once",
+        delivery=job.delivery,
         paused=not job.enabled,
         # Chains: the file's names become the state's job ids.
         after=tuple((job_id(namespace, name), on) for name, on in job.after),
