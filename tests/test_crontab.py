@@ -240,11 +240,29 @@ def test_tz_goes_to_the_environment_only() -> None:
     assert "write CRON_TZ= to schedule in another zone" in notes[0]
 
 
-def test_mailto_is_a_comment_pointing_to_on_failure() -> None:
+def test_mailto_becomes_mail_to_of_the_lines_after_it() -> None:
+    # Issue 39: MAILTO was dropped to a comment. As in cron, it applies to the lines below.
+    config, toml, _ = translate(
+        "* * * * * before\nMAILTO=ops@example.com\n* * * * * a\n"
+        'MAILTO="dev@example.com, root"\n* * * * * b\nMAILTO=""\n* * * * * c\n'
+    )
+    mails = {job.command[-1]: job.mail_to for job in config.jobs}
+    assert mails == {
+        "before": (),
+        "a": ("ops@example.com",),
+        "b": ("dev@example.com", "root"),
+        "c": (),  # MAILTO="": no mail, as in cron
+    }
+    assert "MAILTO" not in dict(config.jobs[1].env)
+    assert 'mail_to = "ops@example.com"  # the MAILTO above this line' in toml
+    # One MAILTO over every line: in [defaults].
     config, toml, _ = translate("MAILTO=root\n* * * * * run\n")
-    assert "MAILTO" not in dict(config.jobs[0].env)
-    assert '# MAILTO = "root" (line 1): cron mailed' in toml
-    assert "on_failure" in toml
+    assert config.jobs[0].mail_to == ("root",)
+    assert toml.index('mail_to = "root"') < toml.index("\n[[job]]")
+    # What tickwork cannot mail to is said, not imported.
+    config, toml, _ = translate('MAILTO="Ops Team <ops@example.com>"\n* * * * * run\n')
+    assert config.jobs[0].mail_to == ()
+    assert "(line 1): not addresses tickwork can mail; set mail_to by hand" in toml
 
 
 # -- schedules --------------------------------------------------------------------------

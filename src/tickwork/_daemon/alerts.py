@@ -9,6 +9,7 @@ Two runs that end together and read the same streak (``overlap = "allow"``) repo
 its "failing" or its recovery once: the streak is known by the last ok run before it.
 Dead-man alerts (`AlertSender.dead_man`, decided by `tickwork.AlertWatch` from the
 shared state) go out through the same ``on_failure``, on the watch's thread.
+A job's ``mail_to`` mails each failed run (`tickwork._daemon.mail`) from the same queue.
 Alerts go out on a thread of their own, from a bounded queue: a slow webhook never
 delays a run, and an alert that cannot be delivered is logged, never dropped silently.
 """
@@ -32,6 +33,7 @@ from urllib.parse import urlsplit
 
 from tickwork._core.text import iso
 from tickwork._daemon.config import Alert
+from tickwork._daemon.mail import Mail
 from tickwork._durable.watch import WatchAlert
 
 __all__ = ["AlertNotSent", "AlertSender", "Notice"]
@@ -54,9 +56,9 @@ class AlertNotSent(Exception):
 class Notice:
     """One alert to send: what happened to which job."""
 
-    alert: Alert
+    alert: Alert | Mail
     event: str
-    """``"failing"``, ``"recovered"`` or ``"succeeded"``."""
+    """``"failing"``, ``"recovered"``, ``"succeeded"`` or ``"mail"``."""
     payload: dict[str, Any]
     """The JSON document (and the source of the environment variables)."""
 
@@ -177,17 +179,34 @@ class AlertSender:
             "error": (error or "")[-_TEXT:] or None,
             "output": output[-_TEXT:] or None,
         }
+        return event if self._put(Notice(hook, event, payload)) else None
+
+    def mail_failed(
+        self, job: str, mail: Mail, *, scheduled: float, status: str, error: str, output: str
+    ) -> bool:
+        """Queue the mail of a failed run of ``job`` (its ``mail_to``); whether it was queued."""
+        payload = {
+            "job": job,
+            "status": status,
+            "scheduled": iso(scheduled, millis=True),
+            "host": self._host,
+            "error": error,
+            "output": output,
+        }
+        return self._put(Notice(mail, "mail", payload))
+
+    def _put(self, notice: Notice) -> bool:
         try:
-            self._queue.put_nowait(Notice(hook, event, payload))
+            self._queue.put_nowait(notice)
         except queue.Full:
             _log.error(
                 "alert %s for job %r not sent: %d alerts are already waiting",
-                event,
-                job,
+                notice.event,
+                notice.payload["job"],
                 QUEUE_SIZE,
             )
-            return None
-        return event
+            return False
+        return True
 
     def _decide(
         self,
@@ -253,6 +272,13 @@ class AlertSender:
     def _send(self, notice: Notice) -> bool:
         """Send one alert; whether every one of its hooks took it."""
         alert, payload = notice.alert, notice.payload
+        if isinstance(alert, Mail):
+            why = alert.send(payload)
+            if why is None:
+                _log.info("mail of job %r's failed run sent to %s", payload["job"], alert.to)
+            else:
+                _log.error("mail of job %r's failed run not sent: %s", payload["job"], why)
+            return why is None
         body = json.dumps(payload, ensure_ascii=False).encode()
         ok = True
         if alert.command is not None:

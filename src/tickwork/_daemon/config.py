@@ -64,6 +64,7 @@ from tickwork._daemon.jobprocess import (
     parse_umask,
     read_env_file,
 )
+from tickwork._daemon.mail import MAIL_COMMAND, check_mail_command, check_mail_to, check_smtp
 from tickwork._daemon.pools import check_pools
 from tickwork.stores._after import Edges
 from tickwork.stores._model import DELIVERIES, Delivery, pool_name_problem
@@ -122,6 +123,9 @@ DEFAULT_KEYS: Final = frozenset(
         "output_limit",
         "on_failure",
         "on_success",
+        "mail_to",
+        "mail_command",
+        "smtp",
         "keep_ok",
         "keep_failed",
         "working_dir",
@@ -233,6 +237,12 @@ class JobConfig:
     rest are counted (lines and bytes) and one line says so."""
     on_success: Alert | None = None
     """Who to tell when a run succeeds (not the run ``on_failure`` reports as recovered)."""
+    mail_to: tuple[str, ...] = ()
+    """Addresses each failed run's output is mailed to, as cron's ``MAILTO`` (`mail`)."""
+    mail_command: tuple[str, ...] = MAIL_COMMAND
+    """The sendmail-compatible command a mail goes to (unless `smtp` is set)."""
+    smtp: str | None = None
+    """``host:port`` of an SMTP server to send the mail to instead of `mail_command`."""
     keep_ok: int | None = None
     """Slot-ledger entries of ``ok`` runs kept for this job (``None``: the store's own)."""
     keep_failed: int | None = None
@@ -477,6 +487,26 @@ def _choice(options: tuple[str, ...]) -> Callable[[object], str]:
         return value
 
     return check
+
+
+def _from_value_error(check: Callable[[object], object]) -> Callable[[object], object]:
+    """``check``, its `ValueError` reported as a problem of the key (the mail keys')."""
+
+    def checked(value: object) -> object:
+        try:
+            return check(value)
+        except ValueError as exc:
+            raise _Invalid(str(exc)) from None
+
+    return checked
+
+
+#: The mail keys (`tickwork._daemon.mail`), checked by that module's rules.
+_MAIL_CHECKS: Final = {
+    "mail_to": _from_value_error(check_mail_to),
+    "mail_command": _from_value_error(check_mail_command),
+    "smtp": _from_value_error(check_smtp),
+}
 
 
 def _pool_name(value: object) -> str:
@@ -983,6 +1013,7 @@ class _Checker:
             "output_limit": _output_limit,
             "on_failure": _alert,
             "on_success": _success_hook,
+            **_MAIL_CHECKS,
             "keep_ok": _keep,
             "keep_failed": _keep,
             **_PROCESS_CHECKS,

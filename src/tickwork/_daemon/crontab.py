@@ -17,7 +17,8 @@ What is carried over, line by line (``docs/daemon.md``, "Coming from cron"):
   ``~user`` in a system crontab); ``CRON_TZ`` is the zone of the schedules (cron's
   default, the system's zone, is ``timezone = "local"``). ``TZ`` only goes to the
   environment: cron schedules in its own zone whatever a crontab sets it to.
-  ``MAILTO`` becomes a comment that points to ``on_failure``.
+  ``MAILTO`` becomes ``mail_to`` of the lines after it (``[defaults]`` when every job
+  has the same): a failed run's output is mailed there (`tickwork._daemon.mail`).
 * A schedule of five fields (six with ``seconds=True``: a seconds field first) or a
   nickname (``@daily`` ...); ``@reboot`` has no equivalent and is not imported (see
   `_REBOOT`). Fields are checked against cron's own grammar (numbers, ``*``, ranges,
@@ -49,6 +50,7 @@ from typing import Final
 from tickwork._core.cron import ALIASES, CronExpression
 from tickwork._core.errors import ConfigError, ConfigIssue, CronError
 from tickwork._daemon.config import Config, parse_config
+from tickwork._daemon.mail import check_mail_to
 
 __all__ = [
     "CrontabNote",
@@ -611,6 +613,16 @@ class _Writer:
         self.env = _common([job.env for job in jobs])
         self.zone = _commonest([job.zone for job in jobs]) or "local"
         self.cwd = _commonest([job.cwd for job in jobs])
+        mails = {self.mail_to(job) for job in jobs}
+        self.mail = mails.pop() if len(mails) == 1 else None
+
+    def mail_to(self, job: _Job) -> str | None:
+        """The MAILTO set above the job's line (cron's scope), if tickwork can mail it."""
+        values = [value for line, value in self.state.mailto if line < job.line]
+        try:
+            return toml_string(values[-1]) if values and check_mail_to(values[-1]) else None
+        except ValueError:
+            return None  # noted in the defaults: not an address list tickwork can use
 
     def document(self) -> str:
         self.header()
@@ -659,11 +671,17 @@ class _Writer:
         if self.cwd is not None:
             out.append(f"cwd = {toml_string(self.cwd)}  # cron runs commands in HOME")
         for line, value in self.state.mailto:
-            shown = toml_string(value)
+            try:
+                usable = check_mail_to(value) is not None
+            except ValueError:
+                usable = False
+            if not usable:
+                out.append(f"# MAILTO = {toml_string(value)} (line {line}): not addresses"
+                           " tickwork can mail; set mail_to by hand")  # fmt: skip
+        if self.mail is not None:
             out += [
-                f"# MAILTO = {shown} (line {line}): cron mailed each job's output there.",
-                "# tickwork logs it instead; to hear of failures, set on_failure (docs/daemon.md,",
-                '# "Failure alerts"), e.g. on_failure = { command = ["/usr/local/bin/alert"] }',
+                f"mail_to = {self.mail}  # MAILTO: a failed run's output is mailed here",
+                "# (through /usr/sbin/sendmail -t -i; set mail_command or smtp for another way)",
             ]
         if self.env:
             out += _env("defaults", self.env)
@@ -685,6 +703,9 @@ class _Writer:
         out.append(f"command = [{argv}]")
         if job.cwd != self.cwd:
             out.append(f"cwd = {toml_string(job.cwd)}")
+        mail = self.mail_to(job)
+        if mail is not None and mail != self.mail:
+            out.append(f"mail_to = {mail}  # the MAILTO above this line")
         own = {k: v for k, v in job.env.items() if self.env.get(k) != v}
         if own:
             out += _env("job", own)

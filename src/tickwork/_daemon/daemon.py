@@ -69,6 +69,7 @@ from tickwork._daemon.declare import (
     spec_for,
 )
 from tickwork._daemon.logline import json_line, one_line, say
+from tickwork._daemon.mail import Mail
 from tickwork._daemon.pools import declare_pools
 from tickwork._daemon.replacing import Replacing
 from tickwork._daemon.runlog import LogFormat, RunLog, RunOutput, iso
@@ -472,6 +473,11 @@ class Daemon:
             raise JobCancelled(_failure_text(_replaced_by(result, due)))
         if (job.on_failure is not None or job.on_success is not None) and claim is not None:
             self._alert(name, job, claim.job_id, scheduled, result)
+        if job.mail_to and not result.ok and claim is not None:  # cron's MAILTO
+            mail = Mail(job.mail_to, job.mail_command, job.smtp)
+            output = "" if job.output == "discard" else result.output
+            self.alerts.mail_failed(name, mail, scheduled=scheduled, status=result.status,
+                                    error=_failure_text(result), output=output)  # fmt: skip
         if result.timed_out:
             raise JobTimedOut(_failure_text(result))
         if not result.ok:

@@ -21,6 +21,7 @@ from urllib.parse import urlsplit, urlunsplit
 from tickwork._core.errors import TickworkError
 from tickwork._core.schedules import At, Cron, Every, Once
 from tickwork._daemon.config import OUTPUT_LIMIT, JobConfig
+from tickwork._daemon.mail import MAIL_COMMAND
 from tickwork.stores._model import JobSpec, JobState, Schedule
 from tickwork.stores._protocol import Store
 
@@ -233,6 +234,9 @@ _LATER: Final[dict[str, object]] = {
     "after": (),  # chains
     "pool": None,
     "delivery": "at_most_once",
+    "mail_to": (),
+    "mail_command": MAIL_COMMAND,
+    "smtp": None,
 }
 _NOT_DEFAULT: Final = object()
 
