@@ -18,7 +18,11 @@ What is checked (``docs/durability.md``, "Wall-clock steps and suspends"):
 - a fixed-time job (``0 12 * * *``) follows the table of docs/cron.md;
 - a suspend (wall and monotonic clocks jump together) is downtime: the missed-run
   policy decides, no step is reported;
-- ``tickwork run``'s Python path (`Daemon`) gets the same behaviour.
+- ``tickwork run``'s Python path (`Daemon`) gets the same behaviour;
+- with ``missed="all"`` a step forward's passed slots (up to ``missed_cap``) are all
+  replayed at the first look after it, in order, through the public test path
+  (``step()``, `InlineExecutor`), on SQLite and PostgreSQL; then the job is on its
+  grid within one period, with no gap shorter than it (issue 39, point 2).
 """
 
 from __future__ import annotations
@@ -38,7 +42,7 @@ import pytest
 from tickwork import Cron, DurableScheduler, EventKind, Every, RunEvent
 from tickwork.stores import JobSpec
 from tickwork.stores.sqlite import SQLiteStore
-from tickwork.testing import FakeClock
+from tickwork.testing import FakeClock, InlineExecutor
 
 REC = "tests.durable_jobs:record"
 POLL = 1.0
@@ -338,3 +342,101 @@ def test_the_daemon_path_recovers_from_a_wall_step(tmp_path: Path) -> None:
             assert after and after[0].real - look <= period + 1e-6, (jump, job_id, after[:1])
             no_slot_twice_per_pass(after)
     store.close()
+
+
+# -- Replays after a step forward (issue 39, point 2) ------------------------------------
+
+
+class Stepped(Harness):
+    """A `Harness` on the public test path: `DurableScheduler.step()`, `InlineExecutor`."""
+
+    def step(self) -> float:
+        self.looks.append(self.clock())
+        return self.ds.step()
+
+
+@pytest.fixture
+def stepped(open_either_store: Callable[..., Any]) -> Callable[..., Stepped]:
+    def new(spec: JobSpec, *, wall: float) -> Stepped:
+        clock = FakeClock(1000.0, wall_start=wall)
+        ds = DurableScheduler(
+            open_either_store(),
+            executor=InlineExecutor(),
+            poll=POLL,
+            wall_clock=clock.wall,
+            monotonic_clock=clock,
+        )
+        ds.declare(spec)
+        return Stepped(ds, clock)
+
+    return new
+
+
+def replayed_then_on_grid(h: Stepped, at: float, slots: list[float], period: float) -> None:
+    """The passed ``slots`` ran in order, at once; then the grid, ``period`` apart.
+
+    All of ``slots`` at the first look after the step (back to back, no clock time
+    between them); then the job's next run within one ``period`` of that look, each at
+    its slot, and no gap between two of them other than ``period``.
+    """
+    look = h.first_look_after(at)
+    after = h.of(h.runs[0].job_id, since=at)
+    replays, on_grid = after[: len(slots)], after[len(slots) :]
+    assert [r.scheduled for r in replays] == slots
+    assert on_grid and on_grid[0].real - look <= period, ("late on its grid", on_grid[0], look)
+    gaps = [b.real - a.real for a, b in pairwise(on_grid)]
+    assert all(g == pytest.approx(period) for g in gaps), ("gaps", gaps)
+    assert all(r.wall == r.scheduled for r in on_grid), on_grid
+    assert {r.real for r in replays} == {look}, "replays were paced, not handed out at once"
+
+
+def slots_upto(wall: float, period: float, n: int, origin: float = 0.0) -> list[float]:
+    """The last ``n`` slots of the grid ``origin + k * period`` at or before ``wall``."""
+    last = origin + (wall - origin) // period * period
+    return [last - period * k for k in range(n - 1, -1, -1)]
+
+
+def test_a_capped_backlog_is_replayed_back_to_back_after_a_step_forward(
+    stepped: Callable[..., Stepped],
+) -> None:
+    """Every(10), 720 slots behind: the newest 100, then the grid within 10 s."""
+    h = stepped(every("e", 10.0, missed="all"), wall=NOON)  # slots NOON + 10 k
+    h.simulate(25.0)
+    at = h.simulate(150.0, jump=7200.0)
+    wall = h.of("e", since=at)[0].wall  # the first look after the step, on its wall
+    replayed_then_on_grid(h, at, slots_upto(wall, 10.0, 100, NOON), 10.0)
+
+
+def test_a_wildcard_cron_job_is_on_its_grid_within_a_minute_after_its_replays(
+    stepped: Callable[..., Stepped],
+) -> None:
+    h = stepped(cron("m", "* * * * *", missed="all"), wall=NOON + 10)
+    h.simulate(70.0)
+    at = h.simulate(200.0, jump=7200.0)
+    wall = h.of("m", since=at)[0].wall
+    replayed_then_on_grid(h, at, slots_upto(wall, 60.0, 100), 60.0)
+
+
+def test_a_daily_job_stepped_a_day_and_more_replays_each_passed_slot(
+    stepped: Callable[..., Stepped],
+) -> None:
+    h = stepped(cron("noon", "0 12 * * *", missed="all"), wall=NOON - 20)
+    h.simulate(5.0)
+    at = h.simulate(30.0, jump=25 * 3600.0)  # past noon, and the next day's noon
+    after = h.of("noon", since=at)
+    assert [r.scheduled for r in after] == [NOON, NOON + DAY]
+    assert {r.real for r in after} == {h.first_look_after(at)}, "the second was paced"
+    state = h.ds.get("noon")
+    assert state is not None and state.next_run == NOON + 2 * DAY
+
+
+def test_after_a_short_step_forward_no_gap_is_shorter_than_the_period(
+    stepped: Callable[..., Stepped],
+) -> None:
+    h = stepped(every("e", 10.0, missed="all"), wall=NOON)
+    h.simulate(25.0)  # NOON + 10 and NOON + 20 ran
+    at = h.simulate(60.0, jump=60.0)
+    wall = h.of("e", since=at)[0].wall
+    passed = slots_upto(wall, 10.0, int((wall - NOON) // 10.0) - 2, NOON)
+    assert passed[0] == NOON + 30.0
+    replayed_then_on_grid(h, at, passed, 10.0)

@@ -603,6 +603,11 @@ class Claiming:
                 self._running.end(
                     run, "failed", None, f"not run: the executor refused it ({exc})", KEEP
                 )
+        after = decision.next_run
+        if after is not None and after <= now and claim.token not in self._table.runs:
+            # It ended already (an inline executor), and its job is due again (a
+            # replay): the wake-up this look's claim found could not see that.
+            self._freed = True
 
     def _report_given_up(self, claim: Claim, decision: Decision) -> None:
         """Log and emit the slots the decision gives up (missed, skipped)."""
