@@ -166,3 +166,13 @@ def test_cancel_says_what_it_needs(jobs: list[str]) -> None:
     assert bad.returncode == 2 and "got 'yesterday'" in bad.stderr
     limit = tickwork("backfill", "cronmin", *jobs, "--from", "1h", "--to", "now", "--max", "0")
     assert limit.returncode == 2 and "--max: must be an integer >= 1, got 0" in limit.stderr
+
+
+def test_a_paused_job_is_refused_saying_why(jobs: list[str]) -> None:
+    assert tickwork("pause", "cronmin", *jobs).returncode == 0
+    refused = tickwork("backfill", "cronmin", *jobs, "--from", "10m", "--to", "now")
+    assert refused.returncode == 1 and refused.stdout == ""
+    assert refused.stderr == (
+        "tickwork backfill: job 'cronmin' is paused, and a paused job is not backfilled"
+        " (its slots would wait for the resume): resume it first, then backfill\n"
+    )

@@ -453,6 +453,30 @@ def test_an_older_schema_is_migrated_once(
     assert meta["schema_version"] == str(latest)
 
 
+def test_a_new_schema_and_a_migration_each_log_one_line(
+    open_pg: Callable[..., PostgresStore],
+    pg_schema: str,
+    caplog: pytest.LogCaptureFixture,
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    latest = len(pg_mod.MIGRATIONS)
+
+    def lines() -> list[str]:
+        return [r.getMessage() for r in caplog.records if "schema" in r.getMessage()]
+
+    with caplog.at_level(logging.INFO, logger="tickwork.stores"):
+        open_pg()
+        open_pg()  # current already: says nothing
+    assert lines() == [f"created tickwork schema in {pg_schema!r} at schema version {latest}"]
+    caplog.clear()
+    monkeypatch.setattr(pg_mod, "MIGRATIONS", [*pg_mod.MIGRATIONS, lambda cur: None])
+    with caplog.at_level(logging.INFO, logger="tickwork.stores"):
+        open_pg()
+    assert lines() == [
+        f"migrated tickwork schema in {pg_schema!r} from schema version {latest} to {latest + 1}"
+    ]
+
+
 def test_a_version_1_schema_with_a_live_claim_migrates_and_recovers(
     open_pg: Callable[..., PostgresStore],
     pg_dsn: str,

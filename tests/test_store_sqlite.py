@@ -245,6 +245,25 @@ def test_an_older_schema_is_migrated_keeping_the_data(
         assert len(s.jobs()) == 3
 
 
+def test_a_new_file_and_a_migration_each_log_one_line(
+    db: Path, caplog: pytest.LogCaptureFixture, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    latest = len(sqlite_mod.MIGRATIONS)
+    with caplog.at_level(logging.INFO, logger="tickwork.stores"):
+        SQLiteStore(db).close()
+        SQLiteStore(db).close()  # current already: says nothing
+    assert [r.getMessage() for r in caplog.records] == [
+        f"created database {str(db)!r} at schema version {latest}"
+    ]
+    caplog.clear()
+    monkeypatch.setattr(sqlite_mod, "MIGRATIONS", [*sqlite_mod.MIGRATIONS, lambda c: None])
+    with caplog.at_level(logging.INFO, logger="tickwork.stores"):
+        SQLiteStore(db).close()
+    assert [r.getMessage() for r in caplog.records] == [
+        f"migrated database {str(db)!r} from schema version {latest} to {latest + 1}"
+    ]
+
+
 def test_a_failing_migration_leaves_the_old_version(
     db: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:

@@ -262,7 +262,10 @@ class ControlActions(Generic[C]):
         def body(cur: C) -> list[float]:
             paused, next_run, _, first_slot = self._lock_job(cur, job_id)
             if paused:
-                raise JobPausedError(f"job {job_id!r} is paused: resume it first")
+                raise JobPausedError(
+                    f"job {job_id!r} is paused, and a paused job is not backfilled (its"
+                    " slots would wait for the resume): resume it first, then backfill"
+                )
             limit = at if next_run is None else min(at, next_run)
             early = [] if first_slot is None else [t for t in wanted if t < first_slot - _SAME_SLOT]
             candidates = [t for t in wanted[len(early) :] if t < limit]

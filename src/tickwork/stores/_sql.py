@@ -89,7 +89,16 @@ __all__ = [
     "SQLCursor",
     "SQLResult",
     "SQLStore",
+    "schema_news",
 ]
+
+
+def schema_news(what: str, version: int, latest: int) -> str:
+    """The one line an opening that created or migrated ``what`` logs (from ``version``)."""
+    if version == 0:
+        return f"created {what} at schema version {latest}"
+    return f"migrated {what} from schema version {version} to {latest}"
+
 
 #: The columns of a job row as `RowReader` reads them, in this order.
 JOB_COLUMNS: Final = (

@@ -48,6 +48,7 @@ from ._sql import (
     LEDGER_INSERT,
     OPERATOR_GATE,
     SQLStore,
+    schema_news,
 )
 from ._sql import LIVENESS_CHECK as LIVENESS_CHECK
 from ._sql import LIVENESS_WAKE as LIVENESS_WAKE
@@ -813,7 +814,8 @@ class PostgresStore(SQLStore[Cursor]):
             cur.execute("INSERT INTO tickwork_meta VALUES ('application', %s)", (APPLICATION,))
         for step in range(version, len(MIGRATIONS)):
             MIGRATIONS[step](cur)
-            _log.info("tickwork schema in %r migrated to version %d", name, step + 1)
+        if version < len(MIGRATIONS):
+            _log.info("%s", schema_news(f"tickwork schema in {name!r}", version, len(MIGRATIONS)))
         cur.execute(
             "INSERT INTO tickwork_meta VALUES ('schema_version', %s) ON CONFLICT (key)"
             " DO UPDATE SET value = excluded.value",

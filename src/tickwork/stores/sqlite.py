@@ -35,6 +35,7 @@ from ._sql import (
     JOB_COLUMNS,
     OPERATOR_GATE,
     SQLStore,
+    schema_news,
 )
 from ._sql import LIVENESS_CHECK as LIVENESS_CHECK
 from ._sql import LIVENESS_WAKE as LIVENESS_WAKE
@@ -499,10 +500,12 @@ class SQLiteStore(SQLStore[sqlite3.Connection]):
                 version = self._inspect(conn)
                 for step in range(version, len(MIGRATIONS)):
                     MIGRATIONS[step](conn)
-                    _log.info("database %r migrated to schema version %d", self._path, step + 1)
                 conn.execute(f"PRAGMA application_id={APPLICATION_ID:d}")
                 conn.execute(f"PRAGMA user_version={len(MIGRATIONS):d}")
                 conn.execute("COMMIT")
+                latest = len(MIGRATIONS)
+                if version < latest:  # another opener may have done it meanwhile
+                    _log.info("%s", schema_news(f"database {self._path!r}", version, latest))
             except BaseException:
                 conn.execute("ROLLBACK")
                 raise
