@@ -52,6 +52,14 @@ APPLICATION_ID: Final = 0x7469636B
 
 _MAGIC: Final = b"SQLite format 3\x00"
 
+#: What a damaged file's refusal adds: that it is untouched, and the ways back.
+_DAMAGED: Final = (
+    "; refusing to use it, the file was not modified: if it is the state, restore it from"
+    " a backup (or try `sqlite3 FILE .recover`), or move it aside to start a new state"
+    " (the jobs file declares the jobs again; their history, pauses and next runs stay in"
+    " the old file)"
+)
+
 #: Seconds between two looks of `SQLiteStore.wait_for_change` at the database.
 CHANGE_CHECK: Final = 0.2
 
@@ -300,8 +308,7 @@ def _check_header(path: str) -> None:
         raise StoreError(f"cannot read database file {path!r}: {exc}") from exc
     if head and head != _MAGIC:
         raise StoreError(
-            f"{path!r} is not a SQLite database (it starts with {head[:16]!r});"
-            " refusing to use it, the file was not modified"
+            f"{path!r} is not a SQLite database (it starts with {head[:16]!r}){_DAMAGED}"
         )
 
 
@@ -462,8 +469,7 @@ class SQLiteStore(SQLStore[sqlite3.Connection]):
             ).fetchone()
         except sqlite3.DatabaseError as exc:
             raise StoreError(
-                f"{self._path!r} is not a usable SQLite database ({exc}); refusing to use"
-                " it, the file was not modified"
+                f"{self._path!r} is not a usable SQLite database ({exc}){_DAMAGED}"
             ) from exc
         latest = len(MIGRATIONS)
         if app_id == 0 and version == 0 and objects == 0:
@@ -485,8 +491,20 @@ class SQLiteStore(SQLStore[sqlite3.Connection]):
             raise StoreError(f"{self._path!r} is a tickwork database without a schema version")
         return int(version)
 
+    def _check_pages(self, conn: sqlite3.Connection) -> None:
+        """Refuse a damaged file: ``PRAGMA quick_check`` (read-only) must find nothing."""
+        try:
+            found = conn.execute("PRAGMA quick_check(1)").fetchone()[0]
+        except sqlite3.DatabaseError as exc:
+            found = str(exc)
+        if found != "ok":
+            lines = [line for line in str(found).splitlines() if not line.startswith("***")]
+            raise StoreError(f"{self._path!r} is damaged ({'; '.join(lines)}){_DAMAGED}")
+
     def _open(self, conn: sqlite3.Connection, *, memory: bool, busy_timeout: float) -> None:
         version = self._inspect(conn)
+        if version:
+            self._check_pages(conn)
         try:
             mode = _journal_wal(conn, busy_timeout)
             if not memory and str(mode).lower() != "wal":
