@@ -7,6 +7,7 @@ and how to recover, a non-zero status and the file left as it was.
 
 from __future__ import annotations
 
+import os
 import random
 import subprocess
 import sys
@@ -107,3 +108,44 @@ def test_a_damaged_state_is_refused_by_every_verb_in_one_line(
         assert str(state) in lines[0] and "refusing to use it" in lines[0], (verb, err)
         assert "restore it from a backup" in lines[0], (verb, err)
     assert {p.name: p.read_bytes() for p in tmp_path.iterdir()} == before
+
+
+def test_a_failing_host_check_locks_no_verb_out(tmp_path: Path) -> None:
+    """A job's directory, env file (and user, as root) gone: the verbs still work."""
+    workdir, env = tmp_path / "work", tmp_path / "job.env"
+    workdir.mkdir()
+    env.write_text("GREETING=hi\n")
+    user = 'user = "{}"\n' if os.geteuid() == 0 else "{}"
+    held = f"""
+        [[job]]
+        name = "held"
+        command = ["true"]
+        every = "1h"
+        working_dir = "{workdir}"
+        env_file = "{env}"
+        {user}"""
+    path = jobs_file(tmp_path, textwrap.dedent(held.format("nobody")))
+    state = str(tmp_path / "state.sqlite3")
+    made = tickwork("run", str(path), "--state", state, "--for", "1s")
+    assert made.communicate(timeout=120) and made.returncode == 0
+    # The incident: the directory and the env file are gone, and so is the user.
+    workdir.rmdir()
+    env.unlink()
+    jobs_file(tmp_path, textwrap.dedent(held.format("tw-deleted-user-39")))
+    verbs = [
+        ("jobs",),
+        ("history",),
+        ("pause", "tick"),
+        ("trigger", "held"),
+        ("skip-next", "held"),
+        ("cancel", "held", "--list"),
+        ("resume", "tick"),
+    ]
+    procs = [tickwork(v[0], "-f", str(path), *v[1:], "--state", state) for v in verbs]
+    procs.append(tickwork("next", "--file", str(path), "--job", "held", "-n", "1"))
+    procs.append(tickwork("validate", str(path)))
+    ended = [(proc.communicate(timeout=120), proc.returncode) for proc in procs]
+    for verb, ((out, err), status) in zip([*verbs, ("next",)], ended, strict=False):
+        assert status == 0 and err == "", (verb, out, err)
+    (_, err), status = ended[-1]  # validate still checks the host
+    assert status == 2 and "does not exist" in err and "cannot read" in err, err

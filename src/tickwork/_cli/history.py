@@ -144,7 +144,7 @@ def _unknown_job(
         text = f"no job {args.name!r} in the state ({args.state or 'the database'})"
     else:
         try:
-            declared = {job.name for job in load_config(args.file).jobs}
+            declared = {job.name for job in load_config(args.file, check_host=False).jobs}
         except ConfigError:
             declared = set()
         if args.name in declared:

@@ -112,7 +112,7 @@ def _expression(args: argparse.Namespace) -> CronExpression | JobConfig:
         if args.job is None or args.file is None or args.expr is not None:
             raise CronError("--file and --job go together, instead of an expression")
         try:
-            job = load_config(args.file).job(args.job)
+            job = load_config(args.file, check_host=False).job(args.job)
         except KeyError:
             raise CronError(f"--job: no job named {args.job!r} in {args.file}") from None
         if not isinstance(job.schedule, Cron):

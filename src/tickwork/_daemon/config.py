@@ -374,13 +374,15 @@ class Config:
         raise KeyError(name)
 
 
-def load_config(path: str | os.PathLike[str]) -> Config:
+def load_config(path: str | os.PathLike[str], *, check_host: bool = True) -> Config:
     """Read and validate a jobs file.
 
     Relative ``cwd`` values are resolved against the file's directory.
 
     Args:
         path: The TOML file.
+        check_host: As for `parse_config` (``False``: the verbs that read or act on
+            the state, which must work while a job's user or directory is gone).
 
     Returns:
         The validated configuration.
@@ -397,7 +399,8 @@ def load_config(path: str | os.PathLike[str]) -> Config:
         raise ConfigError(
             [ConfigIssue(shown, 0, "", "", f"cannot read the file: {reason}")]
         ) from exc
-    return parse_config(text, path=shown, base_dir=Path(shown).resolve().parent)
+    base_dir = Path(shown).resolve().parent
+    return parse_config(text, path=shown, base_dir=base_dir, check_host=check_host)
 
 
 def parse_config(
@@ -410,9 +413,12 @@ def parse_config(
         path: The name shown in messages.
         base_dir: The directory relative ``cwd`` values are resolved against (default:
             the current directory).
-        check_host: Refuse a ``working_dir`` that is not a directory on this host
-            (``False``: a file translated for another host, such as an imported crontab
-            whose ``HOME`` is the other host's; its runs then fail if it is missing).
+        check_host: Refuse a ``working_dir`` that is not a directory on this host, a
+            ``user`` or ``group`` it does not have (or a daemon that is not root), an
+            ``env_file`` it cannot read (``False``: none of these is looked up, and an
+            ``env_file`` is not read: a file translated for another host, such as an
+            imported crontab whose ``HOME`` is the other host's, or a verb that only
+            needs the jobs' names; runs then fail on what is missing).
 
     Returns:
         The validated configuration.
@@ -588,6 +594,13 @@ _PROCESS_CHECKS: Final[dict[str, Callable[[object], Any]]] = {
     "limit_files": _limit("limit_files", parse_files),
 }
 
+#: Without the host's checks: a user's and a group's shape, not whether this host has it.
+_SHAPE_CHECKS: Final = {
+    **_PROCESS_CHECKS,
+    "user": _checked(lambda v: check_user(v, host=False)),
+    "group": _checked(lambda v: check_group(v, host=False)),
+}
+
 
 def _json_value(value: object) -> bool:
     if isinstance(value, (str, int, float, bool)):
@@ -606,7 +619,7 @@ class _Checker:
         self.path = path
         self.locator = locator
         self.base_dir = base_dir
-        self.check_host = check_host  # directories checked on this host, or not at all
+        self.check_host = check_host  # directories, users, env files checked here, or not
         self.issues: list[ConfigIssue] = []
         self.calendars: dict[str, Calendar] = {}
 
@@ -1016,7 +1029,7 @@ class _Checker:
             **_MAIL_CHECKS,
             "keep_ok": _keep,
             "keep_failed": _keep,
-            **_PROCESS_CHECKS,
+            **(_PROCESS_CHECKS if self.check_host else _SHAPE_CHECKS),
             "grace": _duration,
             "jitter": _duration,
             "timeout": _duration,
@@ -1114,7 +1127,7 @@ class _Checker:
             return
         path = str(self.base_dir / os.path.expanduser(value))
         try:
-            out["env_file_vars"] = read_env_file(path)
+            out["env_file_vars"] = read_env_file(path) if self.check_host else {}
         except ValueError as exc:
             if "env_file" in table:
                 self.add(where, (*at, "env_file"), "env_file", str(exc))

@@ -175,21 +175,29 @@ def _need_root(key: str) -> None:
         )
 
 
-def check_user(value: object) -> str:
-    """``user``: a user name (or numeric id) of this host; the daemon must be root."""
+def check_user(value: object, *, host: bool = True) -> str:
+    """``user``: a user name (or numeric id) of this host; the daemon must be root.
+
+    ``host=False``: the shape alone (the verbs that only read or act on the state).
+    """
     if not isinstance(value, str) or not value:
         raise ValueError(f"must be a user name such as 'nobody', got {_shown(value)}")
-    _need_root("user")
-    _user(value)
+    if host:
+        _need_root("user")
+        _user(value)
     return value
 
 
-def check_group(value: object) -> str:
-    """``group``: a group name (or numeric id) of this host; the daemon must be root."""
+def check_group(value: object, *, host: bool = True) -> str:
+    """``group``: a group name (or numeric id) of this host; the daemon must be root.
+
+    ``host=False``: the shape alone, as for `check_user`.
+    """
     if not isinstance(value, str) or not value:
         raise ValueError(f"must be a group name such as 'nogroup', got {_shown(value)}")
-    _need_root("group")
-    _group(value)
+    if host:
+        _need_root("group")
+        _group(value)
     return value
 
 
