@@ -22,6 +22,7 @@ from __future__ import annotations
 
 import contextlib
 import dataclasses
+import json
 import logging
 import math
 import os
@@ -65,6 +66,7 @@ from tickwork._daemon.declare import (
     make_state_key,
     open_store,
     owned,
+    owner_label,
     redact_dsn,
     spec_for,
 )
@@ -89,12 +91,13 @@ from tickwork._durable.engine import DEFAULT_WORKERS
 from tickwork._durable.engine import OUTPUT_LIMIT as LEDGER_TAIL
 from tickwork._durable.runnote import note_attempt
 from tickwork._durable.scheduler import DurableScheduler
+from tickwork.stores._holders import NamespaceHolders
 from tickwork.stores._model import (
     Claim,
     Schedule,
     Upsert,
 )
-from tickwork.stores._protocol import OutcomeRetention, Store
+from tickwork.stores._protocol import OutcomeRetention, SessionLiveness, Store
 
 __all__ = [
     "ENTRY_POINT",
@@ -349,6 +352,38 @@ class Daemon:
                 " then removed)"
             )
 
+    def hold(self, config: Config) -> None:
+        """Hold the namespace in the state for this file, or refuse a clashing live daemon.
+
+        Every daemon on one namespace runs one file (several, for several nodes): a
+        daemon is refused while a live one on the namespace runs jobs that are not a
+        version of this file's (neither all of this file's jobs nor only some of them).
+        The state keeps each live daemon's file (`tickwork.stores._holders`).
+
+        Raises:
+            DaemonError: Such a daemon runs; the message names both files.
+        """
+        store = self.store
+        if not isinstance(store, NamespaceHolders):
+            return
+        if isinstance(store, SessionLiveness):  # live from now, for the next one to judge
+            store.tag_sessions(self.scheduler.owner)
+        names = sorted(job.name for job in config.jobs)
+        path = os.path.abspath(self.config_path)
+        mine = json.dumps({"file": path, "jobs": names, "pid": os.getpid()})
+        clashes = store.hold_namespace(
+            self.namespace, self.scheduler.owner, mine, lambda h: _clash(h, set(names))
+        )
+        if clashes:
+            owner, text = clashes[0]
+            raise DaemonError(
+                f"another daemon ({owner_label(owner)}) runs {json.loads(text)['file']} on"
+                f" namespace {self.namespace!r} of this state, with jobs that are not those"
+                f" of {path}: not started. Every daemon on a namespace runs the same file;"
+                " give this one another --namespace (or another state), or stop the other"
+                " first (this one then takes the namespace over)"
+            )
+
     def apply(self, config: Config) -> Reload:
         """Make the store match ``config``: declare every job, remove the ones gone.
 
@@ -430,8 +465,14 @@ class Daemon:
         claim = DurableScheduler.current_claim()
         scheduled = claim.scheduled if claim is not None else self._wall()
         job = self._jobs.get(name)
-        if job is None:
-            raise JobFailed(f"job {name!r} is not in {self.config_path} (removed from the file?)")
+        if job is None:  # another file's (a newer version of it?): not a failure of it
+            text = (
+                f"job {name!r} is not in {self.config_path}: not run by this daemon (pid"
+                f" {os.getpid()}); does a daemon with another version of the file share"
+                f" namespace {self.namespace!r}?"
+            )
+            _log.warning("%s", text)
+            raise JobCancelled(text)
         if declared and declared != fingerprint(job):
             _log.warning(
                 "job %r was declared with other options than this daemon's file has"
@@ -651,6 +692,9 @@ class Daemon:
             os.close(self._wake_w)
             with _active_lock:
                 _active = None
+            if isinstance(self.store, NamespaceHolders):
+                with contextlib.suppress(Exception):  # else it is forgotten once gone
+                    self.store.release_namespace(self.namespace, self.scheduler.owner)
             self.store.close()
         return self.exit_status
 
@@ -837,6 +881,15 @@ class Daemon:
         os._exit(0)  # the pool's threads would keep the interpreter alive
 
 
+def _clash(holder: str, names: set[str]) -> bool:
+    """Whether a live daemon's file (``holder``) is not a version of one with ``names``."""
+    try:
+        theirs = set(json.loads(holder)["jobs"])
+    except (ValueError, KeyError, TypeError):
+        return False  # written by another tickwork: not judged
+    return not (theirs <= names or names <= theirs)
+
+
 @dataclass(frozen=True, slots=True)
 class DaemonConfig:
     """Everything `run_daemon` needs to run a jobs file: what ``tickwork run`` parses.
@@ -972,6 +1025,7 @@ def _open_and_serve(
     daemon = _daemon_for(config, store, namespace, state, shown, err)
     try:
         daemon.check_store()
+        daemon.hold(jobs)
         result = daemon.apply(jobs)
     except TickworkError as exc:  # DaemonError, or a StoreError reading the state
         store.close()

@@ -36,6 +36,7 @@ from psycopg.conninfo import conninfo_to_dict, make_conninfo
 from tickwork.stores._errors import SchemaVersionError, StoreError
 
 from ._alerts import EPISODE_TABLE
+from ._holders import DAEMONS_TABLE
 from ._looks import LookBoard
 from ._model import KEEP, Finish, Start, check_positive, check_time, hands_back
 from ._pgbatch import record_set
@@ -223,6 +224,11 @@ def _pool_wait_v10(cur: Cursor) -> None:
     cur.execute("ALTER TABLE tickwork_jobs ADD COLUMN pool_wait double precision")
 
 
+def _daemons_v11(cur: Cursor) -> None:
+    """Schema 11: the live daemons of each namespace: as SQLite's ``_daemons_v12``."""
+    cur.execute(DAEMONS_TABLE.format(t="tickwork_daemons", text="text", real="double precision"))
+
+
 #: One ledger entry: 13 parameters in the order of ``_sql.LEDGER_INSERT``.
 _LEDGER_ONE: Final = LEDGER_INSERT.format(ledger="tickwork_ledger").replace("?", "%s")
 #: A batch of ledger entries in one parameter: a JSON array of entries, each an array in
@@ -256,6 +262,7 @@ MIGRATIONS: list[Callable[[Cursor], None]] = [
     _chains_v8,
     _pools_v9,
     _pool_wait_v10,
+    _daemons_v11,
 ]
 
 _TABLES: Final = ("tickwork_meta", "tickwork_jobs", "tickwork_claims")
@@ -865,6 +872,8 @@ class PostgresStore(SQLStore[Cursor]):
         "pools": "tickwork_pools",  # concurrency pools (stores/_pools.py)
         "lock_pools": " FOR UPDATE",  # the claims that involve a limit take turns
         "pool_of": "(j.spec::jsonb ->> 'pool')",
+        "daemons": "tickwork_daemons",  # the live daemons of each namespace (_holders.py)
+        "lock_daemons": "LOCK TABLE tickwork_daemons IN SHARE ROW EXCLUSIVE MODE",
     }
 
     def _q_list(self, template: str, values: Sequence[Any]) -> tuple[str, Sequence[Any]]:
@@ -1120,21 +1129,26 @@ class PostgresStore(SQLStore[Cursor]):
             StoreError: The database cannot be reached.
 
         """
-        wanted = {owner: self._owner_lock_key(owner) for owner in set(owners) if owner}
+        wanted = [owner for owner in set(owners) if owner]
         if not wanted:
             return set()
-        space = next(iter(wanted.values()))[0]
+        live: set[str] = self._run(
+            "read the live sessions", lambda cur: self._live_holders(cur, wanted), write=False
+        )
+        return live
 
-        def body(cur: Cursor) -> set[int]:
-            cur.execute(
-                "SELECT DISTINCT objid::bigint FROM pg_locks WHERE locktype = 'advisory'"
-                " AND granted AND objsubid = 2 AND classid = %s::bigint::oid AND database ="
-                " (SELECT oid FROM pg_database WHERE datname = current_database())",
-                (space,),
-            )
-            return {int(row[0]) for row in cur.fetchall()}
-
-        held = self._run("read the live sessions", body, write=False)
+    def _live_holders(self, cur: Cursor, owners: Sequence[str]) -> set[str]:
+        """Those of ``owners`` whose session lock some session holds (`live_owners`)."""
+        wanted = {owner: self._owner_lock_key(owner) for owner in owners}
+        if not wanted:
+            return set()
+        cur.execute(
+            "SELECT DISTINCT objid::bigint FROM pg_locks WHERE locktype = 'advisory'"
+            " AND granted AND objsubid = 2 AND classid = %s::bigint::oid AND database ="
+            " (SELECT oid FROM pg_database WHERE datname = current_database())",
+            (next(iter(wanted.values()))[0],),
+        )
+        held = {int(row[0]) for row in cur.fetchall()}
         return {owner for owner, key in wanted.items() if key[1] in held}
 
     def read_clock(self, local: Callable[[], float]) -> tuple[float, float, float]:

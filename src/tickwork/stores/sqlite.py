@@ -27,6 +27,7 @@ from tickwork.stores._errors import SchemaVersionError, StoreError
 from tickwork.stores._procs import own_identity, process_alive, process_scope
 
 from ._alerts import EPISODE_TABLE
+from ._holders import DAEMONS_TABLE
 from ._model import Finish, check_positive, check_time, hands_back
 from ._sql import (
     CLAIM_COLUMNS,
@@ -257,6 +258,11 @@ def _pool_wait_v11(conn: sqlite3.Connection) -> None:
     conn.execute("ALTER TABLE jobs ADD COLUMN pool_wait REAL")
 
 
+def _daemons_v12(conn: sqlite3.Connection) -> None:
+    """Schema 12: the live daemons of each namespace and their jobs files (`_holders`)."""
+    conn.execute(DAEMONS_TABLE.format(t="daemons", text="TEXT", real="REAL"))
+
+
 #: ``MIGRATIONS[i]`` takes a database from schema version ``i`` to ``i + 1`` inside the
 #: opening transaction; the current version is ``len(MIGRATIONS)``. Append only: a
 #: released step is never edited.
@@ -272,6 +278,7 @@ MIGRATIONS: list[Callable[[sqlite3.Connection], None]] = [
     _chains_v9,
     _pools_v10,
     _pool_wait_v11,
+    _daemons_v12,
 ]
 
 # A job is claimable when due, not paused and not claimed, unless it allows overlap.
@@ -596,6 +603,8 @@ class SQLiteStore(SQLStore[sqlite3.Connection]):
         "pools": "pools",  # concurrency pools (stores/_pools.py)
         "lock_pools": "",  # BEGIN IMMEDIATE: the claim is the only writer
         "pool_of": "json_extract(j.spec, '$.pool')",
+        "daemons": "daemons",  # the live daemons of each namespace (stores/_holders.py)
+        "lock_daemons": "",  # BEGIN IMMEDIATE: one hold at a time
     }
 
     def _q_list(self, template: str, values: Sequence[Any]) -> tuple[str, Sequence[Any]]:
@@ -735,6 +744,17 @@ class SQLiteStore(SQLStore[sqlite3.Connection]):
             ).fetchall()
         dead = {owner for owner, pid, started in rows if not process_alive(pid, started)}
         return wanted - dead
+
+    def _live_holders(self, cur: sqlite3.Connection, owners: Sequence[str]) -> set[str]:
+        """Those of ``owners`` listed in this scope whose process is alive (`_holders`)."""
+        if not owners or self._scope is None:
+            return set()
+        rows = cur.execute(
+            f"SELECT owner, pid, started FROM nodes WHERE scope = ? AND owner IN"
+            f" ({','.join('?' * len(owners))})",
+            (self._scope, *owners),
+        ).fetchall()
+        return {owner for owner, pid, started in rows if process_alive(pid, started)}
 
     # -- ChangeNotifier -----------------------------------------------------------------
 
