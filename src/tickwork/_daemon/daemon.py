@@ -300,10 +300,6 @@ class Daemon:
         self._jobs: dict[str, JobConfig] = {}
         self._config: Config | None = None
         self.state_key = state_key or make_state_key(namespace, "")
-        self._groups = ProcessGroups(marker=daemon_marker(self.state_key))
-        self._stop = threading.Event()
-        self._replacing = Replacing(self._groups, self._stop)
-        self.alerts = AlertSender()
         self.scheduler = DurableScheduler(
             store,
             lease=lease,
@@ -313,6 +309,11 @@ class Daemon:
             monotonic_clock=monotonic_clock,
             executor=executor,
         )
+        marker = daemon_marker(self.state_key)
+        self._groups = ProcessGroups(marker=marker, owner=self.scheduler.owner)
+        self._stop = threading.Event()
+        self._replacing = Replacing(self._groups, self._stop)
+        self.alerts = AlertSender()
         self._wall = self.scheduler.now
         self.dead_man = DeadMan(self.scheduler, self.alerts, lambda name: self._jobs.get(name))
         self.scheduler.add_listener(self._on_event)

@@ -21,10 +21,12 @@ With a `ProcessGroups` (as the daemon runs them), a command is started through a
 supervisor process (``_supervisor.py``) that leads the group, runs the command as its
 child and ends the way the command ended. The supervisor holds the read end of a
 *lifeline* pipe whose write end only this process holds: if this process dies, even by
-SIGKILL, the pipe ends and the supervisor terminates the group (SIGTERM, then SIGKILL
-after ``kill_grace``). Each supervised process carries ``TICKWORK_SUPERVISED`` in its
-environment, naming the daemon that started it, so a restarted daemon can find (with
-`find_survivors`) and end (`end_survivors`) runs whose supervisor was killed too.
+SIGKILL, the pipe ends and the supervisor kills the group at once (SIGKILL). Each
+supervised process carries ``TICKWORK_SUPERVISED`` in its environment, naming the daemon
+that started it, so a restarted daemon can find (with `find_survivors`) and end
+(`end_survivors`) runs whose supervisor was killed too; and ``TICKWORK_OWNER``, naming
+its scheduler's owner, so that a store recovering that owner's claims on this host kills
+them first (`tickwork.stores._procs.end_leftovers`).
 
 `run_with_retries` is the attempt loop: exponential backoff with an injectable sleep,
 interrupted by a stop event so that shutdown never waits out a backoff.
@@ -55,7 +57,7 @@ from tickwork._daemon.config import JobConfig
 from tickwork._daemon.jobprocess import SETUP_ENV, ProcessSetup, process_setup
 from tickwork._durable.attempts import call_bounded
 from tickwork._durable.isolation import child_command, child_env
-from tickwork.stores._procs import proc_stat, process_alive
+from tickwork.stores._procs import OWNER_ENV, proc_stat, process_alive
 
 __all__ = [
     "LINE_LIMIT",
@@ -177,14 +179,18 @@ class ProcessGroups:
     Args:
         marker: ``KEY:PID:START`` from `daemon_marker`, put (with the job's name) in
             each run's environment as `MARKER_ENV`, for `find_survivors`.
+        owner: The scheduler's owner, put in each run's environment as
+            ``TICKWORK_OWNER``: a store that finds the owner gone kills its runs on
+            this host before it hands their claims on.
     """
 
-    def __init__(self, *, marker: str | None = None) -> None:
+    def __init__(self, *, marker: str | None = None, owner: str | None = None) -> None:
         self._lock = threading.Lock()
         self._runs: set[_Run] = set()
         self._replacing: set[object] = set()  # tags of runs to end, started or not yet
         self._closed = False
         self.marker = marker
+        self.owner = owner
         self._lifeline: int | None = None  # read end; the write end stays in this process
         self._lifeline_w: int | None = None  # kept open (and referenced) until exit
 
@@ -449,7 +455,7 @@ def run_command(
     if groups is not None and groups.closed:
         return RunResult(cancelled=True, error="not started: shutting down")
     argv: list[str] = ["/bin/sh", "-c", command] if isinstance(command, str) else list(command)
-    started = _start(argv, full_env, cwd, groups, kill_grace, job)
+    started = _start(argv, full_env, cwd, groups, job)
     if isinstance(started, OSError):
         return _not_started(command, cwd, started.strerror or str(started), start)
     proc, status_r = started
@@ -521,7 +527,6 @@ def _start(
     env: dict[str, str],
     cwd: str | None,
     groups: ProcessGroups | None,
-    kill_grace: float,
     job: str,
 ) -> tuple[subprocess.Popen[bytes], int] | OSError:
     """Start ``argv`` in a new session: ``(its process, the status pipe or -1)``.
@@ -533,6 +538,8 @@ def _start(
     if groups is not None and sys.executable:
         if groups.marker is not None:
             env[MARKER_ENV] = f"{groups.marker}:{job}"
+        if groups.owner is not None:
+            env[OWNER_ENV] = groups.owner
         lifeline = groups.lifeline()
         status_r, status_w = os.pipe()
         popen_args: list[str] = [
@@ -542,7 +549,6 @@ def _start(
             _SUPERVISOR,
             str(lifeline),
             str(status_w),
-            repr(float(kill_grace)),
             "--",
             *argv,
         ]

@@ -3,7 +3,7 @@
 ``tickwork run`` starts each command through this script (run by path with
 ``python -I -S``, so it imports nothing but the standard library and starts fast)::
 
-    python -I -S _supervisor.py LIFELINE_FD STATUS_FD KILL_GRACE -- ARGV...
+    python -I -S _supervisor.py LIFELINE_FD STATUS_FD -- ARGV...
 
 It is started in a new session, so it leads the run's process group; the command is
 its child in that same group, with the supervisor's stdin, stdout and stderr. It:
@@ -26,12 +26,16 @@ its child in that same group, with the supervisor's stdin, stdout and stderr. It
   dies with the group's SIGKILL;
 - watches ``LIFELINE_FD``, the read end of a pipe whose write end only the daemon
   holds. When the daemon dies, however it dies (SIGKILL included), the kernel closes
-  that end and the read sees end-of-file: the supervisor then sends SIGTERM to its
-  group, waits up to ``KILL_GRACE`` seconds for the command to exit, and sends SIGKILL
-  to the group, itself included. Nothing of the run outlives its daemon for longer.
+  that end and the read sees end-of-file: the supervisor then sends SIGKILL to its
+  group, itself included, at once. No ``kill_grace``: the dead daemon's claim is
+  recovered by another node within a second, and its run must be over by then;
+- on Linux, has the kernel send SIGKILL to the command when the supervisor dies
+  (``PR_SET_PDEATHSIG``, set in the command's process after the user change that
+  would clear it): a supervisor killed with its daemon takes its command along.
+  What the command started is not reached that way; the store's recovery ends it
+  (`tickwork.stores._procs.end_leftovers`).
 
-See ``docs/daemon.md`` ("When the daemon is killed") for why a pipe rather than a
-parent-death signal.
+See ``docs/daemon.md`` ("When the daemon is killed").
 """
 
 from __future__ import annotations
@@ -47,6 +51,7 @@ import time
 from collections.abc import Callable
 
 _POLL = 0.05  # where pidfd_open is missing (macOS): how often to look for the exit
+_PR_SET_PDEATHSIG = 1  # from <linux/prctl.h>
 
 
 def _mirror(status: int) -> None:
@@ -65,29 +70,29 @@ def _mirror(status: int) -> None:
     os._exit(os.waitstatus_to_exitcode(status))
 
 
-def _exited(pid: int, pidfd: int, timeout: float) -> bool:
-    """Wait up to ``timeout`` seconds for the child to exit; reap it and say if it did."""
+def _prctl() -> Callable[..., int] | None:
+    """Linux's ``prctl`` (loaded before the fork: the child only calls it), else None."""
+    if not sys.platform.startswith("linux"):
+        return None
     try:
-        if pidfd >= 0:
-            select.select([pidfd], [], [], timeout)
-        else:
-            time.sleep(min(timeout, _POLL))
-    except InterruptedError:
-        pass
-    done, _ = os.waitpid(pid, os.WNOHANG)
-    return bool(done)
+        import ctypes
+
+        prctl: Callable[..., int] = ctypes.CDLL(None, use_errno=True).prctl
+    except (ImportError, OSError, AttributeError):
+        return None
+    return prctl
 
 
-def _setup(report_w: int) -> Callable[[], None] | None:
-    """The ``preexec_fn`` that applies ``TICKWORK_SETUP`` (or None when there is none).
+def _setup(report_w: int) -> Callable[[], None]:
+    """The ``preexec_fn``: ``TICKWORK_SETUP``'s steps, then death with this process.
 
     It runs in the child between fork and exec (this process has one thread, so that is
-    safe); a step that fails writes its name and reason to ``report_w`` and raises.
+    safe); a setup step that fails writes its name and reason to ``report_w`` and raises.
+    The parent-death signal comes last: a change of user clears it.
     """
     raw = os.environ.pop("TICKWORK_SETUP", None)
-    if not raw:
-        return None
-    setup = json.loads(raw)
+    setup = json.loads(raw) if raw else {}
+    prctl, parent = _prctl(), os.getpid()
 
     def apply() -> None:
         step = "setup"
@@ -112,6 +117,10 @@ def _setup(report_w: int) -> Callable[[], None] | None:
             reason = getattr(exc, "strerror", None) or str(exc)
             os.write(report_w, f"{step}: {reason}".encode())
             raise
+        if prctl is not None:
+            prctl(_PR_SET_PDEATHSIG, signal.SIGKILL, 0, 0, 0)
+            if os.getppid() != parent:  # the supervisor died before that: follow it
+                os._exit(128 + signal.SIGKILL)
 
     return apply
 
@@ -134,8 +143,8 @@ def _start(command: list[str]) -> subprocess.Popen[bytes] | str:
 
 def main(argv: list[str]) -> None:
     """Run the supervisor (see the module docstring); never returns."""
-    lifeline, status_fd, grace = int(argv[1]), int(argv[2]), float(argv[3])
-    command = argv[5:]
+    lifeline, status_fd = int(argv[1]), int(argv[2])
+    command = argv[4:]
     # A handler, not SIG_IGN: the command must not inherit an ignored SIGTERM, and an
     # exec resets handled signals to their default.
     for sig in (signal.SIGTERM, signal.SIGINT, signal.SIGHUP):
@@ -172,12 +181,8 @@ def main(argv: list[str]) -> None:
             _mirror(status)
         if lifeline in ready and not os.read(lifeline, 64):
             break  # end of file: the daemon is gone
-    # Orphaned: end the whole run as a timeout would, then make sure of it.
-    os.killpg(0, signal.SIGTERM)  # this process ignores it
-    give_up = time.monotonic() + grace
-    while (left := give_up - time.monotonic()) > 0:
-        if _exited(child.pid, pidfd, left):
-            break
+    # Orphaned: its claim goes to another node within a second, so the run ends now,
+    # without the kill_grace a timeout gives (a run's processes never outlive it).
     os.killpg(0, signal.SIGKILL)
     os._exit(137)  # not reached: SIGKILL ends this process too
 

@@ -20,6 +20,7 @@ from tickwork._core.text import iso
 
 from ._ledger import LedgerQueries
 from ._model import Claim, JobSpec, Recovered, abandoned_error, recovery_action
+from ._procs import end_leftovers
 from ._sqlbase import C, SQLHost
 
 __all__ = ["LIVENESS_CHECK", "ClaimRecovery", "RecoveryHost"]
@@ -83,7 +84,9 @@ class ClaimRecovery(Generic[C]):
     def gone_owners(self, cur: C, now: float) -> list[str]:
         """Listed owners that are gone and hold claims (at most every `LIVENESS_CHECK` s).
 
-        Listed owners that are gone and hold nothing are forgotten on the way.
+        Listed owners that are gone and hold nothing are forgotten on the way. An owner
+        with a process of its runs still alive on this host (`end_leftovers` kills it)
+        is not gone yet.
         """
         mono = time.monotonic()
         if mono - self._checked < LIVENESS_CHECK:
@@ -93,7 +96,12 @@ class ClaimRecovery(Generic[C]):
         idle = [owner for owner, holds in gone if not holds]
         if idle:
             cur.execute(*self._store._q_list("DELETE FROM {nodes} WHERE owner {any}", idle))
-        return [owner for owner, holds in gone if holds]
+        # Nothing of a run may go on beside its takeover: processes of a gone owner's
+        # runs still alive on this host are killed, and its claims wait for a look
+        # that finds them gone.
+        held = [owner for owner, holds in gone if holds]
+        alive = end_leftovers(held) if held else set()
+        return [owner for owner in held if owner not in alive]
 
     def recover(self, cur: C, now: float, *, expired: bool = True) -> list[Recovered]:
         """Release the claims whose lease ended by ``now`` or whose owner is gone.
