@@ -481,9 +481,10 @@ prev=$(tail -n 1 pids 2>/dev/null)
 if [ -n "$prev" ] && [ -e "/proc/$prev" ] && ! grep -q '^State:.Z' "/proc/$prev/status"; then
   echo "$$ started beside $prev" >> overlap.txt
 fi
-echo $$ >> pids
+sleep 300 &
+echo $! >> pids
 echo $PPID >> parents
-exec sleep 300
+wait
 """
 
 
@@ -516,7 +517,9 @@ def test_a_restarted_daemon_ends_survivors_before_any_run(
     wait_until("the supervisor to be gone", lambda: gone(supervisor))
     first.proc.kill()
     first.wait()
-    assert not gone(survivor), first.text()  # survived both: only a restart can end it
+    # The shell died with its supervisor (the parent-death signal); its child survived
+    # both, and no other daemon looks at this state: only a restart can end it.
+    assert not gone(survivor), first.text()
 
     second = start("--lease", "1s", "--shutdown-grace", "1s")
     line = second.wait_line("is still going")

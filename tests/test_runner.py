@@ -313,7 +313,7 @@ def test_a_supervisor_whose_daemon_died_as_the_command_started_ends_the_run(
     with err_path.open("wb") as err_file:
         fds = [str(lifeline_r), str(status_w)]
         supervisor = subprocess.Popen(
-            [sys.executable, "-I", "-S", _SUPERVISOR, *fds, "0.5", "--", "sh", "-c", "sleep 100"],
+            [sys.executable, "-I", "-S", _SUPERVISOR, *fds, "--", "sh", "-c", "sleep 100"],
             pass_fds=(lifeline_r, status_w),
             start_new_session=True,
             stdout=subprocess.DEVNULL,
@@ -330,6 +330,38 @@ def test_a_supervisor_whose_daemon_died_as_the_command_started_ends_the_run(
             os.kill(pid, signal.SIGKILL)
     assert left == [], f"the run outlived its supervisor: {err!r}"
     assert supervisor.returncode == -signal.SIGKILL, err  # ended with its group
+
+
+@pytest.mark.skipif(not sys.platform.startswith("linux"), reason="PR_SET_PDEATHSIG")
+def test_a_command_dies_with_its_supervisor(tmp_path: Path) -> None:
+    # A kill of the daemon's whole tree but the command (the supervisor too): the kernel
+    # ends the command, which no lifeline can do any more.
+    pid_file = tmp_path / "pid"
+    lifeline_r, lifeline_w = os.pipe()  # the daemon lives on: no end of file
+    status_r, status_w = os.pipe()
+    command = ["sh", "-c", f"trap '' TERM; echo $$ > {pid_file}; exec sleep 100"]
+    supervisor = subprocess.Popen(
+        [sys.executable, "-I", "-S", _SUPERVISOR, str(lifeline_r), str(status_w), "--", *command],
+        pass_fds=(lifeline_r, status_w),
+        start_new_session=True,
+        stdout=subprocess.DEVNULL,
+    )
+    os.close(lifeline_r)
+    os.close(status_w)
+    try:
+        give_up = time.monotonic() + 60
+        while not pid_file.exists() or not pid_file.read_text().strip():
+            assert time.monotonic() < give_up, "the command never started"
+            time.sleep(0.02)
+        command_pid = int(pid_file.read_text())
+        supervisor.kill()
+        supervisor.wait(60)
+        assert wait_gone([command_pid], within=30) == []
+    finally:
+        for pid in in_group(supervisor.pid):
+            os.kill(pid, signal.SIGKILL)
+        os.close(lifeline_w)
+        os.close(status_r)
 
 
 def test_terminate_all_ends_running_groups_and_refuses_new_ones() -> None:
