@@ -22,6 +22,7 @@ from typing import Any
 import pytest
 
 from tickwork._daemon.runlog import JSON_KEYS
+from tickwork.stores.sqlite import SQLiteStore
 
 pytestmark = pytest.mark.skipif(sys.platform == "win32", reason="POSIX signals")
 
@@ -669,3 +670,51 @@ def test_the_demo_shows_every_kind_of_job_it_announces(tmp_path: Path) -> None:
     ends = [i for i, line in enumerate(after) if not line.startswith(" ")]
     digest = "\n".join(after[: ends[0] if ends else len(after)])
     assert "at 07:00, Monday to Friday (Europe/Berlin)" in digest and "next run  20" in digest
+
+
+def test_a_job_removed_while_it_runs_ends_is_recorded_then_goes(
+    tmp_path: Path, start: Callable[..., Run]
+) -> None:
+    stay = """
+        [[job]]
+        name = "stay"
+        every = "1h"
+        command = ["true"]
+        """
+    leaving = """
+        [[job]]
+        name = "leaving"
+        in = "100ms"
+        shell = true
+        command = 'echo $$ > started; while [ ! -e go ]; do sleep 0.05; done; echo done'
+        """
+    write_jobs(tmp_path, stay + leaving)
+    run = start("--lease", "1s")
+    wait_until("the run", lambda: lines_of(tmp_path / "started"))
+    write_jobs(tmp_path, stay)
+    run.signal(signal.SIGHUP)
+    line = run.wait_line("is gone from")
+    assert "job 'leaving'" in line and "runs to its end and is recorded" in line, run.text()
+    assert "1 removed" in run.wait_line("reloaded")
+    with SQLiteStore(tmp_path / "state" / "s.sqlite3") as store:
+        state = store.get("jobs/leaving")
+        assert state is not None and state.paused  # nothing new starts meanwhile
+        [claim] = state.claims
+        # Its lease (1 s) is renewed past the reload: the claim stays this daemon's.
+        wait_until(
+            "a renewal",
+            lambda: (
+                (s := store.get("jobs/leaving")) is not None
+                and s.claims[0].lease_until > claim.lease_until + 0.5
+            ),
+        )
+        (tmp_path / "go").touch()
+        run.wait_line("job 'leaving' removed: its last run has ended")
+        [entry] = store.history("jobs/leaving")
+        assert entry.outcome == "ok" and entry.output is not None and "done" in entry.output
+        assert store.get("jobs/leaving") is None
+    text = run.text()
+    assert "leaving finished ok" in text
+    assert "lost the claim" not in text and "claim was gone" not in text, text
+    run.signal(signal.SIGTERM)
+    assert run.wait() == 0

@@ -94,6 +94,7 @@ from tickwork._durable.scheduler import DurableScheduler
 from tickwork.stores._holders import NamespaceHolders
 from tickwork.stores._model import (
     Claim,
+    JobState,
     Schedule,
     Upsert,
 )
@@ -298,6 +299,7 @@ class Daemon:
         self.shutdown_grace = shutdown_grace
         self.watch = watch
         self._jobs: dict[str, JobConfig] = {}
+        self._leaving: set[str] = set()  # ids of jobs gone from the file, a run still going
         self._config: Config | None = None
         self.state_key = state_key or make_state_key(namespace, "")
         self.scheduler = DurableScheduler(
@@ -417,15 +419,53 @@ class Daemon:
             if isinstance(self.store, OutcomeRetention):  # keep_ok, keep_failed
                 self.store.set_job_retention(jid, keep_ok=job.keep_ok, keep_failed=job.keep_failed)
         self.dead_man.apply(self.namespace, config.jobs)
-        removed: list[str] = []
         wanted = {job_id(self.namespace, job.name) for job in config.jobs}
-        for jid in sorted(set(stored) - wanted):
-            with contextlib.suppress(Exception):  # JobNotFoundError: another host did it
-                self.scheduler.remove(jid)
-            removed.append(jid.partition("/")[2])
+        removed = self._remove_gone([stored[jid] for jid in sorted(set(stored) - wanted)])
+        for jid in wanted & self._leaving:  # back in the file before its run ended
+            self._leaving.discard(jid)
+            with contextlib.suppress(Exception):
+                self.scheduler.resume(jid)
         return Reload(
             tuple(created), tuple(updated), tuple(unchanged), tuple(removed), tuple(failed)
         )
+
+    def _remove_gone(self, gone: list[JobState]) -> list[str]:
+        """Remove jobs gone from the file; one with a run going goes when that run ends.
+
+        Such a job is paused meanwhile, so nothing new starts, and the run finishes and
+        is recorded like any other (`_remove_left` removes the job after that).
+        """
+        for state in gone:
+            name = state.id.partition("/")[2]
+            if state.id not in self._leaving and any(c.started is not None for c in state.claims):
+                with contextlib.suppress(Exception):
+                    self.scheduler.pause(state.id, note=f"removed from {self.config_path}")
+                self._leaving.add(state.id)
+                _log.info(
+                    "job %r is gone from %s but a run of it goes on: it runs to its end"
+                    " and is recorded, then the job is removed",
+                    name,
+                    self.config_path,
+                )
+                continue
+            with contextlib.suppress(Exception):  # JobNotFoundError: another host did it
+                self.scheduler.remove(state.id)
+        return [state.id.partition("/")[2] for state in gone]
+
+    def _remove_left(self) -> None:
+        """Remove the jobs gone from the file whose last run has ended (`_remove_gone`)."""
+        for jid in sorted(self._leaving):
+            try:
+                state = self.store.get(jid)
+                if state is not None and any(c.started is not None for c in state.claims):
+                    continue
+                if state is not None:
+                    self.scheduler.remove(jid)
+            except Exception:  # the state is unreachable: the next turn tries again
+                _log.debug("removing job %r failed", jid, exc_info=True)
+                continue
+            self._leaving.discard(jid)
+            _log.info("job %r removed: its last run has ended", jid.partition("/")[2])
 
     def reload(self) -> bool:
         """Read the file again and apply it; a broken file keeps the running configuration.
@@ -782,6 +822,9 @@ class Daemon:
                     _log.info("%s changed: reloading", self.config_path)
                     self.reload()
             waits = [1.0] if self.watch else []
+            if self._leaving:
+                self._remove_left()
+                waits.append(_SKIP_CHECK)
             if self.scheduler.running():
                 try:
                     self.check_skips()
