@@ -52,6 +52,7 @@ from collections.abc import Callable
 
 _POLL = 0.05  # where pidfd_open is missing (macOS): how often to look for the exit
 _PR_SET_PDEATHSIG = 1  # from <linux/prctl.h>
+_IGNORED = (signal.SIGTERM, signal.SIGINT, signal.SIGHUP)  # by this process, not the command
 
 
 def _mirror(status: int) -> None:
@@ -95,6 +96,11 @@ def _setup(report_w: int) -> Callable[[], None]:
     prctl, parent = _prctl(), os.getpid()
 
     def apply() -> None:
+        # The command gets these signals as the daemon sends them, even one sent while
+        # it starts (blocked until now: this process's handler would swallow it here).
+        for sig in _IGNORED:
+            signal.signal(sig, signal.SIG_DFL)
+        signal.pthread_sigmask(signal.SIG_UNBLOCK, _IGNORED)
         step = "setup"
         try:
             import resource
@@ -128,6 +134,7 @@ def _setup(report_w: int) -> Callable[[], None]:
 def _start(command: list[str]) -> subprocess.Popen[bytes] | str:
     """Start the command with its setup: the child, or why it could not start."""
     report_r, report_w = os.pipe()
+    blocked = signal.pthread_sigmask(signal.SIG_BLOCK, _IGNORED)
     try:
         return subprocess.Popen(command, preexec_fn=_setup(report_w))
     except (OSError, subprocess.SubprocessError) as exc:
@@ -136,6 +143,7 @@ def _start(command: list[str]) -> subprocess.Popen[bytes] | str:
         detail = os.read(report_r, 4096).decode(errors="replace")
         return detail or (getattr(exc, "strerror", None) or str(exc))
     finally:
+        signal.pthread_sigmask(signal.SIG_SETMASK, blocked)
         if report_w >= 0:
             os.close(report_w)
         os.close(report_r)
@@ -147,7 +155,7 @@ def main(argv: list[str]) -> None:
     command = argv[4:]
     # A handler, not SIG_IGN: the command must not inherit an ignored SIGTERM, and an
     # exec resets handled signals to their default.
-    for sig in (signal.SIGTERM, signal.SIGINT, signal.SIGHUP):
+    for sig in _IGNORED:
         signal.signal(sig, lambda signum, frame: None)
     child = _start(command)
     if isinstance(child, str):
