@@ -11,7 +11,7 @@ import sys
 import textwrap
 import urllib.error
 import urllib.request
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
 
@@ -282,3 +282,64 @@ def test_http_needs_prometheus_client_and_a_valid_address(
     assert run_daemon(config, err=err) == 2
     assert "--http needs prometheus_client: pip install 'tickwork[metrics]'" in err.getvalue()
     assert not (tmp_path / "s.db").exists()  # refused before anything was opened
+
+
+# -- safe by default (issue 42) ---------------------------------------------------------
+
+
+def ask(url: str, headers: dict[str, str], method: str = "GET") -> tuple[int, str]:
+    request = urllib.request.Request(url, method=method, headers=headers)
+    try:
+        with urllib.request.urlopen(request, timeout=30) as response:
+            return response.status, response.read().decode()
+    except urllib.error.HTTPError as exc:
+        return exc.code, exc.read().decode()
+
+
+def test_a_host_that_is_not_this_servers_is_refused(tmp_path: Path) -> None:
+    """DNS rebinding: a page of attacker.example, resolved to 127.0.0.1, cannot read the API."""
+    jobs = tmp_path / "jobs.toml"
+    jobs.write_text('[[job]]\nname = "t"\nevery = "1h"\ncommand = ["true"]\n')
+    run = Run(jobs, tmp_path / "s.db", "--http", "127.0.0.1:0", "--http-host-name", "Jobs.Internal")
+    try:
+        line = run.wait_line("metrics at http://127.0.0.1:")
+        base = line.split("metrics at ", 1)[1].split("/metrics", 1)[0]
+        port = base.rsplit(":", 1)[1]
+        status, text = ask(base + "/api/jobs", {"Host": f"attacker.example:{port}"})
+        assert status == 400, text
+        assert "the Host header 'attacker.example:" in text and "--http-host-name" in text
+        assert ask(base + "/", {"Host": "attacker.example"})[0] == 400
+        assert ask(base + "/metrics", {"Host": "127.0.0.1.attacker.example"})[0] == 400
+        for host in (f"127.0.0.1:{port}", f"localhost:{port}", "jobs.internal:80", "[::1]"):
+            status, text = ask(base + "/api/jobs", {"Host": host})
+            assert status == 200 and '"jobs"' in text, (host, status, text)
+    finally:
+        run.stop()
+
+
+def test_beyond_loopback_without_a_token_is_refused_unless_reads_are_public(
+    tmp_path: Path,
+) -> None:
+    jobs = tmp_path / "jobs.toml"
+    jobs.write_text('[[job]]\nname = "t"\nevery = "1h"\ncommand = ["true"]\n')
+    err = io.StringIO()
+    config = DaemonConfig(str(jobs), state=str(tmp_path / "s.db"), http="0.0.0.0:0", run_for=5)
+    assert run_daemon(config, err=err) == 2
+    assert (
+        "--http 0.0.0.0:0 is reachable from other hosts and has no --http-token: give one"
+        in err.getvalue()
+    )
+    assert "--http-public-reads" in err.getvalue()
+    assert not (tmp_path / "s.db").exists()  # refused before anything was opened
+    err = io.StringIO()
+    config = DaemonConfig(
+        str(jobs), state=str(tmp_path / "s.db"), http="0.0.0.0:0", http_tokens=("ana=s3cret",)
+    )
+    assert run_daemon(replace(config, run_for=0.5), err=err) == 0, err.getvalue()
+    err = io.StringIO()
+    config = DaemonConfig(
+        str(jobs), state=str(tmp_path / "s.db"), http="0.0.0.0:0", http_public_reads=True,
+        run_for=0.5,
+    )  # fmt: skip
+    assert run_daemon(config, err=err) == 0, err.getvalue()
+    assert "anyone who can connect reads the job names" in err.getvalue()

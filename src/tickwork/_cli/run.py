@@ -119,6 +119,21 @@ def _add_serving_options(p: argparse.ArgumentParser) -> None:
         help="read more tokens from FILE, one NAME=SECRET a line (# comments); others "
         "must not be able to read it",
     )
+    p.add_argument(
+        "--http-host-name",
+        metavar="NAME",
+        action="append",
+        default=[],
+        help="a name the server is reached by (its DNS name, a proxy's); requests whose "
+        "Host is not an IP address, localhost, the bound host or such a name are refused "
+        "(repeatable)",
+    )
+    p.add_argument(
+        "--http-public-reads",
+        action="store_true",
+        help="serve --http beyond loopback without a token, readable by anyone who can "
+        "connect (without it, such a start is refused)",
+    )
 
 
 def _add_tuning_options(p: argparse.ArgumentParser) -> None:
@@ -175,6 +190,8 @@ def daemon_config(args: argparse.Namespace) -> DaemonConfig:
         http_token=None if args.http_token else os.environ.get("TICKWORK_HTTP_TOKEN") or None,
         http_tokens=tuple(args.http_token),
         http_token_file=args.http_token_file,
+        http_host_names=tuple(args.http_host_name),
+        http_public_reads=args.http_public_reads,
         crontab=crontab_options(args) if args.crontab else None,
     )
 

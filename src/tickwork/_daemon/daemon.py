@@ -975,6 +975,12 @@ class DaemonConfig:
     any token also acts on the jobs over HTTP, recorded as its name."""
     http_token_file: str | None = None
     """With ``http``: a file of ``NAME=SECRET`` lines (``--http-token-file``)."""
+    http_host_names: tuple[str, ...] = ()
+    """With ``http``: more names the ``Host`` header may give (``--http-host-name``);
+    an IP address, ``localhost`` and the bound host always may, any other is refused."""
+    http_public_reads: bool = False
+    """With ``http`` beyond loopback and no token: serve anyway, readable by anyone who
+    can connect (``--http-public-reads``); otherwise the start is refused."""
     crontab: CrontabOptions | None = None
     """``jobs_file`` is a crontab, read with these options (``--crontab``): it runs as
     `tickwork import crontab` translates it (docs/daemon.md, "Coming from cron")."""
@@ -1041,7 +1047,8 @@ def _checked(
     if config.http is not None:
         try:
             address = _http_address(config.http)
-            _http_tokens(config)
+            if _http_tokens(config) is None:
+                _public(address, config.http_public_reads)
         except ValueError as exc:
             say(err, fmt, str(exc))
             return 2
@@ -1081,7 +1088,7 @@ def _open_and_serve(
     server = None
     if address is not None:
         try:
-            server = _status_server(daemon, namespace, address, _http_tokens(config))
+            server = _status_server(daemon, namespace, address, config)
         except OSError as exc:
             store.close()
             say(err, fmt, f"--http {config.http}: cannot listen: {exc}")
@@ -1179,8 +1186,21 @@ def _http_tokens(config: DaemonConfig) -> Tokens | None:
     return load_tokens(texts, config.http_token_file)
 
 
+def _public(address: tuple[str, int], allowed: bool) -> None:
+    """Refuse (`ValueError`) to serve beyond loopback without a token, unless ``allowed``."""
+    from tickwork._daemon.http import is_loopback
+
+    if not is_loopback(address[0]) and not allowed:
+        host, port = address
+        raise ValueError(
+            f"--http {host}:{port} is reachable from other hosts and has no --http-token:"
+            " give one (--http-token NAME=SECRET or --http-token-file FILE), or add"
+            " --http-public-reads to let anyone who can connect read the jobs; not started"
+        )
+
+
 def _status_server(
-    daemon: Daemon, namespace: str, address: tuple[str, int], tokens: Tokens | None
+    daemon: Daemon, namespace: str, address: tuple[str, int], config: DaemonConfig
 ) -> StatusServer:
     """The ``--http`` endpoint: metrics, health, the pages and the API of the daemon's jobs."""
     from tickwork._daemon.api import Api
@@ -1190,7 +1210,8 @@ def _status_server(
 
     metrics = SchedulerMetrics(job_label=lambda job: job.removeprefix(namespace + "/"))
     metrics.watch(daemon.scheduler)
-    if not is_loopback(address[0]) and tokens is None:
+    tokens = _http_tokens(config)
+    if not is_loopback(address[0]) and tokens is None:  # --http-public-reads
         _log.warning(
             "--http %s:%d is reachable from other hosts and has no --http-token: anyone who"
             " can connect reads the job names and figures",
@@ -1201,6 +1222,7 @@ def _status_server(
         metrics.registry,
         daemon.scheduler,
         tokens=tokens,
+        host_names=config.http_host_names,
         api=Api(
             daemon.scheduler,
             daemon.store,

@@ -11,9 +11,10 @@ Needs ``prometheus_client`` (the ``metrics`` extra).
 from __future__ import annotations
 
 import ipaddress
+import json
 import logging
 import threading
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import TYPE_CHECKING, Any, Protocol
 from urllib.parse import parse_qs, urlsplit
@@ -85,6 +86,10 @@ class StatusServer:
         tokens: Named tokens (`Tokens`), instead of ``token`` (which is one token named
             ``http-token``).
         api: Answers every other path: the pages, ``/api/``, the actions.
+        host_names: More names the ``Host`` header may give (``--http-host-name``);
+            besides these, an IP address, ``localhost`` and the bound host. Any other
+            is refused (400), so a page on another site cannot read this server through
+            a name that resolves here (DNS rebinding).
 
     Raises:
         OSError: The address cannot be bound (in use, not this host's).
@@ -101,6 +106,7 @@ class StatusServer:
         page: Callable[[], str] | None = None,
         tokens: Tokens | None = None,
         api: Api | None = None,
+        host_names: Iterable[str] = (),
     ) -> None:
         from prometheus_client import CONTENT_TYPE_LATEST, generate_latest
 
@@ -111,9 +117,9 @@ class StatusServer:
                 raise ValueError("give token or tokens, not both")
             tokens = Tokens([(UNNAMED, token)])
         render: Callable[[], bytes] = lambda: generate_latest(registry)  # noqa: E731
-        self._server = ThreadingHTTPServer(
-            address, _handler(render, CONTENT_TYPE_LATEST, health, tokens, page, api)
-        )
+        handler = _handler(render, CONTENT_TYPE_LATEST, health, tokens, page, api)
+        handler.host_names = frozenset(n.lower().rstrip(".") for n in (*host_names, address[0]))
+        self._server = ThreadingHTTPServer(address, handler)
         self._server.daemon_threads = True
         self._thread: threading.Thread | None = None
 
@@ -142,24 +148,39 @@ class StatusServer:
 
 
 class _Base(BaseHTTPRequestHandler):
-    """Every method goes to ``_serve``; the answer goes out with ``_send``."""
+    """Every method goes to ``_serve`` once its ``Host`` is known; answers go out by ``_send``."""
 
     server_version = "tickwork"
+    host_names: frozenset[str] = frozenset()
 
     def do_GET(self) -> None:
-        self._serve("GET")
+        self._checked("GET")
 
     def do_POST(self) -> None:
-        self._serve("POST")
+        self._checked("POST")
 
     def do_PUT(self) -> None:
-        self._serve("PUT")
+        self._checked("PUT")
 
     def do_DELETE(self) -> None:
-        self._serve("DELETE")
+        self._checked("DELETE")
 
     def do_PATCH(self) -> None:
-        self._serve("PATCH")
+        self._checked("PATCH")
+
+    def _checked(self, method: str) -> None:
+        host = self.headers.get("Host")
+        if host is None or _known_host(host, self.host_names):
+            self._serve(method)
+            return
+        why = (
+            f"the Host header {host!r} is not a name of this server;"
+            " start tickwork run with --http-host-name NAME to serve it"
+        )
+        if urlsplit(self.path).path.startswith("/api/"):
+            self._send(400, (json.dumps({"error": why}) + "\n").encode(), "application/json")
+        else:
+            self._send(400, why.encode() + b"\n", "text/plain; charset=utf-8")
 
     def _serve(self, method: str) -> None:
         raise NotImplementedError
@@ -197,7 +218,7 @@ def _handler(
     tokens: Tokens | None,
     page: Callable[[], str] | None,
     api: Api | None,
-) -> type[BaseHTTPRequestHandler]:
+) -> type[_Base]:
     class Handler(_Base):
         def _serve(self, method: str) -> None:
             parts = urlsplit(self.path)
@@ -251,6 +272,23 @@ def _handler(
                 self._send(404, b"not found: try /metrics or /healthz\n", "text/plain")
 
     return Handler
+
+
+def _known_host(header: str, names: frozenset[str]) -> bool:
+    """Whether a ``Host`` header names this server: an IP address, localhost, or ``names``."""
+    try:
+        host = (urlsplit("//" + header.strip()).hostname or "").rstrip(".")
+    except ValueError:  # an unclosed "[" of an IPv6 address
+        return False
+    if any(c in header for c in "@/\\"):
+        return False
+    if host == "localhost" or host.endswith(".localhost") or host in names:
+        return True
+    try:
+        ipaddress.ip_address(host)
+    except ValueError:
+        return False
+    return True
 
 
 def _headers(message: Any) -> dict[str, str]:
