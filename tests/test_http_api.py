@@ -313,6 +313,107 @@ def test_writes_need_a_token_and_the_same_origin(served: tuple[str, Path, Path])
     assert len(actions_of(state, "sync")) == before  # none of them acted
 
 
+def raw(
+    base: str, method: str, path: str, headers: dict[str, str], body: str = "", source: str = ""
+) -> tuple[int, Any, str]:
+    """One request (from the address ``source``), redirects not followed: status, headers, body."""
+    import http.client
+
+    host, port = base.removeprefix("http://").rsplit(":", 1)
+    connection = http.client.HTTPConnection(
+        host, int(port), timeout=30, source_address=(source, 0) if source else None
+    )
+    try:
+        if body:
+            headers = {"Content-Type": "application/x-www-form-urlencoded"} | headers
+        connection.request(method, path, body=body.encode() or None, headers=headers)
+        response = connection.getresponse()
+        return response.status, response.headers, response.read().decode()
+    finally:
+        connection.close()
+
+
+def session_of(set_cookie: str) -> dict[str, str]:
+    value = set_cookie.split(";", 1)[0]
+    assert value.startswith("tickwork_session=") and value != "tickwork_session=", set_cookie
+    return {"Cookie": value}
+
+
+def test_each_login_is_a_new_session_that_ends_at_logout(served: tuple[str, Path, Path]) -> None:
+    base, _, _ = served
+    status, first, _ = raw(base, "POST", "/login", {}, f"token={ANA}")
+    assert status == 303 and first["Location"] == "/"
+    cookie = first["Set-Cookie"]
+    assert "HttpOnly" in cookie and "SameSite=Strict" in cookie and "Max-Age=43200" in cookie
+    assert "Secure" not in cookie and ANA not in cookie and "ana" not in cookie
+    proxied = raw(base, "POST", "/login", {"X-Forwarded-Proto": "https"}, f"token={ANA}")[1]
+    assert proxied["Set-Cookie"].endswith("; Secure")  # over TLS, at the proxy
+    one, two = session_of(cookie), session_of(proxied["Set-Cookie"])
+    assert one != two  # a random id per login, not a function of the token
+    assert "logged in as ana" in raw(base, "GET", "/", one)[2]
+    status, out, _ = raw(base, "POST", "/logout", one)
+    assert status == 303 and "Max-Age=0" in out["Set-Cookie"]
+    assert raw(base, "GET", "/", one)[0] == 401  # the cookie ended with its logout
+    assert "logged in as ana" in raw(base, "GET", "/", two)[2]  # the other session goes on
+
+
+def test_a_token_link_reads_on_with_its_session_and_cannot_act(
+    served: tuple[str, Path, Path],
+) -> None:
+    base, state, _ = served
+    status, headers, text = raw(base, "GET", f"/?token={ANA}", {})
+    assert status == 200 and "report" in text
+    link = session_of(headers["Set-Cookie"])
+    status, _, text = raw(base, "GET", "/jobs/report", link)  # a click on the job's link
+    assert status == 200 and "<h1>report" in text and "log in</a> to act" in text
+    before = len(actions_of(state, "report"))
+    status, _, text = raw(base, "POST", "/jobs/report/trigger", link, "note=x")
+    assert status == 401 and "log in first" in text
+    assert len(actions_of(state, "report")) == before
+
+
+def test_a_link_cannot_put_its_own_words_in_the_banner(served: tuple[str, Path, Path]) -> None:
+    base, _, _ = served
+    bearer = {"Authorization": f"Bearer {ANA}"}
+    forged = "/jobs/report?said=your+account+is+locked%3A+call+555-0100&sig=00"
+    status, _, text = raw(base, "GET", forged, bearer)
+    assert status == 200 and "<h1>report" in text
+    assert "account is locked" not in text and 'class="said"' not in text
+    # What an action said comes back signed, and shows.
+    status, out, _ = raw(base, "POST", "/login", {}, f"token={ANA}")
+    session = session_of(out["Set-Cookie"])
+    page = raw(base, "GET", "/jobs/cleanup", session)[2]
+    csrf = page.split('name="csrf" value="', 1)[1].split('"', 1)[0]
+    status, out, _ = raw(base, "POST", "/jobs/cleanup/skip-next", session, f"csrf={csrf}")
+    assert status == 303 and "&sig=" in out["Location"], out["Location"]
+    text = raw(base, "GET", out["Location"], session)[2]
+    assert '<div class="said">skipped the run of cleanup due' in text
+
+
+def test_wrong_tokens_are_throttled_per_client(tmp_path: Path) -> None:
+    from tickwork._daemon.httpauth import FAILURES_ALLOWED
+
+    jobs = tmp_path / "jobs.toml"
+    jobs.write_text('[[job]]\nname = "t"\nevery = "1h"\ncommand = ["true"]\n')
+    run = Run(jobs, tmp_path / "s.db", "--http", "127.0.0.1:0", "--http-token", f"ana={ANA}")
+    try:
+        line = run.wait_line("metrics at http://127.0.0.1:")
+        base = line.split("metrics at ", 1)[1].split("/metrics", 1)[0]
+        for i in range(FAILURES_ALLOWED):
+            status, _, text = raw(base, "POST", "/login", {}, f"token=guess-{i}")
+            assert status == 401 and "that token is not known here" in text
+        status, headers, text = raw(base, "POST", "/login", {}, f"token={ANA}")
+        assert status == 429 and "too many wrong tokens from this client" in text
+        assert 1 <= int(headers["Retry-After"]) <= 60
+        status, answer = call(base, "GET", "/api/jobs")  # the bearer header too
+        assert status == 429 and "try again in" in answer["error"]
+        # Another client (one with an address of its own) is not held back.
+        bearer = {"Authorization": f"Bearer {ANA}"}
+        assert raw(base, "GET", "/api/jobs", bearer, source="127.0.0.2")[0] == 200
+    finally:
+        run.stop()
+
+
 def test_the_openapi_document_describes_every_answer(served: tuple[str, Path, Path]) -> None:
     base, _, _ = served
     status, doc = call(base, "GET", "/api/openapi.json", token=None)
@@ -410,9 +511,9 @@ def test_tokens_are_named_and_checked(tmp_path: Path) -> None:
     tokens = Tokens([("ana", "a" * 20), ("bot", "b" * 20)])
     assert tokens.bearer("Bearer " + "b" * 20) == "bot" and tokens.bearer("Bearer x") is None
     assert tokens.by_secret("a" * 20) == "ana" and tokens.bearer(None) is None
-    cookie = tokens.session("ana")
+    cookie = tokens.login("ana")
     assert tokens.from_cookie({"tickwork_session": cookie}) == "ana"
-    assert tokens.from_cookie({"tickwork_session": "bot." + cookie.split(".")[1]}) is None
+    assert tokens.from_cookie({"tickwork_session": "bot." + cookie}) is None
     form = tokens.form_token("ana", now=1000.0)
     assert tokens.form_token_ok(form, "ana", now=1000.0 + 3600)
     assert not tokens.form_token_ok(form, "bot", now=1000.0)
@@ -429,6 +530,32 @@ def test_tokens_are_named_and_checked(tmp_path: Path) -> None:
     open_file.write_text("# c\n\nana=abc\nnoname\n")
     with pytest.raises(ValueError, match="tokens:4: must be NAME=SECRET, the line has no name"):
         read_token_file(str(open_file))
+
+
+def test_sessions_expire_and_past_the_cap_the_oldest_ends(monkeypatch: pytest.MonkeyPatch) -> None:
+    from tickwork._daemon import httpauth
+    from tickwork._daemon.httpauth import FAILURE_WINDOW, SESSION_LIFE, Throttled
+
+    tokens = Tokens([("ana", "a" * 20), ("bot", "b" * 20)])
+    jar = {"tickwork_session": tokens.login("ana", now=1000.0)}
+    assert tokens.from_cookie(jar, now=1000.0 + SESSION_LIFE - 1) == "ana"
+    assert tokens.from_cookie(jar, now=1000.0 + SESSION_LIFE) is None  # expired
+    read = {"tickwork_session": tokens.login("bot", write=False, now=1000.0)}
+    assert tokens.from_cookie(read, now=1000.0) is None  # it may not act
+    assert tokens.from_cookie(read, write=False, now=1000.0) == "bot"
+    monkeypatch.setattr(httpauth, "MAX_SESSIONS", 3)
+    ids = [tokens.login("ana", now=2000.0 + i) for i in range(4)]
+    live = [tokens.from_cookie({"tickwork_session": i}, now=2010.0) for i in ids]
+    assert live == [None, "ana", "ana", "ana"]  # the oldest made room
+    assert len(tokens._sessions) == 3  # and the expired ones went at the first login
+    # Wrong secrets from one client: refused after FAILURES_ALLOWED until they age out.
+    for i in range(httpauth.FAILURES_ALLOWED):
+        assert tokens.by_secret(f"guess{i}", "10.0.0.9", now=5000.0 + i) is None
+    with pytest.raises(Throttled) as caught:
+        tokens.by_secret("a" * 20, "10.0.0.9", now=5010.0)
+    assert caught.value.retry_after == pytest.approx(FAILURE_WINDOW - 10)
+    assert tokens.by_secret("a" * 20, "10.0.0.8", now=5010.0) == "ana"  # another client
+    assert tokens.by_secret("a" * 20, "10.0.0.9", now=5000.0 + FAILURE_WINDOW) == "ana"
 
 
 def test_cross_site_requests_are_told_apart() -> None:

@@ -38,7 +38,7 @@ from tickwork._daemon.actions import (
     trigger,
     waiting_why,
 )
-from tickwork._daemon.httpauth import COOKIE, Tokens, cross_site
+from tickwork._daemon.httpauth import COOKIE, SESSION_LIFE, Throttled, Tokens, cross_site
 from tickwork._daemon.job_page import Viewer, controls, job_page, login_page, message_page
 from tickwork._daemon.joblist import (
     history_item,
@@ -88,6 +88,8 @@ class Request:
     query: Mapping[str, list[str]]
     headers: Mapping[str, str]
     body: bytes = b""
+    client: str | None = None
+    """The client's address, for `tickwork._daemon.httpauth.Tokens`' throttle."""
 
     def cookies(self) -> dict[str, str]:
         """The request's cookies by name."""
@@ -176,17 +178,22 @@ class Api:
 
     # -- who asks --------------------------------------------------------------------
 
-    def reader(self, request: Request) -> str | None:
-        """Who reads: the token's name, ``""`` when reading is open; ``None``: refused."""
+    def reader(self, request: Request) -> tuple[str | None, bool]:
+        """Who reads: the token's name, ``""`` when reading is open; ``None``: refused.
+
+        And whether a page's ``?token=`` said so (then a read-only session is started,
+        so that the page's links work).
+        """
         if self._tokens is None:
-            return ""
-        who = self._tokens.bearer(request.headers.get("Authorization"))
-        if who is None and request.html():
-            who = self._tokens.from_cookie(request.cookies())
-            given = request.query.get("token", [""])[0]
-            if who is None and given:
-                who = self._tokens.by_secret(given)
-        return who
+            return "", False
+        who = self._tokens.bearer(request.headers.get("Authorization"), request.client)
+        if who is not None or not request.html():
+            return who, False
+        who = self._tokens.from_cookie(request.cookies(), write=False)
+        given = request.query.get("token", [""])[0]
+        if who is None and given:
+            return self._tokens.by_secret(given, request.client), True
+        return who, False
 
     def _writer(self, request: Request, fields: Mapping[str, Any]) -> str:
         """Who acts (the token's name), or `BadRequest` (401, 403)."""
@@ -200,7 +207,7 @@ class Api:
         if why is not None:
             raise BadRequest(403, why)
         if not request.html():
-            who = self._tokens.bearer(request.headers.get("Authorization"))
+            who = self._tokens.bearer(request.headers.get("Authorization"), request.client)
             if who is None:
                 raise _unauthorized("a bearer token is needed: Authorization: Bearer SECRET")
             return who
@@ -218,13 +225,19 @@ class Api:
         """Answer one request (never raises for a bad request: it answers 4xx)."""
         try:
             return self._route(request)
+        except Throttled as exc:
+            wait = {"Retry-After": str(max(1, round(exc.retry_after)))}
+            return self._refused(request, BadRequest(429, str(exc), wait))
         except BadRequest as exc:
-            if request.html():
-                page = message_page(self._title, exc.status, str(exc))
-                return Response(exc.status, page.encode(), _HTML, exc.headers)
-            return _json(exc.status, {"error": str(exc)}, exc.headers)
+            return self._refused(request, exc)
         except StoreError as exc:
             return _json(503, {"error": f"the state cannot be used now: {exc}"})
+
+    def _refused(self, request: Request, exc: BadRequest) -> Response:
+        if request.html():
+            page = message_page(self._title, exc.status, str(exc))
+            return Response(exc.status, page.encode(), _HTML, exc.headers)
+        return _json(exc.status, {"error": str(exc)}, exc.headers)
 
     def _route(self, request: Request) -> Response:
         parts = [p for p in request.path.split("/") if p]
@@ -245,12 +258,16 @@ class Api:
             from tickwork._daemon.openapi import document
 
             return _json(200, document())
-        if self.reader(request) is None:
+        who, by_link = self.reader(request)
+        if who is None:
             if request.html():
                 page = login_page(self._title, status=401)
                 return Response(401, page.encode(), _HTML, _challenge())
             raise _unauthorized("a bearer token is needed: Authorization: Bearer SECRET")
-        return self._get(request, route, api)
+        answer = self._get(request, route, api)
+        if by_link and self._tokens is not None:  # the page's links then work too
+            answer.headers["Set-Cookie"] = _cookie(request, self._tokens.login(who, write=False))
+        return answer
 
     def _get(self, request: Request, route: list[str], api: bool) -> Response:
         if not api and not route:
@@ -340,6 +357,9 @@ class Api:
 
     def _render_job(self, request: Request, name: str, job_id: str) -> str:
         said = request.query.get("said", [""])[0]
+        mac = request.query.get("sig", [""])[0]
+        if self._tokens is None or not self._tokens.signed(said, mac):
+            said = ""  # only what an action of this process said, not a link's text
         return job_page(
             self._scheduler, self._store, self._title, name, job_id, self._viewer(request), said
         )
@@ -374,9 +394,10 @@ class Api:
                 | done.result,
             )
         back = f"/jobs/{quote(name)}" if fields.get("back") != "/" else "/"
-        return Response(
-            303, b"", _HTML, {"Location": f"{back}?{urlencode({'said': '; '.join(done.lines)})}"}
-        )
+        said = "; ".join(done.lines)
+        assert self._tokens is not None  # `_writer` said so
+        query = urlencode({"said": said, "sig": self._tokens.sign(said)})
+        return Response(303, b"", _HTML, {"Location": f"{back}?{query}"})
 
     def _act(
         self, action: str, name: str, job_id: str, fields: Mapping[str, Any], who: str
@@ -466,20 +487,33 @@ class Api:
         if why is not None:
             raise BadRequest(403, why)
         if which == "logout":
-            gone = f"{COOKIE}=; Path=/; Max-Age=0; HttpOnly; SameSite=Strict"
+            if self._tokens is not None:
+                self._tokens.logout(request.cookies())
+            gone = _cookie(request, "", 0)
             return Response(303, b"", _HTML, {"Location": "/login", "Set-Cookie": gone})
         fields = _fields(request)
         given = fields.get("token")
         who = (
             None
             if self._tokens is None or not isinstance(given, str)
-            else self._tokens.by_secret(given.strip())
+            else self._tokens.by_secret(given.strip(), request.client)
         )
         if self._tokens is None or who is None:
             page = login_page(self._title, status=401, wrong=self._tokens is not None)
             return Response(401, page.encode(), _HTML)
-        cookie = f"{COOKIE}={self._tokens.session(who)}; Path=/; HttpOnly; SameSite=Strict"
+        cookie = _cookie(request, self._tokens.login(who))
         return Response(303, b"", _HTML, {"Location": "/", "Set-Cookie": cookie})
+
+
+def _cookie(request: Request, value: str, life: int = SESSION_LIFE) -> str:
+    """The session cookie's header; ``Secure`` when the request came over HTTPS.
+
+    The daemon serves plain HTTP, so HTTPS means a TLS proxy's ``X-Forwarded-Proto``.
+    Believing it costs nothing: a client that lies only loses its own cookie over HTTP.
+    """
+    proto = request.headers.get("X-Forwarded-Proto", "").split(",")[0].strip().lower()
+    secure = "; Secure" if proto == "https" else ""
+    return f"{COOKIE}={value}; Path=/; Max-Age={life}; HttpOnly; SameSite=Strict{secure}"
 
 
 def _challenge() -> dict[str, str]:

@@ -19,7 +19,7 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import TYPE_CHECKING, Any, Protocol
 from urllib.parse import parse_qs, urlsplit
 
-from tickwork._daemon.httpauth import UNNAMED, Tokens
+from tickwork._daemon.httpauth import UNNAMED, Throttled, Tokens
 
 if TYPE_CHECKING:
     from tickwork._daemon.api import Api
@@ -185,6 +185,15 @@ class _Base(BaseHTTPRequestHandler):
     def _serve(self, method: str) -> None:
         raise NotImplementedError
 
+    def _bearer(self, tokens: Tokens, given: str | None = None) -> str | None:
+        """The token of the ``Authorization`` header (or ``given``); a throttled client's: none."""
+        try:
+            if given is not None:
+                return tokens.by_secret(given, self.client_address[0])
+            return tokens.bearer(self.headers.get("Authorization"), self.client_address[0])
+        except Throttled:
+            return None
+
     def _unauthorized(self) -> None:
         self._send(
             401,
@@ -228,7 +237,7 @@ def _handler(
             elif path == "/healthz":
                 self._health()
             elif path == "/metrics":
-                if tokens is not None and tokens.bearer(self.headers.get("Authorization")) is None:
+                if tokens is not None and self._bearer(tokens) is None:
                     self._unauthorized()
                 else:
                     self._send(200, render(), content_type)
@@ -252,7 +261,9 @@ def _handler(
             text = self.headers.get("Content-Length") or "0"
             length = int(text) if text.isdigit() else 0
             body = self.rfile.read(min(length, MAX_BODY + 1)) if length > 0 else b""
-            request = Request(method, path, parse_qs(query), _headers(self.headers), body)
+            request = Request(
+                method, path, parse_qs(query), _headers(self.headers), body, self.client_address[0]
+            )
             answer = api.handle(request)
             self._send(answer.status, answer.body, answer.content_type, answer.headers)
 
@@ -260,9 +271,9 @@ def _handler(
             """Without an `Api`: the status page alone, read with a token if there are any."""
             if tokens is not None:
                 given = parse_qs(query).get("token", [""])[0]
-                who = tokens.bearer(self.headers.get("Authorization"))
+                who = self._bearer(tokens)
                 if who is None and path == "/" and given:
-                    who = tokens.by_secret(given)
+                    who = self._bearer(tokens, given)
                 if who is None:
                     self._unauthorized()
                     return
@@ -294,5 +305,5 @@ def _known_host(header: str, names: frozenset[str]) -> bool:
 def _headers(message: Any) -> dict[str, str]:
     """A request's headers by their usual spelling (the last of a repeated one)."""
     known = ("Authorization", "Content-Type", "Cookie", "Host", "Origin", "Referer")
-    out = {name: message.get(name) for name in (*known, "Sec-Fetch-Site")}
+    out = {name: message.get(name) for name in (*known, "Sec-Fetch-Site", "X-Forwarded-Proto")}
     return {k: v for k, v in out.items() if v is not None}

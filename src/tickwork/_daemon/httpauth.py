@@ -2,10 +2,12 @@
 
 ``tickwork run --http`` takes tokens as ``NAME=SECRET`` (``--http-token``, repeatable)
 or from a file of such lines (``--http-token-file``). A program sends ``Authorization:
-Bearer SECRET``; a browser logs in once at ``/login`` and then carries a session cookie
-derived from the secret (it ends when the secret changes). Every secret is compared in
-constant time, and the name of the token that matched is who acted, as the state
-records it.
+Bearer SECRET``; a browser logs in once at ``/login`` and then carries a session cookie:
+a random id, new at each login, that ends at logout, after `SESSION_LIFE` seconds, or
+when the process ends (sessions are kept in memory only). Every secret is compared in
+constant time, the name of the token that matched is who acted, as the state records
+it, and a client that gives `FAILURES_ALLOWED` wrong secrets within `FAILURE_WINDOW`
+seconds is refused (`Throttled`) until the oldest of them ages out.
 
 A write from a browser must come from the page itself: `cross_site` refuses a request
 whose ``Sec-Fetch-Site``, ``Origin`` or ``Referer`` names another site, and each page
@@ -21,15 +23,23 @@ import os
 import re
 import secrets
 import stat
+import threading
 import time
+from collections import deque
 from collections.abc import Iterable, Mapping
+from dataclasses import dataclass
 from typing import Final
 from urllib.parse import urlsplit
 
 __all__ = [
     "COOKIE",
+    "FAILURES_ALLOWED",
+    "FAILURE_WINDOW",
     "FORM_TOKEN_LIFE",
+    "MAX_SESSIONS",
+    "SESSION_LIFE",
     "UNNAMED",
+    "Throttled",
     "Tokens",
     "cross_site",
     "load_tokens",
@@ -41,6 +51,16 @@ __all__ = [
 COOKIE: Final = "tickwork_session"
 #: Seconds a page's form token stays good.
 FORM_TOKEN_LIFE: Final = 12 * 3600
+#: Seconds a browser session lasts from its login.
+SESSION_LIFE: Final = 12 * 3600
+#: Sessions kept at once: a login past it ends the oldest.
+MAX_SESSIONS: Final = 10_000
+#: Wrong secrets a client may give within `FAILURE_WINDOW` seconds before it waits.
+FAILURES_ALLOWED: Final = 10
+#: Seconds a wrong secret counts against its client.
+FAILURE_WINDOW: Final = 60.0
+#: Clients whose wrong secrets are remembered at once: past it, the oldest are forgotten.
+_CLIENTS: Final = 10_000
 #: The name of a token given without one (``--http-token SECRET``, ``TICKWORK_HTTP_TOKEN``).
 UNNAMED: Final = "http-token"
 
@@ -110,6 +130,23 @@ def _mac(key: bytes, text: str) -> str:
     return hmac.new(key, text.encode(), hashlib.sha256).hexdigest()
 
 
+class Throttled(Exception):
+    """A client gave too many wrong secrets: it may try again in ``retry_after`` seconds."""
+
+    def __init__(self, retry_after: float) -> None:
+        super().__init__(
+            f"too many wrong tokens from this client: try again in {retry_after:.0f} s"
+        )
+        self.retry_after = retry_after
+
+
+@dataclass(frozen=True, slots=True)
+class _Session:
+    name: str
+    ends: float
+    write: bool
+
+
 class Tokens:
     """The named tokens of one server, and the sessions and form tokens made from them.
 
@@ -133,40 +170,107 @@ class Tokens:
             raise ValueError("token secrets must be unique: two names share one secret")
         self._secrets = {name: secret.encode() for name, secret in pairs}
         self._key = secrets.token_bytes(32)  # this process's form tokens only
+        self._lock = threading.Lock()  # the server answers on many threads
+        self._sessions: dict[str, _Session] = {}  # by id, oldest first
+        self._failures: dict[str, deque[float]] = {}  # by client, oldest first
 
     @property
     def names(self) -> list[str]:
         """The tokens' names, sorted."""
         return sorted(self._secrets)
 
-    def by_secret(self, given: str) -> str | None:
-        """The name of the token whose secret is ``given``; every secret is compared."""
+    def by_secret(
+        self, given: str, client: str | None = None, now: float | None = None
+    ) -> str | None:
+        """The name of the token whose secret is ``given``; every secret is compared.
+
+        With ``client`` (its address), a wrong secret counts against it.
+
+        Raises:
+            Throttled: ``client`` gave `FAILURES_ALLOWED` wrong secrets in the last
+                `FAILURE_WINDOW` seconds (then even a right one is not checked).
+
+        """
+        at = time.time() if now is None else now
+        if client is not None:
+            self._throttle(client, at)
         found = None
         raw = given.encode()
         for name, secret in self._secrets.items():
             if hmac.compare_digest(raw, secret):
                 found = name
+        if found is None and client is not None:
+            with self._lock:
+                self._failures.setdefault(client, deque()).append(at)
+                if len(self._failures) > _CLIENTS:
+                    del self._failures[next(iter(self._failures))]
         return found
 
-    def bearer(self, header: str | None) -> str | None:
-        """The token named by an ``Authorization: Bearer SECRET`` header, or ``None``."""
+    def _throttle(self, client: str, now: float) -> None:
+        with self._lock:
+            times = self._failures.get(client)
+            while times and times[0] <= now - FAILURE_WINDOW:
+                times.popleft()
+            if times is not None and not times:
+                del self._failures[client]
+            elif times is not None and len(times) >= FAILURES_ALLOWED:
+                raise Throttled(times[0] + FAILURE_WINDOW - now)
+
+    def bearer(
+        self, header: str | None, client: str | None = None, now: float | None = None
+    ) -> str | None:
+        """The token named by an ``Authorization: Bearer SECRET`` header, or ``None``.
+
+        Raises:
+            Throttled: As `by_secret`.
+
+        """
         if not header or not header.startswith("Bearer "):
             return None
-        return self.by_secret(header[len("Bearer ") :].strip())
+        return self.by_secret(header[len("Bearer ") :].strip(), client, now)
 
-    def session(self, name: str) -> str:
-        """The session cookie's value for a logged-in token: its name and a MAC of it."""
-        return f"{name}.{_mac(self._secrets[name], 'tickwork-session:' + name)}"
+    def login(self, name: str, *, write: bool = True, now: float | None = None) -> str:
+        """A new session of the token ``name``: a random id, the cookie's value.
 
-    def from_cookie(self, cookies: Mapping[str, str]) -> str | None:
-        """The name of a good session cookie, or ``None``."""
-        value = cookies.get(COOKIE, "")
-        name, _, mac = value.rpartition(".")
-        secret = self._secrets.get(name)
-        if secret is None:
+        It lasts `SESSION_LIFE` seconds; ``write=False`` makes one that may read only
+        (a ``?token=`` link's).
+        """
+        at = time.time() if now is None else now
+        sid = secrets.token_urlsafe(32)
+        with self._lock:
+            while self._sessions:  # oldest first: they end in that order too
+                first = next(iter(self._sessions))
+                if self._sessions[first].ends > at and len(self._sessions) < MAX_SESSIONS:
+                    break
+                del self._sessions[first]
+            self._sessions[sid] = _Session(name, at + SESSION_LIFE, write)
+        return sid
+
+    def logout(self, cookies: Mapping[str, str]) -> None:
+        """End the session of the cookie, if any."""
+        with self._lock:
+            self._sessions.pop(cookies.get(COOKIE, ""), None)
+
+    def from_cookie(
+        self, cookies: Mapping[str, str], *, write: bool = True, now: float | None = None
+    ) -> str | None:
+        """The token name of the cookie's live session, or ``None``.
+
+        ``write=True`` (the default) takes only a session that may act.
+        """
+        found = self._sessions.get(cookies.get(COOKIE, ""))
+        at = time.time() if now is None else now
+        if found is None or found.ends <= at or (write and not found.write):
             return None
-        good = _mac(secret, "tickwork-session:" + name)
-        return name if hmac.compare_digest(mac.encode(), good.encode()) else None
+        return found.name
+
+    def sign(self, text: str) -> str:
+        """A MAC of ``text`` by this process (a message carried in a link, see `signed`)."""
+        return _mac(self._key, "said:" + text)
+
+    def signed(self, text: str, mac: str) -> bool:
+        """Whether ``mac`` is `sign`'s for ``text``."""
+        return hmac.compare_digest(mac.encode(), self.sign(text).encode())
 
     def form_token(self, name: str, now: float | None = None) -> str:
         """A new form token for one page shown to the session of ``name``."""

@@ -143,24 +143,31 @@ _SUMMARIES = {
 }
 
 
+#: What each refusal means; `_EVERY` of them may answer any operation.
+_WORDS = {
+    400: "bad input, or a Host header that is not this server's",
+    401: "no or a wrong token",
+    403: "cross-site, or control off",
+    404: "no such job",
+    409: "the job's state refuses",
+    413: "the body is over 64 KiB",
+    415: "a body that is neither JSON nor a form",
+    429: "too many wrong tokens from this client: try again after Retry-After seconds",
+    503: "the state cannot be used now",
+}
+_EVERY = (400, 401, 429, 503)
+
+
 def _answers(ok: str, *codes: int) -> dict[str, Any]:
-    words = {
-        400: "bad input",
-        401: "no or a wrong token",
-        403: "cross-site, or control off",
-        404: "no such job",
-        405: "wrong method",
-        409: "the job's state refuses",
-        503: "the state cannot be used now",
-    }
     out: dict[str, Any] = {
         "200": {"description": "ok", "content": {"application/json": {"schema": _ref(ok)}}}
     }
-    for code in codes:
+    for code in sorted({*_EVERY, *codes}):
         out[str(code)] = {
-            "description": words[code],
+            "description": _WORDS[code],
             "content": {"application/json": {"schema": _ref("Error")}},
         }
+    out["429"]["headers"] = {"Retry-After": {"schema": {"type": "integer", "minimum": 1}}}
     return out
 
 
@@ -180,16 +187,14 @@ def _get(summary: str, ok: str, parameters: list[Any], *codes: int) -> dict[str,
 
 def _paths() -> dict[str, Any]:
     paths: dict[str, Any] = {
-        "/api/jobs": _get("The jobs (tickwork jobs --json)", "Jobs", [], 401),
-        "/api/history": _get(
-            "The ledger and actions (tickwork history --json)", "History", _QUERY, 400, 401
-        ),
-        "/api/jobs/{name}": _get("One job", "Job", [_NAME], 401, 404),
+        "/api/jobs": _get("The jobs (tickwork jobs --json)", "Jobs", []),
+        "/api/history": _get("The ledger and actions (tickwork history --json)", "History", _QUERY),
+        "/api/jobs/{name}": _get("One job", "Job", [_NAME], 404),
         "/api/jobs/{name}/history": _get(
-            "One job's ledger and actions", "History", [_NAME, *_QUERY], 400, 401, 404
+            "One job's ledger and actions", "History", [_NAME, *_QUERY], 404
         ),
         "/api/jobs/{name}/waiting": _get(
-            "One job's waiting runs (tickwork cancel --list)", "Waiting", [_NAME], 401, 404
+            "One job's waiting runs (tickwork cancel --list)", "Waiting", [_NAME], 404
         ),
     }
     for action, fields in _BODIES.items():
@@ -202,7 +207,7 @@ def _paths() -> dict[str, Any]:
                 "parameters": [_NAME],
                 "security": [{"bearer": []}],
                 "requestBody": {"content": {"application/json": {"schema": body}}},
-                "responses": _answers("Done", 400, 401, 403, 404, 405, 409, 503),
+                "responses": _answers("Done", 403, 404, 409, 413),
             }
         }
     return paths
