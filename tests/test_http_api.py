@@ -25,8 +25,9 @@ from tickwork._daemon.httpauth import Tokens, cross_site, parse_token, read_toke
 from tickwork.stores.sqlite import SQLiteStore
 
 ANA, BOT = "ana-secret-0123456789", "bot-secret-9876543210"
-#: Every (method, path template, status, body) answered in this module, for the schema test.
-SEEN: list[tuple[str, str, int, Any]] = []
+#: Every (method, path template, status, body, content type) answered in this module, for
+#: the schema test.
+SEEN: list[tuple[str, str, int, Any, str]] = []
 
 
 def call(
@@ -39,11 +40,12 @@ def call(
     headers: dict[str, str] | None = None,
     raw: bytes | None = None,
     template: str | None = None,
+    kind: str = "application/json",
 ) -> tuple[int, Any]:
     data = raw if raw is not None else None if body is None else json.dumps(body).encode()
     request = urllib.request.Request(base + path, data=data, method=method)
     if data is not None:
-        request.add_header("Content-Type", "application/json")
+        request.add_header("Content-Type", kind)
     if token is not None:
         request.add_header("Authorization", f"Bearer {token}")
     for k, v in (headers or {}).items():
@@ -51,10 +53,12 @@ def call(
     try:
         with urllib.request.urlopen(request, timeout=30) as response:
             status, text = response.status, response.read().decode()
+            ctype = response.headers.get("Content-Type", "")
     except urllib.error.HTTPError as exc:
         status, text = exc.code, exc.read().decode()
+        ctype = exc.headers.get("Content-Type", "")
     answer = json.loads(text) if text.startswith(("{", "[")) else text
-    SEEN.append((method, template or path, status, answer))
+    SEEN.append((method, template or path, status, answer, ctype))
     return status, answer
 
 
@@ -281,6 +285,14 @@ def test_trigger_skip_next_backfill_and_cancel_change_the_store(
         ("cancel", {}, "cancel needs exactly one of all_waiting (true) and slot"),
         ("trigger", {"note": 7}, "note must be a str or null, got 7"),
         ("trigger", [1], "the body must be a JSON object, got list"),
+        # A JSON body says true and 5: a string is not taken for a boolean or a number.
+        ("backfill", {"from": "3h", "to": "2h", "dry_run": "yes"}, "dry_run must be true or"),
+        (
+            "backfill",
+            {"from": "3h", "to": "2h", "max": "5"},
+            "max must be an integer >= 1, got '5'",
+        ),
+        ("cancel", {"all_waiting": "true"}, "all_waiting must be true or false, got 'true'"),
     ],
 )
 def test_bad_input_is_400_with_the_rule(
@@ -304,7 +316,10 @@ def test_writes_need_a_token_and_the_same_origin(served: tuple[str, Path, Path])
         {"Sec-Fetch-Site": "cross-site"},
         {"Referer": "https://evil.example/page"},
     ):
-        status, answer = call(base, "POST", "/api/jobs/sync/trigger", {}, headers=headers)
+        status, answer = call(
+            base, "POST", "/api/jobs/sync/trigger", {}, headers=headers,
+            template="/api/jobs/{name}/trigger",
+        )  # fmt: skip
         assert status == 403 and "cannot act" in answer["error"]
     assert call(base, "POST", "/api/jobs/nope/trigger", {})[0] == 404
     assert call(base, "GET", "/api/jobs/sync/trigger")[0] == 405
@@ -414,23 +429,59 @@ def test_wrong_tokens_are_throttled_per_client(tmp_path: Path) -> None:
         run.stop()
 
 
+def test_a_body_too_deep_too_big_or_of_another_type_is_refused_in_words(
+    served: tuple[str, Path, Path],
+) -> None:
+    base, state, _ = served
+    before = len(actions_of(state, "sync"))
+    path, template = "/api/jobs/sync/trigger", "/api/jobs/{name}/trigger"
+    deep = b'{"note": ' + b"[" * 30_000 + b"]" * 30_000 + b"}"
+    status, answer = call(base, "POST", path, raw=deep, template=template)
+    assert status == 400 and answer["error"].endswith("it is nested too deep"), answer
+    big = b'{"note": "' + b"x" * 65_536 + b'"}'
+    status, answer = call(base, "POST", path, raw=big, template=template)
+    assert status == 413 and "at most 65536 bytes" in answer["error"]
+    status, answer = call(base, "POST", path, raw=b"note=x", template=template, kind="text/plain")
+    assert status == 415 and "got 'text/plain'" in answer["error"]
+    assert len(actions_of(state, "sync")) == before
+    # A form's text is read as the pages send it: a checkbox's "on" is true.
+    form = b"from=3h&to=2h&dry_run=on&max=7"
+    status, done = call(
+        base, "POST", "/api/jobs/sync/backfill", raw=form,
+        template="/api/jobs/{name}/backfill", kind="application/x-www-form-urlencoded",
+    )  # fmt: skip
+    assert status == 200 and done["dry_run"] is True, done
+    assert len(actions_of(state, "sync")) == before
+
+
 def test_the_openapi_document_describes_every_answer(served: tuple[str, Path, Path]) -> None:
     base, _, _ = served
     status, doc = call(base, "GET", "/api/openapi.json", token=None)
     assert status == 200 and doc["openapi"].startswith("3.1")
     checked = set()
-    for method, template, code, body in SEEN:
+    for method, template, code, body, ctype in SEEN:
         op = doc["paths"].get(template, {}).get(method.lower())
         if op is None:
             continue
         response = op["responses"].get(str(code))
         assert response is not None, f"{method} {template} answered {code}, not described"
-        schema = response["content"]["application/json"]["schema"]
+        kind = ctype.split(";")[0]
+        assert kind in response["content"], f"{method} {template} {code} answered {ctype}"
+        schema = response["content"][kind]["schema"]
         errors = validate(body, schema, doc)
         assert not errors, f"{method} {template} {code}: {errors}"
         checked.add((method, template))
     every = {(m.upper(), p) for p, ops in doc["paths"].items() for m in ops}
     assert every <= checked, f"not exercised: {sorted(every - checked)}"
+    accepted = {k for op in _operations(doc) for k in op.get("requestBody", {}).get("content", {})}
+    assert accepted == {"application/json", "application/x-www-form-urlencoded"}
+    codes = {int(c) for op in _operations(doc) for c in op["responses"]}
+    answered = {code for m, t, code, _, _ in SEEN if m.lower() in doc["paths"].get(t, {})}
+    assert codes == answered | {503}, f"declared, never answered: {sorted(codes - answered)}"
+
+
+def _operations(doc: dict[str, Any]) -> list[dict[str, Any]]:
+    return [op for ops in doc["paths"].values() for op in ops.values()]
 
 
 def validate(value: Any, schema: dict[str, Any], doc: dict[str, Any], at: str = "$") -> list[str]:

@@ -67,6 +67,9 @@ ACTIONS: Final[Mapping[str, frozenset[str]]] = {
 #: Largest request body read (bytes).
 MAX_BODY: Final = 65536
 _JSON: Final = "application/json"
+_FORM: Final = "application/x-www-form-urlencoded"
+#: The fields a form sends as checkboxes (``on`` or absent) or hidden ``true``.
+_FORM_BOOLS: Final = frozenset({"dry_run", "yes", "all_waiting"})
 _HTML: Final = "text/html; charset=utf-8"
 
 
@@ -120,14 +123,28 @@ def _json(status: int, data: Any, headers: dict[str, str] | None = None) -> Resp
     return Response(status, body, _JSON, headers or {})
 
 
-def _text_bool(value: Any, name: str) -> bool:
+def _bool(value: Any, name: str) -> bool:
     if isinstance(value, bool):
         return value
-    if isinstance(value, str) and value.lower() in ("on", "true", "1", "yes", ""):
-        return value != ""
-    if isinstance(value, str) and value.lower() in ("off", "false", "0", "no"):
-        return False
     raise BadRequest(400, f"{name} must be true or false, got {value!r}")
+
+
+def _form_fields(text: str) -> dict[str, Any]:
+    """An HTML form's fields, its checkboxes as booleans and ``max`` as a number.
+
+    A form can only send text; a JSON body must send ``true`` and ``5``, not ``"yes"``
+    and ``"5"``.
+    """
+    fields: dict[str, Any] = {k: v[-1] for k, v in parse_qs(text, keep_blank_values=True).items()}
+    for name in _FORM_BOOLS & fields.keys():
+        value = fields[name].lower()
+        if value not in ("on", "true", "off", "false", ""):
+            raise BadRequest(400, f"{name} must be on or off, got {fields[name]!r}")
+        fields[name] = value in ("on", "true")
+    most = fields.get("max")
+    if most is not None:
+        fields["max"] = int(most) if most.strip().isdigit() else most or None
+    return fields
 
 
 def _time_field(fields: Mapping[str, Any], name: str, parse: Callable[[str], float]) -> float:
@@ -437,15 +454,12 @@ class Api:
                 )
         start = _time_field(fields, "from", parse_time)
         end = _time_field(fields, "to", parse_time)
-        most = fields.get("max", CONFIRM_ABOVE)
-        if isinstance(most, str) and most.strip().isdigit():
-            most = int(most)
-        if most == "" or most is None:
-            most = CONFIRM_ABOVE
+        most = fields.get("max")
+        most = CONFIRM_ABOVE if most is None else most
         if isinstance(most, bool) or not isinstance(most, int) or most < 1:
             raise BadRequest(400, f"max must be an integer >= 1, got {most!r}")
-        dry = _text_bool(fields.get("dry_run", False), "dry_run")
-        yes = _text_bool(fields.get("yes", False), "yes")
+        dry = _bool(fields.get("dry_run", False), "dry_run")
+        yes = _bool(fields.get("yes", False), "yes")
         return backfill(
             self._store,
             job_id,
@@ -461,7 +475,7 @@ class Api:
     def _cancel(
         self, name: str, job_id: str, fields: Mapping[str, Any], who: str, note: str | None
     ) -> Done:
-        every = _text_bool(fields.get("all_waiting", False), "all_waiting")
+        every = _bool(fields.get("all_waiting", False), "all_waiting")
         slot_text = fields.get("slot")
         if every == bool(slot_text):
             raise BadRequest(
@@ -545,18 +559,18 @@ def _fields(request: Request) -> dict[str, Any]:
         raise BadRequest(413, f"the request body must be at most {MAX_BODY} bytes")
     ctype = (request.headers.get("Content-Type") or "").split(";")[0].strip().lower()
     text = request.body.decode("utf-8", errors="replace")
-    if ctype == "application/x-www-form-urlencoded":
-        return {k: v[-1] for k, v in parse_qs(text, keep_blank_values=True).items()}
+    if ctype == _FORM:
+        return _form_fields(text)
     if not text.strip():
         return {}
-    if ctype not in ("application/json", ""):
-        raise BadRequest(
-            400, f"the body must be JSON (Content-Type: application/json), got {ctype!r}"
-        )
+    if ctype not in (_JSON, ""):
+        raise BadRequest(415, f"the body must be JSON ({_JSON}) or a form ({_FORM}), got {ctype!r}")
     try:
         data = json.loads(text)
     except ValueError as exc:
         raise BadRequest(400, f"the body must be a JSON object: {exc}") from None
+    except RecursionError:
+        raise BadRequest(400, "the body must be a JSON object: it is nested too deep") from None
     if not isinstance(data, dict):
         raise BadRequest(400, f"the body must be a JSON object, got {type(data).__name__}")
     return data

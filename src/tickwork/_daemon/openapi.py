@@ -156,6 +156,8 @@ _WORDS = {
     503: "the state cannot be used now",
 }
 _EVERY = (400, 401, 429, 503)
+#: The bodies an action takes: JSON, or a form's fields (what the pages post).
+_ACCEPTED = ("application/json", "application/x-www-form-urlencoded")
 
 
 def _answers(ok: str, *codes: int) -> dict[str, Any]:
@@ -206,8 +208,8 @@ def _paths() -> dict[str, Any]:
                 "summary": _SUMMARIES[action],
                 "parameters": [_NAME],
                 "security": [{"bearer": []}],
-                "requestBody": {"content": {"application/json": {"schema": body}}},
-                "responses": _answers("Done", 403, 404, 409, 413),
+                "requestBody": {"content": {kind: {"schema": body} for kind in _ACCEPTED}},
+                "responses": _answers("Done", 403, 404, 409, 413, 415),
             }
         }
     return paths
