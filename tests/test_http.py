@@ -343,3 +343,73 @@ def test_beyond_loopback_without_a_token_is_refused_unless_reads_are_public(
     )  # fmt: skip
     assert run_daemon(config, err=err) == 0, err.getvalue()
     assert "anyone who can connect reads the job names" in err.getvalue()
+
+
+def answer(base: str, method: str, path: str, headers: dict[str, str] | None = None) -> Any:
+    """One request by http.client (HEAD and OPTIONS included): status, headers, body."""
+    import http.client
+
+    host, port = base.removeprefix("http://").rsplit(":", 1)
+    connection = http.client.HTTPConnection(host, int(port), timeout=30)
+    try:
+        connection.request(method, path, headers=headers or {})
+        response = connection.getresponse()
+        return response.status, response.headers, response.read()
+    finally:
+        connection.close()
+
+
+def test_head_options_and_the_pages_security_headers(tmp_path: Path) -> None:
+    jobs = tmp_path / "jobs.toml"
+    jobs.write_text('[[job]]\nname = "t"\nevery = "1h"\ncommand = ["true"]\n')
+    run = Run(jobs, tmp_path / "s.db", "--http", "127.0.0.1:0", "--http-token", "ana=s3cret")
+    bearer = {"Authorization": "Bearer s3cret"}
+    try:
+        line = run.wait_line("metrics at http://127.0.0.1:")
+        base = line.split("metrics at ", 1)[1].split("/metrics", 1)[0]
+        wait_until("a healthy daemon", lambda: get(base + "/healthz") == (200, "ok\n"))
+        status, headers, body = answer(base, "HEAD", "/healthz")
+        assert (status, headers["Content-Length"], body) == (200, "3", b"")
+        status, headers, body = answer(base, "HEAD", "/api/jobs", bearer)
+        assert status == 200 and int(headers["Content-Length"]) > 20 and body == b""
+        assert answer(base, "HEAD", "/jobs/t", bearer)[0] == 200
+        for path, allow in [
+            ("/api/jobs/t/pause", "POST, OPTIONS"),
+            ("/jobs/t", "GET, HEAD, OPTIONS"),
+            ("/login", "GET, HEAD, POST, OPTIONS"),
+            ("/metrics", "GET, HEAD, OPTIONS"),
+        ]:
+            status, headers, body = answer(base, "OPTIONS", path)
+            assert (status, headers["Allow"], body) == (204, allow, b""), path
+        assert answer(base, "OPTIONS", "/nothing/here")[0] == 404
+        status, headers, _ = answer(base, "PUT", "/api/jobs/t")
+        assert status == 405 and headers["Allow"] == "GET, HEAD, OPTIONS"
+        for path, who in [("/", bearer), ("/jobs/t", bearer), ("/login", {}), ("/", {})]:
+            status, headers, _ = answer(base, "GET", path, who)
+            csp = headers["Content-Security-Policy"]
+            assert "default-src 'none'" in csp and "frame-ancestors 'none'" in csp, path
+            assert "script-src" not in csp and headers["Referrer-Policy"] == "same-origin"
+    finally:
+        run.stop()
+
+
+def test_a_connection_that_sends_half_a_request_is_closed() -> None:
+    import socket
+    import threading
+
+    server = StatusServer(("127.0.0.1", 0), CollectorRegistry(), Fake(), idle_timeout=0.5)
+    server.start()
+    host, port = server.url.removeprefix("http://").rsplit(":", 1)
+    before = threading.active_count()
+    sockets = [socket.create_connection((host, int(port)), timeout=60) for _ in range(20)]
+    try:
+        for s in sockets:
+            s.sendall(b"GET /healthz HTTP/1.1\r\nHost: 127.0.0.1\r\n")  # and no end
+        for s in sockets:
+            assert s.recv(100) == b""  # closed by the server, not left hanging
+        wait_until("the threads gone", lambda: threading.active_count() <= before)
+        assert get(server.url + "/healthz") == (200, "ok\n")
+    finally:
+        for s in sockets:
+            s.close()
+        server.close()

@@ -180,6 +180,8 @@ def test_a_browser_logs_in_pauses_a_job_and_sees_the_action(
         browser.click(trigger + " button")
         browser.wait("location.search.includes('said=triggered')")
         browser.wait("document.body.innerText.includes('after the fix')")
+        said = browser.evaluate("document.querySelector('div.said').innerText")
+        assert said.startswith("triggered probe-api: it runs now")
         assert "trigger by ana" in browser.html()  # its run goes (a trigger is not held)
         # A form on another site posting here is refused before anything is done.
         forged = (
@@ -196,6 +198,23 @@ def test_a_browser_logs_in_pauses_a_job_and_sees_the_action(
     states = json.loads(tickwork("jobs", "-f", jobs, "--state", state, "--json"))
     probe_state = next(s for s in states if s["job"] == "probe-api")
     assert probe_state["paused"] and probe_state["pause"]["by"] == "ana"  # the forged resume failed
+
+
+@needs_browser
+def test_a_token_link_keeps_reading_when_you_click(daemon: tuple[Run, str], tmp_path: Path) -> None:
+    _, base = daemon
+    browser = Browser(tmp_path / "cdp-profile")
+    try:
+        browser.open(base + "/?token=t0ken", loaded="!!document.querySelector('td.job')")
+        browser.click('a[href="/jobs/probe-api"]')
+        browser.wait(
+            "location.pathname === '/jobs/probe-api' && document.readyState === 'complete'"
+        )
+        dom = browser.html()
+        assert "<h1>probe-api" in dom and "connection refused" in dom  # not the login form
+        assert "log in</a> to act on this job" in dom  # the link reads; it does not act
+    finally:
+        browser.close()
 
 
 def test_the_page_escapes_an_operators_note() -> None:

@@ -259,18 +259,20 @@ class Api:
     def _route(self, request: Request) -> Response:
         parts = [p for p in request.path.split("/") if p]
         method = request.method
+        allow = _allow(parts)
+        if allow is None:
+            raise BadRequest(404, f"not found: {request.path}")
+        if method == "OPTIONS":
+            return Response(204, b"", "text/plain", {"Allow": allow})
+        if method not in allow.split(", "):
+            takes = f": {parts[-1]} takes POST" if allow.startswith("POST") else ""
+            raise BadRequest(405, f"{method} is not allowed here{takes}", {"Allow": allow})
         if parts == ["login"] or parts == ["logout"]:
             return self._login(request, parts[0])
         api = bool(parts) and parts[0] == "api"
         route = parts[1:] if api else parts
         if method == "POST":
-            if len(route) == 3 and route[0] == "jobs" and route[2] in ACTIONS:
-                return self._post_action(request, route[1], route[2])
-            _allowed(request, route, api)
-            raise BadRequest(404, f"not found: {request.path}")
-        if method not in ("GET", "HEAD"):
-            _allowed(request, route, api)
-            raise BadRequest(405, f"{method} is not allowed here", {"Allow": "GET"})
+            return self._post_action(request, route[1], route[2])
         if api and route == ["openapi.json"]:
             from tickwork._daemon.openapi import document
 
@@ -305,10 +307,6 @@ class Api:
             return _json(200, {"items": self._history(job_id, request.query)})
         if api and route[2] == "waiting":
             return _json(200, self._waiting(name, job_id))
-        if route[2] in ACTIONS:
-            raise BadRequest(
-                405, f"GET is not allowed here: {route[2]} takes POST", {"Allow": "POST"}
-            )
         raise BadRequest(404, f"not found: {request.path}")
 
     # -- reading -----------------------------------------------------------------------
@@ -489,14 +487,8 @@ class Api:
     # -- logging in --------------------------------------------------------------------
 
     def _login(self, request: Request, which: str) -> Response:
-        if request.method in ("GET", "HEAD") and which == "login":
+        if request.method in ("GET", "HEAD"):
             return Response(200, login_page(self._title).encode(), _HTML)
-        if request.method != "POST":
-            raise BadRequest(
-                405,
-                f"{request.method} is not allowed here",
-                {"Allow": "GET, POST" if which == "login" else "POST"},
-            )
         why = cross_site(request.headers)
         if why is not None:
             raise BadRequest(403, why)
@@ -538,19 +530,20 @@ def _unauthorized(message: str) -> BadRequest:
     return BadRequest(401, message, _challenge())
 
 
-def _allowed(request: Request, route: list[str], api: bool) -> None:
-    """405 (with ``Allow``) for a method a known path does not take."""
+def _allow(parts: list[str]) -> str | None:
+    """The methods a path takes (its ``Allow``), or ``None``: no such path."""
+    if parts in (["login"], ["logout"]):
+        return "GET, HEAD, POST, OPTIONS" if parts == ["login"] else "POST, OPTIONS"
+    route = parts[1:] if parts and parts[0] == "api" else parts
     if len(route) == 3 and route[0] == "jobs" and route[2] in ACTIONS:
-        raise BadRequest(
-            405, f"{request.method} is not allowed here: {route[2]} takes POST", {"Allow": "POST"}
-        )
-    known_get = (
-        (not route and not api)
+        return "POST, OPTIONS"
+    if (
+        not parts
         or route in (["jobs"], ["history"], ["openapi.json"])
         or (len(route) in (2, 3) and route[0] == "jobs")
-    )
-    if known_get:
-        raise BadRequest(405, f"{request.method} is not allowed here", {"Allow": "GET"})
+    ):
+        return "GET, HEAD, OPTIONS"
+    return None
 
 
 def _fields(request: Request) -> dict[str, Any]:

@@ -16,7 +16,7 @@ import logging
 import threading
 from collections.abc import Callable, Iterable
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
-from typing import TYPE_CHECKING, Any, Protocol
+from typing import TYPE_CHECKING, Any, Final, Protocol
 from urllib.parse import parse_qs, urlsplit
 
 from tickwork._daemon.httpauth import UNNAMED, Throttled, Tokens
@@ -24,9 +24,18 @@ from tickwork._daemon.httpauth import UNNAMED, Throttled, Tokens
 if TYPE_CHECKING:
     from tickwork._daemon.api import Api
 
-__all__ = ["HealthSource", "StatusServer", "parse_address"]
+__all__ = ["IDLE_TIMEOUT", "HealthSource", "StatusServer", "parse_address"]
 
 _log = logging.getLogger("tickwork.daemon")
+
+#: Seconds a connection may take to send its request or wait between two.
+IDLE_TIMEOUT: Final = 20.0
+#: The pages are the server's own HTML and inline styles: no script, nothing from
+#: elsewhere, no frame around them, forms posted only here.
+_CSP: Final = (
+    "default-src 'none'; style-src 'unsafe-inline'; img-src 'self' data:;"
+    " form-action 'self'; frame-ancestors 'none'; base-uri 'none'"
+)
 
 
 class HealthSource(Protocol):
@@ -90,6 +99,7 @@ class StatusServer:
             besides these, an IP address, ``localhost`` and the bound host. Any other
             is refused (400), so a page on another site cannot read this server through
             a name that resolves here (DNS rebinding).
+        idle_timeout: Seconds a connection may take to send a request (`IDLE_TIMEOUT`).
 
     Raises:
         OSError: The address cannot be bound (in use, not this host's).
@@ -107,6 +117,7 @@ class StatusServer:
         tokens: Tokens | None = None,
         api: Api | None = None,
         host_names: Iterable[str] = (),
+        idle_timeout: float = IDLE_TIMEOUT,
     ) -> None:
         from prometheus_client import CONTENT_TYPE_LATEST, generate_latest
 
@@ -119,6 +130,7 @@ class StatusServer:
         render: Callable[[], bytes] = lambda: generate_latest(registry)  # noqa: E731
         handler = _handler(render, CONTENT_TYPE_LATEST, health, tokens, page, api)
         handler.host_names = frozenset(n.lower().rstrip(".") for n in (*host_names, address[0]))
+        handler.timeout = idle_timeout
         self._server = ThreadingHTTPServer(address, handler)
         self._server.daemon_threads = True
         self._thread: threading.Thread | None = None
@@ -152,9 +164,18 @@ class _Base(BaseHTTPRequestHandler):
 
     server_version = "tickwork"
     host_names: frozenset[str] = frozenset()
+    #: Seconds a connection may take to send a request, or stay idle between two: a
+    #: client that sends half a request is closed then, not left holding a thread.
+    timeout = IDLE_TIMEOUT
 
     def do_GET(self) -> None:
         self._checked("GET")
+
+    def do_HEAD(self) -> None:
+        self._checked("GET")  # `_send` leaves the body out
+
+    def do_OPTIONS(self) -> None:
+        self._checked("OPTIONS")
 
     def do_POST(self) -> None:
         self._checked("POST")
@@ -194,6 +215,14 @@ class _Base(BaseHTTPRequestHandler):
         except Throttled:
             return None
 
+    def _only_get(self, method: str) -> None:
+        """A path that takes GET alone: OPTIONS says so (204), another method is 405."""
+        allow = {"Allow": "GET, HEAD, OPTIONS"}
+        if method == "OPTIONS":
+            self._send(204, b"", "text/plain; charset=utf-8", allow)
+        else:
+            self._send(405, b"only GET here\n", "text/plain; charset=utf-8", allow)
+
     def _unauthorized(self) -> None:
         self._send(
             401,
@@ -207,14 +236,18 @@ class _Base(BaseHTTPRequestHandler):
     ) -> None:
         self.send_response(code)
         self.send_header("Content-Type", ctype)
-        self.send_header("Content-Length", str(len(body)))
+        if code != 204:  # "No Content" has no length either
+            self.send_header("Content-Length", str(len(body)))
         self.send_header("Cache-Control", "no-store")
         self.send_header("X-Content-Type-Options", "nosniff")
         self.send_header("X-Frame-Options", "DENY")
+        self.send_header("Content-Security-Policy", _CSP)
+        self.send_header("Referrer-Policy", "same-origin")  # a ?token= link stays here
         for k, v in (headers or {}).items():
             self.send_header(k, v)
         self.end_headers()
-        self.wfile.write(body)
+        if self.command != "HEAD":
+            self.wfile.write(body)
 
     def log_message(self, format: str, *args: Any) -> None:
         _log.debug("http %s: " + format, self.address_string(), *args)
@@ -233,7 +266,7 @@ def _handler(
             parts = urlsplit(self.path)
             path = parts.path
             if path in ("/healthz", "/metrics") and method != "GET":
-                self._send(405, b"only GET here\n", "text/plain; charset=utf-8", {"Allow": "GET"})
+                self._only_get(method)
             elif path == "/healthz":
                 self._health()
             elif path == "/metrics":
