@@ -9,9 +9,10 @@ with the name of the token that asked (`tickwork._daemon.httpauth`).
 
 Status codes: 400 a bad request (the message says which field and why), 401 no or a
 wrong token, 403 a cross-site request, a bad form token, or control off (no token
-configured), 404 no such job or path, 405 a method the path does not take, 409 the
-job's state refuses (a paused job's backfill, no such waiting run), 503 the store
-cannot be used now.
+configured), 404 no such job or path, 405 a method the path does not take (``OPTIONS``
+answers 204 with the same ``Allow``), 409 the job's state refuses (a paused job's
+backfill, no such waiting run), 413 a body too large, 415 a body neither JSON nor a
+form, 429 too many wrong tokens from the client, 503 the store cannot be used now.
 """
 
 from __future__ import annotations

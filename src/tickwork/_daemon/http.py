@@ -4,6 +4,8 @@
 thread of its own (a `ThreadingHTTPServer`), so a slow scrape never delays a run. It binds
 to the loopback interface unless told otherwise; with tokens (``--http-token``,
 ``--http-token-file``, ``TICKWORK_HTTP_TOKEN``) every path but ``/healthz`` needs one.
+A request is served only if its ``Host`` names this server (DNS rebinding), and only
+for `IDLE_TIMEOUT` seconds of waiting for it.
 The pages, the JSON API under ``/api/`` and the actions are `tickwork._daemon.api`'s.
 Needs ``prometheus_client`` (the ``metrics`` extra).
 """
