@@ -73,3 +73,27 @@ def test_the_map_guard_sees_a_missing_module() -> None:
     assert named("claims", entries["_durable/"])
     assert not named("claims", entries["_core/"])
     assert not named("testing", "the helpers of tickwork.testing")
+
+
+def glossary_terms() -> set[str]:
+    """The words the map's glossary defines (``**look**``, ``**finish** and **start**``)."""
+    return {
+        term
+        for line in section("Glossary").splitlines()
+        if line.startswith("- **")
+        for term in re.findall(r"\*\*([^*]+)\*\*", line.split(":", 1)[0])
+    }
+
+
+def test_the_words_a_module_points_to_are_in_the_glossary() -> None:
+    pointer = re.compile(r'The words (.+?) mean what\s+docs/architecture\.md, "Glossary",', re.S)
+    terms = glossary_terms()
+    pointed = {
+        f"{path.relative_to(PKG)}: {word}"
+        for path in PKG.rglob("*.py")
+        for found in pointer.finditer(path.read_text(encoding="utf-8"))
+        for word in re.split(r",\s*", " ".join(found.group(1).split()))
+        if word not in terms
+    }
+    assert terms >= {"look", "carry", "cover", "upkeep", "owed", "stretch", "vanished time"}
+    assert pointed == set(), "docstrings point to words the glossary does not define"

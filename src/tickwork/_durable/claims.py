@@ -4,6 +4,9 @@ What the store can do is decided once, by `claimer_for`: a `Claimer` that claims
 way that store can (starts folded into the claim, given-up slots written to the slot
 ledger, or neither) and does what a quiet look leaves time for (pruning the ledger).
 The timing thread's `Claiming.step` then never asks the store what it is again.
+
+The words look, claim, carry, cover, defer, owed, vanished time mean what
+docs/architecture.md, "Glossary", says.
 """
 
 from __future__ import annotations

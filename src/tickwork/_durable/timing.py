@@ -13,6 +13,8 @@ Two things happen around the sleep, both for cost:
   scheduler on the store announced a look since its own and nothing is left for it to
   do yet (`Claiming.deferred`): several nodes sharing a store then do not all look at
   every due time, only the one that is taking the runs.
+
+The words look, poke, carry, defer mean what docs/architecture.md, "Glossary", says.
 """
 
 from __future__ import annotations

@@ -11,6 +11,8 @@ would, in one transaction and one commit.
 The scheduler decides when a finish may wait for the next look (never longer than a
 few milliseconds, and only while a look is that close); the store only does both in
 one transaction. Both SQL stores implement it (`CarryMixin`).
+
+The words look, carry, finish mean what docs/architecture.md, "Glossary", says.
 """
 
 from __future__ import annotations

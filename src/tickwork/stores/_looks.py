@@ -23,6 +23,8 @@ The payload of an announcement is ``"<owner> <wake> covers=<seconds>"`` (``wake`
 ``repr`` of the next wake-up the look found, a POSIX time, or ``None``), and that of a
 withdrawal ``"<owner> withdraws"``. A release before this one sends ``"<owner> <wake>"``:
 it is read as a look that promises nothing.
+
+The words look, announce, cover mean what docs/architecture.md, "Glossary", says.
 """
 
 from __future__ import annotations

@@ -9,6 +9,8 @@ thirteen statements a run cost. `LookUpkeep` asks the three questions in one sta
 and the claim makes only the reads that can find something. The answers are the same
 conditions the chores filter on, or looser (a waiting run of a paused job still says
 "look"), so nothing a chore would have found is skipped.
+
+The words upkeep, waiting run, lease mean what docs/architecture.md, "Glossary", says.
 """
 
 from __future__ import annotations

@@ -20,6 +20,9 @@ says when it is needed: only when this store announced a change since it was las
 (a chain run queued, a slot handed back, a next run set, a job that allows no overlap
 freed by its claim's end) or the last wake-up read found waiting runs (triggers,
 re-offered slots, queued chain runs), which a running claim of their job holds back.
+
+The words wake-up, look, waiting run, hand back mean what docs/architecture.md,
+"Glossary", says.
 """
 
 from __future__ import annotations
