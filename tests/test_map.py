@@ -10,6 +10,7 @@ across floors", naming every file that carries the name.
 from __future__ import annotations
 
 import re
+from collections import defaultdict
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -66,6 +67,21 @@ def test_the_map_names_every_module_in_its_folders_entry() -> None:
         if not named(module.stem, entries.get(entry_head(module, entries), ""))
     ]
     assert missing == [], "docs/architecture.md does not name these modules"
+
+
+def test_a_file_name_two_modules_share_is_one_idea_the_map_explains() -> None:
+    by_name: dict[str, list[str]] = defaultdict(list)
+    for module in modules():
+        if module.name not in ("__init__.py", "__main__.py"):
+            by_name[module.name.lstrip("_")].append(module.as_posix())
+    shared = section("Names shared across floors")
+    unexplained = [
+        f"{name}: {', '.join(paths)}"
+        for name, paths in sorted(by_name.items())
+        if len(paths) > 1
+        if not all(f"`{path}`" in shared for path in paths)
+    ]
+    assert unexplained == [], "shared file names the map does not explain"
 
 
 def test_the_map_guard_sees_a_missing_module() -> None:
