@@ -64,8 +64,8 @@ def cancelled_entries(
     for _, scheduled, origin in rows:
         if groups and following is not None:
             group = groups[-1]
-            after = following(group[3]) if group[1] == origin else None
-            if after is not None and abs(after - scheduled) <= _SAME_SLOT:
+            next_slot = following(group[3]) if group[1] == origin else None
+            if next_slot is not None and abs(next_slot - scheduled) <= _SAME_SLOT:
                 group[2:] = [group[2] + 1, scheduled]
                 continue
         groups.append([scheduled, origin, 1, scheduled])
@@ -387,16 +387,18 @@ class ControlActions(Generic[C]):
             _, next_run, _, _ = self._lock_job(cur, job_id)
             if next_run is None:
                 return None
-            after = check_optional_time("following() result", following(next_run))
-            cur.execute(store._q("UPDATE {jobs} SET next_run = ? WHERE id = ?"), (after, job_id))
+            next_slot = check_optional_time("following() result", following(next_run))
+            cur.execute(
+                store._q("UPDATE {jobs} SET next_run = ? WHERE id = ?"), (next_slot, job_id)
+            )
             why = f"skipped by {by}" + (f": {note}" if note else "")
             self._ledger.write(cur, [manual_skip_entry(job_id, next_run, at, why)])
             detail = f"skipped {iso(next_run)}; next run " + (
-                "none" if after is None else iso(after)
+                "none" if next_slot is None else iso(next_slot)
             )
             self._act(cur, job_id, "skip-next", by, at, note, detail)
             store._changed(cur, job_id)
-            return next_run, after
+            return next_run, next_slot
 
         return store._run(f"skip the next run of job {job_id!r}", body)
 
