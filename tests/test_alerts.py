@@ -77,7 +77,7 @@ def ended(sender: AlertSender, alert: Alert | None, ok: bool, before: int) -> st
 
 def test_it_fires_on_the_nth_failure_in_a_row_and_once_on_recovery() -> None:
     sender = AlertSender(host="web1")  # not started: only the decisions are looked at
-    alert = Alert(webhook="http://127.0.0.1:9/x", after=2)
+    alert = Alert(webhook="http://127.0.0.1:9/x", failures=2)
     assert ended(sender, alert, ok=False, before=0) is None
     assert ended(sender, alert, ok=False, before=1) == "failing"
     assert ended(sender, alert, ok=False, before=2) is None  # still failing: no repeat
@@ -95,7 +95,7 @@ def test_a_webhook_gets_the_json_and_is_retried(
     sender = AlertSender(host="web1", wall=lambda: 1_800_000_100.0, sleep=waits.append)
     sender.start()
     with caplog.at_level(logging.INFO, "tickwork.daemon"):
-        ended(sender, Alert(webhook=hook.url, after=1, retries=3), ok=False, before=0)
+        ended(sender, Alert(webhook=hook.url, failures=1, retries=3), ok=False, before=0)
         sender.close()
     (body,) = hook.bodies
     assert body == {
@@ -188,7 +188,7 @@ def test_the_daemon_alerts_when_a_job_keeps_failing_and_when_it_recovers(
             f"""
             [defaults.on_failure]
             webhook = "{hook.url}"
-            after = 2
+            failures = 2
 
             [[job]]
             name = "probe"

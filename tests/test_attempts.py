@@ -527,12 +527,12 @@ def test_keep_failed_must_hold_every_attempt_of_the_streak_on_failure_counts() -
 
     text = (
         '[[job]]\nname = "j"\nevery = "1m"\ncommand = ["false"]\nretries = 2\nkeep_failed = 5\n'
-        '[job.on_failure]\ncommand = ["true"]\nafter = 2\n'
+        '[job.on_failure]\ncommand = ["true"]\nfailures = 2\n'
     )
     with pytest.raises(ConfigError) as caught:
         parse_config(text)
     assert any(
-        "needs on_failure.after = 2 failures of 3 attempts each (retries = 2) kept: set"
+        "needs on_failure.failures = 2 failed runs of 3 attempts each (retries = 2) kept: set"
         " keep_failed to at least 6" in str(issue)
         for issue in caught.value.errors
     ), caught.value.errors

@@ -48,7 +48,7 @@ def test_two_daemons_on_one_database_send_one_alert_and_one_recovery(
 
             [job.on_failure]
             command = ["sh", "-c", "{report}"]
-            after = 1000
+            failures = 1000
             """
         )
     )

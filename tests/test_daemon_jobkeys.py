@@ -126,6 +126,10 @@ def _write(tmp_path: Path, text: str) -> Path:
         ("keep_ok = -1", "keep_ok: must be a number of entries from 0 to 1,000,000, got -1"),
         ("keep_failed = true", "keep_failed: must be a number of entries from 0"),
         (
+            'on_success = { webhook = "http://x/y", failures = 2 }',
+            "on_success: 'failures' applies only to on_failure",
+        ),
+        (
             'on_success = { webhook = "http://x/y", after = 2 }',
             "on_success: 'after' applies only to on_failure",
         ),
@@ -225,14 +229,14 @@ def test_a_limit_above_the_hard_limit_is_refused_unless_root(
 def test_keep_limits_that_would_hide_the_failure_streak_are_refused() -> None:
     found = problems(
         '[defaults]\nkeep_ok = 0\n[[job]]\nname = "a"\nevery = "1m"\ncommand = ["true"]\n'
-        'keep_failed = 2\non_failure = { webhook = "http://x/y", after = 3 }\n'
+        'keep_failed = 2\non_failure = { webhook = "http://x/y", failures = 3 }\n'
     )
     assert found == [
         'jobs.toml:2: job "a": keep_ok: is 0, but on_failure counts the failure streak from'
         " the slot ledger and needs the newest ok run, where the failure streak starts kept:"
         " set keep_ok to at least 1",
         'jobs.toml:7: job "a": keep_failed: is 2, but on_failure counts the failure streak'
-        " from the slot ledger and needs on_failure.after = 3 failures kept: set keep_failed"
+        " from the slot ledger and needs on_failure.failures = 3 failed runs kept: set keep_failed"
         " to at least 3",
     ]
 
@@ -286,12 +290,28 @@ def test_the_new_keys_leave_old_fingerprints_and_change_them_when_set(tmp_path: 
     assert len(seen) == 10
 
 
+def test_on_failure_counts_failures_and_still_reads_after_its_old_name() -> None:
+    base = '[[job]]\nname="backup"\ncron="0 3 * * *"\ncommand=["backup.sh"]\non_failure = '
+    (new,) = parse_config(base + '{ webhook = "http://x/y", failures = 2 }\n').jobs
+    (old,) = parse_config(base + '{ webhook = "http://x/y", after = 2 }\n').jobs
+    assert new.on_failure == old.on_failure == Alert(webhook="http://x/y", failures=2)
+    # The fingerprint a file with ``after = 2`` had before the rename: no job changes.
+    assert fingerprint(new) == fingerprint(old) == "f03744a35fa1"
+    assert problems(base + '{ webhook = "http://x/y", failures = 2, after = 2 }\n') == [
+        'jobs.toml:5: job "backup": on_failure: give failures only: after is its old name,'
+        " not a second key"
+    ]
+    assert problems(base + '{ webhook = "http://x/y", failures = 0 }\n') == [
+        'jobs.toml:5: job "backup": on_failure: failures must be an integer from 1 to 1000, got 0'
+    ]
+
+
 # -- on_success: when it fires ---------------------------------------------------------------
 
 
 def test_on_success_fires_on_ok_runs_but_not_for_the_recovery_on_failure_reports() -> None:
     sender = AlertSender(host="web1")  # not started: only the decisions are looked at
-    failure = Alert(webhook="http://127.0.0.1:9/f", after=2)
+    failure = Alert(webhook="http://127.0.0.1:9/f", failures=2)
     success = Alert(webhook="http://127.0.0.1:9/s")
 
     def run(ok: bool, before: int, last: object, alert: Alert | None = failure) -> str | None:
@@ -438,7 +458,7 @@ def test_on_success_fires_on_ok_runs_and_a_recovery_is_reported_once(
         name = "probe"
         every = "300ms"
         command = ["sh", "-c", "test -e {healthy} || {{ echo down >&2; exit 3; }}"]
-        on_failure = {{ webhook = "{hook.url}", after = 2 }}
+        on_failure = {{ webhook = "{hook.url}", failures = 2 }}
         """)  # fmt: skip
     run = Run(jobs, tmp_path / "s.sqlite3")
 

@@ -1,6 +1,6 @@
 """Alerts of ``tickwork run``: ``on_failure`` and ``on_success`` commands and webhooks.
 
-A job with ``on_failure`` is "failing" once it has failed ``after`` times in a row
+A job with ``on_failure`` is "failing" once it has failed ``failures`` times in a row
 (counted from the slot ledger, so every daemon sharing the state counts the same runs);
 the alert fires then, once, and once more on the first success after it ("recovered").
 A job with ``on_success`` reports each ok run ("succeeded"), except the one
@@ -219,9 +219,9 @@ class AlertSender:
     ) -> tuple[str | None, Alert | None]:
         """The event this run makes, and the hook that reports it."""
         event: str | None = None
-        if alert is not None and not ok and failures_before + 1 == alert.after:
+        if alert is not None and not ok and failures_before + 1 == alert.failures:
             event = "failing"
-        elif alert is not None and ok and failures_before >= alert.after:
+        elif alert is not None and ok and failures_before >= alert.failures:
             event = "recovered"
         if event is not None and last_success is not _UNKNOWN:
             with self._reported_lock:

@@ -288,7 +288,7 @@ class JobConfig:
 class Alert:
     """A job's ``on_failure``: a command and/or a webhook, fired by the daemon.
 
-    Fired once when the job has failed ``after`` times in a row, and once more on the
+    Fired once when the job has failed ``failures`` times in a row, and once more on the
     first success after that (recovery). The outcome goes to the command as ``TICKWORK_*``
     environment variables and as JSON on its stdin, and to the webhook as a JSON POST.
     """
@@ -297,27 +297,42 @@ class Alert:
     """The argv to run (no shell)."""
     webhook: str | None = None
     """An ``http://`` or ``https://`` URL to POST the JSON to."""
-    after: int = 1
-    """Failures in a row that make the job "failing"."""
+    failures: int = 1
+    """Failures in a row that make the job "failing" (the file's ``failures``; ``after``
+    there is its old name, still read)."""
     timeout: float = 10.0
     """Seconds each attempt (the command, or one POST) may take."""
     retries: int = 3
     """Further attempts of a failed webhook POST (1 s, 2 s, 4 s, ... apart)."""
 
+    def __repr__(self) -> str:
+        """The text a job's fingerprint holds (`declare.fingerprint`).
 
-_ALERT_KEYS: Final = ("command", "webhook", "after", "timeout", "retries")
+        ``failures`` keeps its first name there, ``after``, so that no declared job's
+        fingerprint changes.
+        """
+        return (
+            f"Alert(command={self.command!r}, webhook={self.webhook!r},"
+            f" after={self.failures!r}, timeout={self.timeout!r}, retries={self.retries!r})"
+        )
+
+
+_ALERT_KEYS: Final = ("command", "webhook", "failures", "timeout", "retries")
+#: The old name of an alert's ``failures`` (``after`` now means a chain only), still read.
+_OLD_FAILURES: Final = "after"
 
 
 def _success_hook(value: object) -> Alert:
-    if isinstance(value, dict) and "after" in value:
-        raise _Invalid("'after' applies only to on_failure: on_success fires on every ok run")
-    return _alert(value, keys=tuple(k for k in _ALERT_KEYS if k != "after"))
+    for key in ("failures", _OLD_FAILURES):
+        if isinstance(value, dict) and key in value:
+            raise _Invalid(f"{key!r} applies only to on_failure: on_success fires on every ok run")
+    return _alert(value, keys=tuple(k for k in _ALERT_KEYS if k != "failures"))
 
 
 def _alert(value: object, keys: tuple[str, ...] = _ALERT_KEYS) -> Alert:
     if not isinstance(value, dict):
         raise _Invalid(f"must be a table with command and/or webhook, got {_show(value)}")
-    unknown = sorted(set(value) - set(keys))
+    unknown = sorted(set(value) - {*keys, _OLD_FAILURES})
     if unknown:
         raise _Invalid(f"unknown key {unknown[0]!r} (known: {', '.join(keys)})")
     command = value.get("command")
@@ -336,9 +351,12 @@ def _alert(value: object, keys: tuple[str, ...] = _ALERT_KEYS) -> Alert:
         raise _Invalid(f"webhook must be an http:// or https:// URL, got {_show(webhook)}")
     if command is None and webhook is None:
         raise _Invalid("needs a command, a webhook, or both")
-    after = value.get("after", 1)
-    if isinstance(after, bool) or not isinstance(after, int) or not 1 <= after <= 1000:
-        raise _Invalid(f"after must be an integer from 1 to 1000, got {_show(after)}")
+    if "failures" in value and _OLD_FAILURES in value:
+        raise _Invalid("give failures only: after is its old name, not a second key")
+    key = _OLD_FAILURES if _OLD_FAILURES in value else "failures"
+    failures = value.get(key, 1)
+    if isinstance(failures, bool) or not isinstance(failures, int) or not 1 <= failures <= 1000:
+        raise _Invalid(f"{key} must be an integer from 1 to 1000, got {_show(failures)}")
     try:
         timeout = _duration(value.get("timeout", 10.0), positive=True)
     except _Invalid as exc:
@@ -346,7 +364,9 @@ def _alert(value: object, keys: tuple[str, ...] = _ALERT_KEYS) -> Alert:
     retries = value.get("retries", 3)
     if isinstance(retries, bool) or not isinstance(retries, int) or not 0 <= retries <= 10:
         raise _Invalid(f"retries must be an integer from 0 to 10, got {_show(retries)}")
-    return Alert(tuple(command) if command is not None else None, webhook, after, timeout, retries)
+    return Alert(
+        tuple(command) if command is not None else None, webhook, failures, timeout, retries
+    )
 
 
 @dataclass(frozen=True, slots=True)
@@ -750,7 +770,7 @@ class _Checker:
         """Refuse ``keep_ok``/``keep_failed`` that would hide ``on_failure``'s streak.
 
         The streak is counted from the slot ledger: it needs the newest ok entry and at
-        least ``after`` failed runs' entries (one per attempt with ``retries``).
+        least ``failures`` failed runs' entries (one per attempt with ``retries``).
         """
         alert = options.get("on_failure")
         if alert is None:
@@ -758,7 +778,11 @@ class _Checker:
         tries = 1 + options.get("retries", 0)  # each failed attempt is an entry
         of = f" of {tries} attempts each (retries = {tries - 1})" if tries > 1 else ""
         for key, least, why in (
-            ("keep_failed", alert.after * tries, f"on_failure.after = {alert.after} failures{of}"),
+            (
+                "keep_failed",
+                alert.failures * tries,
+                f"on_failure.failures = {alert.failures} failed runs{of}",
+            ),
             ("keep_ok", 1, "the newest ok run, where the failure streak starts"),
         ):
             keep = options.get(key)
