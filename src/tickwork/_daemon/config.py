@@ -450,12 +450,37 @@ def parse_config(
         doc = tomllib.loads(text)
     except tomllib.TOMLDecodeError as exc:
         raise ConfigError([_syntax_issue(path, text, exc)]) from None
+    except RecursionError:
+        raise ConfigError([_too_deep(path, text)]) from None
     checker = _Checker(path, _Locator(text), base_dir or Path.cwd(), check_host=check_host)
     jobs = checker.document(doc)
     pools, max_running = check_pools(doc, jobs, checker.add)
     if checker.issues:
         raise ConfigError(sorted(checker.issues, key=lambda issue: issue.line))
     return Config(path, tuple(jobs), MappingProxyType(pools), max_running)
+
+
+def _too_deep(path: str, text: str) -> ConfigIssue:
+    """The problem of a file nested too deep for ``tomllib`` to read, at its line.
+
+    That line ends the shortest run of first lines that is already too deep: ``tomllib``
+    reads from left to right, so a longer run is too deep as well.
+    """
+    lines = text.split("\n")
+    lo, hi = 1, len(lines)
+    while lo < hi:
+        mid = (lo + hi) // 2
+        try:
+            tomllib.loads("\n".join(lines[:mid]))
+        except RecursionError:
+            hi = mid
+            continue
+        except tomllib.TOMLDecodeError:
+            pass
+        lo = mid + 1
+    return ConfigIssue(
+        path, hi, "", "", "invalid TOML: arrays or inline tables nested too deeply to read"
+    )
 
 
 def _syntax_issue(path: str, text: str, exc: tomllib.TOMLDecodeError) -> ConfigIssue:
@@ -722,7 +747,8 @@ class _Checker:
                 self.add(where, (*at, "after"), key, problem)
         schedule = self.schedule(where, at, table, defaults)
         if schedule is not None:
-            job = (table, defaults, name if isinstance(name, str) else "")
+            # A bad name is reported above; any seed lets the other checks go on.
+            job = (table, defaults, name if isinstance(name, str) and name else "job")
             schedule = with_calendar(self.add, where, at, job, schedule, self.calendars)
         merged = {**{k: v for k, v in defaults.items() if k != "env"}, **table}
         options = self.options(where, at, table, kind=kind, merged=merged)

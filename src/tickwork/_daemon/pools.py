@@ -70,7 +70,12 @@ def check_pools(
         add("", ("max_running",), "max_running", problem)
         max_running = None
     raw_jobs = doc.get("job", [])
-    index = {t.get("name"): i for i, t in enumerate(raw_jobs) if isinstance(t, dict)}
+    raw_jobs = raw_jobs if isinstance(raw_jobs, list) else []  # not [[job]]: said elsewhere
+    index = {
+        t["name"]: i
+        for i, t in enumerate(raw_jobs)
+        if isinstance(t, dict) and isinstance(t.get("name"), str)
+    }
     for job in jobs:
         if job.pool is None or job.pool in pools or job.pool in raw:
             continue  # no pool, a good one, or one whose table has a problem of its own
