@@ -68,3 +68,56 @@ def test_validate_the_example_as_a_subprocess() -> None:
         timeout=60,
     )
     assert (proc.returncode, proc.stdout, proc.stderr) == (0, "ok: 6 jobs\n", "")
+
+
+HIDDEN = """\
+[[job]]
+name = "load"
+command = ["true"]
+every = "1m"
+
+[[job]]
+name = "report"
+command = ["true"]
+at = 2026-12-02T17:00:00
+after = ["lod"]
+
+[[job]]
+name = "spread"
+command = ["true"]
+cron = "H 25 * * *"
+stable_jitter = true
+calendar = "work"
+
+[[job]]
+name = "alert"
+shell = "yes"
+command = ["true"]
+every = "1m"
+args = [1]
+on_failure = { command = [], failures = 0 }
+"""
+
+
+def test_validate_reports_every_problem_of_a_job(
+    capsys: pytest.CaptureFixture[str], tmp_path: Path
+) -> None:
+    """A bad schedule hides neither ``after`` nor the calendar keys; nor one key another."""
+    path = tmp_path / "jobs.toml"
+    path.write_text(HIDDEN)
+    assert main(["validate", str(path)]) == 2
+    assert capsys.readouterr().err.splitlines() == [
+        f'{path}:9: job "report": at: needs a UTC offset (2026-12-02T17:00:00Z or +01:00),'
+        " got 2026-12-02T17:00:00",
+        f'{path}:10: job "report": after: unknown job "lod" (did you mean "load"?): name a job'
+        " of this file",
+        f'{path}:15: job "spread": cron: hour: invalid value `25` in `H 25 * * *`',
+        f'{path}:16: job "spread": stable_jitter: needs a jitter to keep stable',
+        f'{path}:17: job "spread": calendar: must name a [calendar.NAME] table (defined: none),'
+        " got 'work'",
+        f"{path}:21: job \"alert\": shell: must be true or false, got 'yes'",
+        f'{path}:24: job "alert": args: applies only to call jobs',
+        f'{path}:25: job "alert": on_failure: command must be a non-empty array of strings (an'
+        " argv), got []; failures must be an integer from 1 to 1000, got 0",
+        "tickwork validate: 8 problems found",
+    ]

@@ -24,13 +24,19 @@ from __future__ import annotations
 import re
 from collections.abc import Callable, Mapping
 from dataclasses import replace
-from typing import Any, Final
+from typing import Any, Final, Literal
 
 from tickwork._core.calendars import SHIFTS, Calendar, CalendarError, shift_problem
 from tickwork._core.errors import CronError
 from tickwork._core.schedules import Cron, Every, Schedule
 
-__all__ = ["CALENDAR_DEFAULT_KEYS", "CALENDAR_JOB_KEYS", "parse_calendars", "with_calendar"]
+__all__ = [
+    "CALENDAR_DEFAULT_KEYS",
+    "CALENDAR_JOB_KEYS",
+    "check_calendar",
+    "parse_calendars",
+    "with_calendar",
+]
 
 #: The keys of this module a ``[defaults]`` table may set.
 CALENDAR_DEFAULT_KEYS: Final = frozenset({"calendar", "shift", "stable_jitter"})
@@ -116,6 +122,32 @@ def _spread_problems(schedule: Schedule, stable: object, seed: object) -> list[t
     return problems
 
 
+def check_calendar(
+    add: Add,
+    where: str,
+    at: _Path,
+    job: tuple[Mapping[str, Any], Mapping[str, Any], str],
+    schedule: Schedule,
+    calendars: Mapping[str, Calendar],
+) -> Calendar | Literal[False] | None:
+    """Report the problems of the job's calendar keys for its kind of ``schedule``.
+
+    Returns the job's calendar (``None`` for none), or ``False`` when a problem was
+    reported. ``schedule`` may stand in for one whose own value is wrong: only its kind
+    and jitter are read, so the schedule's problem hides none of these.
+    """
+    table, defaults, _ = job
+    if not isinstance(schedule, Every | Cron):
+        defaults = {}
+    cal_name, shift = _given(table, defaults, "calendar"), _given(table, defaults, "shift")
+    stable, seed = _given(table, defaults, "stable_jitter"), table.get("seed")
+    problems, calendar = _calendar_problems(schedule, cal_name, shift, calendars)
+    problems += _spread_problems(schedule, stable, seed)
+    for key, message in problems:
+        add(where, (*at, key) if key in table else at, key, message)
+    return False if problems else calendar
+
+
 def with_calendar(
     add: Add,
     where: str,
@@ -130,16 +162,11 @@ def with_calendar(
     The ``[defaults]`` do not apply to one-shots (``at``, ``in``), as ``jitter``'s.
     """
     table, defaults, name = job
-    if not isinstance(schedule, Every | Cron):
-        defaults = {}
-    cal_name, shift = _given(table, defaults, "calendar"), _given(table, defaults, "shift")
-    stable, seed = _given(table, defaults, "stable_jitter"), table.get("seed")
-    problems, calendar = _calendar_problems(schedule, cal_name, shift, calendars)
-    problems += _spread_problems(schedule, stable, seed)
-    for key, message in problems:
-        add(where, (*at, key) if key in table else at, key, message)
-    if problems or not isinstance(schedule, Every | Cron):
-        return None if problems else schedule
+    calendar = check_calendar(add, where, at, job, schedule, calendars)
+    if calendar is False or not isinstance(schedule, Every | Cron):
+        return None if calendar is False else schedule
+    shift, seed = _given(table, defaults, "shift"), table.get("seed")
+    stable = _given(table, defaults, "stable_jitter")
     changes: dict[str, Any] = {}
     if stable:
         changes["stable_jitter"] = True

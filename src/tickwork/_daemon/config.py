@@ -49,6 +49,7 @@ from tickwork._core.vocabulary import (
 from tickwork._daemon.calendar_config import (
     CALENDAR_DEFAULT_KEYS,
     CALENDAR_JOB_KEYS,
+    check_calendar,
     parse_calendars,
     with_calendar,
 )
@@ -332,38 +333,42 @@ def _success_hook(value: object) -> Alert:
 def _alert(value: object, keys: tuple[str, ...] = _ALERT_KEYS) -> Alert:
     if not isinstance(value, dict):
         raise _Invalid(f"must be a table with command and/or webhook, got {_show(value)}")
-    unknown = sorted(set(value) - {*keys, _OLD_FAILURES})
-    if unknown:
-        raise _Invalid(f"unknown key {unknown[0]!r} (known: {', '.join(keys)})")
+    problems = [
+        f"unknown key {key!r} (known: {', '.join(keys)})"
+        for key in sorted(set(value) - {*keys, _OLD_FAILURES})
+    ]
     command = value.get("command")
     if command is not None and (
         not isinstance(command, list)
         or not command
         or not all(isinstance(a, str) and a for a in command)
     ):
-        raise _Invalid(
+        problems.append(
             f"command must be a non-empty array of strings (an argv), got {_show(command)}"
         )
     webhook = value.get("webhook")
     if webhook is not None and (
         not isinstance(webhook, str) or not webhook.startswith(("http://", "https://"))
     ):
-        raise _Invalid(f"webhook must be an http:// or https:// URL, got {_show(webhook)}")
+        problems.append(f"webhook must be an http:// or https:// URL, got {_show(webhook)}")
     if command is None and webhook is None:
-        raise _Invalid("needs a command, a webhook, or both")
+        problems.append("needs a command, a webhook, or both")
     if "failures" in value and _OLD_FAILURES in value:
-        raise _Invalid("give failures only: after is its old name, not a second key")
+        problems.append("give failures only: after is its old name, not a second key")
     key = _OLD_FAILURES if _OLD_FAILURES in value else "failures"
     failures = value.get(key, 1)
     if isinstance(failures, bool) or not isinstance(failures, int) or not 1 <= failures <= 1000:
-        raise _Invalid(f"{key} must be an integer from 1 to 1000, got {_show(failures)}")
+        problems.append(f"{key} must be an integer from 1 to 1000, got {_show(failures)}")
+    timeout = 10.0
     try:
         timeout = _duration(value.get("timeout", 10.0), positive=True)
     except _Invalid as exc:
-        raise _Invalid(f"timeout {exc}") from None
+        problems.append(f"timeout {exc}")
     retries = value.get("retries", 3)
     if isinstance(retries, bool) or not isinstance(retries, int) or not 0 <= retries <= 10:
-        raise _Invalid(f"retries must be an integer from 0 to 10, got {_show(retries)}")
+        problems.append(f"retries must be an integer from 0 to 10, got {_show(retries)}")
+    if problems:  # every one, in one message: they share the key's line
+        raise _Invalid("; ".join(problems))
     return Alert(
         tuple(command) if command is not None else None, webhook, failures, timeout, retries
     )
@@ -667,6 +672,7 @@ class _Checker:
         self.check_host = check_host  # directories, users, env files checked here, or not
         self.issues: list[ConfigIssue] = []
         self.calendars: dict[str, Calendar] = {}
+        self.edges: dict[str, Edges] = {}  # each job's after, by name, for chains_fit
 
     def add(self, where: str, at: _Path, key: str, message: str) -> None:
         self.issues.append(ConfigIssue(self.path, self.locator.line(at), where, key, message))
@@ -702,7 +708,7 @@ class _Checker:
             job = self.job(index, table, defaults, first_line)
             if job is not None:
                 jobs.append(job)
-        self.chains_fit(raw_jobs, jobs)
+        self.chains_fit(raw_jobs)
         return jobs
 
     def job(
@@ -745,11 +751,15 @@ class _Checker:
             after, key, problem = read_after(table["after"], str(name))
             if problem is not None:
                 self.add(where, (*at, "after"), key, problem)
+            elif isinstance(name, str):  # checked across the file, whatever else is wrong
+                self.edges.setdefault(name, after)
         schedule = self.schedule(where, at, table, defaults)
+        # A bad name is reported above; any seed lets the other checks go on.
+        job = (table, defaults, name if isinstance(name, str) and name else "job")
         if schedule is not None:
-            # A bad name is reported above; any seed lets the other checks go on.
-            job = (table, defaults, name if isinstance(name, str) and name else "job")
             schedule = with_calendar(self.add, where, at, job, schedule, self.calendars)
+        elif (stand_in := _stand_in(table, defaults)) is not None:
+            check_calendar(self.add, where, at, job, stand_in, self.calendars)
         merged = {**{k: v for k, v in defaults.items() if k != "env"}, **table}
         options = self.options(where, at, table, kind=kind, merged=merged)
         if options.get("overlap") == "replace":
@@ -783,10 +793,10 @@ class _Checker:
             **options,
         )
 
-    def chains_fit(self, raw_jobs: list[dict[str, Any]], jobs: list[JobConfig]) -> None:
+    def chains_fit(self, raw_jobs: list[dict[str, Any]]) -> None:
         """Chains across the file: each ``after`` names a job of it, and no cycle."""
         index = {t.get("name"): i for i, t in enumerate(raw_jobs) if isinstance(t.get("name"), str)}
-        edges = {job.name: job.after for job in jobs if job.after}
+        edges = {name: after for name, after in self.edges.items() if after}
         for name, problem in chain_problems(edges, [n for n in index if isinstance(n, str)]):
             self.add(f'job "{name}"', ("job", index[name], "after"), "after", problem)
 
@@ -887,11 +897,11 @@ class _Checker:
         """Check a command job's command/shell (and that it has no args/kwargs)."""
         ok = True
         shell = table.get("shell", False)
+        command = table["command"]
         if not isinstance(shell, bool):
             self.add(where, (*at, "shell"), "shell", f"must be true or false, got {_show(shell)}")
-            return False
-        command = table["command"]
-        if shell:
+            ok = False
+        elif shell:
             if not isinstance(command, str) or not command.strip():
                 self.add(
                     where,
@@ -1228,6 +1238,24 @@ _COMMAND_ONLY: Final = {
         for key in ("user", "group", "umask", "limit_memory", "limit_cpu", "limit_files")
     },
 }
+
+
+def _stand_in(table: dict[str, Any], defaults: dict[str, Any]) -> Schedule | None:
+    """A schedule of the kind the job wrote, with its jitter, when its own value is wrong.
+
+    It lets the keys that depend on the kind be checked all the same (None: no single
+    schedule key, or a bad jitter, which is reported by itself).
+    """
+    given = [k for k in _SCHEDULE_KEYS if k in table]
+    try:
+        jitter = _duration(table.get("jitter", defaults.get("jitter", 0)))
+    except _Invalid:
+        return None
+    if given == ["every"]:
+        return Every(60.0, jitter=jitter)
+    if given == ["cron"]:
+        return Cron("0 0 * * *", jitter=jitter)
+    return At(0.0) if given == ["at"] else Once(0.0) if given == ["in"] else None
 
 
 def _zone_for_calendar(extra: str, key: str, table: dict[str, Any]) -> bool:
