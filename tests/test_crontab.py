@@ -310,10 +310,41 @@ def test_fields_cron_rejects(fields: str, reason: str) -> None:
 def test_six_fields_only_with_seconds() -> None:
     _, _, schedule = one_job("*/10 * * * * * run\n", seconds=True)
     assert schedule.expr == "*/10 * * * * *"
-    # without --seconds, cron reads five fields and the sixth word is the command
-    command, _, schedule = one_job("*/10 * * * * * run\n")
-    assert schedule.expr == "*/10 * * * *"
-    assert command[-1] == "* run"
+    # without --seconds, cron reads five fields and would run the sixth as the program
+    translation = translate_crontab("*/10 * * * * * run\n")
+    assert (translation.jobs, [(n.line, n.skipped) for n in translation.notes]) == (0, [(1, True)])
+    assert translation.notes[0].message == (
+        "the command starts with '*', which looks like a sixth schedule field: cron reads"
+        " five; --seconds reads a seconds field first, and a year field has no equivalent;"
+        " as written, '*' would run as the program, the shell expanding it to the names of"
+        " files"
+    )
+
+
+@pytest.mark.parametrize(
+    ("line", "options", "word"),
+    [
+        ("0 3 * * * 2026 /backup", {}, "the command starts with '2026'"),
+        ("0 0 3 * * * 2026 /backup", {"seconds": True}, "seventh schedule field"),
+        ("0 3 * * * ? run", {}, "the command starts with '?'"),
+        ("0 3 * * * 1-5 run", {}, "the command starts with '1-5'"),
+        ("@daily */5 run", {}, "the command starts with '*/5'"),
+        ("0 3 * * * * root run", {"system": True}, "the user field is '*'"),
+    ],
+)
+def test_a_schedule_field_too_many_is_refused(
+    line: str, options: dict[str, bool], word: str
+) -> None:
+    translation = translate_crontab(f"{line}\n", options=CrontabOptions(**options))
+    assert translation.jobs == 0
+    (note,) = translation.notes
+    assert note.skipped and word in note.message, note.message
+
+
+@pytest.mark.parametrize("command", ["date", "7z a x.7z", "./2026", "run 1 2", "[ -x a ] && a"])
+def test_a_command_that_only_has_numbers_later_is_imported(command: str) -> None:
+    argv, _, _ = one_job(f"0 3 * * * {command}\n")
+    assert argv[-1] == command
 
 
 def test_fields_are_normalised_but_keep_their_meaning() -> None:

@@ -112,6 +112,21 @@ def test_import_exit_statuses(tmp_path: Path) -> None:
     assert err == f"tickwork import crontab: 1 job from {good}\n"
 
 
+def test_a_seconds_line_without_seconds_is_not_run_as_a_glob(tmp_path: Path) -> None:
+    """Read as five fields, ``*/10 * * * * * cmd`` would run the file names ``*`` expands to."""
+    crontab = _crontab(tmp_path, "*/10 * * * * * /opt/tick", "@daily /opt/backup")
+    code, out, err = tickwork("import", "crontab", str(crontab))
+    assert code == 1
+    assert f"{crontab}:1: the command starts with '*', which looks like a sixth" in err
+    assert "# NOT IMPORTED, line 1: */10 * * * * * /opt/tick" in out
+    code, out, err = tickwork("import", "crontab", str(crontab), "--seconds")
+    assert code == 0 and 'cron = "*/10 * * * * *"' in out
+    state = tmp_path / "state.sqlite3"
+    code, _, err = tickwork("run", "--crontab", str(crontab), "--state", str(state), "--for", "1s")
+    assert code == 2 and f"{crontab}:1: the command starts with '*'" in err
+    assert "Traceback" not in err and not state.exists()
+
+
 def test_help_says_what_import_and_run_do_with_a_crontab() -> None:
     code, out, _ = tickwork("import", "crontab", "--help")
     assert code == 0

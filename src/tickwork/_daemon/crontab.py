@@ -227,6 +227,9 @@ def _read_line(state: _State, number: int, raw: str) -> None:
     except _Rejected as exc:
         state.skip(number, line, f"{exc} (cron rejects this line)")
         return
+    except _Refused as exc:
+        state.skip(number, line, str(exc))
+        return
     if job is None:
         return
     if job.command.endswith("\\"):
@@ -240,6 +243,10 @@ def _read_line(state: _State, number: int, raw: str) -> None:
 
 class _Rejected(Exception):
     """A line cron itself would not accept; the message says why."""
+
+
+class _Refused(Exception):
+    """A line cron would run, but not as its author meant; the message says why."""
 
 
 class _Never(Exception):
@@ -328,6 +335,7 @@ def _job(state: _State, number: int, line: str) -> _Job | None:
             raise _Rejected(f"expected {what}, then the command")
         _check_fields(words, seconds=options.seconds)
         schedule = " ".join(words)
+    _check_after_schedule(rest, seconds=options.seconds, system=options.system)
     user = None
     if options.system:
         users, rest = _take(rest, 1)
@@ -383,6 +391,31 @@ def _check_fields(words: list[str], *, seconds: bool) -> None:
                 raise _Rejected(
                     f"{name}: {part!r} in {word!r} is not a three-letter English {what} name"
                 )
+
+
+#: A word that reads as a schedule field (a number, ``*``, ``*/10``, ``1-5``, ``?``...).
+_FIELD_LIKE: Final = re.compile(r"(?=.*[0-9*?])[0-9*?/,#LW-]+")
+
+
+def _check_after_schedule(rest: str, *, seconds: bool, system: bool) -> None:
+    """Refuse a line whose word after the schedule reads as one more schedule field.
+
+    A seconds field without ``--seconds``, or a year field, leaves a schedule word where
+    cron reads the user or the command: cron would run ``*/10`` as a program (the shell
+    expanding ``*`` to the names of files first), or look for a user ``*``.
+    """
+    word = rest.split(maxsplit=1)[0] if rest.strip() else ""
+    if not _FIELD_LIKE.fullmatch(word):
+        return
+    which = "the user field is" if system else "the command starts with"
+    nth, read = ("seventh", "six are read") if seconds else ("sixth", "cron reads five")
+    hint = "" if seconds else "; --seconds reads a seconds field first"
+    glob = ", the shell expanding it to the names of files" if "*" in word or "?" in word else ""
+    raise _Refused(
+        f"{which} {word!r}, which looks like a {nth} schedule field: {read}{hint}, and a"
+        f" year field has no equivalent; as written, {word!r} would run as the"
+        f" {'user' if system else 'program'}{glob}"
+    )
 
 
 def _split_percent(text: str) -> tuple[str, str | None]:
