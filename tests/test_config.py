@@ -373,3 +373,25 @@ def test_output_is_log_by_default_and_may_be_set_in_defaults_or_the_job() -> Non
     assert str(caught.value.errors[0]) == (
         "<string>:5: job \"d\": output: must be one of 'log', 'tail', 'discard', got 'loud'"
     )
+
+
+def test_a_working_dir_with_a_dash_may_be_missing(tmp_path: Path) -> None:
+    """``-PATH`` (systemd's ``WorkingDirectory=-``): not checked; the runner falls back to /."""
+    text = """\
+        [[job]]
+        name = "a"
+        command = ["true"]
+        every = "1m"
+        working_dir = "-/does/not/exist"
+
+        [[job]]
+        name = "b"
+        command = ["true"]
+        every = "1m"
+        cwd = "-sub"
+        """
+    config = parse_config(textwrap.dedent(text), base_dir=tmp_path)
+    assert [job.cwd for job in config.jobs] == ["-/does/not/exist", f"-{tmp_path / 'sub'}"]
+    assert problems('[[job]]\nname = "a"\ncommand = ["true"]\nevery = "1m"\ncwd = "-"\n') == [
+        "jobs.toml:5: job \"a\": cwd: must be a directory path, got '-'"
+    ]

@@ -9,6 +9,8 @@ deliberate change, run ``tickwork import crontab`` on its crontab (``--system`` 
 
 from __future__ import annotations
 
+import os
+import pwd
 import subprocess
 from datetime import datetime
 from pathlib import Path
@@ -30,7 +32,7 @@ from tickwork._daemon.crontab import (
 
 CRONTABS = Path(__file__).parent / "crontabs"
 FIXTURES = {
-    "debian-etc": CrontabOptions(system=True),
+    "debian-etc": CrontabOptions(system=True, users=False),
     "user": CrontabOptions(),
     "windows": CrontabOptions(),
 }
@@ -129,12 +131,38 @@ def test_debian_system_crontab() -> None:
     hourly = config.job("cron.hourly")
     assert hourly.command == ("/bin/sh", "-c", "cd / && run-parts --report /etc/cron.hourly")
     assert dict(hourly.env)["PATH"].startswith("/usr/local/sbin:")
-    assert hourly.cwd == str(Path("~root").expanduser())  # cron runs it in root's HOME
-    assert config.job("sessionclean").cwd == str(Path("~www-data").expanduser())
+    # cron runs it in root's HOME, and all the same if that is missing ("-")
+    assert hourly.cwd == "-" + str(Path("~root").expanduser())
+    assert config.job("sessionclean").cwd == "-" + str(Path("~www-data").expanduser())
     assert "# cron ran this as user www-data" in translation.toml
-    assert [(n.line, n.skipped) for n in translation.notes] == [(29, True), (30, True)]
-    assert "expected the user field" in translation.notes[0].message
-    assert translation.notes[1].message.startswith("@reboot is not imported")
+    assert all(job.user is None for job in config.jobs)  # users=False: the daemon's user
+    assert [(n.line, n.skipped) for n in translation.notes] == [
+        (25, False),
+        (29, True),
+        (30, True),
+    ]
+    me = pwd.getpwuid(os.geteuid()).pw_name
+    assert translation.notes[0].message == (
+        f"cron ran this line as user www-data; tickwork runs it as the daemon's user ({me}):"
+        " only a daemon running as root runs each line as its user"
+    )
+    assert "expected the user field" in translation.notes[1].message
+    assert translation.notes[2].message.startswith("@reboot is not imported")
+
+
+def test_a_root_daemon_runs_each_system_line_as_its_user() -> None:
+    options = CrontabOptions(system=True, users=True)
+    text = "0 3 * * * root /opt/a\n0 4 * * * nobody /opt/b\n"
+    translation = translate_crontab(text, options=options)
+    assert not translation.notes
+    assert "so does tickwork (`user`), the daemon running as root" in translation.toml
+    jobs = translation.toml.split("\n[[job]]\n")[1:]
+    me = pwd.getpwuid(os.geteuid()).pw_name
+    assert ('user = "root"' in jobs[0]) == (me != "root")
+    assert 'user = "nobody"\ncwd = "-~nobody"' in jobs[1]
+    if os.geteuid() == 0:  # only root may declare a job's user
+        config, _ = crontab_config(text, options=options)
+        assert [job.user for job in config.jobs] == [None, "nobody"]
 
 
 def test_user_crontab_notes_name_each_line_and_why() -> None:
@@ -211,9 +239,9 @@ def test_shell_runs_the_command_and_home_is_the_working_directory() -> None:
     assert command == ("/bin/bash", "-c", "echo $0")
     assert env == {"SHELL": "/bin/bash", "HOME": "/srv"}
     config, _, _ = translate("HOME=/srv\n* * * * * run\n")
-    assert config.jobs[0].cwd == "/srv"
+    assert config.jobs[0].cwd == "-/srv"
     config, _, _ = translate("* * * * * run\n")
-    assert config.jobs[0].cwd == str(Path.home())  # "~": cron runs it in HOME
+    assert config.jobs[0].cwd == "-" + str(Path.home())  # "~": cron runs it in HOME
 
 
 def test_cron_tz_is_the_zone_of_the_lines_after_it() -> None:
@@ -442,10 +470,10 @@ def test_comments_and_blank_lines() -> None:
 
 
 def test_system_format_needs_the_user_field() -> None:
-    config, toml, _ = translate("@daily backup /opt/backup\n", system=True)
+    config, toml, _ = translate("@daily backup /opt/backup\n", system=True, users=False)
     assert config.jobs[0].command == ("/bin/sh", "-c", "/opt/backup")
     assert "# cron ran this as user backup" in toml
-    assert config.jobs[0].cwd == str(Path("~backup").expanduser())
+    assert config.jobs[0].cwd == "-" + str(Path("~backup").expanduser())
 
 
 # -- names --------------------------------------------------------------------------------

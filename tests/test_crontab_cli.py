@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import json
 import os
+import pwd
 import signal
 import stat
 import subprocess
@@ -204,6 +205,31 @@ def test_run_crontab_refuses_lines_it_cannot_import_unless_keep_going(tmp_path: 
     ]
     assert warnings[0].startswith(f"{crontab}:2: second: invalid value `61`")
     assert warnings[1].startswith(f"{crontab}:3: @reboot is not imported")
+
+
+def test_run_crontab_system_runs_a_line_as_its_user_in_its_home_or_in_root(
+    tmp_path: Path,
+) -> None:
+    """A ``nobody`` line: as ``nobody`` by a root daemon (else warned about), and in ``/``
+    when nobody's HOME (``/nonexistent``) is missing, as cron runs it."""
+    nobody = pwd.getpwnam("nobody")
+    where = nobody.pw_dir if os.path.isdir(nobody.pw_dir) else "/"
+    crontab = _crontab(tmp_path, '*/1 * * * * * nobody echo "as $(id -un) in $(pwd)"')
+    daemon = Run(crontab, tmp_path / "state.sqlite3", "--crontab", "--system", "--seconds")
+    try:
+        daemon.wait_line("running 1 job")
+        if os.geteuid() == 0:
+            daemon.wait_line(f"stdout | as nobody in {where}")
+        else:
+            me = pwd.getpwuid(os.geteuid()).pw_name
+            daemon.wait_line(f"{crontab}:1: cron ran this line as user nobody; tickwork runs")
+            daemon.wait_line(f"stdout | as {me} in {where}")
+        daemon.wait_line("finished ok")
+        daemon.signal(signal.SIGTERM)
+        assert daemon.wait() == 0
+    finally:
+        daemon.kill()
+    assert "cannot start" not in daemon.text()
 
 
 def test_run_crontab_reloads_the_crontab_on_sighup(tmp_path: Path) -> None:

@@ -78,7 +78,8 @@ def add_crontab_options(p: Any, *, when: str = "") -> None:
         "--system",
         action="store_true",
         help=f"{when}the system crontab format (/etc/crontab, /etc/cron.d/*): a user field"
-        " after the schedule (noted; every job runs as the daemon's user)",
+        " after the schedule (each line runs as its user when tickwork runs as root, else"
+        " as the daemon's user, with a warning)",
     )
     p.add_argument(
         "--seconds",

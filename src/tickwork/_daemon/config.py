@@ -224,7 +224,8 @@ class JobConfig:
     """Variables set over the daemon's environment for a command."""
     cwd: str | None = None
     """Working directory of a command (absolute; relative paths in the file are resolved
-    against the file's directory)."""
+    against the file's directory). A leading ``-``: the directory if it exists when a
+    run starts, else ``/`` (as cron's ``chdir`` to ``HOME``; see `optional_dir`)."""
     enabled: bool = True
     """A disabled job is validated but never scheduled."""
     on_failure: Alert | None = None
@@ -1152,7 +1153,11 @@ class _Checker:
         source: dict[str, Any],
         out: dict[str, Any],
     ) -> None:
-        """``working_dir`` (or its older name ``cwd``): a directory that exists."""
+        """``working_dir`` (or its older name ``cwd``): a directory that exists.
+
+        A leading ``-`` (systemd's ``WorkingDirectory=-``) lets it be missing: kept in
+        the value, which the runner resolves when a run starts (`optional_dir`).
+        """
         if "working_dir" in table and "cwd" in table:
             self.add(
                 where, (*at, "cwd"), "cwd", "set working_dir or cwd (its older name), not both"
@@ -1163,12 +1168,15 @@ class _Checker:
         if key is None:
             return
         value = source[key]
-        if not isinstance(value, str) or not value:
+        optional = isinstance(value, str) and value.startswith("-")
+        if not isinstance(value, str) or not value.removeprefix("-"):
             if key in table:
                 self.add(where, (*at, key), key, f"must be a directory path, got {_show(value)}")
             return
-        path = str(self.base_dir / os.path.expanduser(value))
-        if self.check_host and not os.path.isdir(path):
+        path = str(self.base_dir / os.path.expanduser(value.removeprefix("-")))
+        if optional:
+            path = f"-{path}"
+        elif self.check_host and not os.path.isdir(path):
             if key in table:
                 why = "is not a directory" if os.path.exists(path) else "does not exist"
                 self.add(where, (*at, key), key, f"{path!r} {why}")

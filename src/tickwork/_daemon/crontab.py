@@ -5,7 +5,8 @@ cronie) reads it and writes the equivalent jobs file as TOML text, one ``[[job]]
 line, with comments that say where each job came from and what cron did that tickwork
 does differently. `crontab_config` also validates that text with `parse_config`, the
 jobs file's own validator, so a crontab is checked by the same rules as any jobs file.
-Both are pure: they read only the text they are given; `load_crontab` reads a file.
+Both are pure but for the user this process runs as (see `CrontabOptions.users`):
+they read only the text they are given; `load_crontab` reads a file.
 
 What is carried over, line by line (``docs/daemon.md``, "Coming from cron"):
 
@@ -14,15 +15,20 @@ What is carried over, line by line (``docs/daemon.md``, "Coming from cron"):
   the rest to the job's own ``env``. ``SHELL`` is the program that runs the command
   (``[SHELL, "-c", command]``, ``/bin/sh`` by default); ``HOME`` is the working
   directory (cron ``chdir``s there; without it, the home of the user: ``~``, or
-  ``~user`` in a system crontab); ``CRON_TZ`` is the zone of the schedules (cron's
-  default, the system's zone, is ``timezone = "local"``). ``TZ`` only goes to the
-  environment: cron schedules in its own zone whatever a crontab sets it to.
+  ``~user`` in a system crontab), written ``"-..."``: cron runs the command all the
+  same when it is missing, and so does the runner, in ``/``; ``CRON_TZ`` is the zone
+  of the schedules (cron's default, the system's zone, is ``timezone = "local"``).
+  ``TZ`` only goes to the environment: cron schedules in its own zone whatever a
+  crontab sets it to.
   ``MAILTO`` becomes ``mail_to`` of the lines after it (``[defaults]`` when every job
   has the same): a failed run's output is mailed there (`tickwork._daemon.mail`).
 * A schedule of five fields (six with ``seconds=True``: a seconds field first) or a
   nickname (``@daily`` ...); ``@reboot`` has no equivalent and is not imported (see
   `_REBOOT`). Fields are checked against cron's own grammar (numbers, ``*``, ranges,
   steps, lists, English month and day names), then by `CronExpression`.
+* A system crontab's user field: the job's ``user`` when `CrontabOptions.users`
+  (by default: when this process runs as root), else a remark on each line of a user
+  other than this process's, which runs them all.
 * The command: up to the first ``%`` not escaped by a backslash; the rest of the line,
   each further ``%`` a newline, is the command's standard input, written to it by
   ``/bin/sh`` (``printf '%s' "$1" | "$2" -c "$3"``), byte for byte as cron does.
@@ -39,6 +45,7 @@ from __future__ import annotations
 
 import hashlib
 import os
+import pwd
 import re
 import shlex
 import textwrap
@@ -85,6 +92,10 @@ class CrontabOptions:
     keep_going: bool = False
     """For `load_crontab`: run the lines that translate when others cannot (each is
     warned about) instead of refusing the crontab."""
+    users: bool | None = None
+    """With `system`: run each line as the user of its user field (``user =``), which
+    only a daemon running as root can; ``False``: every line runs as the daemon's user,
+    each line of another user warned about. ``None``: as this process runs as root."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -146,6 +157,10 @@ class _State:
     """What the lines read so far set: cron's environment for the lines that follow."""
 
     options: CrontabOptions
+    me: str = ""
+    """The user this process runs as (the daemon's)."""
+    users: bool = False
+    """Each line runs as its user (`CrontabOptions.users`, resolved)."""
     env: dict[str, str] = field(default_factory=dict)
     zone: str = "local"
     zone_line: int = 0
@@ -180,7 +195,9 @@ def translate_crontab(
     Returns:
         The TOML text, its number of jobs, and every note.
     """
-    state = _State(options or CrontabOptions())
+    options = options or CrontabOptions()
+    users = options.users if options.users is not None else os.geteuid() == 0
+    state = _State(options, me=_whoami(), users=users)
     lines = text.split("\n")
     if lines and lines[-1] == "":
         lines.pop()
@@ -232,6 +249,12 @@ def _read_line(state: _State, number: int, raw: str) -> None:
         return
     if job is None:
         return
+    if job.user is not None and job.user != state.me and not state.users:
+        state.note(
+            number,
+            f"cron ran this line as user {job.user}; tickwork runs it as the daemon's user"
+            f" ({state.me}): only a daemon running as root runs each line as its user",
+        )
     if job.command.endswith("\\"):
         state.note(
             number,
@@ -239,6 +262,14 @@ def _read_line(state: _State, number: int, raw: str) -> None:
             " backslash goes to the shell as it is and the next line is a line of its own",
         )
     state.jobs.append(job)
+
+
+def _whoami() -> str:
+    """The name of the user this process runs as (its uid when it has none)."""
+    try:
+        return pwd.getpwuid(os.geteuid()).pw_name
+    except KeyError:
+        return str(os.geteuid())
 
 
 class _Rejected(Exception):
@@ -687,11 +718,21 @@ class _Writer:
             "# - cron mailed what a job wrote; tickwork writes it to the run log (see",
             "#   `output`), and `on_failure` tells someone when a job keeps failing.",
         ]
-        if options.system or any(job.user for job in self.state.jobs):
+        if self.state.users and any(job.user for job in self.state.jobs):
+            self.out.append(
+                "# - cron ran each line as its user; so does tickwork (`user`), the daemon"
+                " running as root."
+            )
+        elif options.system or any(job.user for job in self.state.jobs):
             self.out.append(
                 "# - cron ran each line as its user; tickwork runs every job as the user"
                 " the daemon runs as."
             )
+        if self.cwd is not None:
+            self.out += [
+                "# - cron ran each line in HOME, and ran it all the same where HOME is missing:",
+                '#   with `cwd = "-..."` a job runs in HOME, or in / where it is missing.',
+            ]
 
     def defaults(self) -> None:
         out = self.out
@@ -702,7 +743,7 @@ class _Writer:
         )
         out.append('overlap = "allow"  # cron starts a run even if the last one still runs')
         if self.cwd is not None:
-            out.append(f"cwd = {toml_string(self.cwd)}  # cron runs commands in HOME")
+            out.append(f"cwd = {toml_string('-' + self.cwd)}  # cron runs commands in HOME")
         for line, value in self.state.mailto:
             try:
                 usable = check_mail_to(value) is not None
@@ -734,8 +775,10 @@ class _Writer:
             out.append(f"timezone = {toml_string(job.zone)}")
         argv = ", ".join(toml_string(a) for a in _argv(job))
         out.append(f"command = [{argv}]")
+        if job.user is not None and self.state.users and job.user != self.state.me:
+            out.append(f"user = {toml_string(job.user)}")
         if job.cwd != self.cwd:
-            out.append(f"cwd = {toml_string(job.cwd)}")
+            out.append(f"cwd = {toml_string('-' + job.cwd)}")
         mail = self.mail_to(job)
         if mail is not None and mail != self.mail:
             out.append(f"mail_to = {mail}  # the MAILTO above this line")
@@ -802,7 +845,7 @@ def crontab_config(
         issues.append(ConfigIssue(path, 0, "", "", "no job to import from this crontab"))
         raise ConfigError(issues)
     # A crontab's working directory is its HOME, on the host it came from: not checked
-    # here (cron does not check it either; a run in a missing one fails and says so).
+    # here (cron does not check it either; a run where it is missing runs in "/").
     config = parse_config(
         translation.toml, path=f"{path} (as a jobs file)", base_dir=base_dir, check_host=False
     )

@@ -29,6 +29,7 @@ __all__ = [
     "check_group",
     "check_limit",
     "check_user",
+    "optional_dir",
     "parse_cpu",
     "parse_files",
     "parse_size",
@@ -213,6 +214,17 @@ def _group(value: str) -> grp.struct_group:
         return grp.getgrgid(int(value)) if value.isdigit() else grp.getgrnam(value)
     except (KeyError, OverflowError):
         raise ValueError(f"no such group on this host: {value!r}") from None
+
+
+def optional_dir(cwd: str | None) -> str | None:
+    """A job's working directory as a run starts: a leading ``-`` means "if it exists".
+
+    ``-/nonexistent`` is ``/`` when that directory is missing, as cron's ``chdir`` to a
+    ``HOME`` that is not there changes nothing and the command runs all the same.
+    """
+    if cwd is None or not cwd.startswith("-"):
+        return cwd
+    return cwd[1:] if os.path.isdir(cwd[1:]) else "/"
 
 
 def read_env_file(path: str) -> dict[str, str]:

@@ -54,7 +54,7 @@ from typing import Any, Final
 
 from tickwork._core.attempts import backoff_delay as jittered_backoff
 from tickwork._daemon.config import JobConfig
-from tickwork._daemon.jobprocess import SETUP_ENV, ProcessSetup, process_setup
+from tickwork._daemon.jobprocess import SETUP_ENV, ProcessSetup, optional_dir, process_setup
 from tickwork._durable.attempts import call_bounded
 from tickwork._durable.isolation import child_command, child_env
 from tickwork.stores._procs import OWNER_ENV, proc_stat, process_alive
@@ -860,7 +860,7 @@ def run_attempt(
     except ValueError as exc:
         what = job.command if isinstance(job.command, str) else job.command[0]
         return RunResult(error=f"cannot start {what!r}: {exc}")
-    return run(job.command, shell=job.shell, env=job.env, cwd=job.cwd, setup=setup)
+    return run(job.command, shell=job.shell, env=job.env, cwd=optional_dir(job.cwd), setup=setup)
 
 
 def _call_in_thread(
