@@ -285,13 +285,10 @@ def test_a_bad_after_is_refused_with_its_value(after: object, message: str) -> N
     assert str(info.value) == message
 
 
-def test_only_a_chained_job_may_have_no_schedule() -> None:
-    with pytest.raises(JobSpecError) as info:
-        JobSpec("x", REC)
-    assert str(info.value) == (
-        "schedule must be a tickwork At, Every, Cron or Once (None only for a job that runs"
-        " after other jobs: after=[...]), got None"
-    )
+def test_a_job_with_no_schedule_and_no_after_runs_only_when_triggered() -> None:
+    spec = JobSpec("x", REC)  # as a jobs file's at_start job (issue 39, B11)
+    assert (spec.schedule, spec.after) == (None, ())
+    assert spec_from_json(spec_to_json(spec)) == spec
 
 
 def test_a_chained_spec_keeps_its_stored_form() -> None:

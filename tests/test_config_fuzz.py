@@ -169,7 +169,7 @@ KEYS = st.sampled_from(
         *("group", "umask", "limit_memory", "limit_cpu", "limit_files", "on_failure"),
         *("on_success", "keep_ok", "keep_failed", "alert_if_late", "alert_if_missed"),
         *("overlap", "missed", "grace", "output", "output_limit", "first", "until"),
-        *("fixed_delay", "enabled", "limit", "weekdays", "holidays", "dates"),
+        *("fixed_delay", "enabled", "limit", "weekdays", "holidays", "dates", "at_start"),
         *("job", "defaults", "pool", "calendar", "max_running", "x"),
     ]
 )

@@ -10,6 +10,7 @@ from pathlib import Path
 
 import pytest
 
+from tests.test_daemon_e2e import Run, wait_until
 from tickwork._daemon.daemon import DaemonConfig, run_daemon
 from tickwork._daemon.declare import default_state_path
 from tickwork.stores.sqlite import SQLiteStore
@@ -90,3 +91,61 @@ def test_the_daemon_and_the_library_share_one_default_pool_size(tmp_path: Path) 
 
     args = build_parser().parse_args(["run", str(tmp_path / "jobs.toml")])
     assert daemon_config(args).workers == DEFAULT_WORKERS == DaemonConfig("jobs.toml").workers
+
+
+def test_at_start_runs_once_at_each_start_of_a_daemon_not_at_a_reload(tmp_path: Path) -> None:
+    """``at_start``: each daemon start queues one run, a second daemon's start on the same
+    namespace one more, a reload none; a disabled job none (issue 39, B11)."""
+    out, ticks, never = tmp_path / "out", tmp_path / "ticks", tmp_path / "never"
+    jobs = tmp_path / "jobs.toml"
+    jobs.write_text(f"""\
+[[job]]
+name = "warm"
+at_start = true
+command = ["sh", "-c", "echo warm >> {out}"]
+
+[[job]]
+name = "off"
+at_start = true
+enabled = false
+command = ["touch", "{never}"]
+
+[[job]]
+name = "tick"
+every = "200ms"
+command = ["sh", "-c", "echo >> {ticks}"]
+""")
+    state = tmp_path / "state.sqlite3"
+
+    def lines(path: Path) -> int:
+        return len(path.read_text().splitlines()) if path.exists() else 0
+
+    first = Run(jobs, state)
+    second: Run | None = None
+    try:
+        first.wait_line("job 'warm': its at_start run is queued", limit=PATIENCE)
+        wait_until("the first start's run", lambda: lines(out) == 1, PATIENCE)
+        first.signal(signal.SIGHUP)
+        first.wait_line(f"reloaded {jobs}", limit=PATIENCE)
+        seen = lines(ticks)
+        wait_until("three more ticks after the reload", lambda: lines(ticks) >= seen + 3, PATIENCE)
+        assert lines(out) == 1  # a reload is no start
+        second = Run(jobs, state)  # a second daemon on the same namespace: its own start
+        second.wait_line("job 'warm': its at_start run is queued", limit=PATIENCE)
+        wait_until("the second daemon's start run", lambda: lines(out) == 2, PATIENCE)
+        for run in (first, second):
+            run.signal(signal.SIGTERM)
+            assert run.wait() == 0
+    finally:
+        first.kill()
+        if second is not None:
+            second.kill()
+    again = Run(jobs, state)  # a restart is a start
+    try:
+        wait_until("the restart's run", lambda: lines(out) == 3, PATIENCE)
+        again.signal(signal.SIGTERM)
+        assert again.wait() == 0
+    finally:
+        again.kill()
+    assert not never.exists()
+    assert out.read_text() == "warm\nwarm\nwarm\n"

@@ -49,12 +49,13 @@ def add_parser(subparsers: Any) -> None:
             "Write the jobs file equivalent to a crontab: one [[job]] a line, named after"
             ' its command,\nrun as cron runs it ([SHELL, "-c", command], % as standard'
             " input), in the system's\ntime zone (or CRON_TZ), with the crontab's"
-            " environment lines as env. MAILTO and\n@reboot have no equivalent: they"
-            " become comments saying what to use instead.\n\n"
+            " environment lines as env. MAILTO has no\nequivalent: it becomes a comment"
+            " saying what to use instead; @reboot is at_start,\na run at each start of"
+            " the daemon.\n\n"
             "Exit status: 0 when every line was imported; 1 when a line could not be"
-            " (cron\nrejects it, or @reboot) unless --keep-going, or when no job can be"
-            ' imported;\n2 when the file cannot be read. See docs/daemon.md, "Coming'
-            ' from cron".'
+            " (cron\nrejects it, or it has a schedule field too many) unless"
+            " --keep-going, or when no\njob can be imported; 2 when the file cannot be"
+            ' read. See docs/daemon.md, "Coming\nfrom cron".'
         ),
     )
     p.add_argument("file", help="the crontab, or - for standard input (`crontab -l | ...`)")
@@ -90,7 +91,7 @@ def add_crontab_options(p: Any, *, when: str = "") -> None:
     p.add_argument(
         "--keep-going",
         action="store_true",
-        help=f"{when}lines that cannot be imported (cron rejects them, or @reboot) are"
+        help=f"{when}lines that cannot be imported (cron rejects them, say) are"
         " warned about and left out, without failing",
     )
 

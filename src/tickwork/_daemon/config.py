@@ -146,6 +146,7 @@ DEFAULT_KEYS: Final = frozenset(
 JOB_KEYS: Final = DEFAULT_KEYS | {
     "name",
     "after",  # chains: run after other jobs of the file (_daemon/chains.py)
+    "at_start",  # one run queued at each start of a daemon (cron's @reboot)
     "command",
     "shell",
     "call",
@@ -179,7 +180,8 @@ class JobConfig:
     """Unique within the file; the job's identity in logs and in the state."""
     schedule: Schedule | None
     """`Every`, `Cron`, `At` or `Once` (jitter is part of `Every` and `Cron`); ``None``
-    for a job that runs only after others (`after`)."""
+    for a job that runs only after others (`after`) or at the daemon's start
+    (`at_start`)."""
     command: tuple[str, ...] | str | None = None
     """The argv to run, or the shell script when `shell` is true."""
     shell: bool = False
@@ -277,6 +279,9 @@ class JobConfig:
     these jobs of the file ends (``ok``, or with ``any`` also failed or timed out)."""
     pool: str | None = None
     """The concurrency pool its runs count against (a ``[pool.<name>]`` of the file)."""
+    at_start: bool = False
+    """Each start of a daemon with this file queues one run, as ``tickwork trigger``
+    does (cron's ``@reboot``); with no schedule, the job runs only then."""
     line: int = field(default=0, compare=False)
     """The line of the job's ``[[job]]`` header, for messages."""
 
@@ -754,6 +759,14 @@ class _Checker:
                 self.add(where, (*at, "after"), key, problem)
             elif isinstance(name, str):  # checked across the file, whatever else is wrong
                 self.edges.setdefault(name, after)
+        at_start = table.get("at_start", False)
+        if not isinstance(at_start, bool):
+            self.add(
+                where,
+                (*at, "at_start"),
+                "at_start",
+                f"must be true or false, got {_show(at_start)}",
+            )
         schedule = self.schedule(where, at, table, defaults)
         # A bad name is reported above; any seed lets the other checks go on.
         job = (table, defaults, name if isinstance(name, str) and name else "job")
@@ -770,7 +783,9 @@ class _Checker:
         env.update(cast(Mapping[str, str], options.pop("env", {})))
         self.retention_fits(where, at, table, options)
         self.dead_man_fits(where, at, table, options)
-        if len(self.issues) > before or (schedule is None and not after) or kind is None:
+        if len(self.issues) > before or (schedule is None and not (after or at_start)):
+            return None
+        if kind is None:
             return None
         target: dict[str, Any] = {}
         if kind == "command":
@@ -788,6 +803,7 @@ class _Checker:
             name=cast(str, name),
             schedule=schedule,
             after=after,
+            at_start=at_start is True,
             env=MappingProxyType(env),
             line=self.locator.line(at),
             **target,
@@ -994,7 +1010,7 @@ class _Checker:
                 self.add(
                     where, (*at, given[1]), given[1], f"set exactly one schedule, got {listed}"
                 )
-            elif "after" not in table:  # chains: a job may run only after others
+            elif "after" not in table and table.get("at_start") is not True:  # only then
                 self.add(where, at, "", "missing a schedule: set every, cron, at or in")
             return None
         key = given[0]

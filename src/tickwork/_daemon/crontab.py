@@ -23,9 +23,10 @@ What is carried over, line by line (``docs/daemon.md``, "Coming from cron"):
   ``MAILTO`` becomes ``mail_to`` of the lines after it (``[defaults]`` when every job
   has the same): a failed run's output is mailed there (`tickwork._daemon.mail`).
 * A schedule of five fields (six with ``seconds=True``: a seconds field first) or a
-  nickname (``@daily`` ...); ``@reboot`` has no equivalent and is not imported (see
-  `_REBOOT`). Fields are checked against cron's own grammar (numbers, ``*``, ranges,
-  steps, lists, English month and day names), then by `CronExpression`.
+  nickname (``@daily`` ...); ``@reboot`` is ``at_start = true``, a run at each start
+  of the daemon (see `_REBOOT`). Fields are checked against cron's own grammar
+  (numbers, ``*``, ranges, steps, lists, English month and day names), then by
+  `CronExpression`.
 * A system crontab's user field: the job's ``user`` when `CrontabOptions.users`
   (by default: when this process runs as root), else a remark on each line of a user
   other than this process's, which runs them all.
@@ -72,10 +73,9 @@ __all__ = [
 DEFAULT_SHELL: Final = "/bin/sh"
 
 _REBOOT: Final = (
-    "@reboot is not imported: cron runs it once each time the machine boots, and"
-    ' tickwork has no such schedule (a one-shot `in = "0s"` job runs once in the life'
-    " of its state, not at every boot); start it from the boot system instead, e.g. a"
-    " systemd unit, or ExecStartPre= of the unit that runs tickwork"
+    "@reboot: at_start = true, one run each time the daemon starts (cron: each time the"
+    " machine boots); start the daemon at boot, and know that a restart of it runs the"
+    " line again (a reload does not)"
 )
 
 
@@ -349,7 +349,7 @@ _NICKNAMES: Final = tuple(alias.removeprefix("@") for alias in ALIASES)
 
 
 def _job(state: _State, number: int, line: str) -> _Job | None:
-    """The job of a schedule line, or None for @reboot (noted); `_Rejected` if bad."""
+    """The job of a schedule line (@reboot noted); `_Rejected` if cron rejects it."""
     options = state.options
     if line.startswith("@"):
         words, rest = _take(line, 1)
@@ -377,12 +377,12 @@ def _job(state: _State, number: int, line: str) -> _Job | None:
     command = _strip_end(command)
     if not command.strip():
         raise _Rejected("no command")
-    if schedule == "@reboot":
-        state.skip(number, line, _REBOOT)
-        return None
     zone = state.zone
     try:
-        CronExpression(schedule, tz=zone)
+        if schedule == "@reboot":
+            state.note(number, _REBOOT)
+        else:
+            CronExpression(schedule, tz=zone)
     except CronError as exc:
         if " never " in str(exc):
             raise _Never(str(exc)) from None
@@ -770,8 +770,12 @@ class _Writer:
                 "# '%' in the line: what follows the first one is the command's standard"
                 " input, each further '%' a newline; /bin/sh writes it into a pipe"
             )
-        out += ["[[job]]", f"name = {toml_string(job.name)}", f"cron = {toml_string(job.schedule)}"]
-        if job.zone != self.zone:
+        out += ["[[job]]", f"name = {toml_string(job.name)}"]
+        if job.schedule == "@reboot":
+            out.append("at_start = true  # @reboot: one run each time the daemon starts")
+        else:
+            out.append(f"cron = {toml_string(job.schedule)}")
+        if job.zone != self.zone and job.schedule != "@reboot":
             out.append(f"timezone = {toml_string(job.zone)}")
         argv = ", ".join(toml_string(a) for a in _argv(job))
         out.append(f"command = [{argv}]")

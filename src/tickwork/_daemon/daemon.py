@@ -467,6 +467,21 @@ class Daemon:
             self._leaving.discard(jid)
             _log.info("job %r removed: its last run has ended", jid.partition("/")[2])
 
+    def queue_start_runs(self) -> None:
+        """Queue one run of each enabled ``at_start`` job: this daemon has just started.
+
+        Called once, after the first `apply` (a reload queues none). The run is queued in
+        the state as ``tickwork trigger`` queues one, under the job's overlap policy.
+        """
+        for job in self._jobs.values():
+            if not (job.at_start and job.enabled):
+                continue
+            done = self.scheduler.trigger(
+                job_id(self.namespace, job.name), by="at_start", note="the daemon started"
+            )
+            why = "" if done == "queued" else ": skipped, a run of it is going or waiting"
+            _log.info("%s", f"job {job.name!r}: its at_start run is {done}{why}")
+
     def reload(self) -> bool:
         """Read the file again and apply it; a broken file keeps the running configuration.
 
@@ -1078,6 +1093,7 @@ def _open_and_serve(
         daemon.check_store()
         daemon.hold(jobs)
         result = daemon.apply(jobs)
+        daemon.queue_start_runs()
     except TickworkError as exc:  # DaemonError, or a StoreError reading the state
         store.close()
         say(err, fmt, str(exc))

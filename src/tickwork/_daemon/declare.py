@@ -237,6 +237,7 @@ _LATER: Final[dict[str, object]] = {
     "mail_to": (),
     "mail_command": MAIL_COMMAND,
     "smtp": None,
+    "at_start": False,
 }
 _NOT_DEFAULT: Final = object()
 

@@ -153,7 +153,7 @@ def schedule_and_after(schedule: object, after: Edges, *, prefix: str = "") -> s
 
     words = "" if schedule is None else schedule_words(schedule)
     if not after:
-        return words
+        return words or "only when triggered"
     names = [
         job.removeprefix(prefix) + ("" if on == "ok" else " (any outcome)") for job, on in after
     ]

@@ -416,8 +416,9 @@ class JobSpec:
         id: Stable id chosen by the user; upserts are keyed by it.
         func: Import path ``"package.module:function"``.
         schedule: When to run: `tickwork.At`, `Every`, `Cron` or `Once` (a `Once`
-            delay counts from when the job is first declared); ``None`` (the default)
-            only with ``after``: the job runs only after other jobs.
+            delay counts from when the job is first declared); ``None`` (the default):
+            no schedule of its own, the job runs only when triggered (`trigger`) or,
+            with ``after``, after other jobs.
         args: Positional arguments, JSON values.
         kwargs: Keyword arguments, JSON values under str keys.
         overlap: A run due while the previous one is going: ``"skip"`` it,
@@ -485,11 +486,6 @@ class JobSpec:
     def __post_init__(self) -> None:
         _job_id(self.id)
         _check_func_path(self.func)
-        if self.schedule is None and not self.after:
-            raise JobSpecError(
-                "schedule must be a tickwork At, Every, Cron or Once (None only for a job"
-                " that runs after other jobs: after=[...]), got None"
-            )
         if self.schedule is not None and not isinstance(self.schedule, _SCHEDULE_TYPES):
             raise JobSpecError(
                 f"schedule must be a tickwork At, Every, Cron or Once, got {self.schedule!r}"
