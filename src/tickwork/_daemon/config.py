@@ -727,7 +727,45 @@ class _Checker:
         at: _Path = ("job", index)
         before = len(self.issues)
         name = table.get("name")
-        where = f"job #{index + 1}"
+        where = self.job_name(at, table, first_line)
+        self.unknown_keys(where, at, table, JOB_KEYS)
+        kind = self.target(where, at, table)
+        after, at_start = self.triggers(where, at, table)
+        schedule = self.schedule(where, at, table, defaults)
+        # A bad name is reported above; any seed lets the other checks go on.
+        job = (table, defaults, name if isinstance(name, str) and name else "job")
+        if schedule is not None:
+            schedule = with_calendar(self.add, where, at, job, schedule, self.calendars)
+        elif (stand_in := _stand_in(table, defaults)) is not None:
+            check_calendar(self.add, where, at, job, stand_in, self.calendars)
+        merged = {**{k: v for k, v in defaults.items() if k != "env"}, **table}
+        options = self.options(where, at, table, kind=kind, merged=merged)
+        if options.get("overlap") == "replace":
+            self.replace_fits(where, at, table, kind=kind)
+        env = dict(self.options_env(defaults)) if kind == "command" else {}
+        env.update(cast(Mapping[str, str], options.pop("env_file_vars", {})))
+        env.update(cast(Mapping[str, str], options.pop("env", {})))
+        self.retention_fits(where, at, table, options)
+        self.dead_man_fits(where, at, table, options)
+        if len(self.issues) > before or (schedule is None and not (after or at_start)):
+            return None
+        if kind is None:
+            return None
+        return JobConfig(
+            name=cast(str, name),
+            schedule=schedule,
+            after=after,
+            at_start=at_start,
+            env=MappingProxyType(env),
+            line=self.locator.line(at),
+            **_target_fields(kind, table),
+            **options,
+        )
+
+    def job_name(self, at: _Path, table: dict[str, Any], first_line: dict[str, int]) -> str:
+        """Check the job's name (unique in the file); return how messages call the job."""
+        name = table.get("name")
+        where = f"job #{cast(int, at[1]) + 1}"
         if "name" not in table:
             self.add(where, at, "name", "missing: every job needs a name")
         elif not isinstance(name, str) or not _NAME.fullmatch(name):
@@ -749,9 +787,11 @@ class _Checker:
                 )
             else:
                 first_line[name] = self.locator.line((*at, "name"))
-        self.unknown_keys(where, at, table, JOB_KEYS)
+        return where
 
-        kind = self.target(where, at, table)
+    def triggers(self, where: str, at: _Path, table: dict[str, Any]) -> tuple[Edges, bool]:
+        """What starts the job besides its schedule: ``after`` (chains) and ``at_start``."""
+        name = table.get("name")
         after: Edges = ()
         if "after" in table:  # chains: the names are checked across the file later
             after, key, problem = read_after(table["after"], str(name))
@@ -767,48 +807,7 @@ class _Checker:
                 "at_start",
                 f"must be true or false, got {_show(at_start)}",
             )
-        schedule = self.schedule(where, at, table, defaults)
-        # A bad name is reported above; any seed lets the other checks go on.
-        job = (table, defaults, name if isinstance(name, str) and name else "job")
-        if schedule is not None:
-            schedule = with_calendar(self.add, where, at, job, schedule, self.calendars)
-        elif (stand_in := _stand_in(table, defaults)) is not None:
-            check_calendar(self.add, where, at, job, stand_in, self.calendars)
-        merged = {**{k: v for k, v in defaults.items() if k != "env"}, **table}
-        options = self.options(where, at, table, kind=kind, merged=merged)
-        if options.get("overlap") == "replace":
-            self.replace_fits(where, at, table, kind=kind)
-        env = dict(self.options_env(defaults)) if kind == "command" else {}
-        env.update(cast(Mapping[str, str], options.pop("env_file_vars", {})))
-        env.update(cast(Mapping[str, str], options.pop("env", {})))
-        self.retention_fits(where, at, table, options)
-        self.dead_man_fits(where, at, table, options)
-        if len(self.issues) > before or (schedule is None and not (after or at_start)):
-            return None
-        if kind is None:
-            return None
-        target: dict[str, Any] = {}
-        if kind == "command":
-            shell = table.get("shell", False)
-            command = table["command"]
-            target = {"command": command if shell else tuple(command), "shell": shell}
-        else:
-            target = {
-                "call": table["call"],
-                "args": tuple(table.get("args", ())),
-                "kwargs": MappingProxyType(dict(table.get("kwargs", {}))),
-                "isolation": table.get("isolation", "thread"),
-            }
-        return JobConfig(
-            name=cast(str, name),
-            schedule=schedule,
-            after=after,
-            at_start=at_start is True,
-            env=MappingProxyType(env),
-            line=self.locator.line(at),
-            **target,
-            **options,
-        )
+        return after, at_start is True
 
     def chains_fit(self, raw_jobs: list[dict[str, Any]]) -> None:
         """Chains across the file: each ``after`` names a job of it, and no cycle."""
@@ -1262,6 +1261,20 @@ _COMMAND_ONLY: Final = {
         for key in ("user", "group", "umask", "limit_memory", "limit_cpu", "limit_files")
     },
 }
+
+
+def _target_fields(kind: str, table: dict[str, Any]) -> dict[str, Any]:
+    """The `JobConfig` fields of a checked command or call."""
+    if kind == "command":
+        shell = table.get("shell", False)
+        command = table["command"]
+        return {"command": command if shell else tuple(command), "shell": shell}
+    return {
+        "call": table["call"],
+        "args": tuple(table.get("args", ())),
+        "kwargs": MappingProxyType(dict(table.get("kwargs", {}))),
+        "isolation": table.get("isolation", "thread"),
+    }
 
 
 def _stand_in(table: dict[str, Any], defaults: dict[str, Any]) -> Schedule | None:
