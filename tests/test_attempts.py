@@ -8,6 +8,7 @@ deadlines and no assertion on durations.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import itertools
 import json
 import os
@@ -424,6 +425,105 @@ retry_backoff = "1s"
     assert (first["attempt"], last["attempt"]) == (1, 2)
     assert last["started"] >= first["ended"]  # ISO times in UTC sort as text
     assert last["duration_seconds"] < first["duration_seconds"] + 1.0  # not both attempts
+
+
+SECRET = "s3cret-" + os.urandom(8).hex()
+
+
+def _command_lines() -> list[bytes]:
+    """Every process's command line, as ``ps`` shows it to any local user."""
+    lines = []
+    for entry in Path("/proc").iterdir():
+        if entry.name.isdigit():
+            try:
+                lines.append((entry / "cmdline").read_bytes())
+            except OSError:
+                continue  # it ended meanwhile
+    return lines
+
+
+def _secret_kept(marker: Path) -> int:
+    """Wait for `durable_jobs.keep_secret` to start; check its arguments; its pid."""
+    deadline = time.monotonic() + PATIENCE
+    while not marker.exists():
+        assert time.monotonic() < deadline, "the isolated call never started"
+        time.sleep(0.05)
+    pid, got, stdin = marker.read_text().split("\n")
+    assert (got, stdin) == (SECRET, "''")  # its arguments came; its own stdin is empty
+    assert [line for line in _command_lines() if SECRET.encode() in line] == []
+    return int(pid)
+
+
+def test_an_isolated_calls_arguments_are_not_on_any_command_line(
+    make: Make, durable_clock: FakeClock, tmp_path: Path
+) -> None:
+    ds, pool = make()
+    marker = tmp_path / "pid"
+    ds.declare(
+        JobSpec(
+            "s",
+            f"{J}:keep_secret",
+            Every(10),
+            args=[str(marker), SECRET],
+            timeout=60.0,
+            kill_grace=0.5,
+            isolation="process",
+        )
+    )
+    durable_clock.advance(10)
+    ds.step()
+    worker = threading.Thread(target=pool.run_all)
+    worker.start()
+    try:
+        pid = _secret_kept(marker)
+    finally:
+        with contextlib.suppress(ValueError, ProcessLookupError, FileNotFoundError):
+            os.killpg(int(marker.read_text().split()[0]), 9)
+        worker.join(PATIENCE)
+    drain(ds, pool)
+    (entry,) = ds.history("s")
+    assert entry.outcome == "failed" and f"pid {pid}" in (entry.error or "")
+
+
+def test_an_isolated_call_gets_arguments_larger_than_a_pipe_holds(
+    make: Make, durable_clock: FakeClock, tmp_path: Path
+) -> None:
+    ds, pool = make()
+    out, text = tmp_path / "out", "x" * 300_000  # more than a pipe's 64 KiB
+    ds.declare(
+        JobSpec("big", f"{J}:child_ok", Every(10), args=[str(out), text], isolation="process")
+    )
+    durable_clock.advance(10)
+    drain(ds, pool)
+    assert [e.outcome for e in ds.history("big")] == ["ok"]
+    assert out.read_text() == text
+
+
+def test_the_daemon_keeps_an_isolated_calls_arguments_off_the_command_line(
+    tmp_path: Path,
+) -> None:
+    from tests.test_daemon_e2e import Run
+
+    marker = tmp_path / "pid"
+    jobs = tmp_path / "jobs.toml"
+    jobs.write_text(
+        f"""
+[[job]]
+name = "secret"
+call = "{J}:keep_secret"
+args = ["{marker}", "{SECRET}"]
+in = "0s"
+isolation = "process"
+kill_grace = "1s"
+"""
+    )
+    run = Run(jobs, tmp_path / "s.sqlite3")
+    try:
+        pid = _secret_kept(marker)
+    finally:
+        run.stop()
+    with pytest.raises(ProcessLookupError):
+        os.kill(pid, 0)
 
 
 def test_a_daemon_call_in_a_thread_is_timed_out_at_its_bound_and_waited_for() -> None:

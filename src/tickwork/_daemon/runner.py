@@ -56,7 +56,7 @@ from tickwork._core.attempts import backoff_delay as jittered_backoff
 from tickwork._daemon.config import JobConfig
 from tickwork._daemon.jobprocess import SETUP_ENV, ProcessSetup, optional_dir, process_setup
 from tickwork._durable.attempts import call_bounded
-from tickwork._durable.isolation import child_command, child_env
+from tickwork._durable.isolation import child_command, child_env, child_stdin
 from tickwork.stores._procs import OWNER_ENV, proc_stat, process_alive
 
 __all__ = [
@@ -423,6 +423,7 @@ def run_command(
     on_line: OnLine | None = None,
     tag: object = None,
     setup: ProcessSetup | None = None,
+    stdin: int | None = None,
 ) -> RunResult:
     """Run a command in its own process group and wait for it to end.
 
@@ -443,6 +444,8 @@ def run_command(
         on_line: Takes each line of output as soon as it is written (see `OnLine`).
         tag: Names the run for `ProcessGroups.replace` (any hashable value).
         setup: What the supervisor applies just before ``exec`` (needs ``groups``).
+        stdin: A file descriptor the command reads as its stdin, closed here once it
+            started (default: ``/dev/null``).
 
     Returns:
         How the command ended. A command that cannot start (no such program or
@@ -453,9 +456,11 @@ def run_command(
     start = time.monotonic()
     full_env = _environment(base_env, env, setup)
     if groups is not None and groups.closed:
+        if stdin is not None:
+            os.close(stdin)
         return RunResult(cancelled=True, error="not started: shutting down")
     argv: list[str] = ["/bin/sh", "-c", command] if isinstance(command, str) else list(command)
-    started = _start(argv, full_env, cwd, groups, job)
+    started = _start(argv, full_env, cwd, groups, job, stdin)
     if isinstance(started, OSError):
         return _not_started(command, cwd, started.strerror or str(started), start)
     proc, status_r = started
@@ -528,11 +533,13 @@ def _start(
     cwd: str | None,
     groups: ProcessGroups | None,
     job: str,
+    stdin: int | None,
 ) -> tuple[subprocess.Popen[bytes], int] | OSError:
     """Start ``argv`` in a new session: ``(its process, the status pipe or -1)``.
 
     With ``groups``, the supervisor starts it and reports on the status pipe. An
-    `OSError` is returned, not raised, when it cannot start.
+    `OSError` is returned, not raised, when it cannot start. ``stdin`` (a file
+    descriptor; None: ``/dev/null``) is closed in every case.
     """
     status_r = status_w = -1
     if groups is not None and sys.executable:
@@ -560,7 +567,7 @@ def _start(
             popen_args,
             env=env,
             cwd=cwd,
-            stdin=subprocess.DEVNULL,
+            stdin=subprocess.DEVNULL if stdin is None else stdin,
             stdout=subprocess.PIPE,
             stderr=subprocess.PIPE,
             start_new_session=True,
@@ -573,6 +580,8 @@ def _start(
     finally:
         if status_r >= 0:
             os.close(status_w)
+        if stdin is not None:
+            os.close(stdin)
     return proc, status_r
 
 
@@ -842,8 +851,9 @@ def run_attempt(
     )
     if job.call is not None and job.isolation == "process":
         return run(
-            child_command(job.call, job.args, job.kwargs),
+            child_command(job.call),
             env={"PYTHONPATH": child_env()["PYTHONPATH"]},
+            stdin=child_stdin(job.args, job.kwargs),
         )
     if job.call is not None:
         return _call_in_thread(job, tail_bytes, on_bound)

@@ -1,14 +1,17 @@
 """The child process of ``isolation="process"``: ``python -m tickwork._durable.child``.
 
-Arguments: ``MODULE:FUNCTION`` and a JSON object ``{"args": [...], "kwargs": {...}}``.
-Imports the function, calls it (a coroutine it returns is run to the end) and exits 0;
-an exception prints its traceback to stderr and exits 1 (Python's own handling).
+Argument: ``MODULE:FUNCTION``; on stdin, a JSON object ``{"args": [...], "kwargs": {...}}``
+(not on the command line: every local user can read that). Reads stdin to its end, puts
+``/dev/null`` in its place, imports the function, calls it (a coroutine it returns is
+run to the end) and exits 0; an exception prints its traceback to stderr and exits 1
+(Python's own handling).
 """
 
 from __future__ import annotations
 
 import inspect
 import json
+import os
 import sys
 from collections.abc import Awaitable
 from typing import Any
@@ -21,11 +24,15 @@ async def _wait(awaitable: Awaitable[Any]) -> None:
 
 
 def main(argv: list[str]) -> int:
-    """Call the function ``argv[1]`` names with the arguments in ``argv[2]``; the exit code."""
-    if len(argv) != 3:
-        print("usage: python -m tickwork._durable.child MODULE:FUNCTION ARGS_JSON", file=sys.stderr)
+    """Call the function ``argv[1]`` names with the arguments on stdin; the exit code."""
+    if len(argv) != 2:
+        usage = "usage: python -m tickwork._durable.child MODULE:FUNCTION < ARGS_JSON"
+        print(usage, file=sys.stderr)
         return 2
-    data = json.loads(argv[2])
+    data = json.loads(sys.stdin.buffer.read())
+    devnull = os.open(os.devnull, os.O_RDONLY)  # what the function reads, as a command's
+    os.dup2(devnull, 0)
+    os.close(devnull)
     fn = resolve_func(argv[1])
     result = fn(*data["args"], **data["kwargs"])
     if inspect.isawaitable(result):

@@ -1,9 +1,11 @@
 """``isolation="process"``: a job's function called in a child process, killed at its limit.
 
-The child is ``python -m tickwork._durable.child MODULE:FUNCTION ARGS_JSON`` in a
-session (process group) of its own, started with this interpreter and this process's
-``sys.path``; it imports the function by name, calls it (running a coroutine it
-returns to the end) and exits 0, or prints the traceback and exits 1. Its stdout
+The child is ``python -m tickwork._durable.child MODULE:FUNCTION`` in a session
+(process group) of its own, started with this interpreter and this process's
+``sys.path``. Its arguments come as JSON on its stdin (`child_stdin`), never on its
+command line, which every local user can read (``ps``, ``/proc/PID/cmdline``). It
+imports the function by name, calls it (running a coroutine it returns to the end)
+and exits 0, or prints the traceback and exits 1. Its stdout
 and stderr are read together; their tail is the attempt's output, as a command's is.
 At the time limit the group gets SIGTERM, then SIGKILL after ``kill_grace`` seconds;
 when the child ends by itself, what it started in its group gets SIGTERM, as the rest
@@ -24,7 +26,14 @@ from typing import Any, Final
 
 from tickwork._core.errors import JobFailed, JobTimedOut
 
-__all__ = ["CHILD_MODULE", "ChildResult", "check_importable", "child_command", "run_in_child"]
+__all__ = [
+    "CHILD_MODULE",
+    "ChildResult",
+    "check_importable",
+    "child_command",
+    "child_stdin",
+    "run_in_child",
+]
 
 #: The module a child runs (``python -m``).
 CHILD_MODULE: Final = "tickwork._durable.child"
@@ -32,10 +41,43 @@ CHILD_MODULE: Final = "tickwork._durable.child"
 TAIL: Final = 4000
 
 
-def child_command(func: str, args: Sequence[Any], kwargs: Mapping[str, Any]) -> list[str]:
-    """The argv that calls ``func(*args, **kwargs)`` in a child process."""
-    payload = json.dumps({"args": list(args), "kwargs": dict(kwargs)}, allow_nan=False)
-    return [sys.executable, "-m", CHILD_MODULE, func, payload]
+def child_command(func: str) -> list[str]:
+    """The argv of a child process that calls ``func`` with the arguments on its stdin."""
+    return [sys.executable, "-m", CHILD_MODULE, func]
+
+
+def child_stdin(args: Sequence[Any], kwargs: Mapping[str, Any]) -> int:
+    """The read end of a pipe that holds the arguments as JSON, for a child's stdin.
+
+    The caller passes it as the child's stdin and closes it once the child started.
+    What does not fit the pipe's buffer is written by a thread of its own, which ends
+    when the child has read it all or is gone.
+    """
+    payload = json.dumps({"args": list(args), "kwargs": dict(kwargs)}, allow_nan=False).encode()
+    read, write = os.pipe()
+    os.set_blocking(write, False)
+    sent = 0
+    with contextlib.suppress(BlockingIOError):
+        while sent < len(payload):
+            sent += os.write(write, payload[sent:])
+    if sent == len(payload):
+        os.close(write)
+    else:
+        os.set_blocking(write, True)
+        threading.Thread(target=_send, args=(write, payload[sent:]), daemon=True).start()
+    return read
+
+
+def _send(fd: int, data: bytes) -> None:
+    """Write ``data`` to ``fd`` (a child's stdin) and close it; a child gone stops it."""
+    view = memoryview(data)
+    try:
+        while view:
+            view = view[os.write(fd, view) :]
+    except OSError:
+        pass  # the child ended without reading it all (EPIPE)
+    finally:
+        os.close(fd)
 
 
 def child_env() -> dict[str, str]:
@@ -96,14 +138,18 @@ def run_in_child(
     kill_grace: float,
 ) -> ChildResult:
     """Call ``func`` in a child process; kill its group at ``timeout`` (SIGTERM, SIGKILL)."""
-    proc = subprocess.Popen(
-        child_command(func, args, kwargs),
-        stdin=subprocess.DEVNULL,
-        stdout=subprocess.PIPE,
-        stderr=subprocess.STDOUT,
-        env=child_env(),
-        start_new_session=True,
-    )
+    stdin = child_stdin(args, kwargs)
+    try:
+        proc = subprocess.Popen(
+            child_command(func),
+            stdin=stdin,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.STDOUT,
+            env=child_env(),
+            start_new_session=True,
+        )
+    finally:
+        os.close(stdin)
     chunks: list[bytes] = []
     reader = threading.Thread(target=_read, args=(proc, chunks), daemon=True)
     reader.start()
