@@ -9,6 +9,7 @@ from __future__ import annotations
 import io
 import sys
 import textwrap
+import threading
 import urllib.error
 import urllib.request
 from dataclasses import dataclass, replace
@@ -91,14 +92,23 @@ def test_healthz_is_200_or_503_with_the_reason_and_metrics_are_served() -> None:
         server.close()
 
 
-def test_a_token_guards_everything_but_healthz() -> None:
-    server = StatusServer(("127.0.0.1", 0), CollectorRegistry(), Fake(), token="s3cret")
+def test_a_token_guards_everything_but_healthz_and_readyz() -> None:
+    why: list[str | None] = ["starting: the jobs are not declared yet"]
+    server = StatusServer(
+        ("127.0.0.1", 0), CollectorRegistry(), Fake(), token="s3cret", ready=lambda: why[0]
+    )
     server.start()
     try:
         assert get(server.url + "/metrics")[0] == 401
         assert get(server.url + "/metrics", token="wrong")[0] == 401
         assert get(server.url + "/metrics", token="s3cret")[0] == 200
         assert get(server.url + "/healthz") == (200, "ok\n")
+        assert get(server.url + "/readyz") == (
+            503,
+            "not ready: starting: the jobs are not declared yet\n",
+        )
+        why[0] = None
+        assert get(server.url + "/readyz") == (200, "ready\n")
     finally:
         server.close()
 
@@ -135,6 +145,55 @@ def test_health_follows_the_loop_and_the_store(tmp_path: Path) -> None:
         ds.stop()
         store.close()
     assert ds.health().reason == "stopping"
+
+
+class StuckStore(SQLiteStore):
+    """Its claims wait for ``release`` while ``stuck`` is set (a lock held elsewhere)."""
+
+    stuck = False
+
+    def __init__(self, path: Path) -> None:
+        super().__init__(path)
+        self.entered = threading.Event()
+        self.release = threading.Event()
+
+    def claim_due(self, *args: Any, **kwargs: Any) -> Any:
+        if self.stuck:
+            self.entered.set()
+            self.release.wait(60)
+        return super().claim_due(*args, **kwargs)
+
+
+def test_health_says_when_a_look_has_waited_health_after_for_the_store(tmp_path: Path) -> None:
+    from tickwork.testing import FakeClock
+
+    clock = FakeClock()
+    store = StuckStore(tmp_path / "s.db")
+    with pytest.raises(ValueError, match="health_after must be a finite number > 0, got -1"):
+        DurableScheduler(store, health_after=-1)
+    ds = DurableScheduler(store, poll=0.05, monotonic_clock=clock, health_after=5.0)
+    ds.start()
+    try:
+        wait_until("a healthy look", lambda: ds.health().ok)
+        store.stuck = True
+        assert store.entered.wait(60)
+        clock.advance(4.9)  # waited, not yet health_after
+        h = ds.health()
+        assert h.ok and h.store_waiting == pytest.approx(4.9)
+        clock.advance(0.2)
+        h = ds.health()
+        assert (h.ok, h.reason) == (
+            False,
+            "the store has not answered for 5 s (a look at the due runs)",
+        )
+        store.stuck = False
+        store.release.set()
+        wait_until("healthy again", lambda: ds.health().ok)
+        assert ds.health().store_waiting is None or ds.health().store_waiting < 5.0
+    finally:
+        store.release.set()
+        ds.stop()
+        store.close()
 
 
 # -- the daemon ------------------------------------------------------------------------

@@ -75,6 +75,7 @@ class AsyncDurableScheduler:
         allowed_modules: See `DurableScheduler`.
         pools: See `DurableScheduler`.
         max_running: See `DurableScheduler`.
+        health_after: See `DurableScheduler`.
 
     Raises:
         TypeError: An argument of the wrong kind.
@@ -98,6 +99,7 @@ class AsyncDurableScheduler:
         allowed_modules: Iterable[str] | None = None,
         pools: Mapping[str, int] | None = None,
         max_running: int | None = None,
+        health_after: float = 5.0,
     ) -> None:
         self._engine = DurableScheduler(
             store,
@@ -113,6 +115,7 @@ class AsyncDurableScheduler:
             allowed_modules=allowed_modules,
             pools=pools,
             max_running=max_running,
+            health_after=health_after,
         )
         self._engine._await_with(self._await)
         self._loop: asyncio.AbstractEventLoop | None = None

@@ -223,6 +223,8 @@ class Health:
     recovered the slot) since it was built."""
     last_look_age: float | None
     """Seconds since the timing loop last looked at the store (``None``: never)."""
+    store_waiting: float | None = None
+    """Seconds the look in progress has waited for the store (``None``: not looking)."""
 
 
 class DurableScheduler:
@@ -295,6 +297,8 @@ class DurableScheduler:
             store (not the same as ``max_workers``, this process's threads). Written to
             the store, where the last declaration wins; see ``docs/durability.md``.
         max_running: At most this many runs of all the store's jobs at once, likewise.
+        health_after: Seconds without an answer from the store after which `health`
+            says so: a look that has waited this long, or no look for ``poll`` plus this.
 
     Raises:
         TypeError: An argument of the wrong kind (``store`` not a `Store`, ...).
@@ -318,6 +322,7 @@ class DurableScheduler:
         allowed_modules: Iterable[str] | None = None,
         pools: Mapping[str, int] | None = None,
         max_running: int | None = None,
+        health_after: float = 5.0,
     ) -> None:
         if not isinstance(store, Store):
             raise TypeError(f"store must implement tickwork.stores.Store, got {store!r}")
@@ -352,6 +357,7 @@ class DurableScheduler:
         if poll is None:
             poll = DEFAULT_POLL if self._notifier is None else DEFAULT_NOTIFIED_POLL
         self._poll = _positive("poll", poll)
+        self._health_after = _positive("health_after", health_after)
         self._mono = monotonic_clock
         self._store_time: StoreTime | None = None
         if wall_clock is None:
@@ -367,6 +373,7 @@ class DurableScheduler:
         self._thread: threading.Thread | None = None
         self._listener: threading.Thread | None = None
         self._looked: float | None = None  # monotonic time the last look ended
+        self._asking: float | None = None  # monotonic time the look in progress began
         # A test's FakeClock wakes the timing thread when it is moved (tickwork.testing).
         watch_clock(self._wall, self._poke)
         watch_clock(monotonic_clock, self._poke)
@@ -755,13 +762,15 @@ class DurableScheduler:
         """Whether this scheduler is doing its work: for liveness probes and dashboards.
 
         Healthy while started, its timing thread alive, its last look at the store
-        successful, and that look no older than ``2 * poll + 5`` seconds (the loop
+        successful, the look in progress (if any) waiting less than ``health_after``
+        seconds, and the last one no older than ``poll + health_after`` (the loop
         looks at least every ``poll`` seconds). Cheap: it reads counters, never the
         store. ``tickwork run --http`` answers ``/healthz`` from it.
         """
         thread = self._thread
-        looked = self._looked
-        age = None if looked is None else max(0.0, self._mono() - looked)
+        looked, asking, now = self._looked, self._asking, self._mono()
+        age = None if looked is None else max(0.0, now - looked)
+        waiting = None if asking is None else max(0.0, now - asking)
         reason: str | None = None
         failures = self._recovery.failures
         if thread is None or self._table.stopping:
@@ -770,7 +779,9 @@ class DurableScheduler:
             reason = "the timing thread died (see the log); no run starts"
         elif failures:
             reason = f"the store failed {failures} time(s) in a row: {self._recovery.last_error}"
-        elif age is not None and age > 2 * self._poll + 5.0:
+        elif waiting is not None and waiting >= self._health_after:
+            reason = f"the store has not answered for {waiting:.0f} s (a look at the due runs)"
+        elif age is not None and age > self._poll + self._health_after:
             reason = f"the timing loop has not looked at the store for {age:.0f} s"
         return Health(
             ok=reason is None,
@@ -779,6 +790,7 @@ class DurableScheduler:
             store_errors=self._recovery.store_errors,
             lost_claims=self._table.lost_claims,
             last_look_age=age,
+            store_waiting=waiting,
         )
 
     def history(
@@ -1079,13 +1091,14 @@ class DurableScheduler:
         with self._table.lock:
             if self._table.stopping:
                 return 0.0
+        self._asking = self._mono()
         try:
             timeout = self._claiming.step()
         except Exception as exc:
             # A busy or unreachable database: try again later, keep the thread alive.
-            self._looked = self._mono()
+            self._looked, self._asking = self._mono(), None
             return self._recovery.store_failed(exc)
-        self._looked = self._mono()
+        self._looked, self._asking = self._mono(), None
         self._recovery.store_works()
         return timeout
 
