@@ -185,6 +185,16 @@ class Server:
             "pg_ctl", "start", "-D", str(self.data), "-l", str(self.logfile), "-w", "-t", "120"
         )
 
+    def halt(self) -> None:
+        """Stop the server (fast shutdown), keeping its folder: `resume` starts it again."""
+        self._tool("pg_ctl", "stop", "-D", str(self.data), "-m", "fast", "-w")
+
+    def resume(self) -> None:
+        """Start the server `halt` stopped, on the same socket."""
+        self._tool(
+            "pg_ctl", "start", "-D", str(self.data), "-l", str(self.logfile), "-w", "-t", "120"
+        )
+
     def stop(self, mode: str = "fast") -> None:
         """Stop the server (fast shutdown: clients are disconnected) and remove its folder."""
         try:

@@ -99,16 +99,25 @@ def _add_serving_options(p: argparse.ArgumentParser) -> None:
     p.add_argument(
         "--http",
         metavar="HOST:PORT",
-        help="serve Prometheus metrics at /metrics, a liveness check at /healthz, the "
-        "status page at / and a JSON API at /api/ (e.g. 127.0.0.1:9120; :PORT binds to "
-        "127.0.0.1); needs tickwork[metrics]",
+        help="serve Prometheus metrics at /metrics, a liveness check at /healthz, a "
+        "readiness check at /readyz, the status page at / and a JSON API at /api/ (e.g. "
+        "127.0.0.1:9120; :PORT binds to 127.0.0.1); needs tickwork[metrics]",
+    )
+    p.add_argument(
+        "--health-after",
+        type=positive_duration("--health-after"),
+        default=5.0,
+        metavar="DURATION",
+        help="once the state has left a look unanswered this long (a lock, a database "
+        "down), the log says so and /healthz answers 503; also how long past --poll the "
+        "last look may be (default: 5s)",
     )
     p.add_argument(
         "--http-token",
         metavar="NAME=SECRET",
         action="append",
         default=[],
-        help="a token: every path but /healthz then needs one ('Authorization: Bearer "
+        help="a token: every path but /healthz and /readyz then needs one ('Authorization: Bearer "
         "SECRET', or /login in a browser), and its holder may act on the jobs over HTTP, "
         "recorded as NAME (repeatable; SECRET alone is named http-token; "
         "default: $TICKWORK_HTTP_TOKEN)",
@@ -185,6 +194,7 @@ def daemon_config(args: argparse.Namespace) -> DaemonConfig:
         poll=args.poll,
         workers=args.workers,
         watch=args.watch,
+        health_after=args.health_after,
         run_for=args.run_for,
         http=args.http,
         http_token=None if args.http_token else os.environ.get("TICKWORK_HTTP_TOKEN") or None,

@@ -70,6 +70,7 @@ from tickwork._daemon.declare import (
     redact_dsn,
     spec_for,
 )
+from tickwork._daemon.liveness import Liveness
 from tickwork._daemon.logline import json_line, one_line, say
 from tickwork._daemon.mail import Mail
 from tickwork._daemon.pools import declare_pools
@@ -271,6 +272,8 @@ class Daemon:
             runs a killed one left behind. Default: from the namespace alone.
         load: Reads ``config_path`` into a `Config` on reload (default: `load_config`;
             ``tickwork run --crontab`` passes one that translates a crontab).
+        health_after: Seconds the store may leave a look unanswered before the log and
+            ``/healthz`` say so (see `DurableScheduler`).
     """
 
     def __init__(
@@ -290,6 +293,7 @@ class Daemon:
         executor: Executor | None = None,
         state_key: str | None = None,
         load: Callable[[str], Config] = load_config,
+        health_after: float = 5.0,
     ) -> None:
         self.config_path = config_path
         self._load = load
@@ -310,12 +314,14 @@ class Daemon:
             wall_clock=wall_clock,
             monotonic_clock=monotonic_clock,
             executor=executor,
+            health_after=health_after,
         )
         marker = daemon_marker(self.state_key)
         self._groups = ProcessGroups(marker=marker, owner=self.scheduler.owner)
         self._stop = threading.Event()
         self._replacing = Replacing(self._groups, self._stop)
         self.alerts = AlertSender()
+        self.liveness = Liveness(self.scheduler.health, health_after=health_after)
         self._wall = self.scheduler.now
         self.dead_man = DeadMan(self.scheduler, self.alerts, lambda name: self._jobs.get(name))
         self.scheduler.add_listener(self._on_event)
@@ -738,10 +744,12 @@ class Daemon:
             self.alerts.start()
             self.scheduler.start()
             self.dead_man.start()
+            self.liveness.ready(f"running the jobs of {self.config_path}")
             self._loop(run_for)
             self._shutdown()
             self.alerts.close()
         finally:
+            self.liveness.close()
             for sig, handler in previous.items():
                 signal.signal(sig, handler)
             os.close(self._wake_r)
@@ -866,6 +874,7 @@ class Daemon:
 
     def _shutdown(self) -> None:
         # No run starts after this; claims not yet started are handed back.
+        self.liveness.stopping()
         self.dead_man.stop()
         self.scheduler.stop(wait=False)
         self._stop.set()  # no retry starts, a backoff or a jitter wait ends now
@@ -978,6 +987,10 @@ class DaemonConfig:
     """How many runs may go at once."""
     watch: bool = False
     """Reload the file when it changes (SIGHUP always reloads)."""
+    health_after: float = 5.0
+    """Seconds the store may leave a look unanswered before the log says so and
+    ``/healthz`` answers 503 (``--health-after``); also how much past ``poll`` the
+    last look may be."""
     run_for: float | None = None
     """Stop after this many seconds (``--for``); ``None``: until a signal."""
     http: str | None = None
@@ -1089,18 +1102,6 @@ def _open_and_serve(
         return 1
     shown = redact_dsn(database or "")
     daemon = _daemon_for(config, store, namespace, state, shown, err)
-    try:
-        daemon.check_store()
-        daemon.hold(jobs)
-        result = daemon.apply(jobs)
-        daemon.queue_start_runs()
-    except TickworkError as exc:  # DaemonError, or a StoreError reading the state
-        store.close()
-        say(err, fmt, str(exc))
-        return 1
-    _trace_runs(daemon, namespace)
-    where = f"state {state}" if state is not None else f"database {shown}"
-    enabled = sum(job.enabled for job in jobs.jobs)
     server = None
     if address is not None:
         try:
@@ -1109,6 +1110,21 @@ def _open_and_serve(
             store.close()
             say(err, fmt, f"--http {config.http}: cannot listen: {exc}")
             return 1
+        server.start()  # /readyz: 503 until the jobs are declared and runs start
+    try:
+        daemon.check_store()
+        daemon.hold(jobs)
+        result = daemon.apply(jobs)
+        daemon.queue_start_runs()
+    except TickworkError as exc:  # DaemonError, or a StoreError reading the state
+        if server is not None:
+            server.close()
+        store.close()
+        say(err, fmt, str(exc))
+        return 1
+    _trace_runs(daemon, namespace)
+    where = f"state {state}" if state is not None else f"database {shown}"
+    enabled = sum(job.enabled for job in jobs.jobs)
     _log.info(
         "%s",
         f"running {enabled} job{'s' if enabled != 1 else ''} from {config.jobs_file}"
@@ -1116,7 +1132,6 @@ def _open_and_serve(
     )
     try:
         if server is not None:
-            server.start()
             _log.info("%s", f"metrics at {server.url}/metrics, health at {server.url}/healthz")
         return daemon.serve(run_for=None if end is None else max(0.0, end - time.monotonic()))
     finally:
@@ -1186,6 +1201,7 @@ def _daemon_for(
         poll=config.poll,
         workers=config.workers,
         watch=config.watch,
+        health_after=config.health_after,
         state_key=make_state_key(
             namespace,
             str(Path(state).expanduser().resolve()) if state is not None else shown,
@@ -1237,6 +1253,7 @@ def _status_server(
         address,
         metrics.registry,
         daemon.scheduler,
+        ready=daemon.liveness.readiness,
         tokens=tokens,
         host_names=config.http_host_names,
         api=Api(

@@ -1,9 +1,10 @@
-"""The daemon's HTTP endpoint: ``/metrics`` (Prometheus), ``/healthz`` (liveness), ``/`` (status).
+"""The daemon's HTTP endpoint: ``/metrics``, ``/healthz`` (liveness), ``/readyz``, ``/`` (status).
 
 ``tickwork run --http 127.0.0.1:9120`` starts a `StatusServer` beside the scheduler, on a
 thread of its own (a `ThreadingHTTPServer`), so a slow scrape never delays a run. It binds
 to the loopback interface unless told otherwise; with tokens (``--http-token``,
-``--http-token-file``, ``TICKWORK_HTTP_TOKEN``) every path but ``/healthz`` needs one.
+``--http-token-file``, ``TICKWORK_HTTP_TOKEN``) every path but ``/healthz`` and
+``/readyz`` needs one.
 A request is served only if its ``Host`` names this server (DNS rebinding), and only
 for `IDLE_TIMEOUT` seconds of waiting for it.
 The pages, the JSON API under ``/api/`` and the actions are `tickwork._daemon.api`'s.
@@ -89,6 +90,9 @@ class StatusServer:
         registry: The ``prometheus_client`` registry whose text ``/metrics`` returns.
         health: The scheduler whose ``health()`` answers ``/healthz``: 200 ``ok``, or
             503 with the reason (for a container's liveness probe).
+        ready: Answers ``/readyz``: ``None`` for 200 ``ready``, else the reason, with
+            503 (the daemon's: until its jobs are declared, and once it stops).
+            Default: ready whenever it serves.
         token: If set, every path but ``/healthz`` needs ``Authorization: Bearer
             <token>`` (401 otherwise); the status page also takes ``?token=<token>``,
             for a browser.
@@ -120,6 +124,7 @@ class StatusServer:
         api: Api | None = None,
         host_names: Iterable[str] = (),
         idle_timeout: float = IDLE_TIMEOUT,
+        ready: Callable[[], str | None] = lambda: None,
     ) -> None:
         from prometheus_client import CONTENT_TYPE_LATEST, generate_latest
 
@@ -130,7 +135,7 @@ class StatusServer:
                 raise ValueError("give token or tokens, not both")
             tokens = Tokens([(UNNAMED, token)])
         render: Callable[[], bytes] = lambda: generate_latest(registry)  # noqa: E731
-        handler = _handler(render, CONTENT_TYPE_LATEST, health, tokens, page, api)
+        handler = _handler(render, CONTENT_TYPE_LATEST, (health, ready), tokens, page, api)
         handler.host_names = frozenset(n.lower().rstrip(".") for n in (*host_names, address[0]))
         handler.timeout = idle_timeout
         self._server = ThreadingHTTPServer(address, handler)
@@ -258,7 +263,7 @@ class _Base(BaseHTTPRequestHandler):
 def _handler(
     render: Callable[[], bytes],
     content_type: str,
-    health: HealthSource,
+    probes: tuple[HealthSource, Callable[[], str | None]],
     tokens: Tokens | None,
     page: Callable[[], str] | None,
     api: Api | None,
@@ -267,10 +272,14 @@ def _handler(
         def _serve(self, method: str) -> None:
             parts = urlsplit(self.path)
             path = parts.path
-            if path in ("/healthz", "/metrics") and method != "GET":
+            if path in ("/healthz", "/readyz", "/metrics") and method != "GET":
                 self._only_get(method)
             elif path == "/healthz":
-                self._health()
+                h = probes[0].health()
+                self._probe(None if h.ok else f"unhealthy: {h.reason}", b"ok\n")
+            elif path == "/readyz":
+                why = probes[1]()
+                self._probe(None if why is None else f"not ready: {why}", b"ready\n")
             elif path == "/metrics":
                 if tokens is not None and self._bearer(tokens) is None:
                     self._unauthorized()
@@ -281,13 +290,11 @@ def _handler(
             else:
                 self._page(method, path, parts.query)
 
-        def _health(self) -> None:
-            h = health.health()
-            if h.ok:
-                self._send(200, b"ok\n", "text/plain; charset=utf-8")
+        def _probe(self, failed: str | None, ok: bytes) -> None:
+            if failed is None:
+                self._send(200, ok, "text/plain; charset=utf-8")
             else:
-                text = f"unhealthy: {h.reason}\n".encode()
-                self._send(503, text, "text/plain; charset=utf-8")
+                self._send(503, f"{failed}\n".encode(), "text/plain; charset=utf-8")
 
         def _api(self, method: str, path: str, query: str) -> None:
             from tickwork._daemon.api import MAX_BODY, Request
