@@ -517,9 +517,11 @@ isolation = "process"
 kill_grace = "1s"
 """
     )
-    run = Run(jobs, tmp_path / "s.sqlite3")
+    run = Run(jobs, tmp_path / "s.sqlite3", "--shutdown-grace", "0s")
     try:
         pid = _secret_kept(marker)
+        run.signal(15)  # its run is ended at once (SIGTERM, SIGKILL after kill_grace)
+        assert run.wait(PATIENCE) == 0
     finally:
         run.stop()
     with pytest.raises(ProcessLookupError):
