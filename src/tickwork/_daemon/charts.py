@@ -111,7 +111,7 @@ def _y_axis(top: float, label: str) -> str:
         parts.append(
             f'<line x1="{_LEFT}" x2="{_W - _RIGHT}" y1="{y}" y2="{y}" stroke="#e3e7eb"/>'
             f'<text x="{_LEFT - 4}" y="{y}" dy="4" text-anchor="end" {_TEXT}>'
-            f"{_num(top * share)}</text>"
+            f"{top * share:.6g}</text>"
         )
     middle = _TOP + _PH / 2
     parts.append(
@@ -204,7 +204,8 @@ def time_bars(
         )
     count = sum(len(b) for b in buckets.values())
     desc = (
-        f"{count:,} slots in {n} buckets of {step}; the largest {what} {human_duration(largest)}."
+        f"{count:,} slot{'s' if count != 1 else ''} in {n} buckets of {step}; "
+        f"the largest {what} {human_duration(largest)}."
         if count
         else f"No slot with a {what} in this time."
     )
