@@ -410,6 +410,24 @@ def test_a_jobs_page_charts_its_ledger_over_the_day_or_the_week(
     )
 
 
+def test_the_overview_draws_each_jobs_durations_and_the_runs_per_minute(
+    daemon: tuple[Run, str],
+) -> None:
+    _, base = daemon
+    status, page = get(base + "/?token=t0ken")
+    assert status == 200
+    for name in ("rotate-logs", "probe-api"):
+        row = page.split(f'<td class="job">{name}', 1)[1].split("</tr>", 1)[0]
+        spark = row.split('<td class="strip">', 1)[1]
+        assert (
+            '<svg class="spark" role="img"' in spark
+            and "run duration, last 1 run (oldest left)" in spark
+        )
+    rate = page.split("<h2>runs per minute by outcome, last hour (UTC)</h2>", 1)[1]
+    assert rate.startswith('\n<svg class="chart"') and "<desc>1 failed, 1 ok.</desc>" in rate
+    assert '<rect class="bar ok"' in rate and '<rect class="bar failed"' in rate
+
+
 @needs_browser
 def test_a_browser_draws_the_charts(daemon: tuple[Run, str], tmp_path: Path) -> None:
     _, base = daemon
@@ -431,5 +449,15 @@ def test_a_browser_draws_the_charts(daemon: tuple[Run, str], tmp_path: Path) -> 
         print("screenshot:", shot)
         browser.screenshot(shot)
         assert shot.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n" and shot.stat().st_size > 5000
+        browser.open(base + "/?token=t0ken", loaded="!!document.querySelector('svg.spark')")
+        boxes = browser.evaluate(
+            "[...document.querySelectorAll('svg.spark, svg.chart, svg rect.bar')].map(e => {"
+            " const r = e.getBoundingClientRect(); return [e.getAttribute('class'), r.width,"
+            " r.height]; })"
+        )
+        kinds = [k for k, _, _ in boxes]
+        assert kinds.count("spark") == 2 and kinds.count("chart") == 1 and "bar ok" in kinds
+        assert all(w > 0 and h > 0 for _, w, h in boxes), boxes
+        browser.screenshot(tmp_path / "overview-charts.png")
     finally:
         browser.close()

@@ -83,7 +83,7 @@ def _svg(width: int, height: int, title: str, desc: str, body: str, css: str = "
     t = html.escape(title)
     return (
         f'<svg class="{css}" role="img" aria-label="{t}" viewBox="0 0 {width} {height}" '
-        f'width="{width}" height="{height}" style="max-width:100%;height:auto">'
+        f'width="{width}" height="{height}" style="display:block;max-width:100%;height:auto">'
         f"<title>{t}</title>{f'<desc>{html.escape(desc)}</desc>' if desc else ''}{body}</svg>"
     )
 
@@ -315,8 +315,8 @@ def sparkline(values: Sequence[float], *, what: str = "run duration") -> str:
     ]
     line = " ".join(f"{x:.0f},{y:.0f}" for x, y in xy)
     title = (
-        f"{what}, last {len(values)} runs (oldest left): newest {human_duration(values[-1])}, "
-        f"largest {human_duration(largest)}"
+        f"{what}, last {len(values)} run{'s' if len(values) != 1 else ''} (oldest left): "
+        f"newest {human_duration(values[-1])}, largest {human_duration(largest)}"
     )
     body = (
         f'<polyline points="{line}" fill="none" stroke="#3d6fb6" stroke-width="1.5"/>'
