@@ -8,6 +8,7 @@ release at the element's centre, as a person's.
 
 from __future__ import annotations
 
+import base64
 import json
 import os
 import shutil
@@ -120,6 +121,10 @@ class Browser:
                 "Input.dispatchMouseEvent",
                 {"type": kind, "x": box[0], "y": box[1], "button": "left", "clickCount": 1},
             )
+
+    def screenshot(self, path: Path) -> None:
+        """Save the page as it looks now, as a PNG at ``path``."""
+        path.write_bytes(base64.b64decode(self._call("Page.captureScreenshot")["data"]))
 
     def close(self) -> None:
         """End Chromium."""

@@ -372,7 +372,7 @@ def test_a_jobs_page_shows_errors_output_tails_and_forms_escaped() -> None:
         def get(self, job_id: str) -> JobState:
             return state
 
-        def history(self, job_id: str, limit: int) -> list[SlotRecord]:
+        def history(self, job_id: str, limit: int, since: float = 0) -> list[SlotRecord]:
             return [entry]
 
         def actions(self, job_id: str, limit: int) -> list[ActionRecord]:
@@ -388,3 +388,76 @@ def test_a_jobs_page_shows_errors_output_tails_and_forms_escaped() -> None:
     assert 'class="waiting-run"' in page and 'name="slot"' in page
     anonymous = job_page(Source(), Source(), "j.toml", "x", "ns/x", Viewer(None, None, True), "")
     assert 'href="/login"' in anonymous and "<form" not in anonymous
+
+
+def test_a_jobs_page_charts_its_ledger_over_the_day_or_the_week(
+    daemon: tuple[Run, str],
+) -> None:
+    _, base = daemon
+    status, day = get(base + "/jobs/probe-api?token=t0ken")
+    assert status == 200
+    charts = day.split('<div class="charts">', 1)[1].split("</div>", 1)[0]
+    assert "success rate, last day: 0% of 1 run ok" in charts  # its one run failed
+    duration, lateness = charts.split('<svg class="chart"')[1:]
+    assert '<rect class="bar failed"' in duration and "run duration (s)" in duration
+    assert '<rect class="bar failed"' in lateness and "lateness (s)" in lateness
+    assert "slot due time (UTC)" in duration and "1 slot in 144 buckets of 10 min" in duration
+    assert '<a href="?span=week">last week</a>' in day
+    week = get(base + "/jobs/probe-api?token=t0ken&span=week")[1]
+    assert "success rate, last week" in week and "buckets of 1 h" in week
+    assert (
+        "success rate, last day: 100% of 1 run ok" in get(base + "/jobs/rotate-logs?token=t0ken")[1]
+    )
+
+
+def test_the_overview_draws_each_jobs_durations_and_the_runs_per_minute(
+    daemon: tuple[Run, str],
+) -> None:
+    _, base = daemon
+    status, page = get(base + "/?token=t0ken")
+    assert status == 200
+    for name in ("rotate-logs", "probe-api"):
+        row = page.split(f'<td class="job">{name}', 1)[1].split("</tr>", 1)[0]
+        spark = row.split('<td class="strip">', 1)[1]
+        assert (
+            '<svg class="spark" role="img"' in spark
+            and "run duration, last 1 run (oldest left)" in spark
+        )
+    rate = page.split("<h2>runs per minute by outcome, last hour (UTC)</h2>", 1)[1]
+    assert rate.startswith('\n<svg class="chart"') and "<desc>1 failed, 1 ok.</desc>" in rate
+    assert '<rect class="bar ok"' in rate and '<rect class="bar failed"' in rate
+
+
+@needs_browser
+def test_a_browser_draws_the_charts(daemon: tuple[Run, str], tmp_path: Path) -> None:
+    _, base = daemon
+    browser = Browser(tmp_path / "cdp-profile")
+    try:
+        browser.open(base + "/jobs/probe-api?token=t0ken", loaded="!!document.querySelector('svg')")
+        boxes = browser.evaluate(
+            "[...document.querySelectorAll('svg.chart, svg.rate, svg rect.bar')].map(e => {"
+            " const r = e.getBoundingClientRect();"
+            " return [e.getAttribute('class'), r.width, r.height]; })"
+        )
+        kinds = [k for k, _, _ in boxes]
+        assert kinds.count("chart") == 2 and kinds.count("rate") == 1
+        assert "bar failed" in kinds
+        assert all(w > 0 and h > 0 for _, w, h in boxes), boxes
+        label = "document.querySelector('svg.chart').getAttribute('aria-label')"
+        assert browser.evaluate(label).startswith("run duration per slot, ")
+        shot = tmp_path / "job-charts.png"
+        print("screenshot:", shot)
+        browser.screenshot(shot)
+        assert shot.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n" and shot.stat().st_size > 5000
+        browser.open(base + "/?token=t0ken", loaded="!!document.querySelector('svg.spark')")
+        boxes = browser.evaluate(
+            "[...document.querySelectorAll('svg.spark, svg.chart, svg rect.bar')].map(e => {"
+            " const r = e.getBoundingClientRect(); return [e.getAttribute('class'), r.width,"
+            " r.height]; })"
+        )
+        kinds = [k for k, _, _ in boxes]
+        assert kinds.count("spark") == 2 and kinds.count("chart") == 1 and "bar ok" in kinds
+        assert all(w > 0 and h > 0 for _, w, h in boxes), boxes
+        browser.screenshot(tmp_path / "overview-charts.png")
+    finally:
+        browser.close()

@@ -376,9 +376,8 @@ class Api:
         mac = request.query.get("sig", [""])[0]
         if self._tokens is None or not self._tokens.signed(said, mac):
             said = ""  # only what an action of this process said, not a link's text
-        return job_page(
-            self._scheduler, self._store, self._title, name, job_id, self._viewer(request), said
-        )
+        viewer, span = self._viewer(request), request.query.get("span", ["day"])[0]
+        return job_page(self._scheduler, self._store, self._title, name, job_id, viewer, said, span)
 
     def _viewer(self, request: Request) -> Viewer:
         """Who looks at a page, and the form token its forms carry."""

@@ -8,6 +8,7 @@ there is no script. Every text from the state is escaped.
 
 from __future__ import annotations
 
+import functools
 import html
 import time
 from dataclasses import dataclass
@@ -19,6 +20,7 @@ from tickwork._core.text import relative_time as _ago
 from tickwork._core.text import short_duration as _seconds
 from tickwork._core.text import utc_time as _time
 from tickwork._daemon.actions import CONFIRM_ABOVE, waiting_why
+from tickwork._daemon.charts import outcome_bar, time_bars
 from tickwork._daemon.status_page import STYLE, paused_mark
 from tickwork.stores._model import ActionRecord, JobState, SlotRecord
 
@@ -30,6 +32,10 @@ ENTRIES: Final = 50
 OUTPUT_TAIL: Final = 2000
 #: Actions and waiting runs shown on a job's page.
 LISTED: Final = 50
+#: The charts' spans: the query's ``span`` -> (seconds, bars, words).
+SPANS: Final = {"day": (86400, 144, "last day"), "week": (7 * 86400, 168, "last week")}
+#: Ledger entries read for the charts, newest first (the default retention keeps 1,000).
+CHART_ENTRIES: Final = 2000
 
 _PAGE_STYLE: Final = """\
 form.inline { display: inline; margin: 0 4px 0 0; }
@@ -37,6 +43,7 @@ button { font: inherit; padding: 2px 8px; cursor: pointer; }
 .forms form { margin: 6px 0; padding: 8px; border: 1px solid #e3e7eb; border-radius: 4px; }
 .said { background: #eef7f0; border: 1px solid #2e9d4f; padding: 8px; margin-bottom: 12px; }
 .refused { background: #fbeeee; border: 1px solid #d1393b; padding: 8px; }
+.charts svg { display: block; margin: 4px 0 10px; }
 pre.output { background: #f5f7f9; padding: 6px; max-height: 16em; overflow: auto;
   white-space: pre-wrap; font-size: 12px; margin: 4px 0 0; }
 """
@@ -203,10 +210,46 @@ def _waiting(name: str, state: JobState, viewer: Viewer) -> str:
     return f'<ul class="waiting-runs">{"".join(items)}{tail}</ul>'
 
 
+def _charts(scheduler: Any, state: JobState, span: str, now: float) -> str:
+    """The success-rate bar, and run duration and lateness per slot, over the span."""
+    seconds, bars, words = SPANS.get(span, SPANS["day"])
+    zone = str(getattr(state.spec.schedule, "tz", "UTC"))
+    entries = scheduler.history(state.id, since=now - seconds, limit=CHART_ENTRIES)
+    counts: dict[str, int] = {}
+    for e in entries:
+        counts[e.outcome] = counts.get(e.outcome, 0) + e.slots
+    chart = functools.partial(time_bars, start=now - seconds, end=now, zone=zone, bars=bars)
+    took = [(e.scheduled, e.duration, e.outcome) for e in entries if e.duration is not None]
+    late = [(e.scheduled, e.lateness, e.outcome) for e in entries if e.lateness is not None]
+    capped = f" (its newest {CHART_ENTRIES:,} entries)" if len(entries) >= CHART_ENTRIES else ""
+    links = " \u00b7 ".join(
+        f"<strong>{w}</strong>" if k == span else f'<a href="?span={k}">{w}</a>'
+        for k, (_, _, w) in SPANS.items()
+    )
+    return (
+        f"<h2>charts \u00b7 {words}{capped}, times in {html.escape(zone)}</h2>"
+        f'<div class="sub">{links}</div><div class="charts">'
+        + outcome_bar(counts, when=words)
+        + chart(took, what="run duration")
+        + chart(late, what="lateness")
+        + "</div>"
+    )
+
+
 def job_page(
-    scheduler: Any, store: Any, title: str, name: str, job_id: str, viewer: Viewer, said: str
+    scheduler: Any,
+    store: Any,
+    title: str,
+    name: str,
+    job_id: str,
+    viewer: Viewer,
+    said: str,
+    span: str = "day",
 ) -> str:
-    """One job's page: its state, actions to take, waiting runs, ledger entries, actions taken."""
+    """One job's page: its state, charts, actions to take, waiting runs, ledger, actions taken.
+
+    ``span``: the charts' time (a key of `SPANS`; the day for anything else).
+    """
     now = time.time()
     state: JobState = store.get(job_id)
     entries = scheduler.history(job_id, limit=ENTRIES)
@@ -221,6 +264,7 @@ def job_page(
         + f'<div class="meta"><a href="/">all jobs</a> \u00b7 {html.escape(title)} \u00b7 '
         + f"{html.escape(schedule_words(state.spec.schedule))} \u00b7 next run "
         + f"{_time(state.next_run)} ({html.escape(nxt)})</div>{said_html}"
+        + _charts(scheduler, state, span if span in SPANS else "day", now)
         + f"<h2>actions</h2>{_forms(name, state, viewer)}"
         + f"<h2>waiting runs ({state.waiting_runs:,})</h2>{_waiting(name, state, viewer)}"
         + "<h2>recent slots (newest first)</h2><table><thead><tr><th>due</th><th>outcome</th>"

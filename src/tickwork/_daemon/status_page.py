@@ -22,6 +22,7 @@ from tickwork._core.text import iso
 from tickwork._core.text import relative_time as _ago
 from tickwork._core.text import short_duration as _seconds
 from tickwork._core.text import utc_time as _time
+from tickwork._daemon.charts import rate_chart, sparkline
 from tickwork.stores._after import schedule_and_after
 from tickwork.stores._errors import StoreError
 from tickwork.stores._model import ActionRecord, JobState, SlotRecord
@@ -200,7 +201,8 @@ def _row(job: JobView, now: float, controls: Callable[[JobView], str] | None = N
         f'<td><span class="outcome {html.escape(outcome)}">{html.escape(outcome)}</span>'
         f"{error}{_streak(job, now)}</td>"
         f"<td>{late}</td>"
-        f'<td class="strip">{_strip(job.entries)}</td>'
+        f'<td class="strip">{_strip(job.entries)}'
+        f"{sparkline([e.duration for e in reversed(job.entries) if e.duration is not None])}</td>"
         "</tr>"
     )
 
@@ -247,6 +249,7 @@ def render(
     gone: Collection[str] = (),
     controls: Callable[[JobView], str] | None = None,
     banner: str = "",
+    chart: str = "",
 ) -> str:
     """The status page as HTML text.
 
@@ -261,6 +264,7 @@ def render(
             ended): marked so beside the live ones.
         controls: Each row's buttons and links under the job's name (HTML), if any.
         banner: HTML under the title (who is logged in).
+        chart: HTML under the table (the cluster's runs per minute).
 
     """
     rows = [_row(job, now, controls) for job in jobs]
@@ -291,7 +295,7 @@ refreshes every {refresh} s</div>
 </tbody>
 </table>
 <div class="legend">{legend}</div>
-{_actions(actions)}
+{chart}{_actions(actions)}
 </body>
 </html>
 """
@@ -331,6 +335,33 @@ def _streak_of(
 
 
 # -- reading the page from a running scheduler ------------------------------------------
+
+#: Ledger entries read for the cluster's runs per minute, in pages of `_RATE_PAGE`.
+RATE_ENTRIES: Final = 5000
+_RATE_PAGE: Final = 500
+
+
+def _runs_per_minute(scheduler: Any, store: Store, ids: Collection[str], now: float) -> str:
+    """The chart of the jobs' runs per minute by outcome over the last hour, from the ledger.
+
+    Read newest first until an entry ended before the hour (the ledger's order is the
+    order runs ended), at most `RATE_ENTRIES` entries of any namespace.
+    """
+    if not isinstance(store, SlotLedger):
+        return ""
+    points: list[tuple[float, str]] = []
+    before, since, capped = None, now - 3600, True
+    for _ in range(RATE_ENTRIES // _RATE_PAGE):
+        entries = scheduler.history(before=before, limit=_RATE_PAGE)
+        ends = [(e.ended or e.scheduled, e.outcome) for e in entries]
+        points += [p for p, e in zip(ends, entries, strict=True) if e.job_id in ids]
+        if len(entries) < _RATE_PAGE or min(t for t, _ in ends) < since:
+            capped = False
+            break
+        before = entries[-1].seq
+    note = f"Only the newest {RATE_ENTRIES:,} ledger entries were read." if capped else ""
+    chart = rate_chart(points, start=since, end=now, zone="UTC", note=note)
+    return f"<h2>runs per minute by outcome, last hour (UTC)</h2>\n{chart}\n"
 
 
 def pid_running(pid: int) -> bool:
@@ -427,4 +458,5 @@ def page(
         gone=gone,
         controls=controls,
         banner=banner,
+        chart=_runs_per_minute(scheduler, store, names, now),
     )
