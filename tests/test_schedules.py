@@ -139,6 +139,16 @@ def test_a_bad_duration_names_the_argument_and_shows_the_value(value: object, me
     assert str(caught.value) == message
 
 
+def test_the_core_scheduler_takes_the_decorators(clock: FakeClock, log: Log) -> None:
+    s = Scheduler(clock)
+    job = log.job("probe")
+    assert s.every(timedelta(seconds=3), name="probe")(job) is job
+    s.cron("0 7 * * *", tz="Europe/Berlin")(log.job("report"))
+    assert [t.schedule for t in s.tasks()] == [Every(3), Cron("0 7 * * *", "Europe/Berlin")]
+    clock.advance(3)
+    assert s.run_pending() == 1 and log == ["probe"]
+
+
 # -- add(): one uniform way to schedule ----------------------------------------------
 
 

@@ -24,7 +24,7 @@ from collections.abc import Callable
 from dataclasses import KW_ONLY, dataclass, field, replace
 from datetime import UTC, datetime, time, timedelta
 from numbers import Real
-from typing import TYPE_CHECKING, Any, ClassVar, Final
+from typing import TYPE_CHECKING, Any, ClassVar, Final, TypeVar
 from zoneinfo import ZoneInfo
 
 from tickwork._core.args import bounded, in_calendar, instant_rule, seconds, too_long
@@ -34,7 +34,9 @@ from tickwork._core.spread import has_h, stable_fraction
 if TYPE_CHECKING:
     from tickwork._core.cron import CronExpression
 
-__all__ = ["At", "Cron", "Every", "Once", "Schedule", "parse_duration"]
+__all__ = ["At", "Cron", "Every", "Once", "Schedule", "ScheduleDecorators", "parse_duration"]
+
+F = TypeVar("F", bound=Callable[..., object])
 
 
 def _renamed(old: str, new: str) -> None:
@@ -499,6 +501,63 @@ class Cron(Schedule):
             raise _unseeded(self)
         stable = stable_offset(self.jitter, self.seed if self.stable_jitter else None)
         return _CronPlan(self.expression, self.jitter, rng, until, stable)
+
+
+class ScheduleDecorators:
+    """``@scheduler.every("10s")`` and ``@scheduler.cron("0 7 * * *", tz=...)``.
+
+    Each makes the schedule and hands it, with the decorated function, to the
+    scheduler's `_decorated` (``add``, or a durable job's declaration); the function
+    comes back unchanged, so it can still be called directly. ``options`` go to that
+    call: ``name``, ``args``, ``overlap``... (a durable job's `JobSpec` fields).
+    """
+
+    __slots__ = ()
+
+    def every(
+        self,
+        interval: Duration,
+        *,
+        fixed_delay: bool = False,
+        jitter: Duration = 0.0,
+        first: Duration | None = None,
+        until: float | datetime | None = None,
+        **options: Any,
+    ) -> Callable[[F], F]:
+        """Decorator: run the function on ``Every(interval, ...)``; see `Every`.
+
+        Raises:
+            TypeError, ValueError: As `Every` does for a bad value; as ``add`` does
+                for bad ``options`` (when the function is decorated).
+        """
+        return self._decorator(Every(interval, fixed_delay, jitter, first, until), options)
+
+    def cron(
+        self,
+        expr: str,
+        *,
+        tz: str = "UTC",
+        jitter: Duration = 0.0,
+        until: float | datetime | None = None,
+        **options: Any,
+    ) -> Callable[[F], F]:
+        """Decorator: run the function on ``Cron(expr, tz=tz, ...)``; see `Cron`.
+
+        Raises:
+            CronError: The expression or the zone is invalid (the message names which).
+        """
+        return self._decorator(Cron(expr, tz, _jitter_arg(jitter), until), options)
+
+    def _decorator(self, schedule: Every | Cron, options: dict[str, Any]) -> Callable[[F], F]:
+        def decorate(fn: F) -> F:
+            self._decorated(schedule, fn, options)
+            return fn
+
+        return decorate
+
+    def _decorated(self, schedule: Every | Cron, fn: Callable[..., object], options: Any) -> None:
+        add: Callable[..., object] = getattr(self, "add")  # noqa: B009  (every face has one)
+        add(schedule, fn, **options)
 
 
 def iso_day(ts: float) -> str:
