@@ -27,6 +27,7 @@ import logging
 import math
 import os
 import select
+import shlex
 import signal
 import sys
 import threading
@@ -316,6 +317,7 @@ class Daemon:
         self._stop = threading.Event()
         self._replacing = Replacing(self._groups, self._stop)
         self._announced = _Announced()  # runs whose start line is written
+        self.traced = False  # runs are OpenTelemetry spans: commands get TRACEPARENT
         self.alerts = AlertSender()
         self._wall = self.scheduler.now
         self.dead_man = DeadMan(self.scheduler, self.alerts, lambda name: self._jobs.get(name))
@@ -537,6 +539,8 @@ class Daemon:
                 name,
                 self.config_path,
             )
+        if self.traced and job.command is not None:
+            job = _traced(job)
         tag = object()
         halt = self._stop
         if job.overlap == "replace" and claim is not None:
@@ -1149,7 +1153,19 @@ def _trace_runs(daemon: Daemon, namespace: str) -> None:
 
     if tracer_configured():
         RunTracer(job_label=lambda job: job.removeprefix(namespace + "/")).watch(daemon.scheduler)
+        daemon.traced = True
         _log.info("tracing runs with OpenTelemetry (the global tracer provider)")
+
+
+def _traced(job: JobConfig) -> JobConfig:
+    """``job`` with ``TRACEPARENT`` naming its run's span, so the command's spans join it."""
+    from tickwork.tracing import command_traceparent
+
+    command = job.command if isinstance(job.command, str) else shlex.join(job.command or ())
+    parent = command_traceparent(command)
+    if parent is None:
+        return job
+    return dataclasses.replace(job, env={**job.env, "TRACEPARENT": parent})
 
 
 def _loader(config: DaemonConfig, warn: Callable[[str], None]) -> Callable[[str], Config]:
