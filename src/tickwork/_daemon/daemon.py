@@ -539,8 +539,7 @@ class Daemon:
                 name,
                 self.config_path,
             )
-        if self.traced and job.command is not None:
-            job = _traced(job)
+        job = _traced(job) if self.traced and job.command is not None else job
         tag = object()
         halt = self._stop
         if job.overlap == "replace" and claim is not None:
