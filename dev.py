@@ -21,10 +21,12 @@ one). Arguments: mutant-name globs to run instead of all of `MUTATE`, and option
 
 ``package`` (CI runs it) is ``tools/package.py``: see its docstring for every check.
 
-``demo`` runs ``tickwork run examples/housekeeping.toml --for 20s`` with its state and
-the jobs' files in a fresh temporary directory, so every demo starts from nothing and
-shows runs, an overlap skip and a failing probe being retried. ``python -m tickwork
-demo`` is a narrated tour of the in-memory ``Scheduler``.
+``demo`` runs ``tickwork run examples/housekeeping.toml --for 20s`` (the jobs' files in a
+fresh temporary directory) and shows runs, an overlap skip and a failing probe being
+retried. Its state is the file's default one (``tickwork run --help``, ``--state``), kept
+after the demo, so that ``.venv/bin/tickwork jobs examples/housekeeping.toml`` shows what
+it did; a second demo carries on from it. ``python -m tickwork demo`` is a narrated tour
+of the in-memory ``Scheduler``.
 """
 
 from __future__ import annotations
@@ -86,11 +88,19 @@ def _run(*args: str, env: dict[str, str] | None = None) -> int:
 def _demo(rest: list[str]) -> int:
     with tempfile.TemporaryDirectory(prefix="tickwork-demo-") as tmp:
         env = {**os.environ, "HOUSEKEEPING_DIR": tmp}
-        example = "examples/housekeeping.toml"
-        state = os.path.join(tmp, "state.sqlite3")
-        print(f"$ tickwork run {example} --for 20s --state {state}", flush=True)
-        args = ["-m", "tickwork", "run", example, "--for", "20s", "--state", state, *rest]
-        return _run(*args, env=env)
+        run = ["run", "examples/housekeeping.toml", "--for", "20s", *rest]
+        print("$ .venv/bin/tickwork", *run, flush=True)
+        status = _run("-m", "tickwork", *run, env=env)
+    if status == 0:
+        print(
+            "\nThe demo's state is kept. What it did, and the jobs with their status page:\n"
+            "  .venv/bin/tickwork jobs examples/housekeeping.toml\n"
+            "  .venv/bin/tickwork history examples/housekeeping.toml\n"
+            "  .venv/bin/tickwork run examples/housekeeping.toml --http :9120"
+            "   # then open http://127.0.0.1:9120/",
+            flush=True,
+        )
+    return status
 
 
 def _mutate(rest: list[str]) -> int:

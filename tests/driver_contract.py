@@ -220,6 +220,18 @@ class DriverContract:
             True,
         )
 
+    def test_decorators_add_the_function_on_every_and_cron(self, h: Harness, log: Log) -> None:
+        s = h.make(inline=True)
+        job = log.job("probe")
+        assert s.every("10s", overlap="allow", name="probe")(job) is job  # unchanged
+        s.cron("0 7 * * 1-5", tz="Europe/Berlin")(log.job("report"))
+        probe, report = s.tasks()
+        assert (probe.name, probe.schedule, probe.due) == ("probe", Every(10), 10.0)
+        assert report.schedule == Cron("0 7 * * 1-5", "Europe/Berlin")
+        h.clock.set(10)
+        h.tick(s)
+        assert log == ["probe"]
+
     # -- overlap ---------------------------------------------------------------------------
 
     def test_overlap_skip_is_the_default_and_counts(

@@ -718,3 +718,34 @@ def test_a_job_removed_while_it_runs_ends_is_recorded_then_goes(
     assert "lost the claim" not in text and "claim was gone" not in text, text
     run.signal(signal.SIGTERM)
     assert run.wait() == 0
+
+
+def test_no_run_is_logged_started_after_the_shutdown_line(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # A run begun just before `--for` ends (its claim recorded it started) still runs;
+    # its start line must come before "shutting down", however slow its worker thread
+    # (here every start line takes 0.5 s to write: a loaded machine).
+    import io
+
+    from tickwork._daemon.runlog import RunLog
+    from tickwork.daemon import DaemonConfig, run_daemon
+
+    jobs = tmp_path / "jobs.toml"
+    jobs.write_text(
+        '[[job]]\nname = "tick"\nevery = "100ms"\noverlap = "allow"\ncommand = ["true"]\n'
+    )
+    write = RunLog.started
+
+    def slow(self: RunLog, *args: Any, **kwargs: Any) -> None:
+        time.sleep(0.5)
+        write(self, *args, **kwargs)
+
+    monkeypatch.setattr(RunLog, "started", slow)
+    err = io.StringIO()
+    config = DaemonConfig(str(jobs), state=str(tmp_path / "s.db"), run_for=2.0, shutdown_grace=20)
+    assert run_daemon(config, err=err) == 0, err.getvalue()
+    lines = err.getvalue().splitlines()
+    [stop] = [i for i, line in enumerate(lines) if "--for time is up: shutting down" in line]
+    assert any(" tick started" in line for line in lines[:stop]), lines
+    assert not [line for line in lines[stop:] if " started" in line], lines[stop - 3 :]

@@ -8,9 +8,15 @@ files and headings; and no tracked file points to a file that is not in the repo
 from __future__ import annotations
 
 import ast
+import os
 import re
+import shlex
+import signal
+import socket
 import subprocess
 import sys
+import time
+import urllib.request
 from pathlib import Path
 
 import pytest
@@ -25,7 +31,7 @@ def _readme_blocks(lang: str) -> list[str]:
 
 
 def test_readme_is_short() -> None:
-    assert len((ROOT / "README.md").read_text().splitlines()) <= 125
+    assert len((ROOT / "README.md").read_text().splitlines()) <= 130
 
 
 def test_readme_python_examples_run(
@@ -63,12 +69,19 @@ def test_readme_daemon_example_validates_and_runs(tmp_path: Path) -> None:
     assert "running 2 jobs from jobs.toml" in run.stderr + run.stdout
 
 
-def test_readme_quick_start_has_exactly_two_commands() -> None:
+def _quick_start_commands() -> list[list[str]]:
+    """The README quick start's ``sh`` blocks, each a list of commands (comments cut)."""
     text = (ROOT / "README.md").read_text()
     quick = text.split("## Quick start", 1)[1].split("\n## ", 1)[0]
-    [block] = re.findall(r"```sh\n(.*?)```", quick, re.DOTALL)
-    commands = [line.split("#")[0].strip() for line in block.splitlines() if line.strip()]
-    assert commands == ["python3 dev.py demo", "python3 dev.py test"]
+    blocks = re.findall(r"```sh\n(.*?)```", quick, re.DOTALL)
+    return [[line.split("#")[0].strip() for line in b.splitlines() if line.strip()] for b in blocks]
+
+
+def test_readme_quick_start_has_exactly_two_commands() -> None:
+    first, *then = _quick_start_commands()
+    assert first == ["python3 dev.py demo", "python3 dev.py test"]
+    # What follows uses what those two made: the CLI in .venv.
+    assert all(c.startswith(".venv/bin/tickwork ") for block in then for c in block), then
 
 
 def test_drivers_pause_resume_trigger_example_runs(capsys: pytest.CaptureFixture[str]) -> None:
@@ -345,3 +358,62 @@ def test_migrating_tickwork_blocks_run_and_the_others_compile(
             store.close()
         sys.modules.pop("myapp.tasks", None)
         sys.modules.pop("myapp", None)
+
+
+def test_a_newcomer_gets_from_the_two_commands_to_the_jobs_and_the_status_page(
+    tmp_path: Path,
+) -> None:
+    """The quick start as typed, in order, from the clone: the demo (shortened with
+    --for), then each command after it and the example file's own suggestions."""
+    [two, after] = _quick_start_commands()
+    demo, _test = two  # the whole suite is this suite
+    env = {
+        **os.environ,
+        "XDG_STATE_HOME": str(tmp_path / "state"),  # where the demo's state is kept
+        "HOUSEKEEPING_DIR": str(tmp_path / "files"),
+    }
+
+    def run(command: str, *more: str) -> subprocess.CompletedProcess[str]:
+        argv = shlex.split(command) + list(more)
+        argv[0] = sys.executable if argv[0] == "python3" else argv[0]
+        return subprocess.run(argv, cwd=ROOT, env=env, capture_output=True, text=True, timeout=300)
+
+    shown = run(demo, "--for", "10s")
+    assert shown.returncode == 0, shown.stderr
+    assert " tickwork: --for time is up: shutting down" in shown.stderr
+    # The demo ends by naming the commands the README shows next.
+    assert [c in shown.stdout for c in after] == [True] * len(after), shown.stdout
+    jobs, history, serve = after
+    listed = run(jobs)
+    assert listed.returncode == 0, listed.stderr
+    names = ("rotate-logs", "probe-api", "clean-tmp", "berlin-report", "weekday-digest")
+    assert all(f"\n{name} " in listed.stdout for name in names), listed.stdout
+    ran = run(history)
+    assert ran.returncode == 0 and ran.stdout.strip(), ran.stderr  # the demo's runs
+    header = (ROOT / "examples" / "housekeeping.toml").read_text().split("\n\n", 1)[0]
+    for line in re.findall(r"^#     (tickwork (?:validate|jobs) .*?)(?:   #.*)?$", header, re.M):
+        suggested = run(".venv/bin/" + line)
+        assert suggested.returncode == 0, (line, suggested.stdout, suggested.stderr)
+    _status_page_answers(serve, env, tmp_path / "serve.log")
+
+
+def _status_page_answers(serve: str, env: dict[str, str], log: Path) -> None:
+    """``serve`` (``run --http :PORT``) on a free port: its status page lists the jobs."""
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        port = s.getsockname()[1]
+    argv = shlex.split(re.sub(r":\d+\b", f":{port}", serve))
+    url = f"http://127.0.0.1:{port}/"
+    with log.open("w") as out, subprocess.Popen(argv, cwd=ROOT, env=env, stderr=out) as proc:
+        try:
+            give_up = time.monotonic() + 120  # only a hang gets there
+            while f"status page at {url}," not in log.read_text():
+                assert proc.poll() is None and time.monotonic() < give_up, log.read_text()
+                time.sleep(0.1)
+            with urllib.request.urlopen(url, timeout=60) as reply:
+                page = reply.read().decode()
+            assert reply.status == 200 and "rotate-logs" in page and "weekday-digest" in page
+            proc.send_signal(signal.SIGINT)  # Ctrl-C
+            assert proc.wait(120) == 0, log.read_text()
+        finally:
+            proc.kill()

@@ -101,6 +101,30 @@ def test_declare_is_idempotent_across_restarts(make: Make, clock: FakeClock) -> 
     assert len(ds2.jobs()) == 1
 
 
+def test_a_decorator_declares_the_function_by_its_own_import_path(
+    make: Make, clock: FakeClock
+) -> None:
+    ds, pool = make()
+    decorate = ds.every("10s", args=["d"])
+    assert decorate(durable_jobs.record) is durable_jobs.record  # returned unchanged
+    ds.cron("0 7 * * *", tz="Europe/Berlin", name="morning", retries=2)(durable_jobs.record)
+    path = "tests.durable_jobs:record"
+    job = ds.get(path)
+    assert job is not None and job.spec.func == path and job.spec.schedule == Every(10)
+    assert job.spec.args == ("d",)
+    morning = ds.get("morning")
+    assert morning is not None and morning.spec.func == path and morning.spec.retries == 2
+    assert morning.spec.schedule == Cron("0 7 * * *", "Europe/Berlin")
+    clock.advance(10)
+    drain(ds, pool)
+    assert calls() == [("d",)]  # run by its path, as any durable job
+
+    def local() -> None: ...
+
+    with pytest.raises(TypeError, match=r"importable by its path .* got <function "):
+        ds.every("1m")(local)
+
+
 def test_bad_input_is_refused_and_changes_nothing(make: Make, db: Path) -> None:
     ds, _ = make()
     with pytest.raises(

@@ -31,7 +31,7 @@ def wall(clock: FakeClock) -> datetime:
     ("make", "exc", "message"),
     [
         (lambda: Once(-1), ValueError, "delay must be a finite number >= 0, got -1"),
-        (lambda: Once("1"), TypeError, "delay must be a number of seconds, got '1'"),
+        (lambda: Once(b"1"), TypeError, "delay must be a number of seconds, got b'1'"),
         (lambda: Every(0), ValueError, "interval must be a finite number > 0, got 0"),
         (lambda: Every(math.nan), ValueError, "interval must be a finite number > 0, got nan"),
         (lambda: Every(1, jitter=-1), ValueError, "jitter must be a finite number >= 0, got -1"),
@@ -110,6 +110,43 @@ def test_parse_duration_refuses(text: str) -> None:
         ValueError, match=r"^duration must look like '30s', '5m', '1h30m' or '250ms', got "
     ):
         parse_duration(text)
+
+
+def test_schedules_take_durations_as_the_jobs_file_writes_them() -> None:
+    """``Every("10s")``, a `timedelta`, seconds: one value, kept as seconds."""
+    assert Every("10s") == Every(timedelta(seconds=10)) == Every(10)
+    assert Every("1m", jitter="250ms", first=timedelta(0)) == Every(60, jitter=0.25, first=0)
+    assert Once("1h30m") == Once(timedelta(hours=1, minutes=30)) == Once(5400)
+    assert Every("5m").to_dict() == Every(300).to_dict()
+
+
+@pytest.mark.parametrize(
+    ("value", "message"),
+    [
+        (
+            "ten",
+            "interval must be a number of seconds, a timedelta or a duration like '10s',"
+            " '5m' or '1h30m', got 'ten'",
+        ),
+        ("0s", "interval must be a finite number > 0, got '0s'"),
+        (timedelta(0), "interval must be a finite number > 0, got datetime.timedelta(0)"),
+        ("400000d", "interval must be at most 365000 days (about 1000 years), got '400000d'"),
+    ],
+)
+def test_a_bad_duration_names_the_argument_and_shows_the_value(value: object, message: str) -> None:
+    with pytest.raises(ValueError, match=r"^interval must be ") as caught:
+        Every(value)  # type: ignore[arg-type]
+    assert str(caught.value) == message
+
+
+def test_the_core_scheduler_takes_the_decorators(clock: FakeClock, log: Log) -> None:
+    s = Scheduler(clock)
+    job = log.job("probe")
+    assert s.every(timedelta(seconds=3), name="probe")(job) is job
+    s.cron("0 7 * * *", tz="Europe/Berlin")(log.job("report"))
+    assert [t.schedule for t in s.tasks()] == [Every(3), Cron("0 7 * * *", "Europe/Berlin")]
+    clock.advance(3)
+    assert s.run_pending() == 1 and log == ["probe"]
 
 
 # -- add(): one uniform way to schedule ----------------------------------------------

@@ -394,3 +394,17 @@ def test_the_quick_decode_takes_plain_one_shots() -> None:
     assert hash(quick) == hash(spec)
     every = json.loads(spec_to_json(JobSpec("j", "os.path:join", Every(5.0))))
     assert model._plain_spec(every) is None  # other kinds take the constructor
+
+
+def test_a_jobs_next_run_reads_as_an_aware_datetime(tmp_path: Any) -> None:
+    from datetime import UTC, datetime
+
+    from tickwork.stores.sqlite import SQLiteStore
+
+    with SQLiteStore(tmp_path / "s.db") as store:
+        store.upsert(JobSpec("a", "builtins:print", Every("1h")), 1_800_000_000.0)
+        store.upsert(JobSpec("b", "builtins:print", At(1_800_000_000.0)), None)
+        a, b = store.get("a"), store.get("b")
+    assert a is not None and a.next_run_at == datetime(2027, 1, 15, 8, 0, tzinfo=UTC)
+    assert a.next_run_at.tzinfo is UTC
+    assert b is not None and b.next_run_at is None

@@ -25,7 +25,7 @@ from opentelemetry.sdk.trace.export import SimpleSpanProcessor
 from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
 from opentelemetry.trace import StatusCode
 
-from tests.executors import ManualExecutor
+from tests.executors import ManualExecutor, drain
 from tickwork import AsyncScheduler, DurableScheduler, Every, Scheduler
 from tickwork.stores import JobSpec
 from tickwork.stores.sqlite import SQLiteStore
@@ -85,8 +85,10 @@ def test_a_durable_run_is_a_span_with_its_job_slot_attempt_outcome_and_lateness(
     assert ok.name == "run traced"
     assert dict(ok.attributes or {}) == {
         "tickwork.job": "traced",
-        "tickwork.slot": "2027-01-15T08:00:10+00:00",
+        "tickwork.slot": "2027-01-15T08:00:10.000Z",  # as the slot ledger writes it
         "tickwork.lateness_s": 2.0,
+        "tickwork.origin": "schedule",
+        "tickwork.function": "tests.test_tracing:traced",
         "tickwork.outcome": "ok",
         "tickwork.attempt": 1,
     }
@@ -103,6 +105,24 @@ def test_a_durable_run_is_a_span_with_its_job_slot_attempt_outcome_and_lateness(
     assert event.name == "exception"
     assert (event.attributes or {})["exception.type"] == "RuntimeError"
     assert "in boom" in str((event.attributes or {})["exception.stacktrace"])
+
+
+def test_a_runs_span_says_its_origin_as_the_ledger_does(
+    tmp_path: Path, spans: tuple[TracerProvider, InMemorySpanExporter]
+) -> None:
+    provider, exporter = spans
+    clock = FakeClock(wall_start=START)
+    with SQLiteStore(tmp_path / "s.db") as store:
+        pool = ManualExecutor()
+        ds = DurableScheduler(store, executor=pool, wall_clock=clock.wall, monotonic_clock=clock)
+        RunTracer(provider).watch(ds)
+        ds.declare(JobSpec("traced", "tests.test_tracing:traced", Every(3600)))
+        assert ds.trigger("traced") == "queued"
+        drain(ds, pool)
+    [span] = exporter.get_finished_spans()
+    attributes = dict(span.attributes or {})
+    assert attributes["tickwork.origin"] == "manual"
+    assert attributes["tickwork.slot"] == "2027-01-15T08:00:00.000Z"
 
 
 def test_a_failed_runs_log_record_carries_its_traceback(
@@ -192,7 +212,8 @@ from tickwork.__main__ import main
 
 status = main(sys.argv[1:])
 print(json.dumps([
-    {"name": s.name, "status": s.status.status_code.name, **dict(s.attributes)}
+    {"name": s.name, "status": s.status.status_code.name, **dict(s.attributes),
+     "ids": f"{s.context.trace_id:032x}-{s.context.span_id:016x}"}
     for s in exporter.get_finished_spans()
 ]))
 sys.exit(status)
@@ -205,7 +226,8 @@ def test_the_daemon_traces_its_jobs_when_a_tracer_provider_is_set(tmp_path: Path
         textwrap.dedent("""
         [[job]]
         name = "ok"
-        command = ["true"]
+        command = ["sh", "-c", "echo $TRACEPARENT >> traceparents"]
+        working_dir = "."
         every = "1s"
 
         [[job]]
@@ -232,6 +254,11 @@ def test_the_daemon_traces_its_jobs_when_a_tracer_provider_is_set(tmp_path: Path
     assert {(s["name"], s["status"], s["tickwork.outcome"]) for s in ok} == {
         ("run ok", "UNSET", "ok")
     }
+    # Each command ran with TRACEPARENT naming its run's span: its own spans join it.
+    parents = {p[3:-3] for p in (tmp_path / "traceparents").read_text().split()}
+    assert parents and parents <= {s["ids"] for s in ok}, (parents, ok)
+    assert {s["tickwork.command"] for s in ok} == {"sh -c 'echo $TRACEPARENT >> traceparents'"}
+    assert all("tickwork.function" not in s and s["tickwork.origin"] == "schedule" for s in ok)
     assert {s["status"] for s in flaky} == {"ERROR"}
     # the first try and its one retry (a run the stop cut short may have had one only)
     assert ("failed", 2) in {(s["tickwork.outcome"], s["tickwork.attempt"]) for s in flaky}

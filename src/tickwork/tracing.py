@@ -28,18 +28,22 @@ from __future__ import annotations
 import threading
 import time
 from collections.abc import Callable
-from datetime import UTC, datetime
 from typing import Protocol
 
 from opentelemetry import context, trace
 from opentelemetry.trace import Span, SpanKind, Status, StatusCode
+from opentelemetry.trace.propagation.tracecontext import TraceContextTextMapPropagator
 
 from tickwork._core.errors import JobCancelled
 from tickwork._core.events import EventKind, Listener, RunEvent
+from tickwork._core.text import iso
 from tickwork._core.version import __version__
 from tickwork._durable.runnote import take_attempt
 
-__all__ = ["RunTracer", "tracer_configured"]
+__all__ = ["RunTracer", "command_traceparent", "tracer_configured"]
+
+#: The function ``tickwork run`` declares its jobs with: their command is what they run.
+_DAEMON_ENTRY = "tickwork._daemon:run_configured_job"
 
 
 class _Watched(Protocol):
@@ -123,18 +127,18 @@ class RunTracer:
         durable = event.job_id is not None
         started = event.scheduled if event.started is None else event.started
         start_ns = int(started * 1e9) if durable else time.time_ns()
-        slot: str | float = (
-            datetime.fromtimestamp(event.scheduled, UTC).isoformat() if durable else event.scheduled
-        )
+        slot: str | float = iso(event.scheduled, millis=True) if durable else event.scheduled
+        attributes: dict[str, str | float] = {
+            "tickwork.job": job,
+            "tickwork.slot": slot,
+            "tickwork.lateness_s": max(0.0, started - event.scheduled),
+        }
+        if event.origin is not None:
+            attributes["tickwork.origin"] = event.origin
+        if event.func is not None and event.func != _DAEMON_ENTRY:  # a command says its own
+            attributes["tickwork.function"] = event.func
         span = self._tracer.start_span(
-            f"run {job}",
-            kind=SpanKind.INTERNAL,
-            start_time=start_ns,
-            attributes={
-                "tickwork.job": job,
-                "tickwork.slot": slot,
-                "tickwork.lateness_s": max(0.0, started - event.scheduled),
-            },
+            f"run {job}", kind=SpanKind.INTERNAL, start_time=start_ns, attributes=attributes
         )
         token = None if _in_event_loop() else context.attach(trace.set_span_in_context(span))
         with self._lock:
@@ -181,6 +185,21 @@ class RunTracer:
             if not waiting:
                 del self._open[key]
         return opened
+
+
+def command_traceparent(command: str) -> str | None:
+    """Name ``command`` on the current run's span; its W3C ``traceparent``, or ``None``.
+
+    ``tickwork run`` calls it on the run's thread and gives the result to the command
+    as ``TRACEPARENT``, so that spans the command makes join the run's trace.
+    """
+    span = trace.get_current_span()
+    if not span.get_span_context().is_valid:
+        return None
+    span.set_attribute("tickwork.command", command)
+    carrier: dict[str, str] = {}
+    TraceContextTextMapPropagator().inject(carrier)
+    return carrier.get("traceparent")
 
 
 def _key(event: RunEvent) -> tuple[int, str | None, float]:

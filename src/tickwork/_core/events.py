@@ -69,6 +69,11 @@ class RunEvent:
     name: str | None = field(default=None, compare=False)
     """The task's name as `tasks` shows it (given, or the function's qualified name);
     the job id for `DurableScheduler`. A low-cardinality label for metrics."""
+    origin: str | None = field(default=None, compare=False)
+    """For STARTED from `DurableScheduler`: what made the run, as the slot ledger says
+    it (``"schedule"``, ``"manual"``, ``"backfill"``, ``"after"``: a chain); else ``None``."""
+    func: str | None = field(default=None, compare=False)
+    """For STARTED from `DurableScheduler`: the job's function, ``"module:function"``."""
 
 
 Listener = Callable[[RunEvent], object]

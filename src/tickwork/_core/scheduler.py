@@ -44,6 +44,7 @@ from tickwork._core.schedules import (
     Every,
     Once,
     Schedule,
+    ScheduleDecorators,
     _DelayPlan,
     _IntervalPlan,
     _OncePlan,
@@ -336,7 +337,7 @@ def bind(
     return call, shown
 
 
-class Scheduler:
+class Scheduler(ScheduleDecorators):
     """Delayed and recurring jobs on a tick-driven, single-threaded core.
 
     Call `run_pending` regularly (or let a driver do it): it reads the clock once

@@ -22,9 +22,9 @@ import re
 import warnings
 from collections.abc import Callable
 from dataclasses import KW_ONLY, dataclass, field, replace
-from datetime import UTC, datetime, time
+from datetime import UTC, datetime, time, timedelta
 from numbers import Real
-from typing import TYPE_CHECKING, Any, ClassVar, Final
+from typing import TYPE_CHECKING, Any, ClassVar, Final, TypeVar
 from zoneinfo import ZoneInfo
 
 from tickwork._core.args import bounded, in_calendar, instant_rule, seconds, too_long
@@ -34,11 +34,18 @@ from tickwork._core.spread import has_h, stable_fraction
 if TYPE_CHECKING:
     from tickwork._core.cron import CronExpression
 
-__all__ = ["At", "Cron", "Every", "Once", "Schedule", "parse_duration"]
+__all__ = ["At", "Cron", "Every", "Once", "Schedule", "ScheduleDecorators", "parse_duration"]
+
+F = TypeVar("F", bound=Callable[..., object])
 
 
 def _renamed(old: str, new: str) -> None:
     warnings.warn(f"{old} is deprecated; use {new}", DeprecationWarning, stacklevel=3)
+
+
+#: A duration as a schedule takes it: seconds, a `timedelta`, or text as the jobs file
+#: writes it (``"10s"``, ``"1h30m"``, `parse_duration`).
+Duration = float | str | timedelta
 
 
 def seconds_arg(name: str, value: object, *, positive: bool) -> float:
@@ -49,6 +56,37 @@ def seconds_arg(name: str, value: object, *, positive: bool) -> float:
         ValueError: ``value`` is negative (or zero when ``positive``), NaN or infinite.
     """
     return seconds(name, value, bound="> 0" if positive else ">= 0")
+
+
+def duration_arg(name: str, value: object, *, positive: bool) -> float:
+    """Validate a schedule's `Duration` argument and return it as float seconds.
+
+    Raises:
+        TypeError: ``value`` is not a number, `timedelta` or string (a `bool` is refused).
+        ValueError: ``value`` is negative (or zero when ``positive``), NaN or infinite,
+            or text that is not a duration; the message names ``name`` and shows it.
+    """
+    given = value
+    if isinstance(value, timedelta):
+        value = value.total_seconds()
+    elif isinstance(value, str):
+        try:
+            value = parse_duration(value)
+        except DurationTooLong:
+            raise ValueError(
+                f"{name} must be at most 365000 days (about 1000 years), got {given!r}"
+            ) from None
+        except ValueError:
+            raise ValueError(
+                f"{name} must be a number of seconds, a timedelta or a duration like '10s',"
+                f" '5m' or '1h30m', got {given!r}"
+            ) from None
+    try:
+        return seconds_arg(name, value, positive=positive)
+    except ValueError as exc:
+        if given is value:
+            raise
+        raise ValueError(f"{str(exc).rsplit(', got ', 1)[0]}, got {given!r}") from None
 
 
 _UNITS: Final = {"ms": 0.001, "s": 1.0, "m": 60.0, "h": 3600.0, "d": 86400.0, "w": 604800.0}
@@ -98,7 +136,7 @@ def parse_duration(text: str) -> float:
 
 
 def _jitter_arg(value: object) -> float:
-    return seconds_arg("jitter", value, positive=False)
+    return duration_arg("jitter", value, positive=False)
 
 
 def instant_arg(name: str, value: object) -> float:
@@ -183,10 +221,15 @@ class Once(Schedule):
     """Run once, ``delay`` seconds after the task is added (on the monotonic clock)."""
 
     delay: float
-    """Seconds from now (finite, >= 0)."""
+    """Seconds from now (finite, >= 0); given as a `Duration` (``Once("5m")``, a
+    `timedelta`), kept as seconds."""
+
+    if TYPE_CHECKING:
+
+        def __init__(self, delay: Duration) -> None: ...
 
     def __post_init__(self) -> None:
-        object.__setattr__(self, "delay", seconds_arg("delay", self.delay, positive=False))
+        object.__setattr__(self, "delay", duration_arg("delay", self.delay, positive=False))
 
     def to_dict(self) -> dict[str, Any]:
         """The JSON form a store keeps: ``{"kind": "once", "delay": seconds}``."""
@@ -242,7 +285,8 @@ class Every(Schedule):
     """
 
     interval: float
-    """Seconds between runs (finite, > 0)."""
+    """Seconds between runs (finite, > 0). Given as a `Duration` like ``jitter`` and
+    ``first`` (``Every("10s")``, ``Every(timedelta(minutes=5))``), kept as seconds."""
     fixed_delay: bool = False
     """Measure ``interval`` from the end of each run instead of from its due time."""
     jitter: float = 0.0
@@ -264,18 +308,34 @@ class Every(Schedule):
     tz: str = "UTC"
     """The zone `calendar`'s days are read in (only with a calendar)."""
 
+    if TYPE_CHECKING:
+
+        def __init__(
+            self,
+            interval: Duration,
+            fixed_delay: bool = False,
+            jitter: Duration = 0.0,
+            first: Duration | None = None,
+            until: float | datetime | None = None,
+            *,
+            stable_jitter: bool = False,
+            seed: str | None = None,
+            calendar: Calendar | None = None,
+            tz: str = "UTC",
+        ) -> None: ...
+
     def __post_init__(self) -> None:
         if self.stable_jitter is not False or self.seed is not None:
             _stable_arg(self.stable_jitter)
             _seed_arg(self.seed)
         if self.calendar is not None or self.tz != "UTC":
             _interval_calendar(self)
-        object.__setattr__(self, "interval", seconds_arg("interval", self.interval, positive=True))
+        object.__setattr__(self, "interval", duration_arg("interval", self.interval, positive=True))
         if self.fixed_delay is not True and self.fixed_delay is not False:
             raise TypeError(f"fixed_delay must be a bool, got {self.fixed_delay!r}")
         object.__setattr__(self, "jitter", _jitter_arg(self.jitter))
         if self.first is not None:
-            object.__setattr__(self, "first", seconds_arg("first", self.first, positive=False))
+            object.__setattr__(self, "first", duration_arg("first", self.first, positive=False))
         object.__setattr__(self, "until", _until_arg(self.until))
 
     @property
@@ -441,6 +501,63 @@ class Cron(Schedule):
             raise _unseeded(self)
         stable = stable_offset(self.jitter, self.seed if self.stable_jitter else None)
         return _CronPlan(self.expression, self.jitter, rng, until, stable)
+
+
+class ScheduleDecorators:
+    """``@scheduler.every("10s")`` and ``@scheduler.cron("0 7 * * *", tz=...)``.
+
+    Each makes the schedule and hands it, with the decorated function, to the
+    scheduler's `_decorated` (``add``, or a durable job's declaration); the function
+    comes back unchanged, so it can still be called directly. ``options`` go to that
+    call: ``name``, ``args``, ``overlap``... (a durable job's `JobSpec` fields).
+    """
+
+    __slots__ = ()
+
+    def every(
+        self,
+        interval: Duration,
+        *,
+        fixed_delay: bool = False,
+        jitter: Duration = 0.0,
+        first: Duration | None = None,
+        until: float | datetime | None = None,
+        **options: Any,
+    ) -> Callable[[F], F]:
+        """Decorator: run the function on ``Every(interval, ...)``; see `Every`.
+
+        Raises:
+            TypeError, ValueError: As `Every` does for a bad value; as ``add`` does
+                for bad ``options`` (when the function is decorated).
+        """
+        return self._decorator(Every(interval, fixed_delay, jitter, first, until), options)
+
+    def cron(
+        self,
+        expr: str,
+        *,
+        tz: str = "UTC",
+        jitter: Duration = 0.0,
+        until: float | datetime | None = None,
+        **options: Any,
+    ) -> Callable[[F], F]:
+        """Decorator: run the function on ``Cron(expr, tz=tz, ...)``; see `Cron`.
+
+        Raises:
+            CronError: The expression or the zone is invalid (the message names which).
+        """
+        return self._decorator(Cron(expr, tz, _jitter_arg(jitter), until), options)
+
+    def _decorator(self, schedule: Every | Cron, options: dict[str, Any]) -> Callable[[F], F]:
+        def decorate(fn: F) -> F:
+            self._decorated(schedule, fn, options)
+            return fn
+
+        return decorate
+
+    def _decorated(self, schedule: Every | Cron, fn: Callable[..., object], options: Any) -> None:
+        add: Callable[..., object] = getattr(self, "add")  # noqa: B009  (every face has one)
+        add(schedule, fn, **options)
 
 
 def iso_day(ts: float) -> str:

@@ -27,6 +27,7 @@ import logging
 import math
 import os
 import select
+import shlex
 import signal
 import sys
 import threading
@@ -320,6 +321,8 @@ class Daemon:
         self._groups = ProcessGroups(marker=marker, owner=self.scheduler.owner)
         self._stop = threading.Event()
         self._replacing = Replacing(self._groups, self._stop)
+        self._announced = _Announced()  # runs whose start line is written
+        self.traced = False  # runs are OpenTelemetry spans: commands get TRACEPARENT
         self.alerts = AlertSender()
         self.liveness = Liveness(self.scheduler.health, health_after=health_after)
         self._wall = self.scheduler.now
@@ -542,11 +545,12 @@ class Daemon:
                 name,
                 self.config_path,
             )
+        job = _traced(job) if self.traced and job.command is not None else job
         tag = object()
         halt = self._stop
         if job.overlap == "replace" and claim is not None:
             halt = self._replacing.begin(tag, claim.job_id, scheduled)
-        lines = _RunLines(self.log, name, scheduled, job)
+        lines = _RunLines(self.log, name, scheduled, job, self._announced)
         ledger = _AttemptLedger(job, self._wall, claim is not None)
         try:
             result = run_job(
@@ -565,6 +569,7 @@ class Daemon:
             )
         finally:
             self._replacing.end(tag)
+            lines.close()
         due = self._replacing.replaced_for(tag, ended=True)  # asked always: then forgotten
         if result.ended is not None and claim is not None:
             # When the command really ended (its supervisor saw it), not when this
@@ -745,8 +750,7 @@ class Daemon:
             self.scheduler.start()
             self.dead_man.start()
             self.liveness.ready(f"running the jobs of {self.config_path}")
-            self._loop(run_for)
-            self._shutdown()
+            self._shutdown(self._loop(run_for))
             self.alerts.close()
         finally:
             self.liveness.close()
@@ -823,21 +827,20 @@ class Daemon:
             return None
         return (st.st_mtime_ns, st.st_size, st.st_ino)
 
-    def _loop(self, run_for: float | None) -> None:
+    def _loop(self, run_for: float | None) -> str:
+        """Serve until a stop signal or ``run_for`` ends; why it stopped."""
         end = None if run_for is None else time.monotonic() + run_for
         stamp = self._file_stamp()
         while True:
             while self._signals:
                 sig = self._signals.pop(0)
                 if sig in _STOP_SIGNALS:
-                    _log.info("got %s: shutting down", signal.Signals(sig).name)
-                    return
+                    return f"got {signal.Signals(sig).name}"
                 _log.info("got SIGHUP: reloading %s", self.config_path)
                 self.reload()
                 stamp = self._file_stamp()
             if end is not None and time.monotonic() >= end:
-                _log.info("--for time is up: shutting down")
-                return
+                return "--for time is up"
             if self.watch:
                 now_stamp = self._file_stamp()
                 if now_stamp is not None and now_stamp != stamp:
@@ -872,7 +875,7 @@ class Daemon:
             self._wait(min(left, 0.05))
         return True
 
-    def _shutdown(self) -> None:
+    def _shutdown(self, why: str) -> None:
         # No run starts after this; claims not yet started are handed back.
         self.liveness.stopping()
         self.dead_man.stop()
@@ -880,6 +883,14 @@ class Daemon:
         self._stop.set()  # no retry starts, a backoff or a jitter wait ends now
         self._replacing.halt_all()
         self._signals.clear()
+        # A run begun before the stop (its claim recorded it started) logs its start
+        # before the line that says no run starts any more, however slow its thread.
+        give_up = time.monotonic() + self.shutdown_grace
+        while sum(self.scheduler.running().values()) > self._announced.count:
+            if time.monotonic() >= give_up or self._signals:
+                break
+            self._wait(0.02)
+        _log.info("%s: shutting down", why)
         running = sum(self.scheduler.running().values())
         if running:
             _log.info(
@@ -1132,7 +1143,11 @@ def _open_and_serve(
     )
     try:
         if server is not None:
-            _log.info("%s", f"metrics at {server.url}/metrics, health at {server.url}/healthz")
+            _log.info(
+                "%s",
+                f"status page at {server.url}/, metrics at {server.url}/metrics,"
+                f" health at {server.url}/healthz",
+            )
         return daemon.serve(run_for=None if end is None else max(0.0, end - time.monotonic()))
     finally:
         if server is not None:
@@ -1152,7 +1167,19 @@ def _trace_runs(daemon: Daemon, namespace: str) -> None:
 
     if tracer_configured():
         RunTracer(job_label=lambda job: job.removeprefix(namespace + "/")).watch(daemon.scheduler)
+        daemon.traced = True
         _log.info("tracing runs with OpenTelemetry (the global tracer provider)")
+
+
+def _traced(job: JobConfig) -> JobConfig:
+    """``job`` with ``TRACEPARENT`` naming its run's span, so the command's spans join it."""
+    from tickwork.tracing import command_traceparent
+
+    command = job.command if isinstance(job.command, str) else shlex.join(job.command or ())
+    parent = command_traceparent(command)
+    if parent is None:
+        return job
+    return dataclasses.replace(job, env={**job.env, "TRACEPARENT": parent})
 
 
 def _loader(config: DaemonConfig, warn: Callable[[str], None]) -> Callable[[str], Config]:
@@ -1281,8 +1308,12 @@ class _RunLines:
     dropped lines is logged before the attempt's end line.
     """
 
-    def __init__(self, log: RunLog, name: str, scheduled: float, job: JobConfig) -> None:
+    def __init__(
+        self, log: RunLog, name: str, scheduled: float, job: JobConfig, announced: _Announced
+    ) -> None:
         self._log = log
+        self._announced = announced
+        self._counted = False
         self._name = name
         self._scheduled = scheduled
         self._stream = job.output == "log" and job.command is not None
@@ -1292,6 +1323,9 @@ class _RunLines:
     def started(self, attempt: int, origin: str) -> None:
         note_attempt(attempt)  # for the run's span (tickwork.tracing), if one is made
         self._log.started(self._name, self._scheduled, attempt=attempt, origin=origin)
+        if not self._counted:
+            self._counted = True
+            self._announced.add(1)
         if self._stream:
             self._output = self._log.output(
                 self._name, self._scheduled, attempt=attempt, limit=self._limit
@@ -1306,6 +1340,26 @@ class _RunLines:
             self._output.end()
             self._output = None
         return result
+
+    def close(self) -> None:
+        """The run is over: it no longer counts among those whose start is logged."""
+        if self._counted:
+            self._counted = False
+            self._announced.add(-1)
+
+
+class _Announced:
+    """How many runs in progress have written their start line (the shutdown waits for them)."""
+
+    __slots__ = ("_lock", "count")
+
+    def __init__(self) -> None:
+        self._lock = threading.Lock()
+        self.count = 0
+
+    def add(self, n: int) -> None:
+        with self._lock:
+            self.count += n
 
 
 def _replaced_by(result: RunResult, due: float | None) -> RunResult:

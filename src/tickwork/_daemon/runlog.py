@@ -7,8 +7,9 @@ exactly how many lines and bytes were not logged).
 Two formats, both one line per event, flushed at once:
 
 - ``text`` for people: ``2026-12-02T17:00:00Z rotate finished ok in 0.12s``. The
-  timestamp is when the line was written, so a log reads in order; a start line says
-  how late the run started, when it is late, and a skip line names the skipped run's
+  timestamp is when the line was written, so a log reads in order; a run's first start
+  line says how late the run started, when it is late (a retry's does not: it waits its
+  backoff on purpose), and a skip line names the skipped run's
   due time. Attempts and, on failure, the end of the output follow on the same line.
 - ``json`` for machines: one object per line with a fixed set of keys (`JSON_KEYS`,
   documented in ``docs/daemon.md``); a key that does not apply is ``null``.
@@ -108,7 +109,7 @@ class RunLog:
         extra = [] if origin == "schedule" else [origin]
         if attempt > 1:
             extra.append(f"attempt {attempt}")
-        if late >= _LATE:
+        if late >= _LATE and attempt == 1:  # a retry waits its backoff on purpose
             extra.append(f"{_seconds(late)} late")
         suffix = f" ({', '.join(extra)})" if extra else ""
         self._write(f"{iso(now)} {job} started{suffix}")

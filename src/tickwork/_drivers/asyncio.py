@@ -41,7 +41,7 @@ from tickwork._core.scheduler import (
     _log,
     bind,
 )
-from tickwork._core.schedules import Schedule
+from tickwork._core.schedules import Schedule, ScheduleDecorators
 
 __all__ = ["AsyncScheduler"]
 
@@ -74,7 +74,7 @@ def _release(waiter: asyncio.Future[None]) -> None:
         waiter.set_result(None)
 
 
-class AsyncScheduler:
+class AsyncScheduler(ScheduleDecorators):
     """Delayed and recurring jobs on an asyncio event loop, run by one owner task.
 
     The same contract as `Scheduler` and the same options as `ThreadScheduler`

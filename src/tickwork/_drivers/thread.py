@@ -40,12 +40,12 @@ from tickwork._core.scheduler import (
     _refuse_coroutine_function,
     bind,
 )
-from tickwork._core.schedules import Schedule
+from tickwork._core.schedules import Schedule, ScheduleDecorators
 
 __all__ = ["ThreadScheduler"]
 
 
-class ThreadScheduler:
+class ThreadScheduler(ScheduleDecorators):
     """Delayed and recurring jobs run by a background thread on a worker pool.
 
     The same contract as `Scheduler` (due times, fixed-rate rescheduling, ``errors``),

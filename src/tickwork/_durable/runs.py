@@ -255,6 +255,8 @@ class Running:
                     started,
                     job_id=claim.job_id,
                     name=claim.job_id,
+                    origin=claim.origin,
+                    func=claim.spec.func,
                 )
             )
         return started

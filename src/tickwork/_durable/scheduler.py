@@ -27,6 +27,7 @@ from __future__ import annotations
 import logging
 import math
 import os
+import re
 import secrets
 import socket
 import threading
@@ -36,13 +37,13 @@ from concurrent.futures import Executor, ThreadPoolExecutor
 from dataclasses import dataclass, replace
 from datetime import datetime
 from types import TracebackType
-from typing import Literal
+from typing import Any, Literal
 
 from tickwork._core.args import seconds
 from tickwork._core.clocks import watch_clock
 from tickwork._core.events import Listener
 from tickwork._core.scheduler import DEFAULT_MAX_ERRORS, _is_coroutine_function, misfit
-from tickwork._core.schedules import Every
+from tickwork._core.schedules import Cron, Every, ScheduleDecorators
 from tickwork._core.text import iso
 from tickwork._durable.chains import check_after
 from tickwork._durable.claims import Claiming, claimer_for
@@ -227,7 +228,7 @@ class Health:
     """Seconds the look in progress has waited for the store (``None``: not looking)."""
 
 
-class DurableScheduler:
+class DurableScheduler(ScheduleDecorators):
     """Durable jobs: declared by id, kept in a `Store`, run by a thread on a pool.
 
     Jobs are `JobSpec` values naming their function by import path with JSON
@@ -491,6 +492,17 @@ class DurableScheduler:
         self._allow(spec.func)
         self._poke()
         return result
+
+    def _decorated(self, schedule: Every | Cron, fn: Callable[..., object], options: Any) -> None:
+        """``@scheduler.every(...)``: declare ``fn`` by its import path (id: ``name`` or it)."""
+        path = f"{getattr(fn, '__module__', '')}:{getattr(fn, '__qualname__', '')}"
+        if not re.fullmatch(r"[\w.]+:[\w.]+", path):
+            raise TypeError(
+                "a durable job's function must be importable by its path (a module-level"
+                f" function), got {fn!r}"
+            )
+        options = dict(options)  # one decorator may declare several functions
+        self.declare(JobSpec(options.pop("name", None) or path, path, schedule, **options))
 
     def add(self, spec: JobSpec) -> None:
         """Add a new job at run time (`declare` if it may exist already).

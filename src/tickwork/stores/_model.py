@@ -17,6 +17,7 @@ import re
 import warnings
 from collections.abc import Callable, Mapping
 from dataclasses import KW_ONLY, dataclass, field
+from datetime import UTC, datetime
 from enum import Enum
 from types import MappingProxyType
 from typing import Any, Final, Literal, TypeAlias
@@ -867,6 +868,14 @@ class JobState:
     def id(self) -> str:
         """The job id (``spec.id``)."""
         return self.spec.id
+
+    @property
+    def next_run_at(self) -> datetime | None:
+        """`next_run` as an aware UTC `datetime` (``None`` when no run is planned).
+
+        Convert it with ``.astimezone(ZoneInfo("Europe/Berlin"))`` to show it in a zone.
+        """
+        return None if self.next_run is None else datetime.fromtimestamp(self.next_run, UTC)
 
     @property
     def waiting_runs(self) -> int:
