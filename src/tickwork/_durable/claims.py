@@ -606,10 +606,9 @@ class Claiming:
                 self._running.end(
                     run, "failed", None, f"not run: the executor refused it ({exc})", KEEP
                 )
-        after = decision.next_run
-        if after is not None and after <= now and claim.token not in self._table.runs:
-            # It ended already (an inline executor), and its job is due again (a
-            # replay): the wake-up this look's claim found could not see that.
+        if claim.token not in self._table.runs:
+            # It ended already (an inline executor): the wake-up this look's claim found
+            # could not see its job's next run (a replay due now, or its next slot).
             self._freed = True
 
     def _report_given_up(self, claim: Claim, decision: Decision) -> None:
