@@ -630,7 +630,8 @@ class Daemon:
             return
         if event.kind not in (EventKind.SKIPPED, EventKind.MISSED):
             return
-        reason = "overlap" if event.kind is EventKind.SKIPPED else "missed"
+        reason = "missed" if event.kind is EventKind.MISSED else "overlap"
+        reason = "pool" if event.pool_wait else reason
         count = max(1, event.missed)
         with self._stretch_lock:
             stretch = self._stretches.get(event.job_id)
