@@ -580,7 +580,7 @@ class Daemon:
             mail = Mail(job.mail_to, job.mail_command, job.smtp)
             output = "" if job.output == "discard" else result.output
             self.alerts.mail_failed(name, mail, scheduled=scheduled, status=result.status,
-                                    error=_failure_text(result), output=output)  # fmt: skip
+                                    error=result.error or "", output=output)  # fmt: skip
         if result.timed_out:
             raise JobTimedOut(_failure_text(result))
         if not result.ok:
