@@ -166,6 +166,35 @@ def test_late_does_not_flap_on_the_slots_overlap_skip_gives_up(
     assert _events(got) == [("busy", "missed", "alert")]
 
 
+def test_late_does_not_flap_between_a_runs_end_and_the_skip_of_its_slot(
+    open_either_store: Callable[..., Any], durable_clock: FakeClock
+) -> None:
+    # The run has ended and freed its claim; the slot due during it is still the job's
+    # next run until the next look skips it. A check in between saw it "not started".
+    store = open_either_store()
+    s = _scheduler(store, durable_clock)
+    s.declare(JobSpec("busy", "tests.durable_jobs:record", Every(10), overlap="skip"))
+    got: list[WatchAlert] = []
+    watch = _watch(s, got)
+    watch.watch("busy", AlertRules(late=3))
+    for _ in range(3):
+        state = s.get("busy")
+        assert state is not None and state.next_run is not None
+        durable_clock.advance(state.next_run - durable_clock.wall())
+        now = durable_clock.wall()
+        (claim,) = store.claim_due(
+            now, owner="other", lease_seconds=1000, limit=1, advance=lambda st, t: t + 10
+        )
+        assert store.start(claim, started=now)
+        durable_clock.advance(15)  # it outlasts its period
+        store.finish(claim, outcome="ok", ended=durable_clock.wall())
+        watch.check()  # before any look has skipped the slot due at +10
+        s.step()
+        watch.check()
+        assert s.history("busy", limit=1)[0].outcome == "skipped"
+    assert _events(got) == []
+
+
 def test_a_dead_senders_message_is_taken_over_after_the_lease(
     open_either_store: Callable[..., Any], durable_clock: FakeClock
 ) -> None:

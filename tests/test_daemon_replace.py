@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import itertools
 import signal
+import subprocess
 import sys
 import textwrap
 from pathlib import Path
@@ -156,3 +157,35 @@ def test_the_library_refuses_replace_and_says_why() -> None:
         pytest.raises(ValueError, match=why),
     ):
         scheduler.schedule(1, print, 1, overlap="replace")  # type: ignore[arg-type]
+
+
+def test_a_paused_replace_job_lets_its_run_finish(tmp_path: Path) -> None:
+    # Issue 39 B13, tried from outside: a pause taken while a run went on still ended
+    # that run for the next slot, which then never ran (the job was paused).
+    jobs = tmp_path / "jobs.toml"
+    jobs.write_text(
+        textwrap.dedent(
+            f"""
+            [[job]]
+            name = "rep"
+            every = "1s"
+            overlap = "replace"
+            command = ["sh", "-c", "echo $$ >> {tmp_path}/starts; sleep 3; echo $$ >> {tmp_path}/ends"]
+            """  # noqa: E501
+        )
+    )
+    state = tmp_path / "s.sqlite3"
+    run = Run(jobs, state)
+    try:
+        wait_until("a run of rep", lambda: pids(tmp_path / "starts"), 120)
+        paused = subprocess.run(
+            [sys.executable, "-m", "tickwork", "pause", str(jobs), "rep", "--state", str(state)],
+            capture_output=True, text=True, timeout=120,
+        )  # fmt: skip
+        assert paused.returncode == 0, paused.stderr
+        wait_until("a run of rep to finish", lambda: pids(tmp_path / "ends"), 60)
+    finally:
+        run.stop()
+    with SQLiteStore(state) as store:
+        ran = sorted((e for e in store.history() if e.started is not None), key=lambda e: e.started)
+    assert ran[-1].outcome == "ok", ran[-1]  # type: ignore[arg-type,return-value]

@@ -357,12 +357,12 @@ class Stepped(Harness):
 
 @pytest.fixture
 def stepped(open_either_store: Callable[..., Any]) -> Callable[..., Stepped]:
-    def new(spec: JobSpec, *, wall: float) -> Stepped:
+    def new(spec: JobSpec, *, wall: float, poll: float = POLL) -> Stepped:
         clock = FakeClock(1000.0, wall_start=wall)
         ds = DurableScheduler(
             open_either_store(),
             executor=InlineExecutor(),
-            poll=POLL,
+            poll=poll,
             wall_clock=clock.wall,
             monotonic_clock=clock,
         )
@@ -440,3 +440,17 @@ def test_after_a_short_step_forward_no_gap_is_shorter_than_the_period(
     passed = slots_upto(wall, 10.0, int((wall - NOON) // 10.0) - 2, NOON)
     assert passed[0] == NOON + 30.0
     replayed_then_on_grid(h, at, passed, 10.0)
+
+
+def test_step_after_an_inline_run_returns_the_time_to_the_next_slot(
+    stepped: Callable[..., Stepped],
+) -> None:
+    # A poll longer than the period (PostgreSQL's default poll is 10 s): after a run
+    # that ended inside its own look, step() waited out the poll, so Every(7) ran late.
+    h = stepped(every("e", 7.0), wall=NOON, poll=30.0)
+    end = h.clock() + 100.0
+    while h.clock() < end:
+        h.clock.advance(h.step())
+    runs = h.of("e")
+    assert len(runs) == 14, runs
+    assert all(r.wall == pytest.approx(r.scheduled) for r in runs), runs

@@ -111,7 +111,7 @@ smtp = "127.0.0.1:{sink.port}"
         run.wait_line("fine finished")
         wait_until("the sendmail mail", lambda: "disk is full" in "\n".join(lines_of(inbox)))
         wait_until("the SMTP mail", lambda: sink.mails)
-        run.wait_line("mail of job 'relayed'")
+        run.wait_line("mail of job 'relayed''s failed run sent to dev@example.com, root")
     finally:
         run.stop()
         sink.close()
@@ -120,6 +120,7 @@ smtp = "127.0.0.1:{sink.port}"
     assert mail["Subject"].endswith("job broken exit=3")
     body = mail.get_payload(decode=True).decode()  # type: ignore[union-attr]
     assert "disk is full" in body and "job:       broken" in body
+    assert body.count("disk is full") == 1, body  # the output once, not in the error too
     assert lines_of(Path(f"{inbox}.args")) == ["-t -i"]  # one mail: none for "fine"
     ((rcpt, data),) = sink.mails
     assert rcpt == ["dev@example.com", "root"]

@@ -63,6 +63,9 @@ class RunEvent:
     missed: int = 0
     """How many fixed-rate slots were skipped, for MISSED (and, from the durable
     scheduler, how many slots a SKIPPED event gave up)."""
+    pool_wait: bool = False
+    """For SKIPPED from `DurableScheduler`: the slots came due while the job's run
+    waited for its concurrency pool (not during a run); that run starts now."""
     job_id: str | None = None
     """The durable job's id, for events of `DurableScheduler` (its ``task_id`` is 0
     and its times are wall-clock POSIX seconds); ``None`` for the other schedulers."""

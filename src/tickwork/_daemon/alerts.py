@@ -275,7 +275,9 @@ class AlertSender:
         if isinstance(alert, Mail):
             why = alert.send(payload)
             if why is None:
-                _log.info("mail of job %r's failed run sent to %s", payload["job"], alert.to)
+                _log.info(
+                    "mail of job %r's failed run sent to %s", payload["job"], ", ".join(alert.to)
+                )
             else:
                 _log.error("mail of job %r's failed run not sent: %s", payload["job"], why)
             return why is None

@@ -715,8 +715,8 @@ class _Writer:
             "# What cron does that this file does differently:",
             "# - cron set HOME, LOGNAME and a short PATH (/usr/bin:/bin) and nothing else;",
             "#   tickwork runs each command in the daemon's environment plus `env`.",
-            "# - cron mailed what a job wrote; tickwork writes it to the run log (see",
-            "#   `output`), and `on_failure` tells someone when a job keeps failing.",
+            "# - cron mailed all a job wrote; tickwork logs it (see `output`), and mails a",
+            "#   failed run's output to `mail_to` (a MAILTO above the line sets it).",
         ]
         if self.state.users and any(job.user for job in self.state.jobs):
             self.out.append(

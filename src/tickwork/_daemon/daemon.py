@@ -585,7 +585,7 @@ class Daemon:
             mail = Mail(job.mail_to, job.mail_command, job.smtp)
             output = "" if job.output == "discard" else result.output
             self.alerts.mail_failed(name, mail, scheduled=scheduled, status=result.status,
-                                    error=_failure_text(result), output=output)  # fmt: skip
+                                    error=result.error or "", output=output)  # fmt: skip
         if result.timed_out:
             raise JobTimedOut(_failure_text(result))
         if not result.ok:
@@ -635,7 +635,8 @@ class Daemon:
             return
         if event.kind not in (EventKind.SKIPPED, EventKind.MISSED):
             return
-        reason = "overlap" if event.kind is EventKind.SKIPPED else "missed"
+        reason = "missed" if event.kind is EventKind.MISSED else "overlap"
+        reason = "pool" if event.pool_wait else reason
         count = max(1, event.missed)
         with self._stretch_lock:
             stretch = self._stretches.get(event.job_id)

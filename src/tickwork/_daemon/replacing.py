@@ -106,7 +106,8 @@ class Replacing:
         ended = 0
         for tag, active in waiting:
             state = state_of(active.job_id)
-            due = None if state is None else state.next_run
+            # A paused job's next slot does not start: it replaces nothing.
+            due = None if state is None or state.paused else state.next_run
             if due is None or due > now or due <= active.scheduled:
                 continue
             with self._lock:

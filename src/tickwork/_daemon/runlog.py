@@ -177,7 +177,8 @@ class RunLog:
         Args:
             job: The job's name.
             scheduled: The (first) skipped run's scheduled time, POSIX seconds.
-            reason: Why: ``"overlap"`` (the previous run is still going), ``"missed"``
+            reason: Why: ``"overlap"`` (the previous run is still going), ``"pool"``
+                (due while the job's run waited for its concurrency pool), ``"missed"``
                 (too late, past the job's grace), or ``"shutdown"``.
             count: How many runs this line stands for (a rate-limited line).
             last: The last of them, when ``count`` > 1 and it is known.
@@ -188,6 +189,7 @@ class RunLog:
             return
         why = {
             "overlap": "overlap: the previous run is still running",
+            "pool": "pool: due while the job's run waited for its pool",
             "missed": "missed: too late to start",
             "shutdown": "shutting down",
         }.get(reason, reason)

@@ -606,10 +606,9 @@ class Claiming:
                 self._running.end(
                     run, "failed", None, f"not run: the executor refused it ({exc})", KEEP
                 )
-        after = decision.next_run
-        if after is not None and after <= now and claim.token not in self._table.runs:
-            # It ended already (an inline executor), and its job is due again (a
-            # replay): the wake-up this look's claim found could not see that.
+        if claim.token not in self._table.runs:
+            # It ended already (an inline executor): the wake-up this look's claim found
+            # could not see its job's next run (a replay due now, or its next slot).
             self._freed = True
 
     def _report_given_up(self, claim: Claim, decision: Decision) -> None:
@@ -630,15 +629,18 @@ class Claiming:
                 )
             )
         if decision.skipped:
-            _log.debug(
-                "job %r: %d run(s) skipped, the previous run was going", job_id, decision.skipped
-            )
+            why = "its run waited for its pool" if decision.pool_wait else "a run was going"
+            _log.debug("job %r: %d run(s) skipped, %s", job_id, decision.skipped, why)
+            given_up = decision.given_up
+            # A run decision runs the claimed slot: the first skipped is the one after it.
+            first = given_up.scheduled if decision.action == "run" and given_up else None
             self._events.emit(
                 RunEvent(
                     EventKind.SKIPPED,
                     0,
-                    claim.scheduled,
+                    claim.scheduled if first is None else first,
                     missed=decision.skipped,
+                    pool_wait=decision.pool_wait,
                     job_id=job_id,
                     name=job_id,
                 )

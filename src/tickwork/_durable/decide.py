@@ -77,6 +77,8 @@ class Decision:
     given_up: GivenUp | None = None
     """The slots after the claimed one that this decision gives up (written to the slot
     ledger by the claim); the claimed slot's own end is recorded when it finishes."""
+    pool_wait: bool = False
+    """The claimed slot waited for its pool: the slots given up came due meanwhile."""
 
 
 class _Grid:
@@ -264,9 +266,8 @@ def _waited(spec: JobSpec, grid: _Grid, now: float) -> Decision:
     if following > now or spec.overlap == "allow" or spec.missed == "all":
         return Decision("run", following)
     others = grid.count(now, COUNT_LIMIT) - 1
-    return Decision(
-        "run", grid.after(now), skipped=others, given_up=_others(grid, "skipped", others)
-    )
+    given_up = _others(grid, "skipped", others)
+    return Decision("run", grid.after(now), skipped=others, given_up=given_up, pool_wait=True)
 
 
 def _fixed_delay(state: JobState, provisional: float, late: bool) -> Decision:

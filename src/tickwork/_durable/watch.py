@@ -165,9 +165,12 @@ def conditions(
 def _late(late: float, facts: JobFacts, now: float) -> str | None:
     after = f"(alert after {human_duration(late)})"
     bound = late + facts.jitter  # a jittered run may start that much after its slot
-    # With overlap "skip", a slot due while the job's run goes on waits only to be
-    # skipped when it ends (`missed` is the rule for that): it never starts late.
-    held_back = facts.overlap == "skip" and any(st is not None for _, st in facts.claims)
+    # With overlap "skip", a slot due while the job's run goes on (or went on: the
+    # next look skips it) waits only to be skipped (`missed` is the rule for that).
+    ran, due = facts.last_run, facts.next_run
+    during = ran is not None and due is not None and ran[0] <= due < ran[1]
+    going = any(st is not None for _, st in facts.claims)
+    held_back = facts.overlap == "skip" and (going or during)
     if facts.next_run is not None and now - facts.next_run > bound and not held_back:
         return f"slot {iso(facts.next_run)} has not been started by any node {after}"
     for scheduled, started in facts.claims:

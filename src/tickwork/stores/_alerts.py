@@ -39,6 +39,8 @@ EpisodeState: TypeAlias = Literal["opening", "open", "closing"]
 
 #: Watched jobs whose facts one pair of statements reads (a list parameter each).
 FACTS_CHUNK: Final = 500
+#: The outcomes of a run that ran (its start and end are the job's last run).
+_RAN: Final = frozenset({"ok", "failed", "timeout", "cancelled"})
 
 
 @dataclass(frozen=True, slots=True)
@@ -74,6 +76,8 @@ class JobFacts:
     """The schedule's jitter: a run may start up to this long after its slot."""
     overlap: str = "allow"
     """The job's overlap policy as stored (``replace`` is stored as ``queue``)."""
+    last_run: tuple[float, float] | None = None
+    """``(started, ended)`` of the job's last run that ran, if it is the last one."""
 
 
 def _jitter(schedule: str) -> float:
@@ -88,8 +92,9 @@ def _jitter(schedule: str) -> float:
 def _facts(row: Sequence[Any], claims: Sequence[tuple[float, float | None]]) -> JobFacts:
     """One job's facts from its row of `AlertEpisodes.facts` and its claims."""
     _, paused, next_run, first_slot, last_outcome, last_ended, schedule, ok = row[:8]
-    outcome, scheduled, started, overlap = row[8:12]
+    outcome, scheduled, started, overlap, last_started = row[8:13]
     ends = (ok, last_ended if last_outcome == "ok" else None)
+    ran = last_outcome in _RAN and last_started is not None and last_ended is not None
     known = [float(e) for e in ends if e is not None]
     return JobFacts(
         paused=bool(paused),
@@ -100,6 +105,7 @@ def _facts(row: Sequence[Any], claims: Sequence[tuple[float, float | None]]) -> 
         claims=tuple(claims),
         jitter=_jitter(schedule),
         overlap=str(overlap),
+        last_run=(last_started, last_ended) if ran else None,
     )
 
 
@@ -133,7 +139,7 @@ class AlertEpisodes(Generic[C]):
                 " ORDER BY l.seq DESC LIMIT 1)"
                 for column in ("outcome", "scheduled", "started")
             )
-            + ", j.overlap FROM {jobs} j WHERE j.id {any}"
+            + ", j.overlap, j.last_started FROM {jobs} j WHERE j.id {any}"
         )
         claims_q = (
             "SELECT job_id, scheduled, started FROM {claims} WHERE job_id {any}"
