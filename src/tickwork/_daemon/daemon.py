@@ -1262,13 +1262,14 @@ def _status_server(
             namespace,
             str(daemon.config_path),
             tokens,
-            lambda controls, banner: page(
+            lambda controls, banner, listing: page(
                 daemon.scheduler,
                 daemon.store,
                 namespace,
                 str(daemon.config_path),
                 controls=controls,
                 banner=banner,
+                listing=listing,
             ),
         ),
     )

@@ -233,4 +233,3 @@ def list_jobs(store: Store, query: JobQuery, *, now: float) -> JobsPage:
         found = [s for s in found if _in_state(store, s, query.state, now)]
     end = None if query.limit is None else query.offset + query.limit
     return JobsPage(found[query.offset : end], len(found), counts)
-

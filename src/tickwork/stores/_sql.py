@@ -39,8 +39,8 @@ from ._carry import CarriedFinishes, CarryMixin
 from ._chains import ChainQueries
 from ._control import ControlActions
 from ._holders import HoldersMixin
-from ._listing import ListingMixin
 from ._ledger import LedgerQueries, given_up_entry
+from ._listing import ListingMixin
 from ._model import (
     KEEP,
     SPEC_VERSION,

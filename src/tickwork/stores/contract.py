@@ -4,8 +4,9 @@ A user of durable jobs needs `tickwork.stores` (records, policies, errors, the `
 type). Writing a store of your own (another database, a test double) needs this module
 too: the optional capabilities a store may offer (`BatchRecorder`, `CarryingClaim`,
 `ChangeNotifier`, `ClaimAhead`, `ClaimWakeup`, `JobListing` with its `JobQuery` and
-`JobsPage`, `LookCover`, `LookNotices`, `SessionLiveness`, `StoreClock`), the records that cross `Store.claim_due`, `start` and `finish`, the
-callback types the scheduler hands to `claim_due`, and the JSON codec of a `JobSpec`.
+`JobsPage`, `LookCover`, `LookNotices`, `SessionLiveness`, `StoreClock`), the records
+that cross `Store.claim_due`, `start` and `finish`, the callback types the scheduler
+hands to `claim_due`, and the JSON codec of a `JobSpec`.
 ``docs/durability.md`` ("Writing another store") walks through it, and
 ``tests/store_contract.py`` is the suite a new store must pass.
 """
