@@ -220,7 +220,10 @@ class StoreContract:
                 return getattr(store, name)
 
         for listing in (store, Whole()):
-            ask = lambda **kw: list_jobs(listing, JobQuery(prefix="ns/", **kw), now=now)  # noqa: E731
+
+            def ask(listing: Any = listing, **kw: Any) -> Any:
+                return list_jobs(listing, JobQuery(prefix="ns/", **kw), now=now)
+
             page = ask()
             assert [s.id for s in page.jobs][:3] == ["ns/B_%x", "ns/a-0", "ns/a-1"]
             assert dict(page.counts) == expected and page.total == 7
@@ -236,9 +239,9 @@ class StoreContract:
             assert [s.id for s in two.jobs] == ["ns/a-1", "ns/a-2"] and two.total == 7
             assert ask(offset=6, limit=None).jobs[0].id == "ns/a-5"
             assert ask(offset=2, limit=2).jobs[0].claims == store.get("ns/a-1").claims  # type: ignore[union-attr]
-        with pytest.raises(ValueError, match="state must be one of failing, .*, got 'ok'"):
+        with pytest.raises(ValueError, match=r"state must be one of failing, .*, got 'ok'"):
             JobQuery(state="ok")
-        with pytest.raises(ValueError, match="limit must be an integer from 1 to 1,000"):
+        with pytest.raises(ValueError, match=r"limit must be an integer from 1 to 1,000"):
             JobQuery(limit=0)
 
     def test_all_schedule_kinds_round_trip(self, store: Store) -> None:
