@@ -214,7 +214,8 @@ def _row(job: JobView, now: float, controls: Callable[[JobView], str] | None = N
 
 def _link(query: JobQuery, **changed: Any) -> str:
     """A link to the listing ``query`` with ``changed`` (``state``, ``page``): its query only."""
-    fields = {"q": query.search, "state": query.state or "", "page": 1} | changed
+    fields: dict[str, Any] = {"q": query.search, "state": query.state or "", "page": 1}
+    fields |= changed
     kept = {k: v for k, v in fields.items() if v and (k != "page" or v > 1)}
     return html.escape("?" + urlencode(kept)) if kept else "?"
 
@@ -227,7 +228,7 @@ def _finder(query: JobQuery, listed: JobsPage) -> str:
         else f'<input type="hidden" name="state" value="{html.escape(query.state)}">'
     )
     counts = listed.counts
-    links = [(None, "all", counts.get("all", listed.total))]
+    links: list[tuple[str | None, str, int]] = [(None, "all", counts.get("all", listed.total))]
     links += [(s, s, counts.get(s, 0)) for s in JOB_STATES]
     shown = " \u00b7 ".join(
         f'<a class="filter{" on" if which == query.state else ""}" data-state="{word}"'
