@@ -39,7 +39,9 @@ from tickwork.stores.contract import (
     ClaimWakeup,
     Finish,
     GivenUp,
+    JobQuery,
     Start,
+    list_jobs,
 )
 
 OpenStore = Callable[..., Store]
@@ -191,6 +193,56 @@ class StoreContract:
         for job_id in ["b", "c", "a"]:
             store.upsert(spec(job_id), 100.0)
         assert [j.id for j in store.jobs()] == ["a", "b", "c"]
+
+    def test_a_page_of_jobs_is_searched_filtered_counted_as_when_read_whole(
+        self, store: Store
+    ) -> None:
+        # Ids sort as "ns/a-0" < ... ; "other/" jobs are outside the prefix.
+        for i in range(6):
+            store.upsert(spec(f"ns/a-{i}"), 100.0 if i < 3 else 500.0)
+        store.upsert(spec("ns/B_%x"), 500.0)
+        store.upsert(spec("other/a-9"), 100.0)
+        store.set_paused("ns/a-0", True)
+        (c,) = claim(store, 100.0, limit=1)  # ns/a-1: running
+        (d,) = claim(store, 110.0, limit=1)  # ns/a-2: its run fails
+        assert (c.job_id, d.job_id) == ("ns/a-1", "ns/a-2")
+        store.finish(d, outcome="failed", ended=111.0, error="boom")
+        assert _control(store).trigger_job("ns/a-4", by="ana", at=120.0) == "queued"
+        now = 300.0  # a-2's next run (120) is late; a-4's queued run (120) too
+        expected = {
+            "all": 7, "failing": 1, "paused": 1, "late": 2, "running": 1, "waiting": 1,
+        }  # fmt: skip
+
+        class Whole:  # the same store, read whole by `list_jobs`
+            def __getattr__(self, name: str) -> Any:
+                if name == "jobs_page":
+                    raise AttributeError(name)
+                return getattr(store, name)
+
+        for listing in (store, Whole()):
+
+            def ask(listing: Any = listing, **kw: Any) -> Any:
+                return list_jobs(listing, JobQuery(prefix="ns/", **kw), now=now)
+
+            page = ask()
+            assert [s.id for s in page.jobs][:3] == ["ns/B_%x", "ns/a-0", "ns/a-1"]
+            assert dict(page.counts) == expected and page.total == 7
+            assert [s.id for s in ask(state="failing").jobs] == ["ns/a-2"]
+            assert [s.id for s in ask(state="late").jobs] == ["ns/a-2", "ns/a-4"]
+            assert [s.id for s in ask(state="running").jobs] == ["ns/a-1"]
+            assert [s.id for s in ask(state="waiting").jobs] == ["ns/a-4"]
+            assert [s.id for s in ask(state="paused").jobs] == ["ns/a-0"]
+            # LIKE's wildcards are searched as text, in any case
+            assert [s.id for s in ask(search="b_%").jobs] == ["ns/B_%x"]
+            assert ask(search="_").total == 1 and ask(search="A-").total == 6
+            two = ask(offset=2, limit=2)
+            assert [s.id for s in two.jobs] == ["ns/a-1", "ns/a-2"] and two.total == 7
+            assert ask(offset=6, limit=None).jobs[0].id == "ns/a-5"
+            assert ask(offset=2, limit=2).jobs[0].claims == store.get("ns/a-1").claims  # type: ignore[union-attr]
+        with pytest.raises(ValueError, match=r"state must be one of failing, .*, got 'ok'"):
+            JobQuery(state="ok")
+        with pytest.raises(ValueError, match=r"limit must be an integer from 1 to 1,000"):
+            JobQuery(limit=0)
 
     def test_all_schedule_kinds_round_trip(self, store: Store) -> None:
         kinds = [

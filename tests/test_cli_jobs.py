@@ -224,3 +224,32 @@ def test_long_and_json_are_one_or_the_other(views: Path) -> None:
         capture_output=True, text=True, timeout=60,
     )  # fmt: skip
     assert proc.returncode == 2 and "not allowed with argument" in proc.stderr
+
+
+def test_many_jobs_are_listed_a_page_at_a_time_searched_and_filtered(tmp_path: Path) -> None:
+    path = tmp_path / "many.sqlite3"
+    now = time.time()
+    with SQLiteStore(path) as store:
+        for i in range(150):
+            name = f"sync-{i:03d}"
+            store.upsert(
+                JobSpec(f"jobs/{name}", ENTRY_POINT, Every(60), kwargs={"job": name}), now + 60
+            )
+        store.set_paused("jobs/sync-007", True)
+    args = build_parser().parse_args(["jobs", "--state", str(path), "--json"])
+    out, err = io.StringIO(), io.StringIO()
+    assert run_jobs(args, out=out, err=err) == 0
+    rows = json.loads(out.getvalue())
+    assert [r["job"] for r in rows] == [f"sync-{i:03d}" for i in range(100)]  # the default
+    assert "100 of 150 jobs listed; --offset 100 for the next" in err.getvalue()
+    rest = json.loads(jobs(path, "--json", "--offset", "100", "--limit", "0"))
+    assert len(rest) == 50 and rest[0]["job"] == "sync-100"
+    assert [r["job"] for r in json.loads(jobs(path, "--json", "--only", "paused"))] == ["sync-007"]
+    table = jobs(path, "--search", "SYNC-14")
+    assert table.count("sync-14") == 10 and "10 jobs listed" in table
+    bad = io.StringIO()
+    with pytest.raises(SystemExit):
+        build_parser().parse_args(["jobs", "--state", str(path), "--only", "lost"])
+    args = build_parser().parse_args(["jobs", "--state", str(path), "--limit", "5000"])
+    assert run_jobs(args, out=io.StringIO(), err=bad) == 2
+    assert "--limit must be at most 1,000 (0: all), got 5000" in bad.getvalue()

@@ -461,3 +461,110 @@ def test_a_browser_draws_the_charts(daemon: tuple[Run, str], tmp_path: Path) -> 
         browser.screenshot(tmp_path / "overview-charts.png")
     finally:
         browser.close()
+
+
+MANY = 400  # beside probe-api, rotate-logs and a paused job
+
+
+@pytest.fixture
+def many(tmp_path: Path) -> Iterator[str]:
+    """A daemon of 403 jobs (one failing, one paused), its page and API open on loopback."""
+    idle = "".join(
+        f'[[job]]\nname = "batch-{i:03d}"\nevery = "1h"\ncommand = ["true"]\n\n'
+        for i in range(MANY)
+    )
+    jobs = tmp_path / "jobs.toml"
+    jobs.write_text(
+        idle
+        + textwrap.dedent(
+            """
+            [[job]]
+            name = "probe-api"
+            every = "1h"
+            first = "0s"
+            command = ["sh", "-c", "echo 'connection refused' >&2; exit 7"]
+
+            [[job]]
+            name = "rotate-logs"
+            every = "1h"
+            first = "0s"
+            command = ["true"]
+
+            [[job]]
+            name = "held"
+            every = "1h"
+            enabled = false
+            command = ["true"]
+            """
+        )
+    )
+    run = Run(jobs, tmp_path / "s.sqlite3", "--http", "127.0.0.1:0")
+    line = run.wait_line("metrics at http://127.0.0.1:")
+    base = line.split("metrics at ", 1)[1].split("/metrics", 1)[0]
+
+    def ran() -> bool:
+        text = get(base + "/metrics")[1]
+        return (
+            'job="rotate-logs",outcome="ok"' in text and 'job="probe-api",outcome="failed"' in text
+        )
+
+    wait_until("runs of both jobs", ran, LIMIT)
+    yield base
+    run.kill()
+
+
+def test_the_overview_and_the_api_page_many_jobs(many: str) -> None:
+    status, page = get(many + "/")
+    assert status == 200 and len(page.encode()) < 100_000, len(page.encode())
+    assert page.count('<td class="job">') == 50 and "jobs 1\u201350 of 403" in page
+    assert '<a rel="next" href="?page=2">next</a>' in page and ">failing 1</a>" in page
+    failing = get(many + "/?state=failing")[1]
+    assert failing.count('<td class="job">') == 1 and '<td class="job">probe-api' in failing
+    found = get(many + "/?q=BATCH-39")[1]  # any case
+    assert found.count('<td class="job">') == 10 and "jobs 1\u201310 of 10" in found
+    last = get(many + "/?page=9")[1]
+    assert last.count('<td class="job">') == 3 and "previous</a> \u00b7 page 9 of 9" in last
+    # The API: 100 a page, and the path of the next one until the last.
+    listed, path = [], "/api/jobs"
+    while path:
+        status, text = get(many + path)
+        answer = json.loads(text)
+        assert status == 200 and answer["total"] == 403 and len(text) < 100_000
+        listed += [row["job"] for row in answer["jobs"]]
+        path = answer["next"]
+    assert len(listed) == 403 == len(set(listed)) and listed == sorted(listed)
+    paused = json.loads(get(many + "/api/jobs?state=paused&limit=5")[1])
+    assert [row["job"] for row in paused["jobs"]] == ["held"] and paused["counts"]["paused"] == 1
+    status, text = get(many + "/api/jobs?state=lost")
+    assert status == 400 and "state must be one of failing, paused" in text and "'lost'" in text
+    status, text = get(many + "/api/jobs?limit=0")
+    assert status == 400 and "limit must be an integer >= 1, got '0'" in text
+
+
+@needs_browser
+def test_a_browser_searches_filters_and_pages_the_jobs(many: str, tmp_path: Path) -> None:
+    browser = Browser(tmp_path / "cdp-profile")
+    try:
+        browser.open(many + "/", loaded="!!document.querySelector('td.job')")
+        browser.click('a[rel="next"]')
+        browser.wait("location.search === '?page=2' && document.readyState === 'complete'")
+        first = browser.evaluate("document.querySelector('td.job').firstChild.textContent")
+        assert first == "batch-050"
+        browser.click('a[data-state="failing"]')
+        browser.wait("location.search === '?state=failing' && document.readyState === 'complete'")
+        names = browser.evaluate(
+            "[...document.querySelectorAll('td.job')].map(c => c.firstChild.textContent)"
+        )
+        assert names == ["probe-api"]
+        browser.click('a[data-state="all"]')
+        browser.wait("location.search === '' && document.readyState === 'complete'")
+        browser.type('form.find input[name="q"]', "logs")
+        browser.click("form.find button")
+        browser.wait("location.search === '?q=logs' && document.readyState === 'complete'")
+        names = browser.evaluate(
+            "[...document.querySelectorAll('td.job')].map(c => c.firstChild.textContent)"
+        )
+        assert names == ["rotate-logs"]
+        assert browser.evaluate("document.querySelector('form.find input').value") == "logs"
+    finally:
+        browser.close()

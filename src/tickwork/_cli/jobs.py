@@ -15,7 +15,7 @@ import json
 import socket
 import sys
 from datetime import datetime
-from typing import Any, TextIO
+from typing import Any, Final, TextIO
 
 from tickwork._cli.options import (
     add_file_argument,
@@ -29,6 +29,7 @@ from tickwork._core.text import local_and_utc as _when
 from tickwork._core.text import local_time, relative_time, seconds_fixed
 from tickwork._daemon.config import Config, JobConfig, load_config
 from tickwork.stores._after import schedule_and_after
+from tickwork.stores._listing import JOB_STATES, LATE_AFTER, MOST, JobQuery
 
 __all__ = ["add_parser", "run_jobs"]
 
@@ -53,8 +54,35 @@ def add_parser(subparsers: Any) -> argparse.ArgumentParser:
         " UTC, the last error",
     )
     form.add_argument("--json", action="store_true", help="one JSON array, for machines")
+    j.add_argument(
+        "--search", default="", metavar="TEXT", help="only jobs whose name contains TEXT (any case)"
+    )
+    j.add_argument(
+        "--only",
+        choices=JOB_STATES,
+        help="only jobs in this state: failing (the last run that ended failed), paused,"
+        f" late (a run due over {LATE_AFTER:.0f} s ago not started), running, waiting",
+    )
+    j.add_argument(
+        "--limit",
+        type=_count,
+        default=LIMIT,
+        metavar="N",
+        help=f"at most N jobs, in name order (default {LIMIT}; 0: all, slow for thousands)",
+    )
+    j.add_argument("--offset", type=_count, default=0, metavar="N", help="skip the first N jobs")
     j.set_defaults(func=run_jobs)
     return j
+
+
+#: Jobs listed unless ``--limit`` says otherwise.
+LIMIT: Final = 100
+
+
+def _count(text: str) -> int:
+    if not text.strip().isdigit():
+        raise argparse.ArgumentTypeError(f"must be an integer >= 0, got {text!r}")
+    return int(text)
 
 
 # -- tickwork jobs ---------------------------------------------------------------------
@@ -95,19 +123,40 @@ def run_jobs(
             for issue in exc.errors:
                 print(issue, file=err)
             return 2
+    if args.limit > MOST:
+        print(
+            f"tickwork jobs: --limit must be at most {MOST:,} (0: all), got {args.limit}", file=err
+        )
+        return 2
+    query = JobQuery(
+        search=args.search, state=args.only, offset=args.offset, limit=args.limit or None
+    )
     store = open_state(args, "jobs", err)
     if isinstance(store, int):
         return store
     try:
         namespace = args.namespace or (default_namespace(args.file) if args.file else None)
-        states, live, now, summaries = read_jobs(store, namespace)
+        states, live, now, summaries, listed = read_jobs(store, namespace, query)
     finally:
         store.close()
     host = socket.gethostname()
     rows = [state_row(s, now, host, live, summaries[s.id]) for s in states]
-    if config is not None:
+    # The file's jobs not in the state yet, when every stored job that matches is here.
+    if config is not None and query.state is None and len(states) >= listed.total:
         seen = {str(row["job"]) for row in rows}
-        rows += [_undeclared_row(job) for job in config.jobs if job.name not in seen]
+        wanted = query.search.lower()
+        rows += [
+            _undeclared_row(job)
+            for job in config.jobs
+            if job.name not in seen and wanted in job.name.lower() and not query.offset
+        ]
+    shown = query.offset + len(states)
+    if shown < listed.total:
+        print(
+            f"{len(states):,} of {listed.total:,} jobs listed; --offset {shown} for the next,"
+            " --limit N (0: all) for more, --search or --only to narrow",
+            file=err,
+        )
     if args.json:
         json.dump(
             [{k: v for k, v in row.items() if not k.startswith("_")} for row in rows],

@@ -51,6 +51,7 @@ from tickwork._daemon.joblist import (
 from tickwork._daemon.when import parse_future, parse_since, parse_time
 from tickwork._durable.control import BackfillError
 from tickwork.stores._errors import JobNotFoundError, JobPausedError, StoreError
+from tickwork.stores._listing import JobQuery, JobsPage
 from tickwork.stores._model import OUTCOMES
 from tickwork.stores._protocol import RuntimeControl, SlotLedger
 
@@ -65,6 +66,9 @@ ACTIONS: Final[Mapping[str, frozenset[str]]] = {
     "backfill": frozenset({"note", "from", "to", "dry_run", "max", "yes"}),
     "cancel": frozenset({"note", "slot", "all_waiting"}),
 }
+#: Jobs on a page of ``/api/jobs`` unless ``limit`` says otherwise, and the most it may say.
+LISTED: Final = 100
+MOST_LISTED: Final = 1000
 #: Largest request body read (bytes).
 MAX_BODY: Final = 65536
 _JSON: Final = "application/json"
@@ -185,7 +189,7 @@ class Api:
         namespace: str,
         title: str,
         tokens: Tokens | None,
-        status_page: Callable[[Callable[[Any], str], str], str],
+        status_page: Callable[[Callable[[Any], str], str, JobQuery], str],
     ) -> None:
         self._scheduler = scheduler
         self._store = store
@@ -297,7 +301,7 @@ class Api:
         if not route or route[0] != "jobs" or len(route) > 3:
             raise BadRequest(404, f"not found: {request.path}")
         if len(route) == 1 and api:
-            return _json(200, {"jobs": self._rows()})
+            return _json(200, self._jobs(request.query))
         name = route[1] if len(route) > 1 else ""
         job_id = self._job_id(name)
         if not api and len(route) == 2:
@@ -320,16 +324,35 @@ class Api:
             )
         return job_id
 
-    def _rows(self) -> list[dict[str, Any]]:
+    def _rows(self, query: JobQuery) -> tuple[list[dict[str, Any]], JobsPage]:
         import socket
 
-        states, live, now, summaries = read_jobs(self._store, self._namespace)
+        states, live, now, summaries, listed = read_jobs(self._store, self._namespace, query)
         host = socket.gethostname()
         rows = [state_row(s, now, host, live, summaries[s.id]) for s in states]
-        return [{k: v for k, v in row.items() if not k.startswith("_")} for row in rows]
+        return [{k: v for k, v in row.items() if not k.startswith("_")} for row in rows], listed
+
+    def _jobs(self, query: Mapping[str, list[str]]) -> dict[str, Any]:
+        """``/api/jobs``: a page of the jobs, the counts, and the link to the next page."""
+        asked = _listing(query, api=True)
+        rows, listed = self._rows(asked)
+        end = asked.offset + len(listed.jobs)
+        after = None
+        if end < listed.total:
+            fields = {"q": asked.search, "state": asked.state, "limit": asked.limit, "offset": end}
+            after = "/api/jobs?" + urlencode({k: v for k, v in fields.items() if v})
+        return {
+            "jobs": rows,
+            "total": listed.total,
+            "counts": dict(listed.counts),
+            "offset": asked.offset,
+            "limit": asked.limit,
+            "next": after,
+        }
 
     def _row(self, job_id: str) -> dict[str, Any]:
-        for row in self._rows():
+        rows, _ = self._rows(JobQuery(prefix=job_id, limit=None))  # and ids it begins
+        for row in rows:
             if row["id"] == job_id:
                 return row
         raise BadRequest(404, f"no job with id {job_id.partition('/')[2]!r}")
@@ -369,7 +392,8 @@ class Api:
 
     def _render_status(self, request: Request) -> str:
         viewer = self._viewer(request)
-        return self._status_page(lambda view: controls(view, viewer), viewer.banner())
+        listing = _listing(request.query, api=False)
+        return self._status_page(lambda view: controls(view, viewer), viewer.banner(), listing)
 
     def _render_job(self, request: Request, name: str, job_id: str) -> str:
         said = request.query.get("said", [""])[0]
@@ -528,6 +552,33 @@ def _challenge() -> dict[str, str]:
 
 def _unauthorized(message: str) -> BadRequest:
     return BadRequest(401, message, _challenge())
+
+
+def _listing(query: Mapping[str, list[str]], *, api: bool) -> JobQuery:
+    """The listing a query asks for: ``q``, ``state``, and the page.
+
+    The API's ``limit`` (up to `MOST_LISTED`) and ``offset``, or the status page's
+    ``page`` (of `PER_PAGE` jobs each, from 1).
+    """
+    from tickwork._daemon.status_page import PER_PAGE
+
+    def number(name: str, default: int, least: int) -> int:
+        text = query.get(name, [str(default)])[-1].strip()
+        if not text.isdigit() or int(text) < least:
+            raise BadRequest(400, f"{name} must be an integer >= {least}, got {text!r}")
+        return int(text)
+
+    search = query.get("q", [""])[-1].strip()
+    state = query.get("state", [""])[-1].strip() or None
+    if api:
+        limit = min(number("limit", LISTED, 1), MOST_LISTED)
+        offset = number("offset", 0, 0)
+    else:
+        limit, offset = PER_PAGE, (min(number("page", 1, 1), 10**9) - 1) * PER_PAGE
+    try:
+        return JobQuery(search=search, state=state, offset=offset, limit=limit)
+    except ValueError as exc:
+        raise BadRequest(400, str(exc)) from None
 
 
 def _allow(parts: list[str]) -> str | None:

@@ -1290,13 +1290,14 @@ def _status_server(
             namespace,
             str(daemon.config_path),
             tokens,
-            lambda controls, banner: page(
+            lambda controls, banner, listing: page(
                 daemon.scheduler,
                 daemon.store,
                 namespace,
                 str(daemon.config_path),
                 controls=controls,
                 banner=banner,
+                listing=listing,
             ),
         ),
     )

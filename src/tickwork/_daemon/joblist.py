@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import heapq
 import time
+from dataclasses import replace
 from typing import Any, Final
 
 from tickwork._core.text import iso
@@ -15,6 +16,7 @@ from tickwork._daemon.declare import owner_label
 from tickwork._daemon.pools import pool_waits
 from tickwork._daemon.status_page import failure_summary, pid_running
 from tickwork.stores._after import schedule_and_after
+from tickwork.stores._listing import JobQuery, JobsPage, list_jobs
 from tickwork.stores._model import ActionRecord, Claim, JobState, SlotRecord
 from tickwork.stores._protocol import SessionLiveness, SlotLedger, Store, StoreClock
 
@@ -65,30 +67,36 @@ def _iso(ts: float | None) -> str | None:
 
 
 def read_jobs(
-    store: Store, namespace: str | None
-) -> tuple[list[JobState], set[str] | None, float, dict[str, dict[str, Any]]]:
+    store: Store, namespace: str | None, query: JobQuery | None = None
+) -> tuple[list[JobState], set[str] | None, float, dict[str, dict[str, Any]], JobsPage]:
     """What ``tickwork jobs`` reads from the open store (the caller closes it).
 
-    The jobs of the namespace, the owners with a live session (None: the store cannot
-    tell), now by the store's clock, and each job's failure summary.
+    The jobs of the namespace that ``query`` asks for (``None``: all of them; its prefix
+    is the namespace's unless it names a longer one in it), the owners with a live
+    session (None: the store cannot tell), now by the store's clock, each job's failure
+    summary, and the page as listed (its total and counts per state). Only the page's
+    jobs are read in full.
     """
     from tickwork._daemon.declare import owned
 
-    states = store.jobs()
+    # Leases are judged by the store's clock where it has one, as the daemons do.
+    now = store.read_clock(time.time)[0] if isinstance(store, StoreClock) else time.time()
+    query = query or JobQuery(limit=None)
+    prefix = "" if namespace is None else namespace + "/"
+    if not query.prefix.startswith(prefix):
+        query = replace(query, prefix=prefix)
+    listed = list_jobs(store, query, now=now)
+    states = [s for s in listed.jobs if namespace is None or owned(s, namespace)]
     # Owners whose database sessions are all gone (PostgreSQL): lost at once, not
     # only when their lease runs out. None: the store cannot tell.
     live: set[str] | None = None
     if isinstance(store, SessionLiveness):
         live = store.live_owners(c.owner for s in states for c in s.claims if c.owner)
-    # Leases are judged by the store's clock where it has one, as the daemons do.
-    now = store.read_clock(time.time)[0] if isinstance(store, StoreClock) else time.time()
-    if namespace is not None:
-        states = [s for s in states if owned(s, namespace)]
     summaries = {s.id: failure_summary(store, s.id) for s in states}
     waits = pool_waits(store, states, now)  # concurrency pools: who waits for a slot
     for s in states:
         summaries[s.id] |= {"pool": s.spec.pool, "waiting_for": waits.get(s.id)}
-    return states, live, now, summaries
+    return states, live, now, summaries, listed
 
 
 def state_row(

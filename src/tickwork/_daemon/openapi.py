@@ -8,6 +8,8 @@ from __future__ import annotations
 
 from typing import Any
 
+from tickwork.stores._listing import JOB_STATES
+
 __all__ = ["document"]
 
 _TIME = {"type": "string", "description": "ISO 8601 UTC time"}
@@ -52,7 +54,23 @@ _SCHEMAS: dict[str, Any] = {
             "consecutive_failures": {"type": ["integer", "null"]},
         }
     ),
-    "Jobs": _obj({"jobs": {"type": "array", "items": _ref("Job")}}),
+    "Jobs": _obj(
+        {
+            "jobs": {"type": "array", "items": _ref("Job"), "description": "this page, by name"},
+            "total": {"type": "integer", "description": "jobs that match q and state"},
+            "counts": {
+                "type": "object",
+                "additionalProperties": {"type": "integer"},
+                "description": "jobs that match q: all, and per state",
+            },
+            "offset": {"type": "integer"},
+            "limit": {"type": "integer"},
+            "next": {
+                "type": ["string", "null"],
+                "description": "the next page's path and query, or null on the last page",
+            },
+        }
+    ),
     "HistoryItem": _obj(
         {
             "kind": {"enum": ["slot", "action"]},
@@ -174,6 +192,12 @@ def _answers(ok: str, *codes: int) -> dict[str, Any]:
 
 
 _NAME = {"name": "name", "in": "path", "required": True, "schema": {"type": "string"}}
+_LISTING = [
+    {"name": "q", "in": "query", "schema": {"type": "string"}, "description": "name contains"},
+    {"name": "state", "in": "query", "schema": {"enum": list(JOB_STATES)}},
+    {"name": "limit", "in": "query", "schema": {"type": "integer", "minimum": 1, "default": 100}},
+    {"name": "offset", "in": "query", "schema": {"type": "integer", "minimum": 0, "default": 0}},
+]
 _QUERY = [
     {"name": "limit", "in": "query", "schema": {"type": "integer", "minimum": 1}},
     {"name": "outcome", "in": "query", "schema": {"type": "string"}},
@@ -189,7 +213,7 @@ def _get(summary: str, ok: str, parameters: list[Any], *codes: int) -> dict[str,
 
 def _paths() -> dict[str, Any]:
     paths: dict[str, Any] = {
-        "/api/jobs": _get("The jobs (tickwork jobs --json)", "Jobs", []),
+        "/api/jobs": _get("A page of the jobs (tickwork jobs --json)", "Jobs", _LISTING),
         "/api/history": _get("The ledger and actions (tickwork history --json)", "History", _QUERY),
         "/api/jobs/{name}": _get("One job", "Job", [_NAME], 404),
         "/api/jobs/{name}/history": _get(

@@ -17,6 +17,7 @@ from collections.abc import Callable, Collection, Iterable, Sequence
 from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any, Final
+from urllib.parse import urlencode
 
 from tickwork._core.text import iso
 from tickwork._core.text import relative_time as _ago
@@ -25,12 +26,14 @@ from tickwork._core.text import utc_time as _time
 from tickwork._daemon.charts import rate_chart, sparkline
 from tickwork.stores._after import schedule_and_after
 from tickwork.stores._errors import StoreError
+from tickwork.stores._listing import JOB_STATES, JobQuery, JobsPage, list_jobs
 from tickwork.stores._model import ActionRecord, JobState, SlotRecord
 from tickwork.stores._protocol import SessionLiveness, SlotLedger, Store
 from tickwork.stores._streak import STREAK_DEPTH, failure_streak
 
 __all__ = [
     "ACTIONS_SHOWN",
+    "PER_PAGE",
     "STYLE",
     "SUMMARY_DEPTH",
     "JobView",
@@ -44,6 +47,8 @@ __all__ = [
 
 _log = logging.getLogger("tickwork.daemon")
 
+#: Jobs shown per page of the status page.
+PER_PAGE: Final = 50
 #: Ledger entries shown per job in its strip.
 STRIP: Final = 30
 #: Operators' actions shown under the table, newest first.
@@ -207,6 +212,54 @@ def _row(job: JobView, now: float, controls: Callable[[JobView], str] | None = N
     )
 
 
+def _link(query: JobQuery, **changed: Any) -> str:
+    """A link to the listing ``query`` with ``changed`` (``state``, ``page``): its query only."""
+    fields: dict[str, Any] = {"q": query.search, "state": query.state or "", "page": 1}
+    fields |= changed
+    kept = {k: v for k, v in fields.items() if v and (k != "page" or v > 1)}
+    return html.escape("?" + urlencode(kept)) if kept else "?"
+
+
+def _finder(query: JobQuery, listed: JobsPage) -> str:
+    """Above the table: the name search (a plain form) and a link per state with its count."""
+    state = (
+        ""
+        if query.state is None
+        else f'<input type="hidden" name="state" value="{html.escape(query.state)}">'
+    )
+    counts = listed.counts
+    links: list[tuple[str | None, str, int]] = [(None, "all", counts.get("all", listed.total))]
+    links += [(s, s, counts.get(s, 0)) for s in JOB_STATES]
+    shown = " \u00b7 ".join(
+        f'<a class="filter{" on" if which == query.state else ""}" data-state="{word}"'
+        f' href="{_link(query, state=which or "")}">{word} {count:,}</a>'
+        for which, word, count in links
+    )
+    return (
+        f'<form class="find" method="get">{state}<input type="search" name="q"'
+        f' value="{html.escape(query.search)}" placeholder="job name contains"'
+        ' aria-label="search jobs by name"> <button type="submit">search</button></form>'
+        f'<div class="filters">{shown}</div>'
+    )
+
+
+def _pager(query: JobQuery, listed: JobsPage, shown: int) -> str:
+    """Under the table: which jobs these are of how many, and links to the pages beside."""
+    size = query.limit or max(1, listed.total)
+    number = query.offset // size + 1
+    last = max(1, -(-listed.total // size))
+    first = query.offset + 1 if shown else 0
+    parts = [f"jobs {first:,}\u2013{query.offset + shown:,} of {listed.total:,}"]
+    if number > 1:
+        parts.append(
+            f'<a rel="prev" href="{_link(query, page=min(number - 1, last))}">previous</a>'
+        )
+    parts.append(f"page {number:,} of {last:,}")
+    if number < last:
+        parts.append(f'<a rel="next" href="{_link(query, page=number + 1)}">next</a>')
+    return '<div class="pages">' + " \u00b7 ".join(parts) + "</div>"
+
+
 #: The page's style sheet (the page has no external files).
 STYLE: Final = """\
 body { font: 14px/1.4 system-ui, sans-serif; margin: 24px; color: #1d232a; }
@@ -235,6 +288,8 @@ ul.actions { padding-left: 18px; color: #3a434c; }
 .node.gone { color: #8a939c; text-decoration: line-through; }
 .node.gone .mark { text-decoration: none; display: inline-block; margin-left: 3px;
   color: #a12b2d; font-weight: 600; }
+form.find { margin: 0 0 6px; } .filters, .pages { margin: 6px 0; color: #5b6570; }
+a.filter.on { font-weight: 600; color: #1d232a; text-decoration: none; }
 """
 
 
@@ -250,6 +305,7 @@ def render(
     controls: Callable[[JobView], str] | None = None,
     banner: str = "",
     chart: str = "",
+    nav: tuple[JobQuery, JobsPage] | None = None,
 ) -> str:
     """The status page as HTML text.
 
@@ -265,14 +321,19 @@ def render(
         controls: Each row's buttons and links under the job's name (HTML), if any.
         banner: HTML under the title (who is logged in).
         chart: HTML under the table (the cluster's runs per minute).
+        nav: The listing these jobs are a page of, and what it holds: adds the search
+            form, a link per state and links to the pages beside (all plain HTML).
 
     """
     rows = [_row(job, now, controls) for job in jobs]
+    finder, pager = ("", "") if nav is None else (_finder(*nav), _pager(*nav, len(jobs)))
     legend = "".join(
         f'<span class="slot" style="background:{c}"></span> {o} ' for o, c in _COLOURS.items()
     )
     node_list = ", ".join(_node(n, n in gone) for n in nodes) or "none seen in the last hour"
-    body = "\n".join(rows) or '<tr><td colspan="6">no jobs in the state</td></tr>'
+    asked = nav is not None and (nav[0].search or nav[0].state or nav[0].offset)
+    empty = "no job matches (see the links above)" if asked else "no jobs in the state"
+    body = "\n".join(rows) or f'<tr><td colspan="6">{empty}</td></tr>'
     return f"""<!doctype html>
 <html lang="en">
 <head>
@@ -287,14 +348,14 @@ def render(
 <h1>tickwork: {html.escape(title)}</h1>
 {banner}<div class="meta">{_time(now)} &middot; nodes: {node_list} &middot;
 refreshes every {refresh} s</div>
-<table>
+{finder}<table>
 <thead><tr><th>job</th><th>schedule</th><th>next run</th><th>last outcome</th>
 <th>lateness</th><th>recent slots (oldest left)</th></tr></thead>
 <tbody>
 {body}
 </tbody>
 </table>
-<div class="legend">{legend}</div>
+{pager}<div class="legend">{legend}</div>
 {chart}{_actions(actions)}
 </body>
 </html>
@@ -341,8 +402,10 @@ RATE_ENTRIES: Final = 5000
 _RATE_PAGE: Final = 500
 
 
-def _runs_per_minute(scheduler: Any, store: Store, ids: Collection[str], now: float) -> str:
-    """The chart of the jobs' runs per minute by outcome over the last hour, from the ledger.
+def _runs_per_minute(scheduler: Any, store: Store, prefix: str, now: float) -> str:
+    """The chart of runs per minute by outcome, last hour, of the ``prefix`` jobs (ledger).
+
+    All the namespace's jobs (``prefix``), not only the page's.
 
     Read newest first until an entry ended before the hour (the ledger's order is the
     order runs ended), at most `RATE_ENTRIES` entries of any namespace.
@@ -354,7 +417,7 @@ def _runs_per_minute(scheduler: Any, store: Store, ids: Collection[str], now: fl
     for _ in range(RATE_ENTRIES // _RATE_PAGE):
         entries = scheduler.history(before=before, limit=_RATE_PAGE)
         ends = [(e.ended or e.scheduled, e.outcome) for e in entries]
-        points += [p for p, e in zip(ends, entries, strict=True) if e.job_id in ids]
+        points += [p for p, e in zip(ends, entries, strict=True) if e.job_id.startswith(prefix)]
         if len(entries) < _RATE_PAGE or min(t for t, _ in ends) < since:
             capped = False
             break
@@ -411,6 +474,7 @@ def page(
     *,
     controls: Callable[[JobView], str] | None = None,
     banner: str = "",
+    listing: JobQuery | None = None,
 ) -> str:
     """The status page of a namespace's jobs: what the state says right now.
 
@@ -421,15 +485,19 @@ def page(
         title: What the page is about (the jobs file).
         controls: Each row's buttons (see `render`).
         banner: HTML under the title (see `render`).
+        listing: The search, state and page asked for (its prefix is the namespace's);
+            ``None``: the first `PER_PAGE` jobs. Only the page's jobs are read in full.
 
     """
     from tickwork._daemon.declare import owned, owner_label
     from tickwork._daemon.pools import pool_waits
 
     now = time.time()
+    query = replace(listing or JobQuery(limit=PER_PAGE), prefix=namespace + "/")
+    listed = list_jobs(store, query, now=now)
     views: list[JobView] = []
     owners: set[str] = set()
-    for state in scheduler.jobs():
+    for state in listed.jobs:
         if not owned(state, namespace):
             continue
         entries = scheduler.history(state.id, limit=STRIP)
@@ -440,11 +508,13 @@ def page(
         # Chains: the jobs it runs after, by their names in the file.
         words = schedule_and_after(state.spec.schedule, state.spec.after, prefix=namespace + "/")
         views.append(JobView(name, state, words, entries, failures=failures, last_ok=last_ok))
-    views.sort(key=lambda v: v.name)
     waits = pool_waits(store, [v.state for v in views], now)  # concurrency pools
     views = [replace(v, waiting_for=waits.get(v.state.id)) for v in views]
-    names = {v.state.id: v.name for v in views}
-    actions = [(names[a.job_id], a) for a in scheduler.actions(limit=100) if a.job_id in names]
+    actions = [
+        (a.job_id.removeprefix(namespace + "/"), a)
+        for a in scheduler.actions(limit=ACTIONS_SHOWN * 10)
+        if a.job_id.startswith(namespace + "/")
+    ]
     gone_raw = gone_owners(store, owners)
     labels = {owner_label(o) for o in owners}
     # A label is gone when every owner behind it is (a process has one owner per start).
@@ -458,5 +528,6 @@ def page(
         gone=gone,
         controls=controls,
         banner=banner,
-        chart=_runs_per_minute(scheduler, store, names, now),
+        chart=_runs_per_minute(scheduler, store, namespace + "/", now),
+        nav=(query, listed),
     )

@@ -40,6 +40,7 @@ from ._chains import ChainQueries
 from ._control import ControlActions
 from ._holders import HoldersMixin
 from ._ledger import LedgerQueries, given_up_entry
+from ._listing import ListingMixin
 from ._model import (
     KEEP,
     SPEC_VERSION,
@@ -185,7 +186,9 @@ def _declared_paused(job_id: str, old_text: str) -> object:
     return old.get("paused")
 
 
-class SQLStore(RowReader, PoolsMixin, HoldersMixin, CarryMixin, WakeupMixin, ABC, Generic[C]):
+class SQLStore(
+    RowReader, PoolsMixin, HoldersMixin, ListingMixin, CarryMixin, WakeupMixin, ABC, Generic[C]
+):
     """The `Store` logic over SQL, once; subclasses supply transactions and dialect.
 
     Subclasses set `_WORDS` (the dialect's words for the ``{name}`` fields of the

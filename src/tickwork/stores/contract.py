@@ -3,9 +3,10 @@
 A user of durable jobs needs `tickwork.stores` (records, policies, errors, the `Store`
 type). Writing a store of your own (another database, a test double) needs this module
 too: the optional capabilities a store may offer (`BatchRecorder`, `CarryingClaim`,
-`ChangeNotifier`, `ClaimAhead`, `ClaimWakeup`, `LookCover`, `LookNotices`, `SessionLiveness`,
-`StoreClock`), the records that cross `Store.claim_due`, `start` and `finish`, the
-callback types the scheduler hands to `claim_due`, and the JSON codec of a `JobSpec`.
+`ChangeNotifier`, `ClaimAhead`, `ClaimWakeup`, `JobListing` with its `JobQuery` and
+`JobsPage`, `LookCover`, `LookNotices`, `SessionLiveness`, `StoreClock`), the records
+that cross `Store.claim_due`, `start` and `finish`, the callback types the scheduler
+hands to `claim_due`, and the JSON codec of a `JobSpec`.
 ``docs/durability.md`` ("Writing another store") walks through it, and
 ``tests/store_contract.py`` is the suite a new store must pass.
 """
@@ -13,6 +14,11 @@ callback types the scheduler hands to `claim_due`, and the JSON codec of a `JobS
 from __future__ import annotations
 
 from tickwork.stores._carry import CarryingClaim as CarryingClaim
+from tickwork.stores._listing import JOB_STATES as JOB_STATES
+from tickwork.stores._listing import JobListing as JobListing
+from tickwork.stores._listing import JobQuery as JobQuery
+from tickwork.stores._listing import JobsPage as JobsPage
+from tickwork.stores._listing import list_jobs as list_jobs
 from tickwork.stores._model import KEEP as KEEP
 from tickwork.stores._model import SPEC_VERSION as SPEC_VERSION
 from tickwork.stores._model import AdvanceFn as AdvanceFn
@@ -41,6 +47,7 @@ from tickwork.stores._wakeup import LookCover as LookCover
 from tickwork.stores._wakeup import LookNotices as LookNotices
 
 __all__ = [
+    "JOB_STATES",
     "KEEP",
     "SPEC_VERSION",
     "AdvanceFn",
@@ -53,6 +60,9 @@ __all__ = [
     "Finish",
     "GiveUpFn",
     "GivenUp",
+    "JobListing",
+    "JobQuery",
+    "JobsPage",
     "Keep",
     "LookCover",
     "LookNotices",
@@ -64,6 +74,7 @@ __all__ = [
     "StartNowFn",
     "Store",
     "StoreClock",
+    "list_jobs",
     "resolve_func",
     "schedule_from_dict",
     "spec_from_json",
