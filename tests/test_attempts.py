@@ -29,6 +29,7 @@ from tickwork import AsyncDurableScheduler, At, DurableScheduler, Every
 from tickwork._core.attempts import backoff_delay
 from tickwork.stores import JobSpec, JobSpecError, Store
 from tickwork.stores._model import spec_from_json, spec_to_json
+from tickwork.stores.contract import AttemptLedger
 from tickwork.testing import FakeClock
 
 J = "tests.durable_jobs"
@@ -139,6 +140,29 @@ def test_each_failed_attempt_is_in_the_ledger_then_the_retry_that_worked(
     assert len(ds.errors) == 2  # each failed attempt reported
     state = ds.get("r")
     assert state is not None and state.last_run is not None and state.last_run.outcome == "ok"
+
+
+def test_each_failed_attempt_is_written_through_the_store_s_attempt_ledger(
+    make: Make, durable_clock: FakeClock
+) -> None:
+    ds, pool = make()
+    store = ds.store
+    assert isinstance(store, AttemptLedger)
+    written: list[tuple[str, int]] = []
+    own = store.record_attempt
+
+    def record_attempt(claim: Any, **kw: Any) -> bool:
+        written.append((kw["outcome"], kw["attempt"]))
+        return own(claim, **kw)
+
+    store.record_attempt = record_attempt  # type: ignore[method-assign]
+    ds.declare(JobSpec("r", f"{J}:flaky", Every(10), args=["r", 2], retries=3))
+    durable_clock.advance(10)
+    drain(ds, pool)
+    assert written == [("failed", 1), ("failed", 2)]  # the last one: the run's finish
+    assert [(e.outcome, e.attempt) for e in reversed(ds.history("r"))] == [
+        ("failed", 1), ("failed", 2), ("ok", 3),
+    ]  # fmt: skip
 
 
 @pytest.mark.parametrize("fails", [1, 3], ids=["then-ok", "used-up"])

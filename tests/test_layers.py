@@ -112,6 +112,19 @@ def test_only_the_entry_point_imports_the_cli() -> None:
     assert users == ["tickwork.__main__"]
 
 
+def test_the_floors_above_use_a_store_only_through_its_faces() -> None:
+    # ``tickwork.stores`` (a user's) and ``tickwork.stores.contract`` (a store author's
+    # and the engine's): a private store module can change without touching the engine.
+    reaching = [
+        f"{module} imports {target}"
+        for module, targets in graph().items()
+        if floor_of(module) > FLOORS["tickwork.stores"]
+        for target in sorted(targets)
+        if target.startswith("tickwork.stores._")
+    ]
+    assert reaching == []
+
+
 def test_the_import_graph_has_no_cycle() -> None:
     edges = graph()
     # A package's __init__ is imported with each of its modules: the edge from a

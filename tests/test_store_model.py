@@ -33,11 +33,17 @@ def test_public_surface_is_pinned() -> None:
         "SlotRecord", "Store", "StoreError", "Upsert",
     ]  # fmt: skip
     assert tickwork.stores.contract.__all__ == [
-        "KEEP", "SPEC_VERSION", "AdvanceFn", "BatchRecorder", "CarryingClaim", "ChangeNotifier",
-        "Claim", "ClaimAhead", "ClaimWakeup", "Finish", "GiveUpFn", "GivenUp", "Keep",
-        "LookCover", "LookNotices", "Recovered", "RuntimeControl", "SessionLiveness",
-        "SlotLedger", "Start", "StartNowFn", "Store",
-        "StoreClock", "resolve_func", "schedule_from_dict", "spec_from_json", "spec_to_json",
+        "JOB_STATES", "KEEP", "LATE_AFTER", "MAX_RUNNING", "MOST_PER_PAGE", "OWNER_ENV",
+        "SPEC_VERSION", "STREAK_DEPTH", "AdvanceFn", "AlertEpisodes", "AttemptLedger",
+        "BatchRecorder", "CarryingClaim", "ChangeNotifier", "Claim", "ClaimAhead", "ClaimWakeup",
+        "Edges", "Episode", "EpisodeState", "Finish", "GiveUpFn", "GivenUp", "JobFacts",
+        "JobListing", "JobQuery", "JobsPage", "Keep", "LookCover", "LookNotices",
+        "NamespaceHolders", "Recovered", "RuntimeControl", "SQLStore", "SessionLiveness",
+        "SlotLedger", "Start", "StartNowFn", "Store", "StoreClock", "after_arg", "check_job_id",
+        "check_pool_limit", "check_pool_name", "cycle_message", "failure_streak", "find_cycle",
+        "list_jobs", "newest_entries", "pool_name_problem", "proc_stat", "process_alive",
+        "resolve_func", "schedule_and_after", "schedule_from_dict", "spec_from_json",
+        "spec_to_json",
     ]  # fmt: skip
     for name in tickwork.stores.__all__:
         obj = getattr(tickwork.stores, name)

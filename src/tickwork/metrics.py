@@ -216,7 +216,7 @@ class SchedulerMetrics:
 
     def _pools(self) -> dict[str, Any]:
         """The concurrency pools of the watched durable schedulers' stores, by name."""
-        from tickwork.stores._pools import PoolLimits
+        from tickwork.stores import PoolLimits
 
         with self._lock:
             watched = list(self._watched)
@@ -331,8 +331,7 @@ def _newest_entries(store: object, job_ids: list[str]) -> dict[str, Any] | None:
     Most jobs' newest entry is ``ok`` (streak 0) or there is none: a scrape of many
     jobs then costs a statement per 500 of them, not a transaction per job.
     """
-    from tickwork.stores._sql import SQLStore
-    from tickwork.stores._streak import newest_entries
+    from tickwork.stores.contract import SQLStore, newest_entries
 
     if not isinstance(store, SQLStore):
         return None
@@ -345,7 +344,7 @@ def _newest_entries(store: object, job_ids: list[str]) -> dict[str, Any] | None:
 
 def _ledger_streak(scheduler: Any, job_id: str) -> tuple[int | None, float | None]:
     """A durable job's failure streak and newest ok end from the ledger; None: unknown."""
-    from tickwork.stores._streak import failure_streak
+    from tickwork.stores.contract import failure_streak
 
     try:
         streak, ok = failure_streak(scheduler, job_id)

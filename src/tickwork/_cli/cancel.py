@@ -17,7 +17,7 @@ from tickwork._cli.control import add_common_arguments, describe, run_control
 from tickwork._cli.history import parse_since
 from tickwork._cli.options import count
 from tickwork._daemon import actions
-from tickwork.stores._errors import JobNotFoundError
+from tickwork.stores import JobNotFoundError
 
 __all__ = ["act", "add_parser"]
 

@@ -27,8 +27,7 @@ from tickwork._daemon.config import load_config
 from tickwork._daemon.joblist import job_id_of as _job_id
 from tickwork._daemon.when import parse_future
 from tickwork._durable.control import BackfillError, default_actor
-from tickwork.stores._errors import JobNotFoundError, JobPausedError, StoreError
-from tickwork.stores._protocol import RuntimeControl
+from tickwork.stores import JobNotFoundError, JobPausedError, RuntimeControl, StoreError
 
 __all__ = ["add_common_arguments", "add_parsers", "describe", "run_control"]
 

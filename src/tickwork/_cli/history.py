@@ -35,8 +35,7 @@ from tickwork._daemon.joblist import (
     job_name as _name,
 )
 from tickwork._daemon.when import in_calendar_or_refuse, parse_since
-from tickwork.stores._model import OUTCOMES, ActionRecord, SlotRecord
-from tickwork.stores._protocol import RuntimeControl, SlotLedger, Store
+from tickwork.stores import OUTCOMES, ActionRecord, RuntimeControl, SlotLedger, SlotRecord, Store
 
 __all__ = ["add_parser", "in_calendar_or_refuse", "parse_since", "run_history"]
 

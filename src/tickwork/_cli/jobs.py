@@ -28,8 +28,13 @@ from tickwork._core.errors import ConfigError
 from tickwork._core.text import local_and_utc as _when
 from tickwork._core.text import local_time, relative_time, seconds_fixed
 from tickwork._daemon.config import Config, JobConfig, load_config
-from tickwork.stores._after import schedule_and_after
-from tickwork.stores._listing import JOB_STATES, LATE_AFTER, MOST, JobQuery
+from tickwork.stores.contract import (
+    JOB_STATES,
+    LATE_AFTER,
+    MOST_PER_PAGE,
+    JobQuery,
+    schedule_and_after,
+)
 
 __all__ = ["add_parser", "run_jobs"]
 
@@ -123,9 +128,10 @@ def run_jobs(
             for issue in exc.errors:
                 print(issue, file=err)
             return 2
-    if args.limit > MOST:
+    if args.limit > MOST_PER_PAGE:
         print(
-            f"tickwork jobs: --limit must be at most {MOST:,} (0: all), got {args.limit}", file=err
+            f"tickwork jobs: --limit must be at most {MOST_PER_PAGE:,} (0: all), got {args.limit}",
+            file=err,
         )
         return 2
     query = JobQuery(

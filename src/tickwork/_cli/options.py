@@ -15,7 +15,7 @@ from pathlib import Path
 from typing import Any, Literal, TextIO
 
 from tickwork._core.schedules import parse_duration
-from tickwork.stores._protocol import Store
+from tickwork.stores import Store
 
 __all__ = [
     "VerbParser",

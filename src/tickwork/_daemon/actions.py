@@ -15,9 +15,7 @@ from typing import Any, Final
 
 from tickwork._core.text import iso, iso_due
 from tickwork._durable.control import BackfillWindow, following_slot, run_backfill
-from tickwork.stores._errors import JobNotFoundError
-from tickwork.stores._model import Claim, JobState
-from tickwork.stores._protocol import RuntimeControl
+from tickwork.stores import Claim, JobNotFoundError, JobState, RuntimeControl
 
 __all__ = [
     "CONFIRM_ABOVE",

@@ -50,10 +50,15 @@ from tickwork._daemon.joblist import (
 )
 from tickwork._daemon.when import parse_future, parse_since, parse_time
 from tickwork._durable.control import BackfillError
-from tickwork.stores._errors import JobNotFoundError, JobPausedError, StoreError
-from tickwork.stores._listing import JobQuery, JobsPage
-from tickwork.stores._model import OUTCOMES
-from tickwork.stores._protocol import RuntimeControl, SlotLedger
+from tickwork.stores import (
+    OUTCOMES,
+    JobNotFoundError,
+    JobPausedError,
+    RuntimeControl,
+    SlotLedger,
+    StoreError,
+)
+from tickwork.stores.contract import JobQuery, JobsPage
 
 __all__ = ["ACTIONS", "Api", "BadRequest", "Request", "Response"]
 

@@ -11,8 +11,8 @@ from __future__ import annotations
 import difflib
 from collections.abc import Mapping, Sequence
 
-from tickwork.stores._after import Edges, after_arg, cycle_message, find_cycle
-from tickwork.stores._errors import JobSpecError
+from tickwork.stores import JobSpecError
+from tickwork.stores.contract import Edges, after_arg, cycle_message, find_cycle
 
 __all__ = ["chain_problems", "read_after"]
 

@@ -67,8 +67,8 @@ from tickwork._daemon.jobprocess import (
 )
 from tickwork._daemon.mail import MAIL_COMMAND, check_mail_command, check_mail_to, check_smtp
 from tickwork._daemon.pools import check_pools
-from tickwork.stores._after import Edges
-from tickwork.stores._model import DELIVERIES, Delivery, pool_name_problem
+from tickwork.stores import DELIVERIES, Delivery
+from tickwork.stores.contract import Edges, pool_name_problem
 
 __all__ = [
     "JOB_KEYS",

@@ -93,14 +93,8 @@ from tickwork._durable.engine import DEFAULT_WORKERS
 from tickwork._durable.engine import OUTPUT_LIMIT as LEDGER_TAIL
 from tickwork._durable.runnote import note_attempt
 from tickwork._durable.scheduler import DurableScheduler
-from tickwork.stores._holders import NamespaceHolders
-from tickwork.stores._model import (
-    Claim,
-    JobState,
-    Schedule,
-    Upsert,
-)
-from tickwork.stores._protocol import OutcomeRetention, SessionLiveness, Store
+from tickwork.stores import Claim, JobState, OutcomeRetention, Schedule, Store, Upsert
+from tickwork.stores.contract import NamespaceHolders, SessionLiveness
 
 __all__ = [
     "ENTRY_POINT",

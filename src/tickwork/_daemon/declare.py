@@ -22,8 +22,7 @@ from tickwork._core.errors import TickworkError
 from tickwork._core.schedules import At, Cron, Every, Once
 from tickwork._daemon.config import OUTPUT_LIMIT, JobConfig
 from tickwork._daemon.mail import MAIL_COMMAND
-from tickwork.stores._model import JobSpec, JobState, Schedule
-from tickwork.stores._protocol import Store
+from tickwork.stores import JobSpec, JobState, Schedule, Store
 
 __all__ = [
     "ENTRY_POINT",
@@ -152,7 +151,7 @@ def open_store(
         DaemonError: Both or neither given, an unsupported URL, PostgreSQL support not
             installed, or the store cannot be opened (the message says which option).
     """
-    from tickwork.stores._errors import StoreError
+    from tickwork.stores import StoreError
 
     if (state is None) == (database is None):
         raise DaemonError("give exactly one of --state and --database")

@@ -22,7 +22,7 @@ from tickwork._core.text import utc_time as _time
 from tickwork._daemon.actions import CONFIRM_ABOVE, waiting_why
 from tickwork._daemon.charts import outcome_bar, time_bars
 from tickwork._daemon.status_page import STYLE, paused_mark
-from tickwork.stores._model import ActionRecord, JobState, SlotRecord
+from tickwork.stores import ActionRecord, JobState, SlotRecord
 
 __all__ = ["ENTRIES", "OUTPUT_TAIL", "Viewer", "controls", "job_page", "login_page", "message_page"]
 

@@ -15,10 +15,15 @@ from tickwork._core.text import iso
 from tickwork._daemon.declare import owner_label
 from tickwork._daemon.pools import pool_waits
 from tickwork._daemon.status_page import failure_summary, pid_running
-from tickwork.stores._after import schedule_and_after
-from tickwork.stores._listing import JobQuery, JobsPage, list_jobs
-from tickwork.stores._model import ActionRecord, Claim, JobState, SlotRecord
-from tickwork.stores._protocol import SessionLiveness, SlotLedger, Store, StoreClock
+from tickwork.stores import ActionRecord, Claim, JobState, SlotLedger, SlotRecord, Store
+from tickwork.stores.contract import (
+    JobQuery,
+    JobsPage,
+    SessionLiveness,
+    StoreClock,
+    list_jobs,
+    schedule_and_after,
+)
 
 __all__ = [
     "PAGE",

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from tickwork.stores._listing import JOB_STATES
+from tickwork.stores.contract import JOB_STATES
 
 __all__ = ["document"]
 

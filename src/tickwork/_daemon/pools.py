@@ -12,8 +12,8 @@ from __future__ import annotations
 from collections.abc import Callable, Mapping, Sequence
 from typing import Any, Final, Protocol
 
-from tickwork.stores._model import JobState, pool_name_problem
-from tickwork.stores._pools import MAX_RUNNING, PoolLimits
+from tickwork.stores import JobState, PoolLimits
+from tickwork.stores.contract import MAX_RUNNING, pool_name_problem
 
 
 class _Job(Protocol):

@@ -23,7 +23,7 @@ from dataclasses import dataclass, field
 
 from tickwork._core.text import iso_due
 from tickwork._daemon.runner import ProcessGroups
-from tickwork.stores._model import JobState
+from tickwork.stores import JobState
 
 __all__ = ["Replacing"]
 

@@ -57,7 +57,7 @@ from tickwork._daemon.config import JobConfig
 from tickwork._daemon.jobprocess import SETUP_ENV, ProcessSetup, optional_dir, process_setup
 from tickwork._durable.attempts import call_bounded
 from tickwork._durable.isolation import child_command, child_env, child_stdin
-from tickwork.stores._procs import OWNER_ENV, proc_stat, process_alive
+from tickwork.stores.contract import OWNER_ENV, proc_stat, process_alive
 
 __all__ = [
     "LINE_LIMIT",

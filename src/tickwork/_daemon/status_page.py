@@ -24,12 +24,17 @@ from tickwork._core.text import relative_time as _ago
 from tickwork._core.text import short_duration as _seconds
 from tickwork._core.text import utc_time as _time
 from tickwork._daemon.charts import rate_chart, sparkline
-from tickwork.stores._after import schedule_and_after
-from tickwork.stores._errors import StoreError
-from tickwork.stores._listing import JOB_STATES, JobQuery, JobsPage, list_jobs
-from tickwork.stores._model import ActionRecord, JobState, SlotRecord
-from tickwork.stores._protocol import SessionLiveness, SlotLedger, Store
-from tickwork.stores._streak import STREAK_DEPTH, failure_streak
+from tickwork.stores import ActionRecord, JobState, SlotLedger, SlotRecord, Store, StoreError
+from tickwork.stores.contract import (
+    JOB_STATES,
+    STREAK_DEPTH,
+    JobQuery,
+    JobsPage,
+    SessionLiveness,
+    failure_streak,
+    list_jobs,
+    schedule_and_after,
+)
 
 __all__ = [
     "ACTIONS_SHOWN",

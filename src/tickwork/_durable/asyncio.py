@@ -29,16 +29,16 @@ from typing import Any, Final, Literal
 from tickwork._core.events import Listener
 from tickwork._core.scheduler import DEFAULT_MAX_ERRORS
 from tickwork._durable.scheduler import DurableErrorHook, DurableScheduler, current_async_claim
-from tickwork.stores._model import (
+from tickwork.stores import (
     ActionRecord,
     Claim,
     JobSpec,
     JobState,
     Schedule,
     SlotRecord,
+    Store,
     Upsert,
 )
-from tickwork.stores._protocol import Store
 
 __all__ = ["AsyncDurableScheduler"]
 

@@ -31,10 +31,8 @@ from tickwork._core.errors import JobCancelled, JobInterrupted, JobTimedOut
 from tickwork._durable.engine import _current, _error_text, _outputs, current_async_claim
 from tickwork._durable.events import Events
 from tickwork._durable.isolation import run_in_child
-from tickwork.stores._errors import StoreError
-from tickwork.stores._ledger import LedgerQueries
-from tickwork.stores._model import Claim, Outcome
-from tickwork.stores._protocol import Store
+from tickwork.stores import Claim, Outcome, Store, StoreError
+from tickwork.stores.contract import AttemptLedger
 
 __all__ = [
     "Attempts",
@@ -103,11 +101,10 @@ def record_attempt(
     if claim is None:
         raise RuntimeError("record_attempt() is only for a running durable job")
     count = _attempted.get(claim.token, (0, False, None))[0]
-    ledger = getattr(store, "_ledger", None)
     written = False
-    if isinstance(ledger, LedgerQueries):
+    if isinstance(store, AttemptLedger):
         try:
-            written = ledger.record_attempt(
+            written = store.record_attempt(
                 claim,
                 outcome=outcome,
                 started=started,

@@ -12,7 +12,7 @@ from collections.abc import Callable, Iterable, Sequence
 from typing import TypeVar
 
 from tickwork.stores import JobSpec, JobSpecError, Store
-from tickwork.stores._after import cycle_message, find_cycle
+from tickwork.stores.contract import cycle_message, find_cycle
 
 __all__ = ["check_after", "upstream_first"]
 

@@ -16,7 +16,7 @@ import sys
 from collections.abc import Awaitable
 from typing import Any
 
-from tickwork.stores._model import resolve_func
+from tickwork.stores.contract import resolve_func
 
 
 async def _wait(awaitable: Awaitable[Any]) -> None:

@@ -26,21 +26,21 @@ from tickwork._durable.events import Events
 from tickwork._durable.recovery import Recovery
 from tickwork._durable.runs import Running
 from tickwork._durable.storetime import StoreTime
-from tickwork.stores._carry import CarryingClaim
-from tickwork.stores._errors import JobSpecError, StoreError
-from tickwork.stores._model import (
+from tickwork.stores import Claim, JobSpecError, JobState, Outcome, SlotLedger, Store, StoreError
+from tickwork.stores.contract import (
     KEEP,
     AdvanceFn,
-    Claim,
+    BatchRecorder,
+    CarryingClaim,
+    ClaimAhead,
+    ClaimWakeup,
     Finish,
     GivenUp,
     GiveUpFn,
-    JobState,
-    Outcome,
+    LookCover,
+    LookNotices,
     StartNowFn,
 )
-from tickwork.stores._protocol import BatchRecorder, SlotLedger, Store
-from tickwork.stores._wakeup import ClaimAhead, ClaimWakeup, LookCover, LookNotices
 
 _log = logging.getLogger("tickwork.durable")
 

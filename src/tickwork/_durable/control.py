@@ -18,8 +18,7 @@ from typing import Final
 from tickwork._core.schedules import At, Cron, Every, Once
 from tickwork._core.text import iso
 from tickwork._durable.decide import within_until
-from tickwork.stores._model import JobState
-from tickwork.stores._protocol import RuntimeControl
+from tickwork.stores import JobState, RuntimeControl
 
 __all__ = [
     "BACKFILL_CAP",

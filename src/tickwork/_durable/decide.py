@@ -26,7 +26,8 @@ from typing import Final, Literal
 
 from tickwork._core.schedules import At, Cron, Every, Once
 from tickwork._core.text import iso
-from tickwork.stores._model import GivenUp, JobSpec, JobState, Schedule
+from tickwork.stores import JobSpec, JobState, Schedule
+from tickwork.stores.contract import GivenUp
 
 __all__ = [
     "CORRECTION",

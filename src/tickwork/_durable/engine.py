@@ -29,7 +29,7 @@ from typing import Final
 
 from tickwork._core.errors import JobFailed
 from tickwork._durable.decide import Decision
-from tickwork.stores._model import Claim
+from tickwork.stores import Claim
 
 #: Longest error text recorded in a job's last run.
 _MAX_ERROR_TEXT: Final = 2000

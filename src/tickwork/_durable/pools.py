@@ -12,9 +12,8 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
-from tickwork.stores._errors import JobSpecError
-from tickwork.stores._model import JobSpec
-from tickwork.stores._pools import PoolLimits, check_pool_limit, check_pool_name
+from tickwork.stores import JobSpec, JobSpecError, PoolLimits
+from tickwork.stores.contract import check_pool_limit, check_pool_name
 
 __all__ = ["Pools"]
 

@@ -28,9 +28,8 @@ import threading
 from collections.abc import Callable
 from typing import Final
 
-from tickwork.stores._errors import StoreError
-from tickwork.stores._model import Claim, Finish, Start
-from tickwork.stores._protocol import BatchRecorder, Store
+from tickwork.stores import Claim, Store, StoreError
+from tickwork.stores.contract import BatchRecorder, Finish, Start
 
 __all__ = ["MAX_BATCH", "Recorder"]
 

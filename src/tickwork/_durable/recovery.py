@@ -10,9 +10,7 @@ from tickwork._core.clocks import WALL_STEP
 from tickwork._core.text import iso
 from tickwork._durable.decide import CORRECTION, Decision, after_clock_step, decide_retry
 from tickwork._durable.engine import _RETRY_MIN, RunTable
-from tickwork.stores._errors import StoreError
-from tickwork.stores._model import Claim
-from tickwork.stores._protocol import Store
+from tickwork.stores import Claim, Store, StoreError
 
 _log = logging.getLogger("tickwork.durable")
 

@@ -27,18 +27,8 @@ from tickwork._durable.engine import (
 )
 from tickwork._durable.events import Events
 from tickwork._durable.recorder import Recorder
-from tickwork.stores._errors import JobSpecError, StoreError
-from tickwork.stores._model import (
-    KEEP,
-    Claim,
-    Finish,
-    JobSpec,
-    Keep,
-    Outcome,
-    resolve_func,
-)
-from tickwork.stores._protocol import BatchRecorder, Store
-from tickwork.stores._wakeup import ClaimWakeup
+from tickwork.stores import Claim, JobSpec, JobSpecError, Outcome, Store, StoreError
+from tickwork.stores.contract import KEEP, BatchRecorder, ClaimWakeup, Finish, Keep, resolve_func
 
 _log = logging.getLogger("tickwork.durable")
 

@@ -70,26 +70,27 @@ from tickwork._durable.recovery import Recovery
 from tickwork._durable.runs import Awaiter, Functions, Running
 from tickwork._durable.storetime import StoreTime
 from tickwork._durable.timing import TimingLoop
-from tickwork.stores._errors import JobNotFoundError, JobSpecError
-from tickwork.stores._model import (
+from tickwork.stores import (
     ActionRecord,
     Claim,
+    JobNotFoundError,
     JobSpec,
+    JobSpecError,
     JobState,
+    RuntimeControl,
     Schedule,
+    SlotLedger,
     SlotRecord,
+    Store,
     Upsert,
-    check_job_id,
-    resolve_func,
 )
-from tickwork.stores._protocol import (
+from tickwork.stores.contract import (
     BatchRecorder,
     ChangeNotifier,
-    RuntimeControl,
     SessionLiveness,
-    SlotLedger,
-    Store,
     StoreClock,
+    check_job_id,
+    resolve_func,
 )
 
 __all__ = ["DurableScheduler"]

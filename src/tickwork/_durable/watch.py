@@ -22,8 +22,7 @@ from typing import Any, Final, Literal, TypeAlias
 
 from tickwork._core.text import human_duration, iso
 from tickwork._durable.scheduler import DurableScheduler
-from tickwork.stores._alerts import AlertEpisodes, Episode, EpisodeState, JobFacts
-from tickwork.stores._sql import SQLStore
+from tickwork.stores.contract import AlertEpisodes, Episode, EpisodeState, JobFacts, SQLStore
 
 __all__ = ["ALERT_KINDS", "AlertHook", "AlertKind", "AlertRules", "AlertWatch", "WatchAlert"]
 

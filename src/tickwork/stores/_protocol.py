@@ -30,6 +30,7 @@ from ._model import (
 )
 
 __all__ = [
+    "AttemptLedger",
     "BatchRecorder",
     "ChangeNotifier",
     "RuntimeControl",
@@ -370,6 +371,30 @@ class BatchRecorder(Protocol):
             StoreError: The transaction failed (nothing is recorded).
 
         """
+        ...
+
+
+@runtime_checkable
+class AttemptLedger(Protocol):
+    """Optional store capability: write one attempt of a held claim to the slot ledger.
+
+    For a job's ``retries`` and a thread's time limit: each failed attempt gets its entry
+    when it ends, the claim still held; the claim's finish writes the last attempt. A
+    store without it writes only that last one.
+    """
+
+    def record_attempt(
+        self,
+        claim: Claim,
+        *,
+        outcome: str,
+        started: float,
+        ended: float,
+        attempt: int,
+        error: str | None = None,
+        output: str | None = None,
+    ) -> bool:
+        """Write attempt ``attempt`` (from 1) of ``claim``; False if it is no longer held."""
         ...
 
 
