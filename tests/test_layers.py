@@ -125,6 +125,13 @@ def test_the_floors_above_use_a_store_only_through_its_faces() -> None:
     assert reaching == []
 
 
+def test_the_dialects_differences_live_in_the_dialect_modules() -> None:
+    # Upserts are SQL a third database may write differently: the shared store modules
+    # name them by a word each dialect fills in (``_WORDS`` of sqlite.py, postgres.py).
+    shared = sorted((PKG / "stores").glob("_*.py"))
+    assert [p.name for p in shared if "ON CONFLICT" in p.read_text().upper()] == []
+
+
 def test_the_import_graph_has_no_cycle() -> None:
     edges = graph()
     # A package's __init__ is imported with each of its modules: the edge from a

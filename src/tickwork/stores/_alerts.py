@@ -183,7 +183,7 @@ class AlertEpisodes(Generic[C]):
         """Open an episode unless one is open; whether this call opened it (then send it)."""
         insert = self._store._q(
             "INSERT INTO {alerts} (job_id, kind, state, since, detail, owner, lease_until)"
-            " VALUES (?, ?, 'opening', ?, ?, ?, ?) ON CONFLICT (job_id, kind) DO NOTHING"
+            " VALUES (?, ?, 'opening', ?, ?, ?, ?){episode_once}"
         )
 
         def body(cur: C) -> bool:

@@ -107,7 +107,7 @@ class ChainQueries(Generic[C]):
             return
         insert = self._q(
             "INSERT INTO {chain_runs} (job_id, scheduled, upstream, upstream_slot, queued)"
-            " VALUES (?, ?, ?, ?, ?) ON CONFLICT DO NOTHING"
+            " VALUES (?, ?, ?, ?, ?){queued_once}"
         )
         due = ended
         for _ in range(_SLOT_TRIES):

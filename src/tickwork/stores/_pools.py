@@ -268,10 +268,7 @@ class PoolQueries(Generic[C]):
                 cur.execute(q("DELETE FROM {pools} WHERE name = ?"), (name,))
             else:
                 cur.execute(
-                    q(
-                        "INSERT INTO {pools} (name, lim) VALUES (?, ?)"
-                        " ON CONFLICT (name) DO UPDATE SET lim = excluded.lim"
-                    ),
+                    q("INSERT INTO {pools} (name, lim) VALUES (?, ?){set_limit}"),
                     (name, limit),
                 )
             if old is not None and old != limit:

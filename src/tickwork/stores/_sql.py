@@ -214,7 +214,9 @@ class SQLStore(
     #: overlap), ``unpaused`` (a waiting claim ``c`` of job ``j`` may be taken as far
     #: as pausing goes: ``j`` is not paused, or ``c`` is a trigger), and ``watched``
     #: (more conditions on the listed owners ``n`` whose claims `next_wakeup` watches,
-    #: see `_watched`).
+    #: see `_watched`); ``queued_once``, ``set_limit`` and ``episode_once`` (after an
+    #: insert of a chained run, a pool's limit, an alert episode: what happens when the
+    #: row exists), so the shared parts write no dialect of their own.
     _WORDS: ClassVar[Mapping[str, str]]
     #: Whether the jobs table has ``last_token``: the claim of the run recorded last,
     #: by which a finish whose commit was cut off is found out (`_finish_again`).

@@ -863,6 +863,10 @@ class PostgresStore(SQLStore[Cursor]):
         "snapshot": "SET TRANSACTION ISOLATION LEVEL REPEATABLE READ READ ONLY",
         "lock": " FOR NO KEY UPDATE",
         "if_absent": " ON CONFLICT (id) DO NOTHING",
+        # What an insert does when its row exists (a dialect's upsert clauses):
+        "queued_once": " ON CONFLICT DO NOTHING",  # a chained run (stores/_chains.py)
+        "set_limit": " ON CONFLICT (name) DO UPDATE SET lim = excluded.lim",  # _pools.py
+        "episode_once": " ON CONFLICT (job_id, kind) DO NOTHING",  # stores/_alerts.py
         "greatest": "greatest",
         "true": "true",
         "false": "false",

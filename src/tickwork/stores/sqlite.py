@@ -594,6 +594,10 @@ class SQLiteStore(SQLStore[sqlite3.Connection]):
         "snapshot": "",  # a read transaction is one snapshot already
         "lock": "",  # BEGIN IMMEDIATE: no other writer until the commit
         "if_absent": "",
+        # What an insert does when its row exists (a dialect's upsert clauses):
+        "queued_once": " ON CONFLICT DO NOTHING",  # a chained run (stores/_chains.py)
+        "set_limit": " ON CONFLICT (name) DO UPDATE SET lim = excluded.lim",  # _pools.py
+        "episode_once": " ON CONFLICT (job_id, kind) DO NOTHING",  # stores/_alerts.py
         "greatest": "max",
         "true": "1",
         "false": "0",
