@@ -221,7 +221,8 @@ class Schedule:
     def grid(self, through: float) -> Grid | None:
         """Its grid of slots, laid through the slot ``through``.
 
-        ``None`` for a schedule without one (a one-shot, a fixed-delay interval).
+        ``None`` for a schedule without one (`Once`, a fixed-delay interval); `At`'s
+        has its one instant.
         """
         return None
 
@@ -332,6 +333,10 @@ class At(Schedule):
     def first_run(self, now: float) -> float | None:
         """Its instant (one already past is due at once, as late)."""
         return self.when
+
+    def grid(self, through: float) -> Grid | None:
+        """The one slot, its instant."""
+        return _PointGrid(self.when)
 
     def _plan(self, rng: random.Random) -> _Plan:
         return _AtPlan(self.when)
@@ -799,6 +804,19 @@ class _CronGrid(Grid):
         while slot < t:
             slot = self.walk(slot)
         return slot
+
+
+class _PointGrid(Grid):
+    """One slot, ``s``."""
+
+    __slots__ = ()
+    anchored = False
+
+    def after(self, t: float) -> float:
+        return self.s if t < self.s else math.inf
+
+    def at_or_after(self, t: float) -> float:
+        return self.s if t <= self.s else math.inf
 
 
 class _StepGrid(Grid):
