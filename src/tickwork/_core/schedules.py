@@ -202,6 +202,10 @@ class Schedule:
         """Whether its slots are times of day that a short clock step leaves alone."""
         return False
 
+    def describe(self) -> str:
+        """The schedule in words, for people (``"every 5 minutes"``)."""
+        raise NotImplementedError
+
     def first_run(self, now: float) -> float | None:
         """The first due time if declared at ``now``; ``None``: it ended (its ``until``).
 
@@ -289,6 +293,10 @@ class Once(Schedule):
         """The JSON form a store keeps: ``{"kind": "once", "delay": seconds}``."""
         return {"kind": "once", "delay": self.delay}
 
+    def describe(self) -> str:
+        """``"once, 5 s after it was declared"``."""
+        return f"once, {self.delay:g} s after it was declared"
+
     def first_run(self, now: float) -> float | None:
         """``delay`` seconds after ``now``."""
         return now + self.delay
@@ -329,6 +337,12 @@ class At(Schedule):
     def to_dict(self) -> dict[str, Any]:
         """The JSON form a store keeps: ``{"kind": "at", "at": seconds}``."""
         return {"kind": "at", "at": self.when}
+
+    def describe(self) -> str:
+        """``"once, at <ISO time>"``."""
+        from tickwork._core.text import iso
+
+        return f"once, at {iso(self.when)}"
 
     def first_run(self, now: float) -> float | None:
         """Its instant (one already past is due at once, as late)."""
@@ -459,6 +473,12 @@ class Every(Schedule):
         """`fixed_delay`: the next run is counted from the end of a run."""
         return self.fixed_delay
 
+    def describe(self) -> str:
+        """``"every 5 minutes"``, and how it counts a fixed delay."""
+        from tickwork._core.text import interval_words
+
+        return interval_words(self.interval, self.fixed_delay)
+
     def first_run(self, now: float) -> float | None:
         """``first`` (default: one interval) after ``now``, moved to an allowed day."""
         delay = self.interval if self.first is None else self.first
@@ -575,6 +595,12 @@ class Cron(Schedule):
     def fixed_time(self) -> bool:
         """Whether the minute and hour fields are fixed (a short clock step keeps its slot)."""
         return self.expression.is_fixed_time
+
+    def describe(self) -> str:
+        """The expression said plainly where it can be (else shown), its zone and calendar."""
+        from tickwork._core.text import cron_schedule_words
+
+        return cron_schedule_words(self.expr, self.tz, self.calendar, self.shift)
 
     def first_run(self, now: float) -> float | None:
         """Its first fire time after ``now``."""
