@@ -22,8 +22,9 @@ from dataclasses import dataclass, replace
 from typing import Final, Literal
 
 from tickwork._core.schedules import Grid
+from tickwork._core.schedules import Schedule as AnySchedule
 from tickwork._core.text import iso
-from tickwork.stores._model import GivenUp, JobSpec, JobState, Schedule
+from tickwork.stores._model import GivenUp, JobSpec, JobState
 
 __all__ = [
     "CORRECTION",
@@ -78,7 +79,7 @@ class Decision:
     """The claimed slot waited for its pool: the slots given up came due meanwhile."""
 
 
-def first_run(schedule: Schedule, now: float) -> float | None:
+def first_run(schedule: AnySchedule, now: float) -> float | None:
     """The first due time of a newly declared schedule: UTC POSIX seconds.
 
     `At` is due at its instant (already past: due at once, as late); `Once` its delay
@@ -93,7 +94,7 @@ def first_run(schedule: Schedule, now: float) -> float | None:
     return schedule.first_run(now)
 
 
-def planned_slots(schedule: Schedule, now: float, n: int) -> list[float]:
+def planned_slots(schedule: AnySchedule, now: float, n: int) -> list[float]:
     """The first ``n`` due times of ``schedule`` if it were declared at ``now`` (pure).
 
     What ``tickwork next --file F --job NAME`` prints for a job of any schedule: the
@@ -115,7 +116,7 @@ def planned_slots(schedule: Schedule, now: float, n: int) -> list[float]:
     return out[:n]
 
 
-def within_until(schedule: Schedule | None, t: float | None) -> float | None:
+def within_until(schedule: AnySchedule | None, t: float | None) -> float | None:
     """``t``, or ``None`` when it lies after the schedule's ``until`` (it has ended)."""
     until = getattr(schedule, "until", None)
     if t is None or until is None or t <= until:
