@@ -292,6 +292,25 @@ def test_slots_passing_while_a_run_is_held_are_counted_on_the_grid() -> None:
     assert _slots_between(At(start), start, None, start + 60) == (0, None, None)
 
 
+def test_slots_passing_while_a_run_is_held_skip_the_days_of_the_calendar() -> None:
+    # Issue 40: an hourly job on weekdays, held from Friday 12:00 to Monday 12:00, has
+    # 25 slots in that span (Friday 12:00-23:00, Monday 00:00-12:00), as the decision
+    # counts them; counting the bare grid said 73.
+    from datetime import UTC, datetime
+
+    from tickwork import Calendar
+    from tickwork._daemon.daemon import _slots_between
+
+    every = Every(3600, calendar=Calendar(weekdays=["sat", "sun"]))
+    friday = datetime(2026, 1, 9, 12, tzinfo=UTC).timestamp()
+    monday = datetime(2026, 1, 12, 12, tzinfo=UTC).timestamp()
+    assert _slots_between(every, friday, None, monday) == (25, friday, monday)
+    saturday = friday + 12 * 3600
+    late = (10, friday + 7200, saturday - 3600)  # 14:00 to 23:00: Saturday 00:00 has none
+    assert _slots_between(every, friday, friday + 3600, saturday) == late
+    assert _slots_between(every, friday, saturday, saturday + 86400) == (0, None, None)
+
+
 def test_a_default_output_leaves_the_fingerprint_of_earlier_versions() -> None:
     # Computed by tickwork before `output` existed: an upgrade re-declares nothing.
     text = '[[job]]\nname="backup"\ncron="0 3 * * *"\ncommand=["backup.sh", "--all"]\nretries=2\n'

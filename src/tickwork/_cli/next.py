@@ -23,7 +23,6 @@ from tickwork._cli.options import count
 from tickwork._core.calendars import Calendar, CalendarError
 from tickwork._core.cron import CronExpression
 from tickwork._core.errors import ConfigError, CronError
-from tickwork._core.schedules import At, Cron, Every, Once
 from tickwork._core.text import schedule_words
 from tickwork._daemon.config import JobConfig, load_config
 from tickwork._durable.decide import planned_slots
@@ -115,10 +114,11 @@ def _expression(args: argparse.Namespace) -> CronExpression | JobConfig:
             job = load_config(args.file, check_host=False).job(args.job)
         except KeyError:
             raise CronError(f"--job: no job named {args.job!r} in {args.file}") from None
-        if not isinstance(job.schedule, Cron):
-            return job  # an interval or a one-shot: its planned slots (_job_slots)
-        args.expr = job.schedule.expr
-        return job.schedule.expression
+        expression: CronExpression | None = getattr(job.schedule, "expression", None)
+        if expression is None:
+            return job  # no expression of its own to show: its planned slots (_job_slots)
+        args.expr = expression.expr
+        return expression
     if args.expr is None:
         raise CronError("give a cron expression, or --file and --job")
     calendar = None
@@ -191,7 +191,6 @@ def _job_slots(job: JobConfig, args: argparse.Namespace, out: TextIO, err: TextI
         names = ", ".join(name for name, _ in job.after)
         print(f"# job {job.name}: no schedule of its own, it runs after {names}", file=out)
         return 0
-    assert isinstance(schedule, At | Every | Once)
     zone = ZoneInfo(getattr(schedule, "tz", "UTC"))
     start = _start(args, zone, err)
     if start is None:

@@ -20,6 +20,7 @@ import math
 import random
 import re
 import warnings
+from collections import deque
 from collections.abc import Callable
 from dataclasses import KW_ONLY, dataclass, field, replace
 from datetime import UTC, datetime, time, timedelta
@@ -34,7 +35,16 @@ from tickwork._core.spread import has_h, stable_fraction
 if TYPE_CHECKING:
     from tickwork._core.cron import CronExpression
 
-__all__ = ["At", "Cron", "Every", "Once", "Schedule", "ScheduleDecorators", "parse_duration"]
+__all__ = [
+    "At",
+    "Cron",
+    "Every",
+    "Grid",
+    "Once",
+    "Schedule",
+    "ScheduleDecorators",
+    "parse_duration",
+]
 
 F = TypeVar("F", bound=Callable[..., object])
 
@@ -167,12 +177,58 @@ def _until_arg(value: object) -> float | None:
 
 
 class Schedule:
-    """Base class of the schedule values; use `Once`, `At`, `Every` or `Cron`."""
+    """Base class of the schedule values; use `Once`, `At`, `Every` or `Cron`.
+
+    The protocol every kind answers, so that no caller asks which kind it has: its first
+    run (`first_run`), the slot after one of its slots (`next_after`), its slots in a
+    range (`grid`), whether it repeats (`repeats`) and whether its next run is counted
+    from the end of a run (`after_finish`). Times are POSIX seconds (UTC).
+    """
 
     __slots__ = ()
 
     #: Whether the schedule is about the wall clock (re-anchored when it jumps).
     wall: ClassVar[bool] = False
+    #: Whether the schedule has more than one slot (`Once` and `At` have one).
+    repeats: ClassVar[bool] = True
+
+    @property
+    def after_finish(self) -> bool:
+        """Whether the next run is counted from the end of a run (fixed-delay)."""
+        return False
+
+    @property
+    def fixed_time(self) -> bool:
+        """Whether its slots are times of day that a short clock step leaves alone."""
+        return False
+
+    def describe(self) -> str:
+        """The schedule in words, for people (``"every 5 minutes"``)."""
+        raise NotImplementedError
+
+    def first_run(self, now: float) -> float | None:
+        """The first due time if declared at ``now``; ``None``: it ended (its ``until``).
+
+        Raises:
+            CronError: A cron expression or its zone is invalid here.
+            CalendarError: A calendar leaves no allowed day.
+        """
+        raise NotImplementedError
+
+    def next_after(self, slot: float) -> float | None:
+        """The slot after ``slot``; ``None`` for a one-shot, or one after the ``until``.
+
+        A fixed-delay interval's is one interval later, as if a run ended at ``slot``.
+        """
+        return None
+
+    def grid(self, through: float) -> Grid | None:
+        """Its grid of slots, laid through the slot ``through``.
+
+        ``None`` for a schedule without one (`Once`, a fixed-delay interval); `At`'s
+        has its one instant.
+        """
+        return None
 
     def _plan(self, rng: random.Random) -> _Plan:
         raise NotImplementedError
@@ -228,12 +284,22 @@ class Once(Schedule):
 
         def __init__(self, delay: Duration) -> None: ...
 
+    repeats: ClassVar[bool] = False
+
     def __post_init__(self) -> None:
         object.__setattr__(self, "delay", duration_arg("delay", self.delay, positive=False))
 
     def to_dict(self) -> dict[str, Any]:
         """The JSON form a store keeps: ``{"kind": "once", "delay": seconds}``."""
         return {"kind": "once", "delay": self.delay}
+
+    def describe(self) -> str:
+        """``"once, 5 s after it was declared"``."""
+        return f"once, {self.delay:g} s after it was declared"
+
+    def first_run(self, now: float) -> float | None:
+        """``delay`` seconds after ``now``."""
+        return now + self.delay
 
     def _plan(self, rng: random.Random) -> _Plan:
         return _OncePlan(self.delay)
@@ -257,6 +323,7 @@ class At(Schedule):
     """POSIX seconds (UTC); an aware `datetime` is converted on construction."""
 
     wall: ClassVar[bool] = True
+    repeats: ClassVar[bool] = False
 
     def __init__(self, when: float | datetime) -> None:
         object.__setattr__(self, "when", instant_arg("when", when))
@@ -270,6 +337,20 @@ class At(Schedule):
     def to_dict(self) -> dict[str, Any]:
         """The JSON form a store keeps: ``{"kind": "at", "at": seconds}``."""
         return {"kind": "at", "at": self.when}
+
+    def describe(self) -> str:
+        """``"once, at <ISO time>"``."""
+        from tickwork._core.text import iso
+
+        return f"once, at {iso(self.when)}"
+
+    def first_run(self, now: float) -> float | None:
+        """Its instant (one already past is due at once, as late)."""
+        return self.when
+
+    def grid(self, through: float) -> Grid | None:
+        """The one slot, its instant."""
+        return _PointGrid(self.when)
 
     def _plan(self, rng: random.Random) -> _Plan:
         return _AtPlan(self.when)
@@ -387,6 +468,33 @@ class Every(Schedule):
             slot += max(1, math.ceil((start - slot) / self.interval)) * self.interval
         raise CalendarError(f"calendar: no allowed day within 3 years of {iso_day(slot)}")
 
+    @property
+    def after_finish(self) -> bool:
+        """`fixed_delay`: the next run is counted from the end of a run."""
+        return self.fixed_delay
+
+    def describe(self) -> str:
+        """``"every 5 minutes"``, and how it counts a fixed delay."""
+        from tickwork._core.text import interval_words
+
+        return interval_words(self.interval, self.fixed_delay)
+
+    def first_run(self, now: float) -> float | None:
+        """``first`` (default: one interval) after ``now``, moved to an allowed day."""
+        delay = self.interval if self.first is None else self.first
+        return _within(self.until, self.allowed_slot(now + delay))
+
+    def next_after(self, slot: float) -> float | None:
+        """One interval after ``slot``, moved to an allowed day."""
+        return _within(self.until, self.allowed_slot(slot + self.interval))
+
+    def grid(self, through: float) -> Grid | None:
+        """Fixed-rate: the slots ``through + k * interval`` on allowed days."""
+        if self.fixed_delay:
+            return None
+        allowed = None if self.calendar is None else self.allowed_slot
+        return _StepGrid(through, self.interval, allowed)
+
     def _seeded(self, name: str | None) -> Schedule:
         if not self.stable_jitter or self.seed is not None:
             return self
@@ -482,6 +590,29 @@ class Cron(Schedule):
             out["shift"] = self.shift
         _spread(out, self.stable_jitter, self.seed)
         return out
+
+    @property
+    def fixed_time(self) -> bool:
+        """Whether the minute and hour fields are fixed (a short clock step keeps its slot)."""
+        return self.expression.is_fixed_time
+
+    def describe(self) -> str:
+        """The expression said plainly where it can be (else shown), its zone and calendar."""
+        from tickwork._core.text import cron_schedule_words
+
+        return cron_schedule_words(self.expr, self.tz, self.calendar, self.shift)
+
+    def first_run(self, now: float) -> float | None:
+        """Its first fire time after ``now``."""
+        return self.next_after(now)
+
+    def next_after(self, slot: float) -> float | None:
+        """Its first fire time after ``slot``."""
+        return _within(self.until, self.expression.next_after_timestamp(slot))
+
+    def grid(self, through: float) -> Grid | None:
+        """The fire times of the expression (``through`` changes nothing)."""
+        return _CronGrid(through, self.expression.next_after_timestamp)
 
     @property
     def needs_seed(self) -> bool:
@@ -603,6 +734,169 @@ def _optional(
         out["first"] = first
     if until is not None:
         out["until"] = until
+
+
+def _within(until: object, t: float) -> float | None:
+    """``t``, or ``None`` when it lies after ``until`` (the schedule has ended)."""
+    return None if isinstance(until, float) and t > until else t
+
+
+# -- grids: the slots of a repeating schedule in a range, computed once, here ---------------
+
+
+class Grid:
+    """The slots of a repeating schedule, laid through one of them, ``s`` (POSIX seconds).
+
+    The durable engine's decisions, backfills and the daemon's skip lines all count
+    slots here, so a calendar is applied the same way everywhere.
+    """
+
+    __slots__ = ("s",)
+
+    #: Whether the grid depends on ``s`` (an interval's) or is fixed (a cron expression's).
+    anchored: ClassVar[bool] = True
+
+    def __init__(self, s: float) -> None:
+        self.s = s
+
+    def after(self, t: float) -> float:
+        """The first slot strictly after ``t``."""
+        raise NotImplementedError
+
+    def at_or_after(self, t: float) -> float:
+        """The first slot at or after ``t``."""
+        raise NotImplementedError
+
+    def passed(self, now: float, limit: int) -> int:
+        """Slots from ``s`` to ``now`` inclusive (``s <= now``), at most ``limit``."""
+        n, t = 1, self.s
+        while n < limit:
+            t = self.after(t)
+            if t > now:
+                break
+            n += 1
+        return n
+
+    def slots(self, start: float, end: float, limit: int) -> list[float]:
+        """The slots in ``[start, end]``, oldest first, at most ``limit`` of them."""
+        out: list[float] = []
+        t = self.at_or_after(start)
+        while t <= end and len(out) < limit:
+            out.append(t)
+            t = self.after(t)
+        return out
+
+    def span(self, start: float, end: float, limit: int) -> tuple[int, float | None, float | None]:
+        """How many slots lie in ``[start, end]`` (at most ``limit``), the first and the last."""
+        slots = self.slots(start, end, limit)
+        return (len(slots), slots[0], slots[-1]) if slots else (0, None, None)
+
+    def tail(self, now: float, n: int) -> float:
+        """The first of the last ``n`` slots up to ``now`` (more than ``n`` from ``s``)."""
+        # No backwards step: walk forward from a start that gallops back from now
+        # until the walk sees at least n slots, keeping only the last n.
+        span = 60.0
+        while True:
+            start = max(self.s - 1.0, now - span)
+            window: deque[float] = deque(maxlen=n)
+            t = start
+            while True:
+                t = self.after(t)
+                if t > now:
+                    break
+                window.append(t)
+            if len(window) == n or start < self.s:
+                return window[0]
+            span *= 2
+
+
+class _CronGrid(Grid):
+    """A cron expression's fire times (whole seconds)."""
+
+    __slots__ = ("walk",)
+    anchored = False
+
+    def __init__(self, s: float, walk: Callable[[float], float]) -> None:
+        super().__init__(s)
+        self.walk = walk
+
+    def after(self, t: float) -> float:
+        return self.walk(t)
+
+    def at_or_after(self, t: float) -> float:
+        # A second back: the fire times are whole seconds (one at ``t`` itself is kept,
+        # however the fraction is rounded).
+        slot = self.walk(t - 1.0)
+        while slot < t:
+            slot = self.walk(slot)
+        return slot
+
+
+class _PointGrid(Grid):
+    """One slot, ``s``."""
+
+    __slots__ = ()
+    anchored = False
+
+    def after(self, t: float) -> float:
+        return self.s if t < self.s else math.inf
+
+    def at_or_after(self, t: float) -> float:
+        return self.s if t <= self.s else math.inf
+
+
+class _StepGrid(Grid):
+    """``s + k * step``; with a calendar (``allowed``), only the slots on allowed days."""
+
+    __slots__ = ("allowed", "step")
+
+    def __init__(self, s: float, step: float, allowed: Callable[[float], float] | None) -> None:
+        super().__init__(s)
+        self.step, self.allowed = step, allowed
+
+    def _index(self, t: float) -> int:
+        """The index ``k`` of the first slot at or after ``t``."""
+        s, step = self.s, self.step
+        k = math.ceil((t - s) / step)
+        while s + k * step < t:  # float rounding, either way
+            k += 1
+        while s + (k - 1) * step >= t:
+            k -= 1
+        return k
+
+    def after(self, t: float) -> float:
+        k = math.floor((t - self.s) / self.step) + 1
+        slot = self.s + k * self.step
+        while slot <= t:  # float rounding can land one step short
+            k += 1
+            slot = self.s + k * self.step
+        return slot if self.allowed is None else self.allowed(slot)
+
+    def at_or_after(self, t: float) -> float:
+        slot = self.s + self._index(t) * self.step
+        return slot if self.allowed is None else self.allowed(slot)
+
+    def passed(self, now: float, limit: int) -> int:
+        if self.allowed is not None:
+            return super().passed(now, limit)
+        return min(limit, math.floor((now - self.s) / self.step) + 1)
+
+    def span(self, start: float, end: float, limit: int) -> tuple[int, float | None, float | None]:
+        if self.allowed is not None:
+            return super().span(start, end, limit)
+        s, step = self.s, self.step
+        k0, k1 = self._index(start), math.floor((end - s) / step)
+        while s + k1 * step > end:  # float rounding
+            k1 -= 1
+        if k1 < k0:
+            return 0, None, None
+        return min(k1 - k0 + 1, limit), s + k0 * step, s + k1 * step
+
+    def tail(self, now: float, n: int) -> float:
+        if self.allowed is not None:
+            return super().tail(now, n)
+        total = math.floor((now - self.s) / self.step) + 1
+        return self.s + (total - n) * self.step
 
 
 # -- plans: per-task state, private to the core -----------------------------------------

@@ -155,25 +155,26 @@ def cron_words(expr: str) -> str | None:
 
 def schedule_words(schedule: Any) -> str:
     """Any schedule value in words; a cron that `cron_words` cannot say shows itself."""
-    from tickwork._core.schedules import At, Cron, Once
+    words: str = schedule.describe()
+    return words
 
-    if isinstance(schedule, Cron):
-        words = cron_words(schedule.expr)
-        zone = schedule.tz
-        text = f"{words} ({zone})" if words else f"cron '{schedule.expr}' ({zone})"
-        return text + _calendar_words(schedule.calendar, schedule.shift)
-    if isinstance(schedule, At):
-        return f"once, at {iso(schedule.when)}"
-    if isinstance(schedule, Once):
-        return f"once, {schedule.delay:g} s after it was declared"
-    seconds = schedule.interval
+
+def cron_schedule_words(expr: str, zone: str, calendar: Any, shift: str) -> str:
+    """A cron schedule in words: its expression said plainly (or shown), zone, calendar."""
+    words = cron_words(expr)
+    text = f"{words} ({zone})" if words else f"cron '{expr}' ({zone})"
+    return text + _calendar_words(calendar, shift)
+
+
+def interval_words(seconds: float, fixed_delay: bool) -> str:
+    """An interval schedule in words (``"every 5 minutes"``)."""
     if seconds % 3600 == 0 and seconds >= 3600:
         text = f"every {seconds / 3600:g} hour{'s' if seconds != 3600 else ''}"
     elif seconds % 60 == 0 and seconds >= 60:
         text = f"every {seconds / 60:g} minute{'s' if seconds != 60 else ''}"
     else:
         text = f"every {seconds:g} second{'s' if seconds != 1 else ''}"
-    if schedule.fixed_delay:
+    if fixed_delay:
         text += ", counted from the end of each run"
     return text
 

@@ -49,7 +49,6 @@ from tickwork._core.errors import (
     TickworkError,
 )
 from tickwork._core.events import EventKind, RunEvent
-from tickwork._core.schedules import Cron, Every
 from tickwork._core.text import iso_due
 from tickwork._core.text import plain_seconds as _seconds_text
 from tickwork._daemon.alerts import AlertSender
@@ -161,39 +160,33 @@ class Reload:
 # -- skips logged as they pass -----------------------------------------------------------
 
 
+def _first_unseen(schedule: Schedule, first: float, lo: float | None) -> float | None:
+    """The first slot of ``schedule``'s grid through ``first`` after ``lo``.
+
+    ``lo=None``: ``first`` itself. ``None`` for a schedule without a grid.
+    """
+    grid = schedule.grid(first) if schedule.repeats else None
+    if grid is None:
+        return None
+    return first if lo is None or lo < first else grid.after(lo)
+
+
 def _slots_between(
     schedule: Schedule, first: float, lo: float | None, hi: float
 ) -> tuple[int, float | None, float | None]:
     """Slots of ``schedule``'s grid through ``first`` that lie in ``(lo, hi]``.
 
     ``lo=None`` counts from ``first`` itself. Only fixed-rate and cron schedules have
-    a grid; for the others the answer is none.
+    a grid; for the others the answer is none. A calendar's excluded days have none.
 
     Returns:
         ``(count, first slot, last slot)``, counting at most `_SKIP_COUNT_LIMIT`.
     """
-    if isinstance(schedule, Every) and not schedule.fixed_delay:
-        step = schedule.interval
-        k0 = 0 if lo is None or lo < first else math.floor((lo - first) / step) + 1
-        while lo is not None and first + k0 * step <= lo:  # float rounding
-            k0 += 1
-        if first + k0 * step > hi:
-            return 0, None, None
-        k1 = max(k0, math.floor((hi - first) / step))
-        while first + k1 * step > hi:
-            k1 -= 1
-        count = min(k1 - k0 + 1, _SKIP_COUNT_LIMIT)
-        return count, first + k0 * step, first + k1 * step
-    if isinstance(schedule, Cron):
-        expr = schedule.expression
-        t = first if lo is None or lo < first else expr.next_after_timestamp(lo)
-        count, start, last = 0, None, None
-        while t <= hi and count < _SKIP_COUNT_LIMIT:
-            count, last = count + 1, t
-            start = t if start is None else start
-            t = expr.next_after_timestamp(t)
-        return count, start, last
-    return 0, None, None
+    start = _first_unseen(schedule, first, lo)
+    grid = schedule.grid(first)
+    if start is None or grid is None:
+        return 0, None, None
+    return grid.span(start, hi, _SKIP_COUNT_LIMIT)
 
 
 @dataclass(slots=True)
@@ -649,9 +642,7 @@ class Daemon:
         if stretch.pending:
             start = stretch.pending_first
         else:
-            _, after, _ = _slots_between(
-                stretch.schedule, stretch.first, stretch.seen_until, math.inf
-            )
+            after = _first_unseen(stretch.schedule, stretch.first, stretch.seen_until)
             start = event.scheduled if after is None else after
         self.log.skipped(name, start, reason=reason, count=left)
 

@@ -15,9 +15,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Final
 
-from tickwork._core.schedules import At, Cron, Every, Once
 from tickwork._core.text import iso
-from tickwork._durable.decide import within_until
 from tickwork.stores import JobState, RuntimeControl
 
 __all__ = [
@@ -62,12 +60,7 @@ def following_slot(state: JobState) -> Callable[[float], float | None]:
     schedule = state.spec.schedule
 
     def following(slot: float) -> float | None:
-        if schedule is None or isinstance(schedule, At | Once):  # None: runs only after
-            return None
-        if isinstance(schedule, Every):
-            return within_until(schedule, schedule.allowed_slot(slot + schedule.interval))
-        assert isinstance(schedule, Cron)
-        return within_until(schedule, schedule.expression.next_after_timestamp(slot))
+        return None if schedule is None else schedule.next_after(slot)  # None: only after
 
     return following
 
@@ -192,37 +185,20 @@ def _grid(state: JobState, start: float, end: float, cap: int) -> list[float]:
             f"job {job!r} has no schedule of its own (it runs only after other jobs): it"
             " has no grid of slots to backfill (backfill its upstream job, or trigger it)"
         )
-    if isinstance(schedule, At):
-        return [schedule.when] if start <= schedule.when <= end else []
-    if isinstance(schedule, Once) or (isinstance(schedule, Every) and schedule.fixed_delay):
-        kind = "a one-shot Once" if isinstance(schedule, Once) else "a fixed-delay job"
+    anchor = state.next_run
+    if anchor is None and state.last_run is not None:
+        anchor = state.last_run.scheduled
+    grid = schedule.grid(start if anchor is None else anchor)
+    if grid is None:
+        kind = "a fixed-delay job" if schedule.after_finish else "a one-shot Once"
         raise BackfillError(
             f"job {job!r} is {kind}: it has no grid of slots to backfill (trigger it instead)"
         )
     if end < start:
         return []
+    if anchor is None and grid.anchored:
+        raise BackfillError(f"job {job!r} has no slot yet to anchor its grid on")
     until = getattr(schedule, "until", None)
     if until is not None:
         end = min(end, until)
-    if isinstance(schedule, Every):
-        anchor = state.next_run
-        if anchor is None and state.last_run is not None:
-            anchor = state.last_run.scheduled
-        if anchor is None:
-            raise BackfillError(f"job {job!r} has no slot yet to anchor its grid on")
-        step = schedule.interval
-        first = math.ceil((start - anchor) / step)
-        last = min(math.floor((end - anchor) / step), first + cap)
-        slots = [anchor + k * step for k in range(first, last + 1)]
-        return [t for t in slots if start <= t <= end and schedule.allowed_slot(t) == t]
-    assert isinstance(schedule, Cron)
-    slots = []
-    # A second back: the expression's times are whole seconds (a slot at ``start``
-    # itself is kept, however the fraction is rounded).
-    t = schedule.expression.next_after_timestamp(start - 1.0)
-    while t < start:
-        t = schedule.expression.next_after_timestamp(t)
-    while t <= end and len(slots) <= cap:
-        slots.append(t)
-        t = schedule.expression.next_after_timestamp(t)
-    return slots
+    return grid.slots(start, end, cap + 1)

@@ -18,15 +18,13 @@ waited for its concurrency pool (`JobState.pool_wait`) is judged by ``grace`` al
 from __future__ import annotations
 
 import logging
-import math
-from collections import deque
-from collections.abc import Callable
 from dataclasses import dataclass, replace
 from typing import Final, Literal
 
-from tickwork._core.schedules import At, Cron, Every, Once
+from tickwork._core.schedules import Grid
+from tickwork._core.schedules import Schedule as AnySchedule
 from tickwork._core.text import iso
-from tickwork.stores import JobSpec, JobState, Schedule
+from tickwork.stores import JobSpec, JobState
 from tickwork.stores.contract import GivenUp
 
 __all__ = [
@@ -82,76 +80,7 @@ class Decision:
     """The claimed slot waited for its pool: the slots given up came due meanwhile."""
 
 
-class _Grid:
-    """The slots of a fixed-rate or cron schedule, as seen from one slot ``s``."""
-
-    def __init__(self, schedule: Every | Cron, s: float) -> None:
-        self.s = s
-        self.step: float | None = None
-        self.walk: Callable[[float], float] | None = None
-        if isinstance(schedule, Every) and schedule.calendar is None:
-            self.step = schedule.interval
-        elif isinstance(schedule, Every):  # a calendar: walked, as a cron schedule is
-            every, interval = schedule, schedule.interval
-            self.walk = lambda t: every.allowed_slot(_grid_after(s, interval, t))
-        else:
-            self.walk = schedule.expression.next_after_timestamp
-
-    def after(self, t: float) -> float:
-        """The first slot strictly after ``t`` (``t >= s``)."""
-        step = self.step
-        if step is None:
-            assert self.walk is not None
-            return self.walk(t)
-        return _grid_after(self.s, step, t)
-
-    def count(self, now: float, limit: int) -> int:
-        """Passed slots from ``s`` to ``now`` inclusive, at most ``limit``."""
-        step = self.step
-        if step is not None:
-            return min(limit, math.floor((now - self.s) / step) + 1)
-        n, t = 1, self.s
-        while n < limit:
-            t = self.after(t)
-            if t > now:
-                break
-            n += 1
-        return n
-
-    def tail(self, now: float, n: int) -> float:
-        """The first of the last ``n`` passed slots (the schedule has more than ``n``)."""
-        step = self.step
-        if step is not None:
-            total = math.floor((now - self.s) / step) + 1
-            return self.s + (total - n) * step
-        # Cron has no backwards step: walk forward from a start that gallops back from
-        # now until the walk sees at least n slots, keeping only the last n.
-        span = 60.0
-        while True:
-            start = max(self.s - 1.0, now - span)
-            window: deque[float] = deque(maxlen=n)
-            t = start
-            while True:
-                t = self.after(t)
-                if t > now:
-                    break
-                window.append(t)
-            if len(window) == n or start < self.s:
-                return window[0]
-            span *= 2
-
-
-def _grid_after(s: float, step: float, t: float) -> float:
-    """The first slot of the grid ``s + k * step`` strictly after ``t`` (``t >= s``)."""
-    k = math.floor((t - s) / step) + 1
-    slot = s + k * step
-    while slot <= t:  # float rounding can land one step short
-        k += 1
-        slot = s + k * step
-    return slot
-
-
-def first_run(schedule: Schedule, now: float) -> float | None:
+def first_run(schedule: AnySchedule, now: float) -> float | None:
     """The first due time of a newly declared schedule: UTC POSIX seconds.
 
     `At` is due at its instant (already past: due at once, as late); `Once` its delay
@@ -163,19 +92,10 @@ def first_run(schedule: Schedule, now: float) -> float | None:
         CronError: The cron expression or its zone is invalid here.
 
     """
-    if isinstance(schedule, At):
-        return schedule.when
-    if isinstance(schedule, Once):
-        return now + schedule.delay
-    if isinstance(schedule, Every):
-        first = now + (schedule.interval if schedule.first is None else schedule.first)
-        first = schedule.allowed_slot(first)
-    else:
-        first = schedule.expression.next_after_timestamp(now)
-    return within_until(schedule, first)
+    return schedule.first_run(now)
 
 
-def planned_slots(schedule: Schedule, now: float, n: int) -> list[float]:
+def planned_slots(schedule: AnySchedule, now: float, n: int) -> list[float]:
     """The first ``n`` due times of ``schedule`` if it were declared at ``now`` (pure).
 
     What ``tickwork next --file F --job NAME`` prints for a job of any schedule: the
@@ -187,8 +107,8 @@ def planned_slots(schedule: Schedule, now: float, n: int) -> list[float]:
     if first is None:
         return []
     out = [first]
-    if isinstance(schedule, Every | Cron):
-        grid = _Grid(schedule, first)
+    grid = schedule.grid(first) if schedule.repeats else None
+    if grid is not None:
         while len(out) < n:
             t = within_until(schedule, grid.after(out[-1]))
             if t is None:
@@ -197,7 +117,7 @@ def planned_slots(schedule: Schedule, now: float, n: int) -> list[float]:
     return out[:n]
 
 
-def within_until(schedule: Schedule | None, t: float | None) -> float | None:
+def within_until(schedule: AnySchedule | None, t: float | None) -> float | None:
     """``t``, or ``None`` when it lies after the schedule's ``until`` (it has ended)."""
     until = getattr(schedule, "until", None)
     if t is None or until is None or t <= until:
@@ -237,17 +157,17 @@ def _decide(state: JobState, now: float, vanished: tuple[float, float] | None) -
     schedule = spec.schedule
     grace = spec.grace
     late = grace is not None and now - s > grace
-    if schedule is None or isinstance(schedule, At | Once):  # None: runs only after others
+    if schedule is None or not schedule.repeats:  # None: runs only after others
         if late and spec.missed == "skip":
             return Decision("missed", None, missed=1)
         return Decision("run", None, missed=int(late))
     if within_until(schedule, s) is None:  # stored before its until was set: not a slot
         return Decision("skipped", None)
-    if isinstance(schedule, Every) and schedule.fixed_delay:
-        return _fixed_delay(state, schedule.allowed_slot(now + schedule.interval), late)
+    grid = schedule.grid(s)
+    if grid is None:  # fixed-delay: the next run is set when the run ends
+        return _fixed_delay(state, schedule.next_after(now), late)
     if vanished is not None and vanished[0] < s <= vanished[1]:
         late = True
-    grid = _Grid(schedule, s)
     overlapped = _overlapped(state, grid, now)
     if overlapped is not None:
         return overlapped
@@ -256,7 +176,7 @@ def _decide(state: JobState, now: float, vanished: tuple[float, float] | None) -
     return _on_grid(spec, grid, now, late)
 
 
-def _waited(spec: JobSpec, grid: _Grid, now: float) -> Decision:
+def _waited(spec: JobSpec, grid: Grid, now: float) -> Decision:
     """A slot that waited for its pool and is within ``grace``: it runs, late or not.
 
     Its own lateness judges it, not the slots that came due while it waited: those go
@@ -266,12 +186,12 @@ def _waited(spec: JobSpec, grid: _Grid, now: float) -> Decision:
     following = grid.after(grid.s)
     if following > now or spec.overlap == "allow" or spec.missed == "all":
         return Decision("run", following)
-    others = grid.count(now, COUNT_LIMIT) - 1
+    others = grid.passed(now, COUNT_LIMIT) - 1
     given_up = _others(grid, "skipped", others)
     return Decision("run", grid.after(now), skipped=others, given_up=given_up, pool_wait=True)
 
 
-def _fixed_delay(state: JobState, provisional: float, late: bool) -> Decision:
+def _fixed_delay(state: JobState, provisional: float | None, late: bool) -> Decision:
     """A fixed-delay job's slot; ``provisional`` is its next run until the run ends.
 
     The real next run is set when the run ends (end + interval); if the runner dies,
@@ -284,7 +204,7 @@ def _fixed_delay(state: JobState, provisional: float, late: bool) -> Decision:
     return Decision("run", provisional, missed=int(late))
 
 
-def _overlapped(state: JobState, grid: _Grid, now: float) -> Decision | None:
+def _overlapped(state: JobState, grid: Grid, now: float) -> Decision | None:
     """The overlap policy's decision if the slot came due during the last run, else None."""
     spec = state.spec
     s = grid.s
@@ -301,7 +221,7 @@ def _overlapped(state: JobState, grid: _Grid, now: float) -> Decision | None:
     # The slot came due while the previous run of this job was going (the store kept
     # it unclaimed until that run ended).
     if spec.overlap == "skip":
-        during = grid.count(min(last.ended, now), COUNT_LIMIT)
+        during = grid.passed(min(last.ended, now), COUNT_LIMIT)
         return Decision(
             "skipped",
             grid.after(last.ended),
@@ -310,16 +230,16 @@ def _overlapped(state: JobState, grid: _Grid, now: float) -> Decision | None:
         )
     # queue: this one slot runs now; others that passed meanwhile are skipped.
     upto = grid.after(now)
-    others = grid.count(now, COUNT_LIMIT) - 1
+    others = grid.passed(now, COUNT_LIMIT) - 1
     return Decision("run", upto, skipped=others, given_up=_others(grid, "skipped", others))
 
 
-def _on_grid(spec: JobSpec, grid: _Grid, now: float, late: bool) -> Decision:
+def _on_grid(spec: JobSpec, grid: Grid, now: float, late: bool) -> Decision:
     """A fixed-rate or cron slot: on time, or behind and given to the missed-run policy."""
     following = grid.after(grid.s)
     if following > now and not late:
         return Decision("run", following)  # on time
-    passed = grid.count(now, COUNT_LIMIT)
+    passed = grid.passed(now, COUNT_LIMIT)
     if spec.missed == "skip":
         return Decision(
             "missed", grid.after(now), missed=passed, given_up=_others(grid, "missed", passed - 1)
@@ -334,7 +254,7 @@ def _on_grid(spec: JobSpec, grid: _Grid, now: float, late: bool) -> Decision:
     return Decision("run", following if following <= now else grid.after(now))
 
 
-def _over_cap(spec: JobSpec, grid: _Grid, now: float, passed: int) -> Decision:
+def _over_cap(spec: JobSpec, grid: Grid, now: float, passed: int) -> Decision:
     """``missed="all"`` with more than ``missed_cap`` passed slots: replay the newest only."""
     cap = spec.missed_cap
     # Never stop the job (K8s's >100 rule did).
@@ -356,7 +276,7 @@ def _over_cap(spec: JobSpec, grid: _Grid, now: float, passed: int) -> Decision:
     )
 
 
-def _others(grid: _Grid, outcome: Literal["missed", "skipped"], n: int) -> GivenUp | None:
+def _others(grid: Grid, outcome: Literal["missed", "skipped"], n: int) -> GivenUp | None:
     """The ``n`` slots after the claimed one, given up as ``outcome`` (None if none)."""
     return GivenUp(outcome, grid.after(grid.s), n) if n > 0 else None
 
@@ -402,15 +322,12 @@ def _decide_retry(state: JobState, slot: float, now: float) -> Decision:
     keep = state.next_run
     schedule = spec.schedule
     late = spec.grace is not None and now - slot > spec.grace
-    if (
-        schedule is None  # chains: a job that runs only after others has no grid
-        or isinstance(schedule, At | Once)
-        or (isinstance(schedule, Every) and schedule.fixed_delay)
-    ):
+    # chains (no schedule), one-shots and fixed-delay jobs have no grid
+    grid = schedule.grid(slot) if schedule is not None and schedule.repeats else None
+    if grid is None:
         if late and spec.missed == "skip":
             return Decision("missed", keep, missed=1)
         return Decision("run", keep, missed=int(late))
-    grid = _Grid(schedule, slot)
     if grid.after(slot) > now and not late:
         return Decision("run", keep)
     if spec.missed == "skip":
@@ -423,7 +340,7 @@ def _decide_retry(state: JobState, slot: float, now: float) -> Decision:
             or (last is not None and last.scheduled is not None and last.scheduled > slot)
         )
         return Decision("missed", keep, missed=1) if taken else Decision("run", keep)
-    passed = grid.count(now, COUNT_LIMIT)
+    passed = grid.passed(now, COUNT_LIMIT)
     if passed > spec.missed_cap:
         _log.warning(
             "job %r: the re-offered slot %s is %s%d slots behind, more than missed_cap=%d: dropped",
@@ -460,22 +377,10 @@ def after_clock_step(state: JobState, now: float, step: float) -> float | None:
     """
     n = state.next_run
     schedule = state.spec.schedule
-    if step >= 0.0 or n is None or n <= now or schedule is None or isinstance(schedule, At | Once):
+    if step >= 0.0 or n is None or n <= now or schedule is None or not schedule.repeats:
         return None
-    if isinstance(schedule, Every):
-        seconds = schedule.interval
-        if n - now <= seconds:
-            return None
-        if schedule.fixed_delay:
-            return schedule.allowed_slot(now + seconds)
-        k = math.ceil((n - now) / seconds) - 1
-        new = n - k * seconds
-        while new <= now:  # float rounding
-            new += seconds
-        new = schedule.allowed_slot(new)
-        return new if new < n else None
-    expr = schedule.expression
-    if expr.is_fixed_time and -step < CORRECTION:
+    if schedule.fixed_time and -step < CORRECTION:
         return None
-    new = expr.next_after_timestamp(now)
-    return new if new < n else None
+    grid = schedule.grid(n)  # fixed-rate: the slot of its grid in (now, now + interval]
+    new = grid.after(now) if grid is not None else schedule.next_after(now)
+    return new if new is not None and new < n else None

@@ -12,7 +12,7 @@ from collections.abc import Awaitable, Callable
 from tickwork._core.errors import JobInterrupted
 from tickwork._core.events import EventKind, RunEvent
 from tickwork._core.scheduler import _check_result
-from tickwork._core.schedules import Every, jitter_delay
+from tickwork._core.schedules import jitter_delay
 from tickwork._core.text import iso
 from tickwork._durable.attempts import Attempts, attempt_of, bounded, outcome_of
 from tickwork._durable.decide import within_until
@@ -551,13 +551,13 @@ class Running:
 def _next_run(claim: Claim, ended: float) -> float | Keep | None:
     """The job's next run as its finish sets it: after a fixed delay, else kept."""
     schedule = claim.spec.schedule
-    if isinstance(schedule, Every) and schedule.fixed_delay and claim.origin == "schedule":
+    if schedule is not None and schedule.after_finish and claim.origin == "schedule":
         try:
-            after = schedule.allowed_slot(ended + schedule.interval)
+            after = schedule.next_after(ended)
         except ValueError:  # a calendar with no allowed day left: the schedule ends
             _log.exception("job %r: no next run", claim.job_id)
             return None
-        if after <= ended:  # too small for the wall clock: still strictly later
-            after = math.nextafter(ended, math.inf)
-        return within_until(schedule, after)
+        if after is not None and after <= ended:  # too small for the wall clock: later
+            after = within_until(schedule, math.nextafter(ended, math.inf))
+        return after
     return KEEP

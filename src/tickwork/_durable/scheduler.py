@@ -1153,12 +1153,13 @@ def _checked_spec(spec: JobSpec, *, awaits: bool, now: float) -> tuple[JobSpec, 
     except ValueError as exc:  # CronError is a ValueError
         raise JobSpecError(f"job {spec.id!r}: {exc}") from exc
     schedule = spec.schedule
-    if isinstance(schedule, Every) and first is not None and schedule.interval < math.ulp(first):
+    interval = getattr(schedule, "interval", None)  # an interval's, of any kind
+    if interval is not None and first is not None and interval < math.ulp(first):
         # The wall clock could not tell its slots apart (slot + seconds == slot).
         raise JobSpecError(
             f"job {spec.id!r}: schedule.seconds must be at least {math.ulp(first)!r} s,"
             f" the wall clock's resolution at the first run {first!r},"
-            f" got {schedule.interval!r}"
+            f" got {interval!r}"
         )
     return spec, first
 
