@@ -1027,22 +1027,9 @@ class SQLStore(
         ).fetchone()
         return 1 + int(row[0])
 
-    def record_attempt(
-        self,
-        claim: Claim,
-        *,
-        outcome: str,
-        started: float,
-        ended: float,
-        attempt: int,
-        error: str | None = None,
-        output: str | None = None,
-    ) -> bool:
+    def record_attempt(self, claim: Claim, **attempt: Any) -> bool:
         """Write one attempt of a held claim (`tickwork.stores.contract.AttemptLedger`)."""
-        return self._ledger.record_attempt(
-            claim, outcome=outcome, started=started, ended=ended, attempt=attempt,
-            error=error, output=output,
-        )  # fmt: skip
+        return self._ledger.record_attempt(claim, **attempt)
 
     def history(
         self,
