@@ -276,6 +276,31 @@ def test_reload_keeps_the_old_config_when_the_file_or_the_state_fails(
     assert "the state cannot be read: database is down" in caplog.text
 
 
+def test_a_skip_event_counting_more_slots_than_were_logged_logs_the_rest(
+    store: SQLiteStore,
+) -> None:
+    # Issue 39: the slots the durable layer gave up after the last check_skips were
+    # looked for up to math.inf, which an Every grid cannot count (OverflowError): the
+    # listener raised and the skip line was lost.
+    import io
+    import json
+
+    from tickwork._core.events import EventKind, RunEvent
+    from tickwork._daemon.daemon import _Stretch
+
+    out = io.StringIO()
+    d = Daemon(
+        "jobs.toml", store, namespace="jobs", log=RunLog(out, format="json"),
+        wall_clock=lambda: NOW + 50,
+    )  # fmt: skip
+    # check_skips saw (and logged) the slots at NOW and NOW + 10; three more passed since.
+    d._stretches["jobs/a"] = _Stretch(NOW, Every(10), seen_until=NOW + 15, logged=2)
+    d._on_event(RunEvent(EventKind.SKIPPED, 0, NOW, job_id="jobs/a", name="jobs/a", missed=5))
+    line = json.loads(out.getvalue())
+    assert (line["job"], line["count"], line["reason"]) == ("a", 3, "overlap")
+    assert line["scheduled"] == "2027-01-15T08:00:20.000Z"  # NOW + 20: the first not logged
+
+
 def test_slots_passing_while_a_run_is_held_are_counted_on_the_grid() -> None:
     from tickwork._daemon.daemon import _slots_between
 
