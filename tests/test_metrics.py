@@ -228,6 +228,32 @@ def test_run_counts_equal_the_ledger_outcome_for_outcome(tmp_path: Path, clock: 
         assert ledger[("replaced", "cancelled")] == 2 and ledger[("flaky", "failed")] == 2
 
 
+def test_each_retried_attempt_starts_and_ends_so_the_running_gauge_returns_to_zero(
+    tmp_path: Path, clock: FakeClock
+) -> None:
+    # Issue 39: a call with retries had one STARTED but a FAILED per attempt, so
+    # tickwork_running went to -2. Each attempt is a start and an end, as in the ledger.
+    durable_jobs.FLAKY.clear()
+    with SQLiteStore(tmp_path / "s.db") as store:
+        ds = DurableScheduler(
+            store, executor=InlineExecutor(), wall_clock=clock.wall, monotonic_clock=clock
+        )
+        m = SchedulerMetrics()
+        m.watch(ds)
+        kinds: list[str] = []
+        ds.add_listener(lambda event: kinds.append(event.kind.value))
+        J = "tests.durable_jobs"
+        ds.declare(
+            JobSpec("flaky", f"{J}:flaky", Every(10), args=["g", 2], retries=2, retry_backoff=0.001)
+        )
+        clock.advance(10)
+        ds.step()
+        assert kinds == ["started", "failed", "started", "failed", "started", "finished"]
+        assert [e.attempt for e in ds.history("flaky")] == [3, 2, 1]
+        assert value(m.registry, "tickwork_running", job="flaky") == 0
+        assert value(m.registry, "tickwork_run_lateness_seconds_count", job="flaky") == 3
+
+
 def test_the_last_success_is_also_read_from_the_shared_state(
     tmp_path: Path, clock: FakeClock
 ) -> None:

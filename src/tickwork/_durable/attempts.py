@@ -6,6 +6,8 @@
 at its end (`record_attempt`), the claim held meanwhile; the run's finish writes the
 last one, numbered after them (`attempt_of`). The daemon records the attempts of its
 commands and calls through the same two functions (`begin_attempt`, `record_attempt`).
+Each attempt is a STARTED event and a FAILED (or the run's FINISHED) one, as each has
+its own ledger entry: `begin_attempt` announces a retry.
 
 Time limits, by how the function runs:
 
@@ -28,6 +30,7 @@ from typing import TypeVar
 
 from tickwork._core.attempts import backoff_delay
 from tickwork._core.errors import JobCancelled, JobInterrupted, JobTimedOut
+from tickwork._core.events import EventKind, RunEvent
 from tickwork._durable.engine import _current, _error_text, _outputs, current_async_claim
 from tickwork._durable.events import Events
 from tickwork._durable.isolation import run_in_child
@@ -70,14 +73,24 @@ def _claim() -> Claim | None:
     return claim if claim is not None else current_async_claim.get()
 
 
-def begin_attempt(claim: Claim | None = None, *, started: float | None = None) -> None:
+def begin_attempt(
+    claim: Claim | None = None, *, started: float | None = None, events: Events | None = None
+) -> None:
     """Inside a running durable job: another attempt starts (its end is not yet written).
 
     ``started``: when it starts, for its ledger entry should the run's finish write it.
+    A retry (an attempt after one that ended) is a STARTED event to ``events`` (default:
+    the running job's scheduler's), so each attempt's end has its start.
     """
     claim = claim if claim is not None else _claim()
     if claim is not None and claim.token in _attempted:
         _attempted[claim.token] = (_attempted[claim.token][0], False, started)
+        events = events if events is not None else getattr(_current, "events", None)
+        if events is not None and events.listeners:
+            events.emit(
+                RunEvent(EventKind.STARTED, 0, claim.scheduled, started, job_id=claim.job_id,
+                         name=claim.job_id, origin=claim.origin, func=claim.spec.func)
+            )  # fmt: skip
 
 
 def record_attempt(
@@ -201,7 +214,7 @@ class Attempts:
         spec = claim.spec
         n = 1
         while True:
-            begin_attempt(claim, started=started)
+            begin_attempt(claim, started=started, events=self._events)
             error, output, reported = self._once(fn, claim, started)
             if error is None or isinstance(error, JobCancelled) or n > spec.retries:
                 return error, output, reported
