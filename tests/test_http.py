@@ -324,6 +324,75 @@ def test_the_daemon_s_metrics_show_pauses_failure_streaks_and_waiting_runs(
         run.stop()
 
 
+def test_the_daemon_s_run_counts_equal_the_ledger_with_retried_commands(tmp_path: Path) -> None:
+    # Issue 39 (B13): a command's failed attempts before a retry were in the ledger but
+    # not in tickwork_runs_total, and each attempt must start and end for the gauge.
+    import json
+    import subprocess
+
+    from prometheus_client.parser import text_string_to_metric_families
+
+    jobs, state = tmp_path / "jobs.toml", tmp_path / "s.sqlite3"
+    jobs.write_text(
+        textwrap.dedent(
+            """
+            [[job]]
+            name = "flaky"
+            every = "1h"
+            first = "0s"
+            working_dir = "."
+            command = ["sh", "-c", "echo x >> tries; [ $(wc -l < tries) -gt 2 ]"]
+            retries = 2
+            retry_backoff = "10ms"
+
+            [[job]]
+            name = "bad"
+            every = "1h"
+            first = "0s"
+            command = ["false"]
+            retries = 1
+            retry_backoff = "10ms"
+            """
+        )
+    )
+
+    def ledger() -> dict[tuple[str, str], float]:
+        done = subprocess.run(
+            [sys.executable, "-m", "tickwork", "history", "--json", "-f", str(jobs),
+             "--state", str(state)],
+            check=True, capture_output=True, text=True, timeout=60,
+        )  # fmt: skip
+        counts: dict[tuple[str, str], float] = {}
+        for item in json.loads(done.stdout):
+            if item["kind"] == "slot":
+                key = (item["job"], item["outcome"])
+                counts[key] = counts.get(key, 0.0) + 1
+        return counts
+
+    def metrics(name: str) -> dict[tuple[str, ...], float]:
+        return {
+            tuple(s.labels.values()): s.value
+            for family in text_string_to_metric_families(get(base + "/metrics")[1])
+            for s in family.samples
+            if s.name == name
+        }
+
+    run = Run(jobs, state, "--http", "127.0.0.1:0")
+    try:
+        line = run.wait_line("metrics at http://127.0.0.1:")
+        base = line.split("metrics at ", 1)[1].split("/metrics", 1)[0]
+        want = {("flaky", "failed"): 2.0, ("flaky", "ok"): 1.0, ("bad", "failed"): 2.0}
+        wait_until("both runs in the ledger", lambda: ledger() == want, LIMIT)
+        wait_until(
+            f"tickwork_runs_total in /metrics equal to the ledger, {want}",
+            lambda: metrics("tickwork_runs_total") == want,
+            LIMIT,
+        )
+        assert metrics("tickwork_running") == {("flaky",): 0.0, ("bad",): 0.0}
+    finally:
+        run.stop()
+
+
 def test_http_needs_prometheus_client_and_a_valid_address(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:

@@ -1395,13 +1395,15 @@ class _AttemptLedger:
         in_thread = job.call is not None and job.isolation == "thread"
         if result.attempt > job.retries and not (in_thread and result.timed_out):
             return result  # the last attempt: its finish records it
+        text = _failure_text(result)
         record_attempt(
             "timeout" if result.timed_out else "failed",
             started=self._started,
             ended=self._wall(),
-            error=_failure_text(result),
+            error=text,
             output=None if job.output == "discard" else result.output[-LEDGER_TAIL:] or None,
-        )
+            report=JobTimedOut(text) if result.timed_out else JobFailed(text),
+        )  # counted in tickwork_runs_total as its ledger entry is
         return result
 
 

@@ -102,12 +102,15 @@ def record_attempt(
     output: str | None = None,
     store: Store | None = None,
     claim: Claim | None = None,
+    report: Exception | None = None,
 ) -> bool:
     """Inside a running durable job: write the ledger entry of the attempt that just ended.
 
     The claim stays held; if the run then ends without another attempt, its finish
-    writes no second entry. False if nothing was written (no ledger here, the claim
-    is gone, the store failed: logged); the run's finish then writes that attempt.
+    writes no second entry (nor event). False if nothing was written (no ledger here,
+    the claim is gone, the store failed: logged); the run's finish then writes that
+    attempt. ``report``: once written, the attempt's failure as the running job's
+    scheduler reports one (a FAILED event, the error list, the hook).
     """
     claim = claim if claim is not None else _claim()
     store = store if store is not None else getattr(_current, "store", None)
@@ -129,6 +132,9 @@ def record_attempt(
         except (StoreError, ValueError, TypeError) as exc:
             _log.error("job %r: cannot record attempt %d: %s", claim.job_id, count + 1, exc)
     _attempted[claim.token] = (count + 1, True, None) if written else (count, False, None)
+    events = getattr(_current, "events", None)
+    if written and report is not None and isinstance(events, Events):
+        events.failed(claim.job_id, report, claim.scheduled, started, max(0.0, ended - started))
     return written
 
 

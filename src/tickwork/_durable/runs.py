@@ -210,7 +210,7 @@ class Running:
         if ended_at is not None:  # the job said when its work really ended
             ended = max(started, ended - max(0.0, time.monotonic() - ended_at))
         attempt, recorded, began = attempt_of(claim.token, error is not None)
-        if not reported:  # a retry's events and entry have its own start, not the run's
+        if not (reported or recorded):  # a retry's events have its own start, not the run's
             self._report(claim, started if began is None else began, ended, error)
         text = None if error is None else _error_text(error)
         output = _outputs.pop(claim.token, output)
@@ -304,6 +304,7 @@ class Running:
         local.depth = getattr(local, "depth", 0) + 1
         _current.claim = claim
         _current.store = self._store
+        _current.events = self._events  # the attempts a job records are reported here
         try:
             if (result := fn(*spec.args, **spec.kwargs)) is not None:
                 if self.awaiter is not None and inspect.isawaitable(result):
