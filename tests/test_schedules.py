@@ -9,7 +9,7 @@ from zoneinfo import ZoneInfo
 
 import pytest
 
-from tickwork import At, Cron, CronError, Every, Once, Scheduler, TaskInfo
+from tickwork import At, Calendar, Cron, CronError, Every, Once, Scheduler, TaskInfo
 from tickwork._core.scheduler import WALL_CHECK_INTERVAL
 from tickwork._core.schedules import parse_duration
 from tickwork.testing import FakeClock
@@ -530,3 +530,23 @@ def test_every_until_is_a_wall_instant_even_when_the_clock_steps() -> None:
     _runs(s, clock, 100)
     assert ran == [10.0]  # monotonic 20 is wall T0 + 40, after until
     assert s.tasks() == []
+
+
+def test_each_kind_answers_what_the_jobs_file_and_the_store_ask() -> None:
+    # The daemon asks these instead of the kind (issue 40): calendars, shifts, the stored
+    # form of a one-shot, the interval's seconds and a cron expression.
+    weekdays = Calendar(weekdays=["sat", "sun"])
+    assert [k.takes_calendar for k in (Once, At, Every, Cron)] == [False, False, True, True]
+    assert [k.takes_shift for k in (Once, At, Every, Cron)] == [False, False, False, True]
+    every = Every(60).with_calendar(weekdays, "skip", "Europe/Berlin", seed="job")
+    assert every == Every(60, calendar=weekdays, tz="Europe/Berlin", seed="job")
+    cron = Cron("0 9 * * *").with_calendar(weekdays, "next", "Europe/Berlin")
+    assert cron == Cron("0 9 * * *", calendar=weekdays, shift="next")
+    assert Every(60).with_calendar(None, "skip", "UTC") == Every(60)
+    with pytest.raises(TypeError, match="takes no calendar"):
+        At(T0).with_calendar(weekdays, "skip", "UTC")
+    assert Once(5).declared(T0) == At(T0 + 5)
+    assert Every(60).declared(T0) == Every(60)
+    assert [Every(60).period, Cron("* * * * *").period, Once(5).period] == [60, None, None]
+    assert Cron("*/5 * * * *").cron_expression is not None
+    assert Every(60).cron_expression is None

@@ -114,7 +114,7 @@ def _expression(args: argparse.Namespace) -> CronExpression | JobConfig:
             job = load_config(args.file, check_host=False).job(args.job)
         except KeyError:
             raise CronError(f"--job: no job named {args.job!r} in {args.file}") from None
-        expression: CronExpression | None = getattr(job.schedule, "expression", None)
+        expression = None if job.schedule is None else job.schedule.cron_expression
         if expression is None:
             return job  # no expression of its own to show: its planned slots (_job_slots)
         args.expr = expression.expr

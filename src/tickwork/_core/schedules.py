@@ -182,7 +182,9 @@ class Schedule:
     The protocol every kind answers, so that no caller asks which kind it has: its first
     run (`first_run`), the slot after one of its slots (`next_after`), its slots in a
     range (`grid`), whether it repeats (`repeats`) and whether its next run is counted
-    from the end of a run (`after_finish`). Times are POSIX seconds (UTC).
+    from the end of a run (`after_finish`); what a jobs file may add to it
+    (`takes_calendar`, `takes_shift`, `with_calendar`) and the form a store keeps of it
+    (`declared`). Times are POSIX seconds (UTC).
     """
 
     __slots__ = ()
@@ -191,6 +193,15 @@ class Schedule:
     wall: ClassVar[bool] = False
     #: Whether the schedule has more than one slot (`Once` and `At` have one).
     repeats: ClassVar[bool] = True
+    #: Whether it takes a calendar, a stable jitter and a seed (`with_calendar`).
+    takes_calendar: ClassVar[bool] = False
+    #: Whether its calendar may move a slot on an excluded day (a shift but ``"skip"``).
+    takes_shift: ClassVar[bool] = False
+
+    @property
+    def period(self) -> float | None:
+        """The seconds between its slots when it counts them in seconds (an interval's)."""
+        return None
 
     @property
     def after_finish(self) -> bool:
@@ -229,6 +240,32 @@ class Schedule:
         has its one instant.
         """
         return None
+
+    @property
+    def cron_expression(self) -> CronExpression | None:
+        """The parsed cron expression its slots follow (a `Cron`'s); else None."""
+        return None
+
+    def declared(self, now: float) -> Schedule:
+        """The schedule a store keeps when it is declared at ``now``.
+
+        Itself, but one counted from ``now`` (`Once`) becomes the instant it is due (`At`).
+        """
+        return self
+
+    def with_calendar(
+        self, calendar: Calendar | None, shift: Shift, tz: str, **spread: Any
+    ) -> Schedule:
+        """This schedule with ``calendar`` (``None``: its days unchanged) and ``spread``.
+
+        ``shift`` is for a kind that `takes_shift`, ``tz`` (the zone its days are read
+        in) for one without a zone of its own; ``spread`` sets ``stable_jitter`` and
+        ``seed``. Only for a kind that `takes_calendar`.
+
+        Raises:
+            TypeError: This kind takes no calendar.
+        """
+        raise TypeError(f"calendar: {self!r} takes no calendar, stable jitter or seed")
 
     def _plan(self, rng: random.Random) -> _Plan:
         raise NotImplementedError
@@ -300,6 +337,10 @@ class Once(Schedule):
     def first_run(self, now: float) -> float | None:
         """``delay`` seconds after ``now``."""
         return now + self.delay
+
+    def declared(self, now: float) -> Schedule:
+        """`At` ``delay`` seconds after ``now``."""
+        return At(now + self.delay)
 
     def _plan(self, rng: random.Random) -> _Plan:
         return _OncePlan(self.delay)
@@ -468,10 +509,24 @@ class Every(Schedule):
             slot += max(1, math.ceil((start - slot) / self.interval)) * self.interval
         raise CalendarError(f"calendar: no allowed day within 3 years of {iso_day(slot)}")
 
+    takes_calendar: ClassVar[bool] = True
+
     @property
     def after_finish(self) -> bool:
         """`fixed_delay`: the next run is counted from the end of a run."""
         return self.fixed_delay
+
+    @property
+    def period(self) -> float | None:
+        """`interval`."""
+        return self.interval
+
+    def with_calendar(
+        self, calendar: Calendar | None, shift: Shift, tz: str, **spread: Any
+    ) -> Schedule:
+        """With ``calendar`` read in ``tz`` (its slots skip excluded days; no ``shift``)."""
+        days: dict[str, Any] = {} if calendar is None else {"calendar": calendar, "tz": tz}
+        return replace(self, **days, **spread) if days or spread else self
 
     def describe(self) -> str:
         """``"every 5 minutes"``, and how it counts a fixed delay."""
@@ -555,6 +610,8 @@ class Cron(Schedule):
     yet, it hashes the empty name (a scheduler seeds the schedule before using it)."""
 
     wall: ClassVar[bool] = True
+    takes_calendar: ClassVar[bool] = True
+    takes_shift: ClassVar[bool] = True
 
     def __post_init__(self) -> None:
         from tickwork._core.cron import CronExpression
@@ -613,6 +670,18 @@ class Cron(Schedule):
     def grid(self, through: float) -> Grid | None:
         """The fire times of the expression (``through`` changes nothing)."""
         return _CronGrid(through, self.expression.next_after_timestamp)
+
+    def with_calendar(
+        self, calendar: Calendar | None, shift: Shift, tz: str, **spread: Any
+    ) -> Schedule:
+        """With ``calendar`` and ``shift``, read in its own `tz` (``tz`` is not used)."""
+        days: dict[str, Any] = {} if calendar is None else {"calendar": calendar, "shift": shift}
+        return replace(self, **days, **spread) if days or spread else self
+
+    @property
+    def cron_expression(self) -> CronExpression | None:
+        """`expression`."""
+        return self.expression
 
     @property
     def needs_seed(self) -> bool:

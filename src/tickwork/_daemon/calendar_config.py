@@ -23,12 +23,11 @@ from __future__ import annotations
 
 import re
 from collections.abc import Callable, Mapping
-from dataclasses import replace
 from typing import Any, Final, Literal
 
 from tickwork._core.calendars import SHIFTS, Calendar, CalendarError, shift_problem
 from tickwork._core.errors import CronError
-from tickwork._core.schedules import Cron, Every, Schedule
+from tickwork._core.schedules import Schedule
 
 __all__ = [
     "CALENDAR_DEFAULT_KEYS",
@@ -83,7 +82,7 @@ def _calendar_problems(
 ) -> tuple[list[tuple[str, str]], Calendar | None]:
     problems: list[tuple[str, str]] = []
     calendar: Calendar | None = None
-    if cal_name is not None and not isinstance(schedule, Every | Cron):
+    if cal_name is not None and not schedule.takes_calendar:
         problems.append(("calendar", "applies only to every and cron schedules"))
     elif cal_name is not None:
         calendar = calendars.get(cal_name) if isinstance(cal_name, str) else None
@@ -100,7 +99,7 @@ def _calendar_problems(
             problems.append(("shift", problem.removeprefix("shift ")))
         elif cal_name is None:
             problems.append(("shift", f"needs a calendar (shift is one of {', '.join(SHIFTS)})"))
-        elif not isinstance(schedule, Cron) and shift != "skip":
+        elif not schedule.takes_shift and shift != "skip":
             problems.append(
                 ("shift", "applies only to cron schedules (an interval skips excluded days)")
             )
@@ -111,13 +110,13 @@ def _spread_problems(schedule: Schedule, stable: object, seed: object) -> list[t
     problems: list[tuple[str, str]] = []
     if stable is not None and not isinstance(stable, bool):
         problems.append(("stable_jitter", f"must be true or false, got {stable!r}"))
-    elif stable and not isinstance(schedule, Every | Cron):
+    elif stable and not schedule.takes_calendar:
         problems.append(("stable_jitter", "applies only to every and cron schedules"))
     elif stable and not getattr(schedule, "jitter", 0.0):
         problems.append(("stable_jitter", "needs a jitter to keep stable"))
     if seed is not None and (not isinstance(seed, str) or not seed):
         problems.append(("seed", f"must be a non-empty string, got {seed!r}"))
-    elif seed is not None and not isinstance(schedule, Every | Cron):
+    elif seed is not None and not schedule.takes_calendar:
         problems.append(("seed", "applies only to every and cron schedules"))
     return problems
 
@@ -133,11 +132,12 @@ def check_calendar(
     """Report the problems of the job's calendar keys for its kind of ``schedule``.
 
     Returns the job's calendar (``None`` for none), or ``False`` when a problem was
-    reported. ``schedule`` may stand in for one whose own value is wrong: only its kind
-    and jitter are read, so the schedule's problem hides none of these.
+    reported. ``schedule`` may stand in for one whose own value is wrong: only what its
+    kind takes (`Schedule.takes_calendar`, ``takes_shift``) and its jitter are read, so
+    the schedule's problem hides none of these.
     """
     table, defaults, _ = job
-    if not isinstance(schedule, Every | Cron):
+    if not schedule.takes_calendar:
         defaults = {}
     cal_name, shift = _given(table, defaults, "calendar"), _given(table, defaults, "shift")
     stable, seed = _given(table, defaults, "stable_jitter"), table.get("seed")
@@ -163,22 +163,17 @@ def with_calendar(
     """
     table, defaults, name = job
     calendar = check_calendar(add, where, at, job, schedule, calendars)
-    if calendar is False or not isinstance(schedule, Every | Cron):
+    if calendar is False or not schedule.takes_calendar:
         return None if calendar is False else schedule
     shift, seed = _given(table, defaults, "shift"), table.get("seed")
-    stable = _given(table, defaults, "stable_jitter")
-    changes: dict[str, Any] = {}
-    if stable:
-        changes["stable_jitter"] = True
-    if isinstance(schedule, Cron) and calendar is not None:
-        changes.update(calendar=calendar, shift=shift or "skip")
-    elif calendar is not None:
-        changes.update(calendar=calendar, tz=_given(table, defaults, "timezone") or "UTC")
+    spread: dict[str, Any] = {}
+    if _given(table, defaults, "stable_jitter"):
+        spread["stable_jitter"] = True
     if seed is not None:
-        changes["seed"] = seed
+        spread["seed"] = seed
+    tz = _given(table, defaults, "timezone") or "UTC"
     try:
-        out = replace(schedule, **changes) if changes else schedule
-        return out._seeded(name)
+        return schedule.with_calendar(calendar, shift or "skip", tz, **spread)._seeded(name)
     except (CronError, CalendarError) as exc:
         add(where, at, "cron", str(exc))
         return None

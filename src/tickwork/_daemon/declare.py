@@ -15,11 +15,10 @@ import re
 from collections.abc import Mapping
 from dataclasses import fields
 from pathlib import Path
-from typing import Any, Final
+from typing import Any, Final, cast
 from urllib.parse import urlsplit, urlunsplit
 
 from tickwork._core.errors import TickworkError
-from tickwork._core.schedules import At, Cron, Every, Once
 from tickwork._daemon.config import OUTPUT_LIMIT, JobConfig
 from tickwork._daemon.mail import MAIL_COMMAND
 from tickwork.stores import JobSpec, JobState, Schedule, Store
@@ -206,7 +205,7 @@ def _open_postgres(cls: Any, database: str, shown: str, within: float | None) ->
 
 def _plain(value: object) -> Any:
     """``value`` as JSON data, for fingerprints (schedules by their stored form)."""
-    if isinstance(value, Every | Cron | At | Once):
+    if isinstance(value, Schedule):
         return value.to_dict()  # fields at their defaults left out: stable as fields come
     if isinstance(value, Mapping):
         return {str(k): _plain(v) for k, v in sorted(value.items())}
@@ -278,22 +277,17 @@ def spec_for(
     """
     fp = fingerprint(job)
     s = job.schedule
-    schedule: Schedule | None
-    if s is None:  # chains: a job that runs only after others
-        schedule = None
-    elif isinstance(s, Every | Cron | At):
-        schedule = s  # the file's values are the stored ones, jitter and until included
-    elif isinstance(s, Once):
-        if (
-            stored is not None
-            and stored.spec.kwargs.get("fingerprint") == fp
-            and isinstance(stored.spec.schedule, At)
-        ):
-            schedule = stored.spec.schedule
-        else:
-            schedule = At(now + s.delay)
-    else:  # pragma: no cover - load_config makes only the four kinds
-        raise TypeError(f"unsupported schedule {s!r}")
+    # Chains: a job that runs only after others has none. Else the file's values are the
+    # stored ones (jitter and until included), but an "in" one-shot becomes its instant,
+    # or the one stored for this same job. (`declared` gives one of the stored kinds.)
+    schedule = None if s is None else cast("Schedule", s.declared(now))
+    if (
+        schedule is not s
+        and stored is not None
+        and stored.spec.kwargs.get("fingerprint") == fp
+        and type(stored.spec.schedule) is type(schedule)
+    ):
+        schedule = stored.spec.schedule
     return JobSpec(
         job_id(namespace, job.name),
         ENTRY_POINT,

@@ -1153,7 +1153,7 @@ def _checked_spec(spec: JobSpec, *, awaits: bool, now: float) -> tuple[JobSpec, 
     except ValueError as exc:  # CronError is a ValueError
         raise JobSpecError(f"job {spec.id!r}: {exc}") from exc
     schedule = spec.schedule
-    interval = getattr(schedule, "interval", None)  # an interval's, of any kind
+    interval = None if schedule is None else schedule.period
     if interval is not None and first is not None and interval < math.ulp(first):
         # The wall clock could not tell its slots apart (slot + seconds == slot).
         raise JobSpecError(
