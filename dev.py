@@ -2,7 +2,7 @@
 """Developer entry point: the only commands a fresh clone needs.
 
     python3 dev.py demo     run tickwork's main job: examples/housekeeping.toml for 20 s
-    python3 dev.py test     run the whole test suite, its files spread over worker processes
+    python3 dev.py test     run the test suite (--all: with its soak tier) on worker processes
     python3 dev.py lint     ruff (lint + format check) and mypy --strict on src/
     python3 dev.py mutate   mutation testing (mutmut) of the run policy and due-time arithmetic
     python3 dev.py package  build the sdist and the wheel, check them, install and run them
@@ -14,7 +14,10 @@ changes. Extra arguments after ``test`` go to pytest, after ``demo`` to ``tickwo
 
 ``test`` runs pytest with `TEST_WORKERS` (pytest-xdist, ``--dist loadfile``: each file
 whole in one worker, its module fixtures once); each worker starts its own throwaway
-PostgreSQL. ``-n 0`` (or any ``-n``/``--numprocesses`` of your own) replaces that.
+PostgreSQL. ``-n 0`` (or any ``-n``/``--numprocesses`` of your own) replaces that. It
+leaves out the soak tier (tests marked ``slow``: crash loops, multi-node runs of
+thousands of jobs); ``test --all`` runs both tiers in one session, as CI does, and
+``test -m slow`` the soak tier alone (any ``-m`` of your own replaces the default).
 
 ``mutate`` (not part of CI; minutes, not seconds) mutates the functions in `MUTATE` and runs
 the fast tests named in ``pyproject.toml`` (``[tool.mutmut]``) against each mutant, one
@@ -72,12 +75,15 @@ MUTATE = (
 #: What `python3 dev.py test` adds to pytest's arguments unless they choose ``-n`` themselves:
 #: 4 workers on any machine. Many tests wait on processes, timers and PostgreSQL, so 2
 #: cores keep 4 busy; their waits are for conditions, so a loaded machine is slower, not red.
-TEST_WORKERS = ("-n", "4", "--dist", "loadfile")
+#: Files go out in collection order, which tests/conftest.py starts with the soak tier's.
+TEST_WORKERS = ("-n", "4", "--dist", "loadfile", "--no-loadscope-reorder")
 
 
 def _test(rest: list[str]) -> int:
     chosen = any(a == "-n" or a.startswith(("-n", "--numprocesses")) for a in rest)
-    return _run("-m", "pytest", *([] if chosen else TEST_WORKERS), *rest)
+    tier = [] if "--all" in rest or "-m" in rest else ["-m", "not slow"]
+    rest = [a for a in rest if a != "--all"]
+    return _run("-m", "pytest", *([] if chosen else TEST_WORKERS), *tier, *rest)
 
 
 def _ensure_venv() -> None:
