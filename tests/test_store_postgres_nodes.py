@@ -49,7 +49,8 @@ class Cluster:
     dsn: str
     schema: str
     tmp: Path
-    t0: float = 0.0
+    t0: float = 0.0  # the one-shots' first due time
+    t1: float = 0.0  # the recurring jobs' first slot: t0, or later if loading ran past it
     procs: dict[str, subprocess.Popen[str]] = field(default_factory=dict)
 
     @property
@@ -65,17 +66,20 @@ class Cluster:
                 at = self.t0 + SPREAD * i / ONESHOTS
                 delivery = "at_least_once" if i % 2 else "at_most_once"
                 store.upsert(JobSpec(f"o{i:04}", FUNC, At(at), delivery=delivery), at)
+            # A loaded machine can take longer than the lead for the one-shots: slots
+            # from t0 would then have passed before the jobs existed.
+            self.t1 = max(self.t0, time.time() + 1.0)
             for i in range(RECURRING):
                 delivery = "at_least_once" if i % 2 else "at_most_once"
                 spec = JobSpec(
                     f"r{i:02}",
                     FUNC,
                     Every(1.0),
-                    kwargs={"until": self.t0 + SLOTS},
+                    kwargs={"until": self.t1 + SLOTS},
                     delivery=delivery,
                 )
-                store.upsert(spec, self.t0)
-        # A slow machine may finish loading after t0: runs are then late, never wrong.
+                store.upsert(spec, self.t1)
+        # A slow machine may finish loading after t0: one-shots are then late, never wrong.
 
     def prepare(self) -> None:
         """The store's tables and the results table, before any node starts."""
@@ -161,7 +165,7 @@ class Cluster:
         oneshots = {s for s in slots if s[0].startswith("o")}
         assert len(oneshots) == ONESHOTS
         recurring = {
-            (f"r{i:02}", self.t0 + k * 1.0) for i in range(RECURRING) for k in range(SLOTS)
+            (f"r{i:02}", self.t1 + k * 1.0) for i in range(RECURRING) for k in range(SLOTS)
         }
         return oneshots | recurring
 
