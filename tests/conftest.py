@@ -233,13 +233,17 @@ def fresh_database(pg_dsn: str) -> Iterator[str]:
 #: out of this list runs all the same.
 HEAVY_FIRST = (
     "test_control_races.py",
-    "test_idle_cost.py",
-    "test_cli_backfill.py",
     "test_scheduler_model.py",
-    "test_cli_file.py",
     "test_daemon_e2e.py",
-    "test_chains_e2e.py",
+    "test_cli_backfill.py",
+    "test_cli_file.py",
+    "test_idle_cost.py",
     "test_cron.py",
+    "test_daemon_jobkeys.py",
+    "test_attempts.py",
+    "test_calendars_daemon.py",
+    "test_chains_e2e.py",
+    "test_daemon_stall.py",
     "test_status_page.py",
     "test_pools_cluster.py",
 )
