@@ -45,7 +45,7 @@ from tickwork.stores.postgres import PostgresStore  # noqa: E402
 
 from . import durable_pg_node  # noqa: E402
 from .durable_pg_node import GIVEN_UP_DDL, RUNS_DDL  # noqa: E402
-from .waiting import wait_until  # noqa: E402
+from .waiting import DEADLINE, wait_until  # noqa: E402
 
 ROOT = Path(__file__).resolve().parent.parent
 FUNC = "tests.durable_pg_node:record"
@@ -114,7 +114,7 @@ class Cluster:
                 pytest.fail(f"node {owner} exited with {p.returncode}:\n{self.log(owner)}")
 
     def wait_ready(self) -> None:
-        deadline = time.monotonic() + 30
+        deadline = time.monotonic() + DEADLINE
         while not all((self.tmp / f"stop.{o}.ready").exists() for o in self.procs):
             self.check_alive()
             for owner, p in self.procs.items():
@@ -255,7 +255,7 @@ def test_three_schedulers_run_every_one_shot_and_every_slot_exactly_once(
         cluster.start(owner)
     cluster.wait_ready()
     cluster.load(lead=4.0)
-    lag = cluster.wait_done(timeout=60)
+    lag = cluster.wait_done(timeout=DEADLINE)
     nodes = cluster.finish()
     runs = check_exactly_once(cluster)
     ran = {o: s["ran"] for o, s in nodes.items()}
@@ -284,7 +284,7 @@ def test_a_scheduler_sigkilled_mid_run_loses_nothing_and_repeats_only_at_least_o
     # Recurring slots go on until the doomed node has died: its last step needs one more
     # at-least-once run, and on a loaded machine the one-shots can all be gone by then.
     doomed = cluster.procs["doomed"]
-    cluster.wait_done(timeout=60, keep_while=lambda: doomed.poll() is None)
+    cluster.wait_done(timeout=DEADLINE, keep_while=lambda: doomed.poll() is None)
     assert doomed.wait(timeout=10) == -9
     nodes = cluster.finish()
     dying: dict[str, Any] = json.loads((cluster.tmp / "stop.doomed.dying").read_text())
@@ -353,7 +353,7 @@ def test_connections_terminated_while_runs_are_due_change_nothing(cluster: Clust
             ).fetchone() or (0,)
         killed += n
         rounds += 1
-    cluster.wait_done(timeout=60)
+    cluster.wait_done(timeout=DEADLINE)
     nodes = cluster.finish()
     runs = check_exactly_once(cluster)
     assert killed >= 20, f"only {killed} connections were terminated"

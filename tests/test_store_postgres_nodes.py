@@ -31,6 +31,7 @@ from tickwork.stores import JobSpec  # noqa: E402
 from tickwork.stores.postgres import PostgresStore  # noqa: E402
 
 from .pg_node import RESULTS_DDL  # noqa: E402
+from .waiting import DEADLINE  # noqa: E402
 
 pytestmark = pytest.mark.slow
 
@@ -103,7 +104,7 @@ class Cluster:
         )
 
     def wait_ready(self) -> None:
-        deadline = time.monotonic() + 30
+        deadline = time.monotonic() + DEADLINE
         while not all((self.tmp / f"stop.{o}.ready").exists() for o in self.procs):
             for owner, p in self.procs.items():
                 assert p.poll() is None, f"{owner} died: {p.communicate()[1]}"
@@ -193,7 +194,7 @@ def test_three_nodes_run_every_one_shot_and_every_slot_exactly_once(cluster: Clu
         cluster.start(owner)
     cluster.load(lead=4.0)
     cluster.wait_ready()
-    lag = cluster.wait_done(timeout=60)
+    lag = cluster.wait_done(timeout=DEADLINE)
     ran = cluster.finish()
     runs = cluster.runs()
     expected = cluster.expected()
@@ -215,7 +216,7 @@ def test_a_node_sigkilled_mid_run_loses_nothing_and_repeats_only_at_least_once(
     cluster.start("doomed", lease=2.0, die_after=300, batch=30)
     cluster.load(lead=4.0)
     cluster.wait_ready()
-    cluster.wait_done(timeout=60)
+    cluster.wait_done(timeout=DEADLINE)
     assert cluster.procs["doomed"].wait(timeout=10) == -9
     cluster.finish()
     phases: dict[str, str] = json.loads((cluster.tmp / "stop.doomed.dying").read_text())
@@ -265,7 +266,7 @@ def test_connections_terminated_while_runs_are_due_change_nothing(cluster: Clust
             ).fetchone() or (0,)
         killed += n
         rounds += 1
-    cluster.wait_done(timeout=60)
+    cluster.wait_done(timeout=DEADLINE)
     ran = cluster.finish()
     runs = cluster.runs()
     assert killed >= 20, f"only {killed} connections were terminated in {rounds} rounds"
