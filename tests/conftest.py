@@ -249,13 +249,22 @@ HEAVY_FIRST = (
 )
 
 
+#: pytest-timeout's limit for a soak-tier test (the others have pyproject's 300 s): a crash
+#: loop took 220 s on 4 workers at a load near 15; only a hang should reach this.
+SOAK_TIMEOUT = 900
+
+
 def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
     """Soak-tier files first, then `HEAVY_FIRST`, then the rest, each file's tests in order.
 
     ``python3 dev.py test`` hands files to its workers in this order
     (``--no-loadscope-reorder``): the longest start first and the short ones fill in.
+    Soak-tier tests get `SOAK_TIMEOUT` unless they set a timeout of their own.
     """
     soak = {item.path for item in items if item.get_closest_marker("slow")}
+    for item in items:
+        if item.get_closest_marker("slow") and not item.get_closest_marker("timeout"):
+            item.add_marker(pytest.mark.timeout(SOAK_TIMEOUT))
     heavy = {name: rank for rank, name in enumerate(HEAVY_FIRST)}
 
     def rank(item: pytest.Item) -> tuple[int, int]:
