@@ -2,7 +2,7 @@
 """Developer entry point: the only commands a fresh clone needs.
 
     python3 dev.py demo     run tickwork's main job: examples/housekeeping.toml for 20 s
-    python3 dev.py test     run the whole test suite
+    python3 dev.py test     run the whole test suite on worker processes (--fast: without its soak tier)
     python3 dev.py lint     ruff (lint + format check) and mypy --strict on src/
     python3 dev.py mutate   mutation testing (mutmut) of the run policy and due-time arithmetic
     python3 dev.py package  build the sdist and the wheel, check them, install and run them
@@ -11,6 +11,13 @@
 Each command creates ``.venv`` next to this file on first use (stdlib ``venv``
 and ``pip`` only) and reinstalls the project into it whenever ``pyproject.toml``
 changes. Extra arguments after ``test`` go to pytest, after ``demo`` to ``tickwork run``.
+
+``test`` runs pytest with `TEST_WORKERS` (pytest-xdist, ``--dist loadfile``: each file
+whole in one worker, its module fixtures once); each worker starts its own throwaway
+PostgreSQL. ``-n 0`` (or any ``-n``/``--numprocesses`` of your own) replaces that. It
+runs both tiers in one session, as CI does; ``test --fast`` leaves out the soak tier
+(tests marked ``slow``: crash loops, multi-node runs of thousands of jobs), and
+``test -m slow`` runs the soak tier alone (any ``-m`` of your own is passed on).
 
 ``mutate`` (not part of CI; minutes, not seconds) mutates the functions in `MUTATE` and runs
 the fast tests named in ``pyproject.toml`` (``[tool.mutmut]``) against each mutant, one
@@ -65,6 +72,20 @@ MUTATE = (
         for name in ("_attach", "resume", "end")
     ),
 )
+
+
+#: What `python3 dev.py test` adds to pytest's arguments unless they choose ``-n`` themselves:
+#: 4 workers on any machine. Many tests wait on processes, timers and PostgreSQL, so 2
+#: cores keep 4 busy; their waits are for conditions, so a loaded machine is slower, not red.
+#: Files go out in collection order, which tests/conftest.py starts with the soak tier's.
+TEST_WORKERS = ("-n", "4", "--dist", "loadfile", "--no-loadscope-reorder")
+
+
+def _test(rest: list[str]) -> int:
+    chosen = any(a == "-n" or a.startswith(("-n", "--numprocesses")) for a in rest)
+    tier = ["-m", "not slow"] if "--fast" in rest and "-m" not in rest else []
+    rest = [a for a in rest if a != "--fast"]
+    return _run("-m", "pytest", *([] if chosen else TEST_WORKERS), *tier, *rest)
 
 
 def _ensure_venv() -> None:
@@ -143,7 +164,7 @@ def main(argv: list[str]) -> int:
     if cmd == "demo":
         return _demo(rest)
     if cmd == "test":
-        return _run("-m", "pytest", *rest)
+        return _test(rest)
     if cmd == "mutate":
         return _mutate(rest)
     if cmd == "package":

@@ -123,11 +123,12 @@ def _no_postgres(problem: str) -> NoReturn:
 def pg_dsn() -> Iterator[str]:
     """The DSN of a PostgreSQL server the tests may use (create schemas, databases, roles).
 
-    ``TICKWORK_PG_DSN`` names one. Without it the session starts a throwaway server of its
-    own (tests/pg_server.py: a temporary folder, a Unix socket, no TCP) the first time a test
-    asks, and stops it at the end. Only where neither exists are the tests skipped (one
-    summary line); ``TICKWORK_REQUIRE_POSTGRES=1`` (set by .ci/run) turns that into a
-    failure: CI must never pass by skipping the PostgreSQL store.
+    ``TICKWORK_PG_DSN`` names one. Without it the session (each pytest-xdist worker is a
+    session) starts a throwaway server of its own (tests/pg_server.py: a temporary folder,
+    a Unix socket, no TCP) the first time a test asks, and stops it at the end. Only where
+    neither exists are the tests skipped (one summary line); ``TICKWORK_REQUIRE_POSTGRES=1``
+    (set by .ci/run) turns that into a failure: CI must never pass by skipping the
+    PostgreSQL store.
     """
     dsn = os.environ.get("TICKWORK_PG_DSN", "")
     if dsn:
@@ -222,6 +223,56 @@ def fresh_database(pg_dsn: str) -> Iterator[str]:
     finally:
         with psycopg.connect(pg_dsn, autocommit=True) as conn:
             conn.execute(sql.SQL("DROP DATABASE {} WITH (FORCE)").format(sql.Identifier(name)))
+
+
+# -- the order files go out to the workers ---------------------------------------------------
+
+#: Files of the fast tier that take the longest (real daemons, several nodes, browsers),
+#: measured with ``--durations``: sent to the workers first, after the soak tier's, so no
+#: worker starts one of them when the others are nearly done. Only an order: a file left
+#: out of this list runs all the same.
+HEAVY_FIRST = (
+    "test_control_races.py",
+    "test_scheduler_model.py",
+    "test_daemon_e2e.py",
+    "test_cli_backfill.py",
+    "test_cli_file.py",
+    "test_idle_cost.py",
+    "test_cron.py",
+    "test_daemon_jobkeys.py",
+    "test_attempts.py",
+    "test_calendars_daemon.py",
+    "test_chains_e2e.py",
+    "test_daemon_stall.py",
+    "test_status_page.py",
+    "test_pools_cluster.py",
+)
+
+
+#: pytest-timeout's limit for a soak-tier test (the others have pyproject's 300 s): a crash
+#: loop took 220 s on 4 workers at a load near 15; only a hang should reach this.
+SOAK_TIMEOUT = 900
+
+
+def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
+    """Soak-tier files first, then `HEAVY_FIRST`, then the rest, each file's tests in order.
+
+    ``python3 dev.py test`` hands files to its workers in this order
+    (``--no-loadscope-reorder``): the longest start first and the short ones fill in.
+    Soak-tier tests get `SOAK_TIMEOUT` unless they set a timeout of their own.
+    """
+    soak = {item.path for item in items if item.get_closest_marker("slow")}
+    for item in items:
+        if item.get_closest_marker("slow") and not item.get_closest_marker("timeout"):
+            item.add_marker(pytest.mark.timeout(SOAK_TIMEOUT))
+    heavy = {name: rank for rank, name in enumerate(HEAVY_FIRST)}
+
+    def rank(item: pytest.Item) -> tuple[int, int]:
+        if item.path in soak:
+            return (0, 0)
+        return (1, heavy.get(item.path.name, len(heavy)))
+
+    items.sort(key=rank)  # stable: files and tests keep their order within a rank
 
 
 # -- CI refuses skips ------------------------------------------------------------------------

@@ -41,14 +41,17 @@ def record(job_id: str, runs_db: str, pause: float) -> None:
 
 
 def given_up_recorder(runs_db: str) -> Any:
-    """A listener that notes each MISSED event (slots given up by the missed policy).
+    """A listener that notes each MISSED and SKIPPED event (slots given up by policy).
 
-    The event comes before the store records the decision, so a kill in between can
-    only note a decision twice (it is made again), never leave one unnoted.
+    MISSED: the missed policy (``missed_cap``); SKIPPED: the overlap policy, for a slot
+    that came due while the job's last run went on (on a loaded machine a run can take
+    longer than the 0.2 s interval). The event comes before the store records the
+    decision, so a kill in between can only note a decision twice (it is made again),
+    never leave one unnoted.
     """
 
     def on_event(event: RunEvent) -> None:
-        if event.kind is not EventKind.MISSED:
+        if event.kind not in (EventKind.MISSED, EventKind.SKIPPED):
             return
         conn = sqlite3.connect(runs_db, timeout=30, isolation_level=None)
         try:

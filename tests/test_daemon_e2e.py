@@ -21,23 +21,13 @@ from typing import Any
 
 import pytest
 
+from tests.waiting import DEADLINE, wait_until
 from tickwork._daemon.runlog import JSON_KEYS
 from tickwork.stores.sqlite import SQLiteStore
 
 pytestmark = pytest.mark.skipif(sys.platform == "win32", reason="POSIX signals")
 
-LIMIT = 20.0  # seconds to wait for anything that should happen in well under one
-
-
-def wait_until(what: str, check: Callable[[], object], limit: float = LIMIT) -> Any:
-    give_up = time.monotonic() + limit
-    while True:
-        value = check()
-        if value:
-            return value
-        if time.monotonic() > give_up:
-            raise AssertionError(f"timed out after {limit}s waiting for {what}")
-        time.sleep(0.02)
+LIMIT = DEADLINE  # seconds to wait for anything that should happen in well under one
 
 
 def lines_of(path: Path) -> list[str]:
@@ -118,7 +108,7 @@ class Run:
     def signal(self, sig: int) -> None:
         self.proc.send_signal(sig)
 
-    def wait(self, limit: float = 30.0) -> int:
+    def wait(self, limit: float = LIMIT) -> int:
         code = self.proc.wait(limit)
         self._reader.join(5)
         return code
@@ -215,15 +205,16 @@ def test_schedules_fire_json_logs_parse_and_for_ends_by_itself(
     began = time.monotonic()
     run = start("--for", "2s", "--log-format", "json")
     assert run.wait() == 0
-    assert 2.0 <= time.monotonic() - began < 25
+    assert 2.0 <= time.monotonic() - began < LIMIT  # it ended, and not before its time
     records = [json.loads(line) for line in run.lines]  # every line is JSON
     runs = [r for r in records if r["event"] != "log"]
     assert all(tuple(r) == JSON_KEYS for r in runs)
     events = {(r["job"], r["event"]) for r in runs}
     assert {("ok", "started"), ("ok", "finished"), ("bad", "failed")} <= events
-    assert ("slow", "skipped") in events
-    skip = next(r for r in runs if r["event"] == "skipped")
-    assert skip["reason"] == "overlap"
+    # A loaded machine may also give up slots it looked at late ("missed", of any job):
+    # "slow" skips a slot because its run still goes on at least once.
+    skips = {r["reason"] for r in runs if (r["job"], r["event"]) == ("slow", "skipped")}
+    assert "overlap" in skips, skips
     failure = next(r for r in runs if r["event"] == "failed")
     assert failure["exit_code"] == 3 and "broken pipe dream" in failure["output"]
     assert len(lines_of(tmp_path / "ok.txt")) >= 2  # it repeats

@@ -24,6 +24,7 @@ from typing import Any
 import pytest
 
 from tests.durable_jobs import CALLS
+from tests.waiting import DEADLINE
 from tickwork import DurableScheduler, Every
 from tickwork.stores import JobSpec, StoreError
 from tickwork.stores.sqlite import SQLiteStore
@@ -31,7 +32,7 @@ from tickwork.testing import FakeClock, InlineExecutor
 
 LEASE = 30.0
 POLL = 1.0
-LIMIT = 30.0  # generous real-time limit for a loaded machine
+LIMIT = DEADLINE  # only a real hang reaches it (tests/waiting.py)
 
 
 class FlakyStore(SQLiteStore):

@@ -19,13 +19,14 @@ from typing import Any
 
 import pytest
 
+from tests.waiting import DEADLINE
 from tickwork import DurableScheduler, Every
 from tickwork.stores import JobSpec
 from tickwork.stores.sqlite import SQLiteStore
 from tickwork.testing import FakeClock, InlineExecutor
 
 LEASE = 30.0
-LIMIT = 30.0
+LIMIT = DEADLINE  # only a real hang reaches it (tests/waiting.py)
 CLOCK: FakeClock | None = None
 RELEASE = threading.Event()
 RUNNING = threading.Event()

@@ -21,11 +21,12 @@ from typing import Any
 import pytest
 
 from tests.test_daemon_e2e import wait_until as e2e_wait_until
+from tests.waiting import DEADLINE
 
 pytestmark = pytest.mark.skipif(sys.platform == "win32", reason="POSIX signals")
 
 
-LIMIT = 30.0
+LIMIT = DEADLINE  # only a real hang reaches it (tests/waiting.py)
 
 
 def wait_until(what: str, check: Callable[[], object], limit: float = LIMIT) -> Any:

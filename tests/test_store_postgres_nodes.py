@@ -31,6 +31,7 @@ from tickwork.stores import JobSpec  # noqa: E402
 from tickwork.stores.postgres import PostgresStore  # noqa: E402
 
 from .pg_node import RESULTS_DDL  # noqa: E402
+from .waiting import DEADLINE  # noqa: E402
 
 pytestmark = pytest.mark.slow
 
@@ -49,7 +50,8 @@ class Cluster:
     dsn: str
     schema: str
     tmp: Path
-    t0: float = 0.0
+    t0: float = 0.0  # the one-shots' first due time
+    t1: float = 0.0  # the recurring jobs' first slot: t0, or later if loading ran past it
     procs: dict[str, subprocess.Popen[str]] = field(default_factory=dict)
 
     @property
@@ -65,17 +67,20 @@ class Cluster:
                 at = self.t0 + SPREAD * i / ONESHOTS
                 delivery = "at_least_once" if i % 2 else "at_most_once"
                 store.upsert(JobSpec(f"o{i:04}", FUNC, At(at), delivery=delivery), at)
+            # A loaded machine can take longer than the lead for the one-shots: slots
+            # from t0 would then have passed before the jobs existed.
+            self.t1 = max(self.t0, time.time() + 1.0)
             for i in range(RECURRING):
                 delivery = "at_least_once" if i % 2 else "at_most_once"
                 spec = JobSpec(
                     f"r{i:02}",
                     FUNC,
                     Every(1.0),
-                    kwargs={"until": self.t0 + SLOTS},
+                    kwargs={"until": self.t1 + SLOTS},
                     delivery=delivery,
                 )
-                store.upsert(spec, self.t0)
-        # A slow machine may finish loading after t0: runs are then late, never wrong.
+                store.upsert(spec, self.t1)
+        # A slow machine may finish loading after t0: one-shots are then late, never wrong.
 
     def prepare(self) -> None:
         """The store's tables and the results table, before any node starts."""
@@ -99,7 +104,7 @@ class Cluster:
         )
 
     def wait_ready(self) -> None:
-        deadline = time.monotonic() + 30
+        deadline = time.monotonic() + DEADLINE
         while not all((self.tmp / f"stop.{o}.ready").exists() for o in self.procs):
             for owner, p in self.procs.items():
                 assert p.poll() is None, f"{owner} died: {p.communicate()[1]}"
@@ -161,7 +166,7 @@ class Cluster:
         oneshots = {s for s in slots if s[0].startswith("o")}
         assert len(oneshots) == ONESHOTS
         recurring = {
-            (f"r{i:02}", self.t0 + k * 1.0) for i in range(RECURRING) for k in range(SLOTS)
+            (f"r{i:02}", self.t1 + k * 1.0) for i in range(RECURRING) for k in range(SLOTS)
         }
         return oneshots | recurring
 
@@ -189,7 +194,7 @@ def test_three_nodes_run_every_one_shot_and_every_slot_exactly_once(cluster: Clu
         cluster.start(owner)
     cluster.load(lead=4.0)
     cluster.wait_ready()
-    lag = cluster.wait_done(timeout=60)
+    lag = cluster.wait_done(timeout=DEADLINE)
     ran = cluster.finish()
     runs = cluster.runs()
     expected = cluster.expected()
@@ -211,7 +216,7 @@ def test_a_node_sigkilled_mid_run_loses_nothing_and_repeats_only_at_least_once(
     cluster.start("doomed", lease=2.0, die_after=300, batch=30)
     cluster.load(lead=4.0)
     cluster.wait_ready()
-    cluster.wait_done(timeout=60)
+    cluster.wait_done(timeout=DEADLINE)
     assert cluster.procs["doomed"].wait(timeout=10) == -9
     cluster.finish()
     phases: dict[str, str] = json.loads((cluster.tmp / "stop.doomed.dying").read_text())
@@ -261,7 +266,7 @@ def test_connections_terminated_while_runs_are_due_change_nothing(cluster: Clust
             ).fetchone() or (0,)
         killed += n
         rounds += 1
-    cluster.wait_done(timeout=60)
+    cluster.wait_done(timeout=DEADLINE)
     ran = cluster.finish()
     runs = cluster.runs()
     assert killed >= 20, f"only {killed} connections were terminated in {rounds} rounds"

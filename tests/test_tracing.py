@@ -326,6 +326,11 @@ sentry_sdk.init = lambda *a, **kw: _init(*a, transport=Stub, **kw)
 """
 
 SENTRY_REPORT = """
+import time as _time
+_give_up = _time.monotonic() + 60  # a loaded machine: the run may end after the sleep
+while not EVENTS and _time.monotonic() < _give_up:
+    _time.sleep(0.02)
+sentry_sdk.flush()
 [event] = EVENTS
 [exc] = event["exception"]["values"]
 print(json.dumps({
