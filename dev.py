@@ -2,7 +2,7 @@
 """Developer entry point: the only commands a fresh clone needs.
 
     python3 dev.py demo     run tickwork's main job: examples/housekeeping.toml for 20 s
-    python3 dev.py test     run the whole test suite on worker processes (--fast: without its soak tier)
+    python3 dev.py test     run the whole test suite on 4 workers (--fast: without the soak tier)
     python3 dev.py lint     ruff (lint + format check) and mypy --strict on src/
     python3 dev.py mutate   mutation testing (mutmut) of the run policy and due-time arithmetic
     python3 dev.py package  build the sdist and the wheel, check them, install and run them
