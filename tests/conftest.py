@@ -235,6 +235,8 @@ HEAVY_FIRST = (
     "test_control_races.py",
     "test_scheduler_model.py",
     "test_daemon_e2e.py",
+    "test_daemon_namespace.py",
+    "test_liveness.py",
     "test_cli_backfill.py",
     "test_cli_file.py",
     "test_idle_cost.py",
