@@ -606,9 +606,10 @@ class Claiming:
                 self._running.end(
                     run, "failed", None, f"not run: the executor refused it ({exc})", KEEP
                 )
-        if claim.token not in self._table.runs:
-            # It ended already (an inline executor): the wake-up this look's claim found
-            # could not see its job's next run (a replay due now, or its next slot).
+        if decision.next_run is not None and claim.token not in self._table.runs:
+            # It ended already (an inline executor) and its job runs again: the wake-up
+            # this look's claim found could not see that next run (a replay due now, or
+            # its next slot). A one-shot has none, so its look asks no second question.
             self._freed = True
 
     def _report_given_up(self, claim: Claim, decision: Decision) -> None:
