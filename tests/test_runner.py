@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import os
 import signal
 import subprocess
@@ -12,6 +13,7 @@ from pathlib import Path
 
 import pytest
 
+from tests.waiting import wait_until
 from tickwork._daemon.config import parse_config
 from tickwork._daemon.runner import (
     _SUPERVISOR,
@@ -321,8 +323,13 @@ def test_a_supervisor_whose_daemon_died_as_the_command_started_ends_the_run(
         )
     os.close(lifeline_r)
     os.close(status_w)
+    left: list[int] = []
     try:
         supervisor.wait(timeout=60)
+        # The group's SIGKILL is sent; a loaded kernel may show the command exiting for a
+        # moment after the supervisor is reaped, so wait for the group to be gone.
+        with contextlib.suppress(AssertionError):
+            wait_until("the supervisor's group to end", lambda: not in_group(supervisor.pid))
     finally:
         err = err_path.read_text()
         left = in_group(supervisor.pid)
