@@ -83,7 +83,6 @@ def test_sigkill_loop_keeps_the_delivery_and_missed_run_semantics(
     db, runs, plan = store_args, tmp_path / "runs.db", tmp_path / "plan.json"
     conn = sqlite3.connect(runs)
     conn.execute("CREATE TABLE runs (job_id TEXT, scheduled REAL, claimed_at REAL, recorded REAL)")
-    conn.execute("CREATE TABLE given_up (job_id TEXT, scheduled REAL, missed INTEGER)")
     conn.commit()
     conn.close()
     t0 = time.time() + 1.0
@@ -132,13 +131,18 @@ def test_sigkill_loop_keeps_the_delivery_and_missed_run_semantics(
         "SELECT job_id, scheduled, claimed_at FROM runs ORDER BY rowid"
     ):
         rows[job_id].append((scheduled, claimed_at))
-    (capped,) = conn.execute(
-        "SELECT coalesce(sum(missed), 0) FROM given_up WHERE job_id = 'every-all'"
-    ).fetchone()
     conn.close()
     store = open_store(db[0], db[1] if len(db) > 1 else None)
     try:
         states: dict[str, JobState] = {s.id: s for s in store.jobs()}
+        # The slots every-all gave up by policy (missed_cap, overlap), from the ledger the
+        # claim writes in its own transaction: a listener's note comes after the commit,
+        # so a kill between the two left given-up slots unnoted and the count short.
+        capped = sum(
+            e.slots
+            for outcome in ("missed", "skipped")
+            for e in store.history("every-all", outcome=outcome, limit=100_000)
+        )
     finally:
         store.close()
 
@@ -189,7 +193,7 @@ def test_sigkill_loop_keeps_the_delivery_and_missed_run_semantics(
             # abandoned a started run, where the job fell more than missed_cap slots
             # behind (a loaded machine replays slower than 5 slots a second) and the
             # oldest were dropped, or where a slot came due while a run went on longer
-            # than STEP (overlap "skip"): each given-up slot noted by the child's listener.
+            # than STEP (overlap "skip"): each given-up slot is in the ledger.
             assert slots == sorted(slots), "all: replays out of order"
             gaps = round((max(slots) - anchor) / STEP) + 1 - len(slots)
             assert gaps <= KILLS + capped, (gaps, capped)
