@@ -587,10 +587,8 @@ def test_a_version_6_file_gains_the_first_slot_and_does_not_guess_it(db: Path) -
         assert s.cancel_waiting_runs("job", by="a@x", at=191.0) == [10.0, 20.0, 150.0]
     conn = raw(db)
     assert conn.execute("PRAGMA user_version").fetchone()[0] == len(sqlite_mod.MIGRATIONS)
-    assert [r[1] for r in conn.execute("PRAGMA table_info(jobs)")][-2:] == [
-        "first_slot",
-        "pool_wait",
-    ]
+    columns = [r[1] for r in conn.execute("PRAGMA table_info(jobs)")]
+    assert columns[columns.index("first_slot") :] == ["first_slot", "pool_wait", "queue"]
     conn.close()
 
 

@@ -31,6 +31,8 @@ if TYPE_CHECKING:
     from tickwork._drivers.asyncio import AsyncScheduler as AsyncScheduler
     from tickwork._drivers.thread import ThreadScheduler as ThreadScheduler
     from tickwork._durable.asyncio import AsyncDurableScheduler as AsyncDurableScheduler
+    from tickwork._durable.oneoffs import Enqueued as Enqueued
+    from tickwork._durable.oneoffs import OneOff as OneOff
     from tickwork._durable.scheduler import DurableScheduler as DurableScheduler
     from tickwork._durable.scheduler import Health as Health
     from tickwork._durable.watch import AlertRules as AlertRules
@@ -50,11 +52,13 @@ __all__ = [
     "Cron",
     "CronError",
     "DurableScheduler",
+    "Enqueued",
     "EventKind",
     "Every",
     "Health",
     "JobInterrupted",
     "Once",
+    "OneOff",
     "RunEvent",
     "Schedule",
     "Scheduler",
@@ -75,6 +79,8 @@ _LAZY = {
     "AsyncDurableScheduler": "._durable.asyncio",
     "AsyncScheduler": "._drivers.asyncio",
     "DurableScheduler": "._durable.scheduler",
+    "Enqueued": "._durable.oneoffs",
+    "OneOff": "._durable.oneoffs",
     "Health": "._durable.scheduler",
     "ThreadScheduler": "._drivers.thread",
 }

@@ -64,6 +64,7 @@ from tickwork._durable.engine import DurableErrorHook as DurableErrorHook
 from tickwork._durable.engine import current_async_claim as current_async_claim
 from tickwork._durable.events import Events
 from tickwork._durable.isolation import check_importable
+from tickwork._durable.oneoffs import Enqueuing, instant
 from tickwork._durable.pools import Pools
 from tickwork._durable.recorder import Recorder
 from tickwork._durable.recovery import Recovery
@@ -101,17 +102,6 @@ _log = logging.getLogger("tickwork.durable")
 def _real_time() -> float:
     """Seconds of real time, suspends included where the system can tell (Linux)."""
     return time.clock_gettime(time.CLOCK_BOOTTIME)
-
-
-def _instant(name: str, value: object) -> float:
-    """POSIX seconds from an aware datetime or a finite number; naive datetimes refused."""
-    if isinstance(value, datetime):
-        if value.tzinfo is None:
-            raise ValueError(f"{name} must be an aware datetime or POSIX seconds, got {value!r}")
-        return value.timestamp()
-    if isinstance(value, bool) or not isinstance(value, int | float) or not math.isfinite(value):
-        raise TypeError(f"{name} must be an aware datetime or POSIX seconds, got {value!r}")
-    return float(value)
 
 
 def _actor(by: str | None) -> str:
@@ -229,7 +219,7 @@ class Health:
     """Seconds the look in progress has waited for the store (``None``: not looking)."""
 
 
-class DurableScheduler(ScheduleDecorators):
+class DurableScheduler(ScheduleDecorators, Enqueuing):
     """Durable jobs: declared by id, kept in a `Store`, run by a thread on a pool.
 
     Jobs are `JobSpec` values naming their function by import path with JSON
@@ -552,7 +542,7 @@ class DurableScheduler(ScheduleDecorators):
 
         """
         job_id = check_job_id(job_id)
-        end = None if until is None else _instant("until", until)
+        end = None if until is None else instant("until", until)
         control = self._control
         if control is None:
             if note is not None or end is not None or by is not None:
@@ -650,8 +640,8 @@ class DurableScheduler(ScheduleDecorators):
         window, queued = run_backfill(
             control,
             self._state_of(job_id),
-            _instant("start", start),
-            _instant("end", end),
+            instant("start", start),
+            instant("end", end),
             force=force,
             dry_run=dry_run,
             by=_actor(by),
@@ -686,7 +676,7 @@ class DurableScheduler(ScheduleDecorators):
         """
         control = self._require_control("cancel_waiting")
         job_id = check_job_id(job_id)
-        at = None if slot is None else _instant("slot", slot)
+        at = None if slot is None else instant("slot", slot)
         done = control.cancel_waiting_runs(
             job_id,
             following_slot(self._state_of(job_id)),
@@ -902,13 +892,18 @@ class DurableScheduler(ScheduleDecorators):
 
     def _prepare(self, spec: JobSpec) -> tuple[JobSpec, float | None]:
         """Check what a store does not: the function imports, the schedule computes."""
-        checked = _checked_spec(spec, awaits=self._running.awaiter is not None, now=self._wall())
+        checked = _checked_spec(spec, awaits=self._awaits, now=self._wall())
         check_after(self._store, checked[0])  # chains: after= names stored jobs, no cycle
         self._pools.check(checked[0])  # its pool has a limit
         return checked
 
     def _allow(self, func: str) -> None:
         self._functions.allow(func)
+
+    @property
+    def _awaits(self) -> bool:
+        """Whether coroutine jobs are awaited here (`AsyncDurableScheduler`)."""
+        return self._running.awaiter is not None
 
     def _poke(self) -> None:
         """Make the timing thread look at the store again now."""

@@ -180,7 +180,8 @@ class LedgerQueries(Generic[C]):
         """Remember the jobs of ledger entries written, for `prune`."""
         with self._written_lock:
             for entry in entries:
-                self._written.setdefault(entry[0], None)
+                if not entry[0].startswith("~"):  # a one-off has one entry: days prune it
+                    self._written.setdefault(entry[0], None)
 
     def history(
         self,

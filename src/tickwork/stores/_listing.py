@@ -148,7 +148,7 @@ class ListingMixin:
             StoreError: The store cannot be read.
 
         """
-        where = ["substr(j.id, 1, CAST(? AS INTEGER)) = ?"]
+        where = ["j.queue IS NULL", "substr(j.id, 1, CAST(? AS INTEGER)) = ?"]
         params: list[Any] = [len(query.prefix), query.prefix]
         if query.search:
             where.append("lower(substr(j.id, CAST(? AS INTEGER))) LIKE ? ESCAPE '!'")

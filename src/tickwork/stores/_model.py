@@ -605,6 +605,12 @@ def spec_to_json(spec: JobSpec) -> str:
     )
 
 
+def schedule_json(spec: JobSpec) -> str:
+    """The stored ``schedule`` column: the schedule's JSON (chains: ``null`` for none)."""
+    plan = None if spec.schedule is None else spec.schedule.to_dict()
+    return json.dumps(plan, sort_keys=True, separators=(",", ":"))
+
+
 def spec_from_json(text: str | bytes) -> JobSpec:
     """Decode a spec stored by `spec_to_json` (any version this tickwork knows).
 

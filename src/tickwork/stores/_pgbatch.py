@@ -35,7 +35,7 @@ import psycopg
 
 from ._chains import ChainQueries
 from ._ledger import LedgerQueries
-from ._model import KEEP, Finish, Start
+from ._model import KEEP, Finish, Outcome, Start
 from ._wakeup import WakeupQueries
 
 __all__ = ["SET_BASED_FROM", "BatchHost", "record_set"]
@@ -54,6 +54,10 @@ class BatchHost(Protocol):
     _ledger: LedgerQueries[Cursor]
     _chains: ChainQueries[Cursor]
     _wakeups: WakeupQueries[Cursor]
+
+    def _oneoffs_ended(self, cur: Cursor, ended: Sequence[tuple[str, Outcome]]) -> None:
+        """Delete the rows of the one-offs among ``ended`` and count their ends."""
+        ...
 
     @property
     def channel(self) -> str:
@@ -167,4 +171,5 @@ def record_set(
             store._chains.ended(cur, f.claim, f.outcome, f.ended)  # chains: in this tx
     if ledger:
         store._ledger.note_written([(f.claim.job_id,) for f in freed])
+    store._oneoffs_ended(cur, [(f.claim.job_id, f.outcome) for f in freed])  # their rows go
     return started, ended

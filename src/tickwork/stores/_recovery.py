@@ -19,7 +19,7 @@ from typing import Any, Final, Generic, Protocol
 from tickwork._core.text import iso
 
 from ._ledger import LedgerQueries
-from ._model import Claim, JobSpec, Recovered, abandoned_error, recovery_action
+from ._model import Claim, JobSpec, Outcome, Recovered, abandoned_error, recovery_action
 from ._procs import end_leftovers
 from ._sqlbase import C, SQLHost
 
@@ -60,6 +60,10 @@ class RecoveryHost(SQLHost[C], Protocol[C]):
 
     def _attempt_no(self, cur: C, job_id: str, scheduled: float, retry: bool) -> int:
         """The attempt number of a slot's run."""
+        ...
+
+    def _oneoffs_ended(self, cur: C, ended: Sequence[tuple[str, Outcome]]) -> None:
+        """Delete the rows of the one-offs among ``ended`` and count their ends."""
         ...
 
 
@@ -126,6 +130,7 @@ class ClaimRecovery(Generic[C]):
             action = recovery_action(spec, started)
             if action == "abandoned":
                 cur.execute(store._q("DELETE FROM {claims} WHERE token = ?"), (token,))
+                store._oneoffs_ended(cur, [(job_id, "abandoned")])  # a one-off's row goes
             else:
                 # Re-offer exactly this slot (a retry under a new token, so the old owner's
                 # claim is gone); the job's next run is not touched.

@@ -69,8 +69,10 @@ from ._model import (
     check_spec,
     check_start,
     check_time,
+    schedule_json,
     spec_to_json,
 )
+from ._oneoffs import OneOffMixin, is_oneoff
 from ._pools import PoolQueries, PoolsMixin
 from ._recovery import LIVENESS_CHECK, ClaimRecovery
 from ._rows import RowReader
@@ -151,12 +153,6 @@ _log = logging.getLogger("tickwork.stores")
 T = TypeVar("T")
 
 
-def _schedule_json(spec: JobSpec) -> str:
-    """The stored ``schedule`` column: the schedule's JSON (chains: ``null`` for none)."""
-    plan = None if spec.schedule is None else spec.schedule.to_dict()
-    return json.dumps(plan, sort_keys=True, separators=(",", ":"))
-
-
 def _check_claim_callables(
     advance: AdvanceFn, start: StartNowFn | None, given_up: GiveUpFn | None
 ) -> None:
@@ -186,9 +182,12 @@ def _declared_paused(job_id: str, old_text: str) -> object:
     return old.get("paused")
 
 
+# fmt: off
 class SQLStore(
-    RowReader, PoolsMixin, HoldersMixin, ListingMixin, CarryMixin, WakeupMixin, ABC, Generic[C]
+    RowReader, PoolsMixin, HoldersMixin, ListingMixin, OneOffMixin, CarryMixin, WakeupMixin,
+    ABC, Generic[C],
 ):
+    # fmt: on
     """The `Store` logic over SQL, once; subclasses supply transactions and dialect.
 
     Subclasses set `_WORDS` (the dialect's words for the ``{name}`` fields of the
@@ -356,7 +355,7 @@ class SQLStore(
                 claims.setdefault(c[1], []).append(c)
             out = []
             for row in cur.execute(
-                self._q("SELECT {job_columns} FROM {jobs} ORDER BY {by_id}")
+                self._q("SELECT {job_columns} FROM {jobs} WHERE queue IS NULL ORDER BY {by_id}")
             ).fetchall():
                 spec = self._decode(row[0], row[1], strict=False)
                 if spec is not None:
@@ -376,7 +375,7 @@ class SQLStore(
         spec = check_spec(spec)
         next_run = check_optional_time("next_run", next_run)
         text = spec_to_json(spec)
-        schedule = _schedule_json(spec)
+        schedule = schedule_json(spec)
         select = self._q("SELECT spec, schedule, paused FROM {jobs} WHERE id = ?{lock}")
         intended: list[Upsert] = []
 
@@ -895,6 +894,8 @@ class SQLStore(
                 self._q("UPDATE {jobs} SET next_run = ? WHERE id = ?"), (f.next_run, claim.job_id)
             )
             self._changed(cur, claim.job_id)
+        if not handed_back and is_oneoff(claim.job_id):  # its row leaves with its end
+            self._oneoffs_ended(cur, [(claim.job_id, f.outcome)])
         return True
 
     def _last_run(self, cur: C, params: tuple[Any, ...], entries: list[tuple[Any, ...]]) -> None:
@@ -926,7 +927,9 @@ class SQLStore(
             self._q("SELECT last_token, last_ended, last_outcome FROM {jobs} WHERE id = ?"),
             (claim.job_id,),
         ).fetchone()
-        return row is not None and tuple(row) == (claim.token, f.ended, f.outcome)
+        if row is None:  # a one-off's finish deletes its row; a removed job has no claim
+            return is_oneoff(claim.job_id)
+        return tuple(row) == (claim.token, f.ended, f.outcome)
 
     def record(
         self, starts: Sequence[Start], finishes: Sequence[Finish]

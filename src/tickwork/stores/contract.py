@@ -23,7 +23,9 @@ a store beyond a user's part, so no layer above imports a store's private module
 - the checks and words of a job's fields that the jobs file and the control verbs
   share with `JobSpec`: ids (`check_job_id`), pools (`MAX_RUNNING`, `check_pool_limit`,
   `check_pool_name`, `pool_name_problem`) and ``after`` edges (`Edges`, `after_arg`,
-  `find_cycle`, `cycle_message`, `schedule_and_after`).
+  `find_cycle`, `cycle_message`, `schedule_and_after`);
+- one-offs, the delayed jobs apps enqueue (`OneOffQueue`, `OneOffRow`, `oneoff_row`,
+  `OneOffCounts`, `ONEOFF_MARK`, `is_oneoff`).
 """
 
 from __future__ import annotations
@@ -63,6 +65,13 @@ from tickwork.stores._model import resolve_func as resolve_func
 from tickwork.stores._model import schedule_from_dict as schedule_from_dict
 from tickwork.stores._model import spec_from_json as spec_from_json
 from tickwork.stores._model import spec_to_json as spec_to_json
+from tickwork.stores._oneoffs import ONEOFF_MARK as ONEOFF_MARK
+from tickwork.stores._oneoffs import OneOffCounts as OneOffCounts
+from tickwork.stores._oneoffs import OneOffQueue as OneOffQueue
+from tickwork.stores._oneoffs import OneOffRow as OneOffRow
+from tickwork.stores._oneoffs import created_flags as created_flags
+from tickwork.stores._oneoffs import is_oneoff as is_oneoff
+from tickwork.stores._oneoffs import oneoff_row as oneoff_row
 from tickwork.stores._pools import MAX_RUNNING as MAX_RUNNING
 from tickwork.stores._pools import check_pool_limit as check_pool_limit
 from tickwork.stores._pools import check_pool_name as check_pool_name
@@ -92,6 +101,7 @@ __all__ = [
     "LATE_AFTER",
     "MAX_RUNNING",
     "MOST_PER_PAGE",
+    "ONEOFF_MARK",
     "OWNER_ENV",
     "SPEC_VERSION",
     "STREAK_DEPTH",
@@ -118,6 +128,9 @@ __all__ = [
     "LookCover",
     "LookNotices",
     "NamespaceHolders",
+    "OneOffCounts",
+    "OneOffQueue",
+    "OneOffRow",
     "Recovered",
     "RuntimeControl",
     "SQLStore",
@@ -131,11 +144,14 @@ __all__ = [
     "check_job_id",
     "check_pool_limit",
     "check_pool_name",
+    "created_flags",
     "cycle_message",
     "failure_streak",
     "find_cycle",
+    "is_oneoff",
     "list_jobs",
     "newest_entries",
+    "oneoff_row",
     "pool_name_problem",
     "proc_stat",
     "process_alive",

@@ -39,6 +39,7 @@ from ._alerts import EPISODE_TABLE
 from ._holders import DAEMONS_TABLE
 from ._looks import LookBoard
 from ._model import KEEP, Finish, Start, check_positive, check_time, hands_back
+from ._oneoffs import ONEOFF_COLUMNS, ONEOFF_TOTALS, OneOffRow
 from ._pgbatch import record_set
 from ._sql import (
     CLAIM_COLUMNS,
@@ -229,6 +230,14 @@ def _daemons_v11(cur: Cursor) -> None:
     cur.execute(DAEMONS_TABLE.format(t="tickwork_daemons", text="text", real="double precision"))
 
 
+def _oneoffs_v12(cur: Cursor) -> None:
+    """Schema 12: one-offs: ``queue`` and their totals, as SQLite's ``_oneoffs_v13``."""
+    cur.execute("ALTER TABLE tickwork_jobs ADD COLUMN queue text")
+    cur.execute("CREATE INDEX tickwork_jobs_declared ON tickwork_jobs (id) WHERE queue IS NULL")
+    cur.execute("CREATE INDEX tickwork_jobs_queue ON tickwork_jobs (queue) WHERE queue IS NOT NULL")
+    cur.execute(ONEOFF_TOTALS.format(t="tickwork_queues", text="text"))
+
+
 #: One ledger entry: 13 parameters in the order of ``_sql.LEDGER_INSERT``.
 _LEDGER_ONE: Final = LEDGER_INSERT.format(ledger="tickwork_ledger").replace("?", "%s")
 #: A batch of ledger entries in one parameter: a JSON array of entries, each an array in
@@ -263,6 +272,7 @@ MIGRATIONS: list[Callable[[Cursor], None]] = [
     _pools_v9,
     _pool_wait_v10,
     _daemons_v11,
+    _oneoffs_v12,
 ]
 
 _TABLES: Final = ("tickwork_meta", "tickwork_jobs", "tickwork_claims")
@@ -323,6 +333,48 @@ _WRITE_CLAIMS: Final = (
     " UPDATE tickwork_jobs SET next_run = (%s::float8[])[array_position(%s::text[], id)]"
     " WHERE id = ANY(%s)"
 )
+
+
+# A batch of one-offs in one statement: the rows that were new come back (a key pending
+# already keeps its row). ``{t}``: the jobs table, qualified for an app's connection.
+_ENQUEUE: Final = (
+    f"INSERT INTO {{t}} ({ONEOFF_COLUMNS}) SELECT v.id, v.spec, v.schedule, 'skip', false,"
+    " v.run_at, v.run_at, v.queue FROM unnest(%s::text[], %s::text[], %s::text[],"
+    " %s::float8[], %s::text[]) AS v(id, spec, schedule, run_at, queue)"
+    " ON CONFLICT (id) DO NOTHING RETURNING id"
+)
+
+
+def _oneoff_params(rows: Sequence[OneOffRow]) -> list[Any]:
+    """`_ENQUEUE`'s parameters: one array per column."""
+    return [
+        [r.id for r in rows],
+        [r.spec for r in rows],
+        [r.schedule for r in rows],
+        [r.run_at for r in rows],
+        [r.queue for r in rows],
+    ]
+
+
+def _insert_oneoffs(store: PostgresStore, cur: Cursor, rows: Sequence[OneOffRow]) -> set[str]:
+    """`PostgresStore._insert_oneoffs`: the batch in one statement."""
+    query = _ENQUEUE.format(t="tickwork_jobs")
+    return {r[0] for r in cur.execute(query, _oneoff_params(rows)).fetchall()}
+
+
+def _oneoff_statement(store: PostgresStore, rows: Sequence[OneOffRow]) -> tuple[str, list[Any]]:
+    """`PostgresStore.oneoff_statement`: insert and announce at the app's commit.
+
+    The table is named in the store's schema, or left to the connection's
+    ``search_path`` when the store has none. Each new row notifies the channel with one
+    payload, which PostgreSQL delivers once per transaction.
+    """
+    schema = store.schema
+    table = (
+        "tickwork_jobs" if schema is None else '"' + schema.replace('"', '""') + '".tickwork_jobs'
+    )
+    query = f"WITH t AS ({_ENQUEUE.format(t=table)}) SELECT t.id, pg_notify(%s, 'enqueued') FROM t"
+    return query, [*_oneoff_params(rows), store.channel]
 
 
 def redact_dsn(dsn: str) -> str:
@@ -878,7 +930,14 @@ class PostgresStore(SQLStore[Cursor]):
         "pool_of": "(j.spec::jsonb ->> 'pool')",
         "daemons": "tickwork_daemons",  # the live daemons of each namespace (_holders.py)
         "lock_daemons": "LOCK TABLE tickwork_daemons IN SHARE ROW EXCLUSIVE MODE",
+        "queues": "tickwork_queues",  # the one-offs' totals per function (_oneoffs.py)
+        "add_up": " ON CONFLICT (queue) DO UPDATE SET done = tickwork_queues.done"
+        " + excluded.done, failed = tickwork_queues.failed + excluded.failed,"
+        " dropped = tickwork_queues.dropped + excluded.dropped",
     }
+
+    _insert_oneoffs = _insert_oneoffs  # one-offs (stores/_oneoffs.py)
+    oneoff_statement = _oneoff_statement
 
     def _q_list(self, template: str, values: Sequence[Any]) -> tuple[str, Sequence[Any]]:
         return self._q(template), (list(values),)

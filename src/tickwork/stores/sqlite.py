@@ -29,6 +29,7 @@ from tickwork.stores._procs import own_identity, process_alive, process_scope
 from ._alerts import EPISODE_TABLE
 from ._holders import DAEMONS_TABLE
 from ._model import Finish, check_positive, check_time, hands_back
+from ._oneoffs import ONEOFF_COLUMNS, ONEOFF_TOTALS, OneOffRow
 from ._sql import (
     CLAIM_COLUMNS,
     HISTORY_DAYS,
@@ -263,6 +264,58 @@ def _daemons_v12(conn: sqlite3.Connection) -> None:
     conn.execute(DAEMONS_TABLE.format(t="daemons", text="TEXT", real="REAL"))
 
 
+def _oneoffs_v13(conn: sqlite3.Connection) -> None:
+    """Schema 13: one-offs (`tickwork.stores._oneoffs`): ``jobs.queue`` and their totals.
+
+    ``queue`` is NULL for declared jobs (a partial index lists them alone, however many
+    one-offs wait) and a one-off's function otherwise; ``queues`` counts how they ended.
+    """
+    conn.execute("ALTER TABLE jobs ADD COLUMN queue TEXT")
+    conn.execute("CREATE INDEX jobs_declared ON jobs (id) WHERE queue IS NULL")
+    conn.execute("CREATE INDEX jobs_queue ON jobs (queue) WHERE queue IS NOT NULL")
+    conn.execute(ONEOFF_TOTALS.format(t="queues", text="TEXT"))
+
+
+_ENQUEUE: Final = (
+    f"INSERT INTO jobs ({ONEOFF_COLUMNS}) VALUES (?, ?, ?, ?, ?, ?, ?, ?)"
+    " ON CONFLICT (id) DO NOTHING"
+)
+
+
+def _insert_oneoffs(
+    store: SQLiteStore, cur: sqlite3.Connection, rows: Sequence[OneOffRow]
+) -> set[str]:
+    """`SQLiteStore._insert_oneoffs`: the rows in one ``executemany``.
+
+    Only a keyed id can exist already (the others are random): those are looked up
+    first, and a batch that names one id twice inserts its first row.
+    """
+    keyed = [r.id for r in rows if r.id.startswith("~key:")]
+    there = set()
+    for i in range(0, len(keyed), 500):
+        part = keyed[i : i + 500]
+        there |= {
+            row[0]
+            for row in cur.execute(
+                f"SELECT id FROM jobs WHERE id IN ({','.join('?' * len(part))})", part
+            ).fetchall()
+        }
+    new: dict[str, OneOffRow] = {}
+    for r in rows:
+        if r.id not in there:
+            new.setdefault(r.id, r)
+    cur.executemany(_ENQUEUE, [r.values() for r in new.values()])
+    return set(new)
+
+
+def _oneoff_statement(store: SQLiteStore, rows: Sequence[OneOffRow]) -> tuple[str, list[Any]]:
+    """`SQLiteStore.oneoff_statement`: not offered; SQLite one-offs go through the store."""
+    raise NotImplementedError(
+        "enqueueing in an app's own transaction needs PostgreSQL: SQLite's state is written"
+        " by its store's own connection (use enqueue() without connection=)"
+    )
+
+
 #: ``MIGRATIONS[i]`` takes a database from schema version ``i`` to ``i + 1`` inside the
 #: opening transaction; the current version is ``len(MIGRATIONS)``. Append only: a
 #: released step is never edited.
@@ -279,6 +332,7 @@ MIGRATIONS: list[Callable[[sqlite3.Connection], None]] = [
     _pools_v10,
     _pool_wait_v11,
     _daemons_v12,
+    _oneoffs_v13,
 ]
 
 # A job is claimable when due, not paused and not claimed, unless it allows overlap.
@@ -609,7 +663,13 @@ class SQLiteStore(SQLStore[sqlite3.Connection]):
         "pool_of": "json_extract(j.spec, '$.pool')",
         "daemons": "daemons",  # the live daemons of each namespace (stores/_holders.py)
         "lock_daemons": "",  # BEGIN IMMEDIATE: one hold at a time
+        "queues": "queues",  # the one-offs' totals per function (stores/_oneoffs.py)
+        "add_up": " ON CONFLICT (queue) DO UPDATE SET done = queues.done + excluded.done,"
+        " failed = queues.failed + excluded.failed, dropped = queues.dropped + excluded.dropped",
     }
+
+    _insert_oneoffs = _insert_oneoffs  # one-offs (stores/_oneoffs.py)
+    oneoff_statement = _oneoff_statement
 
     def _q_list(self, template: str, values: Sequence[Any]) -> tuple[str, Sequence[Any]]:
         return self._q(template).replace("{marks}", ",".join("?" * len(values))), values

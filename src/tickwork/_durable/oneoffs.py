@@ -1,0 +1,332 @@
+"""Delayed jobs: one-offs that app code enqueues, on a durable scheduler.
+
+`Enqueuing` gives `DurableScheduler` ``enqueue``, ``enqueue_many``, ``cancel`` and
+``oneoffs``. Each one-off becomes a `JobSpec` with an `At` schedule (so every check of a
+job's fields is `JobSpec`'s own, and the run is any job's run: retries, time limit,
+pool, grace and ``missed``, isolation), encoded here and inserted by the store in one
+statement per batch (`tickwork.stores.contract.OneOffQueue`). Given ``connection=``, the
+same insert runs on the app's own PostgreSQL connection, inside its transaction: a
+rollback leaves no trace, a commit announces the one-offs to every node.
+"""
+
+from __future__ import annotations
+
+import math
+import re
+import secrets
+from collections.abc import Callable, Iterable, Mapping, Sequence
+from dataclasses import dataclass, field
+from datetime import datetime
+from typing import Any, Final, Protocol
+
+from tickwork._core.scheduler import _is_coroutine_function, misfit
+from tickwork._core.schedules import At, Duration, duration_arg
+from tickwork.stores import JobSpec, JobSpecError, Store
+from tickwork.stores.contract import (
+    ONEOFF_MARK,
+    OneOffCounts,
+    OneOffQueue,
+    OneOffRow,
+    created_flags,
+    oneoff_row,
+    resolve_func,
+)
+
+__all__ = ["Enqueued", "Enqueuing", "OneOff", "instant"]
+
+#: The options of `JobSpec` that mean something for a single run.
+RUN_OPTIONS: Final = frozenset(
+    {
+        "retries",
+        "retry_backoff",
+        "retry_backoff_max",
+        "timeout",
+        "kill_grace",
+        "isolation",
+        "pool",
+        "grace",
+        "missed",
+        "delivery",
+    }
+)
+_MAX_KEY: Final = 190  # "~key:" and the key: a job id of at most 200 characters
+_PATH: Final = re.compile(r"[\w.]+:[\w.]+")
+
+
+def instant(name: str, value: object) -> float:
+    """POSIX seconds from an aware datetime or a finite number; naive datetimes refused."""
+    if isinstance(value, datetime):
+        if value.tzinfo is None:
+            raise ValueError(f"{name} must be an aware datetime or POSIX seconds, got {value!r}")
+        return value.timestamp()
+    if isinstance(value, bool) or not isinstance(value, int | float) or not math.isfinite(value):
+        raise TypeError(f"{name} must be an aware datetime or POSIX seconds, got {value!r}")
+    return float(value)
+
+
+def _func_path(func: object) -> str:
+    """The import path of ``func`` (a module-level function, or its path as text)."""
+    if isinstance(func, str):
+        return func
+    path = f"{getattr(func, '__module__', '')}:{getattr(func, '__qualname__', '')}"
+    if not callable(func) or not _PATH.fullmatch(path) or path.startswith("__main__:"):
+        raise TypeError(
+            "func must be a module-level function (other processes import it by its path)"
+            f" or its import path 'package.module:function', got {func!r}"
+        )
+    return path
+
+
+def _key(key: object) -> str | None:
+    if key is None:
+        return None
+    if not isinstance(key, str) or not key or len(key) > _MAX_KEY or not key.isprintable():
+        raise ValueError(
+            f"key must be a non-empty printable string of at most {_MAX_KEY} characters"
+            f" or None, got {key!r}"
+        )
+    return key
+
+
+@dataclass(frozen=True, slots=True)
+class OneOff:
+    """One delayed job, for `DurableScheduler.enqueue_many` (``enqueue`` takes the same).
+
+    Args:
+        func: The function to call: a module-level function, or its import path
+            ``"package.module:function"``. Every node that runs it must allow it (it
+            enqueued it itself, or lists its module in ``allowed_modules``).
+        args: Positional arguments, JSON values.
+        kwargs: Keyword arguments, JSON values.
+        at: When to run: an aware `datetime` or POSIX seconds. At most one of ``at``
+            and ``delay``; neither: now.
+        delay: Seconds from now (a number, a `timedelta` or text such as ``"3d"``).
+        key: Makes the enqueue idempotent: while a one-off with this key is pending or
+            running, enqueueing the key again adds nothing (and returns the one that
+            exists). Its id is ``"~key:"`` and the key.
+        options: A run's options, as `JobSpec` takes them: ``retries``,
+            ``retry_backoff``, ``retry_backoff_max``, ``timeout``, ``kill_grace``,
+            ``isolation``, ``pool``, ``grace``, ``missed``, ``delivery``.
+
+    Raises:
+        TypeError: ``func`` is neither a module-level function nor an import path.
+        ValueError: A bad ``key``, ``at``/``delay`` both given, or an unknown option;
+            the message names it and shows the value.
+
+    """
+
+    func: str | Callable[..., object]
+    args: Sequence[Any] = ()
+    kwargs: Mapping[str, Any] = field(default_factory=dict)
+    at: float | datetime | None = None
+    delay: Duration | None = None
+    key: str | None = None
+    options: Mapping[str, Any] = field(default_factory=dict)
+
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "func", _func_path(self.func))
+        _key(self.key)
+        if self.at is not None and self.delay is not None:
+            raise ValueError(
+                f"give at or delay, not both: got at={self.at!r} and delay={self.delay!r}"
+            )
+        unknown = sorted(set(self.options) - RUN_OPTIONS)
+        if unknown:
+            raise ValueError(
+                f"unknown option(s) {', '.join(unknown)}: a one-off takes"
+                f" {', '.join(sorted(RUN_OPTIONS))}"
+            )
+
+    def due(self, now: float) -> float:
+        """When it is due, for an enqueue at ``now``."""
+        if self.at is not None:
+            return instant("at", self.at)
+        if self.delay is not None:
+            return now + duration_arg("delay", self.delay, positive=False)
+        return now
+
+
+@dataclass(frozen=True, slots=True)
+class Enqueued:
+    """What an enqueue did: the one-off's id, and whether this call added it."""
+
+    id: str
+    """Its job id: ``"~"`` and 20 hex digits, or ``"~key:"`` and its key. `cancel` and
+    `DurableScheduler.get` take it; its ledger entry is under it."""
+    run_at: float
+    """When it is due (UTC POSIX seconds): as asked, even when the key existed."""
+    created: bool = True
+    """False when its key was pending already: nothing was added."""
+    key: str | None = None
+    """The key it was enqueued with."""
+
+
+class _Host(Protocol):
+    """What `Enqueuing` uses of its `DurableScheduler`."""
+
+    _store: Store
+
+    def _allow(self, func: str) -> None: ...
+    def _poke(self) -> None: ...
+    def now(self) -> float: ...
+    @property
+    def _awaits(self) -> bool: ...
+
+
+class Enqueuing:
+    """`DurableScheduler`'s delayed jobs (see the module's docstring)."""
+
+    def enqueue(
+        self: _Host,
+        func: str | Callable[..., object],
+        *args: Any,
+        at: float | datetime | None = None,
+        delay: Duration | None = None,
+        key: str | None = None,
+        kwargs: Mapping[str, Any] | None = None,
+        connection: object = None,
+        **options: Any,
+    ) -> Enqueued:
+        """Run ``func(*args, **kwargs)`` once, at ``at`` or after ``delay`` (else now).
+
+        ``enqueue(send_reminder, user.id, delay="3d", key=f"remind:{user.id}")``. The
+        arguments are those of `OneOff`; ``options`` are a run's (``retries=3``,
+        ``timeout=30``, ``pool="mail"``, ...). Durable when it returns: written to the
+        store in its own transaction, or, with ``connection``, in the app's.
+
+        Args:
+            func: A module-level function or its import path.
+            *args: Its positional arguments (JSON values).
+            at: When (aware datetime or POSIX seconds).
+            delay: Or how long from now.
+            key: Idempotency key: see `OneOff`.
+            kwargs: Its keyword arguments (JSON values).
+            connection: Enqueue inside the app's open transaction on PostgreSQL: a
+                psycopg connection or cursor, a SQLAlchemy ``Session`` or
+                ``Connection``, or Django's ``connection`` (inside
+                ``transaction.atomic()``). It must reach the store's database (and,
+                for a store without ``schema=``, find its tables on its
+                ``search_path``). The one-off exists only if that transaction commits.
+            **options: The run's options (`OneOff`).
+
+        Returns:
+            `Enqueued`: its id, when it is due, and whether it was added.
+
+        Raises:
+            TypeError, ValueError, JobSpecError: A bad argument (nothing is stored).
+            StoreError: The store failed (nothing is stored).
+
+        """
+        item = OneOff(func, args, kwargs or {}, at, delay, key, options)
+        return Enqueuing.enqueue_many(self, [item], connection=connection)[0]
+
+    def enqueue_many(
+        self: _Host, items: Iterable[OneOff], *, connection: object = None
+    ) -> list[Enqueued]:
+        """Enqueue every item in one transaction and one statement (see `enqueue`).
+
+        All or nothing: a bad item raises before anything is written.
+        """
+        items = list(items)
+        for i, item in enumerate(items):
+            if not isinstance(item, OneOff):
+                raise TypeError(f"items[{i}] must be a tickwork.OneOff, got {item!r}")
+        store = self._store
+        if not isinstance(store, OneOffQueue):
+            raise TypeError(f"the store keeps no one-offs (not a OneOffQueue): {store!r}")
+        rows = _rows(items, self.now(), awaits=self._awaits)
+        if connection is None:
+            created = store.enqueue(rows)
+        else:
+            query, params = store.oneoff_statement(rows)
+            new = {row[0] for row in _execute_in(connection, query, params)}
+            created = created_flags(rows, new)
+        for path in {item.func for item in items}:
+            self._allow(str(path))
+        self._poke()
+        return [
+            Enqueued(r.id, r.run_at, made, item.key)
+            for r, made, item in zip(rows, created, items, strict=True)
+        ]
+
+    def cancel(self: _Host, ref: Enqueued | str, *, by: str | None = None) -> bool:
+        """Cancel a pending one-off, by its `Enqueued`, its id or its key.
+
+        Its row goes and its ledger records ``cancelled``. Returns False when there is
+        no such one-off pending: it ended, never was, or a node is running it now (a
+        started run is not stopped).
+        """
+        if isinstance(ref, Enqueued):
+            job_id = ref.id
+        elif isinstance(ref, str) and ref.startswith(ONEOFF_MARK):
+            job_id = ref
+        else:
+            job_id = "~key:" + str(_key(ref))
+        store = self._store
+        if not isinstance(store, OneOffQueue):
+            return False
+        from tickwork._durable.control import default_actor
+
+        done = store.cancel_oneoff(job_id, at=self.now(), by=by or default_actor())
+        self._poke()
+        return done
+
+    def oneoffs(self: _Host) -> list[OneOffCounts]:
+        """The one-offs per function: pending, running, and how the ended ones ended."""
+        store = self._store
+        return store.oneoff_counts() if isinstance(store, OneOffQueue) else []
+
+
+def _rows(items: list[OneOff], now: float, *, awaits: bool) -> list[OneOffRow]:
+    """The items as rows, each checked as a `JobSpec` (plus its function and arguments)."""
+    fns: dict[str, Callable[..., object]] = {}
+    rows = []
+    for i, item in enumerate(items):
+        path = str(item.func)
+        fn = fns.get(path)
+        if fn is None:
+            fn = fns[path] = resolve_func(path)  # JobSpecError naming the path and why
+            if not awaits and _is_coroutine_function(fn):
+                raise TypeError(
+                    f"func must be a plain function, not a coroutine function (async def),"
+                    f" on DurableScheduler; use AsyncDurableScheduler, got {path!r}"
+                )
+        job_id = ONEOFF_MARK + secrets.token_hex(10) if item.key is None else "~key:" + item.key
+        run_at = item.due(now)
+        spec = JobSpec(
+            job_id, path, At(run_at), args=tuple(item.args), kwargs=item.kwargs, **item.options
+        )
+        why = misfit(fn, spec.args, spec.kwargs)
+        if why is not None:
+            raise JobSpecError(
+                f"items[{i}]: func {path!r} cannot be called with args={list(spec.args)!r}"
+                f" and kwargs={dict(spec.kwargs)!r}: {why}"
+            )
+        rows.append(oneoff_row(spec, run_at))
+    return rows
+
+
+def _execute_in(connection: object, query: str, params: list[Any]) -> list[Any]:
+    """Run ``query`` on the app's connection, in its transaction; its rows."""
+    run = getattr(connection, "exec_driver_sql", None)  # a SQLAlchemy Connection
+    if run is None and hasattr(connection, "get_bind"):  # a SQLAlchemy Session
+        run = connection.connection().exec_driver_sql  # type: ignore[attr-defined]
+    if run is not None:
+        return list(run(query, tuple(params)).fetchall())
+    cursor = getattr(connection, "cursor", None)  # psycopg, Django, DB-API connections
+    if callable(cursor):
+        cur = cursor()
+        try:
+            cur.execute(query, params)
+            return list(cur.fetchall())
+        finally:
+            cur.close()
+    if callable(getattr(connection, "execute", None)) and callable(
+        getattr(connection, "fetchall", None)
+    ):  # a cursor
+        connection.execute(query, params)  # type: ignore[attr-defined]
+        return list(connection.fetchall())  # type: ignore[attr-defined]
+    raise TypeError(
+        "connection must be a psycopg connection or cursor, a SQLAlchemy Session or"
+        f" Connection, or Django's connection, got {connection!r}"
+    )

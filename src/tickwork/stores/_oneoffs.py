@@ -1,0 +1,310 @@
+"""One-offs: delayed jobs that app code enqueues, run once, and that leave when done.
+
+A one-off is a job row like any other (so the claim, the run, retries, time limits,
+pools, leases, recovery and the ledger are the ones every job has), with three marks:
+
+- its id starts with `ONEOFF_MARK` (``~``): ``~`` and 20 hex digits, or ``~key:`` and
+  the key the app gave, so that enqueueing the same key again finds the row and adds
+  nothing while it is pending or running;
+- its ``queue`` column names its function (NULL for every declared job), which keeps
+  one-offs out of `Store.jobs` and the listings (a partial index finds the declared
+  jobs alone) and counts them per function (`OneOffCounts`);
+- when its slot ends (the finish, a recovery that gives the slot up, or a cancel), the
+  same transaction deletes its row and adds the end to its function's totals in the
+  ``queues`` table. Its ledger entry stays, under the ledger's retention.
+
+`OneOffMixin` gives `SQLStore` the `OneOffQueue` face; a dialect supplies
+`_insert_oneoffs` (how a batch of rows goes in, and which of them were new) and
+`oneoff_statement` (the same insert for an app's own connection).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import Any, Final, Protocol, runtime_checkable
+
+from ._ledger import LedgerQueries
+from ._model import JobSpec, Outcome, check_job_id, schedule_json, spec_to_json
+from ._sqlbase import SQLHost
+from ._streak import FAILED_OUTCOMES
+
+__all__ = [
+    "ONEOFF_COLUMNS",
+    "ONEOFF_MARK",
+    "ONEOFF_TOTALS",
+    "OneOffCounts",
+    "OneOffMixin",
+    "OneOffQueue",
+    "OneOffRow",
+    "created_flags",
+    "is_oneoff",
+    "oneoff_row",
+]
+
+#: The first character of every one-off's id (and of no declared job's).
+ONEOFF_MARK: Final = "~"
+
+#: The table of the one-offs' totals per function (``{t}``: its name, ``{text}``: the
+#: dialect's text type); created by the schema step that brought one-offs.
+ONEOFF_TOTALS: Final = (
+    "CREATE TABLE {t} (queue {text} PRIMARY KEY NOT NULL, done bigint NOT NULL DEFAULT 0,"
+    " failed bigint NOT NULL DEFAULT 0, dropped bigint NOT NULL DEFAULT 0)"
+)
+
+#: The columns an enqueue writes, in the order of `OneOffRow.values`.
+ONEOFF_COLUMNS: Final = "id, spec, schedule, overlap, paused, next_run, first_slot, queue"
+
+# The row of a one-off whose slot has ended (no next run, no claim left) goes; the
+# queue it names is returned so that its totals can count the end.
+_GONE: Final = (
+    "DELETE FROM {jobs} WHERE id = ? AND queue IS NOT NULL AND next_run IS NULL"
+    " AND NOT EXISTS (SELECT 1 FROM {claims} c WHERE c.job_id = {jobs}.id) RETURNING queue"
+)
+# A pending one-off is cancelled: its row goes unless a run of it is held by a node.
+_CANCEL: Final = (
+    "DELETE FROM {jobs} WHERE id = ? AND queue IS NOT NULL AND NOT EXISTS (SELECT 1 FROM"
+    " {claims} c WHERE c.job_id = {jobs}.id AND c.owner <> '') RETURNING queue, next_run"
+)
+_TOTALS: Final = "INSERT INTO {queues} (queue, done, failed, dropped) VALUES (?, ?, ?, ?){add_up}"
+
+
+def is_oneoff(job_id: str) -> bool:
+    """Whether ``job_id`` is a one-off's (see `ONEOFF_MARK`)."""
+    return job_id.startswith(ONEOFF_MARK)
+
+
+@dataclass(frozen=True, slots=True)
+class OneOffRow:
+    """One one-off as a store inserts it: its job row's values, encoded already."""
+
+    id: str
+    """``~`` and 20 hex digits, or ``~key:`` and the app's key."""
+    spec: str
+    """The `JobSpec` as stored (`spec_to_json`)."""
+    schedule: str
+    """Its `At` schedule as stored."""
+    run_at: float
+    """When it is due: UTC POSIX seconds."""
+    queue: str
+    """Its function's import path, under which it is counted."""
+
+    def values(self) -> tuple[Any, ...]:
+        """The values of `ONEOFF_COLUMNS`, in their order."""
+        return (
+            self.id,
+            self.spec,
+            self.schedule,
+            "skip",
+            False,
+            self.run_at,
+            self.run_at,
+            self.queue,
+        )
+
+
+def created_flags(rows: Sequence[OneOffRow], created: set[str]) -> list[bool]:
+    """Per row, whether it was new: its id is in ``created`` and not an earlier row's."""
+    flags, seen = [], set()
+    for r in rows:
+        flags.append(r.id in created and r.id not in seen)
+        seen.add(r.id)
+    return flags
+
+
+def oneoff_row(spec: JobSpec, run_at: float) -> OneOffRow:
+    """The row of the one-off ``spec`` (its id a one-off's, its schedule ``At(run_at)``)."""
+    if not is_oneoff(spec.id):
+        raise ValueError(f"a one-off's id starts with {ONEOFF_MARK!r}, got {spec.id!r}")
+    return OneOffRow(spec.id, spec_to_json(spec), schedule_json(spec), run_at, spec.func)
+
+
+@dataclass(frozen=True, slots=True)
+class OneOffCounts:
+    """One function's one-offs: pending and running now, and how the ended ones ended."""
+
+    queue: str
+    """The function's import path."""
+    pending: int = 0
+    """Enqueued and not yet running (due or not)."""
+    running: int = 0
+    """Held by a node now."""
+    done: int = 0
+    """Ended ``ok``, since the state was created."""
+    failed: int = 0
+    """Ended ``failed``, ``timeout`` or ``abandoned`` (after their retries)."""
+    dropped: int = 0
+    """Ended without a run: cancelled, or given up ``missed``."""
+
+
+@runtime_checkable
+class OneOffQueue(Protocol):
+    """A store that keeps one-offs (both shipped stores): see `tickwork.stores._oneoffs`."""
+
+    def enqueue(self, rows: Sequence[OneOffRow]) -> list[bool]:
+        """Insert ``rows`` in one transaction; per row, whether it was new.
+
+        A row whose id exists (a key pending already) adds nothing.
+        """
+        ...
+
+    def oneoff_statement(self, rows: Sequence[OneOffRow]) -> tuple[str, list[Any]]:
+        """The statement and parameters that insert ``rows`` on an app's own connection.
+
+        In the app's transaction (``%s`` placeholders): the rows exist, and are announced
+        to the nodes, only if it commits. Its rows: the ids that were new.
+        """
+        ...
+
+    def cancel_oneoff(self, job_id: str, *, at: float, by: str) -> bool:
+        """Cancel a pending one-off; False if there is none or a node is running it."""
+        ...
+
+    def oneoff_counts(self) -> list[OneOffCounts]:
+        """Every function's one-off counts, by import path."""
+        ...
+
+
+def _totals(outcome: Outcome) -> tuple[int, int, int]:
+    """An ended slot's ``(done, failed, dropped)`` increments."""
+    if outcome == "ok":
+        return (1, 0, 0)
+    if outcome in FAILED_OUTCOMES:
+        return (0, 1, 0)
+    return (0, 0, 1)
+
+
+class _Host(SQLHost[Any], Protocol):
+    """What `OneOffMixin` uses of its `SQLStore` beside `SQLHost`."""
+
+    def _insert_oneoffs(self, cur: Any, rows: Sequence[OneOffRow]) -> set[str]:
+        """Insert ``rows`` unless their ids exist; the ids inserted."""
+        ...
+
+    def _oneoffs_ended(self, cur: Any, ended: Sequence[tuple[str, Outcome]]) -> None:
+        """Delete the rows of the one-offs among ``ended`` and count their ends."""
+        ...
+
+    @property
+    def _ledger(self) -> LedgerQueries[Any]:
+        """The store's slot ledger."""
+        ...
+
+
+class OneOffMixin:
+    """`OneOffQueue` for `SQLStore`, and the end of a one-off in a finish's transaction."""
+
+    def _insert_oneoffs(self, cur: Any, rows: Sequence[OneOffRow]) -> set[str]:
+        """Insert ``rows`` unless their ids exist; the ids inserted (each dialect's own)."""
+        raise NotImplementedError
+
+    def oneoff_statement(self, rows: Sequence[OneOffRow]) -> tuple[str, list[Any]]:
+        """See `OneOffQueue.oneoff_statement` (each dialect's own)."""
+        raise NotImplementedError
+
+    def enqueue(self: _Host, rows: Sequence[OneOffRow]) -> list[bool]:
+        """Insert one-offs in one transaction (see `OneOffQueue.enqueue`).
+
+        Raises:
+            StoreError: The store failed; nothing was enqueued.
+
+        """
+        rows = list(rows)
+        if not rows:
+            return []
+
+        def body(cur: Any) -> list[bool]:
+            created = self._insert_oneoffs(cur, rows)
+            if created:
+                self._changed(cur, rows[0].id)  # one announcement for the batch
+            return created_flags(rows, created)
+
+        def resolve(cur: Any) -> list[bool]:
+            # The commit's outcome was unknown: rows all found now are taken as ours
+            # (a keyed row that was there before reads as new: the one miscount left).
+            query, params = self._q_list(
+                "SELECT id FROM {jobs} WHERE id {any}", [r.id for r in rows]
+            )
+            there = {r[0] for r in cur.execute(query, params).fetchall()}
+            missing = [r for r in rows if r.id not in there]
+            return created_flags(rows, there) if not missing else body(cur)
+
+        return self._run(f"enqueue {len(rows)} one-off(s)", body, resolve=resolve)
+
+    def _oneoffs_ended(self: _Host, cur: Any, ended: Sequence[tuple[str, Outcome]]) -> None:
+        """Delete the ended one-offs' rows and add the ends to their functions' totals.
+
+        Called in the transaction that ends their slots; ids that are not one-offs'
+        (or whose row must stay: a claim left, a next run) are passed over.
+        """
+        gone = self._q(_GONE)
+        totals: dict[str, list[int]] = {}
+        for job_id, outcome in ended:
+            if not is_oneoff(job_id):
+                continue
+            row = cur.execute(gone, (job_id,)).fetchone()
+            if row is not None:
+                add = totals.setdefault(row[0], [0, 0, 0])
+                for i, n in enumerate(_totals(outcome)):
+                    add[i] += n
+        if totals:
+            cur.executemany(self._q(_TOTALS), [(q, *n) for q, n in sorted(totals.items())])
+
+    def cancel_oneoff(self: _Host, job_id: str, *, at: float, by: str) -> bool:
+        """Cancel a pending one-off: its row goes, with a ``cancelled`` ledger entry.
+
+        Returns:
+            False if no such one-off is pending (it never was, it ended, or a node is
+            running it now: a run that started is not stopped).
+
+        """
+        job_id = check_job_id(job_id)
+
+        def body(cur: Any) -> bool:
+            row = cur.execute(self._q(_CANCEL), (job_id,)).fetchone()
+            if row is None:
+                return False
+            queue, due = row
+            self._ledger.write(
+                cur,
+                [(job_id, at if due is None else due, "cancelled", 1, "manual", None, None,
+                  at, by, 1, "cancelled before it ran", None, at)],
+            )  # fmt: skip
+            cur.execute(self._q(_TOTALS), (queue, 0, 0, 1))
+            return True
+
+        return bool(self._run(f"cancel one-off {job_id!r}", body))
+
+    def oneoff_counts(self: _Host) -> list[OneOffCounts]:
+        """Every function's one-offs: pending and running now, and their ends' totals."""
+
+        def body(cur: Any) -> list[OneOffCounts]:
+            now: dict[str, list[int]] = {}
+            for queue, n in cur.execute(
+                self._q("SELECT queue, COUNT(*) FROM {jobs} WHERE queue IS NOT NULL GROUP BY queue")
+            ).fetchall():
+                now[queue] = [int(n), 0]
+            for queue, n in cur.execute(
+                self._q(
+                    "SELECT j.queue, COUNT(DISTINCT j.id) FROM {claims} c JOIN {jobs} j"
+                    " ON j.id = c.job_id WHERE j.queue IS NOT NULL AND c.owner <> ''"
+                    " GROUP BY j.queue"
+                )
+            ).fetchall():
+                now.setdefault(queue, [0, 0])[1] = int(n)
+            ends = {
+                q: (int(d), int(f), int(x))
+                for q, d, f, x in cur.execute(
+                    self._q("SELECT queue, done, failed, dropped FROM {queues}")
+                ).fetchall()
+            }
+            out = []
+            for queue in sorted(now.keys() | ends.keys()):
+                total, running = now.get(queue, [0, 0])
+                out.append(
+                    OneOffCounts(queue, total - running, running, *ends.get(queue, (0, 0, 0)))
+                )
+            return out
+
+        result: list[OneOffCounts] = self._run("count the one-offs", body, write=False)
+        return result

@@ -1,0 +1,209 @@
+"""Delayed jobs: one-offs enqueued by app code, on both stores.
+
+- ``enqueue`` / ``enqueue_many``: due at ``at`` or after ``delay``, run once, with the
+  run's options (retries, timeout, ...); all checks before anything is written;
+- ``key``: idempotent while pending or running, free again once it ended;
+- a one-off leaves the jobs table when its slot ends (ok, failed, missed, abandoned,
+  cancelled); its ledger entry stays; `Store.jobs`, the listing and ``oneoffs()`` count
+  one-offs instead of listing them;
+- ``cancel`` by reference, id or key; a running one-off is not cancelled.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from datetime import UTC, datetime, timedelta
+from typing import Any
+
+import pytest
+
+from tests.executors import ManualExecutor, drain
+from tickwork import DurableScheduler, Every, OneOff
+from tickwork.stores import JobSpec, JobSpecError
+from tickwork.stores.contract import JobQuery, OneOffCounts, list_jobs
+from tickwork.testing import FakeClock
+
+HERE = "tests.test_oneoffs"
+START = 1_700_000_000.0
+CALLS: list[tuple[Any, ...]] = []
+
+
+def note(*args: Any, **kwargs: Any) -> None:
+    CALLS.append((*args, *sorted(kwargs.items())))
+
+
+def fails() -> None:
+    CALLS.append(("fails",))
+    raise RuntimeError("no")
+
+
+def needs_one(x: int) -> None:
+    CALLS.append((x,))
+
+
+async def coro() -> None:  # never awaited by DurableScheduler
+    pass
+
+
+Made = tuple[DurableScheduler, ManualExecutor, FakeClock, Any]
+
+
+@pytest.fixture
+def made(open_either_store: Callable[..., Any]) -> Made:
+    CALLS.clear()
+    clock = FakeClock(wall_start=START)
+    store = open_either_store()
+    pool = ManualExecutor()
+    ds = DurableScheduler(store, executor=pool, wall_clock=clock.wall, lease=30.0)
+    return ds, pool, clock, store
+
+
+def _rows(store: Any) -> int:
+    """Rows in the jobs table, one-offs included."""
+    table = "jobs" if type(store).__name__ == "SQLiteStore" else "tickwork_jobs"
+    return int(
+        store._run(
+            "count",
+            lambda cur: cur.execute(f"SELECT COUNT(*) FROM {table}").fetchone()[0],
+            write=False,
+        )
+    )
+
+
+def test_a_one_off_runs_once_at_its_time_and_leaves(made: Made) -> None:
+    ds, pool, clock, store = made
+    ref = ds.enqueue(note, 1, "a", delay=10, kwargs={"k": 2})
+    assert ref.id.startswith("~") and len(ref.id) == 21 and ref.created
+    assert ref.run_at == START + 10
+    drain(ds, pool)
+    assert CALLS == []  # not due yet
+    assert ds.oneoffs() == [OneOffCounts(f"{HERE}:note", pending=1)]
+    clock.advance(10)
+    drain(ds, pool)
+    assert CALLS == [(1, "a", ("k", 2))]
+    assert _rows(store) == 0  # gone from the jobs table
+    assert ds.get(ref.id) is None
+    [entry] = store.history(ref.id)
+    assert (entry.outcome, entry.scheduled) == ("ok", START + 10)
+    assert ds.oneoffs() == [OneOffCounts(f"{HERE}:note", done=1)]
+    clock.advance(100)
+    drain(ds, pool)
+    assert len(CALLS) == 1  # once
+
+
+def test_at_takes_an_aware_datetime_and_refuses_both_or_naive(made: Made) -> None:
+    ds = made[0]
+    when = datetime.fromtimestamp(START + 5, UTC)
+    assert ds.enqueue(note, at=when).run_at == START + 5
+    assert ds.enqueue(note, delay=timedelta(minutes=1)).run_at == START + 60
+    assert ds.enqueue(note, delay="2h").run_at == START + 7200
+    assert ds.enqueue(note).run_at == START  # neither: now
+    with pytest.raises(ValueError, match=r"give at or delay, not both: got at=1.0 and delay=2"):
+        ds.enqueue(note, at=1.0, delay=2)
+    with pytest.raises(ValueError, match="at must be an aware datetime or POSIX seconds"):
+        ds.enqueue(note, at=datetime(2030, 1, 1))
+
+
+def test_bad_items_raise_before_anything_is_written(made: Made) -> None:
+    ds, _, _, store = made
+    good = OneOff(note, (1,))
+    with pytest.raises(
+        JobSpecError, match=r"items\[1\]: func 'tests.test_oneoffs:needs_one' cannot be called"
+    ):
+        ds.enqueue_many([good, OneOff(needs_one, (1, 2))])
+    with pytest.raises(TypeError, match="module-level function"):
+        ds.enqueue(lambda: None)
+    with pytest.raises(TypeError, match="coroutine function"):
+        ds.enqueue(coro)
+    with pytest.raises(JobSpecError, match="retries"):
+        ds.enqueue(note, retries=-1)
+    with pytest.raises(ValueError, match=r"unknown option.*every"):
+        OneOff(note, options={"every": 3})
+    with pytest.raises(ValueError, match="key must be a non-empty printable string"):
+        ds.enqueue(note, key="")
+    with pytest.raises(TypeError, match=r"items\[0\] must be a tickwork.OneOff, got 3"):
+        ds.enqueue_many([3])  # type: ignore[list-item]
+    assert _rows(store) == 0
+
+
+def test_a_key_is_idempotent_while_pending_or_running_and_free_after(made: Made) -> None:
+    ds, pool, _, _ = made
+    first = ds.enqueue(note, "one", key="order-7")
+    again = ds.enqueue(note, "two", key="order-7", delay=50)
+    assert (first.id, again.id) == ("~key:order-7", "~key:order-7")
+    assert first.created and not again.created
+    refs = ds.enqueue_many([OneOff(note, ("x",), key="k"), OneOff(note, ("y",), key="k")])
+    assert [r.created for r in refs] == [True, False]  # the batch's first wins
+    ds.step()  # claimed: both are running now (their runs wait in the pool)
+    assert not ds.enqueue(note, "three", key="order-7").created
+    pool.run_all()
+    drain(ds, pool)
+    assert sorted(CALLS) == [("one",), ("x",)]
+    assert ds.enqueue(note, "four", key="order-7").created  # ended: the key is free
+    drain(ds, pool)
+    assert sorted(CALLS) == [("four",), ("one",), ("x",)]
+
+
+def test_run_options_apply_retries_then_failed_counts(made: Made) -> None:
+    ds, pool, clock, store = made
+    ref = ds.enqueue(fails, retries=2, retry_backoff=0.01, retry_backoff_max=0.01)
+    for _ in range(5):
+        drain(ds, pool)
+        clock.advance(1)
+    assert CALLS == [("fails",)] * 3
+    assert [e.outcome for e in store.history(ref.id)] == ["failed"] * 3
+    assert _rows(store) == 0
+    assert ds.oneoffs() == [OneOffCounts(f"{HERE}:fails", failed=1)]
+
+
+def test_a_one_off_later_than_its_grace_is_missed_and_leaves(made: Made) -> None:
+    ds, pool, clock, store = made
+    ref = ds.enqueue(note, at=START + 1, grace=5)
+    clock.advance(100)
+    drain(ds, pool)
+    assert CALLS == []
+    assert [e.outcome for e in store.history(ref.id)] == ["missed"]
+    assert _rows(store) == 0
+    assert ds.oneoffs() == [OneOffCounts(f"{HERE}:note", dropped=1)]
+
+
+def test_cancel_by_ref_id_or_key_and_not_while_running(made: Made) -> None:
+    ds, pool, clock, store = made
+    a = ds.enqueue(note, "a", delay=60)
+    b = ds.enqueue(note, "b", delay=60, key="bee")
+    c = ds.enqueue(note, "c", delay=60)
+    assert ds.cancel(a) and ds.cancel("bee") and ds.cancel(c.id)
+    assert not ds.cancel(a)  # gone already
+    assert not ds.cancel("never")
+    assert [e.outcome for e in store.history(b.id)] == ["cancelled"]
+    running = ds.enqueue(note, "r")
+    ds.step()  # claimed, its run in the pool
+    assert not ds.cancel(running)
+    pool.run_all()
+    drain(ds, pool)
+    clock.advance(120)
+    drain(ds, pool)
+    assert CALLS == [("r",)]
+    assert ds.oneoffs() == [OneOffCounts(f"{HERE}:note", done=1, dropped=3)]
+    assert _rows(store) == 0
+
+
+def test_one_offs_are_counted_not_listed(made: Made) -> None:
+    ds, _, clock, store = made
+    ds.declare(JobSpec("report", f"{HERE}:note", Every(60)))
+    ds.enqueue_many([OneOff(note, (i,), delay=30) for i in range(250)])
+    assert [j.id for j in ds.jobs()] == ["report"]
+    page = list_jobs(store, JobQuery(), now=clock.wall())
+    assert [j.id for j in page.jobs] == ["report"] and page.total == 1
+    assert ds.oneoffs() == [OneOffCounts(f"{HERE}:note", pending=250)]
+    assert ds.get(ds.enqueue(note, 1).id) is not None  # one by one, by its id
+
+
+def test_a_batch_is_one_transaction(made: Made) -> None:
+    ds, pool, _, store = made
+    refs = ds.enqueue_many(OneOff(note, (i,)) for i in range(1000))
+    assert len({r.id for r in refs}) == 1000 and all(r.created for r in refs)
+    assert _rows(store) == 1000
+    drain(ds, pool)
+    assert sorted(c[0] for c in CALLS) == list(range(1000))
+    assert _rows(store) == 0
