@@ -207,3 +207,28 @@ def test_a_batch_is_one_transaction(made: Made) -> None:
     drain(ds, pool)
     assert sorted(c[0] for c in CALLS) == list(range(1000))
     assert _rows(store) == 0
+
+
+@pytest.mark.parametrize(
+    ("args", "kwargs", "options"),
+    [
+        ((), {}, {}),
+        ((1, "é", [2.5, None], {"a": True}), {"k": (1, 2)}, {"retries": 3, "timeout": 9}),
+        (("x",), {}, {"pool": "mail", "grace": 5, "missed": "once", "isolation": "process"}),
+    ],
+)
+def test_a_row_is_what_its_jobspec_would_store(
+    args: tuple[Any, ...], kwargs: dict[str, Any], options: dict[str, Any]
+) -> None:
+    from tickwork import At
+    from tickwork.stores.contract import oneoff_rows, spec_to_json
+
+    template = JobSpec("~", f"{HERE}:note", At(0), **options)
+    [row] = oneoff_rows(template, [("~abc", START + 0.25, args, kwargs)])
+    spec = JobSpec("~abc", f"{HERE}:note", At(START + 0.25), args=args, kwargs=kwargs, **options)
+    assert row.spec == spec_to_json(spec)
+    assert (row.id, row.run_at, row.queue) == ("~abc", START + 0.25, f"{HERE}:note")
+    with pytest.raises(JobSpecError, match=r"args\[0\] must be JSON-serialisable"):
+        oneoff_rows(template, [("~abc", START, ({1, 2},), {})])
+    with pytest.raises(JobSpecError, match="a one-off's id starts with '~', got 'abc'"):
+        oneoff_rows(template, [("abc", START, (), {})])

@@ -43,7 +43,7 @@ def test_public_surface_is_pinned() -> None:
         "SlotLedger", "Start", "StartNowFn", "Store", "StoreClock", "after_arg",
         "check_job_id", "check_pool_limit", "check_pool_name", "created_flags",
         "cycle_message", "failure_streak", "find_cycle", "is_oneoff", "list_jobs",
-        "newest_entries", "oneoff_row", "pool_name_problem", "proc_stat", "process_alive",
+        "newest_entries", "oneoff_rows", "pool_name_problem", "proc_stat", "process_alive",
         "resolve_func", "schedule_and_after", "schedule_from_dict", "spec_from_json",
         "spec_to_json",
     ]  # fmt: skip

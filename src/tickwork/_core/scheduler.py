@@ -252,6 +252,8 @@ def name_of(fn: object) -> str:
 #: `misfit` answers for calls without arguments, by callable: reading a signature costs
 #: microseconds, and the same few functions are added again and again. Bounded.
 _NO_ARGS: dict[object, str | None] = {}
+#: Signatures read by `_misfit` (reading one costs more than binding to it). Bounded.
+_SIGNATURES: dict[object, inspect.Signature] = {}
 
 
 def misfit(
@@ -279,9 +281,18 @@ def _misfit(
     fn: Callable[..., object], args: tuple[Any, ...], kwargs: Mapping[str, Any]
 ) -> str | None:
     try:
-        signature = inspect.signature(fn)
-    except (TypeError, ValueError):
-        return None
+        signature = _SIGNATURES[fn]
+    except (KeyError, TypeError):  # not read yet, or an unhashable callable
+        try:
+            signature = inspect.signature(fn)
+        except (TypeError, ValueError):
+            return None
+        try:
+            if len(_SIGNATURES) >= 1024:
+                _SIGNATURES.clear()
+            _SIGNATURES[fn] = signature
+        except TypeError:
+            pass
     try:
         signature.bind(*args, **kwargs)
     except TypeError as exc:

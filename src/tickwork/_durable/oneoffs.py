@@ -28,7 +28,7 @@ from tickwork.stores.contract import (
     OneOffQueue,
     OneOffRow,
     created_flags,
-    oneoff_row,
+    oneoff_rows,
     resolve_func,
 )
 
@@ -49,6 +49,8 @@ RUN_OPTIONS: Final = frozenset(
         "delivery",
     }
 )
+#: A keyed one-off's id is this and its key.
+KEYED: Final = ONEOFF_MARK + "key:"
 _MAX_KEY: Final = 190  # "~key:" and the key: a job id of at most 200 characters
 _PATH: Final = re.compile(r"[\w.]+:[\w.]+")
 
@@ -261,7 +263,7 @@ class Enqueuing:
         elif isinstance(ref, str) and ref.startswith(ONEOFF_MARK):
             job_id = ref
         else:
-            job_id = "~key:" + str(_key(ref))
+            job_id = KEYED + str(_key(ref))
         store = self._store
         if not isinstance(store, OneOffQueue):
             return False
@@ -278,32 +280,39 @@ class Enqueuing:
 
 
 def _rows(items: list[OneOff], now: float, *, awaits: bool) -> list[OneOffRow]:
-    """The items as rows, each checked as a `JobSpec` (plus its function and arguments)."""
-    fns: dict[str, Callable[..., object]] = {}
-    rows = []
+    """The items as rows, checked as `JobSpec` values (and their calls by signature).
+
+    Items that share a function and options share one template spec: the options are
+    checked once, each item's arguments on their own (`oneoff_rows`).
+    """
+    groups: dict[tuple[str, str], list[int]] = {}
     for i, item in enumerate(items):
-        path = str(item.func)
-        fn = fns.get(path)
-        if fn is None:
-            fn = fns[path] = resolve_func(path)  # JobSpecError naming the path and why
-            if not awaits and _is_coroutine_function(fn):
-                raise TypeError(
-                    f"func must be a plain function, not a coroutine function (async def),"
-                    f" on DurableScheduler; use AsyncDurableScheduler, got {path!r}"
-                )
-        job_id = ONEOFF_MARK + secrets.token_hex(10) if item.key is None else "~key:" + item.key
-        run_at = item.due(now)
-        spec = JobSpec(
-            job_id, path, At(run_at), args=tuple(item.args), kwargs=item.kwargs, **item.options
-        )
-        why = misfit(fn, spec.args, spec.kwargs)
-        if why is not None:
-            raise JobSpecError(
-                f"items[{i}]: func {path!r} cannot be called with args={list(spec.args)!r}"
-                f" and kwargs={dict(spec.kwargs)!r}: {why}"
+        options = repr(sorted(item.options.items()))
+        groups.setdefault((str(item.func), options), []).append(i)
+    rows: list[OneOffRow | None] = [None] * len(items)
+    for (path, _), members in groups.items():
+        fn = resolve_func(path)  # JobSpecError naming the path and why
+        if not awaits and _is_coroutine_function(fn):
+            raise TypeError(
+                "func must be a plain function, not a coroutine function (async def),"
+                f" on DurableScheduler; use AsyncDurableScheduler, got {path!r}"
             )
-        rows.append(oneoff_row(spec, run_at))
-    return rows
+        first = items[members[0]]
+        template = JobSpec(ONEOFF_MARK, path, At(now), **first.options)
+        runs = []
+        for i in members:
+            item = items[i]
+            why = misfit(fn, tuple(item.args), item.kwargs)
+            if why is not None:
+                raise JobSpecError(
+                    f"items[{i}]: func {path!r} cannot be called with args={list(item.args)!r}"
+                    f" and kwargs={dict(item.kwargs)!r}: {why}"
+                )
+            job_id = ONEOFF_MARK + secrets.token_hex(10) if item.key is None else KEYED + item.key
+            runs.append((job_id, item.due(now), item.args, item.kwargs))
+        for i, row in zip(members, oneoff_rows(template, runs), strict=True):
+            rows[i] = row
+    return [r for r in rows if r is not None]
 
 
 def _execute_in(connection: object, query: str, params: list[Any]) -> list[Any]:

@@ -316,6 +316,20 @@ def _json_copy(value: object, where: str, depth: int = 0) -> Any:
     )
 
 
+def call_arguments(args: object, kwargs: object) -> tuple[tuple[Any, ...], dict[str, Any]]:
+    """A job's ``args`` and ``kwargs`` checked and copied as JSON values (`JobSpec`'s)."""
+    if not isinstance(args, list | tuple):
+        raise JobSpecError(f"args must be a list or tuple, got {args!r}")
+    if not isinstance(kwargs, Mapping):
+        raise JobSpecError(f"kwargs must be a dict, got {kwargs!r}")
+    copied: dict[str, Any] = {}
+    for k, v in kwargs.items():
+        if not isinstance(k, str) or not k.isidentifier():
+            raise JobSpecError(f"kwargs keys must be identifiers, got {k!r}")
+        copied[k] = _json_copy(v, f"kwargs[{k!r}]")
+    return tuple(_json_copy(a, f"args[{i}]") for i, a in enumerate(args)), copied
+
+
 #: Import paths already found well-formed (many jobs share a few functions; a spec is
 #: checked again each time a store reads it). Bounded: cleared when full.
 _GOOD_PATHS: Final[set[str]] = set()
@@ -494,16 +508,7 @@ class JobSpec:
         # H fields and a stable jitter hash the job's id unless the schedule has a seed.
         if self.schedule is not None:
             object.__setattr__(self, "schedule", self.schedule._seeded(self.id))
-        if not isinstance(self.args, list | tuple):
-            raise JobSpecError(f"args must be a list or tuple, got {self.args!r}")
-        args = tuple(_json_copy(a, f"args[{i}]") for i, a in enumerate(self.args))
-        if not isinstance(self.kwargs, Mapping):
-            raise JobSpecError(f"kwargs must be a dict, got {self.kwargs!r}")
-        kwargs: dict[str, Any] = {}
-        for k, v in self.kwargs.items():
-            if not isinstance(k, str) or not k.isidentifier():
-                raise JobSpecError(f"kwargs keys must be identifiers, got {k!r}")
-            kwargs[k] = _json_copy(v, f"kwargs[{k!r}]")
+        args, kwargs = call_arguments(self.args, self.kwargs)
         if (problem := overlap_problem(self.overlap)) is not None:
             raise JobSpecError(problem)
         _choice("missed", self.missed, MISSED_POLICIES)

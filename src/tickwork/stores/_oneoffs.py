@@ -20,12 +20,16 @@ pools, leases, recovery and the ledger are the ones every job has), with three m
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+import json
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from typing import Any, Final, Protocol, runtime_checkable
 
+from tickwork._core.schedules import At
+
+from ._errors import JobSpecError
 from ._ledger import LedgerQueries
-from ._model import JobSpec, Outcome, check_job_id, schedule_json, spec_to_json
+from ._model import JobSpec, Outcome, call_arguments, check_job_id
 from ._sqlbase import SQLHost
 from ._streak import FAILED_OUTCOMES
 
@@ -39,7 +43,7 @@ __all__ = [
     "OneOffRow",
     "created_flags",
     "is_oneoff",
-    "oneoff_row",
+    "oneoff_rows",
 ]
 
 #: The first character of every one-off's id (and of no declared job's).
@@ -55,11 +59,11 @@ ONEOFF_TOTALS: Final = (
 #: The columns an enqueue writes, in the order of `OneOffRow.values`.
 ONEOFF_COLUMNS: Final = "id, spec, schedule, overlap, paused, next_run, first_slot, queue"
 
-# The row of a one-off whose slot has ended (no next run, no claim left) goes; the
-# queue it names is returned so that its totals can count the end.
+# The rows of one-offs whose slots have ended (no next run, no claim left) go; the
+# queues they name are returned so that their totals count the ends.
 _GONE: Final = (
-    "DELETE FROM {jobs} WHERE id = ? AND queue IS NOT NULL AND next_run IS NULL"
-    " AND NOT EXISTS (SELECT 1 FROM {claims} c WHERE c.job_id = {jobs}.id) RETURNING queue"
+    "DELETE FROM {jobs} WHERE id {any} AND queue IS NOT NULL AND next_run IS NULL"
+    " AND NOT EXISTS (SELECT 1 FROM {claims} c WHERE c.job_id = {jobs}.id) RETURNING id, queue"
 )
 # A pending one-off is cancelled: its row goes unless a run of it is held by a node.
 _CANCEL: Final = (
@@ -112,11 +116,51 @@ def created_flags(rows: Sequence[OneOffRow], created: set[str]) -> list[bool]:
     return flags
 
 
-def oneoff_row(spec: JobSpec, run_at: float) -> OneOffRow:
-    """The row of the one-off ``spec`` (its id a one-off's, its schedule ``At(run_at)``)."""
-    if not is_oneoff(spec.id):
-        raise ValueError(f"a one-off's id starts with {ONEOFF_MARK!r}, got {spec.id!r}")
-    return OneOffRow(spec.id, spec_to_json(spec), schedule_json(spec), run_at, spec.func)
+_ENCODE: Final = json.JSONEncoder(
+    sort_keys=True, separators=(",", ":"), ensure_ascii=False, allow_nan=False
+).encode
+
+
+def oneoff_rows(
+    template: JobSpec, runs: Iterable[tuple[str, float, object, object]]
+) -> list[OneOffRow]:
+    """The rows of one-offs that share ``template``'s function and options.
+
+    ``runs``: ``(id, due time, args, kwargs)`` each. Every row is the one `JobSpec`
+    would store for ``replace(template, id=id, schedule=At(due), args=args,
+    kwargs=kwargs)``, its arguments checked by the same rules (`call_arguments`), without
+    building a spec per run (``tests/test_oneoffs.py`` holds the two the same).
+
+    Raises:
+        JobSpecError: An id that is not a one-off's, or arguments that are not JSON.
+
+    """
+    # The template's stored text, cut where each run's own values go (the keys are
+    # sorted, so the cuts are in a fixed order): one small encode per value, not a
+    # whole spec's per run.
+    form = template.to_dict()
+    holes = {"args": "\x00a", "id": "\x00i", "kwargs": "\x00k", "schedule": "\x00s"}
+    form.update(holes)
+    text = _ENCODE(form)
+    order = sorted(holes, key=lambda k: text.index(_ENCODE(holes[k])))
+    pieces = text
+    for k in order:
+        pieces = pieces.replace(_ENCODE(holes[k]), "\x00")
+    cut = pieces.split("\x00")
+    rows = []
+    for job_id, due, args, kwargs in runs:
+        if not is_oneoff(job_id) or job_id != check_job_id(job_id):
+            raise JobSpecError(f"a one-off's id starts with {ONEOFF_MARK!r}, got {job_id!r}")
+        plan = At(due).to_dict()
+        pos, named = call_arguments(args, kwargs)
+        schedule = _ENCODE(plan)
+        own = {"args": _ENCODE(list(pos)), "id": _ENCODE(job_id), "kwargs": _ENCODE(named)}
+        own["schedule"] = schedule
+        parts = [cut[0]]
+        for n, key in enumerate(order, 1):
+            parts += [own[key], cut[n]]
+        rows.append(OneOffRow(job_id, "".join(parts), schedule, plan["at"], template.func))
+    return rows
 
 
 @dataclass(frozen=True, slots=True)
@@ -237,16 +281,14 @@ class OneOffMixin:
         Called in the transaction that ends their slots; ids that are not one-offs'
         (or whose row must stay: a claim left, a next run) are passed over.
         """
-        gone = self._q(_GONE)
+        outcomes = {job_id: outcome for job_id, outcome in ended if is_oneoff(job_id)}
+        if not outcomes:
+            return
         totals: dict[str, list[int]] = {}
-        for job_id, outcome in ended:
-            if not is_oneoff(job_id):
-                continue
-            row = cur.execute(gone, (job_id,)).fetchone()
-            if row is not None:
-                add = totals.setdefault(row[0], [0, 0, 0])
-                for i, n in enumerate(_totals(outcome)):
-                    add[i] += n
+        for job_id, queue in cur.execute(*self._q_list(_GONE, list(outcomes))).fetchall():
+            add = totals.setdefault(queue, [0, 0, 0])
+            for i, n in enumerate(_totals(outcomes[job_id])):
+                add[i] += n
         if totals:
             cur.executemany(self._q(_TOTALS), [(q, *n) for q, n in sorted(totals.items())])
 

@@ -24,7 +24,7 @@ a store beyond a user's part, so no layer above imports a store's private module
   share with `JobSpec`: ids (`check_job_id`), pools (`MAX_RUNNING`, `check_pool_limit`,
   `check_pool_name`, `pool_name_problem`) and ``after`` edges (`Edges`, `after_arg`,
   `find_cycle`, `cycle_message`, `schedule_and_after`);
-- one-offs, the delayed jobs apps enqueue (`OneOffQueue`, `OneOffRow`, `oneoff_row`,
+- one-offs, the delayed jobs apps enqueue (`OneOffQueue`, `OneOffRow`, `oneoff_rows`,
   `OneOffCounts`, `ONEOFF_MARK`, `is_oneoff`).
 """
 
@@ -71,7 +71,7 @@ from tickwork.stores._oneoffs import OneOffQueue as OneOffQueue
 from tickwork.stores._oneoffs import OneOffRow as OneOffRow
 from tickwork.stores._oneoffs import created_flags as created_flags
 from tickwork.stores._oneoffs import is_oneoff as is_oneoff
-from tickwork.stores._oneoffs import oneoff_row as oneoff_row
+from tickwork.stores._oneoffs import oneoff_rows as oneoff_rows
 from tickwork.stores._pools import MAX_RUNNING as MAX_RUNNING
 from tickwork.stores._pools import check_pool_limit as check_pool_limit
 from tickwork.stores._pools import check_pool_name as check_pool_name
@@ -151,7 +151,7 @@ __all__ = [
     "is_oneoff",
     "list_jobs",
     "newest_entries",
-    "oneoff_row",
+    "oneoff_rows",
     "pool_name_problem",
     "proc_stat",
     "process_alive",
