@@ -232,3 +232,25 @@ def test_a_row_is_what_its_jobspec_would_store(
         oneoff_rows(template, [("~abc", START, ({1, 2},), {})])
     with pytest.raises(JobSpecError, match="a one-off's id starts with '~', got 'abc'"):
         oneoff_rows(template, [("abc", START, (), {})])
+
+
+def test_a_batch_of_finishes_deletes_the_one_offs_and_counts_them(made: Made) -> None:
+    # Six finishes in one `record`: on PostgreSQL the set-based batch (stores/_pgbatch.py),
+    # on SQLite item by item; either way the rows go and the totals count each end.
+    from tickwork.stores.contract import Finish, Start
+
+    ds, _, clock, store = made
+    refs = ds.enqueue_many([OneOff(note, (i,)) for i in range(6)])
+    claims = store.claim_due(
+        clock.wall(), owner="me", lease_seconds=30, limit=10, advance=lambda s, now: None
+    )
+    assert sorted(c.job_id for c in claims) == sorted(r.id for r in refs)
+    outcomes = ["ok", "ok", "ok", "failed", "timeout", "ok"]
+    started, ended = store.record(
+        [Start(c, clock.wall()) for c in claims],
+        [Finish(c, o, clock.wall() + 1) for c, o in zip(claims, outcomes, strict=True)],
+    )
+    assert all(started) and all(ended)
+    assert _rows(store) == 0
+    assert ds.oneoffs() == [OneOffCounts(f"{HERE}:note", done=4, failed=2)]
+    assert sorted(e.outcome for r in refs for e in store.history(r.id)) == sorted(outcomes)

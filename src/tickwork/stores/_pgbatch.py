@@ -12,7 +12,8 @@ than the row work, `record_set` does the common batch set-based instead:
    whether it has downstream jobs (chains);
 3. one statement of data-modifying ``WITH`` parts: delete the claims still held (token
    and owner), write a ledger entry for each of them and set its job's last run, and
-   notify the channel for the jobs freed. The parts see one snapshot and each runs to
+   notify the channel for the jobs freed; a one-off's row is deleted instead and its
+   end counted in its function's totals. The parts see one snapshot and each runs to
    completion, all inside the batch's transaction.
 
 Only a plain batch of at least `SET_BASED_FROM` finishes goes this way: finishes
@@ -35,7 +36,7 @@ import psycopg
 
 from ._chains import ChainQueries
 from ._ledger import LedgerQueries
-from ._model import KEEP, Finish, Outcome, Start
+from ._model import KEEP, Finish, Start
 from ._wakeup import WakeupQueries
 
 __all__ = ["SET_BASED_FROM", "BatchHost", "record_set"]
@@ -54,10 +55,6 @@ class BatchHost(Protocol):
     _ledger: LedgerQueries[Cursor]
     _chains: ChainQueries[Cursor]
     _wakeups: WakeupQueries[Cursor]
-
-    def _oneoffs_ended(self, cur: Cursor, ended: Sequence[tuple[str, Outcome]]) -> None:
-        """Delete the rows of the one-offs among ``ended`` and count their ends."""
-        ...
 
     @property
     def channel(self) -> str:
@@ -90,8 +87,22 @@ _FINISHED: Final = (
     " AND c.owner = v.owner RETURNING c.token, c.started),"
     " u AS (UPDATE tickwork_jobs j SET last_scheduled = v.scheduled, last_started = d.started,"
     " last_ended = v.ended, last_outcome = v.outcome, last_error = v.error, last_token = v.token"
-    " FROM v JOIN d USING (token) WHERE j.id = v.job_id RETURNING j.id),"
-    " n AS (SELECT pg_notify(%s, v.job_id) FROM v JOIN d USING (token) WHERE v.wake)"
+    " FROM v JOIN d USING (token) WHERE j.id = v.job_id AND j.queue IS NULL RETURNING j.id),"
+    " n AS (SELECT pg_notify(%s, v.job_id) FROM v JOIN d USING (token) WHERE v.wake),"
+    # One-offs (stores/_oneoffs.py): the row of one whose slot ended goes instead of
+    # being updated, and the end is added to its function's totals.
+    " x AS (DELETE FROM tickwork_jobs j USING v JOIN d USING (token) WHERE j.id = v.job_id"
+    " AND j.queue IS NOT NULL AND j.next_run IS NULL AND NOT EXISTS (SELECT 1 FROM"
+    " tickwork_claims o WHERE o.job_id = j.id AND o.token <> v.token)"
+    " RETURNING j.queue, v.outcome),"
+    " t AS (INSERT INTO tickwork_queues (queue, done, failed, dropped) SELECT queue,"
+    " count(*) FILTER (WHERE outcome = 'ok'),"
+    " count(*) FILTER (WHERE outcome IN ('failed', 'timeout', 'abandoned')),"
+    " count(*) FILTER (WHERE outcome NOT IN ('ok', 'failed', 'timeout', 'abandoned'))"
+    " FROM x GROUP BY queue ON CONFLICT (queue) DO UPDATE SET"
+    " done = tickwork_queues.done + excluded.done,"
+    " failed = tickwork_queues.failed + excluded.failed,"
+    " dropped = tickwork_queues.dropped + excluded.dropped RETURNING 1)"
 )
 _LEDGER: Final = (
     ", l AS (INSERT INTO tickwork_ledger (job_id, scheduled, outcome, slots, origin, claimed,"
@@ -101,7 +112,8 @@ _LEDGER: Final = (
 )
 # Every part is referenced, so each runs; the counts come once (uncorrelated).
 _RELEASED: Final = (
-    " SELECT d.token, (SELECT count(*) FROM u), (SELECT count(*) FROM n){ledger} FROM d"
+    " SELECT d.token, (SELECT count(*) FROM u), (SELECT count(*) FROM n),"
+    " (SELECT count(*) FROM t){ledger} FROM d"
 )
 #: The finish statement with a ledger entry per finish, and without (``history_keep=0``).
 _FINISH_WITH_LEDGER: Final = (
@@ -171,5 +183,4 @@ def record_set(
             store._chains.ended(cur, f.claim, f.outcome, f.ended)  # chains: in this tx
     if ledger:
         store._ledger.note_written([(f.claim.job_id,) for f in freed])
-    store._oneoffs_ended(cur, [(f.claim.job_id, f.outcome) for f in freed])  # their rows go
     return started, ended
