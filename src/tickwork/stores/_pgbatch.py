@@ -91,10 +91,12 @@ _FINISHED: Final = (
     " n AS (SELECT pg_notify(%s, v.job_id) FROM v JOIN d USING (token) WHERE v.wake),"
     # One-offs (stores/_oneoffs.py): the row of one whose slot ended goes instead of
     # being updated, and the end is added to its function's totals.
-    " x AS (DELETE FROM tickwork_jobs j USING v JOIN d USING (token) WHERE j.id = v.job_id"
-    " AND j.queue IS NOT NULL AND j.next_run IS NULL AND NOT EXISTS (SELECT 1 FROM"
-    " tickwork_claims o WHERE o.job_id = j.id AND o.token <> v.token)"
-    " RETURNING j.queue, v.outcome),"
+    # By key, as every statement here (never a scan of the jobs table).
+    " x AS (DELETE FROM tickwork_jobs j WHERE j.id = ANY(ARRAY(SELECT v.job_id FROM v"
+    " JOIN d USING (token))) AND j.queue IS NOT NULL AND j.next_run IS NULL AND NOT EXISTS"
+    " (SELECT 1 FROM tickwork_claims o WHERE o.job_id = j.id AND o.token NOT IN"
+    " (SELECT token FROM d)) RETURNING j.queue, (SELECT v.outcome FROM v WHERE"
+    " v.job_id = j.id) AS outcome),"
     " t AS (INSERT INTO tickwork_queues (queue, done, failed, dropped) SELECT queue,"
     " count(*) FILTER (WHERE outcome = 'ok'),"
     " count(*) FILTER (WHERE outcome IN ('failed', 'timeout', 'abandoned')),"
