@@ -39,7 +39,7 @@ from tickwork._daemon.actions import (
     trigger,
     waiting_why,
 )
-from tickwork._daemon.httpauth import COOKIE, SESSION_LIFE, Throttled, Tokens, cross_site
+from tickwork._daemon.httpauth import COOKIE, SESSION_LIFE, Signer, Throttled, Tokens, cross_site
 from tickwork._daemon.job_page import Viewer, controls, job_page, login_page, message_page
 from tickwork._daemon.joblist import (
     history_item,
@@ -103,6 +103,12 @@ class Request:
     body: bytes = b""
     client: str | None = None
     """The client's address, for `tickwork._daemon.httpauth.Tokens`' throttle."""
+    root: str = ""
+    """The path the pages are served under (``""``: the server's root); ``path`` is
+    what follows it. Every link, form and redirect begins with it."""
+    user: str | None = None
+    """Who the application's own login says asks (`tickwork._daemon.webapp.WebApp`'s
+    ``user`` hook), or ``None``."""
 
     def cookies(self) -> dict[str, str]:
         """The request's cookies by name."""
@@ -175,33 +181,48 @@ def _note(fields: Mapping[str, Any]) -> str | None:
 
 
 class Api:
-    """The pages, the JSON API and the actions of one daemon's jobs.
+    """The pages, the JSON API and the actions of the jobs of one store.
 
     Args:
-        scheduler: The daemon's `tickwork.DurableScheduler` (jobs, ledger, actions).
-        store: Its store, which carries the actions out.
-        namespace: The daemon's namespace: its jobs are ``namespace/name``.
-        title: What the pages are about (the jobs file).
-        tokens: Who may act (and, when set, read); ``None``: reading is open, acting off.
-        status_page: Renders the status page for a viewer (see `controls`).
+        store: The store the jobs live in: it is read, and it carries the actions out;
+            or a function that returns it, asked at each request (an app that opens
+            its store after the app is made, in a lifespan or a worker's start).
+        namespace: A daemon's namespace: its jobs are ``namespace/name``, shown by name;
+            ``None``: every job of the store, by its id.
+        title: What the pages are about (the jobs file, the application).
+        tokens: Who may act (and, when set, read); ``None`` and no ``users``: reading
+            is open, acting off.
+        users: Whether the application's own login may say who asks (`Request.user`):
+            then a page's reader is who it says, and acts through the pages' forms.
 
     """
 
     def __init__(
         self,
-        scheduler: Any,
         store: Any,
-        namespace: str,
+        namespace: str | None,
         title: str,
         tokens: Tokens | None,
-        status_page: Callable[[Callable[[Any], str], str, JobQuery], str],
+        *,
+        users: bool = False,
     ) -> None:
-        self._scheduler = scheduler
-        self._store = store
+        self._source = store
         self._namespace = namespace
+        self._prefix = "" if namespace is None else namespace + "/"
         self._title = title
         self._tokens = tokens
-        self._status_page = status_page
+        self._users = users
+        self._signer = Signer()
+
+    @property
+    def _store(self) -> Any:
+        from tickwork.stores import Store
+
+        source = self._source
+        store = source if isinstance(source, Store) or not callable(source) else source()
+        if store is None:
+            raise StoreError("the jobs' store is not open (yet) in this process")
+        return store
 
     # -- who asks --------------------------------------------------------------------
 
@@ -211,8 +232,10 @@ class Api:
         And whether a page's ``?token=`` said so (then a read-only session is started,
         so that the page's links work).
         """
+        if request.user is not None:
+            return request.user, False
         if self._tokens is None:
-            return "", False
+            return (None if self._users else ""), False
         who = self._tokens.bearer(request.headers.get("Authorization"), request.client)
         if who is not None or not request.html():
             return who, False
@@ -224,27 +247,37 @@ class Api:
 
     def _writer(self, request: Request, fields: Mapping[str, Any]) -> str:
         """Who acts (the token's name), or `BadRequest` (401, 403)."""
-        if self._tokens is None:
+        if self._tokens is None and not self._users:
             raise BadRequest(
                 403,
                 "control over HTTP is off: start `tickwork run` with --http-token NAME=SECRET"
-                " or --http-token-file FILE",
+                " or --http-token-file FILE (a mounted app: tokens= or user=)",
             )
         why = cross_site(request.headers)
         if why is not None:
             raise BadRequest(403, why)
-        if not request.html():
-            who = self._tokens.bearer(request.headers.get("Authorization"), request.client)
+        if not request.html():  # never a cookie or the app's login: no forged form acts
+            tokens = self._tokens
+            who = None
+            if tokens is not None:
+                who = tokens.bearer(request.headers.get("Authorization"), request.client)
             if who is None:
                 raise _unauthorized("a bearer token is needed: Authorization: Bearer SECRET")
             return who
-        who = self._tokens.from_cookie(request.cookies())
+        who = self._page_user(request)
         if who is None:
-            raise _unauthorized("log in first (/login)")
+            where = "log in first (" + request.root + "/login)"
+            raise _unauthorized(where if self._tokens is not None else "log in to the app first")
         form = fields.get("csrf")
-        if not isinstance(form, str) or not self._tokens.form_token_ok(form, who):
+        if not isinstance(form, str) or not self._signer.form_token_ok(form, who):
             raise BadRequest(403, "the page's form token is missing or stale: reload the page")
         return who
+
+    def _page_user(self, request: Request) -> str | None:
+        """Who may act from a page: the app's login, else a token's session; or ``None``."""
+        if request.user is not None:
+            return request.user
+        return None if self._tokens is None else self._tokens.from_cookie(request.cookies())
 
     # -- dispatch ----------------------------------------------------------------------
 
@@ -262,7 +295,7 @@ class Api:
 
     def _refused(self, request: Request, exc: BadRequest) -> Response:
         if request.html():
-            page = message_page(self._title, exc.status, str(exc))
+            page = message_page(self._title, exc.status, str(exc), root=request.root)
             return Response(exc.status, page.encode(), _HTML, exc.headers)
         return _json(exc.status, {"error": str(exc)}, exc.headers)
 
@@ -290,7 +323,7 @@ class Api:
         who, by_link = self.reader(request)
         if who is None:
             if request.html():
-                page = login_page(self._title, status=401)
+                page = login_page(self._title, status=401, root=request.root, app=self._app_only)
                 return Response(401, page.encode(), _HTML, _challenge())
             raise _unauthorized("a bearer token is needed: Authorization: Bearer SECRET")
         answer = self._get(request, route, api)
@@ -306,7 +339,7 @@ class Api:
         if not route or route[0] != "jobs" or len(route) > 3:
             raise BadRequest(404, f"not found: {request.path}")
         if len(route) == 1 and api:
-            return _json(200, self._jobs(request.query))
+            return _json(200, self._jobs(request.query, request.root))
         name = route[1] if len(route) > 1 else ""
         job_id = self._job_id(name)
         if not api and len(route) == 2:
@@ -321,8 +354,13 @@ class Api:
 
     # -- reading -----------------------------------------------------------------------
 
+    @property
+    def _app_only(self) -> bool:
+        """Whether only the application's own login says who asks (no tokens)."""
+        return self._users and self._tokens is None
+
     def _job_id(self, name: str) -> str:
-        job_id = f"{self._namespace}/{name}"
+        job_id = self._prefix + name
         if not name or self._store.get(job_id) is None:
             raise BadRequest(
                 404, named(JobNotFoundError(f"no job with id {job_id!r}"), job_id, name)
@@ -337,7 +375,7 @@ class Api:
         rows = [state_row(s, now, host, live, summaries[s.id]) for s in states]
         return [{k: v for k, v in row.items() if not k.startswith("_")} for row in rows], listed
 
-    def _jobs(self, query: Mapping[str, list[str]]) -> dict[str, Any]:
+    def _jobs(self, query: Mapping[str, list[str]], root: str) -> dict[str, Any]:
         """``/api/jobs``: a page of the jobs, the counts, and the link to the next page."""
         asked = _listing(query, api=True)
         rows, listed = self._rows(asked)
@@ -345,7 +383,7 @@ class Api:
         after = None
         if end < listed.total:
             fields = {"q": asked.search, "state": asked.state, "limit": asked.limit, "offset": end}
-            after = "/api/jobs?" + urlencode({k: v for k, v in fields.items() if v})
+            after = f"{root}/api/jobs?" + urlencode({k: v for k, v in fields.items() if v})
         return {
             "jobs": rows,
             "total": listed.total,
@@ -360,7 +398,7 @@ class Api:
         for row in rows:
             if row["id"] == job_id:
                 return row
-        raise BadRequest(404, f"no job with id {job_id.partition('/')[2]!r}")
+        raise BadRequest(404, f"no job with id {job_id.removeprefix(self._prefix)!r}")
 
     def _history(self, job_id: str | None, query: Mapping[str, list[str]]) -> list[dict[str, Any]]:
         limit_text = query.get("limit", ["50"])[0]
@@ -374,7 +412,7 @@ class Api:
         if "since" in query:
             since = _time_field({"since": query["since"][0]}, "since", parse_since)
         store = self._store
-        namespace = self._namespace if job_id is None else None
+        namespace = self._namespace if job_id is None else None  # None: every job
         entries = []
         if isinstance(store, SlotLedger):
             entries = newest_due(
@@ -383,7 +421,7 @@ class Api:
         acts = []
         if outcome is None and isinstance(store, RuntimeControl):
             acts = store.actions(job_id, since=since, limit=limit)
-            acts = [a for a in acts if a.job_id.startswith(self._namespace + "/")]
+            acts = [a for a in acts if a.job_id.startswith(self._prefix)]
         return [history_item(i) for i in merged_history(entries, acts, limit)]
 
     def _waiting(self, name: str, job_id: str) -> dict[str, Any]:
@@ -396,25 +434,35 @@ class Api:
         return {"job": name, "waiting": runs}
 
     def _render_status(self, request: Request) -> str:
+        from tickwork._daemon.status_page import page
+
         viewer = self._viewer(request)
-        listing = _listing(request.query, api=False)
-        return self._status_page(lambda view: controls(view, viewer), viewer.banner(), listing)
+        return page(
+            self._store,
+            self._namespace,
+            self._title,
+            controls=lambda view: controls(view, viewer),
+            banner=viewer.banner(),
+            listing=_listing(request.query, api=False),
+        )
 
     def _render_job(self, request: Request, name: str, job_id: str) -> str:
         said = request.query.get("said", [""])[0]
         mac = request.query.get("sig", [""])[0]
-        if self._tokens is None or not self._tokens.signed(said, mac):
+        if not self._signer.signed(said, mac):
             said = ""  # only what an action of this process said, not a link's text
         viewer, span = self._viewer(request), request.query.get("span", ["day"])[0]
-        return job_page(self._scheduler, self._store, self._title, name, job_id, viewer, said, span)
+        return job_page(self._store, self._title, name, job_id, viewer, said, span)
 
     def _viewer(self, request: Request) -> Viewer:
         """Who looks at a page, and the form token its forms carry."""
-        if self._tokens is None:
-            return Viewer(None, None, control=False)
-        who = self._tokens.from_cookie(request.cookies())
-        token = None if who is None else self._tokens.form_token(who)
-        return Viewer(who, token, control=True)
+        root = request.root
+        if self._tokens is None and not self._users:
+            return Viewer(None, None, control=False, root=root)
+        who = self._page_user(request)
+        token = None if who is None else self._signer.form_token(who)
+        app = request.user is not None or self._app_only
+        return Viewer(who, token, control=True, root=root, app_login=app)
 
     # -- acting ------------------------------------------------------------------------
 
@@ -437,10 +485,10 @@ class Api:
                 {"job": name, "action": action, "by": who, "message": "\n".join(done.lines)}
                 | done.result,
             )
-        back = f"/jobs/{quote(name)}" if fields.get("back") != "/" else "/"
+        root = request.root
+        back = f"{root}/jobs/{quote(name)}" if fields.get("back") != "/" else f"{root}/"
         said = "; ".join(done.lines)
-        assert self._tokens is not None  # `_writer` said so
-        query = urlencode({"said": said, "sig": self._tokens.sign(said)})
+        query = urlencode({"said": said, "sig": self._signer.sign(said)})
         return Response(303, b"", _HTML, {"Location": f"{back}?{query}"})
 
     def _act(
@@ -516,8 +564,10 @@ class Api:
     # -- logging in --------------------------------------------------------------------
 
     def _login(self, request: Request, which: str) -> Response:
+        root = request.root
         if request.method in ("GET", "HEAD"):
-            return Response(200, login_page(self._title).encode(), _HTML)
+            page = login_page(self._title, root=root, app=self._app_only)
+            return Response(200, page.encode(), _HTML)
         why = cross_site(request.headers)
         if why is not None:
             raise BadRequest(403, why)
@@ -525,7 +575,7 @@ class Api:
             if self._tokens is not None:
                 self._tokens.logout(request.cookies())
             gone = _cookie(request, "", 0)
-            return Response(303, b"", _HTML, {"Location": "/login", "Set-Cookie": gone})
+            return Response(303, b"", _HTML, {"Location": f"{root}/login", "Set-Cookie": gone})
         fields = _fields(request)
         given = fields.get("token")
         who = (
@@ -534,10 +584,11 @@ class Api:
             else self._tokens.by_secret(given.strip(), request.client)
         )
         if self._tokens is None or who is None:
-            page = login_page(self._title, status=401, wrong=self._tokens is not None)
+            wrong = self._tokens is not None
+            page = login_page(self._title, status=401, wrong=wrong, root=root, app=self._app_only)
             return Response(401, page.encode(), _HTML)
         cookie = _cookie(request, self._tokens.login(who))
-        return Response(303, b"", _HTML, {"Location": "/", "Set-Cookie": cookie})
+        return Response(303, b"", _HTML, {"Location": f"{root}/", "Set-Cookie": cookie})
 
 
 def _cookie(request: Request, value: str, life: int = SESSION_LIFE) -> str:
@@ -548,7 +599,8 @@ def _cookie(request: Request, value: str, life: int = SESSION_LIFE) -> str:
     """
     proto = request.headers.get("X-Forwarded-Proto", "").split(",")[0].strip().lower()
     secure = "; Secure" if proto == "https" else ""
-    return f"{COOKIE}={value}; Path=/; Max-Age={life}; HttpOnly; SameSite=Strict{secure}"
+    path = request.root or "/"  # the session is the pages', not the rest of an app's
+    return f"{COOKIE}={value}; Path={path}; Max-Age={life}; HttpOnly; SameSite=Strict{secure}"
 
 
 def _challenge() -> dict[str, str]:
