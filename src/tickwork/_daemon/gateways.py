@@ -166,10 +166,11 @@ def django_view(app: WebApp, user: UserHook | None = None) -> Callable[..., Any]
     def view(request: Any, rest: str = "") -> Any:
         from django.http import HttpResponse  # type: ignore[import-untyped]
 
-        request.get_host()  # raises DisallowedHost (400) unless ALLOWED_HOSTS has it
+        host = request.get_host()  # raises DisallowedHost (400) unless ALLOWED_HOSTS has it
         full = request.path
         root = full[: len(full) - len(rest)].rstrip("/") if rest else full.rstrip("/")
         headers = {name: request.headers[name] for name in HEADERS if name in request.headers}
+        headers["Host"] = host  # as Django sees it (SERVER_NAME without a Host header)
         query = {k: request.GET.getlist(k) for k in request.GET}
         body = request.body[: MAX_BODY + 1] if request.method == "POST" else b""
         asked = Request(
@@ -185,7 +186,10 @@ def django_view(app: WebApp, user: UserHook | None = None) -> Callable[..., Any]
         answer = app.handle(asked)
         response = HttpResponse(answer.body, status=answer.status, content_type=answer.content_type)
         for k, v in answer.headers.items():
-            response[k] = v
+            if k == "Set-Cookie":  # where Django (and its test client) keeps cookies
+                response.cookies.load(v)
+            else:
+                response[k] = v
         return response
 
     view.csrf_exempt = True  # type: ignore[attr-defined]
