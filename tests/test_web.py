@@ -266,34 +266,16 @@ def test_mounted_in_flask_by_dispatcher_or_inside_a_view_with_its_session(
     assert store.actions("tick", limit=1)[0].actor == "cleo"
 
 
-# -- Django: its settings, once per process ----------------------------------------------
-
-urlpatterns: list[Any] = []
-
-
 def test_mounted_in_django_behind_its_hosts_check_and_without_its_csrf_check(
     store: SQLiteStore,
 ) -> None:
-    import django
-    from django.conf import settings
+    from django.urls import include, path
 
-    if not settings.configured:
-        settings.configure(
-            ALLOWED_HOSTS=["testserver"],
-            ROOT_URLCONF=__name__,
-            MIDDLEWARE=["django.middleware.csrf.CsrfViewMiddleware"],
-            SECRET_KEY="test-only",
-            DATABASES={},
-            INSTALLED_APPS=[],
-        )
-        django.setup()
+    from tests.django_mount import configure
+
+    configure(path("ops/tickwork/", include(web.django_urls(store, tokens={"ana": SECRET}))))
     from django.test import Client
-    from django.urls import clear_url_caches, include, path
 
-    urlpatterns[:] = [
-        path("ops/tickwork/", include(web.django_urls(store, tokens={"ana": SECRET})))
-    ]
-    clear_url_caches()
     client = Client(enforce_csrf_checks=True)
     form = "application/x-www-form-urlencoded"  # as a browser posts the pages' forms
     answer = client.post(ROOT + "/login", urlencode({"token": SECRET}), form)  # no Django CSRF

@@ -1133,10 +1133,10 @@ def _open_and_serve(
     try:
         if server is not None:
             extra = "" if server.metrics else " (needs prometheus_client: tickwork[metrics])"
+            url = server.url + config.http_prefix
             _log.info(
                 "%s",
-                f"status page at {server.url}/, metrics at {server.url}/metrics{extra},"
-                f" health at {server.url}/healthz",
+                f"status page at {url}/, metrics at {url}/metrics{extra}, health at {url}/healthz",
             )
         return daemon.serve(run_for=None if end is None else max(0.0, end - time.monotonic()))
     finally:
