@@ -326,14 +326,15 @@ def test_the_uwsgi_config_in_docs_recipes_is_the_tested_file() -> None:
 def _check_mounted_pages(recipe: Recipe) -> None:
     """tickwork's pages and API at /ops/tickwork: the token reads and acts, nobody else."""
     bearer = {"Authorization": f"Bearer {TOKEN}"}
-    status, body = _get(recipe.sock, "/ops/tickwork/api/jobs/tick", headers=bearer)
+    job = recipe.job
+    status, body = _get(recipe.sock, f"/ops/tickwork/api/jobs/{job}", headers=bearer)
     assert status == 200 and json.loads(body)["outcome"] == "ok", body
     status, body = _get(recipe.sock, "/ops/tickwork/", headers=bearer)
-    assert status == 200 and b'href="/ops/tickwork/jobs/tick"' in body, body[-500:]
+    assert status == 200 and f'href="/ops/tickwork/jobs/{job}"'.encode() in body, body[-500:]
     assert _get(recipe.sock, "/ops/tickwork/")[0] == 401
     # An action that leaves the ledger as it is: a backfill's dry run.
     path, asked = (
-        "/ops/tickwork/api/jobs/tick/backfill",
+        f"/ops/tickwork/api/jobs/{job}/backfill",
         b'{"from": "1m", "to": "now", "dry_run": true}',
     )
     json_body = {"Content-Type": "application/json"}
@@ -371,6 +372,7 @@ def test_django_command_runs_the_settings_jobs_through_the_orm(
     _wait_for_runs(recipe)
     status, body = _get(recipe.sock, "/ticks/")
     assert status == 200 and b'"job": "record-tick"' in body, body
+    _check_mounted_pages(recipe)
     _stop(recipe)
     for i in (1, 2):  # both manage.py tickwork processes
         said = [line for line in recipe.log(i).splitlines() if line.startswith("tickwork: ")]
