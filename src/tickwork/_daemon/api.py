@@ -1,11 +1,13 @@
-"""Control over HTTP: the JSON API and the pages' actions, as ``tickwork run --http`` serves them.
+"""Control over HTTP: the JSON API and the pages' actions, as the `WebApp` serves them.
 
-`Api` answers every path of the endpoint but ``/metrics`` and ``/healthz``: the status
-page and a page per job (`tickwork._daemon.job_page`), ``/login``, the JSON API under
-``/api/`` (described by ``/api/openapi.json``, `tickwork._daemon.openapi`), and the
-forms the pages post. An action runs through `tickwork._daemon.actions`, as the
-``tickwork`` verbs do, so it refuses what they refuse with their words; it is recorded
-with the name of the token that asked (`tickwork._daemon.httpauth`).
+`Api` answers every path but ``/metrics`` and the probes, for ``tickwork run --http``
+and for an app that mounts the pages (`tickwork.web`): the status page and a page per
+job (`tickwork._daemon.job_page`), ``/login``, the JSON API under ``/api/`` (described
+by ``/api/openapi.json``, `tickwork._daemon.openapi`), and the forms the pages post.
+Every link, form and redirect starts with the request's ``root``. An action runs
+through `tickwork._daemon.actions`, as the ``tickwork`` verbs do, so it refuses what
+they refuse with their words; it is recorded with the name of the token that asked
+(`tickwork._daemon.httpauth`), or the name the app's own login gave.
 
 Status codes: 400 a bad request (the message says which field and why), 401 no or a
 wrong token, 403 a cross-site request, a bad form token, or control off (no token
@@ -227,7 +229,7 @@ class Api:
     # -- who asks --------------------------------------------------------------------
 
     def reader(self, request: Request) -> tuple[str | None, bool]:
-        """Who reads: the token's name, ``""`` when reading is open; ``None``: refused.
+        """Who reads: the app's user or the token's name; ``""``: reading is open; ``None``: no.
 
         And whether a page's ``?token=`` said so (then a read-only session is started,
         so that the page's links work).
