@@ -295,3 +295,26 @@ def test_mounted_in_django_behind_its_hosts_check_and_without_its_csrf_check(
     forged = urlencode({"csrf": "1.2.3"})
     assert client.post(ROOT + "/jobs/tick/trigger", forged, form).status_code == 403
     assert Client(HTTP_HOST="attacker.example").get(ROOT + "/").status_code == 400
+
+
+def test_an_app_s_job_id_with_slashes_has_its_pages_and_its_api(tmp_path: Any) -> None:
+    with SQLiteStore(tmp_path / "s.sqlite3") as store:
+        DurableScheduler(store).declare(
+            JobSpec("reports/daily", "tests.durable_jobs:record", Every(86400))
+        )
+        app = fastapi_app(store, tokens={"ana": SECRET})
+        bearer = {"Authorization": f"Bearer {SECRET}"}
+        page = asgi(app, "GET", ROOT + "/", bearer)[2]
+        assert f'href="{ROOT}/jobs/reports/daily"' in page
+        status, _, page = asgi(app, "GET", ROOT + "/jobs/reports/daily", bearer)
+        assert status == 200 and "<h1>reports/daily" in page
+        status, _, text = asgi(app, "GET", ROOT + "/api/jobs/reports/daily", bearer)
+        assert status == 200 and '"id": "reports/daily"' in text
+        status, _, text = asgi(app, "GET", ROOT + "/api/jobs/reports/daily/waiting", bearer)
+        assert status == 200 and '"waiting": []' in text
+        json_body = bearer | {"Content-Type": "application/json"}
+        path = ROOT + "/api/jobs/reports/daily/pause"
+        assert asgi(app, "POST", path, json_body, b"{}")[0] == 200
+        assert store.get("reports/daily").paused
+        status, _, text = asgi(app, "GET", ROOT + "/api/jobs/reports/nightly/history", bearer)
+        assert status == 404 and "no job with id 'reports/nightly'" in text

@@ -83,6 +83,8 @@ _FORM: Final = "application/x-www-form-urlencoded"
 #: The fields a form sends as checkboxes (``on`` or absent) or hidden ``true``.
 _FORM_BOOLS: Final = frozenset({"dry_run", "yes", "all_waiting"})
 _HTML: Final = "text/html; charset=utf-8"
+#: What ``/api/jobs/NAME/...`` reads besides the job itself.
+_VIEWS: Final = frozenset({"history", "waiting"})
 
 
 class BadRequest(Exception):
@@ -317,7 +319,7 @@ class Api:
         api = bool(parts) and parts[0] == "api"
         route = parts[1:] if api else parts
         if method == "POST":
-            return self._post_action(request, route[1], route[2])
+            return self._post_action(request, "/".join(route[1:-1]), route[-1])
         if api and route == ["openapi.json"]:
             from tickwork._daemon.openapi import document
 
@@ -338,21 +340,24 @@ class Api:
             return Response(200, self._render_status(request).encode(), _HTML)
         if route == ["history"] and api:
             return _json(200, {"items": self._history(None, request.query)})
-        if not route or route[0] != "jobs" or len(route) > 3:
+        if not route or route[0] != "jobs":
             raise BadRequest(404, f"not found: {request.path}")
         if len(route) == 1 and api:
             return _json(200, self._jobs(request.query, request.root))
-        name = route[1] if len(route) > 1 else ""
+        # A job's name may hold "/" (an app's job id): all of the rest, unless it ends in
+        # a view of the API and is no job's name as a whole.
+        name, view = "/".join(route[1:]), None
+        if api and route[-1] in _VIEWS and len(route) > 2:
+            if self._store.get(self._prefix + name) is None:
+                name, view = "/".join(route[1:-1]), route[-1]
         job_id = self._job_id(name)
-        if not api and len(route) == 2:
+        if not api:
             return Response(200, self._render_job(request, name, job_id).encode(), _HTML)
-        if api and len(route) == 2:
+        if view is None:
             return _json(200, self._row(job_id))
-        if api and route[2] == "history":
+        if view == "history":
             return _json(200, {"items": self._history(job_id, request.query)})
-        if api and route[2] == "waiting":
-            return _json(200, self._waiting(name, job_id))
-        raise BadRequest(404, f"not found: {request.path}")
+        return _json(200, self._waiting(name, job_id))
 
     # -- reading -----------------------------------------------------------------------
 
@@ -645,12 +650,12 @@ def _allow(parts: list[str]) -> str | None:
     if parts in (["login"], ["logout"]):
         return "GET, HEAD, POST, OPTIONS" if parts == ["login"] else "POST, OPTIONS"
     route = parts[1:] if parts and parts[0] == "api" else parts
-    if len(route) == 3 and route[0] == "jobs" and route[2] in ACTIONS:
+    if len(route) >= 3 and route[0] == "jobs" and route[-1] in ACTIONS:
         return "POST, OPTIONS"
     if (
         not parts
         or route in (["jobs"], ["history"], ["openapi.json"])
-        or (len(route) in (2, 3) and route[0] == "jobs")
+        or (len(route) >= 2 and route[0] == "jobs")
     ):
         return "GET, HEAD, OPTIONS"
     return None
