@@ -347,9 +347,9 @@ class Api:
         # A job's name may hold "/" (an app's job id): all of the rest, unless it ends in
         # a view of the API and is no job's name as a whole.
         name, view = "/".join(route[1:]), None
-        if api and route[-1] in _VIEWS and len(route) > 2:
-            if self._store.get(self._prefix + name) is None:
-                name, view = "/".join(route[1:-1]), route[-1]
+        viewed = api and route[-1] in _VIEWS and len(route) > 2
+        if viewed and self._store.get(self._prefix + name) is None:
+            name, view = "/".join(route[1:-1]), route[-1]
         job_id = self._job_id(name)
         if not api:
             return Response(200, self._render_job(request, name, job_id).encode(), _HTML)

@@ -192,7 +192,10 @@ def _action(a: ActionRecord) -> str:
 def _forms(name: str, state: JobState, viewer: Viewer) -> str:
     """The job's action forms, for a logged-in viewer."""
     if not viewer.control:
-        return '<p class="sub">control over HTTP is off (no --http-token)</p>'
+        return (
+            '<p class="sub">control over HTTP is off'
+            " (no token: --http-token; mounted: tokens= or user=)</p>"
+        )
     if viewer.name is None:
         return f'<p class="sub">{viewer.log_in()} to act on this job</p>'
     base = f"{viewer.root}/jobs/{quote(name)}/"
