@@ -7,7 +7,7 @@ on the same SQLite file; the store lets one of them claim each slot. uvicorn sta
 workers as fresh processes (nothing carried across a fork), and the lifespan opens the
 store in the worker itself. ``tick`` is an ``async def`` job: the scheduler awaits it on
 the worker's event loop. The same lifespan works in Starlette (``Starlette(lifespan=...)``).
-See docs/recipes.md.
+tickwork's pages and control API are mounted at ``/ops/tickwork``. See docs/recipes.md.
 """
 
 from __future__ import annotations
@@ -16,11 +16,10 @@ import asyncio
 import contextlib
 import os
 from collections.abc import AsyncIterator
-from typing import Any
 
-from fastapi import FastAPI, Request
+from fastapi import FastAPI
 
-from tickwork import AsyncDurableScheduler, Every
+from tickwork import AsyncDurableScheduler, Every, web
 from tickwork.stores import JobSpec
 from tickwork.stores.sqlite import SQLiteStore
 
@@ -50,13 +49,17 @@ async def lifespan(app: FastAPI) -> AsyncIterator[None]:
 
 
 app = FastAPI(lifespan=lifespan)
-
-
-@app.get("/jobs")
-async def jobs(request: Request) -> dict[str, Any]:
-    """Each job's next run and last outcome, read from the store."""
-    scheduler: AsyncDurableScheduler = request.app.state.scheduler
-    return {
-        j.id: {"next_run": j.next_run, "last": None if j.last_run is None else j.last_run.outcome}
-        for j in await scheduler.jobs()
-    }
+# tickwork's pages and control API, over the scheduler the lifespan opens (asked at each
+# request): the status page, a page per job with its charts and buttons, and /api/.
+# TICKWORK_HTTP_TOKEN (named "admin") logs a person in and is a program's bearer token;
+# without it the pages are read-only. The app's own login instead: user=, a function of
+# the ASGI scope (docs/observability.md, "Mounted in your app").
+_secret = os.environ.get("TICKWORK_HTTP_TOKEN")
+app.mount(
+    "/ops/tickwork",
+    web.asgi_app(
+        lambda: getattr(app.state, "scheduler", None),
+        tokens={"admin": _secret} if _secret else None,
+        title="the FastAPI example",
+    ),
+)

@@ -122,6 +122,10 @@ class Browser:
                 {"type": kind, "x": box[0], "y": box[1], "button": "left", "clickCount": 1},
             )
 
+    def forget_cookies(self) -> None:
+        """Drop every cookie (a new visitor; cookies do not tell ports apart)."""
+        self._call("Network.clearBrowserCookies")
+
     def screenshot(self, path: Path) -> None:
         """Save the page as it looks now, as a PNG at ``path``."""
         path.write_bytes(base64.b64decode(self._call("Page.captureScreenshot")["data"]))

@@ -393,9 +393,7 @@ def test_the_daemon_s_run_counts_equal_the_ledger_with_retried_commands(tmp_path
         run.stop()
 
 
-def test_http_needs_prometheus_client_and_a_valid_address(
-    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
-) -> None:
+def test_http_needs_a_valid_address(tmp_path: Path) -> None:
     jobs = tmp_path / "jobs.toml"
     jobs.write_text('[[job]]\nname = "t"\nevery = "1s"\ncommand = ["true"]\n')
     err = io.StringIO()
@@ -404,12 +402,44 @@ def test_http_needs_prometheus_client_and_a_valid_address(
     assert "--http must be HOST:PORT, :PORT or PORT (port 0-65535), got '127.0.0.1:x'" in (
         err.getvalue()
     )
-    monkeypatch.setitem(sys.modules, "prometheus_client", None)
     err = io.StringIO()
-    config = DaemonConfig(str(jobs), state=str(tmp_path / "s.db"), http="127.0.0.1:0")
+    config = DaemonConfig(
+        str(jobs), state=str(tmp_path / "s.db"), http="127.0.0.1:0", http_prefix="ops/"
+    )
     assert run_daemon(config, err=err) == 2
-    assert "--http needs prometheus_client: pip install 'tickwork[metrics]'" in err.getvalue()
+    assert "--http-prefix must be a path such as /ops/tickwork" in err.getvalue()
+    assert "got 'ops/'" in err.getvalue()
     assert not (tmp_path / "s.db").exists()  # refused before anything was opened
+
+
+def test_a_base_install_serves_the_pages_and_only_metrics_asks_for_the_extra(
+    tmp_path: Path,
+) -> None:
+    """Without the ``metrics`` extra (prometheus_client cannot be imported)."""
+    import os
+
+    blocked = tmp_path / "no-extra" / "prometheus_client"
+    blocked.mkdir(parents=True)
+    (blocked / "__init__.py").write_text("raise ImportError('no prometheus_client here')\n")
+    path = os.pathsep.join(p for p in (str(blocked.parent), os.environ.get("PYTHONPATH")) if p)
+    jobs = tmp_path / "jobs.toml"
+    jobs.write_text('[[job]]\nname = "t"\nevery = "1h"\ncommand = ["true"]\n')
+    run = Run(
+        jobs, tmp_path / "s.db", "--http", "127.0.0.1:0", env=os.environ | {"PYTHONPATH": path}
+    )
+    try:
+        line = run.wait_line("metrics at http://127.0.0.1:")
+        assert "/metrics (needs prometheus_client: tickwork[metrics])" in line
+        base = line.split("status page at ", 1)[1].split("/,", 1)[0]
+        status, page = get(base + "/")
+        assert status == 200 and '<td class="job">t' in page
+        assert get(base + "/api/jobs")[0] == 200
+        assert get(base + "/metrics") == (
+            501,
+            "/metrics needs prometheus_client: pip install 'tickwork[metrics]'\n",
+        )
+    finally:
+        run.stop()
 
 
 # -- safe by default (issue 42) ---------------------------------------------------------

@@ -21,7 +21,7 @@ from typing import Any
 import pytest
 
 from tests.test_daemon_e2e import LIMIT, Run, wait_until
-from tickwork._daemon.httpauth import Tokens, cross_site, parse_token, read_token_file
+from tickwork._daemon.httpauth import Signer, Tokens, cross_site, parse_token, read_token_file
 from tickwork.stores.sqlite import SQLiteStore
 
 ANA, BOT = "ana-secret-0123456789", "bot-secret-9876543210"
@@ -565,11 +565,13 @@ def test_tokens_are_named_and_checked(tmp_path: Path) -> None:
     cookie = tokens.login("ana")
     assert tokens.from_cookie({"tickwork_session": cookie}) == "ana"
     assert tokens.from_cookie({"tickwork_session": "bot." + cookie}) is None
-    form = tokens.form_token("ana", now=1000.0)
-    assert tokens.form_token_ok(form, "ana", now=1000.0 + 3600)
-    assert not tokens.form_token_ok(form, "bot", now=1000.0)
-    assert not tokens.form_token_ok(form, "ana", now=1000.0 + 13 * 3600)
-    assert tokens.form_token("ana") != tokens.form_token("ana")  # one per page
+    signer = Signer()
+    form = signer.form_token("ana", now=1000.0)
+    assert signer.form_token_ok(form, "ana", now=1000.0 + 3600)
+    assert not signer.form_token_ok(form, "bot", now=1000.0)
+    assert not signer.form_token_ok(form, "ana", now=1000.0 + 13 * 3600)
+    assert signer.form_token("ana") != signer.form_token("ana")  # one per page
+    assert not Signer().form_token_ok(form, "ana", now=1000.0)  # another process's key
     with pytest.raises(ValueError, match="token names must be unique, got 'ana' twice"):
         Tokens([("ana", "x1"), ("ana", "x2")])
     open_file = tmp_path / "tokens"

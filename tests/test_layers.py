@@ -28,6 +28,7 @@ FLOORS: dict[str, int] = {
     "tickwork.tracing": 3,  # listens to events; the daemon (above) may turn it on
     "tickwork._daemon": 4,
     "tickwork.daemon": 5,  # the public face of the daemon
+    "tickwork.web": 5,  # the public face of the pages mounted in an app
     "tickwork._cli": 6,
     "tickwork.testing": 7,  # for tests only: nothing in src/ imports it
     "tickwork.__main__": 7,

@@ -166,7 +166,7 @@ def test_the_status_page_marks_a_node_whose_sessions_are_gone(fresh_database: st
         gone = '<span class="mark">(gone)</span>'
 
         def marked() -> str | None:
-            text = page(reader, reader, "jobs", "jobs.toml")  # the store reads as a scheduler
+            text = page(reader, "jobs", "jobs.toml")
             return text if f"elsewhere:2{gone}" in text else None
 
         text = wait_for_value(marked, "the gone node marked")

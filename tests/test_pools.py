@@ -250,7 +250,7 @@ def test_the_status_page_and_the_metrics_show_the_pools(tmp_path: Path) -> None:
     store = SQLiteStore(state)
     try:
         ds = DurableScheduler(store, max_running=10)
-        html = page(ds, store, "jobs", "jobs.toml")
+        html = page(store, "jobs", "jobs.toml")
         assert html.count("waiting for pool db") == 1
         metrics = SchedulerMetrics()
         metrics.watch(ds)

@@ -101,7 +101,7 @@ def _add_serving_options(p: argparse.ArgumentParser) -> None:
         metavar="HOST:PORT",
         help="serve Prometheus metrics at /metrics, a liveness check at /healthz, a "
         "readiness check at /readyz, the status page at / and a JSON API at /api/ (e.g. "
-        "127.0.0.1:9120; :PORT binds to 127.0.0.1); needs tickwork[metrics]",
+        "127.0.0.1:9120; :PORT binds to 127.0.0.1); /metrics needs tickwork[metrics]",
     )
     p.add_argument(
         "--health-after",
@@ -136,6 +136,13 @@ def _add_serving_options(p: argparse.ArgumentParser) -> None:
         help="a name the server is reached by (its DNS name, a proxy's); requests whose "
         "Host is not an IP address, localhost, the bound host or such a name are refused "
         "(repeatable)",
+    )
+    p.add_argument(
+        "--http-prefix",
+        metavar="PATH",
+        default="",
+        help="the path a proxy serves the pages under (e.g. /ops/tickwork): every link, "
+        "form and redirect starts with it (a proxy may also say it in X-Forwarded-Prefix)",
     )
     p.add_argument(
         "--http-public-reads",
@@ -202,6 +209,7 @@ def daemon_config(args: argparse.Namespace) -> DaemonConfig:
         http_token_file=args.http_token_file,
         http_host_names=tuple(args.http_host_name),
         http_public_reads=args.http_public_reads,
+        http_prefix=args.http_prefix,
         crontab=crontab_options(args) if args.crontab else None,
     )
 

@@ -1,11 +1,13 @@
-"""Control over HTTP: the JSON API and the pages' actions, as ``tickwork run --http`` serves them.
+"""Control over HTTP: the JSON API and the pages' actions, as the `WebApp` serves them.
 
-`Api` answers every path of the endpoint but ``/metrics`` and ``/healthz``: the status
-page and a page per job (`tickwork._daemon.job_page`), ``/login``, the JSON API under
-``/api/`` (described by ``/api/openapi.json``, `tickwork._daemon.openapi`), and the
-forms the pages post. An action runs through `tickwork._daemon.actions`, as the
-``tickwork`` verbs do, so it refuses what they refuse with their words; it is recorded
-with the name of the token that asked (`tickwork._daemon.httpauth`).
+`Api` answers every path but ``/metrics`` and the probes, for ``tickwork run --http``
+and for an app that mounts the pages (`tickwork.web`): the status page and a page per
+job (`tickwork._daemon.job_page`), ``/login``, the JSON API under ``/api/`` (described
+by ``/api/openapi.json``, `tickwork._daemon.openapi`), and the forms the pages post.
+Every link, form and redirect starts with the request's ``root``. An action runs
+through `tickwork._daemon.actions`, as the ``tickwork`` verbs do, so it refuses what
+they refuse with their words; it is recorded with the name of the token that asked
+(`tickwork._daemon.httpauth`), or the name the app's own login gave.
 
 Status codes: 400 a bad request (the message says which field and why), 401 no or a
 wrong token, 403 a cross-site request, a bad form token, or control off (no token
@@ -39,7 +41,7 @@ from tickwork._daemon.actions import (
     trigger,
     waiting_why,
 )
-from tickwork._daemon.httpauth import COOKIE, SESSION_LIFE, Throttled, Tokens, cross_site
+from tickwork._daemon.httpauth import COOKIE, SESSION_LIFE, Signer, Throttled, Tokens, cross_site
 from tickwork._daemon.job_page import Viewer, controls, job_page, login_page, message_page
 from tickwork._daemon.joblist import (
     history_item,
@@ -81,6 +83,8 @@ _FORM: Final = "application/x-www-form-urlencoded"
 #: The fields a form sends as checkboxes (``on`` or absent) or hidden ``true``.
 _FORM_BOOLS: Final = frozenset({"dry_run", "yes", "all_waiting"})
 _HTML: Final = "text/html; charset=utf-8"
+#: What ``/api/jobs/NAME/...`` reads besides the job itself.
+_VIEWS: Final = frozenset({"history", "waiting"})
 
 
 class BadRequest(Exception):
@@ -103,6 +107,12 @@ class Request:
     body: bytes = b""
     client: str | None = None
     """The client's address, for `tickwork._daemon.httpauth.Tokens`' throttle."""
+    root: str = ""
+    """The path the pages are served under (``""``: the server's root); ``path`` is
+    what follows it. Every link, form and redirect begins with it."""
+    user: str | None = None
+    """Who the application's own login says asks (`tickwork._daemon.webapp.WebApp`'s
+    ``user`` hook), or ``None``."""
 
     def cookies(self) -> dict[str, str]:
         """The request's cookies by name."""
@@ -175,44 +185,61 @@ def _note(fields: Mapping[str, Any]) -> str | None:
 
 
 class Api:
-    """The pages, the JSON API and the actions of one daemon's jobs.
+    """The pages, the JSON API and the actions of the jobs of one store.
 
     Args:
-        scheduler: The daemon's `tickwork.DurableScheduler` (jobs, ledger, actions).
-        store: Its store, which carries the actions out.
-        namespace: The daemon's namespace: its jobs are ``namespace/name``.
-        title: What the pages are about (the jobs file).
-        tokens: Who may act (and, when set, read); ``None``: reading is open, acting off.
-        status_page: Renders the status page for a viewer (see `controls`).
+        store: The store the jobs live in: it is read, and it carries the actions out;
+            or a function that returns it, asked at each request (an app that opens
+            its store after the app is made, in a lifespan or a worker's start).
+        namespace: A daemon's namespace: its jobs are ``namespace/name``, shown by name;
+            ``None``: every job of the store, by its id.
+        title: What the pages are about (the jobs file, the application).
+        tokens: Who may act (and, when set, read); ``None`` and no ``users``: reading
+            is open, acting off.
+        users: Whether the application's own login may say who asks (`Request.user`):
+            then a page's reader is who it says, and acts through the pages' forms.
 
     """
 
     def __init__(
         self,
-        scheduler: Any,
         store: Any,
-        namespace: str,
+        namespace: str | None,
         title: str,
         tokens: Tokens | None,
-        status_page: Callable[[Callable[[Any], str], str, JobQuery], str],
+        *,
+        users: bool = False,
     ) -> None:
-        self._scheduler = scheduler
-        self._store = store
+        self._source = store
         self._namespace = namespace
+        self._prefix = "" if namespace is None else namespace + "/"
         self._title = title
         self._tokens = tokens
-        self._status_page = status_page
+        self._users = users
+        self._signer = Signer()
+
+    @property
+    def _store(self) -> Any:
+        from tickwork.stores import Store
+
+        source = self._source
+        store = source if isinstance(source, Store) or not callable(source) else source()
+        if store is None:
+            raise StoreError("the jobs' store is not open (yet) in this process")
+        return store
 
     # -- who asks --------------------------------------------------------------------
 
     def reader(self, request: Request) -> tuple[str | None, bool]:
-        """Who reads: the token's name, ``""`` when reading is open; ``None``: refused.
+        """Who reads: the app's user or the token's name; ``""``: reading is open; ``None``: no.
 
         And whether a page's ``?token=`` said so (then a read-only session is started,
         so that the page's links work).
         """
+        if request.user is not None:
+            return request.user, False
         if self._tokens is None:
-            return "", False
+            return (None if self._users else ""), False
         who = self._tokens.bearer(request.headers.get("Authorization"), request.client)
         if who is not None or not request.html():
             return who, False
@@ -224,27 +251,37 @@ class Api:
 
     def _writer(self, request: Request, fields: Mapping[str, Any]) -> str:
         """Who acts (the token's name), or `BadRequest` (401, 403)."""
-        if self._tokens is None:
+        if self._tokens is None and not self._users:
             raise BadRequest(
                 403,
                 "control over HTTP is off: start `tickwork run` with --http-token NAME=SECRET"
-                " or --http-token-file FILE",
+                " or --http-token-file FILE (a mounted app: tokens= or user=)",
             )
         why = cross_site(request.headers)
         if why is not None:
             raise BadRequest(403, why)
-        if not request.html():
-            who = self._tokens.bearer(request.headers.get("Authorization"), request.client)
+        if not request.html():  # never a cookie or the app's login: no forged form acts
+            tokens = self._tokens
+            who = None
+            if tokens is not None:
+                who = tokens.bearer(request.headers.get("Authorization"), request.client)
             if who is None:
                 raise _unauthorized("a bearer token is needed: Authorization: Bearer SECRET")
             return who
-        who = self._tokens.from_cookie(request.cookies())
+        who = self._page_user(request)
         if who is None:
-            raise _unauthorized("log in first (/login)")
+            where = "log in first (" + request.root + "/login)"
+            raise _unauthorized(where if self._tokens is not None else "log in to the app first")
         form = fields.get("csrf")
-        if not isinstance(form, str) or not self._tokens.form_token_ok(form, who):
+        if not isinstance(form, str) or not self._signer.form_token_ok(form, who):
             raise BadRequest(403, "the page's form token is missing or stale: reload the page")
         return who
+
+    def _page_user(self, request: Request) -> str | None:
+        """Who may act from a page: the app's login, else a token's session; or ``None``."""
+        if request.user is not None:
+            return request.user
+        return None if self._tokens is None else self._tokens.from_cookie(request.cookies())
 
     # -- dispatch ----------------------------------------------------------------------
 
@@ -262,7 +299,7 @@ class Api:
 
     def _refused(self, request: Request, exc: BadRequest) -> Response:
         if request.html():
-            page = message_page(self._title, exc.status, str(exc))
+            page = message_page(self._title, exc.status, str(exc), root=request.root)
             return Response(exc.status, page.encode(), _HTML, exc.headers)
         return _json(exc.status, {"error": str(exc)}, exc.headers)
 
@@ -282,7 +319,7 @@ class Api:
         api = bool(parts) and parts[0] == "api"
         route = parts[1:] if api else parts
         if method == "POST":
-            return self._post_action(request, route[1], route[2])
+            return self._post_action(request, "/".join(route[1:-1]), route[-1])
         if api and route == ["openapi.json"]:
             from tickwork._daemon.openapi import document
 
@@ -290,7 +327,7 @@ class Api:
         who, by_link = self.reader(request)
         if who is None:
             if request.html():
-                page = login_page(self._title, status=401)
+                page = login_page(self._title, status=401, root=request.root, app=self._app_only)
                 return Response(401, page.encode(), _HTML, _challenge())
             raise _unauthorized("a bearer token is needed: Authorization: Bearer SECRET")
         answer = self._get(request, route, api)
@@ -303,26 +340,34 @@ class Api:
             return Response(200, self._render_status(request).encode(), _HTML)
         if route == ["history"] and api:
             return _json(200, {"items": self._history(None, request.query)})
-        if not route or route[0] != "jobs" or len(route) > 3:
+        if not route or route[0] != "jobs":
             raise BadRequest(404, f"not found: {request.path}")
         if len(route) == 1 and api:
-            return _json(200, self._jobs(request.query))
-        name = route[1] if len(route) > 1 else ""
+            return _json(200, self._jobs(request.query, request.root))
+        # A job's name may hold "/" (an app's job id): all of the rest, unless it ends in
+        # a view of the API and is no job's name as a whole.
+        name, view = "/".join(route[1:]), None
+        viewed = api and route[-1] in _VIEWS and len(route) > 2
+        if viewed and self._store.get(self._prefix + name) is None:
+            name, view = "/".join(route[1:-1]), route[-1]
         job_id = self._job_id(name)
-        if not api and len(route) == 2:
+        if not api:
             return Response(200, self._render_job(request, name, job_id).encode(), _HTML)
-        if api and len(route) == 2:
+        if view is None:
             return _json(200, self._row(job_id))
-        if api and route[2] == "history":
+        if view == "history":
             return _json(200, {"items": self._history(job_id, request.query)})
-        if api and route[2] == "waiting":
-            return _json(200, self._waiting(name, job_id))
-        raise BadRequest(404, f"not found: {request.path}")
+        return _json(200, self._waiting(name, job_id))
 
     # -- reading -----------------------------------------------------------------------
 
+    @property
+    def _app_only(self) -> bool:
+        """Whether only the application's own login says who asks (no tokens)."""
+        return self._users and self._tokens is None
+
     def _job_id(self, name: str) -> str:
-        job_id = f"{self._namespace}/{name}"
+        job_id = self._prefix + name
         if not name or self._store.get(job_id) is None:
             raise BadRequest(
                 404, named(JobNotFoundError(f"no job with id {job_id!r}"), job_id, name)
@@ -337,7 +382,7 @@ class Api:
         rows = [state_row(s, now, host, live, summaries[s.id]) for s in states]
         return [{k: v for k, v in row.items() if not k.startswith("_")} for row in rows], listed
 
-    def _jobs(self, query: Mapping[str, list[str]]) -> dict[str, Any]:
+    def _jobs(self, query: Mapping[str, list[str]], root: str) -> dict[str, Any]:
         """``/api/jobs``: a page of the jobs, the counts, and the link to the next page."""
         asked = _listing(query, api=True)
         rows, listed = self._rows(asked)
@@ -345,7 +390,7 @@ class Api:
         after = None
         if end < listed.total:
             fields = {"q": asked.search, "state": asked.state, "limit": asked.limit, "offset": end}
-            after = "/api/jobs?" + urlencode({k: v for k, v in fields.items() if v})
+            after = f"{root}/api/jobs?" + urlencode({k: v for k, v in fields.items() if v})
         return {
             "jobs": rows,
             "total": listed.total,
@@ -360,7 +405,7 @@ class Api:
         for row in rows:
             if row["id"] == job_id:
                 return row
-        raise BadRequest(404, f"no job with id {job_id.partition('/')[2]!r}")
+        raise BadRequest(404, f"no job with id {job_id.removeprefix(self._prefix)!r}")
 
     def _history(self, job_id: str | None, query: Mapping[str, list[str]]) -> list[dict[str, Any]]:
         limit_text = query.get("limit", ["50"])[0]
@@ -374,7 +419,7 @@ class Api:
         if "since" in query:
             since = _time_field({"since": query["since"][0]}, "since", parse_since)
         store = self._store
-        namespace = self._namespace if job_id is None else None
+        namespace = self._namespace if job_id is None else None  # None: every job
         entries = []
         if isinstance(store, SlotLedger):
             entries = newest_due(
@@ -383,7 +428,7 @@ class Api:
         acts = []
         if outcome is None and isinstance(store, RuntimeControl):
             acts = store.actions(job_id, since=since, limit=limit)
-            acts = [a for a in acts if a.job_id.startswith(self._namespace + "/")]
+            acts = [a for a in acts if a.job_id.startswith(self._prefix)]
         return [history_item(i) for i in merged_history(entries, acts, limit)]
 
     def _waiting(self, name: str, job_id: str) -> dict[str, Any]:
@@ -396,25 +441,35 @@ class Api:
         return {"job": name, "waiting": runs}
 
     def _render_status(self, request: Request) -> str:
+        from tickwork._daemon.status_page import page
+
         viewer = self._viewer(request)
-        listing = _listing(request.query, api=False)
-        return self._status_page(lambda view: controls(view, viewer), viewer.banner(), listing)
+        return page(
+            self._store,
+            self._namespace,
+            self._title,
+            controls=lambda view: controls(view, viewer),
+            banner=viewer.banner(),
+            listing=_listing(request.query, api=False),
+        )
 
     def _render_job(self, request: Request, name: str, job_id: str) -> str:
         said = request.query.get("said", [""])[0]
         mac = request.query.get("sig", [""])[0]
-        if self._tokens is None or not self._tokens.signed(said, mac):
+        if not self._signer.signed(said, mac):
             said = ""  # only what an action of this process said, not a link's text
         viewer, span = self._viewer(request), request.query.get("span", ["day"])[0]
-        return job_page(self._scheduler, self._store, self._title, name, job_id, viewer, said, span)
+        return job_page(self._store, self._title, name, job_id, viewer, said, span)
 
     def _viewer(self, request: Request) -> Viewer:
         """Who looks at a page, and the form token its forms carry."""
-        if self._tokens is None:
-            return Viewer(None, None, control=False)
-        who = self._tokens.from_cookie(request.cookies())
-        token = None if who is None else self._tokens.form_token(who)
-        return Viewer(who, token, control=True)
+        root = request.root
+        if self._tokens is None and not self._users:
+            return Viewer(None, None, control=False, root=root)
+        who = self._page_user(request)
+        token = None if who is None else self._signer.form_token(who)
+        app = request.user is not None or self._app_only
+        return Viewer(who, token, control=True, root=root, app_login=app)
 
     # -- acting ------------------------------------------------------------------------
 
@@ -437,10 +492,10 @@ class Api:
                 {"job": name, "action": action, "by": who, "message": "\n".join(done.lines)}
                 | done.result,
             )
-        back = f"/jobs/{quote(name)}" if fields.get("back") != "/" else "/"
+        root = request.root
+        back = f"{root}/jobs/{quote(name)}" if fields.get("back") != "/" else f"{root}/"
         said = "; ".join(done.lines)
-        assert self._tokens is not None  # `_writer` said so
-        query = urlencode({"said": said, "sig": self._tokens.sign(said)})
+        query = urlencode({"said": said, "sig": self._signer.sign(said)})
         return Response(303, b"", _HTML, {"Location": f"{back}?{query}"})
 
     def _act(
@@ -516,8 +571,10 @@ class Api:
     # -- logging in --------------------------------------------------------------------
 
     def _login(self, request: Request, which: str) -> Response:
+        root = request.root
         if request.method in ("GET", "HEAD"):
-            return Response(200, login_page(self._title).encode(), _HTML)
+            page = login_page(self._title, root=root, app=self._app_only)
+            return Response(200, page.encode(), _HTML)
         why = cross_site(request.headers)
         if why is not None:
             raise BadRequest(403, why)
@@ -525,7 +582,7 @@ class Api:
             if self._tokens is not None:
                 self._tokens.logout(request.cookies())
             gone = _cookie(request, "", 0)
-            return Response(303, b"", _HTML, {"Location": "/login", "Set-Cookie": gone})
+            return Response(303, b"", _HTML, {"Location": f"{root}/login", "Set-Cookie": gone})
         fields = _fields(request)
         given = fields.get("token")
         who = (
@@ -534,10 +591,11 @@ class Api:
             else self._tokens.by_secret(given.strip(), request.client)
         )
         if self._tokens is None or who is None:
-            page = login_page(self._title, status=401, wrong=self._tokens is not None)
+            wrong = self._tokens is not None
+            page = login_page(self._title, status=401, wrong=wrong, root=root, app=self._app_only)
             return Response(401, page.encode(), _HTML)
         cookie = _cookie(request, self._tokens.login(who))
-        return Response(303, b"", _HTML, {"Location": "/", "Set-Cookie": cookie})
+        return Response(303, b"", _HTML, {"Location": f"{root}/", "Set-Cookie": cookie})
 
 
 def _cookie(request: Request, value: str, life: int = SESSION_LIFE) -> str:
@@ -548,7 +606,8 @@ def _cookie(request: Request, value: str, life: int = SESSION_LIFE) -> str:
     """
     proto = request.headers.get("X-Forwarded-Proto", "").split(",")[0].strip().lower()
     secure = "; Secure" if proto == "https" else ""
-    return f"{COOKIE}={value}; Path=/; Max-Age={life}; HttpOnly; SameSite=Strict{secure}"
+    path = request.root or "/"  # the session is the pages', not the rest of an app's
+    return f"{COOKIE}={value}; Path={path}; Max-Age={life}; HttpOnly; SameSite=Strict{secure}"
 
 
 def _challenge() -> dict[str, str]:
@@ -591,12 +650,12 @@ def _allow(parts: list[str]) -> str | None:
     if parts in (["login"], ["logout"]):
         return "GET, HEAD, POST, OPTIONS" if parts == ["login"] else "POST, OPTIONS"
     route = parts[1:] if parts and parts[0] == "api" else parts
-    if len(route) == 3 and route[0] == "jobs" and route[2] in ACTIONS:
+    if len(route) >= 3 and route[0] == "jobs" and route[-1] in ACTIONS:
         return "POST, OPTIONS"
     if (
         not parts
         or route in (["jobs"], ["history"], ["openapi.json"])
-        or (len(route) in (2, 3) and route[0] == "jobs")
+        or (len(route) >= 2 and route[0] == "jobs")
     ):
         return "GET, HEAD, OPTIONS"
     return None

@@ -991,8 +991,8 @@ class DaemonConfig:
     run_for: float | None = None
     """Stop after this many seconds (``--for``); ``None``: until a signal."""
     http: str | None = None
-    """Serve ``/metrics`` and ``/healthz`` on this ``HOST:PORT`` (``--http``); needs the
-    ``metrics`` extra. ``None``: no HTTP endpoint."""
+    """Serve the pages, the API, ``/metrics`` and ``/healthz`` on this ``HOST:PORT``
+    (``--http``); ``/metrics`` needs the ``metrics`` extra. ``None``: no HTTP endpoint."""
     http_token: str | None = None
     """With ``http``: the bearer token every path but ``/healthz`` requires."""
     http_tokens: tuple[str, ...] = ()
@@ -1006,6 +1006,9 @@ class DaemonConfig:
     http_public_reads: bool = False
     """With ``http`` beyond loopback and no token: serve anyway, readable by anyone who
     can connect (``--http-public-reads``); otherwise the start is refused."""
+    http_prefix: str = ""
+    """With ``http``: the path a proxy serves the pages under (``--http-prefix
+    /ops/tickwork``): every link starts with it, and a request's path may or may not."""
     crontab: CrontabOptions | None = None
     """``jobs_file`` is a crontab, read with these options (``--crontab``): it runs as
     `tickwork import crontab` translates it (docs/daemon.md, "Coming from cron")."""
@@ -1071,7 +1074,7 @@ def _checked(
     address: tuple[str, int] | None = None
     if config.http is not None:
         try:
-            address = _http_address(config.http)
+            address = _http_address(config)
             if _http_tokens(config) is None:
                 _public(address, config.http_public_reads)
         except ValueError as exc:
@@ -1129,10 +1132,11 @@ def _open_and_serve(
     )
     try:
         if server is not None:
+            extra = "" if server.metrics else " (needs prometheus_client: tickwork[metrics])"
+            url = server.url + config.http_prefix
             _log.info(
                 "%s",
-                f"status page at {server.url}/, metrics at {server.url}/metrics,"
-                f" health at {server.url}/healthz",
+                f"status page at {url}/, metrics at {url}/metrics{extra}, health at {url}/healthz",
             )
         return daemon.serve(run_for=None if end is None else max(0.0, end - time.monotonic()))
     finally:
@@ -1176,23 +1180,19 @@ def _loader(config: DaemonConfig, warn: Callable[[str], None]) -> Callable[[str]
     return lambda path: load_crontab(path, options, warn=warn)
 
 
-def _http_address(http: str) -> tuple[str, int]:
-    """``--http``'s address, once ``prometheus_client`` (which serves it) is found.
+def _http_address(config: DaemonConfig) -> tuple[str, int]:
+    """``--http``'s address, with its ``--http-prefix`` checked.
 
     Raises:
-        ValueError: The address is not ``HOST:PORT``, or ``prometheus_client`` is missing.
+        ValueError: The address is not ``HOST:PORT``, or the prefix not a path.
 
     """
     from tickwork._daemon.http import parse_address
+    from tickwork._daemon.webapp import check_prefix
 
-    address = parse_address(http)
-    try:
-        import prometheus_client  # noqa: F401  (needed for --http)
-    except ImportError:
-        raise ValueError(
-            "--http needs prometheus_client: pip install 'tickwork[metrics]'"
-        ) from None
-    return address
+    assert config.http is not None
+    check_prefix(config.http_prefix, where="--http-prefix")
+    return parse_address(config.http)
 
 
 def _daemon_for(
@@ -1247,14 +1247,25 @@ def _public(address: tuple[str, int], allowed: bool) -> None:
 def _status_server(
     daemon: Daemon, namespace: str, address: tuple[str, int], config: DaemonConfig
 ) -> StatusServer:
-    """The ``--http`` endpoint: metrics, health, the pages and the API of the daemon's jobs."""
+    """The ``--http`` endpoint: metrics, health, the pages and the API of the daemon's jobs.
+
+    Without ``prometheus_client`` (no ``metrics`` extra) the pages are served and
+    ``/metrics`` says what to install.
+    """
     from tickwork._daemon.api import Api
     from tickwork._daemon.http import StatusServer, is_loopback
-    from tickwork._daemon.status_page import page
-    from tickwork.metrics import SchedulerMetrics
 
-    metrics = SchedulerMetrics(job_label=lambda job: job.removeprefix(namespace + "/"))
-    metrics.watch(daemon.scheduler)
+    registry = None
+    try:
+        import prometheus_client  # noqa: F401  (the metrics extra: /metrics alone needs it)
+    except ImportError:
+        pass
+    else:
+        from tickwork.metrics import SchedulerMetrics
+
+        metrics = SchedulerMetrics(job_label=lambda job: job.removeprefix(namespace + "/"))
+        metrics.watch(daemon.scheduler)
+        registry = metrics.registry
     tokens = _http_tokens(config)
     if not is_loopback(address[0]) and tokens is None:  # --http-public-reads
         _log.warning(
@@ -1264,27 +1275,13 @@ def _status_server(
         )
     return StatusServer(
         address,
-        metrics.registry,
+        registry,
         daemon.scheduler,
         ready=daemon.liveness.readiness,
         tokens=tokens,
         host_names=config.http_host_names,
-        api=Api(
-            daemon.scheduler,
-            daemon.store,
-            namespace,
-            str(daemon.config_path),
-            tokens,
-            lambda controls, banner, listing: page(
-                daemon.scheduler,
-                daemon.store,
-                namespace,
-                str(daemon.config_path),
-                controls=controls,
-                banner=banner,
-                listing=listing,
-            ),
-        ),
+        api=Api(daemon.store, namespace, str(daemon.config_path), tokens),
+        prefix=config.http_prefix,
     )
 
 

@@ -11,7 +11,7 @@ seconds is refused (`Throttled`) until the oldest of them ages out.
 
 A write from a browser must come from the page itself: `cross_site` refuses a request
 whose ``Sec-Fetch-Site``, ``Origin`` or ``Referer`` names another site, and each page
-carries its own form token (`Tokens.form_token`), bound to the session's name and good
+carries its own form token (`Signer.form_token`), bound to the session's name and good
 for `FORM_TOKEN_LIFE` seconds.
 """
 
@@ -39,6 +39,7 @@ __all__ = [
     "MAX_SESSIONS",
     "SESSION_LIFE",
     "UNNAMED",
+    "Signer",
     "Throttled",
     "Tokens",
     "cross_site",
@@ -169,7 +170,6 @@ class Tokens:
         if len({s for _, s in pairs}) != len(pairs):
             raise ValueError("token secrets must be unique: two names share one secret")
         self._secrets = {name: secret.encode() for name, secret in pairs}
-        self._key = secrets.token_bytes(32)  # this process's form tokens only
         self._lock = threading.Lock()  # the server answers on many threads
         self._sessions: dict[str, _Session] = {}  # by id, oldest first
         self._failures: dict[str, deque[float]] = {}  # by client, oldest first
@@ -263,6 +263,18 @@ class Tokens:
         if found is None or found.ends <= at or (write and not found.write):
             return None
         return found.name
+
+
+class Signer:
+    """This process's key: the messages an action leaves in a link, and the pages' form tokens.
+
+    A form token is bound to the name of who was shown the page (a token's, or the
+    name the application's own login gives), so a page elsewhere cannot post a form
+    for that name. The key is random at each start: restarting ends every form token.
+    """
+
+    def __init__(self) -> None:
+        self._key = secrets.token_bytes(32)
 
     def sign(self, text: str) -> str:
         """A MAC of ``text`` by this process (a message carried in a link, see `signed`)."""

@@ -22,7 +22,7 @@ from tickwork._core.text import utc_time as _time
 from tickwork._daemon.actions import CONFIRM_ABOVE, waiting_why
 from tickwork._daemon.charts import outcome_bar, time_bars
 from tickwork._daemon.status_page import STYLE, paused_mark
-from tickwork.stores import ActionRecord, JobState, SlotRecord
+from tickwork.stores import ActionRecord, JobState, RuntimeControl, SlotLedger, SlotRecord
 
 __all__ = ["ENTRIES", "OUTPUT_TAIL", "Viewer", "controls", "job_page", "login_page", "message_page"]
 
@@ -51,29 +51,44 @@ pre.output { background: #f5f7f9; padding: 6px; max-height: 16em; overflow: auto
 
 @dataclass(frozen=True, slots=True)
 class Viewer:
-    """Who looks at a page: the token's name if logged in, the form token, control on/off."""
+    """Who looks at a page: the token's name if logged in, the form token, control on/off.
+
+    ``root``: the path the pages are served under, before every link, form and
+    redirect. ``app_login``: the name is the application's own login's (no log-out
+    form here, no link to ``/login``).
+    """
 
     name: str | None
     form_token: str | None
     control: bool
+    root: str = ""
+    app_login: bool = False
 
     def banner(self) -> str:
         """The line at the top of the status page: who is logged in, or how to log in."""
         if not self.control:
             return ""
         if self.name is None:
-            return '<div class="sub"><a href="/login">log in</a> to act on the jobs</div>'
+            return f'<div class="sub">{self.log_in()} to act on the jobs</div>'
+        if self.app_login:
+            return f'<div class="sub">signed in as {html.escape(self.name)}</div>'
         return (
             f'<div class="sub">logged in as {html.escape(self.name)} '
-            f"{_form('/logout', 'log out', self, {})}</div>"
+            f"{_form(self.root + '/logout', 'log out', self, {})}</div>"
         )
+
+    def log_in(self) -> str:
+        """How to log in, as a link (or in words, where the application's login is)."""
+        if self.app_login:
+            return "sign in to the application"
+        return f'<a href="{html.escape(self.root)}/login">log in</a>'
 
 
 def _form(action: str, label: str, viewer: Viewer, fields: dict[str, str], extra: str = "") -> str:
     hidden = "".join(
         f'<input type="hidden" name="{k}" value="{html.escape(v)}">' for k, v in fields.items()
     )
-    if viewer.form_token is not None and action != "/logout":
+    if viewer.form_token is not None and not action.endswith("/logout"):
         hidden += f'<input type="hidden" name="csrf" value="{html.escape(viewer.form_token)}">'
     name = label.replace(" ", "-")
     return (
@@ -85,10 +100,11 @@ def _form(action: str, label: str, viewer: Viewer, fields: dict[str, str], extra
 
 def controls(view: Any, viewer: Viewer) -> str:
     """A status page row's buttons: pause or resume, trigger, and the job's page link."""
-    link = f'<div class="sub"><a href="/jobs/{quote(view.name)}">details</a></div>'
+    base = f"{viewer.root}/jobs/{quote(view.name)}"
+    link = f'<div class="sub"><a href="{html.escape(base)}">details</a></div>'
     if viewer.name is None:
         return link
-    base = f"/jobs/{quote(view.name)}/"
+    base += "/"
     back = {"back": "/"}
     which = "resume" if view.state.paused else "pause"
     buttons = _form(base + which, which, viewer, back) + _form(
@@ -111,26 +127,35 @@ def _head(title: str) -> str:
 """
 
 
-def login_page(title: str, *, status: int = 200, wrong: bool = False) -> str:
-    """The login form: a token's secret, kept as a session cookie."""
+def login_page(
+    title: str, *, status: int = 200, wrong: bool = False, root: str = "", app: bool = False
+) -> str:
+    """The login form: a token's secret, kept as a session cookie.
+
+    ``root``: the path the pages are under. ``app``: only the application's own login
+    says who asks (no tokens): the page says so instead of a form.
+    """
     said = '<div class="refused">that token is not known here</div>' if wrong else ""
     need = '<p class="sub">a token is needed to see this page</p>' if status == 401 else ""
+    if app:
+        need = '<p class="sub">sign in to the application to see this page</p>'
+        return _head(title) + f"<h1>tickwork: {html.escape(title)}</h1>{need}\n</body>\n</html>\n"
     return (
         _head(title)
         + f"<h1>tickwork: {html.escape(title)}</h1>{need}{said}"
-        + '<form method="post" action="/login"><label>token '
+        + f'<form method="post" action="{html.escape(root)}/login"><label>token '
         + '<input type="password" name="token" autocomplete="current-password"></label> '
         + '<button type="submit">log in</button></form>\n</body>\n</html>\n'
     )
 
 
-def message_page(title: str, status: int, message: str) -> str:
+def message_page(title: str, status: int, message: str, *, root: str = "") -> str:
     """A refusal, for a person: the status, what the API would say, a way back."""
     return (
         _head(title)
         + f"<h1>tickwork: {html.escape(title)}</h1>"
         + f'<div class="refused"><strong>{status}</strong>: {html.escape(message)}</div>'
-        + '<p><a href="/">back to the status page</a></p>\n</body>\n</html>\n'
+        + f'<p><a href="{html.escape(root)}/">back to the status page</a></p>\n</body>\n</html>\n'
     )
 
 
@@ -167,10 +192,13 @@ def _action(a: ActionRecord) -> str:
 def _forms(name: str, state: JobState, viewer: Viewer) -> str:
     """The job's action forms, for a logged-in viewer."""
     if not viewer.control:
-        return '<p class="sub">control over HTTP is off (no --http-token)</p>'
+        return (
+            '<p class="sub">control over HTTP is off'
+            " (no token: --http-token; mounted: tokens= or user=)</p>"
+        )
     if viewer.name is None:
-        return '<p class="sub"><a href="/login">log in</a> to act on this job</p>'
-    base = f"/jobs/{quote(name)}/"
+        return f'<p class="sub">{viewer.log_in()} to act on this job</p>'
+    base = f"{viewer.root}/jobs/{quote(name)}/"
     note = '<input name="note" placeholder="note (why)" size="24"> '
     until = '<input name="until" placeholder="until (2h, ISO time)" size="18"> '
     window = (
@@ -200,7 +228,9 @@ def _waiting(name: str, state: JobState, viewer: Viewer) -> str:
         cancel = ""
         if viewer.name is not None:
             slot = iso_due(c.scheduled)
-            cancel = _form(f"/jobs/{quote(name)}/cancel", "cancel", viewer, {"slot": slot})
+            cancel = _form(
+                f"{viewer.root}/jobs/{quote(name)}/cancel", "cancel", viewer, {"slot": slot}
+            )
         items.append(
             f'<li class="waiting-run">{html.escape(iso_due(c.scheduled))} '
             f"\u00b7 {html.escape(waiting_why(c))} {cancel}</li>"
@@ -210,11 +240,11 @@ def _waiting(name: str, state: JobState, viewer: Viewer) -> str:
     return f'<ul class="waiting-runs">{"".join(items)}{tail}</ul>'
 
 
-def _charts(scheduler: Any, state: JobState, span: str, now: float) -> str:
+def _charts(store: Any, state: JobState, span: str, now: float) -> str:
     """The success-rate bar, and run duration and lateness per slot, over the span."""
     seconds, bars, words = SPANS.get(span, SPANS["day"])
     zone = str(getattr(state.spec.schedule, "tz", "UTC"))
-    entries = scheduler.history(state.id, since=now - seconds, limit=CHART_ENTRIES)
+    entries = _history(store, state.id, since=now - seconds, limit=CHART_ENTRIES)
     counts: dict[str, int] = {}
     for e in entries:
         counts[e.outcome] = counts.get(e.outcome, 0) + e.slots
@@ -236,8 +266,12 @@ def _charts(scheduler: Any, state: JobState, span: str, now: float) -> str:
     )
 
 
+def _history(store: Any, job_id: str, **asked: Any) -> list[SlotRecord]:
+    """The job's ledger entries, newest first (none where the store keeps no ledger)."""
+    return list(store.history(job_id, **asked)) if isinstance(store, SlotLedger) else []
+
+
 def job_page(
-    scheduler: Any,
     store: Any,
     title: str,
     name: str,
@@ -252,8 +286,8 @@ def job_page(
     """
     now = time.time()
     state: JobState = store.get(job_id)
-    entries = scheduler.history(job_id, limit=ENTRIES)
-    acts = scheduler.actions(job_id, limit=LISTED)
+    entries = _history(store, job_id, limit=ENTRIES)
+    acts = store.actions(job_id, limit=LISTED) if isinstance(store, RuntimeControl) else []
     said_html = "" if not said else f'<div class="said">{html.escape(said)}</div>'
     nxt = "held while paused" if state.paused else _ago(now, state.next_run)
     rows = "".join(_entry(e, now) for e in entries) or '<tr><td colspan="5">no runs yet</td></tr>'
@@ -261,10 +295,11 @@ def job_page(
     return (
         _head(f"{name} \u00b7 {title}")
         + f'<h1>{html.escape(name)}<span class="job-state">{paused_mark(state)}</span></h1>'
-        + f'<div class="meta"><a href="/">all jobs</a> \u00b7 {html.escape(title)} \u00b7 '
+        + f'<div class="meta"><a href="{html.escape(viewer.root)}/">all jobs</a> \u00b7 '
+        + f"{html.escape(title)} \u00b7 "
         + f"{html.escape(schedule_words(state.spec.schedule))} \u00b7 next run "
         + f"{_time(state.next_run)} ({html.escape(nxt)})</div>{said_html}"
-        + _charts(scheduler, state, span if span in SPANS else "day", now)
+        + _charts(store, state, span if span in SPANS else "day", now)
         + f"<h2>actions</h2>{_forms(name, state, viewer)}"
         + f"<h2>waiting runs ({state.waiting_runs:,})</h2>{_waiting(name, state, viewer)}"
         + "<h2>recent slots (newest first)</h2><table><thead><tr><th>due</th><th>outcome</th>"

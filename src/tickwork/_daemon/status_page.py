@@ -24,7 +24,15 @@ from tickwork._core.text import relative_time as _ago
 from tickwork._core.text import short_duration as _seconds
 from tickwork._core.text import utc_time as _time
 from tickwork._daemon.charts import rate_chart, sparkline
-from tickwork.stores import ActionRecord, JobState, SlotLedger, SlotRecord, Store, StoreError
+from tickwork.stores import (
+    ActionRecord,
+    JobState,
+    RuntimeControl,
+    SlotLedger,
+    SlotRecord,
+    Store,
+    StoreError,
+)
 from tickwork.stores.contract import (
     JOB_STATES,
     STREAK_DEPTH,
@@ -407,10 +415,10 @@ RATE_ENTRIES: Final = 5000
 _RATE_PAGE: Final = 500
 
 
-def _runs_per_minute(scheduler: Any, store: Store, prefix: str, now: float) -> str:
+def _runs_per_minute(store: Store, prefix: str, now: float) -> str:
     """The chart of runs per minute by outcome, last hour, of the ``prefix`` jobs (ledger).
 
-    All the namespace's jobs (``prefix``), not only the page's.
+    All the namespace's jobs (``prefix``; ``""``: every job), not only the page's.
 
     Read newest first until an entry ended before the hour (the ledger's order is the
     order runs ended), at most `RATE_ENTRIES` entries of any namespace.
@@ -420,7 +428,7 @@ def _runs_per_minute(scheduler: Any, store: Store, prefix: str, now: float) -> s
     points: list[tuple[float, str]] = []
     before, since, capped = None, now - 3600, True
     for _ in range(RATE_ENTRIES // _RATE_PAGE):
-        entries = scheduler.history(before=before, limit=_RATE_PAGE)
+        entries = store.history(before=before, limit=_RATE_PAGE)
         ends = [(e.ended or e.scheduled, e.outcome) for e in entries]
         points += [p for p, e in zip(ends, entries, strict=True) if e.job_id.startswith(prefix)]
         if len(entries) < _RATE_PAGE or min(t for t, _ in ends) < since:
@@ -472,9 +480,8 @@ def gone_owners(store: Store, owners: Iterable[str]) -> set[str]:
 
 
 def page(
-    scheduler: Any,
     store: Store,
-    namespace: str,
+    namespace: str | None,
     title: str,
     *,
     controls: Callable[[JobView], str] | None = None,
@@ -484,9 +491,10 @@ def page(
     """The status page of a namespace's jobs: what the state says right now.
 
     Args:
-        scheduler: The daemon's `tickwork.DurableScheduler` (its jobs, ledger, actions).
-        store: Its store, asked which nodes are live and for each job's failure streak.
-        namespace: Only this namespace's jobs, shown by name.
+        store: The store: its jobs, ledger and actions, which nodes are live, each
+            job's failure streak.
+        namespace: Only this namespace's jobs (a daemon's), shown by name; ``None``:
+            every job of the store, shown by its id.
         title: What the page is about (the jobs file).
         controls: Each row's buttons (see `render`).
         banner: HTML under the title (see `render`).
@@ -498,28 +506,26 @@ def page(
     from tickwork._daemon.pools import pool_waits
 
     now = time.time()
-    query = replace(listing or JobQuery(limit=PER_PAGE), prefix=namespace + "/")
+    prefix = "" if namespace is None else namespace + "/"
+    query = replace(listing or JobQuery(limit=PER_PAGE), prefix=prefix)
     listed = list_jobs(store, query, now=now)
     views: list[JobView] = []
     owners: set[str] = set()
     for state in listed.jobs:
-        if not owned(state, namespace):
+        if namespace is not None and not owned(state, namespace):
             continue
-        entries = scheduler.history(state.id, limit=STRIP)
+        entries = store.history(state.id, limit=STRIP) if isinstance(store, SlotLedger) else []
         owners.update(e.node for e in entries if e.node and (e.ended or e.scheduled) > now - 3600)
         owners.update(c.owner for c in state.claims if c.owner)
         failures, last_ok = _streak_of(store, state.id)
-        name = str(state.spec.kwargs.get("job", state.id))
+        name = str(state.spec.kwargs.get("job", state.id)) if prefix else state.id
         # Chains: the jobs it runs after, by their names in the file.
-        words = schedule_and_after(state.spec.schedule, state.spec.after, prefix=namespace + "/")
+        words = schedule_and_after(state.spec.schedule, state.spec.after, prefix=prefix)
         views.append(JobView(name, state, words, entries, failures=failures, last_ok=last_ok))
     waits = pool_waits(store, [v.state for v in views], now)  # concurrency pools
     views = [replace(v, waiting_for=waits.get(v.state.id)) for v in views]
-    actions = [
-        (a.job_id.removeprefix(namespace + "/"), a)
-        for a in scheduler.actions(limit=ACTIONS_SHOWN * 10)
-        if a.job_id.startswith(namespace + "/")
-    ]
+    recent = store.actions(limit=ACTIONS_SHOWN * 10) if isinstance(store, RuntimeControl) else []
+    actions = [(a.job_id.removeprefix(prefix), a) for a in recent if a.job_id.startswith(prefix)]
     gone_raw = gone_owners(store, owners)
     labels = {owner_label(o) for o in owners}
     # A label is gone when every owner behind it is (a process has one owner per start).
@@ -533,6 +539,6 @@ def page(
         gone=gone,
         controls=controls,
         banner=banner,
-        chart=_runs_per_minute(scheduler, store, namespace + "/", now),
+        chart=_runs_per_minute(store, prefix, now),
         nav=(query, listed),
     )
