@@ -1,0 +1,158 @@
+"""``tickwork enqueue``: one-offs from the command line, on both stores, in-process.
+
+- what the verb enqueues runs once on a node that allows its function, with the
+  arguments, time, key and run options given; the verb never imports the function;
+- ``--key`` is idempotent; ``--cancel`` takes an id or a key;
+- bad input is exit 2 with one line that names the option (no traceback, nothing stored).
+"""
+
+from __future__ import annotations
+
+import io
+import json
+import sys
+import time
+from collections.abc import Callable, Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from tests import durable_jobs
+from tests.executors import drain, manual_scheduler
+from tickwork.__main__ import build_parser
+from tickwork.stores.contract import OneOffCounts
+from tickwork.testing import FakeClock
+
+AT = 2_000_000_000.0  # 2033-05-18T03:33:20Z
+REC = "tests.durable_jobs:record"
+
+Where = tuple[list[str], Callable[[], Any]]
+
+
+@pytest.fixture(params=["sqlite", "postgres"])
+def where(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[Where]:
+    """The state options of the verb, and how to open the same store (it exists)."""
+    opened: list[Any] = []
+    if request.param == "sqlite":
+        from tickwork.stores.sqlite import SQLiteStore
+
+        path = tmp_path / "s.sqlite3"
+
+        def open_store() -> Any:
+            opened.append(SQLiteStore(path))
+            return opened[-1]
+
+        argv = ["--state", str(path)]
+    else:
+        from tickwork.stores.postgres import PostgresStore
+
+        dsn = request.getfixturevalue("fresh_database")
+
+        def open_store() -> Any:
+            opened.append(PostgresStore(dsn))
+            return opened[-1]
+
+        argv = ["--database", dsn]
+    open_store()  # the state exists, as `tickwork run` left it
+    yield argv, open_store
+    for store in opened:
+        store.close()
+
+
+def cli(*argv: str) -> tuple[int, str, str]:
+    args = build_parser().parse_args(["enqueue", *argv])
+    out, err = io.StringIO(), io.StringIO()
+    code = int(args.func(args, out=out, err=err))
+    return code, out.getvalue(), err.getvalue()
+
+
+def test_what_the_verb_enqueues_runs_once_with_its_arguments_and_options(where: Where) -> None:
+    argv, open_store = where
+    code, out, err = cli(
+        *argv, REC, "--args", '[1, "a"]', "--kwargs", '{"k": 2}', "--at", "2033-05-18T03:33:20Z",
+        "--key", "order-7", "--retries", "2", "--timeout", "30s", "--pool", "mail",
+    )  # fmt: skip
+    assert (code, out, err) == (0, "~key:order-7\n", "")
+    code, out, err = cli(*argv, REC, "--key", "order-7", "--json")
+    assert code == 0 and json.loads(out) == {
+        "id": "~key:order-7",
+        "run_at": json.loads(out)["run_at"],
+        "created": False,
+        "key": "order-7",
+    }
+    store = open_store()
+    state = store.get("~key:order-7")
+    spec = state.spec
+    assert (spec.func, spec.args, dict(spec.kwargs)) == (REC, (1, "a"), {"k": 2})
+    assert (spec.retries, spec.timeout, spec.pool, state.next_run) == (2, 30.0, "mail", AT)
+    durable_jobs.CALLS.clear()
+    clock = FakeClock(wall_start=AT - 5)
+    ds, pool = manual_scheduler(store, clock)
+    drain(ds, pool)
+    assert durable_jobs.CALLS == []  # not due yet
+    clock.advance(5)
+    drain(ds, pool)
+    assert durable_jobs.CALLS == [((1, "a"), {"k": 2}, AT)]
+    assert ds.oneoffs() == [OneOffCounts(REC, done=1)]
+
+
+def test_the_verb_never_imports_the_function(where: Where) -> None:
+    argv, open_store = where
+    assert "nowhere_app_xyz" not in sys.modules
+    code, out, _ = cli(*argv, "nowhere_app_xyz.tasks:send", "--in", "1h", "--args", "[3]")
+    assert code == 0 and out.startswith("~") and len(out.strip()) == 21
+    assert "nowhere_app_xyz" not in sys.modules
+    [counts] = open_store().oneoff_counts()
+    assert counts == OneOffCounts("nowhere_app_xyz.tasks:send", pending=1)
+    due = open_store().get(out.strip()).next_run
+    assert abs(due - (time.time() + 3600)) < 600
+
+
+def test_cancel_by_key_or_id(where: Where) -> None:
+    argv, open_store = where
+    cli(*argv, REC, "--in", "1h", "--key", "k")
+    _, out, _ = cli(*argv, REC, "--in", "1h")
+    assert cli(*argv, "--cancel", "k", "--by", "ops") == (0, "cancelled ~key:k\n", "")
+    assert cli(*argv, "--cancel", out.strip()) == (0, f"cancelled {out.strip()}\n", "")
+    code, _, err = cli(*argv, "--cancel", "k")
+    assert code == 1 and err == (
+        "tickwork enqueue: no one-off 'k' is pending (it ended, never was, or a node is"
+        " running it)\n"
+    )
+    [entry] = open_store().history("~key:k")
+    assert (entry.outcome, entry.node) == ("cancelled", "ops")
+    assert open_store().oneoff_counts() == [OneOffCounts(REC, dropped=2)]
+
+
+@pytest.mark.parametrize(
+    ("given", "message"),
+    [
+        (["bad path"], "func must be an import path 'package.module:function', got 'bad path'"),
+        ([REC, "--args", "{"], "--args must be JSON: Expecting property name"),
+        ([REC, "--args", '{"a": 1}'], "args must be a JSON array, got {'a': 1}"),
+        ([REC, "--kwargs", "[1]"], "kwargs must be a JSON object, got [1]"),
+        ([REC, "--at", "tomorrow"], "--at must be an ISO 8601 date-time"),
+        ([REC, "--in", "soon"], "--in: duration must look like '30s'"),
+        ([REC, "--retries", "500"], "retries must be an integer from 0 to 100, got 500"),
+        ([REC, "--key", "a\nb"], "key must be a non-empty printable string"),
+        ([REC, "--cancel", "k"], "give --cancel or a function to enqueue, not both"),
+        ([], "give the function to run, 'package.module:function'"),
+    ],
+)
+def test_bad_input_is_exit_2_in_one_line_and_stores_nothing(
+    where: Where, given: list[str], message: str
+) -> None:
+    argv, open_store = where
+    code, out, err = cli(*argv, *given)
+    assert (code, out) == (2, "")
+    assert err.startswith("tickwork enqueue: ") and message in err, err
+    assert err.count("\n") == 1
+    assert open_store().oneoff_counts() == []
+
+
+def test_a_state_must_be_named_and_exist(tmp_path: Path) -> None:
+    code, _, err = cli(REC)
+    assert code == 2 and "give the jobs file (FILE or -f FILE), --state PATH" in err
+    code, _, err = cli("--state", str(tmp_path / "none.sqlite3"), REC)
+    assert code == 1 and "no state at" in err
