@@ -156,3 +156,30 @@ def test_a_state_must_be_named_and_exist(tmp_path: Path) -> None:
     assert code == 2 and "give the jobs file (FILE or -f FILE), --state PATH" in err
     code, _, err = cli("--state", str(tmp_path / "none.sqlite3"), REC)
     assert code == 1 and "no state at" in err
+
+
+def test_jobs_counts_the_one_offs_per_function_after_its_table(where: Where) -> None:
+    from tickwork._cli.jobs import run_jobs
+
+    argv, open_store = where
+
+    def jobs(*more: str) -> str:
+        args = build_parser().parse_args(["jobs", *argv, *more])
+        out = io.StringIO()
+        assert run_jobs(args, out=out, err=io.StringIO()) == 0
+        return out.getvalue()
+
+    assert jobs() == "no jobs in the state\n"  # no one-offs: no summary
+    for _ in range(3):
+        cli(*argv, REC, "--in", "1h")
+    cli(*argv, "app.mail:send", "--in", "1h", "--key", "k")
+    cli(*argv, "--cancel", "k")
+    assert jobs() == (
+        "no jobs in the state\n"
+        "\n"
+        "ONE-OFFS                   PENDING  RUNNING  DONE  FAILED  DROPPED\n"
+        "app.mail:send              0        0        0     0       1\n"
+        "tests.durable_jobs:record  3        0        0     0       0\n"
+    )
+    assert jobs("--long").endswith("tests.durable_jobs:record  3        0        0     0       0\n")
+    assert json.loads(jobs("--json")) == []  # the jobs alone: /api/oneoffs has the counts
