@@ -161,7 +161,7 @@ def test_a_state_must_be_named_and_exist(tmp_path: Path) -> None:
 def test_jobs_counts_the_one_offs_per_function_after_its_table(where: Where) -> None:
     from tickwork._cli.jobs import run_jobs
 
-    argv, open_store = where
+    argv, _ = where
 
     def jobs(*more: str) -> str:
         args = build_parser().parse_args(["jobs", *argv, *more])
