@@ -183,3 +183,39 @@ def test_jobs_counts_the_one_offs_per_function_after_its_table(where: Where) -> 
     )
     assert jobs("--long").endswith("tests.durable_jobs:record  3        0        0     0       0\n")
     assert json.loads(jobs("--json")) == []  # the jobs alone: /api/oneoffs has the counts
+
+
+def test_a_daemon_runs_the_one_offs_of_the_modules_it_allows(where: Where, tmp_path: Path) -> None:
+    from tests.test_daemon_e2e import Run
+    from tests.waiting import wait_until
+
+    argv, open_store = where
+    jobs = tmp_path / "jobs.toml"
+    jobs.write_text('[[job]]\nname = "tick"\nevery = "1h"\ncommand = ["true"]\n')
+    made, refused = tmp_path / "made", tmp_path / "refused"
+    run = Run(jobs, argv, "--allow-module", "os", "--shutdown-grace", "1s")
+    try:
+        run.wait_line("running 1 job")
+        assert cli(*argv, "os:mkdir", "--args", json.dumps([str(made)]))[0] == 0
+        assert cli(*argv, "shutil:rmtree", "--args", json.dumps([str(refused)]))[0] == 0
+        counts = lambda: {c.queue: (c.done, c.failed) for c in open_store().oneoff_counts()}  # noqa: E731
+        wait_until(
+            "both one-offs ended",
+            lambda: counts() == {"os:mkdir": (1, 0), "shutil:rmtree": (0, 1)},
+        )
+    finally:
+        run.stop()
+    assert made.is_dir()  # run in the daemon
+    [entry] = open_store().history(None, outcome="failed")
+    assert "func 'shutil:rmtree' is not allowed here" in str(entry.error)
+
+
+def test_allow_module_takes_module_names(tmp_path: Path) -> None:
+    with pytest.raises(SystemExit):
+        build_parser().parse_args(["run", "jobs.toml", "--allow-module", "my app"])
+    args = build_parser().parse_args(
+        ["run", "j.toml", "--allow-module", "a.b", "--allow-module", "*"]
+    )
+    from tickwork._cli.run import daemon_config
+
+    assert daemon_config(args).allowed_modules == ("a.b", "*")
