@@ -31,7 +31,6 @@ from typing import Any, Final
 from urllib.parse import parse_qs, quote, unquote, urlencode
 
 from tickwork._core.text import iso_due
-from tickwork._daemon import oneoffs
 from tickwork._daemon.actions import (
     CONFIRM_ABOVE,
     Done,
@@ -54,6 +53,8 @@ from tickwork._daemon.joblist import (
     read_jobs,
     state_row,
 )
+from tickwork._daemon.oneoffs import answer, counts, enqueue
+from tickwork._daemon.oneoffs import cancel as cancel_oneoff
 from tickwork._daemon.when import parse_future, parse_since, parse_time
 from tickwork._durable.control import BackfillError
 from tickwork.stores import (
@@ -312,7 +313,7 @@ class Api:
         if route == ["history"] and api:
             return _json(200, {"items": self._history(None, request.query)})
         if route == ["oneoffs"] and api:
-            return _json(200, {"oneoffs": [asdict(c) for c in oneoffs.counts(self._store)]})
+            return _json(200, {"oneoffs": [asdict(c) for c in counts(self._store)]})
         if not route or route[0] != "jobs" or len(route) > 3:
             raise BadRequest(404, f"not found: {request.path}")
         if len(route) == 1 and api:
@@ -465,7 +466,7 @@ class Api:
         try:
             if request.method == "DELETE":
                 ref = unquote(route[1])
-                job_id = oneoffs.cancel(self._store, ref, now=now, by=who)
+                job_id = cancel_oneoff(self._store, ref, now=now, by=who)
                 if job_id is None:
                     raise BadRequest(
                         404,
@@ -473,10 +474,10 @@ class Api:
                         " running it)",
                     )
                 return _json(200, {"id": job_id, "cancelled": True, "by": who})
-            done = oneoffs.enqueue(self._store, fields, now=now)
+            done = enqueue(self._store, fields, now=now)
         except (ValueError, TypeError) as exc:  # EnqueueError, JobSpecError among them
             raise BadRequest(400, str(exc)) from None
-        return _json(201 if done.created else 200, oneoffs.answer(done) | {"by": who})
+        return _json(201 if done.created else 200, answer(done) | {"by": who})
 
     def _act(
         self, action: str, name: str, job_id: str, fields: Mapping[str, Any], who: str
