@@ -29,6 +29,7 @@ VERBS = (
     "trigger",
     "backfill",
     "skip-next",
+    "enqueue",
 )
 
 
@@ -127,6 +128,16 @@ def test_every_verb_says_both_forms_in_its_help(verb: str) -> None:
     done = tickwork(verb, "--help")
     assert done.returncode == 0
     assert "[FILE]" in done.stdout and "-f FILE, --file FILE" in done.stdout
+
+
+def test_enqueue_takes_the_file_either_way_and_the_function_after_it(
+    jobs: Path, state: str
+) -> None:
+    first = tickwork("enqueue", str(jobs), "tests.durable_jobs:record", "--state", state)
+    second = tickwork("enqueue", "--state", state, "-f", str(jobs), "tests.durable_jobs:record")
+    assert (first.returncode, second.returncode) == (0, 0), (first.stderr, second.stderr)
+    assert first.stdout.startswith("~") and second.stdout.startswith("~")
+    assert first.stdout != second.stdout
 
 
 def test_a_file_after_the_name_is_pointed_out(jobs: Path, state: str) -> None:

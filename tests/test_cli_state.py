@@ -30,6 +30,7 @@ STATE_VERBS = (
     ("skip-next", "tick"),
     ("backfill", "tick", "--from", "1h", "--to", "now"),
     ("cancel", "tick", "--list"),
+    ("enqueue", "tests.durable_jobs:record"),
 )
 
 

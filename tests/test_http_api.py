@@ -454,6 +454,105 @@ def test_a_body_too_deep_too_big_or_of_another_type_is_refused_in_words(
     assert len(actions_of(state, "sync")) == before
 
 
+REC = "tests.durable_jobs:record"
+
+
+def oneoff_counts(state: Path) -> list[Any]:
+    store = SQLiteStore(state)
+    try:
+        return store.oneoff_counts()
+    finally:
+        store.close()
+
+
+def test_enqueue_adds_a_one_off_by_its_path_and_delete_cancels_it(
+    served: tuple[str, Path, Path],
+) -> None:
+    base, state, _ = served
+    body = {
+        "func": "nowhere_app_xyz.tasks:send",  # not importable here: never imported
+        "args": [7, "a"],
+        "kwargs": {"lang": "fr"},
+        "delay": "1h",  # not due while the module runs
+        "key": "order/7",
+        "options": {"retries": 2, "timeout": "30s", "missed": "skip"},
+    }
+    status, done = call(base, "POST", "/api/enqueue", body)
+    assert status == 201, done
+    assert done["id"] == "~key:order/7" and done["created"] and done["by"] == "ana"
+    status, again = call(base, "POST", "/api/enqueue", body | {"args": [8]}, token=BOT)
+    assert status == 200 and not again["created"] and again["id"] == "~key:order/7"
+    status, plain = call(base, "POST", "/api/enqueue", {"func": REC, "at": 4102444800})
+    assert status == 201 and plain["run_at"] == "2100-01-01T00:00:00Z"
+    store = SQLiteStore(state)
+    try:
+        spec = store.get("~key:order/7").spec
+    finally:
+        store.close()
+    assert (spec.func, spec.args, dict(spec.kwargs)) == (body["func"], (7, "a"), {"lang": "fr"})
+    assert (spec.retries, spec.timeout) == (2, 30.0)
+    status, counts = call(base, "GET", "/api/oneoffs", token=BOT)
+    assert status == 200 and counts == {
+        "oneoffs": [
+            {"queue": q, "pending": 1, "running": 0, "done": 0, "failed": 0, "dropped": 0}
+            for q in sorted([body["func"], REC])
+        ]
+    }
+    template = "/api/enqueue/{ref}"
+    status, gone = call(base, "DELETE", "/api/enqueue/order%2F7", template=template)
+    assert status == 200 and gone == {"id": "~key:order/7", "cancelled": True, "by": "ana"}
+    status, answer = call(base, "DELETE", "/api/enqueue/order%2F7", template=template)
+    assert status == 404 and "no one-off 'order/7' is pending" in answer["error"]
+    status, gone = call(base, "DELETE", f"/api/enqueue/{plain['id']}", template=template)
+    assert status == 200 and gone["id"] == plain["id"]
+    assert {c.queue: c.dropped for c in oneoff_counts(state)} == {body["func"]: 1, REC: 1}
+
+
+@pytest.mark.parametrize(
+    ("body", "message"),
+    [
+        ({"args": [1]}, "func must be an import path 'package.module:function', got None"),
+        ({"func": "no path"}, "func must be an import path 'package.module:function'"),
+        ({"func": REC, "args": {"a": 1}}, "args must be a JSON array, got {'a': 1}"),
+        ({"func": REC, "kwargs": [1]}, "kwargs must be a JSON object, got [1]"),
+        ({"func": REC, "at": "tomorrow"}, "at must be an ISO 8601 date-time"),
+        ({"func": REC, "at": 1, "delay": 2}, "give at or delay, not both"),
+        ({"func": REC, "delay": "soon"}, "delay"),
+        ({"func": REC, "options": {"every": 3}}, "unknown option(s) every"),
+        ({"func": REC, "options": {"retries": -1}}, "retries must be"),
+        ({"func": REC, "options": {"timeout": "long"}}, "options.timeout: duration must"),
+        ({"func": REC, "key": ""}, "key must be a non-empty printable string"),
+        ({"func": REC, "color": "red"}, "got an unknown field 'color'"),
+    ],
+)
+def test_a_bad_enqueue_is_400_naming_the_field_and_adds_nothing(
+    served: tuple[str, Path, Path], body: Any, message: str
+) -> None:
+    base, state, _ = served
+    before = oneoff_counts(state)
+    status, answer = call(base, "POST", "/api/enqueue", body)
+    assert status == 400 and message in answer["error"], answer
+    assert oneoff_counts(state) == before
+
+
+def test_enqueue_needs_a_token_and_the_same_origin(served: tuple[str, Path, Path]) -> None:
+    base, state, _ = served
+    before = oneoff_counts(state)
+    status, answer = call(base, "POST", "/api/enqueue", {"func": REC}, token=None)
+    assert status == 401 and "bearer token" in answer["error"]
+    status, answer = call(
+        base, "POST", "/api/enqueue", {"func": REC}, headers={"Origin": "https://evil.example"}
+    )
+    assert status == 403 and "cannot act" in answer["error"]
+    status, _ = call(base, "DELETE", "/api/enqueue/k", token=None, template="/api/enqueue/{ref}")
+    assert status == 401
+    assert call(base, "GET", "/api/enqueue")[0] == 405
+    assert call(base, "POST", "/api/enqueue/k", {})[0] == 405
+    assert call(base, "POST", "/api/oneoffs", {})[0] == 405
+    assert call(base, "GET", "/api/oneoffs", token=None)[0] == 401
+    assert oneoff_counts(state) == before
+
+
 def test_the_openapi_document_describes_every_answer(served: tuple[str, Path, Path]) -> None:
     base, _, _ = served
     status, doc = call(base, "GET", "/api/openapi.json", token=None)

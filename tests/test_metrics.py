@@ -9,12 +9,20 @@ from __future__ import annotations
 import asyncio
 from collections.abc import Iterator
 from pathlib import Path
+from typing import Any
 
 import pytest
 from prometheus_client import CollectorRegistry, generate_latest
 
 from tests.executors import ManualExecutor
-from tickwork import AsyncScheduler, DurableScheduler, Every, Scheduler, ThreadScheduler
+from tickwork import (
+    AsyncScheduler,
+    DurableScheduler,
+    Every,
+    OneOff,
+    Scheduler,
+    ThreadScheduler,
+)
 from tickwork.metrics import SchedulerMetrics
 from tickwork.stores import JobSpec
 from tickwork.stores.sqlite import SQLiteStore
@@ -294,3 +302,35 @@ def test_inline_executor_runs_count_at_once() -> None:
     clock.advance(2)
     ts.step()
     assert value(m.registry, "tickwork_runs_total", job="ok", outcome="ok") == 1
+
+
+def test_one_offs_are_counted_per_function_and_label_their_runs_by_it(
+    open_either_store: Any, clock: FakeClock
+) -> None:
+    store = open_either_store()
+    pool = ManualExecutor()
+    ds = DurableScheduler(
+        store,
+        executor=pool,
+        wall_clock=clock.wall,
+        monotonic_clock=clock,
+        allowed_modules=["tests.durable_jobs"],
+    )
+    m = SchedulerMetrics()
+    m.watch(ds)
+    rec, boom = "tests.durable_jobs:record", "tests.durable_jobs:boom"
+    ds.enqueue_many([OneOff(rec), OneOff(rec), OneOff(boom), OneOff(rec, delay=60)])
+    ds.cancel(ds.enqueue(rec, delay=60, key="k"))
+    for _ in range(3):
+        ds.step()
+        pool.run_all()
+    r = m.registry
+    assert value(r, "tickwork_runs_total", job=rec, outcome="ok") == 2
+    assert value(r, "tickwork_runs_total", job=boom, outcome="failed") == 1
+    assert value(r, "tickwork_running", job=rec) == 0
+    assert value(r, "tickwork_oneoffs", queue=rec, state="pending") == 1
+    assert value(r, "tickwork_oneoffs", queue=rec, state="running") == 0
+    assert value(r, "tickwork_oneoffs_ended_total", queue=rec, outcome="done") == 2
+    assert value(r, "tickwork_oneoffs_ended_total", queue=rec, outcome="dropped") == 1
+    assert value(r, "tickwork_oneoffs_ended_total", queue=boom, outcome="failed") == 1
+    assert "~" not in generate_latest(r).decode()  # no label a run: ids stay out

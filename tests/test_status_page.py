@@ -17,6 +17,7 @@ import time
 import urllib.parse
 from collections.abc import Iterator
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -573,3 +574,28 @@ def test_a_browser_searches_filters_and_pages_the_jobs(many: str, tmp_path: Path
         assert browser.evaluate("document.querySelector('form.find input').value") == "logs"
     finally:
         browser.close()
+
+
+def test_the_overview_counts_the_one_offs_per_function(open_either_store: Any) -> None:
+    from tests.executors import drain, manual_scheduler
+    from tickwork._daemon.status_page import page
+    from tickwork._durable.oneoffs import OneOff, enqueue_paths
+    from tickwork.testing import FakeClock
+
+    store = open_either_store()
+    clock = FakeClock(wall_start=time.time())
+    ds, pool = manual_scheduler(store, clock)
+    assert "one-offs" not in page(store, "jobs", "jobs.toml")  # none: no table
+    now = clock.wall()
+    enqueue_paths(store, [OneOff("app.mail:send", delay=3600)], now=now)
+    enqueue_paths(store, [OneOff("tests.durable_jobs:record") for _ in range(2)], now=now)
+    drain(ds, pool)
+    shown = page(store, "jobs", "jobs.toml").split("<h2>one-offs</h2>\n", 1)[1]
+    table = shown.split("</table>", 1)[0]
+    assert table == (
+        '<table class="oneoffs"><tr><th>one-offs</th><th>pending</th><th>running</th>'
+        "<th>done</th><th>failed</th><th>dropped</th></tr>"
+        "<tr><td>app.mail:send</td><td>1</td><td>0</td><td>0</td><td>0</td><td>0</td></tr>"
+        "<tr><td>tests.durable_jobs:record</td><td>0</td><td>0</td><td>2</td><td>0</td><td>0</td>"
+        "</tr>"
+    )

@@ -33,6 +33,7 @@ from prometheus_client.registry import Collector
 
 from tickwork._core.errors import JobCancelled
 from tickwork._core.events import EventKind, Listener, RunEvent
+from tickwork.stores.contract import ONEOFF_MARK, is_oneoff
 
 __all__ = ["DEFAULT_BUCKETS", "SchedulerMetrics"]
 
@@ -94,6 +95,12 @@ class SchedulerMetrics:
       ``tickwork_pool_waiting{pool}``: each concurrency pool of a watched durable
       scheduler's store, its limit, the runs holding a slot and the due runs not taken
       yet, read at each scrape (``pool="*"``: the store's ``max_running``);
+    - ``tickwork_oneoffs{queue,state}``: a watched durable scheduler's one-offs (delayed
+      jobs) per function (``queue``, its import path) now, ``state`` ``pending`` or
+      ``running``; ``tickwork_oneoffs_ended_total{queue,outcome}``: those that ended
+      ``done``, ``failed`` or ``dropped`` (cancelled, missed), since the state was
+      created; read at each scrape. A one-off's runs count in the instruments above under
+      its function's path as ``job`` (its id is one a run);
     - ``tickwork_store_errors_total`` and ``tickwork_lost_leases_total``: from each
       watched `DurableScheduler`'s `health` (store steps that failed; runs whose claim
       it lost), summed.
@@ -175,7 +182,10 @@ class SchedulerMetrics:
 
     def observe(self, event: RunEvent) -> None:
         """The listener `watch` adds: count one `RunEvent`."""
-        job = self._label(event.name or event.job_id or f"task-{event.task_id}")
+        name = event.name or event.job_id or f"task-{event.task_id}"
+        if event.job_id is not None and is_oneoff(event.job_id):
+            name = event.func or ONEOFF_MARK  # one id a run: labelled by its function
+        job = self._label(name)
         kind = event.kind
         if kind is EventKind.STARTED:
             self._running.labels(job).inc()
@@ -229,6 +239,20 @@ class SchedulerMetrics:
                 except Exception as exc:  # a scrape shows what it can
                     _log.debug("metrics: cannot read the pools: %s", exc)
         return pools
+
+    def _oneoffs(self) -> dict[str, Any]:
+        """The one-offs of the watched durable schedulers' stores, by function."""
+        with self._lock:
+            watched = list(self._watched)
+        counts: dict[str, Any] = {}
+        for scheduler in watched:
+            oneoffs = getattr(scheduler, "oneoffs", None)
+            if callable(oneoffs):
+                try:
+                    counts.update((c.queue, c) for c in oneoffs())
+                except Exception as exc:  # a scrape shows what it can
+                    _log.debug("metrics: cannot count the one-offs: %s", exc)
+        return counts
 
     def _durable_counts(self) -> tuple[int, int]:
         errors = lost = 0
@@ -291,6 +315,26 @@ def _pool_families(pools: dict[str, Any]) -> Iterator[GaugeMetricFamily]:
         for name, pool in sorted(pools.items()):
             family.add_metric([name], getattr(pool, field))
         yield family
+
+
+def _oneoff_families(counts: dict[str, Any]) -> Iterator[GaugeMetricFamily | CounterMetricFamily]:
+    """The one-offs per function: pending and running now, and how many ended how."""
+    now = GaugeMetricFamily(
+        "tickwork_oneoffs",
+        "One-offs (delayed jobs) now, per function: pending (due or not) or running.",
+        labels=["queue", "state"],
+    )
+    ended = CounterMetricFamily(
+        "tickwork_oneoffs_ended",
+        "One-offs that ended, per function: done (ok), failed, or dropped (cancelled, missed).",
+        labels=["queue", "outcome"],
+    )
+    for queue, c in sorted(counts.items()):
+        for state in ("pending", "running"):
+            now.add_metric([queue, state], getattr(c, state))
+        for outcome in ("done", "failed", "dropped"):
+            ended.add_metric([queue, outcome], getattr(c, outcome))
+    yield from (now, ended)
 
 
 def _most(a: int | None, b: int | None) -> int | None:
@@ -396,6 +440,7 @@ class _Readings(Collector):
                 last_ok.add_metric([job], now.last_ok)
         yield from (nxt, paused, streak, waiting, last_ok)
         yield from _pool_families(self._metrics._pools())
+        yield from _oneoff_families(self._metrics._oneoffs())
         errors, lost = self._metrics._durable_counts()
         yield CounterMetricFamily(
             "tickwork_store_errors", "Durable store steps that failed.", value=errors

@@ -1,7 +1,8 @@
 """``tickwork jobs``: what the daemon's state says about each job.
 
 A table by default (one line a job, as ``systemctl list-timers``), each job's details
-with ``--long``, one JSON array with ``--json``. Examples::
+with ``--long``, one JSON array with ``--json``; then, in the text forms, the one-offs
+(delayed jobs) counted per function, when there are any. Examples::
 
     tickwork jobs examples/housekeeping.toml
     tickwork jobs examples/housekeeping.toml --long
@@ -14,6 +15,7 @@ import argparse
 import json
 import socket
 import sys
+from collections.abc import Sequence
 from datetime import datetime
 from typing import Any, Final, TextIO
 
@@ -27,6 +29,7 @@ from tickwork._cli.options import (
 from tickwork._core.errors import ConfigError
 from tickwork._core.text import local_and_utc as _when
 from tickwork._core.text import local_time, relative_time, seconds_fixed
+from tickwork._daemon import oneoffs
 from tickwork._daemon.config import Config, JobConfig, load_config
 from tickwork.stores.contract import (
     JOB_STATES,
@@ -143,6 +146,7 @@ def run_jobs(
     try:
         namespace = args.namespace or (default_namespace(args.file) if args.file else None)
         states, live, now, summaries, listed = read_jobs(store, namespace, query)
+        queues = [] if args.json else oneoffs.counts(store)
     finally:
         store.close()
     host = socket.gethostname()
@@ -173,12 +177,14 @@ def run_jobs(
         return 0
     if not rows:
         print("no jobs in the state", file=out)
-        return 0
-    if args.long:
+    elif args.long:
         for row in rows:
             _print_row(row, out)
     else:
         _print_table(rows, now, out)
+    if queues:  # one-offs are counted per function, not listed
+        print(file=out)
+        _print_aligned(oneoffs.counts_table(queues), out)
     return 0
 
 
@@ -320,12 +326,16 @@ def _table_cells(row: dict[str, Any], now: float) -> tuple[str, ...]:
 
 def _print_table(rows: list[dict[str, Any]], now: float, out: TextIO) -> None:
     """The jobs as a table, one line a job, each column as wide as its widest cell."""
-    lines = [_COLUMNS, *(_table_cells(row, now) for row in rows)]
-    widths = [max(len(line[i]) for line in lines) for i in range(len(_COLUMNS))]
+    _print_aligned([_COLUMNS, *(_table_cells(row, now) for row in rows)], out)
+    count = len(rows)
+    print(f"\n{count} job{'s' if count != 1 else ''} listed; --long for details.", file=out)
+
+
+def _print_aligned(lines: Sequence[Sequence[str]], out: TextIO) -> None:
+    """Lines of cells, each column as wide as its widest cell."""
+    widths = [max(len(line[i]) for line in lines) for i in range(len(lines[0]))]
     for line in lines:
         print(
             "  ".join(cell.ljust(w) for cell, w in zip(line, widths, strict=True)).rstrip(),
             file=out,
         )
-    count = len(rows)
-    print(f"\n{count} job{'s' if count != 1 else ''} listed; --long for details.", file=out)

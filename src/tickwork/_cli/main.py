@@ -19,6 +19,7 @@ def build_parser() -> argparse.ArgumentParser:
         cancel,
         control,
         demo,
+        enqueue,
         history,
         import_crontab,
         jobs,
@@ -42,6 +43,7 @@ def build_parser() -> argparse.ArgumentParser:
     history.add_parser(sub)
     control.add_parsers(sub)
     cancel.add_parser(sub)
+    enqueue.add_parser(sub)
     import_crontab.add_parser(sub)
     return parser
 

@@ -104,14 +104,19 @@ class VerbParser(argparse.ArgumentParser):
 
 
 def add_file_argument(
-    p: argparse.ArgumentParser, *, name: NameOperand = "none", optional: bool = False
+    p: argparse.ArgumentParser,
+    *,
+    name: NameOperand = "none",
+    optional: bool = False,
+    operand: tuple[str, str] | None = None,
 ) -> None:
     """Add the jobs file to a verb's parser: ``FILE`` first, or ``-f/--file FILE``.
 
     With ``name``, a job name follows: ``[FILE] NAME`` (the one operand of ``pause
     backup`` is the name) or ``[FILE] [NAME]``. `take_file` sorts the operands out after
     parsing. ``optional``: the verb also works without a file (on ``--state`` /
-    ``--database``); the help says so.
+    ``--database``); the help says so. ``operand``: the metavar and help of an operand
+    that is not a job's name (``tickwork enqueue``'s function).
     """
     also = " (optional with --state/--database)" if optional else ""
     p.add_argument(
@@ -124,9 +129,13 @@ def add_file_argument(
         p.add_argument(
             "name",
             nargs=None if name == "required" else "?",
-            metavar="NAME",
-            help="the job's name in the jobs file"
-            + ("" if name == "required" else " (default: every job)"),
+            metavar="NAME" if operand is None else operand[0],
+            help=(
+                "the job's name in the jobs file"
+                + ("" if name == "required" else " (default: every job)")
+                if operand is None
+                else operand[1]
+            ),
         )
     p.add_argument(
         "-f",

@@ -183,6 +183,25 @@ def _add_tuning_options(p: argparse.ArgumentParser) -> None:
         metavar="N",
         help="most runs at once (default: 32)",
     )
+    p.add_argument(
+        "--allow-module",
+        action="append",
+        type=_module_prefix,
+        default=[],
+        metavar="PREFIX",
+        help="run the one-offs (tickwork enqueue, POST /api/enqueue) of functions in this"
+        " module or under it, in-process (repeatable; '*': any); without it a one-off the"
+        " daemon takes fails, not allowed",
+    )
+
+
+def _module_prefix(text: str) -> str:
+    """``--allow-module``: a dotted module name, or ``*``."""
+    if text == "*" or all(part.isidentifier() for part in text.split(".")):
+        return text
+    raise argparse.ArgumentTypeError(
+        f"must be a module name such as myapp.jobs, or '*', got {text!r}"
+    )
 
 
 def daemon_config(args: argparse.Namespace) -> DaemonConfig:
@@ -202,6 +221,7 @@ def daemon_config(args: argparse.Namespace) -> DaemonConfig:
         workers=args.workers,
         watch=args.watch,
         health_after=args.health_after,
+        allowed_modules=tuple(args.allow_module),
         run_for=args.run_for,
         http=args.http,
         http_token=None if args.http_token else os.environ.get("TICKWORK_HTTP_TOKEN") or None,

@@ -76,7 +76,8 @@ class RunEvent:
     """For STARTED from `DurableScheduler`: what made the run, as the slot ledger says
     it (``"schedule"``, ``"manual"``, ``"backfill"``, ``"after"``: a chain); else ``None``."""
     func: str | None = field(default=None, compare=False)
-    """For STARTED from `DurableScheduler`: the job's function, ``"module:function"``."""
+    """For the events of `DurableScheduler`: the job's function, ``"module:function"``
+    (a one-off's runs are counted under it: their ids are one a run)."""
 
 
 Listener = Callable[[RunEvent], object]

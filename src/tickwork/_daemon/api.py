@@ -9,20 +9,26 @@ through `tickwork._daemon.actions`, as the ``tickwork`` verbs do, so it refuses 
 they refuse with their words; it is recorded with the name of the token that asked
 (`tickwork._daemon.httpauth`), or the name the app's own login gave.
 
+One-offs: ``POST /api/enqueue`` adds one (201; 200 when its key was pending), ``DELETE
+/api/enqueue/<id or key>`` cancels one, ``GET /api/oneoffs`` counts them per function
+(`tickwork._daemon.oneoffs`, shared with ``tickwork enqueue``).
+
 Status codes: 400 a bad request (the message says which field and why), 401 no or a
 wrong token, 403 a cross-site request, a bad form token, or control off (no token
-configured), 404 no such job or path, 405 a method the path does not take (``OPTIONS``
-answers 204 with the same ``Allow``), 409 the job's state refuses (a paused job's
-backfill, no such waiting run), 413 a body too large, 415 a body neither JSON nor a
-form, 429 too many wrong tokens from the client, 503 the store cannot be used now.
+configured), 404 no such job, pending one-off or path, 405 a method the path does not
+take (``OPTIONS`` answers 204 with the same ``Allow``), 409 the job's state refuses (a
+paused job's backfill, no such waiting run), 413 a body too large, 415 a body neither
+JSON nor a form, 429 too many wrong tokens from the client, 503 the store cannot be
+used now.
 """
 
 from __future__ import annotations
 
 import argparse
 import json
+import time
 from collections.abc import Callable, Mapping
-from dataclasses import dataclass, field
+from dataclasses import asdict, dataclass, field
 from http.cookies import SimpleCookie
 from typing import Any, Final
 from urllib.parse import parse_qs, quote, urlencode
@@ -50,6 +56,8 @@ from tickwork._daemon.joblist import (
     read_jobs,
     state_row,
 )
+from tickwork._daemon.oneoffs import answer, counts, enqueue
+from tickwork._daemon.oneoffs import cancel as cancel_oneoff
 from tickwork._daemon.when import parse_future, parse_since, parse_time
 from tickwork._durable.control import BackfillError
 from tickwork.stores import (
@@ -318,6 +326,8 @@ class Api:
             return self._login(request, parts[0])
         api = bool(parts) and parts[0] == "api"
         route = parts[1:] if api else parts
+        if api and route[:1] == ["enqueue"]:
+            return self._enqueue(request, route)
         if method == "POST":
             return self._post_action(request, "/".join(route[1:-1]), route[-1])
         if api and route == ["openapi.json"]:
@@ -340,6 +350,8 @@ class Api:
             return Response(200, self._render_status(request).encode(), _HTML)
         if route == ["history"] and api:
             return _json(200, {"items": self._history(None, request.query)})
+        if route == ["oneoffs"] and api:
+            return _json(200, {"oneoffs": [asdict(c) for c in counts(self._store)]})
         if not route or route[0] != "jobs":
             raise BadRequest(404, f"not found: {request.path}")
         if len(route) == 1 and api:
@@ -498,6 +510,31 @@ class Api:
         query = urlencode({"said": said, "sig": self._signer.sign(said)})
         return Response(303, b"", _HTML, {"Location": f"{back}?{query}"})
 
+    def _enqueue(self, request: Request, route: list[str]) -> Response:
+        """``POST /api/enqueue``: 201 and the id (200 when its key was pending already).
+
+        ``DELETE /api/enqueue/<id or key>``: cancel that pending one-off (404: none).
+        The function is not imported here (`tickwork._daemon.oneoffs`).
+        """
+        fields = _fields(request) if request.method == "POST" else {}
+        who = self._writer(request, fields)
+        now = time.time()
+        try:
+            if request.method == "DELETE":
+                ref = "/".join(route[1:])  # the path comes unquoted
+                job_id = cancel_oneoff(self._store, ref, now=now, by=who)
+                if job_id is None:
+                    raise BadRequest(
+                        404,
+                        f"no one-off {ref!r} is pending (it ended, never was, or a node is"
+                        " running it)",
+                    )
+                return _json(200, {"id": job_id, "cancelled": True, "by": who})
+            done = enqueue(self._store, fields, now=now)
+        except (ValueError, TypeError) as exc:  # EnqueueError, JobSpecError among them
+            raise BadRequest(400, str(exc)) from None
+        return _json(201 if done.created else 200, answer(done) | {"by": who})
+
     def _act(
         self, action: str, name: str, job_id: str, fields: Mapping[str, Any], who: str
     ) -> Done:
@@ -652,6 +689,10 @@ def _allow(parts: list[str]) -> str | None:
     route = parts[1:] if parts and parts[0] == "api" else parts
     if len(route) >= 3 and route[0] == "jobs" and route[-1] in ACTIONS:
         return "POST, OPTIONS"
+    if parts[:2] == ["api", "enqueue"]:  # a key may hold "/": all of the rest
+        return "POST, OPTIONS" if len(parts) == 2 else "DELETE, OPTIONS"
+    if parts == ["api", "oneoffs"]:
+        return "GET, HEAD, OPTIONS"
     if (
         not parts
         or route in (["jobs"], ["history"], ["openapi.json"])

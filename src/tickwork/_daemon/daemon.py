@@ -262,6 +262,8 @@ class Daemon:
             ``tickwork run --crontab`` passes one that translates a crontab).
         health_after: Seconds the store may leave a look unanswered before the log and
             ``/healthz`` say so (see `DurableScheduler`).
+        allowed_modules: Module prefixes whose functions the daemon runs as one-offs
+            (``--allow-module``; see `DurableScheduler`); none: only the file's jobs.
     """
 
     def __init__(
@@ -282,6 +284,7 @@ class Daemon:
         state_key: str | None = None,
         load: Callable[[str], Config] = load_config,
         health_after: float = 5.0,
+        allowed_modules: tuple[str, ...] = (),
     ) -> None:
         self.config_path = config_path
         self._load = load
@@ -303,6 +306,7 @@ class Daemon:
             monotonic_clock=monotonic_clock,
             executor=executor,
             health_after=health_after,
+            allowed_modules=allowed_modules or None,
         )
         marker = daemon_marker(self.state_key)
         self._groups = ProcessGroups(marker=marker, owner=self.scheduler.owner)
@@ -1009,6 +1013,10 @@ class DaemonConfig:
     http_prefix: str = ""
     """With ``http``: the path a proxy serves the pages under (``--http-prefix
     /ops/tickwork``): every link starts with it, and a request's path may or may not."""
+    allowed_modules: tuple[str, ...] = ()
+    """Module prefixes whose functions the daemon runs as one-offs (``--allow-module``:
+    enqueued with ``tickwork enqueue`` or ``POST /api/enqueue``); none: a one-off it
+    takes fails, not allowed. ``"*"``: any module."""
     crontab: CrontabOptions | None = None
     """``jobs_file`` is a crontab, read with these options (``--crontab``): it runs as
     `tickwork import crontab` translates it (docs/daemon.md, "Coming from cron")."""
@@ -1215,6 +1223,7 @@ def _daemon_for(
         workers=config.workers,
         watch=config.watch,
         health_after=config.health_after,
+        allowed_modules=config.allowed_modules,
         state_key=make_state_key(
             namespace,
             str(Path(state).expanduser().resolve()) if state is not None else shown,

@@ -8,6 +8,8 @@ from __future__ import annotations
 
 from typing import Any
 
+from tickwork._daemon.oneoffs import COUNTED
+from tickwork.stores import DELIVERIES, MISSED_POLICIES
 from tickwork.stores.contract import JOB_STATES
 
 __all__ = ["document"]
@@ -128,6 +130,77 @@ _SCHEMAS: dict[str, Any] = {
     ),
 }
 
+_COUNT = {"type": "integer", "minimum": 0}
+_SCHEMAS |= {
+    "Enqueued": _obj(
+        {
+            "id": {"type": "string", "description": "~ and 20 hex digits, or ~key: and the key"},
+            "run_at": _TIME,
+            "created": {"type": "boolean", "description": "false: its key was pending already"},
+            "key": {"type": ["string", "null"]},
+            "by": {"type": "string", "description": "the name of the token that enqueued"},
+        }
+    ),
+    "Cancelled": _obj(
+        {"id": {"type": "string"}, "cancelled": {"enum": [True]}, "by": {"type": "string"}}
+    ),
+    "OneOffs": _obj(
+        {
+            "oneoffs": {
+                "type": "array",
+                "description": "per function, by import path (tickwork jobs' summary)",
+                "items": _obj(
+                    {"queue": {"type": "string", "description": "the function's import path"}}
+                    | {name: _COUNT for name in COUNTED}
+                ),
+            }
+        }
+    ),
+}
+_SECONDS = {
+    "type": ["number", "string"],
+    "description": "seconds, or a duration such as 30s",
+}
+#: The body of ``POST /api/enqueue`` (`tickwork._daemon.oneoffs.FIELDS`).
+_ENQUEUE = {
+    "type": "object",
+    "additionalProperties": False,
+    "required": ["func"],
+    "properties": {
+        "func": {"type": "string", "description": "import path 'package.module:function'"},
+        "args": {"type": "array", "description": "positional arguments"},
+        "kwargs": {"type": "object", "description": "keyword arguments"},
+        "at": {
+            "type": ["string", "number"],
+            "description": "when: an ISO 8601 time (local time of the daemon without an"
+            " offset) or POSIX seconds; neither at nor delay: now",
+        },
+        "delay": {**_SECONDS, "description": "or after this long: seconds or a duration"},
+        "key": {
+            "type": ["string", "null"],
+            "description": "idempotency key: while one with it is pending or running, nothing"
+            " is added (200, created false)",
+        },
+        "options": {
+            "type": "object",
+            "description": "the run's options, as tickwork enqueue takes them",
+            "additionalProperties": False,
+            "properties": {
+                "retries": {"type": "integer", "minimum": 0},
+                "retry_backoff": _SECONDS,
+                "retry_backoff_max": _SECONDS,
+                "timeout": _SECONDS,
+                "kill_grace": _SECONDS,
+                "isolation": {"enum": ["thread", "process"]},
+                "pool": {"type": ["string", "null"]},
+                "grace": {**_SECONDS, "type": ["number", "string", "null"]},
+                "missed": {"enum": list(MISSED_POLICIES)},
+                "delivery": {"enum": list(DELIVERIES)},
+            },
+        },
+    },
+}
+
 _BODIES: dict[str, dict[str, Any]] = {
     "pause": {
         "note": _NOTE,
@@ -166,7 +239,7 @@ _WORDS = {
     400: "bad input, or a Host header that is not this server's",
     401: "no or a wrong token",
     403: "cross-site, or control off",
-    404: "no such job",
+    404: "no such job (or pending one-off)",
     409: "the job's state refuses",
     413: "the body is over 64 KiB",
     415: "a body that is neither JSON nor a form",
@@ -222,6 +295,35 @@ def _paths() -> dict[str, Any]:
         "/api/jobs/{name}/waiting": _get(
             "One job's waiting runs (tickwork cancel --list)", "Waiting", [_NAME], 404
         ),
+    }
+    paths["/api/oneoffs"] = _get(
+        "The one-offs per function (tickwork jobs' summary)", "OneOffs", []
+    )
+    enqueued = _answers("Enqueued", 403, 413, 415)
+    enqueued["200"]["description"] = "its key was pending: nothing added"
+    paths["/api/enqueue"] = {
+        "post": {
+            "summary": "Enqueue a one-off (tickwork enqueue); the function is not imported",
+            "security": [{"bearer": []}],
+            "requestBody": {"content": {"application/json": {"schema": _ENQUEUE}}},
+            "responses": {"201": {**enqueued["200"], "description": "added"}, **enqueued},
+        }
+    }
+    paths["/api/enqueue/{ref}"] = {
+        "delete": {
+            "summary": "Cancel a pending one-off (tickwork enqueue --cancel)",
+            "parameters": [
+                {
+                    "name": "ref",
+                    "in": "path",
+                    "required": True,
+                    "schema": {"type": "string"},
+                    "description": "its id (~...) or its key, URL-encoded",
+                }
+            ],
+            "security": [{"bearer": []}],
+            "responses": _answers("Cancelled", 403, 404),
+        }
     }
     for action, fields in _BODIES.items():
         body = {"type": "object", "properties": fields, "additionalProperties": False}

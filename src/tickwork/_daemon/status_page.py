@@ -24,6 +24,7 @@ from tickwork._core.text import relative_time as _ago
 from tickwork._core.text import short_duration as _seconds
 from tickwork._core.text import utc_time as _time
 from tickwork._daemon.charts import rate_chart, sparkline
+from tickwork._daemon.oneoffs import counts, counts_table
 from tickwork.stores import (
     ActionRecord,
     JobState,
@@ -38,6 +39,7 @@ from tickwork.stores.contract import (
     STREAK_DEPTH,
     JobQuery,
     JobsPage,
+    OneOffCounts,
     SessionLiveness,
     failure_streak,
     list_jobs,
@@ -189,6 +191,18 @@ def _actions(actions: Sequence[tuple[str, ActionRecord]]) -> str:
     return '<h2>recent actions</h2>\n<ul class="actions">' + "".join(items) + "</ul>"
 
 
+def _oneoffs(rows: Sequence[OneOffCounts]) -> str:
+    """The one-offs per function, a small table (none: nothing)."""
+    if not rows:
+        return ""
+    head, *lines = counts_table(rows)
+    cells = "".join(f"<th>{html.escape(h.lower())}</th>" for h in head)
+    body = "".join(
+        "<tr>" + "".join(f"<td>{html.escape(c)}</td>" for c in line) + "</tr>" for line in lines
+    )
+    return f'<h2>one-offs</h2>\n<table class="oneoffs"><tr>{cells}</tr>{body}</table>\n'
+
+
 def _node(label: str, gone: bool) -> str:
     """One node of the meta line; a gone one struck through and marked in words."""
     if not gone:
@@ -278,7 +292,7 @@ STYLE: Final = """\
 body { font: 14px/1.4 system-ui, sans-serif; margin: 24px; color: #1d232a; }
 h1 { font-size: 20px; margin: 0 0 4px; }
 .meta { color: #5b6570; margin-bottom: 16px; }
-table { border-collapse: collapse; width: 100%; }
+table { border-collapse: collapse; width: 100%; } table.oneoffs { width: auto; }
 th, td { text-align: left; padding: 8px 10px; border-bottom: 1px solid #e3e7eb;
   vertical-align: top; }
 th { font-weight: 600; color: #5b6570; }
@@ -319,6 +333,7 @@ def render(
     banner: str = "",
     chart: str = "",
     nav: tuple[JobQuery, JobsPage] | None = None,
+    oneoffs: Sequence[OneOffCounts] = (),
 ) -> str:
     """The status page as HTML text.
 
@@ -336,6 +351,7 @@ def render(
         chart: HTML under the table (the cluster's runs per minute).
         nav: The listing these jobs are a page of, and what it holds: adds the search
             form, a link per state and links to the pages beside (all plain HTML).
+        oneoffs: The one-offs per function, shown as a small table under the jobs.
 
     """
     rows = [_row(job, now, controls) for job in jobs]
@@ -369,7 +385,7 @@ refreshes every {refresh} s</div>
 </tbody>
 </table>
 {pager}<div class="legend">{legend}</div>
-{chart}{_actions(actions)}
+{_oneoffs(oneoffs)}{chart}{_actions(actions)}
 </body>
 </html>
 """
@@ -541,4 +557,5 @@ def page(
         banner=banner,
         chart=_runs_per_minute(store, prefix, now),
         nav=(query, listed),
+        oneoffs=counts(store),
     )

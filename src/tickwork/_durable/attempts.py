@@ -134,7 +134,8 @@ def record_attempt(
     _attempted[claim.token] = (count + 1, True, None) if written else (count, False, None)
     events = getattr(_current, "events", None)
     if written and report is not None and isinstance(events, Events):
-        events.failed(claim.job_id, report, claim.scheduled, started, max(0.0, ended - started))
+        took = max(0.0, ended - started)
+        events.failed(claim.job_id, report, claim.scheduled, started, took, func=claim.spec.func)
     return written
 
 
@@ -266,7 +267,9 @@ class Attempts:
     def _fail(self, claim: Claim, error: BaseException, started: float) -> None:
         failure = error if isinstance(error, Exception) else JobInterrupted.wrap(error)
         ended = self._wall()
-        self._events.failed(claim.job_id, failure, claim.scheduled, started, ended - started)
+        self._events.failed(
+            claim.job_id, failure, claim.scheduled, started, ended - started, func=claim.spec.func
+        )
 
     def _record(
         self, claim: Claim, error: BaseException, started: float, output: str | None

@@ -627,6 +627,7 @@ class Claiming:
                     missed=decision.missed,
                     job_id=job_id,
                     name=job_id,
+                    func=claim.spec.func,
                 )
             )
         if decision.skipped:
@@ -644,6 +645,7 @@ class Claiming:
                     pool_wait=decision.pool_wait,
                     job_id=job_id,
                     name=job_id,
+                    func=claim.spec.func,
                 )
             )
 

@@ -65,6 +65,8 @@ class Events:
         scheduled: float | None,
         started: float | None = None,
         duration: float | None = None,
+        *,
+        func: str | None = None,
     ) -> None:
         """A run failed: log it, keep it in the error list, call the hook, emit FAILED.
 
@@ -89,5 +91,6 @@ class Events:
                     exc,
                     job_id=job_id,
                     name=job_id,
+                    func=func,
                 )
             )

@@ -32,7 +32,7 @@ from tickwork.stores.contract import (
     resolve_func,
 )
 
-__all__ = ["Enqueued", "Enqueuing", "OneOff", "instant"]
+__all__ = ["Enqueued", "Enqueuing", "OneOff", "enqueue_paths", "instant", "oneoff_id"]
 
 #: The options of `JobSpec` that mean something for a single run.
 RUN_OPTIONS: Final = frozenset(
@@ -229,13 +229,8 @@ class Enqueuing:
 
         All or nothing: a bad item raises before anything is written.
         """
-        items = list(items)
-        for i, item in enumerate(items):
-            if not isinstance(item, OneOff):
-                raise TypeError(f"items[{i}] must be a tickwork.OneOff, got {item!r}")
-        store = self._store
-        if not isinstance(store, OneOffQueue):
-            raise TypeError(f"the store keeps no one-offs (not a OneOffQueue): {store!r}")
+        items = _items(items)
+        store = _queue(self._store)
         rows = _rows(items, self.now(), awaits=self._awaits)
         if connection is None:
             created = store.enqueue(rows)
@@ -246,10 +241,7 @@ class Enqueuing:
         for path in {item.func for item in items}:
             self._allow(str(path))
         self._poke()
-        return [
-            Enqueued(r.id, r.run_at, made, item.key)
-            for r, made, item in zip(rows, created, items, strict=True)
-        ]
+        return _enqueued(items, rows, created)
 
     def cancel(self: _Host, ref: Enqueued | str, *, by: str | None = None) -> bool:
         """Cancel a pending one-off, by its `Enqueued`, its id or its key.
@@ -258,12 +250,7 @@ class Enqueuing:
         no such one-off pending: it ended, never was, or a node is running it now (a
         started run is not stopped).
         """
-        if isinstance(ref, Enqueued):
-            job_id = ref.id
-        elif isinstance(ref, str) and ref.startswith(ONEOFF_MARK):
-            job_id = ref
-        else:
-            job_id = KEYED + str(_key(ref))
+        job_id = oneoff_id(ref)
         store = self._store
         if not isinstance(store, OneOffQueue):
             return False
@@ -279,11 +266,72 @@ class Enqueuing:
         return store.oneoff_counts() if isinstance(store, OneOffQueue) else []
 
 
-def _rows(items: list[OneOff], now: float, *, awaits: bool) -> list[OneOffRow]:
+def oneoff_id(ref: Enqueued | str) -> str:
+    """The job id of a one-off named by its `Enqueued`, its id (``~...``) or its key.
+
+    Raises:
+        ValueError: ``ref`` is neither an id nor a well-formed key.
+
+    """
+    if isinstance(ref, Enqueued):
+        return ref.id
+    if isinstance(ref, str) and ref.startswith(ONEOFF_MARK):
+        return ref
+    return KEYED + str(_key(ref))
+
+
+def enqueue_paths(store: Store, items: Iterable[OneOff], *, now: float) -> list[Enqueued]:
+    """Enqueue one-offs by their functions' paths alone, for a producer without the code.
+
+    What ``tickwork enqueue`` and the daemon's ``POST /api/enqueue`` use: every check of
+    `DurableScheduler.enqueue_many` but the two that need the function (that it imports,
+    and takes these arguments), so a path is checked for its form only and a wrong one
+    fails its run on the node. Nothing here is allowed to run: a node runs it only if it
+    allows the function (``allowed_modules``). One transaction, all or nothing.
+
+    Args:
+        store: The state (a `OneOffQueue`: both shipped stores).
+        items: The one-offs (a function given as itself stands for its path).
+        now: What "now" is (``at``/``delay`` are from it): UTC POSIX seconds.
+
+    Raises:
+        TypeError, ValueError, JobSpecError: A bad item (nothing is stored).
+        StoreError: The store failed (nothing is stored).
+
+    """
+    items = _items(items)
+    rows = _rows(items, now, awaits=None)
+    return _enqueued(items, rows, _queue(store).enqueue(rows))
+
+
+def _items(items: Iterable[OneOff]) -> list[OneOff]:
+    items = list(items)
+    for i, item in enumerate(items):
+        if not isinstance(item, OneOff):
+            raise TypeError(f"items[{i}] must be a tickwork.OneOff, got {item!r}")
+    return items
+
+
+def _queue(store: Store) -> OneOffQueue:
+    if not isinstance(store, OneOffQueue):
+        raise TypeError(f"the store keeps no one-offs (not a OneOffQueue): {store!r}")
+    return store
+
+
+def _enqueued(items: list[OneOff], rows: list[OneOffRow], created: list[bool]) -> list[Enqueued]:
+    return [
+        Enqueued(r.id, r.run_at, made, item.key)
+        for r, made, item in zip(rows, created, items, strict=True)
+    ]
+
+
+def _rows(items: list[OneOff], now: float, *, awaits: bool | None) -> list[OneOffRow]:
     """The items as rows, checked as `JobSpec` values (and their calls by signature).
 
     Items that share a function and options share one template spec: the options are
-    checked once, each item's arguments on their own (`oneoff_rows`).
+    checked once, each item's arguments on their own (`oneoff_rows`). ``awaits``:
+    whether coroutine functions are awaited where they run; ``None``: the functions are
+    not imported (a producer without the code), their paths checked for form only.
     """
     groups: dict[tuple[str, str], list[int]] = {}
     for i, item in enumerate(items):
@@ -291,8 +339,8 @@ def _rows(items: list[OneOff], now: float, *, awaits: bool) -> list[OneOffRow]:
         groups.setdefault((str(item.func), options), []).append(i)
     rows: list[OneOffRow | None] = [None] * len(items)
     for (path, _), members in groups.items():
-        fn = resolve_func(path)  # JobSpecError naming the path and why
-        if not awaits and _is_coroutine_function(fn):
+        fn = None if awaits is None else resolve_func(path)  # JobSpecError: path and why
+        if fn is not None and not awaits and _is_coroutine_function(fn):
             raise TypeError(
                 "func must be a plain function, not a coroutine function (async def),"
                 f" on DurableScheduler; use AsyncDurableScheduler, got {path!r}"
@@ -302,7 +350,7 @@ def _rows(items: list[OneOff], now: float, *, awaits: bool) -> list[OneOffRow]:
         runs = []
         for i in members:
             item = items[i]
-            why = misfit(fn, tuple(item.args), item.kwargs)
+            why = None if fn is None else misfit(fn, tuple(item.args), item.kwargs)
             if why is not None:
                 raise JobSpecError(
                     f"items[{i}]: func {path!r} cannot be called with args={list(item.args)!r}"

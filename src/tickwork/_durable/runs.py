@@ -188,7 +188,7 @@ class Running:
         # when stop() came meanwhile: it can no longer be handed back.
         fn = self._functions.resolve(claim.spec)
         if isinstance(fn, Exception):
-            self._events.failed(claim.job_id, fn, claim.scheduled)
+            self._events.failed(claim.job_id, fn, claim.scheduled, func=claim.spec.func)
             self.end(run, "failed", None, _error_text(fn), KEEP)
             return
         jitter = jitter_delay(claim.spec.schedule)
@@ -329,7 +329,14 @@ class Running:
         events = self._events
         if error is not None:
             failure = error if isinstance(error, Exception) else JobInterrupted.wrap(error)
-            events.failed(claim.job_id, failure, claim.scheduled, started, ended - started)
+            events.failed(
+                claim.job_id,
+                failure,
+                claim.scheduled,
+                started,
+                ended - started,
+                func=claim.spec.func,
+            )
         elif events.listeners:
             events.emit(
                 RunEvent(
@@ -340,6 +347,7 @@ class Running:
                     ended - started,
                     job_id=claim.job_id,
                     name=claim.job_id,
+                    func=claim.spec.func,
                 )
             )
 
