@@ -22,6 +22,7 @@ from typing import Any
 import psycopg
 import pytest
 
+from tests.django_pg import django_on
 from tests.executors import ManualExecutor, drain
 from tests.waiting import wait_until
 from tickwork import DurableScheduler, Enqueued, OneOff
@@ -46,33 +47,6 @@ class Rollback(Exception):
 #: ``app(kind)``: a context manager giving the object passed as ``connection=``; the
 #: transaction commits when the block ends, and rolls back when it raises `Rollback`.
 App = Callable[[str], contextlib.AbstractContextManager[Any]]
-
-
-def _django(pg_dsn: str) -> Any:
-    """Django set up once in this process, its default database the test server."""
-    import django
-    from django.conf import settings
-    from psycopg.conninfo import conninfo_to_dict
-
-    if not settings.configured:
-        info = conninfo_to_dict(pg_dsn)
-        settings.configure(
-            DATABASES={
-                "default": {
-                    "ENGINE": "django.db.backends.postgresql",
-                    "NAME": info.get("dbname", ""),
-                    "USER": info.get("user", ""),
-                    "PASSWORD": info.get("password", ""),
-                    "HOST": info.get("host", ""),
-                    "PORT": info.get("port", ""),
-                }
-            },
-            USE_TZ=True,
-        )
-        django.setup()
-    from django.db import connection, transaction
-
-    return connection, transaction
 
 
 @pytest.fixture
@@ -102,7 +76,7 @@ def app(pg_dsn: str) -> Iterator[App]:
                     with engine.connect() as sa_conn, sa_conn.begin():
                         yield sa_conn
             else:
-                connection, transaction = _django(pg_dsn)
+                connection, transaction = django_on(pg_dsn)
                 closers.append(connection.close)
                 with transaction.atomic():
                     yield connection
