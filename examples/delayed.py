@@ -27,6 +27,7 @@ log = logging.getLogger("examples.delayed")
 _lock = threading.Lock()
 _producer: DurableScheduler | None = None
 _pid = 0
+_inherited: list[DurableScheduler] = []
 
 
 def send_receipt(order_id: int) -> None:
@@ -49,6 +50,8 @@ def producer() -> DurableScheduler:
     global _producer, _pid
     with _lock:
         if _producer is None or _pid != os.getpid():  # none yet, or a parent's (fork)
+            if _producer is not None:  # never closed here: its connection is the parent's
+                _inherited.append(_producer)
             _producer, _pid = DurableScheduler(open_store()), os.getpid()
         return _producer
 

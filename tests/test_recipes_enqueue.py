@@ -12,7 +12,12 @@ from __future__ import annotations
 import asyncio
 import json
 import logging
+import os
+import signal
+import subprocess
+import sys
 from collections.abc import Iterator
+from pathlib import Path
 from typing import Any
 
 import psycopg
@@ -21,11 +26,13 @@ from examples import delayed
 
 from tests.django_pg import django_on
 from tests.executors import ManualExecutor, drain
+from tests.waiting import wait_until
 from tickwork.stores.contract import OneOffCounts
 from tickwork.stores.postgres import PostgresStore
 from tickwork.testing import FakeClock
 
 RECEIPT = "examples.delayed:send_receipt"
+ROOT = Path(__file__).resolve().parent.parent
 
 
 @pytest.fixture
@@ -156,3 +163,28 @@ def test_flask_view_enqueues_once_per_key_with_retries(
     state = delayed.producer().get("~key:webhook:ev-1")
     assert state is not None and (state.spec.retries, state.spec.timeout) == (5, 10)
     assert _worker_runs(database, caplog) == ["webhook ev-1 delivered to https://example.com/hook"]
+
+
+def test_the_worker_process_runs_what_is_due_and_stops_on_sigterm(
+    database: str, tmp_path: Path
+) -> None:
+    delayed.producer().enqueue(delayed.send_receipt, 7)
+    log = tmp_path / "worker.log"
+    with open(log, "wb") as out:
+        worker = subprocess.Popen(
+            [sys.executable, "-m", "examples.delayed"],
+            cwd=ROOT,
+            env={**os.environ, "TICKWORK_DATABASE": database},
+            stdout=out,
+            stderr=subprocess.STDOUT,
+        )
+    try:
+        wait_until(
+            "the worker to run the receipt",
+            lambda: delayed.producer().oneoffs() == [OneOffCounts(RECEIPT, done=1)],
+        )
+    finally:
+        worker.send_signal(signal.SIGTERM)
+        code = worker.wait(timeout=120)
+    assert code == 0, log.read_text()
+    assert "receipt sent for order 7" in log.read_text()
