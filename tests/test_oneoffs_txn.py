@@ -160,6 +160,21 @@ def test_an_app_cursor_keeps_its_own_result(made: Made, app: App) -> None:
         assert cur.fetchall() == [(42,)]
 
 
+def test_an_app_connection_with_its_own_row_factory(made: Made, pg_dsn: str) -> None:
+    from psycopg.rows import dict_row
+
+    ds, pool, _, _ = made
+    with psycopg.connect(pg_dsn, row_factory=dict_row) as conn:  # commits at the end
+        refs = ds.enqueue_many(
+            [OneOff(note, ("a",), key="a"), OneOff(note, ("b",))], connection=conn
+        )
+        again = ds.enqueue(note, "a2", key="a", connection=conn)
+        assert conn.execute("SELECT 1 AS one").fetchone() == {"one": 1}
+    assert [r.created for r in [*refs, again]] == [True, True, False]
+    drain(ds, pool)
+    assert sorted(CALLS) == ["a", "b"]
+
+
 def _listener(store: PostgresStore, pg_dsn: str) -> psycopg.Connection[Any]:
     listen = psycopg.connect(pg_dsn, autocommit=True)
     listen.execute(psycopg.sql.SQL("LISTEN {}").format(psycopg.sql.Identifier(store.channel)))

@@ -346,11 +346,13 @@ def _execute_in(connection: object, query: str, params: list[Any]) -> list[Any]:
             return list(cur.fetchall())
     if "psycopg" in kinds:
         import psycopg
+        import psycopg.rows
 
         if isinstance(connection, psycopg.Cursor):
             connection = connection.connection  # a cursor of its own: the app's keeps its rows
         if isinstance(connection, psycopg.Connection):
-            with connection.cursor() as cur:
+            # Tuples, whatever rows the app's connection makes (dict_row, a class, ...).
+            with connection.cursor(row_factory=psycopg.rows.tuple_row) as cur:
                 return list(cur.execute(query, params).fetchall())
     raise _wrong(connection)
 
