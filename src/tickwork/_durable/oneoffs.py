@@ -193,8 +193,8 @@ class Enqueuing:
 
         ``enqueue(send_reminder, user.id, delay="3d", key=f"remind:{user.id}")``. The
         arguments are those of `OneOff`; ``options`` are a run's (``retries=3``,
-        ``timeout=30``, ``pool="mail"``, ...). Durable when it returns: written to the
-        store in its own transaction, or, with ``connection``, in the app's.
+        ``timeout=30``, ``pool="mail"``, ...). Durable when it returns (written in the
+        store's own transaction), or, with ``connection``, when the app's commits.
 
         Args:
             func: A module-level function or its import path.
@@ -215,7 +215,10 @@ class Enqueuing:
             `Enqueued`: its id, when it is due, and whether it was added.
 
         Raises:
-            TypeError, ValueError, JobSpecError: A bad argument (nothing is stored).
+            TypeError, ValueError, JobSpecError: A bad argument (nothing is stored):
+                ``connection`` of a kind not listed above or to another database is a
+                `TypeError` naming its type; any ``connection`` on a SQLite store a
+                `ValueError`.
             StoreError: The store failed (nothing is stored).
 
         """
