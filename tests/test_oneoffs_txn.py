@@ -220,11 +220,14 @@ def test_a_commit_wakes_a_sleeping_scheduler(pg_dsn: str, pg_schema: str, app: A
         DurableScheduler(store, poll=3600) as ds,
     ):
         wait_until("the scheduler to listen", lambda: store._listen_conn is not None)
-        heard = time.monotonic()
-        wait_until(  # the look its first wake-up asks for, and then sleep
+        # Its first wake-up's look may have ended before the wait above saw the listener:
+        # one more look, surely after it, and then it sleeps (for an hour).
+        poked = time.monotonic()
+        ds._table.poke()
+        wait_until(
             "a look after it listens",
             lambda: (
-                (ds.health().last_look_age or 1e9) < time.monotonic() - heard and not ds._table.wake
+                (ds.health().last_look_age or 1e9) < time.monotonic() - poked and not ds._table.wake
             ),
         )
         with app("psycopg") as conn:
