@@ -13,8 +13,9 @@ from typing import Any
 
 import pytest
 
-from tickwork import AsyncDurableScheduler, At, DurableScheduler
+from tickwork import AsyncDurableScheduler, At, DurableScheduler, OneOff
 from tickwork.stores import JobSpec, JobState
+from tickwork.stores.contract import OneOffCounts
 from tickwork.stores.sqlite import SQLiteStore
 
 HERE = "tests.test_async_durable"
@@ -257,3 +258,66 @@ def test_a_coroutine_whose_loop_stopped_is_recorded_failed(tmp_path: Path) -> No
     finally:
         loop.close()
         store.close()
+
+
+def test_an_async_one_off_is_awaited_on_the_loop_and_leaves(tmp_path: Path) -> None:
+    async def main() -> None:
+        store = SQLiteStore(tmp_path / "s.db")
+        try:
+            async with AsyncDurableScheduler(store) as scheduler:
+                ref = await scheduler.enqueue(coro_job, "once")
+                [later] = await scheduler.enqueue_many([OneOff(coro_job, ("later",), delay=3600)])
+                want = [OneOffCounts(f"{HERE}:coro_job", pending=1, done=1)]
+                deadline = time.monotonic() + PATIENCE
+                while await scheduler.oneoffs() != want and time.monotonic() < deadline:
+                    await asyncio.sleep(0.02)
+                assert await scheduler.oneoffs() == want
+                assert seen["once"]["loop"] is asyncio.get_running_loop()
+                assert seen["once"]["thread"] == threading.get_ident()
+                assert seen["once"]["job"] == ref.id
+                assert await scheduler.get(ref.id) is None  # it left the jobs table
+                assert [e.outcome for e in await scheduler.history(ref.id)] == ["ok"]
+                assert await scheduler.cancel(later) and not await scheduler.cancel(later)
+                assert await scheduler.oneoffs() == [
+                    OneOffCounts(f"{HERE}:coro_job", done=1, dropped=1)
+                ]
+        finally:
+            store.close()
+
+    asyncio.run(main())
+    assert set(seen) == {"once"}
+
+
+def test_an_enqueue_on_the_apps_connection_runs_where_the_app_uses_it(
+    pg_dsn: str, pg_schema: str
+) -> None:
+    """The app's connection is used on its own thread (Django's belong to their thread),
+    in its transaction; the other store calls go to a thread."""
+    import psycopg
+
+    from tickwork.stores.postgres import PostgresStore
+
+    threads: list[int] = []
+
+    class Spy(PostgresStore):
+        def oneoff_statement(self, rows: Any) -> Any:
+            threads.append(threading.get_ident())
+            return super().oneoff_statement(rows)
+
+        def enqueue(self, rows: Any) -> list[bool]:
+            threads.append(threading.get_ident())
+            return super().enqueue(rows)
+
+    async def main() -> None:
+        with Spy(pg_dsn, schema=pg_schema) as store:
+            scheduler = AsyncDurableScheduler(store)
+            with psycopg.connect(pg_dsn) as app:  # commits at the end of the block
+                ref = await scheduler.enqueue(coro_job, "x", connection=app)
+                [many] = await scheduler.enqueue_many([OneOff(coro_job, ("y",))], connection=app)
+            assert threads == [threading.get_ident()] * 2
+            await scheduler.enqueue(coro_job, "z")
+            assert threads[-1] != threading.get_ident()
+            assert await scheduler.oneoffs() == [OneOffCounts(f"{HERE}:coro_job", pending=3)]
+            assert ref.created and many.created
+
+    asyncio.run(main())

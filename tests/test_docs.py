@@ -311,6 +311,8 @@ def sync_users(): pass
 def rollup(): pass
 def refresh(): pass
 def migrate_once(): pass
+def send_reminder(user_id): pass
+def deliver(url, event): pass
 """
 
 
@@ -319,6 +321,7 @@ def test_migrating_tickwork_blocks_run_and_the_others_compile(
 ) -> None:
     """The ```python blocks (tickwork) run in order; the ```py blocks (Celery, APScheduler)
     are not runnable here (no broker, no APScheduler) but must be valid Python."""
+    from tickwork.stores.contract import OneOffCounts
     from tickwork.stores.sqlite import SQLiteStore
 
     text = (ROOT / "docs" / "migrating.md").read_text()
@@ -352,6 +355,10 @@ def test_migrating_tickwork_blocks_run_and_the_others_compile(
             assert jobs["rollup"].spec.grace == 300 and jobs["refresh"].spec.overlap == "allow"
             actions = [(a.action, a.actor) for a in check.actions("probe")]  # newest first
             assert actions == [("resume", "alice"), ("pause", "alice")]
+            assert check.oneoff_counts() == [  # the delayed jobs: one cancelled
+                OneOffCounts("myapp.tasks:deliver", pending=1),
+                OneOffCounts("myapp.tasks:send_reminder", pending=4, dropped=1),
+            ]
     finally:
         store = namespace.get("store")
         if isinstance(store, SQLiteStore):

@@ -254,3 +254,22 @@ def test_a_batch_of_finishes_deletes_the_one_offs_and_counts_them(made: Made) ->
     assert _rows(store) == 0
     assert ds.oneoffs() == [OneOffCounts(f"{HERE}:note", done=4, failed=2)]
     assert sorted(e.outcome for r in refs for e in store.history(r.id)) == sorted(outcomes)
+
+
+def test_a_node_that_does_not_allow_the_function_records_it_failed(made: Made) -> None:
+    ds, _, clock, store = made
+    ref = ds.enqueue(note, 1)
+    other_pool = ManualExecutor()
+    other = DurableScheduler(store, executor=other_pool, wall_clock=clock.wall, lease=30.0)
+    drain(other, other_pool)  # neither enqueued it nor lists its module in allowed_modules
+    assert CALLS == []
+    [entry] = store.history(ref.id)
+    assert entry.outcome == "failed" and "is not allowed here" in (entry.error or "")
+    assert _rows(store) == 0
+    assert other.oneoffs() == [OneOffCounts(f"{HERE}:note", failed=1)]
+    allowed = DurableScheduler(
+        store, executor=other_pool, wall_clock=clock.wall, allowed_modules=["tests"]
+    )
+    ds.enqueue(note, 2)  # enqueued elsewhere, run where its module is allowed
+    drain(allowed, other_pool)
+    assert CALLS == [(2,)]

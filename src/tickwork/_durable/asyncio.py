@@ -10,7 +10,9 @@ recovery, missed-run and overlap rules. What this face adds is the event loop:
   a run's lease is renewed while it is awaited. A plain function runs on the worker,
   as on `DurableScheduler`, so a blocking job never stalls the loop;
 - every method that talks to the store is a coroutine that runs the call in a thread
-  (`asyncio.to_thread`), so the loop never waits on a database.
+  (`asyncio.to_thread`), so the loop never waits on a database; the one exception is
+  an enqueue on the app's own connection (``connection=``), which runs where the app
+  uses that connection, in its transaction.
 
 See ``docs/durability.md`` ("asyncio applications").
 """
@@ -28,6 +30,8 @@ from typing import Any, Final, Literal
 
 from tickwork._core.events import Listener
 from tickwork._core.scheduler import DEFAULT_MAX_ERRORS
+from tickwork._core.schedules import Duration
+from tickwork._durable.oneoffs import Enqueued, OneOff
 from tickwork._durable.scheduler import DurableErrorHook, DurableScheduler, current_async_claim
 from tickwork.stores import (
     ActionRecord,
@@ -39,6 +43,7 @@ from tickwork.stores import (
     Store,
     Upsert,
 )
+from tickwork.stores.contract import OneOffCounts
 
 __all__ = ["AsyncDurableScheduler"]
 
@@ -278,6 +283,54 @@ class AsyncDurableScheduler:
                 limit=limit,
             )
         )
+
+    # -- delayed jobs ----------------------------------------------------------------
+
+    async def enqueue(
+        self,
+        func: str | Callable[..., object],
+        *args: Any,
+        at: float | datetime | None = None,
+        delay: Duration | None = None,
+        key: str | None = None,
+        kwargs: Mapping[str, Any] | None = None,
+        connection: object = None,
+        **options: Any,
+    ) -> Enqueued:
+        """`DurableScheduler.enqueue`, in a thread; ``async def`` functions are allowed.
+
+        With ``connection`` (the app's own, blocking, PostgreSQL connection: see
+        `DurableScheduler.enqueue`) the insert runs on this thread, where the app uses
+        that connection: a Django connection belongs to its thread, and the statement
+        must be in the app's transaction.
+        """
+        call = functools.partial(
+            self._engine.enqueue,
+            func,
+            *args,
+            at=at,
+            delay=delay,
+            key=key,
+            kwargs=kwargs,
+            connection=connection,
+            **options,
+        )
+        return call() if connection is not None else await asyncio.to_thread(call)
+
+    async def enqueue_many(
+        self, items: Iterable[OneOff], *, connection: object = None
+    ) -> list[Enqueued]:
+        """`DurableScheduler.enqueue_many`, in a thread (with ``connection``: see `enqueue`)."""
+        call = functools.partial(self._engine.enqueue_many, items, connection=connection)
+        return call() if connection is not None else await asyncio.to_thread(call)
+
+    async def cancel(self, ref: Enqueued | str, *, by: str | None = None) -> bool:
+        """`DurableScheduler.cancel` (a pending one-off), in a thread."""
+        return await asyncio.to_thread(self._engine.cancel, ref, by=by)
+
+    async def oneoffs(self) -> list[OneOffCounts]:
+        """`DurableScheduler.oneoffs`, in a thread."""
+        return await asyncio.to_thread(self._engine.oneoffs)
 
     # -- lifecycle -------------------------------------------------------------------
 

@@ -193,8 +193,8 @@ class Enqueuing:
 
         ``enqueue(send_reminder, user.id, delay="3d", key=f"remind:{user.id}")``. The
         arguments are those of `OneOff`; ``options`` are a run's (``retries=3``,
-        ``timeout=30``, ``pool="mail"``, ...). Durable when it returns: written to the
-        store in its own transaction, or, with ``connection``, in the app's.
+        ``timeout=30``, ``pool="mail"``, ...). Durable when it returns (written in the
+        store's own transaction), or, with ``connection``, when the app's commits.
 
         Args:
             func: A module-level function or its import path.
@@ -215,7 +215,10 @@ class Enqueuing:
             `Enqueued`: its id, when it is due, and whether it was added.
 
         Raises:
-            TypeError, ValueError, JobSpecError: A bad argument (nothing is stored).
+            TypeError, ValueError, JobSpecError: A bad argument (nothing is stored):
+                ``connection`` of a kind not listed above or to another database is a
+                `TypeError` naming its type; any ``connection`` on a SQLite store a
+                `ValueError`.
             StoreError: The store failed (nothing is stored).
 
         """
@@ -235,12 +238,16 @@ class Enqueuing:
         if connection is None:
             created = store.enqueue(rows)
         else:
-            query, params = store.oneoff_statement(rows)
+            try:
+                query, params = store.oneoff_statement(rows)
+            except ValueError as exc:  # a store that takes no app's connection (SQLite)
+                raise ValueError(f"{exc}, got connection={connection!r}") from None
             new = {row[0] for row in _execute_in(connection, query, params)}
             created = created_flags(rows, new)
         for path in {item.func for item in items}:
             self._allow(str(path))
-        self._poke()
+        if connection is None:  # else the app's commit announces them, to this node too
+            self._poke()
         return _enqueued(items, rows, created)
 
     def cancel(self: _Host, ref: Enqueued | str, *, by: str | None = None) -> bool:
@@ -363,27 +370,60 @@ def _rows(items: list[OneOff], now: float, *, awaits: bool | None) -> list[OneOf
     return [r for r in rows if r is not None]
 
 
+#: What ``connection=`` takes, for the error that names what it got.
+_CONNECTIONS: Final = (
+    "a psycopg connection or cursor, a SQLAlchemy Session or Connection, or Django's"
+    " connection, on PostgreSQL"
+)
+
+
 def _execute_in(connection: object, query: str, params: list[Any]) -> list[Any]:
-    """Run ``query`` on the app's connection, in its transaction; its rows."""
-    run = getattr(connection, "exec_driver_sql", None)  # a SQLAlchemy Connection
-    if run is None and hasattr(connection, "get_bind"):  # a SQLAlchemy Session
-        run = connection.connection().exec_driver_sql  # type: ignore[attr-defined]
-    if run is not None:
-        return list(run(query, tuple(params)).fetchall())
-    cursor = getattr(connection, "cursor", None)  # psycopg, Django, DB-API connections
-    if callable(cursor):
-        cur = cursor()
-        try:
+    """Run ``query`` on the app's connection, in its open transaction; its rows.
+
+    Raises:
+        TypeError: ``connection`` is none of `_CONNECTIONS` (its type named), or one of
+            them on another database, or an async one (not driven from a thread).
+
+    """
+    kinds = {c.__module__.partition(".")[0] for c in type(connection).__mro__}
+    if "sqlalchemy" in kinds:
+        return _in_sqlalchemy(connection, query, params)
+    if "django" in kinds:
+        database = getattr(connection, "vendor", None)
+        if database != "postgresql" or not callable(getattr(connection, "cursor", None)):
+            raise _wrong(connection, f"Django's connection to {database!r}")
+        with connection.cursor() as cur:  # type: ignore[attr-defined]
             cur.execute(query, params)
             return list(cur.fetchall())
-        finally:
-            cur.close()
-    if callable(getattr(connection, "execute", None)) and callable(
-        getattr(connection, "fetchall", None)
-    ):  # a cursor
-        connection.execute(query, params)  # type: ignore[attr-defined]
-        return list(connection.fetchall())  # type: ignore[attr-defined]
-    raise TypeError(
-        "connection must be a psycopg connection or cursor, a SQLAlchemy Session or"
-        f" Connection, or Django's connection, got {connection!r}"
-    )
+    if "psycopg" in kinds:
+        import psycopg
+        import psycopg.rows
+
+        if isinstance(connection, psycopg.Cursor):
+            connection = connection.connection  # a cursor of its own: the app's keeps its rows
+        if isinstance(connection, psycopg.Connection):
+            # Tuples, whatever rows the app's connection makes (dict_row, a class, ...).
+            with connection.cursor(row_factory=psycopg.rows.tuple_row) as cur:
+                return list(cur.execute(query, params).fetchall())
+    raise _wrong(connection)
+
+
+def _in_sqlalchemy(connection: object, query: str, params: list[Any]) -> list[Any]:
+    """`_execute_in` on a SQLAlchemy ``Session`` or ``Connection`` (sync, PostgreSQL)."""
+    from sqlalchemy.engine import Connection
+    from sqlalchemy.orm import Session
+
+    if isinstance(connection, Session):
+        connection = connection.connection()  # the Session's transaction, begun if need be
+    if not isinstance(connection, Connection):  # an Engine, an AsyncSession, ...
+        raise _wrong(connection)
+    if connection.dialect.name != "postgresql":
+        raise _wrong(connection, f"a SQLAlchemy connection to {connection.dialect.name!r}")
+    return list(connection.exec_driver_sql(query, tuple(params)).fetchall())
+
+
+def _wrong(connection: object, what: str = "") -> TypeError:
+    """The error for a ``connection`` this cannot use: ``what`` it is (else its type)."""
+    kind = type(connection)
+    what = what or f"a {kind.__module__}.{kind.__qualname__}"
+    return TypeError(f"connection must be {_CONNECTIONS}, got {what}: {connection!r}")

@@ -197,6 +197,11 @@ class OneOffQueue(Protocol):
 
         In the app's transaction (``%s`` placeholders): the rows exist, and are announced
         to the nodes, only if it commits. Its rows: the ids that were new.
+
+        Raises:
+            ValueError: The store takes no app's connection (SQLite's state is written
+                by its own connection only).
+
         """
         ...
 

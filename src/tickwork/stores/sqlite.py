@@ -309,10 +309,16 @@ def _insert_oneoffs(
 
 
 def _oneoff_statement(store: SQLiteStore, rows: Sequence[OneOffRow]) -> tuple[str, list[Any]]:
-    """`SQLiteStore.oneoff_statement`: not offered; SQLite one-offs go through the store."""
-    raise NotImplementedError(
-        "enqueueing in an app's own transaction needs PostgreSQL: SQLite's state is written"
-        " by its store's own connection (use enqueue() without connection=)"
+    """`SQLiteStore.oneoff_statement`: not offered; SQLite one-offs go through the store.
+
+    Raises:
+        ValueError: Always: an app's connection cannot write a SQLite store's state.
+
+    """
+    raise ValueError(
+        f"connection must be None on a SQLite store ({store._path!r}): its state is written"
+        " by the store's own connection only (enqueue without connection=; enqueueing"
+        " in the app's own transaction needs PostgreSQL)"
     )
 
 
