@@ -129,9 +129,7 @@ def test_the_floors_above_use_a_store_only_through_its_faces() -> None:
 def test_the_dialects_differences_live_in_the_dialect_modules() -> None:
     # Upserts are SQL a third database may write differently: the shared store modules
     # name them by a word each dialect fills in (``_WORDS`` of sqlite.py, postgres.py).
-    # PostgreSQL's own parts (its set-based batch, its looks) are dialect modules too.
-    own = {"_pgbatch.py", "_looks.py"}
-    shared = sorted(p for p in (PKG / "stores").glob("_*.py") if p.name not in own)
+    shared = sorted((PKG / "stores").glob("_*.py"))
     assert [p.name for p in shared if "ON CONFLICT" in p.read_text().upper()] == []
 
 

@@ -56,6 +56,10 @@ class BatchHost(Protocol):
     _chains: ChainQueries[Cursor]
     _wakeups: WakeupQueries[Cursor]
 
+    def _q(self, template: str) -> str:
+        """``template`` in the store's dialect (here: its ``{add_up}``)."""
+        ...
+
     @property
     def channel(self) -> str:
         """The channel the store's changes are announced on (``pg_notify``)."""
@@ -101,10 +105,7 @@ _FINISHED: Final = (
     " count(*) FILTER (WHERE outcome = 'ok'),"
     " count(*) FILTER (WHERE outcome IN ('failed', 'timeout', 'abandoned')),"
     " count(*) FILTER (WHERE outcome NOT IN ('ok', 'failed', 'timeout', 'abandoned'))"
-    " FROM x GROUP BY queue ON CONFLICT (queue) DO UPDATE SET"
-    " done = tickwork_queues.done + excluded.done,"
-    " failed = tickwork_queues.failed + excluded.failed,"
-    " dropped = tickwork_queues.dropped + excluded.dropped RETURNING 1)"
+    " FROM x GROUP BY queue{add_up} RETURNING 1)"
 )
 _LEDGER: Final = (
     ", l AS (INSERT INTO tickwork_ledger (job_id, scheduled, outcome, slots, origin, claimed,"
@@ -177,7 +178,7 @@ def record_set(
     text = json.dumps(doc, ensure_ascii=False, allow_nan=False)
     if any(d[-1] for d in doc):  # a freed job is announced: this node looks again too
         store._wakeups.changed()
-    released = {r[0] for r in cur.execute(query, (text, store.channel)).fetchall()}
+    released = {r[0] for r in cur.execute(store._q(query), (text, store.channel)).fetchall()}
     ended = [f.claim.token in released for f in finishes]
     freed = [f for f in finishes if f.claim.token in released]
     for f in freed:
