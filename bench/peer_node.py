@@ -193,7 +193,7 @@ def produce_threads(
         while True:
             # Producer p's k-th call is due at start + (k + p / threads) * step.
             at = start + (k + p / threads) * step
-            if at >= end or time.time() >= end:
+            if k and (at >= end or time.time() >= end):  # each makes one call at least
                 return
             if at > time.time():
                 time.sleep(at - time.time())
@@ -358,7 +358,7 @@ def procrastinate_produce(config: dict[str, Any]) -> dict[str, Any]:
         end, k = start + seconds, 0
         while True:
             at = start + (k + p / threads) * step
-            if at >= end or time.time() >= end:
+            if k and (at >= end or time.time() >= end):  # each makes one call at least
                 return
             if at > time.time():
                 await asyncio.sleep(at - time.time())

@@ -84,7 +84,7 @@ async function produce (config) {
   async function one (p) {
     for (let k = 0; ; k++) {
       const at = start + (k + p / threads) * step
-      if (at >= end || Date.now() >= end) return
+      if (k && (at >= end || Date.now() >= end)) return // one call at least
       if (at > Date.now()) await sleep(at - Date.now())
       const due = Date.now() / 1000
       const items = []

@@ -215,6 +215,9 @@ class Lab:
         self.conn = psycopg.connect(dsn, autocommit=True)
         self.postmaster = _parent(self.conn.info.backend_pid)
 
+    def close(self) -> None:
+        self.conn.close()
+
     def setting(self, name: str) -> str:
         row = self.conn.execute("SELECT current_setting(%s)", (name,)).fetchone()
         return "?" if row is None else str(row[0])
@@ -517,9 +520,16 @@ def load_average() -> str:
 # -- main -------------------------------------------------------------------------------
 
 
+def tickwork_system() -> System:
+    """tickwork as this tree's ``src`` runs it, in this interpreter."""
+    env = {**os.environ, "PYTHONPATH": str(ROOT / "src")}
+    return System(
+        "tickwork", "tickwork", [sys.executable, str(BENCH / "peer_node.py"), "tickwork"], env
+    )
+
+
 def systems(args: argparse.Namespace, why: dict[str, str]) -> list[System]:
     """The systems to run, installed; those that cannot be get a reason in ``why``."""
-    tickwork_env = {**os.environ, "PYTHONPATH": str(ROOT / "src")}
     peers_env = {k: v for k, v in os.environ.items() if k != "PYTHONPATH"}
     out: list[System] = []
     python_failed = pgboss_failed = None
@@ -530,7 +540,7 @@ def systems(args: argparse.Namespace, why: dict[str, str]) -> list[System]:
     node_py = str(BENCH / "peer_node.py")
     for name in args.systems:
         if name == "tickwork":
-            out.append(System(name, name, [sys.executable, node_py, name], tickwork_env))
+            out.append(tickwork_system())
         elif name in PYTHON_SYSTEMS:
             if python_failed:
                 why[name] = python_failed
@@ -638,6 +648,7 @@ def main() -> None:
                     found.steadies.append(fixed_rates(lab, order, args, why))
                 found.bursts.append(bursts(lab, order, args, r, why))
         header = machine(lab)
+        lab.close()
     finally:
         stop_server(keeper)
         shutil.rmtree(tmp, ignore_errors=True)

@@ -202,8 +202,15 @@ def steady(
     seconds: float,
     producers: int,
     sample_every: float | None = None,
+    patience: float | None = None,
 ) -> Steady:
-    """Produce at ``rate`` for ``seconds`` while ``nodes`` nodes run the jobs."""
+    """Produce at ``rate`` for ``seconds`` while ``nodes`` nodes run the jobs.
+
+    The backlog left when the producers stop gets ``patience`` seconds (by default
+    ``max(10, seconds)``) before the nodes are stopped; what did not run by then is
+    counted as pending (or lost). ``sample_every``: seconds between samples of
+    tickwork's tables (`Sampler`).
+    """
     name, dsn = lab.database()
     config = lab.config(system, dsn, 0)
     stop = lab.tmp / f"{name}.stop"
@@ -219,7 +226,8 @@ def steady(
             sampler = Sampler(dsn, sample_every)
         todo = {"threads": producers, "batch": 1, "rate": rate, "seconds": seconds}
         out = lab.call(system, "produce", {**config, **todo})
-        polls, polling = drain(dsn, out["enqueued"], out["end"] + max(10.0, seconds))
+        wait = max(10.0, seconds) if patience is None else patience
+        polls, polling = drain(dsn, out["enqueued"], out["end"] + wait)
         if sampler is not None:
             polls, polling = polls + sampler.polls, polling + sampler.stop()
             result.samples = sampler.samples
