@@ -596,11 +596,11 @@ def arguments() -> argparse.Namespace:
         "--rate", type=float, default=1000.0, help="fixed rate: jobs/s offered (0: flat out)"
     )
     parser.add_argument(
-        "--seconds", type=float, default=15.0, help="fixed rate: seconds of producing"
+        "--seconds", type=float, default=10.0, help="fixed rate: seconds of producing"
     )
     parser.add_argument("--producers", type=int, default=4, help="producers of the fixed rate")
     parser.add_argument(
-        "--enqueue-seconds", type=float, default=3.0, help="per enqueue-rate figure"
+        "--enqueue-seconds", type=float, default=2.0, help="per enqueue-rate figure"
     )
     parser.add_argument(
         "--soak",
