@@ -3,6 +3,8 @@
     .venv/bin/python bench/peers.py --burst 5000 --nodes 1 3 --rounds 3   # ~18 min, 2 cores
     .venv/bin/python bench/peers.py --quick                               # a smoke run
     .venv/bin/python bench/peers.py --systems tickwork pgboss --pgboss-batch 500 50
+    .venv/bin/python bench/peers.py --delayed                             # ~5 min: issue 41
+    .venv/bin/python bench/peers.py --soak 600 --nodes 1                  # tables over 10 min
 
 One throwaway PostgreSQL server (started as bench/postgres.py starts one: the test
 suite's, with ``fsync``, ``synchronous_commit`` and ``full_page_writes`` back on) holds
@@ -29,6 +31,11 @@ installed out of tickwork's venv, from exact pins: bench/peers-requirements.txt 
 ``bench/.peers/venv`` and ``PGBOSS_PACKAGES`` into ``bench/.peers/node`` (npm), created
 or reused by this command. A peer that fails to install or to run is reported with the
 reason and left out; the others go on. Nothing here is a test, nothing asserts on time.
+
+``--delayed`` adds the delayed-jobs workload (bench/peers_delayed.py: enqueue rates, a
+fixed rate with pickup latency, CPU and commits per run) for tickwork, pg-boss and
+Procrastinate; ``--soak`` runs tickwork alone at a fixed rate and samples its tables.
+tickwork's burst is of one-offs (``enqueue_many``).
 """
 
 from __future__ import annotations

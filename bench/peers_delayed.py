@@ -239,12 +239,13 @@ def steady(
         raise
     result.node_cpu = lab._stop(procs, stop, nodes)
     result.server_cpu = lab.server_cpu() - server - polling
+    committed = lab.commits(name) - commits  # before the figures' own reads
     result.enqueued, result.calls = int(out["enqueued"]), int(out["calls"])
     result.produced = float(out["end"]) - float(out["start"])
     figures(dsn, result, system.name, float(out["end"]))
     # Less the producers' calls (one transaction each), each job's own insert and the
     # harness's polls: what the system's nodes committed.
-    result.commits = lab.commits(name) - commits - result.calls - result.rows - polls
+    result.commits = committed - result.calls - result.rows - polls
     for path in logs:
         path.unlink(missing_ok=True)
     lab.drop(name)
