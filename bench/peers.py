@@ -484,6 +484,10 @@ def table(runs: list[list[Run]], labels: list[str], node_counts: list[int]) -> l
     return lines
 
 
+def _calls(batch: int) -> str:
+    return "single enqueues" if batch == 1 else f"{batch} jobs per call of the bulk API"
+
+
 def _last(reason: str) -> str:
     """The last line of a failure (a traceback's error), for the report."""
     lines = reason.strip().splitlines()
@@ -606,6 +610,12 @@ def arguments() -> argparse.Namespace:
         "--seconds", type=float, default=10.0, help="fixed rate: seconds of producing"
     )
     parser.add_argument("--producers", type=int, default=4, help="producers of the fixed rate")
+    parser.add_argument(
+        "--batch",
+        type=int,
+        default=1,
+        help="fixed rate and soak: jobs per enqueue call (1: single)",
+    )
     parser.add_argument(
         "--enqueue-seconds", type=float, default=2.0, help="per enqueue-rate figure"
     )
@@ -757,7 +767,9 @@ def fixed_rates(
                 continue
             what = f"{args.rate:,.0f}/s for {args.seconds:.0f} s on {nodes} node(s)"
             try:
-                got = steady(lab, system, nodes, args.rate, args.seconds, args.producers)
+                got = steady(
+                    lab, system, nodes, args.rate, args.seconds, args.producers, batch=args.batch
+                )
             except FAILURES as exc:
                 why[f"{system.label} ({what})"] = str(exc)
                 log(f"[{system.label}] {what}: failed: {exc}")
@@ -775,7 +787,8 @@ def soak(lab: Lab, system: System, args: argparse.Namespace) -> Steady:
     """tickwork at ``--rate`` for ``--soak`` seconds, its tables sampled."""
     nodes = args.nodes[0]
     log(f"[{system.label}] soak: {args.rate:,.0f}/s for {args.soak:.0f} s on {nodes} node(s)")
-    return steady(lab, system, nodes, args.rate, args.soak, args.producers, sample_every=SOAK_EVERY)
+    every = SOAK_EVERY
+    return steady(lab, system, nodes, args.rate, args.soak, args.producers, every, batch=args.batch)
 
 
 def report(
@@ -789,7 +802,10 @@ def report(
     labels = [s.label for s in chosen]
     versions_found = versions()
     if args.soak:
-        title = f"# tickwork's tables over {args.soak:.0f} s at {args.rate:,.0f} one-offs/s"
+        title = (
+            f"# tickwork's tables over {args.soak:.0f} s at {args.rate:,.0f} one-offs/s offered"
+            f" ({args.producers} producers, {_calls(args.batch)}, {args.nodes[0]} node(s))"
+        )
     elif args.delayed:
         title = (
             f"# Delayed jobs, tickwork beside its peers: enqueue rates, {args.rate:,.0f}/s"
@@ -828,7 +844,7 @@ def report(
         out += [
             "",
             f"## Fixed rate: {args.producers} producers offering {args.rate:,.0f} jobs/s in all"
-            f" for {args.seconds:g} s",
+            f" for {args.seconds:g} s, {_calls(args.batch)}",
             "",
         ]
         out += steady_table(found.steadies, labels, args.nodes)

@@ -15,8 +15,9 @@ per-round ratios (the order of the systems rotates per round).
   ``--producers`` producers (threads sharing one `DurableScheduler`, as one process of
   an app would; pg-boss and Procrastinate: concurrent async producers). tickwork also on
   SQLite (a file, the store's defaults).
-- **Fixed rate**: ``--producers`` producers enqueue single jobs due now at ``--rate`` jobs/s
-  in all for ``--seconds`` while the nodes run them; then the harness waits for the
+- **Fixed rate**: ``--producers`` producers enqueue jobs due now at ``--rate`` jobs/s in
+  all for ``--seconds`` while the nodes run them (single enqueues, or ``--batch`` jobs per
+  call of the bulk API); then the harness waits for the
   backlog (at most ``max(10, --seconds)`` s). Per run: the rate the producers reached,
   completed/s (jobs whose row was written while they produced, over that time), pickup
   p50/p99 (the job's row written minus its enqueue call; for tickwork also its ledger's
@@ -203,13 +204,15 @@ def steady(
     producers: int,
     sample_every: float | None = None,
     patience: float | None = None,
+    batch: int = 1,
 ) -> Steady:
     """Produce at ``rate`` for ``seconds`` while ``nodes`` nodes run the jobs.
 
     The backlog left when the producers stop gets ``patience`` seconds (by default
     ``max(10, seconds)``) before the nodes are stopped; what did not run by then is
     counted as pending (or lost). ``sample_every``: seconds between samples of
-    tickwork's tables (`Sampler`).
+    tickwork's tables (`Sampler`). ``batch``: jobs per producer call (1: the single
+    enqueue; more: the bulk API, a batch every ``producers * batch / rate`` seconds).
     """
     name, dsn = lab.database()
     config = lab.config(system, dsn, 0)
@@ -224,7 +227,7 @@ def steady(
         lab.launch(system, config, stop, logs, procs)
         if sample_every:
             sampler = Sampler(dsn, sample_every)
-        todo = {"threads": producers, "batch": 1, "rate": rate, "seconds": seconds}
+        todo = {"threads": producers, "batch": batch, "rate": rate, "seconds": seconds}
         out = lab.call(system, "produce", {**config, **todo})
         wait = max(10.0, seconds) if patience is None else patience
         polls, polling = drain(dsn, out["enqueued"], out["end"] + wait)
