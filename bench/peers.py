@@ -643,6 +643,7 @@ def arguments() -> argparse.Namespace:
 
 def main() -> None:
     args = arguments()
+    args.tree = _tickwork_version()  # at the start: the tree the figures are of
     why: dict[str, str] = {}
     chosen = systems(args, why)
     started_load = load_average()
@@ -819,7 +820,7 @@ def report(
     out = [title, ""]
     out += [f"- {line}" for line in header]
     out.append(
-        f"- tickwork {_tickwork_version()} (this tree), "
+        f"- tickwork {args.tree} (this tree), "
         + ", ".join(f"{k} {v}" for k, v in sorted(versions_found.items()))
     )
     out.append(
