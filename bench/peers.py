@@ -3,7 +3,7 @@
     .venv/bin/python bench/peers.py --burst 5000 --nodes 1 3 --rounds 3   # ~18 min, 2 cores
     .venv/bin/python bench/peers.py --quick                               # a smoke run
     .venv/bin/python bench/peers.py --systems tickwork pgboss --pgboss-batch 500 50
-    .venv/bin/python bench/peers.py --delayed                             # ~5 min: issue 41
+    .venv/bin/python bench/peers.py --delayed                             # issue 41 (9 min, loaded)
     .venv/bin/python bench/peers.py --soak 600 --nodes 1                  # tables over 10 min
 
 One throwaway PostgreSQL server (started as bench/postgres.py starts one: the test

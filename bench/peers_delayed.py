@@ -1,6 +1,6 @@
 """bench/peers.py's delayed-jobs workload (issue 41): enqueue rates, a fixed rate, a soak.
 
-    .venv/bin/python bench/peers.py --delayed                 # ~5 min on 2 cores
+    .venv/bin/python bench/peers.py --delayed                 # 9 min at load 10-20
     .venv/bin/python bench/peers.py --delayed --quick         # a smoke run
     .venv/bin/python bench/peers.py --soak 600 --nodes 1      # dead tuples over 10 min
 
