@@ -2,6 +2,7 @@
 
     python bench/peer_node.py SYSTEM load CONFIG_JSON
     python bench/peer_node.py SYSTEM node CONFIG_JSON
+    python bench/peer_node.py SYSTEM produce CONFIG_JSON
 
 SYSTEM is ``tickwork`` (run with this project's venv and ``PYTHONPATH=src``),
 ``apscheduler`` or ``procrastinate`` (run with the peers' venv, ``bench/.peers/venv``).
@@ -12,12 +13,19 @@ seconds: when every job is due), and for ``node``: ``owner``, ``stop`` (a file: 
 touches ``<stop>.<owner>.ready`` once it runs, and stops when ``stop`` exists).
 
 ``load`` stores ``n`` one-shot jobs ``j000000``..., all due at ``first``, each calling the
-job below with its key. ``node`` runs one node as a user's process would, then prints one
-JSON line with the CPU time (user + system, every thread) it spent from ready to stopped.
+job below with its key (tickwork: one-offs, ``enqueue_many``; ``n`` 0 only creates the
+schema). ``node`` runs one node as a user's process would, then prints one JSON line with
+the CPU time (user + system, every thread) it spent from ready to stopped. ``produce``
+enqueues jobs due now, each with its key and the instant of its enqueue call (``due``),
+from ``threads`` producers for ``seconds``: ``batch`` jobs per call (1: the system's
+single enqueue; more: its bulk API), at ``rate`` jobs/s in all (0: as fast as they go);
+it prints ``enqueued``, ``calls`` (one transaction each) and the epoch ``start``/``end``.
+tickwork produces into SQLite instead when CONFIG has ``sqlite`` (a file path).
 
 The job is the same for every system: one autocommit ``INSERT INTO bench_results (job,
-node) VALUES (key, owner)`` on a connection of the node (the table's third column, the
-server's ``clock_timestamp()``, says when the run wrote its row).
+node, due) VALUES (key, owner, due)`` on a connection of the node (the column ``at``, the
+server's ``clock_timestamp()``, says when the run wrote its row; ``due`` is NULL for a
+burst's jobs).
 """
 
 from __future__ import annotations
@@ -33,7 +41,11 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
-INSERT = "INSERT INTO bench_results (job, node) VALUES (%s, %s)"
+INSERT = "INSERT INTO bench_results (job, node, due) VALUES (%s, %s, %s)"
+#: The job of tickwork's one-offs, by import path (the nodes allow the module).
+RECORD = "peer_node:record"
+#: Jobs per call of a bulk API when loading a burst.
+LOAD_BATCH = 1000
 #: Jobs one node runs at once, where the system leaves it to the user (Procrastinate's
 #: default is 1): tickwork's default pool size (``tickwork.DurableScheduler``'s
 #: ``DEFAULT_WORKERS``; not imported: this file also runs in the peers' venv).
@@ -62,9 +74,9 @@ def _conn() -> Any:
     return conn
 
 
-def record(key: str) -> None:
+def record(key: str, due: float | None = None) -> None:
     """The job of tickwork and APScheduler: one row, a durable commit of its own."""
-    _conn().execute(INSERT, (key, _config["owner"]))
+    _conn().execute(INSERT, (key, _config["owner"], due))
 
 
 def keys(n: int) -> list[str]:
@@ -96,16 +108,16 @@ def tickwork_load(config: dict[str, Any]) -> dict[str, Any]:
     from psycopg.conninfo import conninfo_to_dict, make_conninfo
 
     import tickwork
-    from tickwork import At
-    from tickwork.stores import JobSpec
+    from tickwork import DurableScheduler, OneOff
     from tickwork.stores.postgres import PostgresStore
 
     params = {**conninfo_to_dict(config["dsn"]), "options": "-c synchronous_commit=off"}
     with PostgresStore(make_conninfo("", **params)) as store:
-        for key in keys(config["n"]):
-            store.upsert(
-                JobSpec(key, "peer_node:record", At(config["first"]), args=(key,)), config["first"]
-            )
+        ds = DurableScheduler(store, owner="loader", allowed_modules=["peer_node"])
+        all_keys = keys(config["n"])
+        for i in range(0, len(all_keys), LOAD_BATCH):
+            chunk = all_keys[i : i + LOAD_BATCH]
+            ds.enqueue_many([OneOff(RECORD, (key,), at=config["first"]) for key in chunk])
     return {"version": tickwork.__version__, "file": tickwork.__file__}
 
 
@@ -125,6 +137,77 @@ def tickwork_node(config: dict[str, Any]) -> float:
         handle[1].close()
 
     return run_node(config, start, stop)
+
+
+def tickwork_produce(config: dict[str, Any]) -> dict[str, Any]:
+    from tickwork import DurableScheduler, OneOff
+    from tickwork.stores import Store
+
+    store: Store
+    if config.get("sqlite"):
+        from tickwork.stores.sqlite import SQLiteStore
+
+        store = SQLiteStore(config["sqlite"])
+    else:
+        from tickwork.stores.postgres import PostgresStore
+
+        store = PostgresStore(config["dsn"])
+    # One scheduler for every producer thread, as one process of an app would have.
+    ds = DurableScheduler(store, owner="producer", allowed_modules=["peer_node"])
+
+    def send(items: list[tuple[str, float]]) -> None:
+        if len(items) == 1:
+            ds.enqueue(RECORD, *items[0])
+        else:
+            ds.enqueue_many([OneOff(RECORD, item) for item in items])
+
+    try:
+        return produce_threads(config, send)
+    finally:
+        store.close()
+
+
+def _plan(config: dict[str, Any]) -> tuple[int, int, float, float]:
+    """Producers, jobs per call, seconds, and each producer's step between calls."""
+    threads, batch = int(config["threads"]), int(config["batch"])
+    rate, seconds = float(config["rate"]), float(config["seconds"])
+    return threads, batch, seconds, (threads * batch / rate if rate > 0 else 0.0)
+
+
+def _items(p: int, k: int, batch: int) -> list[tuple[str, float]]:
+    now = time.time()
+    return [(f"p{p}-{k * batch + i}", now) for i in range(batch)]
+
+
+def produce_threads(
+    config: dict[str, Any], send: Callable[[list[tuple[str, float]]], None]
+) -> dict[str, Any]:
+    """Enqueue from ``threads`` threads as `main`'s docstring says; the counts."""
+    threads, batch, seconds, step = _plan(config)
+    counts = [0] * threads
+    start = time.time()
+    end = start + seconds
+
+    def one(p: int) -> None:
+        k = 0
+        while True:
+            # Producer p's k-th call is due at start + (k + p / threads) * step.
+            at = start + (k + p / threads) * step
+            if k and (at >= end or time.time() >= end):  # each makes one call at least
+                return
+            if at > time.time():
+                time.sleep(at - time.time())
+            send(_items(p, k, batch))
+            k += 1
+            counts[p] = k
+
+    pool = [threading.Thread(target=one, args=(p,)) for p in range(threads)]
+    for t in pool:
+        t.start()
+    for t in pool:
+        t.join()
+    calls = sum(counts)
+    return {"enqueued": calls * batch, "calls": calls, "start": start, "end": time.time()}
 
 
 # -- APScheduler 4 ----------------------------------------------------------------------
@@ -191,8 +274,8 @@ def _procrastinate(config: dict[str, Any]) -> tuple[Any, Any]:
     pool: list[Any] = []
 
     @app.task(name="record")
-    async def record_async(key: str) -> None:
-        await pool[0].execute_insert(key)
+    async def record_async(key: str, due: float | None = None) -> None:
+        await pool[0].execute_insert(key, due)
 
     return app, (record_async, pool)
 
@@ -208,9 +291,9 @@ class _AsyncResults:
             dsn, min_size=CONCURRENCY, max_size=CONCURRENCY, kwargs={"autocommit": True}, open=False
         )
 
-    async def execute_insert(self, key: str) -> None:
+    async def execute_insert(self, key: str, due: float | None) -> None:
         async with self.pool.connection() as conn:
-            await conn.execute(INSERT, (key, self.owner))
+            await conn.execute(INSERT, (key, self.owner, due))
 
 
 def procrastinate_load(config: dict[str, Any]) -> dict[str, Any]:
@@ -221,6 +304,8 @@ def procrastinate_load(config: dict[str, Any]) -> dict[str, Any]:
     async def go() -> None:
         async with app.open_async():
             await app.schema_manager.apply_schema_async()
+            if not config["n"]:
+                return
             deferrer = task.configure(schedule_at=due(config))
             batch = [{"key": key} for key in keys(config["n"])]
             for i in range(0, len(batch), 1000):
@@ -263,6 +348,40 @@ def procrastinate_node(config: dict[str, Any]) -> float:
     return spent[0]
 
 
+def procrastinate_produce(config: dict[str, Any]) -> dict[str, Any]:
+    app, (task, _) = _procrastinate(config)
+    threads, batch, seconds, step = _plan(config)
+    counts = [0] * threads
+    out: dict[str, Any] = {}
+
+    async def one(p: int, start: float) -> None:
+        end, k = start + seconds, 0
+        while True:
+            at = start + (k + p / threads) * step
+            if k and (at >= end or time.time() >= end):  # each makes one call at least
+                return
+            if at > time.time():
+                await asyncio.sleep(at - time.time())
+            items = _items(p, k, batch)
+            if batch == 1:
+                await task.defer_async(key=items[0][0], due=items[0][1])
+            else:
+                await task.batch_defer_async(*({"key": key, "due": d} for key, d in items))
+            k += 1
+            counts[p] = k
+
+    async def go() -> None:
+        async with app.open_async():
+            out["start"] = start = time.time()
+            await asyncio.gather(*(one(p, start) for p in range(threads)))
+            out["end"] = time.time()
+
+    asyncio.run(go())
+    calls = sum(counts)
+    return {**out, "enqueued": calls * batch, "calls": calls}
+
+
+PRODUCERS = {"tickwork": tickwork_produce, "procrastinate": procrastinate_produce}
 LOADERS = {
     "tickwork": tickwork_load,
     "apscheduler": apscheduler_load,
@@ -282,6 +401,8 @@ def main(argv: list[str]) -> None:
         t0 = time.time()
         out = LOADERS[system](config)
         out["seconds"] = time.time() - t0
+    elif mode == "produce":
+        out = PRODUCERS[system](config)
     else:
         cpu = NODES[system](config)
         for conn in _opened:

@@ -3,6 +3,8 @@
     .venv/bin/python bench/peers.py --burst 5000 --nodes 1 3 --rounds 3   # ~18 min, 2 cores
     .venv/bin/python bench/peers.py --quick                               # a smoke run
     .venv/bin/python bench/peers.py --systems tickwork pgboss --pgboss-batch 500 50
+    .venv/bin/python bench/peers.py --delayed                             # issue 41 (9 min, loaded)
+    .venv/bin/python bench/peers.py --soak 600 --nodes 1                  # tables over 10 min
 
 One throwaway PostgreSQL server (started as bench/postgres.py starts one: the test
 suite's, with ``fsync``, ``synchronous_commit`` and ``full_page_writes`` back on) holds
@@ -29,6 +31,11 @@ installed out of tickwork's venv, from exact pins: bench/peers-requirements.txt 
 ``bench/.peers/venv`` and ``PGBOSS_PACKAGES`` into ``bench/.peers/node`` (npm), created
 or reused by this command. A peer that fails to install or to run is reported with the
 reason and left out; the others go on. Nothing here is a test, nothing asserts on time.
+
+``--delayed`` adds the delayed-jobs workload (bench/peers_delayed.py: enqueue rates, a
+fixed rate with pickup latency, CPU and commits per run) for tickwork, pg-boss and
+Procrastinate; ``--soak`` runs tickwork alone at a fixed rate and samples its tables.
+tickwork's burst is of one-offs (``enqueue_many``).
 """
 
 from __future__ import annotations
@@ -56,6 +63,18 @@ ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
 from bench.peer_node import CONCURRENCY, PROCRASTINATE_POLL  # noqa: E402
+from bench.peers_delayed import (  # noqa: E402
+    DELAYED_SYSTEMS,
+    ENQUEUE_WAYS,
+    SOAK_EVERY,
+    Enqueue,
+    Steady,
+    enqueue_rate,
+    enqueue_table,
+    soak_table,
+    steady,
+    steady_table,
+)
 from bench.postgres import (  # noqa: E402
     _parent,
     backend_cpu,
@@ -76,6 +95,8 @@ SYSTEMS = (*PYTHON_SYSTEMS, "pgboss")
 SETTLE = 1.0  # seconds from all nodes ready to the due time, at least
 STALL = 120.0  # no new row for this long: the run is given up
 PGBOSS_POLL = 0.5  # pg-boss's pollingIntervalSeconds: its minimum (default 2)
+#: What leaves a system out of the rest of a command, its reason printed.
+FAILURES = (RuntimeError, OSError, ValueError, KeyError, psycopg.Error)
 
 
 def log(message: str) -> None:
@@ -201,6 +222,9 @@ class Lab:
         self.conn = psycopg.connect(dsn, autocommit=True)
         self.postmaster = _parent(self.conn.info.backend_pid)
 
+    def close(self) -> None:
+        self.conn.close()
+
     def setting(self, name: str) -> str:
         row = self.conn.execute("SELECT current_setting(%s)", (name,)).fetchone()
         return "?" if row is None else str(row[0])
@@ -213,6 +237,23 @@ class Lab:
         """
         return server_cpu(self.postmaster, skip=self.conn.info.backend_pid)
 
+    def commits(self, name: str) -> int:
+        """Transactions committed in database ``name`` so far, as the server counts them.
+
+        A backend reports its counts when it ends or goes idle, so the figure is read
+        until it holds still for 0.3 s (at most 5 s): read with every process that used
+        the database gone, it is complete.
+        """
+        query = "SELECT xact_commit FROM pg_stat_database WHERE datname = %s"
+        last, give_up = -1, time.monotonic() + 5
+        while True:
+            row = self.conn.execute(query, (name,)).fetchone()
+            count = int(row[0]) if row else 0
+            if count == last or time.monotonic() > give_up:
+                return count
+            last = count
+            time.sleep(0.3)
+
     def database(self) -> tuple[str, str]:
         name = f"peers_{secrets.token_hex(4)}"
         self.conn.execute(sql.SQL("CREATE DATABASE {}").format(sql.Identifier(name)))
@@ -220,7 +261,7 @@ class Lab:
         with psycopg.connect(dsn, autocommit=True) as conn:
             conn.execute(
                 "CREATE TABLE bench_results (job text NOT NULL, node text NOT NULL,"
-                " at timestamptz NOT NULL DEFAULT clock_timestamp())"
+                " at timestamptz NOT NULL DEFAULT clock_timestamp(), due double precision)"
             )
         return name, dsn
 
@@ -229,12 +270,10 @@ class Lab:
             sql.SQL("DROP DATABASE IF EXISTS {} WITH (FORCE)").format(sql.Identifier(name))
         )
 
-    def run(self, system: System, nodes: int, n: int) -> Run:
-        """Load ``n`` jobs due at one instant, run ``nodes`` nodes until all ran."""
-        name, dsn = self.database()
-        url = make_conninfo(dsn)  # a libpq key=value string; the peers get a URL below
-        parts = conninfo_to_dict(url)
-        config: dict[str, Any] = {
+    def config(self, system: System, dsn: str, n: int) -> dict[str, Any]:
+        """What a process of ``system`` is told of the run's database (and ``n``)."""
+        parts = conninfo_to_dict(make_conninfo(dsn))
+        return {
             **system.extra,
             "dsn": _url(parts),
             "host": parts.get("host"),
@@ -243,6 +282,61 @@ class Lab:
             "user": parts.get("user"),
             "n": n,
         }
+
+    def call(self, system: System, mode: str, config: dict[str, Any]) -> dict[str, Any]:
+        """Run ``system``'s ``load`` or ``produce`` process to its end; its JSON line."""
+        out = subprocess.run(
+            [*system.command, mode, json.dumps(config)],
+            cwd=BENCH,
+            env=system.env,
+            capture_output=True,
+            text=True,
+        )
+        if out.returncode != 0:
+            raise RuntimeError(f"{mode} failed: {out.stderr.strip()[-1500:]}")
+        result: dict[str, Any] = json.loads(out.stdout.strip().splitlines()[-1])
+        return result
+
+    def launch(
+        self,
+        system: System,
+        config: dict[str, Any],
+        stop: Path,
+        logs: list[Path],
+        procs: list[subprocess.Popen[str]],
+    ) -> None:
+        """Start a node process per log into ``procs``; wait until each says ready.
+
+        Raises RuntimeError when one dies or they are not all ready in 180 s (the caller
+        stops those in ``procs``).
+        """
+        launched = time.monotonic()
+        nodes = len(logs)
+        for i in range(nodes):
+            node = {**config, "owner": f"n{i}", "stop": str(stop)}
+            with logs[i].open("w") as err:
+                procs.append(
+                    subprocess.Popen(
+                        [*system.command, "node", json.dumps(node)],
+                        cwd=BENCH,
+                        env=system.env,
+                        stdout=subprocess.PIPE,
+                        stderr=err,
+                        text=True,
+                    )
+                )
+        while not all(Path(f"{stop}.n{i}.ready").exists() for i in range(nodes)):
+            if any(p.poll() is not None for p in procs):
+                raise RuntimeError(f"a node died while starting: {_tail(logs)}")
+            if time.monotonic() - launched > 180:
+                raise RuntimeError(f"the nodes did not start in 180 s: {_tail(logs)}")
+            time.sleep(0.01)
+        system.start = 1.3 * (time.monotonic() - launched)
+
+    def run(self, system: System, nodes: int, n: int) -> Run:
+        """Load ``n`` jobs due at one instant, run ``nodes`` nodes until all ran."""
+        name, dsn = self.database()
+        config = self.config(system, dsn, n)
         stop = self.tmp / f"{name}.stop"
         procs: list[subprocess.Popen[str]] = []
         logs = [self.tmp / f"{name}.{i}.log" for i in range(nodes)]
@@ -252,38 +346,10 @@ class Lab:
             lead = system.per_job * n * 1.3 + system.start * 1.3 + SETTLE
             config["first"] = first = time.time() + lead
             t0 = time.monotonic()
-            out = subprocess.run(
-                [*system.command, "load", json.dumps(config)],
-                cwd=BENCH,
-                env=system.env,
-                capture_output=True,
-                text=True,
-            )
-            if out.returncode != 0:
-                raise RuntimeError(f"loading failed: {out.stderr.strip()[-1500:]}")
+            self.call(system, "load", config)
             loaded = time.monotonic() - t0
-            launched = time.monotonic()
-            for i in range(nodes):
-                node = {**config, "owner": f"n{i}", "stop": str(stop)}
-                with logs[i].open("w") as err:
-                    procs.append(
-                        subprocess.Popen(
-                            [*system.command, "node", json.dumps(node)],
-                            cwd=BENCH,
-                            env=system.env,
-                            stdout=subprocess.PIPE,
-                            stderr=err,
-                            text=True,
-                        )
-                    )
-            while not all(Path(f"{stop}.n{i}.ready").exists() for i in range(nodes)):
-                if any(p.poll() is not None for p in procs):
-                    raise RuntimeError(f"a node died while starting: {_tail(logs)}")
-                if time.monotonic() - launched > 180:
-                    raise RuntimeError(f"the nodes did not start in 180 s: {_tail(logs)}")
-                time.sleep(0.01)
+            self.launch(system, config, stop, logs, procs)
             ready = time.time()
-            system.start = 1.3 * (time.monotonic() - launched)
             server_before = self.server_cpu()
             result.late = ready > first - 0.05
             polling = self._wait(dsn, n)  # the CPU of the harness's polling backend
@@ -418,6 +484,16 @@ def table(runs: list[list[Run]], labels: list[str], node_counts: list[int]) -> l
     return lines
 
 
+def _calls(batch: int) -> str:
+    return "single enqueues" if batch == 1 else f"{batch} jobs per call of the bulk API"
+
+
+def _last(reason: str) -> str:
+    """The last line of a failure (a traceback's error), for the report."""
+    lines = reason.strip().splitlines()
+    return lines[-1] if lines else reason
+
+
 def _n(value: float) -> str:
     return "-" if not math.isfinite(value) else f"{value:,.0f}"
 
@@ -455,9 +531,16 @@ def load_average() -> str:
 # -- main -------------------------------------------------------------------------------
 
 
+def tickwork_system() -> System:
+    """tickwork as this tree's ``src`` runs it, in this interpreter."""
+    env = {**os.environ, "PYTHONPATH": str(ROOT / "src")}
+    return System(
+        "tickwork", "tickwork", [sys.executable, str(BENCH / "peer_node.py"), "tickwork"], env
+    )
+
+
 def systems(args: argparse.Namespace, why: dict[str, str]) -> list[System]:
     """The systems to run, installed; those that cannot be get a reason in ``why``."""
-    tickwork_env = {**os.environ, "PYTHONPATH": str(ROOT / "src")}
     peers_env = {k: v for k, v in os.environ.items() if k != "PYTHONPATH"}
     out: list[System] = []
     python_failed = pgboss_failed = None
@@ -468,7 +551,7 @@ def systems(args: argparse.Namespace, why: dict[str, str]) -> list[System]:
     node_py = str(BENCH / "peer_node.py")
     for name in args.systems:
         if name == "tickwork":
-            out.append(System(name, name, [sys.executable, node_py, name], tickwork_env))
+            out.append(tickwork_system())
         elif name in PYTHON_SYSTEMS:
             if python_failed:
                 why[name] = python_failed
@@ -492,12 +575,18 @@ def systems(args: argparse.Namespace, why: dict[str, str]) -> list[System]:
     return out
 
 
-def main() -> None:
+def arguments() -> argparse.Namespace:
+    """The command line, with the defaults of ``--delayed``, ``--soak`` and ``--quick``."""
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--burst", type=int, default=5000, help="one-shot jobs due at once")
     parser.add_argument("--nodes", type=int, nargs="+", default=[1, 3])
-    parser.add_argument("--rounds", type=int, default=3)
-    parser.add_argument("--systems", nargs="+", choices=SYSTEMS, default=list(SYSTEMS))
+    parser.add_argument("--rounds", type=int, help="default 3; 1 with --delayed")
+    parser.add_argument(
+        "--systems",
+        nargs="+",
+        choices=SYSTEMS,
+        help="default: all; with --delayed, all but apscheduler",
+    )
     parser.add_argument(
         "--pgboss-batch",
         type=int,
@@ -505,13 +594,56 @@ def main() -> None:
         default=[500],
         help="pg-boss work() batchSize; one system row each",
     )
-    parser.add_argument("--warmup", type=int, default=1000, help="jobs of each system's warm-up")
-    parser.add_argument("--quick", action="store_true", help="--burst 500 --rounds 1 --warmup 100")
+    parser.add_argument(
+        "--warmup", type=int, help="jobs of each system's warm-up (1000; 500 with --delayed)"
+    )
+    parser.add_argument("--quick", action="store_true", help="a smoke run: everything small")
+    parser.add_argument(
+        "--delayed",
+        action="store_true",
+        help="the delayed-jobs workload too: enqueue rates, a fixed rate (bench/peers_delayed.py)",
+    )
+    parser.add_argument(
+        "--rate", type=float, default=1000.0, help="fixed rate: jobs/s offered (0: flat out)"
+    )
+    parser.add_argument(
+        "--seconds", type=float, default=10.0, help="fixed rate: seconds of producing"
+    )
+    parser.add_argument("--producers", type=int, default=4, help="producers of the fixed rate")
+    parser.add_argument(
+        "--batch",
+        type=int,
+        default=1,
+        help="fixed rate and soak: jobs per enqueue call (1: single)",
+    )
+    parser.add_argument(
+        "--enqueue-seconds", type=float, default=2.0, help="per enqueue-rate figure"
+    )
+    parser.add_argument(
+        "--soak",
+        type=float,
+        metavar="SECONDS",
+        help="only: tickwork at --rate on --nodes[0] nodes for SECONDS, sampling its tables",
+    )
     args = parser.parse_args()
+    delayed = args.delayed or args.soak
+    if args.systems is None:
+        args.systems = list(
+            DELAYED_SYSTEMS if args.delayed else ("tickwork",) if args.soak else SYSTEMS
+        )
     if "tickwork" not in args.systems:
         parser.error("--systems must include tickwork: the ratios are to it")
+    args.rounds = args.rounds or (1 if delayed else 3)
+    args.warmup = args.warmup or (500 if delayed else 1000)
     if args.quick:
         args.burst, args.rounds, args.warmup = 500, 1, 100
+        args.rate, args.seconds, args.enqueue_seconds = 200.0, 3.0, 1.0
+    return args
+
+
+def main() -> None:
+    args = arguments()
+    args.tree = _tickwork_version()  # at the start: the tree the figures are of
     why: dict[str, str] = {}
     chosen = systems(args, why)
     started_load = load_average()
@@ -519,59 +651,179 @@ def main() -> None:
         log("bench/peers.py always starts its own server; TICKWORK_PG_DSN is ignored")
     dsn, keeper = start_server()
     tmp = Path(tempfile_dir())
-    all_runs: list[list[Run]] = []
+    found = Found()
     try:
         lab = Lab(dsn, tmp)
-        for system in chosen:
-            try:
-                log(f"[{system.label}] warm-up: {args.warmup} jobs on 1 node")
-                lab.run(system, 1, args.warmup)
-            except (RuntimeError, OSError, ValueError, psycopg.Error) as exc:
-                system.failed = str(exc)
-                why[system.label] = f"warm-up failed: {exc}"
-                log(f"[{system.label}] left out: {exc}")
-        live = [s for s in chosen if s.failed is None]
-        for r in range(args.rounds):
-            order = live[r % len(live) :] + live[: r % len(live)] if live else []
-            one: list[Run] = []
-            for nodes in args.nodes:
-                for system in order:
-                    if system.failed:
-                        continue
-                    try:
-                        run = lab.run(system, nodes, args.burst)
-                    except (RuntimeError, OSError, ValueError, psycopg.Error) as exc:
-                        system.failed = str(exc)
-                        why[system.label] = f"round {r + 1}, {nodes} node(s): {exc}"
-                        log(f"[{system.label}] left out: {exc}")
-                        continue
-                    one.append(run)
-                    s, nd, t = run.cpu_ms
-                    log(
-                        f"round {r + 1} [{run.system}] {nodes} node(s): {run.per_s:,.0f} runs/s,"
-                        f" CPU ms/run {s:.2f} + {nd:.2f} = {t:.2f}, rows {run.rows}"
-                        f"{' LATE' if run.late else ''}"
-                    )
-            all_runs.append(one)
+        if args.soak:
+            found.soak = soak(lab, chosen[0], args)
+        else:
+            warm_up(lab, chosen, args.warmup, why)
+            live = [s for s in chosen if s.failed is None]
+            for r in range(args.rounds):
+                order = live[r % len(live) :] + live[: r % len(live)] if live else []
+                if args.delayed:
+                    found.enqueues.append(enqueue_rates(lab, order, args, why))
+                    found.steadies.append(fixed_rates(lab, order, args, why))
+                found.bursts.append(bursts(lab, order, args, r, why))
         header = machine(lab)
+        lab.close()
     finally:
         stop_server(keeper)
         shutil.rmtree(tmp, ignore_errors=True)
-    found = versions()
+    for line in report(
+        args,
+        chosen,
+        found,
+        [
+            *header,
+            f"load average (1/5/15 min): {started_load} at the start, {load_average()} at the end",
+        ],
+        why,
+    ):
+        print(line)
+
+
+@dataclass
+class Found:
+    """Everything one command measured, per round."""
+
+    bursts: list[list[Run]] = field(default_factory=list)
+    enqueues: list[list[Enqueue]] = field(default_factory=list)
+    steadies: list[list[Steady]] = field(default_factory=list)
+    soak: Steady | None = None
+
+
+def warm_up(lab: Lab, chosen: list[System], n: int, why: dict[str, str]) -> None:
+    """A discarded burst of ``n`` per system on one node; a failure leaves it out."""
+    for system in chosen:
+        try:
+            log(f"[{system.label}] warm-up: {n} jobs on 1 node")
+            lab.run(system, 1, n)
+        except FAILURES as exc:
+            system.failed = str(exc)
+            why[system.label] = f"warm-up failed: {exc}"
+            log(f"[{system.label}] left out: {exc}")
+
+
+def bursts(
+    lab: Lab, order: list[System], args: argparse.Namespace, r: int, why: dict[str, str]
+) -> list[Run]:
+    """One round of bursts: each system on each node count; a failure leaves it out."""
+    one: list[Run] = []
+    for nodes in args.nodes:
+        for system in order:
+            if system.failed:
+                continue
+            try:
+                run = lab.run(system, nodes, args.burst)
+            except FAILURES as exc:
+                system.failed = str(exc)
+                why[system.label] = f"round {r + 1}, {nodes} node(s): {exc}"
+                log(f"[{system.label}] left out: {exc}")
+                continue
+            one.append(run)
+            s, nd, t = run.cpu_ms
+            log(
+                f"round {r + 1} [{run.system}] {nodes} node(s): {run.per_s:,.0f} runs/s,"
+                f" CPU ms/run {s:.2f} + {nd:.2f} = {t:.2f}, rows {run.rows}"
+                f"{' LATE' if run.late else ''}"
+            )
+    return one
+
+
+def enqueue_rates(
+    lab: Lab, order: list[System], args: argparse.Namespace, why: dict[str, str]
+) -> list[Enqueue]:
+    """One round of enqueue rates: every way of `ENQUEUE_WAYS`, each system once."""
+    one: list[Enqueue] = []
+    for store, kind, producers, batch in ENQUEUE_WAYS:
+        done: set[str] = set()
+        for system in order:
+            if system.failed or system.name in done or system.name not in DELAYED_SYSTEMS:
+                continue
+            if store == "SQLite" and system.name != "tickwork":
+                continue
+            done.add(system.name)
+            n = producers or args.producers
+            what = f"{store} {kind} enqueue, {n} producer(s)"
+            try:
+                got = enqueue_rate(lab, system, store, kind, n, batch, args.enqueue_seconds)
+            except FAILURES as exc:
+                why[f"{system.name} ({what})"] = str(exc)
+                log(f"[{system.name}] {what}: failed: {exc}")
+                continue
+            one.append(got)
+            log(f"[{system.name}] {what}: {got.per_s:,.0f} jobs/s")
+    return one
+
+
+def fixed_rates(
+    lab: Lab, order: list[System], args: argparse.Namespace, why: dict[str, str]
+) -> list[Steady]:
+    """One round of the fixed rate: each system on each node count."""
+    one: list[Steady] = []
+    for nodes in args.nodes:
+        for system in order:
+            if system.failed or system.name not in DELAYED_SYSTEMS:
+                continue
+            what = f"{args.rate:,.0f}/s for {args.seconds:.0f} s on {nodes} node(s)"
+            try:
+                got = steady(
+                    lab, system, nodes, args.rate, args.seconds, args.producers, batch=args.batch
+                )
+            except FAILURES as exc:
+                why[f"{system.label} ({what})"] = str(exc)
+                log(f"[{system.label}] {what}: failed: {exc}")
+                continue
+            one.append(got)
+            log(
+                f"[{system.label}] {what}: enqueued {got.reached:,.0f}/s, completed"
+                f" {got.completed:,.0f}/s, p50/p99 {got.p50 * 1000:.1f}/{got.p99 * 1000:.1f} ms,"
+                f" CPU ms/run {got.cpu_ms[2]:.2f}, commits/run {got.commits_per_run:.2f}"
+            )
+    return one
+
+
+def soak(lab: Lab, system: System, args: argparse.Namespace) -> Steady:
+    """tickwork at ``--rate`` for ``--soak`` seconds, its tables sampled."""
+    nodes = args.nodes[0]
+    log(f"[{system.label}] soak: {args.rate:,.0f}/s for {args.soak:.0f} s on {nodes} node(s)")
+    every = SOAK_EVERY
+    return steady(lab, system, nodes, args.rate, args.soak, args.producers, every, batch=args.batch)
+
+
+def report(
+    args: argparse.Namespace,
+    chosen: list[System],
+    found: Found,
+    header: list[str],
+    why: dict[str, str],
+) -> list[str]:
+    """The markdown the command prints."""
     labels = [s.label for s in chosen]
-    print(
-        f"# tickwork beside its peers: a burst of {args.burst:,} one-shots due at once,"
-        f" {args.rounds} round(s)"
+    versions_found = versions()
+    if args.soak:
+        title = (
+            f"# tickwork's tables over {args.soak:.0f} s at {args.rate:,.0f} one-offs/s offered"
+            f" ({args.producers} producers, {_calls(args.batch)}, {args.nodes[0]} node(s))"
+        )
+    elif args.delayed:
+        title = (
+            f"# Delayed jobs, tickwork beside its peers: enqueue rates, {args.rate:,.0f}/s"
+            f" offered for {args.seconds:.0f} s, a burst of {args.burst:,}; {args.rounds} round(s)"
+        )
+    else:
+        title = (
+            f"# tickwork beside its peers: a burst of {args.burst:,} one-shots due at once,"
+            f" {args.rounds} round(s)"
+        )
+    out = [title, ""]
+    out += [f"- {line}" for line in header]
+    out.append(
+        f"- tickwork {args.tree} (this tree), "
+        + ", ".join(f"{k} {v}" for k, v in sorted(versions_found.items()))
     )
-    print()
-    for line in header:
-        print(f"- {line}")
-    print(f"- load average (1/5/15 min): {started_load} at the start, {load_average()} at the end")
-    print(
-        f"- tickwork {_tickwork_version()} (this tree), "
-        + ", ".join(f"{k} {v}" for k, v in sorted(found.items()))
-    )
-    print(
+    out.append(
         f"- settings: tickwork at its defaults (a pool of {CONCURRENCY} threads);"
         f" APScheduler at its defaults (100 jobs at once per node) with the task's"
         f" max_running_jobs=None; Procrastinate concurrency={CONCURRENCY},"
@@ -579,13 +831,35 @@ def main() -> None:
         f" {' and '.join(map(str, args.pgboss_batch))}, pollingIntervalSeconds {PGBOSS_POLL},"
         f" inserts on a pg pool of {CONCURRENCY}"
     )
-    print()
-    for line in table(all_runs, labels, args.nodes):
-        print(line)
+    if args.soak and found.soak is not None:
+        out += ["", *soak_table(found.soak), ""]
+        out += steady_table([[found.soak]], [found.soak.system], [found.soak.nodes])
+    if found.enqueues:
+        out += [
+            "",
+            f"## Enqueue rates ({args.enqueue_seconds:g} s each, flat out, no node running)",
+            "",
+        ]
+        out += enqueue_table(found.enqueues)
+    if found.steadies:
+        out += [
+            "",
+            f"## Fixed rate: {args.producers} producers offering {args.rate:,.0f} jobs/s in all"
+            f" for {args.seconds:g} s, {_calls(args.batch)}",
+            "",
+        ]
+        out += steady_table(found.steadies, labels, args.nodes)
+    if found.bursts:
+        out += ["", f"## A burst of {args.burst:,} due at once", ""]
+        out += table(found.bursts, labels, args.nodes)
+    if args.delayed and "apscheduler" in args.systems:
+        why["apscheduler (delayed workload)"] = (
+            "in the burst only: it has no job queue to enqueue into"
+        )
     if why:
-        print()
-        for label, reason in why.items():
-            print(f"- {label}: not measured: {reason}")
+        out.append("")
+        out += [f"- {label}: not measured: {_last(reason)}" for label, reason in why.items()]
+    return out
 
 
 def tempfile_dir() -> str:
