@@ -46,12 +46,30 @@ class TestSQLitePools(PoolContract):
     open_store = TestSQLiteContract.open_store
 
 
+class _WithoutReturning(sqlite3.Connection):
+    """A connection that refuses ``RETURNING`` as an SQLite older than 3.35 does."""
+
+    def execute(self, sql: str, *args: Any) -> sqlite3.Cursor:
+        if "RETURNING" in sql.upper():
+            raise sqlite3.OperationalError('near "RETURNING": syntax error')
+        return super().execute(sql, *args)
+
+    def executemany(self, sql: str, *args: Any) -> sqlite3.Cursor:
+        if "RETURNING" in sql.upper():
+            raise sqlite3.OperationalError('near "RETURNING": syntax error')
+        return super().executemany(sql, *args)
+
+
 class TestSQLiteContractWithoutReturning(TestSQLiteContract):
-    """The contract again on the release an SQLite older than 3.35.5 takes (no RETURNING)."""
+    """The contract again on an SQLite older than 3.35.5 (no usable RETURNING)."""
 
     @pytest.fixture(autouse=True)
     def _no_returning(self, monkeypatch: pytest.MonkeyPatch) -> None:
         monkeypatch.setattr(sqlite_mod, "_RETURNING", False)
+        connect = sqlite3.connect
+        monkeypatch.setattr(
+            sqlite3, "connect", lambda *a, **kw: connect(*a, **kw, factory=_WithoutReturning)
+        )
 
 
 @pytest.fixture

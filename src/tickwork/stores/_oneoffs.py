@@ -62,13 +62,13 @@ ONEOFF_COLUMNS: Final = "id, spec, schedule, overlap, paused, next_run, first_sl
 # The rows of one-offs whose slots have ended (no next run, no claim left) go; the
 # queues they name are returned so that their totals count the ends.
 _GONE: Final = (
-    "DELETE FROM {jobs} WHERE id {any} AND queue IS NOT NULL AND next_run IS NULL"
-    " AND NOT EXISTS (SELECT 1 FROM {claims} c WHERE c.job_id = {jobs}.id) RETURNING id, queue"
+    "id {any} AND queue IS NOT NULL AND next_run IS NULL"
+    " AND NOT EXISTS (SELECT 1 FROM {claims} c WHERE c.job_id = {jobs}.id)"
 )
 # A pending one-off is cancelled: its row goes unless a run of it is held by a node.
 _CANCEL: Final = (
-    "DELETE FROM {jobs} WHERE id = ? AND queue IS NOT NULL AND NOT EXISTS (SELECT 1 FROM"
-    " {claims} c WHERE c.job_id = {jobs}.id AND c.owner <> '') RETURNING queue, next_run"
+    "id {any} AND queue IS NOT NULL AND NOT EXISTS (SELECT 1 FROM"
+    " {claims} c WHERE c.job_id = {jobs}.id AND c.owner <> '')"
 )
 _TOTALS: Final = "INSERT INTO {queues} (queue, done, failed, dropped) VALUES (?, ?, ?, ?){add_up}"
 
@@ -234,9 +234,38 @@ class _Host(SQLHost[Any], Protocol):
         """The store's slot ledger."""
         ...
 
+    @property
+    def _returns(self) -> bool:
+        """Whether the dialect has ``DELETE ... RETURNING``."""
+        ...
+
+    def _take_rows(self, cur: Any, where: str, columns: str, ids: list[str]) -> list[Any]:
+        """Delete the job rows of ``ids`` for which ``where`` holds; their ``columns``."""
+        ...
+
 
 class OneOffMixin:
     """`OneOffQueue` for `SQLStore`, and the end of a one-off in a finish's transaction."""
+
+    @property
+    def _returns(self) -> bool:
+        """Whether the dialect has ``DELETE ... RETURNING`` (an SQLite before 3.35.5 not)."""
+        return True
+
+    def _take_rows(self: _Host, cur: Any, where: str, columns: str, ids: list[str]) -> list[Any]:
+        """Delete the job rows of ``ids`` for which ``where`` holds; their ``columns``.
+
+        ``where`` names the ids as ``id {any}``.
+        """
+        if self._returns:
+            query = f"DELETE FROM {{jobs}} WHERE {where} RETURNING {columns}"
+            return list(cur.execute(*self._q_list(query, ids)).fetchall())  # to its end
+        # One writer at a time (SQLite): nothing changes the rows between the two.
+        query = f"SELECT id, {columns} FROM {{jobs}} WHERE {where}"
+        found = list(cur.execute(*self._q_list(query, ids)).fetchall())
+        if found:
+            cur.execute(*self._q_list("DELETE FROM {jobs} WHERE id {any}", [r[0] for r in found]))
+        return [tuple(r[1:]) for r in found]
 
     def _insert_oneoffs(self, cur: Any, rows: Sequence[OneOffRow]) -> set[str]:
         """Insert ``rows`` unless their ids exist; the ids inserted (each dialect's own)."""
@@ -285,7 +314,7 @@ class OneOffMixin:
         if not outcomes:
             return
         totals: dict[str, list[int]] = {}
-        for job_id, queue in cur.execute(*self._q_list(_GONE, list(outcomes))).fetchall():
+        for job_id, queue in self._take_rows(cur, _GONE, "id, queue", list(outcomes)):
             add = totals.setdefault(queue, [0, 0, 0])
             for i, n in enumerate(_totals(outcomes[job_id])):
                 add[i] += n
@@ -303,9 +332,10 @@ class OneOffMixin:
         job_id = check_job_id(job_id)
 
         def body(cur: Any) -> bool:
-            row = cur.execute(self._q(_CANCEL), (job_id,)).fetchone()
-            if row is None:
+            taken = self._take_rows(cur, _CANCEL, "queue, next_run", [job_id])
+            if not taken:
                 return False
+            row = taken[0]
             queue, due = row
             self._ledger.write(
                 cur,
