@@ -36,7 +36,7 @@ from tickwork.stores.contract import ChangeNotifier, Finish, Start, spec_to_json
 from tickwork.stores.postgres import PostgresStore, redact_dsn  # noqa: E402
 
 from .pool_contract import PoolContract  # noqa: E402
-from .store_contract import LEASE, StoreContract, claim, once, spec  # noqa: E402
+from .store_contract import LEASE, StoreContract, claim, counts, once, oneoff, spec  # noqa: E402
 
 
 class TestPostgresContract(StoreContract):
@@ -685,6 +685,50 @@ def test_a_claim_carrying_a_finish_whose_commit_was_cut_reports_both_exactly(
     else:
         assert claims == []
         assert [c.job_id for c in claim(store, 110.0, advance=once)] == ["two"]
+
+
+@pytest.mark.parametrize("keyed", [False, True], ids=["random-ids", "keyed"])
+@pytest.mark.parametrize("committed", [True, False])
+def test_an_enqueue_whose_commit_was_cut_adds_its_one_offs_once_even_if_one_ran_since(
+    open_pg: Callable[..., PostgresStore], committed: bool, keyed: bool
+) -> None:
+    # Between the cut and the check, a node may claim, run and finish a one-off of the
+    # batch (due now): its row is gone then, and must not be inserted again.
+    node = open_pg()
+    ran: list[str] = []
+
+    def meanwhile(seconds: float) -> None:
+        for c in claim(node, 100.0, "node", advance=once):
+            assert node.finish(c, outcome="ok", ended=100.5)
+            ran.append(c.job_id)
+
+    store = open_pg(sleep=meanwhile)
+    rows = [oneoff(f"key:k{i}" if keyed else f"o{i}", 100.0) for i in range(3)]
+    cut_next_commit(store, committed=committed)
+    assert store.enqueue(rows) == [True, True, True]
+    meanwhile(0.0)  # whatever is due now runs
+    assert sorted(ran) == sorted(r.id for r in rows)  # once each
+    assert claim(node, 1e9, advance=once) == []
+    assert counts(store).done == 3 and counts(store).pending == 0
+
+
+def test_a_transaction_whose_fate_is_not_known_yet_is_asked_about_again(
+    pg_dsn: str, open_pg: Callable[..., PostgresStore]
+) -> None:
+    store = open_pg()
+    with psycopg.connect(pg_dsn) as pending, admin(pg_dsn) as asker:
+        row = pending.execute("SELECT txid_current()").fetchone()
+        assert row is not None
+        with asker.cursor() as cur:
+            # Transient: the store's retry loop asks again after its backoff.
+            with pytest.raises(psycopg.OperationalError, match=r"is in progress"):
+                pg_mod._xact_committed(store, cur, row[0])
+            pending.commit()
+            assert pg_mod._xact_committed(store, cur, row[0])
+            aborted = pending.execute("SELECT txid_current()").fetchone()
+            assert aborted is not None
+            pending.rollback()
+            assert not pg_mod._xact_committed(store, cur, aborted[0])
 
 
 @pytest.mark.parametrize("committed", [True, False])

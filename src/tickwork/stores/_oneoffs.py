@@ -229,6 +229,14 @@ class _Host(SQLHost[Any], Protocol):
         """Delete the rows of the one-offs among ``ended`` and count their ends."""
         ...
 
+    def _xact(self, cur: Any) -> Any:
+        """The id of ``cur``'s transaction (None: commits are never in doubt)."""
+        ...
+
+    def _xact_committed(self, cur: Any, xact: Any) -> bool:
+        """Whether transaction ``xact`` committed."""
+        ...
+
     @property
     def _ledger(self) -> LedgerQueries[Any]:
         """The store's slot ledger."""
@@ -275,6 +283,17 @@ class OneOffMixin:
         """See `OneOffQueue.oneoff_statement` (each dialect's own)."""
         raise NotImplementedError
 
+    def _xact(self, cur: Any) -> Any:
+        """The id of ``cur``'s transaction, for `_xact_committed` (None: SQLite).
+
+        None where a commit's outcome is never in doubt.
+        """
+        return None
+
+    def _xact_committed(self, cur: Any, xact: Any) -> bool:
+        """Whether transaction ``xact`` committed (asked after a commit was cut off)."""
+        raise NotImplementedError
+
     def enqueue(self: _Host, rows: Sequence[OneOffRow]) -> list[bool]:
         """Insert one-offs in one transaction (see `OneOffQueue.enqueue`).
 
@@ -286,21 +305,22 @@ class OneOffMixin:
         if not rows:
             return []
 
+        made: list[tuple[Any, list[bool]]] = []  # the last attempt's transaction and result
+
         def body(cur: Any) -> list[bool]:
             created = self._insert_oneoffs(cur, rows)
             if created:
                 self._changed(cur, rows[0].id)  # one announcement for the batch
-            return created_flags(rows, created)
+            flags = created_flags(rows, created)
+            made[:] = [(self._xact(cur) if created else None, flags)]
+            return flags
 
         def resolve(cur: Any) -> list[bool]:
-            # The commit's outcome was unknown: rows all found now are taken as ours
-            # (a keyed row that was there before reads as new: the one miscount left).
-            query, params = self._q_list(
-                "SELECT id FROM {jobs} WHERE id {any}", [r.id for r in rows]
-            )
-            there = {r[0] for r in cur.execute(query, params).fetchall()}
-            missing = [r for r in rows if r.id not in there]
-            return created_flags(rows, there) if not missing else body(cur)
+            # The commit's outcome was unknown. Whether the rows are there now cannot
+            # tell: a node may have run one since and deleted its row. The transaction's
+            # own fate does (inserting a row again would run it twice).
+            xact, flags = made[0]
+            return flags if xact is None or self._xact_committed(cur, xact) else body(cur)
 
         return self._run(f"enqueue {len(rows)} one-off(s)", body, resolve=resolve)
 

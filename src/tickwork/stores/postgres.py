@@ -362,6 +362,22 @@ def _insert_oneoffs(store: PostgresStore, cur: Cursor, rows: Sequence[OneOffRow]
     return {r[0] for r in cur.execute(query, _oneoff_params(rows)).fetchall()}
 
 
+def _xact(store: PostgresStore, cur: Cursor) -> int:
+    """`PostgresStore._xact`: the transaction's id, whose fate outlives a cut connection."""
+    row = cur.execute("SELECT txid_current()").fetchone()
+    assert row is not None
+    return int(row[0])
+
+
+def _xact_committed(store: PostgresStore, cur: Cursor, xact: int) -> bool:
+    """`PostgresStore._xact_committed`: asked of the server; in doubt, asked again later."""
+    row = cur.execute("SELECT txid_status(%s)", (xact,)).fetchone()
+    status = None if row is None else row[0]
+    if status not in ("committed", "aborted"):  # its session has not ended yet
+        raise psycopg.OperationalError(f"transaction {xact} is {status or 'unknown'}")
+    return bool(status == "committed")
+
+
 def _oneoff_statement(store: PostgresStore, rows: Sequence[OneOffRow]) -> tuple[str, list[Any]]:
     """`PostgresStore.oneoff_statement`: insert and announce at the app's commit.
 
@@ -938,6 +954,8 @@ class PostgresStore(SQLStore[Cursor]):
 
     _insert_oneoffs = _insert_oneoffs  # one-offs (stores/_oneoffs.py)
     oneoff_statement = _oneoff_statement
+    _xact = _xact
+    _xact_committed = _xact_committed
 
     def _q_list(self, template: str, values: Sequence[Any]) -> tuple[str, Sequence[Any]]:
         return self._q(template), (list(values),)
