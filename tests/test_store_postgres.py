@@ -712,6 +712,19 @@ def test_an_enqueue_whose_commit_was_cut_adds_its_one_offs_once_even_if_one_ran_
     assert counts(store).done == 3 and counts(store).pending == 0
 
 
+@pytest.mark.parametrize("committed", [True, False])
+def test_a_cancel_whose_commit_was_cut_says_it_cancelled(
+    open_pg: Callable[..., PostgresStore], committed: bool
+) -> None:
+    store = open_pg(sleep=lambda s: None)
+    store.enqueue([oneoff("o", 100.0)])
+    cut_next_commit(store, committed=committed)
+    assert store.cancel_oneoff("~o", at=50.0, by="ann@x")
+    assert [e.outcome for e in store.history("~o")] == ["cancelled"]
+    assert store.get("~o") is None and counts(store).dropped == 1
+    assert not store.cancel_oneoff("~o", at=51.0, by="ann@x")
+
+
 def test_a_transaction_whose_fate_is_not_known_yet_is_asked_about_again(
     pg_dsn: str, open_pg: Callable[..., PostgresStore]
 ) -> None:

@@ -350,12 +350,15 @@ class OneOffMixin:
 
         """
         job_id = check_job_id(job_id)
+        took: list[Any] = []  # the transaction of the last attempt that took the row
 
         def body(cur: Any) -> bool:
+            took.clear()
             taken = self._take_rows(cur, _CANCEL, "queue, next_run", [job_id])
             if not taken:
                 return False
             row = taken[0]
+            took.append(self._xact(cur))
             queue, due = row
             self._ledger.write(
                 cur,
@@ -365,7 +368,13 @@ class OneOffMixin:
             cur.execute(self._q(_TOTALS), (queue, 0, 0, 1))
             return True
 
-        return bool(self._run(f"cancel one-off {job_id!r}", body))
+        def resolve(cur: Any) -> bool:
+            # A cut commit: if it went through, the row is gone and this cancel did it.
+            if took and (took[0] is None or self._xact_committed(cur, took[0])):
+                return True
+            return body(cur)
+
+        return bool(self._run(f"cancel one-off {job_id!r}", body, resolve=resolve))
 
     def oneoff_counts(self: _Host) -> list[OneOffCounts]:
         """Every function's one-offs: pending and running now, and their ends' totals."""
