@@ -232,3 +232,107 @@ def test_one_offs_run_once_on_nodes_killed_and_restarted(
 @pytest.mark.slow
 def test_one_offs_run_once_through_a_long_kill_loop(tmp_path: Path, store_args: list[str]) -> None:
     print("\n" + soak(tmp_path, store_args, Soak(before=2000, during=3000, kills=30)))
+
+
+# -- PostgreSQL: connections terminated while one-offs are enqueued and run ---------------
+
+
+def test_connections_terminated_while_one_offs_are_enqueued_and_run_change_nothing(
+    tmp_path: Path, pg_dsn: str, pg_schema: str
+) -> None:
+    """``pg_terminate_backend`` on the nodes' and the producer's sessions, again and again.
+
+    No one-off runs twice or is lost (all at-most-once: no node dies, so none may be
+    abandoned), and each ``enqueue_many`` is wholly in or wholly out: one that returned
+    has all its one-offs, one that raised has all or none.
+    """
+    import psycopg
+
+    app = f"tw-oneoff-loss-{SEED}"
+    # A URL, as the nodes take it (tests/durable_crash_child.py).
+    cut = [f"{pg_dsn}{'&' if '?' in pg_dsn else '?'}application_name={app}", pg_schema]
+    runs, plan_file = tmp_path / "runs.db", tmp_path / "plan.json"
+    make_runs(runs)
+    plan_file.write_text('{"jobs": []}')
+    store = open_store(cut[0], pg_schema)
+    producer = DurableScheduler(store)
+    nodes = [spawn(cut, runs, plan_file) for _ in range(3)]
+    batches: list[tuple[list[str], bool]] = []  # (ids, whether enqueue_many returned)
+    stop = threading.Event()
+    killed = rounds = 0
+    try:
+        for node in nodes:
+            wait_ready(node)
+
+        def produce() -> None:
+            n = 0
+            while not stop.is_set() and n < 150:
+                ids = [f"b{n}-{i}" for i in range(10)]
+                items = [OneOff(FUNC, (str(runs), 0.002), key=k, delay=0.2) for k in ids]
+                try:
+                    refs = producer.enqueue_many(items)
+                    assert all(r.created for r in refs)
+                    batches.append(([r.id for r in refs], True))
+                except Exception:  # a StoreError: told, not lost
+                    batches.append((["~key:" + k for k in ids], False))
+                n += 1
+                time.sleep(0.01)
+
+        thread = threading.Thread(target=produce, name="producer")
+        thread.start()
+        with psycopg.connect(pg_dsn, autocommit=True) as admin:
+            while thread.is_alive() or killed < 20:
+                time.sleep(0.3)
+                row = admin.execute(
+                    "SELECT count(pg_terminate_backend(pid)) FROM pg_stat_activity"
+                    " WHERE application_name = %s",
+                    (app,),
+                ).fetchone()
+                killed += row[0] if row else 0
+                rounds += 1
+                assert rounds < 400, f"only {killed} sessions terminated in {rounds} rounds"
+        stop.set()
+        thread.join()
+
+        def settled() -> bool:
+            got = producer.oneoffs()
+            return all(c.pending == c.running == 0 for c in got)
+
+        wait_until("every one-off to end", settled)
+    finally:
+        stop.set()
+        for node in nodes:
+            node.send_signal(signal.SIGTERM)
+        for node in nodes:
+            assert node.wait(60) == 0
+            assert node.stdout is not None
+            node.stdout.close()
+    conn = sqlite3.connect(runs)
+    ran = Counter(job_id for (job_id,) in conn.execute("SELECT job_id FROM runs"))
+    conn.close()
+    entries: dict[str, list[str]] = {}
+    for job_id, outcome in store._run(  # type: ignore[attr-defined]
+        "read",
+        lambda cur: cur.execute(
+            "SELECT job_id, outcome FROM tickwork_ledger WHERE job_id LIKE '~%%' ORDER BY seq"
+        ).fetchall(),
+        write=False,
+    ):
+        entries.setdefault(job_id, []).append(outcome)
+    enqueued: set[str] = set()
+    for ids, returned in batches:
+        there = [i for i in ids if i in entries]
+        assert len(there) in (0, len(ids)), f"a batch half in: {there}"
+        assert there or not returned, f"a batch that returned is lost: {ids}"
+        enqueued |= set(there)
+    assert set(entries) == enqueued and set(ran) == enqueued
+    twice = {k: n for k, n in ran.items() if n != 1}
+    assert twice == {}, f"{len(twice)} one-offs ran more than once"
+    assert all(got == ["ok"] for got in entries.values()), "a one-off not ended once, ok"
+    assert producer.oneoffs() == [OneOffCounts(FUNC, done=len(enqueued))]
+    store.close()
+    failed = sum(1 for _, returned in batches if not returned)
+    print(
+        f"\n{killed} sessions terminated in {rounds} rounds; {len(batches)} batches,"
+        f" {failed} raised; {len(enqueued)} one-offs ran once each"
+    )
