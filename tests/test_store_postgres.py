@@ -698,6 +698,9 @@ def test_an_enqueue_whose_commit_was_cut_adds_its_one_offs_once_even_if_one_ran_
     ran: list[str] = []
 
     def meanwhile(seconds: float) -> None:
+        # A little real time too: the cut session's transaction may still be in progress
+        # on the server for a moment, and the store asks again after its backoff.
+        time.sleep(min(seconds, 0.05))
         for c in claim(node, 100.0, "node", advance=once):
             assert node.finish(c, outcome="ok", ended=100.5)
             ran.append(c.job_id)
@@ -713,10 +716,32 @@ def test_an_enqueue_whose_commit_was_cut_adds_its_one_offs_once_even_if_one_ran_
 
 
 @pytest.mark.parametrize("committed", [True, False])
+def test_a_one_off_s_finish_whose_commit_was_cut_is_found_out_even_when_its_row_is_gone(
+    open_pg: Callable[..., PostgresStore], committed: bool
+) -> None:
+    # Not committed, and meanwhile its owner's claim was recovered (abandoned: the
+    # row went with the slot): the finish was not recorded, and must say so.
+    other = open_pg()
+
+    def meanwhile(seconds: float) -> None:
+        other.recover_expired(100.0 + 2 * LEASE)
+
+    store = open_pg(sleep=meanwhile)
+    store.enqueue([oneoff("o", 100.0)])
+    (c,) = claim(store, 100.0, advance=once)
+    assert store.start(c, started=100.5)
+    cut_next_commit(store, committed=committed)
+    assert store.finish(c, outcome="ok", ended=101.0) is committed
+    outcomes = [e.outcome for e in store.history("~o")]
+    assert outcomes == (["ok"] if committed else ["abandoned"])
+    assert store.get("~o") is None and claim(store, 1e9, advance=once) == []
+
+
+@pytest.mark.parametrize("committed", [True, False])
 def test_a_cancel_whose_commit_was_cut_says_it_cancelled(
     open_pg: Callable[..., PostgresStore], committed: bool
 ) -> None:
-    store = open_pg(sleep=lambda s: None)
+    store = open_pg(sleep=lambda s: time.sleep(min(s, 0.05)))  # see the enqueue's test
     store.enqueue([oneoff("o", 100.0)])
     cut_next_commit(store, committed=committed)
     assert store.cancel_oneoff("~o", at=50.0, by="ann@x")

@@ -29,7 +29,7 @@ from tickwork._core.schedules import At
 
 from ._errors import JobSpecError
 from ._ledger import LedgerQueries
-from ._model import JobSpec, Outcome, call_arguments, check_job_id
+from ._model import Finish, JobSpec, Outcome, call_arguments, check_job_id
 from ._sqlbase import SQLHost
 from ._streak import FAILED_OUTCOMES
 
@@ -340,6 +340,25 @@ class OneOffMixin:
                 add[i] += n
         if totals:
             cur.executemany(self._q(_TOTALS), [(q, *n) for q, n in sorted(totals.items())])
+
+    def _oneoff_finished(self: _Host, cur: Any, f: Finish) -> bool:
+        """Whether the ledger holds ``f``'s entry, a one-off's finish that left its row.
+
+        Asked after a commit of unknown outcome: its row may also have gone with a
+        recovery that gave the slot up meanwhile, and the ledger tells which (without
+        entries to tell by, the finish is taken as done).
+        """
+        if f.recorded or self._ledger.keep == 0:
+            return True
+        c = f.claim
+        found = cur.execute(
+            self._q(
+                "SELECT 1 FROM {ledger} WHERE job_id = ? AND scheduled = ? AND node = ?"
+                " AND ended = ? AND outcome = ?"
+            ),
+            (c.job_id, c.scheduled, c.owner, f.ended, f.outcome),
+        ).fetchone()
+        return found is not None
 
     def cancel_oneoff(self: _Host, job_id: str, *, at: float, by: str) -> bool:
         """Cancel a pending one-off: its row goes, with a ``cancelled`` ledger entry.
