@@ -17,6 +17,7 @@ separate database. At the end, per `docs/durability.md`:
 
 from __future__ import annotations
 
+import logging
 import random
 import signal
 import sqlite3
@@ -238,7 +239,7 @@ def test_one_offs_run_once_through_a_long_kill_loop(tmp_path: Path, store_args: 
 
 
 def test_connections_terminated_while_one_offs_are_enqueued_and_run_change_nothing(
-    tmp_path: Path, pg_dsn: str, pg_schema: str
+    tmp_path: Path, pg_dsn: str, pg_schema: str, caplog: pytest.LogCaptureFixture
 ) -> None:
     """``pg_terminate_backend`` on the nodes' and the producer's sessions, again and again.
 
@@ -256,6 +257,7 @@ def test_connections_terminated_while_one_offs_are_enqueued_and_run_change_nothi
     plan_file.write_text('{"jobs": []}')
     store = open_store(cut[0], pg_schema)
     producer = DurableScheduler(store)
+    caplog.set_level(logging.WARNING, logger="tickwork.stores")  # the producer's retries
     nodes = [spawn(cut, runs, plan_file) for _ in range(3)]
     batches: list[tuple[list[str], bool]] = []  # (ids, whether enqueue_many returned)
     stop = threading.Event()
@@ -332,7 +334,10 @@ def test_connections_terminated_while_one_offs_are_enqueued_and_run_change_nothi
     assert producer.oneoffs() == [OneOffCounts(FUNC, done=len(enqueued))]
     store.close()
     failed = sum(1 for _, returned in batches if not returned)
+    retried = [r.getMessage() for r in caplog.records if "cannot enqueue" in r.getMessage()]
+    unknown = sum("commit outcome unknown" in m for m in retried)
     print(
         f"\n{killed} sessions terminated in {rounds} rounds; {len(batches)} batches,"
-        f" {failed} raised; {len(enqueued)} one-offs ran once each"
+        f" {failed} raised, {len(retried)} retried ({unknown} with their commit cut off);"
+        f" {len(enqueued)} one-offs ran once each"
     )
