@@ -113,6 +113,12 @@ class Producer:
         )
 
 
+def children_log(tmp_path: Path) -> str:
+    """The end of the nodes' logs (`spawn` writes them there), for a failure's message."""
+    log = tmp_path / "children.log"
+    return log.read_text()[-3000:] if log.exists() else "(no log)"
+
+
 def make_runs(path: Path) -> None:
     conn = sqlite3.connect(path)
     conn.execute("PRAGMA journal_mode=WAL")  # kept by the file: the nodes write at once
@@ -177,7 +183,7 @@ def soak(tmp_path: Path, store_args: list[str], plan: Soak) -> str:
             code = node.wait(60)
             assert node.stdout is not None
             node.stdout.close()
-            assert code in (0, -signal.SIGKILL), code
+            assert code in (0, -signal.SIGKILL), (code, children_log(tmp_path))
     elapsed = time.monotonic() - started
     try:
         return check(producer, runs, plan, elapsed)
@@ -306,7 +312,7 @@ def test_connections_terminated_while_one_offs_are_enqueued_and_run_change_nothi
         for node in nodes:
             node.send_signal(signal.SIGTERM)
         for node in nodes:
-            assert node.wait(60) == 0
+            assert node.wait(60) == 0, children_log(tmp_path)
             assert node.stdout is not None
             node.stdout.close()
     conn = sqlite3.connect(runs)
