@@ -5,6 +5,8 @@ project root; DB is a SQLite file, or a PostgreSQL DSN (``postgresql:...``) with
 schema to use. It declares the jobs of the plan (the same every time: restarts are idempotent),
 starts a `DurableScheduler`, prints ``ready`` and runs until SIGKILLed or, on SIGTERM,
 stops cleanly. Each run is recorded by `record` in a table of a separate database.
+With no jobs in the plan, it runs the one-offs tests/test_oneoff_kills.py enqueues
+(`record_oneoff`).
 """
 
 from __future__ import annotations
@@ -40,6 +42,13 @@ def record(job_id: str, runs_db: str, pause: float) -> None:
     time.sleep(pause)  # recorded, not yet finished
 
 
+def record_oneoff(runs_db: str, pause: float) -> None:
+    """`record` for a one-off (tests/test_oneoff_kills.py): its id is its claim's."""
+    claim = DurableScheduler.current_claim()
+    assert claim is not None
+    record(claim.job_id, runs_db, pause)
+
+
 def spec(job: dict[str, Any], runs_db: str) -> JobSpec:
     """The job of one plan entry."""
     schedule = At(job["at"]) if "at" in job else Every(job["every"])
@@ -68,7 +77,10 @@ def main(db: str, runs_db: str, plan_path: str, schema: str | None = None) -> No
     with open(plan_path) as f:
         plan = json.load(f)
     store = open_store(db, schema)
-    ds = DurableScheduler(store, lease=1.0, poll=0.2, max_workers=8)
+    # One-offs are enqueued by the test, not declared here: their module is allowed.
+    ds = DurableScheduler(
+        store, lease=1.0, poll=0.2, max_workers=8, allowed_modules=["tests.durable_crash_child"]
+    )
     for job in plan["jobs"]:
         ds.declare(spec(job, runs_db))
     stop = threading.Event()

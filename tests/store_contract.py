@@ -40,8 +40,11 @@ from tickwork.stores.contract import (
     Finish,
     GivenUp,
     JobQuery,
+    OneOffCounts,
+    OneOffQueue,
     Start,
     list_jobs,
+    oneoff_rows,
 )
 
 OpenStore = Callable[..., Store]
@@ -76,6 +79,26 @@ def step_one(state: JobState, now: float) -> float | None:
     """AdvanceFn policy that replays every slot (as ``missed="all"``): the next one after."""
     assert state.next_run is not None
     return state.next_run + state.spec.schedule.interval  # type: ignore[union-attr]
+
+
+def oneoff(job_id: str, at: float, **kw: Any) -> Any:
+    """The row of a one-off (id ``"~" + job_id``) due at ``at``, as an enqueue writes it."""
+    spec = JobSpec("~" + job_id, FUNC, At(at), **kw)
+    (row,) = oneoff_rows(spec, [(spec.id, at, spec.args, spec.kwargs)])
+    return row
+
+
+def _queue(store: Store) -> Any:
+    """The store as `OneOffQueue` (both bundled stores are)."""
+    assert isinstance(store, OneOffQueue)
+    return store
+
+
+def counts(store: Store) -> OneOffCounts:
+    """The one-offs' counts of `FUNC`, the function of `oneoff` rows."""
+    got = {c.queue: c for c in _queue(store).oneoff_counts()}
+    assert set(got) <= {FUNC}, got
+    return got.get(FUNC, OneOffCounts(FUNC))
 
 
 def never(state: JobState, now: float) -> float | None:
@@ -1370,6 +1393,180 @@ class StoreContract:
         assert (c.scheduled, c.origin) == (300.0, "schedule")
 
     # -- durability -------------------------------------------------------------------
+
+    # -- one-offs: enqueued, run once, gone when their slot ends (OneOffQueue) ---------
+
+    def test_enqueued_one_offs_run_once_and_leave_at_their_finish(self, store: Store) -> None:
+        q = _queue(store)
+        store.upsert(spec("declared", schedule=At(500.0)), 500.0)
+        assert q.enqueue([oneoff("a", 100.0, args=[1]), oneoff("b", 200.0)]) == [True, True]
+        assert q.enqueue([]) == []
+        assert counts(store) == OneOffCounts(FUNC, pending=2)
+        assert [j.id for j in store.jobs()] == ["declared"]  # counted, not listed
+        assert store.get("~a") is not None and store.get("~a").spec.args == (1,)  # type: ignore[union-attr]
+        assert store.next_wakeup() == 100.0
+        got = {c.job_id: c for c in claim(store, 100.0, advance=once)}
+        assert sorted(got) == ["~a"]
+        assert counts(store) == OneOffCounts(FUNC, pending=1, running=1)
+        assert store.start(got["~a"], started=100.5)
+        assert store.finish(got["~a"], outcome="ok", ended=101.0)
+        assert store.get("~a") is None  # its row went with its end ...
+        assert [(e.outcome, e.scheduled, e.started) for e in store.history("~a")] == [
+            ("ok", 100.0, 100.5)
+        ]  # ... its ledger entry stays
+        assert not store.finish(got["~a"], outcome="ok", ended=102.0)  # once
+        assert counts(store) == OneOffCounts(FUNC, pending=1, done=1)
+        assert [c.job_id for c in claim(store, 150.0, advance=once)] == []
+        (b,) = claim(store, 200.0, advance=once)
+        assert b.job_id == "~b" and store.start(b, started=200.0)
+        assert store.finish(b, outcome="failed", ended=201.0, error="boom")
+        assert store.get("~b") is None
+        assert counts(store) == OneOffCounts(FUNC, done=1, failed=1)
+        assert [c.job_id for c in claim(store, 1e9, advance=once)] == ["declared"]  # it stays
+
+    def test_a_keyed_one_off_is_added_once_while_pending_or_running(self, store: Store) -> None:
+        q = _queue(store)
+        assert q.enqueue([oneoff("key:k", 100.0, args=["first"])]) == [True]
+        assert q.enqueue([oneoff("key:k", 50.0, args=["second"])]) == [False]
+        assert q.enqueue([oneoff("key:j", 100.0), oneoff("key:j", 100.0), oneoff("x", 9.0)]) == [
+            True,
+            False,
+            True,
+        ]  # a batch naming one key twice adds its first
+        k = store.get("~key:k")
+        assert k is not None and k.spec.args == ("first",) and k.next_run == 100.0
+        got = {c.job_id: c for c in claim(store, 100.0, advance=once)}
+        assert sorted(got) == ["~key:j", "~key:k", "~x"]
+        assert q.enqueue([oneoff("key:k", 300.0)]) == [False]  # running: still its key
+        assert store.start(got["~key:k"], started=100.0)
+        assert store.finish(got["~key:k"], outcome="ok", ended=101.0)
+        assert q.enqueue([oneoff("key:k", 300.0, args=["again"])]) == [True]  # ended: free
+        assert counts(store) == OneOffCounts(FUNC, pending=1, running=2, done=1)
+        assert [e.outcome for e in store.history("~key:k")] == ["ok"]
+
+    def test_recovery_gives_up_a_started_at_most_once_one_off_and_its_row_leaves(
+        self, store: Store
+    ) -> None:
+        q = _queue(store)
+        q.enqueue([oneoff("most", 100.0)])
+        (c,) = claim(store, 100.0, advance=once)
+        assert store.start(c, started=100.5)
+        (r,) = store.recover_expired(100.0 + LEASE)
+        assert r.action == "abandoned"
+        assert store.get("~most") is None
+        (e,) = store.history("~most")
+        assert (e.outcome, e.started, e.node) == ("abandoned", 100.5, "A")
+        assert counts(store) == OneOffCounts(FUNC, failed=1)
+        assert claim(store, 1e9, advance=once) == []
+        assert not store.finish(c, outcome="ok", ended=200.0)  # the late finish changes nothing
+        assert counts(store) == OneOffCounts(FUNC, failed=1)
+        assert len(store.history("~most")) == 1
+
+    @pytest.mark.parametrize("delivery", ["at_most_once", "at_least_once"])
+    def test_recovery_re_offers_an_unstarted_or_at_least_once_one_off_and_keeps_its_row(
+        self, store: Store, delivery: str
+    ) -> None:
+        q = _queue(store)
+        q.enqueue([oneoff("o", 100.0, delivery=delivery)])
+        (c,) = claim(store, 100.0, advance=once)
+        started = delivery == "at_least_once"
+        if started:
+            assert store.start(c, started=100.5)
+        (r,) = store.recover_expired(100.0 + LEASE)
+        assert r.action == ("requeued" if started else "released")
+        state = store.get("~o")
+        assert state is not None and [x.owner for x in state.claims] == [""]
+        assert counts(store) == OneOffCounts(FUNC, pending=1)
+        (again,) = claim(store, 200.0, owner="B", advance=never)
+        assert again.scheduled == 100.0 and store.start(again, started=200.0)
+        assert store.finish(again, outcome="ok", ended=201.0)
+        assert store.get("~o") is None
+        assert [e.outcome for e in store.history("~o")] == (
+            ["ok", "abandoned"] if started else ["ok"]
+        )  # newest first: the lost attempt, then the one that ended the slot
+        assert counts(store) == OneOffCounts(FUNC, done=1)
+
+    def test_a_one_off_handed_back_unstarted_keeps_its_row_and_runs_later(
+        self, store: Store
+    ) -> None:
+        q = _queue(store)
+        q.enqueue([oneoff("o", 100.0)])
+        (c,) = claim(store, 100.0, advance=once)
+        assert store.finish(c, outcome="cancelled", ended=100.5)  # a node stopping
+        assert store.history("~o") == [] and counts(store) == OneOffCounts(FUNC, pending=1)
+        (again,) = claim(store, 101.0, owner="B", advance=never)
+        assert store.finish(again, outcome="ok", ended=102.0)
+        assert store.get("~o") is None and counts(store) == OneOffCounts(FUNC, done=1)
+
+    def test_cancel_deletes_a_pending_one_off_never_a_running_one(self, store: Store) -> None:
+        q = _queue(store)
+        store.upsert(spec("declared", schedule=At(500.0)), 500.0)
+        q.enqueue([oneoff("a", 100.0), oneoff("key:b", 100.0), oneoff("c", 100.0)])
+        assert q.cancel_oneoff("~a", at=50.0, by="ann@x")
+        assert not q.cancel_oneoff("~a", at=51.0, by="ann@x")  # gone already
+        assert not q.cancel_oneoff("~never", at=51.0, by="ann@x")
+        assert not q.cancel_oneoff("declared", at=51.0, by="ann@x")  # not a one-off
+        assert store.get("declared") is not None
+        (e,) = store.history("~a")
+        assert (e.outcome, e.scheduled, e.started, e.ended) == ("cancelled", 100.0, None, 50.0)
+        assert store.get("~a") is None
+        got = {c.job_id: c for c in claim(store, 100.0, advance=once)}
+        assert sorted(got) == ["~c", "~key:b"]
+        assert not q.cancel_oneoff("~key:b", at=100.5, by="ann@x")  # held by a node
+        assert store.get("~key:b") is not None and store.history("~key:b") == []
+        assert store.finish(got["~c"], outcome="ok", ended=101.0)
+        store.recover_expired(100.0 + LEASE)  # unstarted: re-offered, held by none
+        assert q.cancel_oneoff("~key:b", at=200.0, by="ann@x")
+        assert store.get("~key:b") is None and claim(store, 300.0, advance=never) == []
+        assert counts(store) == OneOffCounts(FUNC, done=1, dropped=2)
+
+    @pytest.mark.parametrize("how", ["record", "carrying"])
+    def test_a_batch_of_finishes_deletes_the_rows_of_the_one_offs_it_ends(
+        self, store: Store, how: str
+    ) -> None:
+        assert isinstance(store, BatchRecorder) and isinstance(store, CarryingClaim)
+        q = _queue(store)
+        q.enqueue([oneoff(f"o{i}", 100.0) for i in range(6)])
+        store.upsert(spec("declared"), 100.0)
+        cs = claim(store, 100.0, advance=once)
+        ones = [c for c in cs if c.job_id.startswith("~")]
+        assert len(ones) == 6
+        starts = [Start(c, 100.5) for c in cs]
+        finishes = [Finish(c, "ok" if i % 3 else "failed", 101.0) for i, c in enumerate(cs)]
+        if how == "record":
+            assert store.record(starts, finishes) == ([True] * 7, [True] * 7)
+        else:
+            assert store.record(starts, []) == ([True] * 7, [])
+            kw: dict[str, Any] = {"owner": "A", "lease_seconds": LEASE, "limit": 100}
+            assert store.claim_due_carrying(finishes, 101.0, advance=once, **kw) == (
+                [True] * 7,
+                [],
+            )
+        assert all(store.get(c.job_id) is None for c in ones)
+        declared = store.get("declared")
+        assert declared is not None and declared.last_run is not None  # declared jobs stay
+        failed = sum(1 for f in finishes if f.outcome == "failed" and f.claim in ones)
+        assert counts(store) == OneOffCounts(FUNC, done=6 - failed, failed=failed)
+        assert sorted(e.job_id for e in store.history() if e.job_id.startswith("~")) == sorted(
+            c.job_id for c in ones
+        )  # one entry each
+
+    def test_one_offs_are_shared_by_every_store_object_and_claimed_once(
+        self, open_store: OpenStore
+    ) -> None:
+        a, b = open_store(), open_store()
+        _queue(a).enqueue([oneoff(f"o{i}", 100.0) for i in range(20)])
+        first = claim(a, 100.0, "A", limit=7, advance=once)
+        second = claim(b, 100.0, "B", advance=once)
+        assert len(first) == 7 and len(second) == 13
+        assert {c.job_id for c in first}.isdisjoint(c.job_id for c in second)
+        assert counts(b) == OneOffCounts(FUNC, running=20)
+        for s, cs in ((a, first), (b, second)):
+            for c in cs:
+                assert s.finish(c, outcome="ok", ended=101.0)
+        assert counts(a) == OneOffCounts(FUNC, done=20)
+        a.close()
+        assert counts(open_store()) == OneOffCounts(FUNC, done=20)  # kept by the state
 
     def test_state_is_shared_and_survives_reopening(self, open_store: OpenStore) -> None:
         a = open_store()

@@ -29,7 +29,7 @@ psycopg = pytest.importorskip(
     "psycopg", reason="PostgreSQL tests need psycopg: pip install -e '.[dev]'"
 )
 
-from tickwork import At  # noqa: E402
+from tickwork import At, DurableScheduler  # noqa: E402
 from tickwork.stores import JobSpec  # noqa: E402
 from tickwork.stores.postgres import PostgresStore  # noqa: E402
 
@@ -64,13 +64,23 @@ def wait_for(cluster: Cluster, condition: Any, what: str, timeout: float = 60.0)
         time.sleep(0.02)
 
 
-def victim_holds_two_runs(cluster: Cluster, lease: float = LEASE, dsn: str | None = None) -> None:
-    """The victim alone, then two one-shots it starts and holds; then the survivor."""
+def victim_holds_two_runs(
+    cluster: Cluster, lease: float = LEASE, dsn: str | None = None, *, oneoffs: bool = False
+) -> None:
+    """The victim alone, then two one-shots (or one-offs) it starts and holds; then the survivor.
+
+    One-offs are enqueued with the keys ``most`` and ``least`` (ids ``~key:...``).
+    """
     cluster.start("victim", lease=lease, max_workers=2, dsn=dsn)
     cluster.wait_ready()
     now = time.time()
     with PostgresStore(cluster.dsn, schema=cluster.schema) as store:
         for job_id, delivery in (("most", "at_most_once"), ("least", "at_least_once")):
+            if oneoffs:
+                DurableScheduler(store).enqueue(
+                    HANG, kwargs={"owner": "victim"}, key=job_id, delivery=delivery
+                )
+                continue
             spec = JobSpec(job_id, HANG, At(now), kwargs={"owner": "victim"}, delivery=delivery)
             store.upsert(spec, now)
     wait_for(cluster, lambda: len(cluster.runs()) == 2, "the victim to start both runs")
@@ -84,23 +94,31 @@ def owners_of(cluster: Cluster, job_id: str) -> list[str]:
 
 
 def outcome(cluster: Cluster, job_id: str) -> tuple[Any, ...]:
+    """The last run's (outcome, error): a one-off's from its ledger (its row is gone)."""
+    if job_id.startswith("~"):
+        got = cluster.query(
+            "SELECT outcome, error FROM tickwork_ledger WHERE job_id = %s ORDER BY seq DESC"
+            " LIMIT 1",
+            job_id,
+        )
+        return tuple(got[0]) if got else (None, None)
     ((row),) = cluster.query(
         "SELECT last_outcome, last_error FROM tickwork_jobs WHERE id = %s", job_id
     )
     return tuple(row)
 
 
-def recovered(cluster: Cluster) -> bool:
+def recovered(cluster: Cluster, most: str = "most", least: str = "least") -> bool:
     return (
-        owners_of(cluster, "least") == ["victim", "survivor"]
-        and outcome(cluster, "most")[0] == "abandoned"
+        owners_of(cluster, least) == ["victim", "survivor"]
+        and outcome(cluster, most)[0] == "abandoned"
     )
 
 
-def check_recovered_once(cluster: Cluster) -> None:
-    assert owners_of(cluster, "most") == ["victim"]  # at most once: never again
-    assert owners_of(cluster, "least") == ["victim", "survivor"]  # at least once: again
-    state, error = outcome(cluster, "most")
+def check_recovered_once(cluster: Cluster, most: str = "most", least: str = "least") -> None:
+    assert owners_of(cluster, most) == ["victim"]  # at most once: never again
+    assert owners_of(cluster, least) == ["victim", "survivor"]  # at least once: again
+    state, error = outcome(cluster, most)
     assert state == "abandoned" and "'victim' was gone" in error, error
     assert cluster.query("SELECT count(*) FROM tickwork_claims") == [(0,)]
 
@@ -120,6 +138,33 @@ def test_a_sigkilled_node_is_recovered_in_seconds_not_after_its_lease(
     cluster.finish()
     check_recovered_once(cluster)
     print(f"SIGKILL: claims recovered {took:.2f} s after the kill (lease {LEASE:.0f} s)")
+
+
+@pytest.mark.slow
+def test_a_sigkilled_node_s_one_offs_run_elsewhere_in_seconds(cluster: Cluster) -> None:
+    # The same failover for one-offs: the at-most-once one is given up (its row goes,
+    # its ledger says abandoned), the at-least-once one runs once more on the survivor
+    # and then leaves.
+    most, least = "~key:most", "~key:least"
+    victim_holds_two_runs(cluster, oneoffs=True)
+    os.kill(cluster.procs["victim"].pid, signal.SIGKILL)
+    killed = time.monotonic()
+    assert cluster.procs["victim"].wait(timeout=10) == -9
+    wait_for(
+        cluster,
+        lambda: recovered(cluster, most, least) and outcome(cluster, least)[0] == "ok",
+        "the recovery",
+        timeout=LEASE / 4,
+    )
+    took = time.monotonic() - killed
+    cluster.finish()
+    check_recovered_once(cluster, most, least)
+    assert cluster.query("SELECT count(*) FROM tickwork_jobs WHERE queue IS NOT NULL") == [(0,)]
+    ledger = cluster.query("SELECT job_id, outcome FROM tickwork_ledger ORDER BY seq")
+    assert sorted(ledger) == [(least, "abandoned"), (least, "ok"), (most, "abandoned")]
+    ((done, failed),) = cluster.query("SELECT done, failed FROM tickwork_queues")
+    assert (done, failed) == (1, 1)
+    print(f"SIGKILL: one-offs recovered {took:.2f} s after the kill (lease {LEASE:.0f} s)")
 
 
 @pytest.mark.slow

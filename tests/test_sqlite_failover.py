@@ -39,21 +39,33 @@ def wait_for(condition: Any, what: str, timeout: float = 60.0) -> None:
         time.sleep(0.02)
 
 
+@pytest.fixture(params=["declared", "one-offs"])
+def ids(request: pytest.FixtureRequest) -> tuple[str, str]:
+    """The ids of the victim's two runs (at most once, at least once): one-shots declared,
+    or one-offs enqueued with the keys ``most`` and ``least``."""
+    return ("most", "least") if request.param == "declared" else ("~key:most", "~key:least")
+
+
 @pytest.fixture
-def victim(tmp_path: Path) -> Iterator[subprocess.Popen[bytes]]:
+def victim(tmp_path: Path, ids: tuple[str, str]) -> Iterator[subprocess.Popen[bytes]]:
     """A scheduler process named "victim" on ``tmp_path/s.db``, holding two started runs."""
     db, log = tmp_path / "s.db", tmp_path / "runs.log"
     now = time.time()
+    most, least = ids
     with SQLiteStore(db) as store:
-        for job_id, delivery in (("most", "at_most_once"), ("least", "at_least_once")):
+        for job_id, delivery in ((most, "at_most_once"), (least, "at_least_once")):
             kwargs = {"owner": "victim", "log": str(log)}
+            if job_id.startswith("~"):
+                key = job_id.removeprefix("~key:")
+                DurableScheduler(store).enqueue(HANG, kwargs=kwargs, key=key, delivery=delivery)
+                continue
             store.upsert(JobSpec(job_id, HANG, At(now), kwargs=kwargs, delivery=delivery), now)
     ready = tmp_path / "ready"
     proc = subprocess.Popen(
         [sys.executable, "-m", "tests.sqlite_node", str(db), str(ready), "victim"], cwd=ROOT
     )
     try:
-        wait_for(lambda: lines(log) == {"most victim", "least victim"}, "two runs on the victim")
+        wait_for(lambda: lines(log) == {f"{most} victim", f"{least} victim"}, "two runs")
         yield proc
     finally:
         proc.kill()
@@ -66,8 +78,9 @@ def lines(path: Path) -> set[str]:
 
 @needs_proc
 def test_a_sigkilled_process_has_its_claims_recovered_at_once(
-    tmp_path: Path, victim: subprocess.Popen[bytes]
+    tmp_path: Path, victim: subprocess.Popen[bytes], ids: tuple[str, str]
 ) -> None:
+    most, least = ids
     store = SQLiteStore(tmp_path / "s.db")
     assert isinstance(store, SessionLiveness)
     survivor = DurableScheduler(
@@ -76,7 +89,7 @@ def test_a_sigkilled_process_has_its_claims_recovered_at_once(
     survivor.start()
     try:
         time.sleep(1.0)  # the survivor has looked at the live victim's claims and left them
-        assert lines(tmp_path / "runs.log") == {"most victim", "least victim"}
+        assert lines(tmp_path / "runs.log") == {f"{most} victim", f"{least} victim"}
         assert store.live_owners(["victim", "survivor", "elsewhere"]) == {
             "victim",
             "survivor",
@@ -86,25 +99,27 @@ def test_a_sigkilled_process_has_its_claims_recovered_at_once(
         killed = time.monotonic()
         victim.wait()
         wait_for(
-            lambda: "least survivor" in lines(tmp_path / "runs.log"),
+            lambda: f"{least} survivor" in lines(tmp_path / "runs.log"),
             "the at-least-once run again, on the survivor",
             timeout=LEASE / 4,
         )
         took = time.monotonic() - killed
         assert store.live_owners(["victim", "survivor"]) == {"survivor"}
-        most = next(s for s in store.jobs() if s.id == "most")
-        assert most.last_run is not None and most.last_run.outcome == "abandoned"
-        assert "'victim' was gone" in (most.last_run.error or "")
+        (last, *_) = store.history(most)
+        assert last.outcome == "abandoned" and "'victim' was gone" in (last.error or "")
         wait_for(lambda: survivor.running() == {}, "the survivor's run to end")
     finally:
         survivor.stop(timeout=10)
-        store.close()
     # At most once: never again; at least once: once more, elsewhere.
-    assert sorted((tmp_path / "runs.log").read_text().splitlines()) == [
-        "least survivor",
-        "least victim",
-        "most victim",
-    ]
+    assert sorted((tmp_path / "runs.log").read_text().splitlines()) == sorted(
+        [f"{least} survivor", f"{least} victim", f"{most} victim"]
+    )
+    if most.startswith("~"):  # one-offs: ended, so gone, and counted once each
+        assert store.get(most) is None and store.get(least) is None
+        (counts,) = survivor.oneoffs()
+        assert (counts.pending, counts.running, counts.done, counts.failed) == (0, 0, 1, 1)
+        assert [e.outcome for e in store.history(least)] == ["ok", "abandoned"]
+    store.close()
     print(f"SQLite, SIGKILL: claims recovered {took:.2f} s after the kill (lease {LEASE:.0f} s)")
 
 

@@ -36,7 +36,7 @@ from tickwork.stores.contract import ChangeNotifier, Finish, Start, spec_to_json
 from tickwork.stores.postgres import PostgresStore, redact_dsn  # noqa: E402
 
 from .pool_contract import PoolContract  # noqa: E402
-from .store_contract import LEASE, StoreContract, claim, once, spec  # noqa: E402
+from .store_contract import LEASE, StoreContract, claim, counts, once, oneoff, spec  # noqa: E402
 
 
 class TestPostgresContract(StoreContract):
@@ -685,6 +685,88 @@ def test_a_claim_carrying_a_finish_whose_commit_was_cut_reports_both_exactly(
     else:
         assert claims == []
         assert [c.job_id for c in claim(store, 110.0, advance=once)] == ["two"]
+
+
+@pytest.mark.parametrize("keyed", [False, True], ids=["random-ids", "keyed"])
+@pytest.mark.parametrize("committed", [True, False])
+def test_an_enqueue_whose_commit_was_cut_adds_its_one_offs_once_even_if_one_ran_since(
+    open_pg: Callable[..., PostgresStore], committed: bool, keyed: bool
+) -> None:
+    # Between the cut and the check, a node may claim, run and finish a one-off of the
+    # batch (due now): its row is gone then, and must not be inserted again.
+    node = open_pg()
+    ran: list[str] = []
+
+    def meanwhile(seconds: float) -> None:
+        # A little real time too: the cut session's transaction may still be in progress
+        # on the server for a moment, and the store asks again after its backoff.
+        time.sleep(min(seconds, 0.05))
+        for c in claim(node, 100.0, "node", advance=once):
+            assert node.finish(c, outcome="ok", ended=100.5)
+            ran.append(c.job_id)
+
+    store = open_pg(sleep=meanwhile)
+    rows = [oneoff(f"key:k{i}" if keyed else f"o{i}", 100.0) for i in range(3)]
+    cut_next_commit(store, committed=committed)
+    assert store.enqueue(rows) == [True, True, True]
+    meanwhile(0.0)  # whatever is due now runs
+    assert sorted(ran) == sorted(r.id for r in rows)  # once each
+    assert claim(node, 1e9, advance=once) == []
+    assert counts(store).done == 3 and counts(store).pending == 0
+
+
+@pytest.mark.parametrize("committed", [True, False])
+def test_a_one_off_s_finish_whose_commit_was_cut_is_found_out_even_when_its_row_is_gone(
+    open_pg: Callable[..., PostgresStore], committed: bool
+) -> None:
+    # Not committed, and meanwhile its owner's claim was recovered (abandoned: the
+    # row went with the slot): the finish was not recorded, and must say so.
+    other = open_pg()
+
+    def meanwhile(seconds: float) -> None:
+        other.recover_expired(100.0 + 2 * LEASE)
+
+    store = open_pg(sleep=meanwhile)
+    store.enqueue([oneoff("o", 100.0)])
+    (c,) = claim(store, 100.0, advance=once)
+    assert store.start(c, started=100.5)
+    cut_next_commit(store, committed=committed)
+    assert store.finish(c, outcome="ok", ended=101.0) is committed
+    outcomes = [e.outcome for e in store.history("~o")]
+    assert outcomes == (["ok"] if committed else ["abandoned"])
+    assert store.get("~o") is None and claim(store, 1e9, advance=once) == []
+
+
+@pytest.mark.parametrize("committed", [True, False])
+def test_a_cancel_whose_commit_was_cut_says_it_cancelled(
+    open_pg: Callable[..., PostgresStore], committed: bool
+) -> None:
+    store = open_pg(sleep=lambda s: time.sleep(min(s, 0.05)))  # see the enqueue's test
+    store.enqueue([oneoff("o", 100.0)])
+    cut_next_commit(store, committed=committed)
+    assert store.cancel_oneoff("~o", at=50.0, by="ann@x")
+    assert [e.outcome for e in store.history("~o")] == ["cancelled"]
+    assert store.get("~o") is None and counts(store).dropped == 1
+    assert not store.cancel_oneoff("~o", at=51.0, by="ann@x")
+
+
+def test_a_transaction_whose_fate_is_not_known_yet_is_asked_about_again(
+    pg_dsn: str, open_pg: Callable[..., PostgresStore]
+) -> None:
+    store = open_pg()
+    with psycopg.connect(pg_dsn) as pending, admin(pg_dsn) as asker:
+        row = pending.execute("SELECT txid_current()").fetchone()
+        assert row is not None
+        with asker.cursor() as cur:
+            # Transient: the store's retry loop asks again after its backoff.
+            with pytest.raises(psycopg.OperationalError, match=r"is in progress"):
+                pg_mod._xact_committed(store, cur, row[0])
+            pending.commit()
+            assert pg_mod._xact_committed(store, cur, row[0])
+            aborted = pending.execute("SELECT txid_current()").fetchone()
+            assert aborted is not None
+            pending.rollback()
+            assert not pg_mod._xact_committed(store, cur, aborted[0])
 
 
 @pytest.mark.parametrize("committed", [True, False])

@@ -25,7 +25,7 @@ from tickwork.stores.contract import spec_to_json
 from tickwork.stores.sqlite import APPLICATION_ID, SQLiteStore
 
 from .pool_contract import PoolContract
-from .store_contract import FUNC, LEASE, StoreContract, claim, once, spec
+from .store_contract import FUNC, LEASE, StoreContract, claim, once, oneoff, spec
 
 
 class TestSQLiteContract(StoreContract):
@@ -46,12 +46,30 @@ class TestSQLitePools(PoolContract):
     open_store = TestSQLiteContract.open_store
 
 
+class _WithoutReturning(sqlite3.Connection):
+    """A connection that refuses ``RETURNING`` as an SQLite older than 3.35 does."""
+
+    def execute(self, sql: str, *args: Any) -> sqlite3.Cursor:
+        if "RETURNING" in sql.upper():
+            raise sqlite3.OperationalError('near "RETURNING": syntax error')
+        return super().execute(sql, *args)
+
+    def executemany(self, sql: str, *args: Any) -> sqlite3.Cursor:
+        if "RETURNING" in sql.upper():
+            raise sqlite3.OperationalError('near "RETURNING": syntax error')
+        return super().executemany(sql, *args)
+
+
 class TestSQLiteContractWithoutReturning(TestSQLiteContract):
-    """The contract again on the release an SQLite older than 3.35.5 takes (no RETURNING)."""
+    """The contract again on an SQLite older than 3.35.5 (no usable RETURNING)."""
 
     @pytest.fixture(autouse=True)
     def _no_returning(self, monkeypatch: pytest.MonkeyPatch) -> None:
         monkeypatch.setattr(sqlite_mod, "_RETURNING", False)
+        connect = sqlite3.connect
+        monkeypatch.setattr(
+            sqlite3, "connect", lambda *a, **kw: connect(*a, **kw, factory=_WithoutReturning)
+        )
 
 
 @pytest.fixture
@@ -489,30 +507,36 @@ KILLED = textwrap.dedent(
 def test_sigkill_at_each_point_of_a_run(
     db: Path, point: str, most: str | None, least: str | None
 ) -> None:
+    # Declared one-shots, and one-offs (issue 41) beside them: the same semantics.
     with SQLiteStore(db) as s:
         s.upsert(JobSpec("most", FUNC, At(100.0)), 100.0)
         s.upsert(JobSpec("least", FUNC, At(100.0), delivery="at_least_once"), 100.0)
+        s.enqueue([oneoff("most", 100.0), oneoff("least", 100.0, delivery="at_least_once")])
     proc = subprocess.run(
         [sys.executable, "-c", KILLED, str(db), point], capture_output=True, text=True, timeout=60
     )
     assert proc.returncode == -9, proc.stderr
+    ids = ["least", "most", "~least", "~most"]
     with SQLiteStore(db, busy_timeout=1) as s:  # the dead process left no lock behind
-        if most is None:  # the claim rolled back: nothing taken, both still due
-            assert [(j.id, j.next_run, j.claims) for j in s.jobs()] == [
-                ("least", 100.0, ()),
-                ("most", 100.0, ()),
+        if most is None:  # the claim rolled back: nothing taken, all still due
+            assert [(j.id, j.next_run, j.claims) for j in map(s.get, ids)] == [  # type: ignore[union-attr]
+                (job_id, 100.0, ()) for job_id in ids
             ]
             assert s.recover_expired(1000.0) == []
             return
-        assert all(len(j.claims) == 1 for j in s.jobs())
+        assert all(len(j.claims) == 1 for j in map(s.get, ids))  # type: ignore[union-attr]
         actions = {r.claim.job_id: r.action for r in s.recover_expired(130.0)}
-        assert actions == {"most": most, "least": least}
+        assert actions == {"most": most, "least": least, "~most": most, "~least": least}
         due = sorted(c.job_id for c in claim(s, 130.0, "survivor", advance=once))
         expected = {"released": True, "requeued": True, "abandoned": False}
         assert due == sorted(j for j, a in actions.items() if expected[a])
         if most == "abandoned":
             last = s.get("most").last_run  # type: ignore[union-attr]
             assert last is not None and last.outcome == "abandoned" and last.started == 100.0
+            assert s.get("~most") is None  # the one-off's slot ended: its row is gone
+            assert [(e.outcome, e.started) for e in s.history("~most")] == [("abandoned", 100.0)]
+        else:
+            assert s.get("~most") is not None
 
 
 def test_a_version_4_file_gains_the_slot_ledger_and_keeps_everything(db: Path) -> None:

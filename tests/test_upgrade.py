@@ -28,8 +28,10 @@ from typing import Any
 
 import pytest
 
-from tickwork.stores import SchemaVersionError
+from tickwork import At
+from tickwork.stores import JobSpec, SchemaVersionError
 from tickwork.stores import sqlite as sqlite_mod
+from tickwork.stores.contract import OneOffCounts, oneoff_rows
 
 ROOT = Path(__file__).resolve().parent.parent
 FIXTURES = Path(__file__).resolve().parent / "fixtures" / "upgrade"
@@ -268,6 +270,26 @@ def check_works(store: Any, manifest: dict[str, Any]) -> None:
     )
 
 
+def check_one_offs(store: Any, manifest: dict[str, Any]) -> None:
+    """The migrated state takes one-offs (issue 41): enqueued once by key, run, gone."""
+    now, due = manifest["t0"] + 1000, manifest["t0"] + 1  # due before any other job
+    spec = JobSpec("~key:after-upgrade", "os:getcwd", At(due))
+    (row,) = oneoff_rows(spec, [(spec.id, due, (), {})])
+    assert store.enqueue([row]) == [True]
+    assert store.enqueue([row]) == [False]
+    assert store.oneoff_counts() == [OneOffCounts("os:getcwd", pending=1)]
+    (claim,) = store.claim_due(
+        now, owner="new-node", lease_seconds=60, limit=1, advance=lambda state, at: None
+    )
+    assert claim.job_id == row.id
+    assert store.start(claim, started=now + 1)
+    assert store.finish(claim, outcome="ok", ended=now + 2)
+    assert store.get(row.id) is None
+    assert [e.outcome for e in store.history(row.id)] == ["ok"]
+    assert store.oneoff_counts() == [OneOffCounts("os:getcwd", done=1)]
+    assert sorted(s.id for s in store.jobs()) == sorted(j["id"] for j in manifest["jobs"])
+
+
 def migrate_and_check(old: OldState) -> None:
     """Open ``old`` with this code: migrated to the latest version, all kept, working."""
     store = old.open()
@@ -275,6 +297,7 @@ def migrate_and_check(old: OldState) -> None:
         assert old.version() == _latest(old.kind)
         check_manifest(store, old.manifest)
         check_works(store, old.manifest)
+        check_one_offs(store, old.manifest)
     finally:
         store.close()
 

@@ -11,9 +11,9 @@ temporary folder and runs ``tools/old_state_writer.py`` with that tree's ``src``
 - ``...-<commit>.json`` beside each: what the old code read back from the state (jobs,
   next runs, paused flags, claims, ledger rows, actions), which the tests compare against.
 
-Re-run from the repository root::
+Re-run from the repository root (all of `POINTS`, or the commits named)::
 
-    .venv/bin/python tools/make_old_states.py
+    .venv/bin/python tools/make_old_states.py [COMMIT ...]
 
 PostgreSQL: ``TICKWORK_PG_DSN`` names a server to use; without it a throwaway server is
 started as the test suite does (``tests/pg_server.py``), and its ``pg_dump`` is used.
@@ -40,10 +40,11 @@ PLACEHOLDER = "tw_fixture_old"
 
 #: (commit, why this one). The first has the slot ledger but no runtime control (SQLite
 #: schema 5, PostgreSQL 4); the second is the last before this round's schema steps
-#: (SQLite 7, PostgreSQL 6).
+#: (SQLite 7, PostgreSQL 6); the third the last before one-offs (SQLite 12, PostgreSQL 11).
 POINTS = [
     ("3ca7687", "slot ledger, before runtime control (issue 14)"),
     ("4af5497", "runtime control and first_slot, before alerts, chains and pools"),
+    ("ac73ea5", "alerts, chains, pools and daemons, before one-offs (issue 41)"),
 ]
 
 sys.path.insert(0, str(ROOT / "tests"))
@@ -160,11 +161,16 @@ def save(name: str, commit: str, why: str, manifest: dict[str, object]) -> None:
     (OUT / f"{name}.json").write_text(json.dumps(manifest, indent=1, sort_keys=True) + "\n")
 
 
-def main() -> int:
-    """Write every fixture: both stores for each commit of `POINTS`."""
+def main(only: list[str]) -> int:
+    """Write the fixtures: both stores for each commit of `POINTS` (or those in ``only``)."""
+    unknown = sorted(set(only) - {commit for commit, _ in POINTS})
+    if unknown:
+        raise SystemExit(f"not in POINTS: {', '.join(unknown)}")
     OUT.mkdir(parents=True, exist_ok=True)
     with pg_server_dsn() as dsn:
         for commit, why in POINTS:
+            if only and commit not in only:
+                continue
             with old_tree(commit) as tree:
                 db = OUT / f"sqlite-{commit}.sqlite"
                 db.unlink(missing_ok=True)
@@ -182,4 +188,4 @@ def main() -> int:
 
 
 if __name__ == "__main__":
-    sys.exit(main())
+    sys.exit(main(sys.argv[1:]))

@@ -29,7 +29,7 @@ from tickwork._core.schedules import At
 
 from ._errors import JobSpecError
 from ._ledger import LedgerQueries
-from ._model import JobSpec, Outcome, call_arguments, check_job_id
+from ._model import Finish, JobSpec, Outcome, call_arguments, check_job_id
 from ._sqlbase import SQLHost
 from ._streak import FAILED_OUTCOMES
 
@@ -62,13 +62,13 @@ ONEOFF_COLUMNS: Final = "id, spec, schedule, overlap, paused, next_run, first_sl
 # The rows of one-offs whose slots have ended (no next run, no claim left) go; the
 # queues they name are returned so that their totals count the ends.
 _GONE: Final = (
-    "DELETE FROM {jobs} WHERE id {any} AND queue IS NOT NULL AND next_run IS NULL"
-    " AND NOT EXISTS (SELECT 1 FROM {claims} c WHERE c.job_id = {jobs}.id) RETURNING id, queue"
+    "id {any} AND queue IS NOT NULL AND next_run IS NULL"
+    " AND NOT EXISTS (SELECT 1 FROM {claims} c WHERE c.job_id = {jobs}.id)"
 )
 # A pending one-off is cancelled: its row goes unless a run of it is held by a node.
 _CANCEL: Final = (
-    "DELETE FROM {jobs} WHERE id = ? AND queue IS NOT NULL AND NOT EXISTS (SELECT 1 FROM"
-    " {claims} c WHERE c.job_id = {jobs}.id AND c.owner <> '') RETURNING queue, next_run"
+    "id {any} AND queue IS NOT NULL AND NOT EXISTS (SELECT 1 FROM"
+    " {claims} c WHERE c.job_id = {jobs}.id AND c.owner <> '')"
 )
 _TOTALS: Final = "INSERT INTO {queues} (queue, done, failed, dropped) VALUES (?, ?, ?, ?){add_up}"
 
@@ -234,14 +234,51 @@ class _Host(SQLHost[Any], Protocol):
         """Delete the rows of the one-offs among ``ended`` and count their ends."""
         ...
 
+    def _xact(self, cur: Any) -> Any:
+        """The id of ``cur``'s transaction (None: commits are never in doubt)."""
+        ...
+
+    def _xact_committed(self, cur: Any, xact: Any) -> bool:
+        """Whether transaction ``xact`` committed."""
+        ...
+
     @property
     def _ledger(self) -> LedgerQueries[Any]:
         """The store's slot ledger."""
         ...
 
+    @property
+    def _returns(self) -> bool:
+        """Whether the dialect has ``DELETE ... RETURNING``."""
+        ...
+
+    def _take_rows(self, cur: Any, where: str, columns: str, ids: list[str]) -> list[Any]:
+        """Delete the job rows of ``ids`` for which ``where`` holds; their ``columns``."""
+        ...
+
 
 class OneOffMixin:
     """`OneOffQueue` for `SQLStore`, and the end of a one-off in a finish's transaction."""
+
+    @property
+    def _returns(self) -> bool:
+        """Whether the dialect has ``DELETE ... RETURNING`` (an SQLite before 3.35.5 not)."""
+        return True
+
+    def _take_rows(self: _Host, cur: Any, where: str, columns: str, ids: list[str]) -> list[Any]:
+        """Delete the job rows of ``ids`` for which ``where`` holds; their ``columns``.
+
+        ``where`` names the ids as ``id {any}``.
+        """
+        if self._returns:
+            query = f"DELETE FROM {{jobs}} WHERE {where} RETURNING {columns}"
+            return list(cur.execute(*self._q_list(query, ids)).fetchall())  # to its end
+        # One writer at a time (SQLite): nothing changes the rows between the two.
+        query = f"SELECT id, {columns} FROM {{jobs}} WHERE {where}"
+        found = list(cur.execute(*self._q_list(query, ids)).fetchall())
+        if found:
+            cur.execute(*self._q_list("DELETE FROM {jobs} WHERE id {any}", [r[0] for r in found]))
+        return [tuple(r[1:]) for r in found]
 
     def _insert_oneoffs(self, cur: Any, rows: Sequence[OneOffRow]) -> set[str]:
         """Insert ``rows`` unless their ids exist; the ids inserted (each dialect's own)."""
@@ -249,6 +286,17 @@ class OneOffMixin:
 
     def oneoff_statement(self, rows: Sequence[OneOffRow]) -> tuple[str, list[Any]]:
         """See `OneOffQueue.oneoff_statement` (each dialect's own)."""
+        raise NotImplementedError
+
+    def _xact(self, cur: Any) -> Any:
+        """The id of ``cur``'s transaction, for `_xact_committed` (None: SQLite).
+
+        None where a commit's outcome is never in doubt.
+        """
+        return None
+
+    def _xact_committed(self, cur: Any, xact: Any) -> bool:
+        """Whether transaction ``xact`` committed (asked after a commit was cut off)."""
         raise NotImplementedError
 
     def enqueue(self: _Host, rows: Sequence[OneOffRow]) -> list[bool]:
@@ -262,21 +310,22 @@ class OneOffMixin:
         if not rows:
             return []
 
+        made: list[tuple[Any, list[bool]]] = []  # the last attempt's transaction and result
+
         def body(cur: Any) -> list[bool]:
             created = self._insert_oneoffs(cur, rows)
             if created:
                 self._changed(cur, rows[0].id)  # one announcement for the batch
-            return created_flags(rows, created)
+            flags = created_flags(rows, created)
+            made[:] = [(self._xact(cur) if created else None, flags)]
+            return flags
 
         def resolve(cur: Any) -> list[bool]:
-            # The commit's outcome was unknown: rows all found now are taken as ours
-            # (a keyed row that was there before reads as new: the one miscount left).
-            query, params = self._q_list(
-                "SELECT id FROM {jobs} WHERE id {any}", [r.id for r in rows]
-            )
-            there = {r[0] for r in cur.execute(query, params).fetchall()}
-            missing = [r for r in rows if r.id not in there]
-            return created_flags(rows, there) if not missing else body(cur)
+            # The commit's outcome was unknown. Whether the rows are there now cannot
+            # tell: a node may have run one since and deleted its row. The transaction's
+            # own fate does (inserting a row again would run it twice).
+            xact, flags = made[0]
+            return flags if xact is None or self._xact_committed(cur, xact) else body(cur)
 
         return self._run(f"enqueue {len(rows)} one-off(s)", body, resolve=resolve)
 
@@ -290,12 +339,31 @@ class OneOffMixin:
         if not outcomes:
             return
         totals: dict[str, list[int]] = {}
-        for job_id, queue in cur.execute(*self._q_list(_GONE, list(outcomes))).fetchall():
+        for job_id, queue in self._take_rows(cur, _GONE, "id, queue", list(outcomes)):
             add = totals.setdefault(queue, [0, 0, 0])
             for i, n in enumerate(_totals(outcomes[job_id])):
                 add[i] += n
         if totals:
             cur.executemany(self._q(_TOTALS), [(q, *n) for q, n in sorted(totals.items())])
+
+    def _oneoff_finished(self: _Host, cur: Any, f: Finish) -> bool:
+        """Whether the ledger holds ``f``'s entry, a one-off's finish that left its row.
+
+        Asked after a commit of unknown outcome: its row may also have gone with a
+        recovery that gave the slot up meanwhile, and the ledger tells which (without
+        entries to tell by, the finish is taken as done).
+        """
+        if f.recorded or self._ledger.keep == 0:
+            return True
+        c = f.claim
+        found = cur.execute(
+            self._q(
+                "SELECT 1 FROM {ledger} WHERE job_id = ? AND scheduled = ? AND node = ?"
+                " AND ended = ? AND outcome = ?"
+            ),
+            (c.job_id, c.scheduled, c.owner, f.ended, f.outcome),
+        ).fetchone()
+        return found is not None
 
     def cancel_oneoff(self: _Host, job_id: str, *, at: float, by: str) -> bool:
         """Cancel a pending one-off: its row goes, with a ``cancelled`` ledger entry.
@@ -306,11 +374,15 @@ class OneOffMixin:
 
         """
         job_id = check_job_id(job_id)
+        took: list[Any] = []  # the transaction of the last attempt that took the row
 
         def body(cur: Any) -> bool:
-            row = cur.execute(self._q(_CANCEL), (job_id,)).fetchone()
-            if row is None:
+            took.clear()
+            taken = self._take_rows(cur, _CANCEL, "queue, next_run", [job_id])
+            if not taken:
                 return False
+            row = taken[0]
+            took.append(self._xact(cur))
             queue, due = row
             self._ledger.write(
                 cur,
@@ -320,7 +392,13 @@ class OneOffMixin:
             cur.execute(self._q(_TOTALS), (queue, 0, 0, 1))
             return True
 
-        return bool(self._run(f"cancel one-off {job_id!r}", body))
+        def resolve(cur: Any) -> bool:
+            # A cut commit: if it went through, the row is gone and this cancel did it.
+            if took and (took[0] is None or self._xact_committed(cur, took[0])):
+                return True
+            return body(cur)
+
+        return bool(self._run(f"cancel one-off {job_id!r}", body, resolve=resolve))
 
     def oneoff_counts(self: _Host) -> list[OneOffCounts]:
         """Every function's one-offs: pending and running now, and their ends' totals."""

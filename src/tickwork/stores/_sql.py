@@ -928,7 +928,7 @@ class SQLStore(
             (claim.job_id,),
         ).fetchone()
         if row is None:  # a one-off's finish deletes its row; a removed job has no claim
-            return is_oneoff(claim.job_id)
+            return is_oneoff(claim.job_id) and self._oneoff_finished(cur, f)
         return tuple(row) == (claim.token, f.ended, f.outcome)
 
     def record(

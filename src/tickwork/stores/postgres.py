@@ -356,10 +356,40 @@ def _oneoff_params(rows: Sequence[OneOffRow]) -> list[Any]:
     ]
 
 
+# The store's own enqueue: the new rows' ids, each with the transaction's id (`_xact`).
+_ENQUEUE_OWN: Final = (
+    f"WITH t AS ({_ENQUEUE.format(t='tickwork_jobs')}) SELECT t.id, txid_current() FROM t"
+)
+
+
 def _insert_oneoffs(store: PostgresStore, cur: Cursor, rows: Sequence[OneOffRow]) -> set[str]:
-    """`PostgresStore._insert_oneoffs`: the batch in one statement."""
-    query = _ENQUEUE.format(t="tickwork_jobs")
-    return {r[0] for r in cur.execute(query, _oneoff_params(rows)).fetchall()}
+    """`PostgresStore._insert_oneoffs`: the batch in one statement.
+
+    The statement also reads its transaction's id, kept for `_xact` with the cursor
+    (one transaction's): the enqueue asks for it without a round trip of its own.
+    """
+    got = cur.execute(_ENQUEUE_OWN, _oneoff_params(rows)).fetchall()
+    store._enqueue_xact = (cur, int(got[0][1])) if got else None
+    return {r[0] for r in got}
+
+
+def _xact(store: PostgresStore, cur: Cursor) -> int:
+    """`PostgresStore._xact`: the transaction's id, whose fate outlives a cut connection."""
+    known, store._enqueue_xact = store._enqueue_xact, None
+    if known is not None and known[0] is cur:  # read by this transaction's enqueue
+        return known[1]
+    row = cur.execute("SELECT txid_current()").fetchone()
+    assert row is not None
+    return int(row[0])
+
+
+def _xact_committed(store: PostgresStore, cur: Cursor, xact: int) -> bool:
+    """`PostgresStore._xact_committed`: asked of the server; in doubt, asked again later."""
+    row = cur.execute("SELECT txid_status(%s)", (xact,)).fetchone()
+    status = None if row is None else row[0]
+    if status not in ("committed", "aborted"):  # its session has not ended yet
+        raise psycopg.OperationalError(f"transaction {xact} is {status or 'unknown'}")
+    return bool(status == "committed")
 
 
 def _oneoff_statement(store: PostgresStore, rows: Sequence[OneOffRow]) -> tuple[str, list[Any]]:
@@ -938,6 +968,9 @@ class PostgresStore(SQLStore[Cursor]):
 
     _insert_oneoffs = _insert_oneoffs  # one-offs (stores/_oneoffs.py)
     oneoff_statement = _oneoff_statement
+    _enqueue_xact: tuple[Cursor, int] | None = None  # an enqueue's transaction, for _xact
+    _xact = _xact
+    _xact_committed = _xact_committed
 
     def _q_list(self, template: str, values: Sequence[Any]) -> tuple[str, Sequence[Any]]:
         return self._q(template), (list(values),)

@@ -677,6 +677,10 @@ class SQLiteStore(SQLStore[sqlite3.Connection]):
     _insert_oneoffs = _insert_oneoffs  # one-offs (stores/_oneoffs.py)
     oneoff_statement = _oneoff_statement
 
+    @property
+    def _returns(self) -> bool:
+        return _RETURNING
+
     def _q_list(self, template: str, values: Sequence[Any]) -> tuple[str, Sequence[Any]]:
         return self._q(template).replace("{marks}", ",".join("?" * len(values))), values
 
