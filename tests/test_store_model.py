@@ -35,8 +35,8 @@ def test_public_surface_is_pinned() -> None:
     assert tickwork.stores.contract.__all__ == [
         "JOB_STATES", "KEEP", "LATE_AFTER", "MAX_RUNNING", "MOST_PER_PAGE", "ONEOFF_MARK",
         "OWNER_ENV", "SPEC_VERSION", "STREAK_DEPTH", "AdvanceFn", "AlertEpisodes",
-        "AttemptLedger", "BatchRecorder", "CarryingClaim", "ChangeNotifier", "Claim",
-        "ClaimAhead", "ClaimWakeup", "Edges", "Episode", "EpisodeState", "Finish",
+        "AttemptLedger", "BatchDeclare", "BatchRecorder", "CarryingClaim", "ChangeNotifier",
+        "Claim", "ClaimAhead", "ClaimWakeup", "Edges", "Episode", "EpisodeState", "Finish",
         "GiveUpFn", "GivenUp", "JobFacts", "JobListing", "JobQuery", "JobsPage", "Keep",
         "LookCover", "LookNotices", "NamespaceHolders", "OneOffCounts", "OneOffQueue",
         "OneOffRow", "Recovered", "RuntimeControl", "SQLStore", "SessionLiveness",

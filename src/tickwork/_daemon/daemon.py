@@ -92,7 +92,7 @@ from tickwork._durable.engine import DEFAULT_WORKERS
 from tickwork._durable.engine import OUTPUT_LIMIT as LEDGER_TAIL
 from tickwork._durable.runnote import note_attempt
 from tickwork._durable.scheduler import DurableScheduler
-from tickwork.stores import Claim, JobState, OutcomeRetention, Schedule, Store, Upsert
+from tickwork.stores import Claim, JobSpec, JobState, OutcomeRetention, Schedule, Store, Upsert
 from tickwork.stores.contract import NamespaceHolders, SessionLiveness
 
 __all__ = [
@@ -404,13 +404,19 @@ class Daemon:
         unchanged: list[str] = []
         failed: list[str] = []
         # Chains: each job's upstream jobs are declared before it (the library checks).
-        for job in upstream_first(config.jobs, lambda j: j.name, lambda j: (u for u, _ in j.after)):
+        jobs = list(
+            upstream_first(config.jobs, lambda j: j.name, lambda j: (u for u, _ in j.after))
+        )
+        specs = [
+            spec_for(job, namespace=self.namespace, now=now, stored=stored.get(jid))
+            for job in jobs
+            for jid in [job_id(self.namespace, job.name)]
+        ]
+        results = self._declare_all(specs)
+        for job, result in zip(jobs, results, strict=True):
             jid = job_id(self.namespace, job.name)
-            spec = spec_for(job, namespace=self.namespace, now=now, stored=stored.get(jid))
-            try:
-                result = self.scheduler.declare(spec)
-            except Exception as exc:
-                _log.error("job %r cannot be declared: %s", job.name, exc)
+            if isinstance(result, Exception):
+                _log.error("job %r cannot be declared: %s", job.name, result)
                 failed.append(job.name)
                 continue
             {Upsert.CREATED: created, Upsert.UPDATED: updated, Upsert.UNCHANGED: unchanged}[
@@ -428,6 +434,20 @@ class Daemon:
         return Reload(
             tuple(created), tuple(updated), tuple(unchanged), tuple(removed), tuple(failed)
         )
+
+    def _declare_all(self, specs: list[JobSpec]) -> list[Upsert | Exception]:
+        """Declare the file's jobs in one transaction; one by one if that fails."""
+        try:
+            return self.scheduler.declare_many(specs)
+        except Exception as exc:  # the store failed: each job says for itself
+            _log.warning("declaring %d jobs at once failed (%s): one by one", len(specs), exc)
+        results: list[Upsert | Exception] = []
+        for spec in specs:
+            try:
+                results.append(self.scheduler.declare(spec))
+            except Exception as exc:
+                results.append(exc)
+        return results
 
     def _remove_gone(self, gone: list[JobState]) -> list[str]:
         """Remove jobs gone from the file; one with a run going goes when that run ends.

@@ -27,7 +27,6 @@ from __future__ import annotations
 import logging
 import math
 import os
-import re
 import secrets
 import socket
 import threading
@@ -37,18 +36,17 @@ from concurrent.futures import Executor, ThreadPoolExecutor
 from dataclasses import dataclass, replace
 from datetime import datetime
 from types import TracebackType
-from typing import Any, Literal
+from typing import Literal
 
 from tickwork._core.args import seconds
 from tickwork._core.clocks import watch_clock
 from tickwork._core.events import Listener
-from tickwork._core.scheduler import DEFAULT_MAX_ERRORS, _is_coroutine_function, misfit
-from tickwork._core.schedules import Cron, Every, ScheduleDecorators
+from tickwork._core.scheduler import DEFAULT_MAX_ERRORS
+from tickwork._core.schedules import ScheduleDecorators
 from tickwork._core.text import iso
-from tickwork._durable.chains import check_after
 from tickwork._durable.claims import Claiming, claimer_for
 from tickwork._durable.control import default_actor, following_slot, run_backfill
-from tickwork._durable.decide import first_run
+from tickwork._durable.declaring import Declaring
 from tickwork._durable.engine import (
     _RETRY_MIN,
     OUTPUT_LIMIT,
@@ -63,7 +61,6 @@ from tickwork._durable.engine import DEFAULT_WORKERS as DEFAULT_WORKERS
 from tickwork._durable.engine import DurableErrorHook as DurableErrorHook
 from tickwork._durable.engine import current_async_claim as current_async_claim
 from tickwork._durable.events import Events
-from tickwork._durable.isolation import check_importable
 from tickwork._durable.oneoffs import Enqueuing, instant
 from tickwork._durable.pools import Pools
 from tickwork._durable.recorder import Recorder
@@ -75,15 +72,12 @@ from tickwork.stores import (
     ActionRecord,
     Claim,
     JobNotFoundError,
-    JobSpec,
-    JobSpecError,
     JobState,
     RuntimeControl,
     Schedule,
     SlotLedger,
     SlotRecord,
     Store,
-    Upsert,
 )
 from tickwork.stores.contract import (
     BatchRecorder,
@@ -91,7 +85,6 @@ from tickwork.stores.contract import (
     SessionLiveness,
     StoreClock,
     check_job_id,
-    resolve_func,
 )
 
 __all__ = ["DurableScheduler"]
@@ -219,7 +212,7 @@ class Health:
     """Seconds the look in progress has waited for the store (``None``: not looking)."""
 
 
-class DurableScheduler(ScheduleDecorators, Enqueuing):
+class DurableScheduler(Declaring, ScheduleDecorators, Enqueuing):
     """Durable jobs: declared by id, kept in a `Store`, run by a thread on a pool.
 
     Jobs are `JobSpec` values naming their function by import path with JSON
@@ -454,62 +447,6 @@ class DurableScheduler(ScheduleDecorators, Enqueuing):
         a second), a smaller one at INFO level.
         """
         return None if self._store_time is None else self._store_time.skew
-
-    def declare(self, spec: JobSpec) -> Upsert:
-        """Declare a job, idempotently by id: create it, update it, or change nothing.
-
-        Call it at start-up for every job the program defines. The same declaration
-        as stored changes nothing (not the next run, not a pause made at run time);
-        a changed schedule restarts the job's schedule from now; other changes keep
-        the next run. The job's function is imported here, so a typo fails now.
-
-        Args:
-            spec: The job.
-
-        Returns:
-            What the store did.
-
-        Raises:
-            TypeError: ``spec`` is not a `JobSpec`, or its ``func`` names a coroutine
-                function (``async def``: jobs are called, never awaited).
-            JobSpecError: The function cannot be imported, the cron expression or zone
-                is invalid here, or an interval is below the wall clock's resolution.
-                Nothing is stored then.
-            StoreError: The store failed (nothing is stored).
-
-        """
-        spec, first = self._prepare(spec)
-        result = self._store.upsert(spec, first)
-        self._allow(spec.func)
-        self._poke()
-        return result
-
-    def _decorated(self, schedule: Every | Cron, fn: Callable[..., object], options: Any) -> None:
-        """``@scheduler.every(...)``: declare ``fn`` by its import path (id: ``name`` or it)."""
-        path = f"{getattr(fn, '__module__', '')}:{getattr(fn, '__qualname__', '')}"
-        if not re.fullmatch(r"[\w.]+:[\w.]+", path):
-            raise TypeError(
-                "a durable job's function must be importable by its path (a module-level"
-                f" function), got {fn!r}"
-            )
-        options = dict(options)  # one decorator may declare several functions
-        self.declare(JobSpec(options.pop("name", None) or path, path, schedule, **options))
-
-    def add(self, spec: JobSpec) -> None:
-        """Add a new job at run time (`declare` if it may exist already).
-
-        Raises:
-            ValueError: A job with this id exists (nothing is changed).
-            TypeError: As for `declare`.
-            JobSpecError: As for `declare`.
-
-        """
-        spec, first = self._prepare(spec)
-        if self._store.get(spec.id) is not None:
-            raise ValueError(f"a job with id {spec.id!r} exists already; declare() updates it")
-        self._store.upsert(spec, first)
-        self._allow(spec.func)
-        self._poke()
 
     def remove(self, job_id: str) -> None:
         """Delete a job. A run of it already going completes but is not recorded.
@@ -890,13 +827,6 @@ class DurableScheduler(ScheduleDecorators, Enqueuing):
         claim: Claim | None = getattr(_current, "claim", None)
         return claim if claim is not None else current_async_claim.get()
 
-    def _prepare(self, spec: JobSpec) -> tuple[JobSpec, float | None]:
-        """Check what a store does not: the function imports, the schedule computes."""
-        checked = _checked_spec(spec, awaits=self._awaits, now=self._wall())
-        check_after(self._store, checked[0])  # chains: after= names stored jobs, no cycle
-        self._pools.check(checked[0])  # its pool has a limit
-        return checked
-
     def _allow(self, func: str) -> None:
         self._functions.allow(func)
 
@@ -1113,50 +1043,6 @@ class DurableScheduler(ScheduleDecorators, Enqueuing):
     def _listen(self, notifier: ChangeNotifier) -> None:
         """The listener thread: wake the timing thread when the store announces a change."""
         _listen_for_changes(notifier, self._halt, self._poll, self._owner, self._poke)
-
-
-def _checked_spec(spec: JobSpec, *, awaits: bool, now: float) -> tuple[JobSpec, float | None]:
-    """``spec`` and its first run, after the checks a store does not make.
-
-    The function imports and can take the arguments (a coroutine function only where
-    the scheduler ``awaits``), and the schedule computes a first run after ``now``.
-    """
-    if not isinstance(spec, JobSpec):
-        raise TypeError(f"spec must be a tickwork.stores.JobSpec, got {spec!r}")
-    fn = resolve_func(spec.func)  # raises JobSpecError naming the path and why
-    if not awaits and _is_coroutine_function(fn):
-        raise TypeError(
-            "func must name a plain function, not a coroutine function (async def):"
-            " DurableScheduler calls jobs without awaiting them; use"
-            " tickwork.AsyncDurableScheduler, which awaits them on your event loop,"
-            f" got {spec.func!r}"
-        )
-    if spec.isolation == "process":
-        try:
-            check_importable(spec.func, fn)
-        except ValueError as exc:
-            raise JobSpecError(f"job {spec.id!r}: {exc}") from None
-    why = misfit(fn, spec.args, spec.kwargs)
-    if why is not None:
-        raise JobSpecError(
-            f"job {spec.id!r}: func {spec.func!r} cannot be called with"
-            f" args={list(spec.args)!r} and kwargs={dict(spec.kwargs)!r}: {why}"
-        )
-    try:
-        # Chains: a job with no schedule of its own (only after=) has no first run.
-        first = None if spec.schedule is None else first_run(spec.schedule, now)
-    except ValueError as exc:  # CronError is a ValueError
-        raise JobSpecError(f"job {spec.id!r}: {exc}") from exc
-    schedule = spec.schedule
-    interval = None if schedule is None else schedule.period
-    if interval is not None and first is not None and interval < math.ulp(first):
-        # The wall clock could not tell its slots apart (slot + seconds == slot).
-        raise JobSpecError(
-            f"job {spec.id!r}: schedule.seconds must be at least {math.ulp(first)!r} s,"
-            f" the wall clock's resolution at the first run {first!r},"
-            f" got {interval!r}"
-        )
-    return spec, first
 
 
 def _listen_for_changes(

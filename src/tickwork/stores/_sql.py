@@ -25,7 +25,6 @@ modules.
 
 from __future__ import annotations
 
-import json
 import logging
 import os
 import time
@@ -33,7 +32,7 @@ from abc import ABC, abstractmethod
 from collections.abc import Callable, Mapping, Sequence
 from typing import Any, ClassVar, Final, Generic, Literal, Self, TypeVar
 
-from tickwork.stores._errors import JobNotFoundError, SchemaVersionError
+from tickwork.stores._errors import JobNotFoundError
 
 from ._carry import CarriedFinishes, CarryMixin
 from ._chains import ChainQueries
@@ -43,7 +42,6 @@ from ._ledger import LedgerQueries, given_up_entry
 from ._listing import ListingMixin
 from ._model import (
     KEEP,
-    SPEC_VERSION,
     ActionRecord,
     AdvanceFn,
     Claim,
@@ -57,7 +55,6 @@ from ._model import (
     SlotRecord,
     Start,
     StartNowFn,
-    Upsert,
     check_claim,
     check_finish,
     check_job_id,
@@ -66,11 +63,8 @@ from ._model import (
     check_outcome,
     check_owner,
     check_positive,
-    check_spec,
     check_start,
     check_time,
-    schedule_json,
-    spec_to_json,
 )
 from ._oneoffs import OneOffMixin, is_oneoff
 from ._pools import PoolQueries, PoolsMixin
@@ -78,6 +72,7 @@ from ._recovery import LIVENESS_CHECK, ClaimRecovery
 from ._rows import RowReader
 from ._sqlbase import C, SQLCursor, SQLResult
 from ._upkeep import LookUpkeep
+from ._upserts import DeclareMixin
 from ._wakeup import WakeupMixin, WakeupQueries
 
 __all__ = [
@@ -165,27 +160,10 @@ def _check_claim_callables(
         raise TypeError(f"given_up must be callable as given_up(state) or None, got {given_up!r}")
 
 
-def _declared_paused(job_id: str, old_text: str) -> object:
-    """``paused`` of a stored declaration; refuses to overwrite a newer version's."""
-    try:
-        old = json.loads(old_text)
-    except ValueError:
-        return None  # unreadable: the new declaration repairs the row
-    if not isinstance(old, dict):
-        return None
-    version = old.get("v")
-    if isinstance(version, int) and version > SPEC_VERSION:
-        raise SchemaVersionError(
-            f"job {job_id!r} was stored by a newer tickwork (spec version {version});"
-            " refusing to overwrite it"
-        )
-    return old.get("paused")
-
-
 # fmt: off
 class SQLStore(
-    RowReader, PoolsMixin, HoldersMixin, ListingMixin, OneOffMixin, CarryMixin, WakeupMixin,
-    ABC, Generic[C],
+    RowReader, DeclareMixin, PoolsMixin, HoldersMixin, ListingMixin, OneOffMixin, CarryMixin,
+    WakeupMixin, ABC, Generic[C],
 ):
     # fmt: on
     """The `Store` logic over SQL, once; subclasses supply transactions and dialect.
@@ -363,74 +341,6 @@ class SQLStore(
             return out
 
         return self._run("list jobs", body, write=False)
-
-    def upsert(self, spec: JobSpec, next_run: float | None) -> Upsert:
-        """Declare a job, idempotently by id (see `tickwork.stores.Store.upsert`).
-
-        Raises:
-            SchemaVersionError: The stored declaration was written by a newer tickwork
-                (it is not overwritten).
-
-        """
-        spec = check_spec(spec)
-        next_run = check_optional_time("next_run", next_run)
-        text = spec_to_json(spec)
-        schedule = schedule_json(spec)
-        select = self._q("SELECT spec, schedule, paused FROM {jobs} WHERE id = ?{lock}")
-        intended: list[Upsert] = []
-
-        def body(cur: C) -> Upsert:
-            row = cur.execute(select, (spec.id,)).fetchone()
-            if row is None:
-                inserted = cur.execute(
-                    self._q(
-                        "INSERT INTO {jobs} (id, spec, schedule, overlap, paused, next_run,"
-                        " first_slot) VALUES (?, ?, ?, ?, ?, ?, ?){if_absent}"
-                    ),
-                    (spec.id, text, schedule, spec.overlap, spec.paused, next_run, next_run),
-                )
-                if inserted.rowcount == 1:
-                    self._chains.declared(cur, spec)  # chains: the job's after= edges
-                    self._changed(cur, spec.id)
-                    intended.append(Upsert.CREATED)
-                    return Upsert.CREATED
-                # Inserted by another transaction since the select (where that can be).
-                row = cur.execute(select, (spec.id,)).fetchone()
-                assert row is not None  # nothing deletes it under our lock
-            old_text, old_schedule, paused = row
-            if old_text == text:
-                return Upsert.UNCHANGED
-            if _declared_paused(spec.id, old_text) != spec.paused:
-                # The declaration's pause changed: it wins over one made at run time.
-                paused = spec.paused
-                cur.execute(
-                    self._q("UPDATE {jobs} SET control = NULL, paused_until = NULL WHERE id = ?"),
-                    (spec.id,),
-                )
-            if old_schedule == schedule:
-                cur.execute(
-                    self._q("UPDATE {jobs} SET spec = ?, overlap = ?, paused = ? WHERE id = ?"),
-                    (text, spec.overlap, paused, spec.id),
-                )
-            else:
-                cur.execute(
-                    self._q(
-                        "UPDATE {jobs} SET spec = ?, schedule = ?, overlap = ?, paused = ?,"
-                        " next_run = ? WHERE id = ?"
-                    ),
-                    (text, schedule, spec.overlap, paused, next_run, spec.id),
-                )
-            self._chains.declared(cur, spec)  # chains: the job's after= edges
-            self._changed(cur, spec.id)
-            intended.append(Upsert.UPDATED)
-            return Upsert.UPDATED
-
-        def resolve(cur: C) -> Upsert:
-            # Our write may have committed: then the row holds our declaration already.
-            result = body(cur)
-            return intended[0] if result is Upsert.UNCHANGED and intended else result
-
-        return self._run(f"upsert job {spec.id!r}", body, resolve=resolve)
 
     def remove(self, job_id: str) -> None:
         """Delete a job and its claims (see `tickwork.stores.Store.remove`)."""

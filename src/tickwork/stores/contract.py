@@ -2,7 +2,8 @@
 
 A user of durable jobs needs `tickwork.stores` (records, policies, errors, the `Store`
 type). Writing a store of your own (another database, a test double) needs this module
-too: the optional capabilities a store may offer (`AttemptLedger`, `BatchRecorder`,
+too: the optional capabilities a store may offer (`AttemptLedger`, `BatchDeclare`,
+`BatchRecorder`,
 `CarryingClaim`, `ChangeNotifier`, `ClaimAhead`, `ClaimWakeup`, `JobListing` with its
 `JobQuery` and `JobsPage`, `LookCover`, `LookNotices`, `SessionLiveness`, `StoreClock`),
 the records that cross `Store.claim_due`, `start` and `finish`, the callback types the
@@ -90,6 +91,7 @@ from tickwork.stores._sql import SQLStore as SQLStore
 from tickwork.stores._streak import STREAK_DEPTH as STREAK_DEPTH
 from tickwork.stores._streak import failure_streak as failure_streak
 from tickwork.stores._streak import newest_entries as newest_entries
+from tickwork.stores._upserts import BatchDeclare as BatchDeclare
 from tickwork.stores._wakeup import ClaimAhead as ClaimAhead
 from tickwork.stores._wakeup import ClaimWakeup as ClaimWakeup
 from tickwork.stores._wakeup import LookCover as LookCover
@@ -108,6 +110,7 @@ __all__ = [
     "AdvanceFn",
     "AlertEpisodes",
     "AttemptLedger",
+    "BatchDeclare",
     "BatchRecorder",
     "CarryingClaim",
     "ChangeNotifier",
