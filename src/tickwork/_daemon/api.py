@@ -56,6 +56,7 @@ from tickwork._daemon.joblist import (
     read_jobs,
     state_row,
 )
+from tickwork._daemon.oneoff_page import oneoff_page
 from tickwork._daemon.oneoffs import answer, counts, enqueue
 from tickwork._daemon.oneoffs import cancel as cancel_oneoff
 from tickwork._daemon.when import parse_future, parse_since, parse_time
@@ -352,6 +353,10 @@ class Api:
             return _json(200, {"items": self._history(None, request.query)})
         if route == ["oneoffs"] and api:
             return _json(200, {"oneoffs": [asdict(c) for c in counts(self._store)]})
+        if route == ["oneoffs"]:
+            span = request.query.get("span", ["hour"])[0]
+            page = oneoff_page(self._store, self._title, root=request.root, span=span)
+            return Response(200, page.encode(), _HTML)
         if not route or route[0] != "jobs":
             raise BadRequest(404, f"not found: {request.path}")
         if len(route) == 1 and api:
@@ -463,6 +468,7 @@ class Api:
             controls=lambda view: controls(view, viewer),
             banner=viewer.banner(),
             listing=_listing(request.query, api=False),
+            root=request.root,
         )
 
     def _render_job(self, request: Request, name: str, job_id: str) -> str:
@@ -691,7 +697,7 @@ def _allow(parts: list[str]) -> str | None:
         return "POST, OPTIONS"
     if parts[:2] == ["api", "enqueue"]:  # a key may hold "/": all of the rest
         return "POST, OPTIONS" if len(parts) == 2 else "DELETE, OPTIONS"
-    if parts == ["api", "oneoffs"]:
+    if route == ["oneoffs"]:
         return "GET, HEAD, OPTIONS"
     if (
         not parts

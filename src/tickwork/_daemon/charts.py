@@ -21,6 +21,7 @@ from tickwork._core.text import human_duration
 __all__ = [
     "MAX_BARS",
     "OUTCOME_COLOURS",
+    "line_chart",
     "outcome_bar",
     "rate_chart",
     "sparkline",
@@ -213,27 +214,35 @@ def time_bars(
 
 
 def rate_chart(
-    points: Iterable[tuple[float, str]], *, start: float, end: float, zone: str, note: str = ""
+    points: Iterable[tuple[float, str] | tuple[float, str, float]],
+    *,
+    start: float,
+    end: float,
+    zone: str,
+    note: str = "",
+    title: str = "runs per minute by outcome",
 ) -> str:
     """Runs per minute by outcome, stacked: how busy the cluster is and how it goes.
 
     Args:
-        points: ``(when the run ended, outcome)`` per ledger entry.
+        points: ``(when the run ended, outcome)`` per ledger entry, or ``(when, outcome,
+            entries it stands for)`` for a sample.
         start: The left end of the time axis; the axis is cut into whole minutes.
         end: The right end (after ``start``).
         zone: The time zone the axis is read in.
         note: A sentence added to the description (what was left out).
+        title: The question the chart answers (its title; the span is added).
 
     """
     if not end > start:
         raise ValueError(f"end must be after start, got start={start!r}, end={end!r}")
     n = max(1, min(MAX_BARS, math.ceil((end - start) / 60)))
     width = (end - start) / n
-    counts: dict[int, dict[str, int]] = {}
-    for when, outcome in points:
+    counts: dict[int, dict[str, float]] = {}
+    for when, outcome, *weight in points:
         if start <= when < end:
             per = counts.setdefault(int((when - start) // width), {})
-            per[outcome] = per.get(outcome, 0) + 1
+            per[outcome] = per.get(outcome, 0) + (weight[0] if weight else 1)
     per_minute = 60 / width
     largest = max((sum(c.values()) * per_minute for c in counts.values()), default=0.0)
     top = _nice(largest)
@@ -241,7 +250,7 @@ def rate_chart(
     for i, per in sorted(counts.items()):
         y = float(_TOP + _PH)
         x = _num(_LEFT + i * _PW / n)
-        tip = ", ".join(f"{k} {v}" for k, v in per.items())
+        tip = ", ".join(f"{k} {v:,.0f}" for k, v in per.items())
         for outcome in reversed(OUTCOME_COLOURS):  # ok at the bottom
             if outcome in per:
                 h = per[outcome] * per_minute / top * _PH
@@ -253,13 +262,69 @@ def rate_chart(
                     f"{datetime.fromtimestamp(start + i * width, _tz(zone)).strftime('%H:%M')}"
                     f": {html.escape(tip)}</title></rect>"
                 )
-    total: dict[str, int] = {}
+    total: dict[str, float] = {}
     for per in counts.values():
         for k, v in per.items():
             total[k] = total.get(k, 0) + v
-    said = ", ".join(f"{v:,} {k}" for k, v in sorted(total.items())) or "no runs"
-    title = f"runs per minute by outcome, {_span_words(start, end, zone)}"
+    said = ", ".join(f"{v:,.0f} {k}" for k, v in sorted(total.items())) or "no runs"
+    title = f"{title}, {_span_words(start, end, zone)}"
     return _svg(_W, _H, title, f"{said}. {note}".strip(), "".join(body))
+
+
+def line_chart(
+    series: Sequence[tuple[str, str, Sequence[tuple[float, float]]]],
+    *,
+    start: float,
+    end: float,
+    zone: str,
+    title: str,
+    what: str,
+    seconds: bool = False,
+    note: str = "",
+) -> str:
+    """Values over time, one line per series, and a legend: a level and how it moves.
+
+    Args:
+        series: ``(name, colour, points)`` each; points are ``(time, value)``, earliest
+            first (those outside ``[start, end]`` are left out).
+        start: The left end of the time axis.
+        end: The right end (after ``start``).
+        zone: The time zone the axis is read in.
+        title: The question the chart answers (its title; the span is added).
+        what: What the values are, for the value axis (its unit is added).
+        seconds: The values are seconds (the axis takes s, min or h); else counts.
+        note: A sentence added to the description (what was left out, estimated).
+
+    """
+    if not end > start:
+        raise ValueError(f"end must be after start, got start={start!r}, end={end!r}")
+    shown = [(n, c, [(t, max(v, 0.0)) for t, v in p if start <= t <= end]) for n, c, p in series]
+    largest = max((v for _, _, p in shown for _, v in p), default=0.0)
+    scale, unit = _unit(largest) if seconds else (1.0, "")
+    top = _nice(largest / scale)
+    axis = f"{what} ({unit})" if unit else what
+    body = [_y_axis(top, axis), _x_axis(start, end, zone, "time")]
+    said = []
+    for i, (name, colour, points) in enumerate(shown):
+        xy = " ".join(
+            f"{_num(_LEFT + (t - start) / (end - start) * _PW)},"
+            f"{_num(_TOP + _PH * (1 - v / scale / top))}"
+            for t, v in points
+        )
+        if points:
+            body.append(
+                f'<polyline class="line" points="{xy}" fill="none" stroke="{colour}"'
+                f' stroke-width="1.5"><title>{html.escape(name)}</title></polyline>'
+            )
+        peak = max((v for _, v in points), default=None)
+        words = "none" if peak is None else human_duration(peak) if seconds else f"{peak:,.0f}"
+        said.append(f"{name}: largest {words}")
+        body.append(
+            f'<text x="{_LEFT + 8 + 150 * i}" y="{_TOP + 10}" {_TEXT}>'
+            f'<tspan fill="{colour}">\u25a0</tspan> {html.escape(name)}</text>'
+        )
+    full = f"{title}, {_span_words(start, end, zone)}"
+    return _svg(_W, _H, full, f"{'; '.join(said)}. {note}".strip(), "".join(body))
 
 
 def outcome_bar(counts: Mapping[str, int], *, when: str) -> str:

@@ -54,6 +54,7 @@ __all__ = [
     "JobView",
     "failure_summary",
     "gone_owners",
+    "oneoffs_table",
     "page",
     "paused_mark",
     "pid_running",
@@ -191,16 +192,21 @@ def _actions(actions: Sequence[tuple[str, ActionRecord]]) -> str:
     return '<h2>recent actions</h2>\n<ul class="actions">' + "".join(items) + "</ul>"
 
 
-def _oneoffs(rows: Sequence[OneOffCounts]) -> str:
-    """The one-offs per function, a small table (none: nothing)."""
+def oneoffs_table(rows: Sequence[OneOffCounts], root: str | None = None) -> str:
+    """The one-offs per function, a small table (none: nothing).
+
+    ``root``: the path the pages are under, for a link to the one-offs' charts
+    (``None``: no link).
+    """
     if not rows:
         return ""
+    link = "" if root is None else f' <a class="sub" href="{html.escape(root)}/oneoffs">charts</a>'
     head, *lines = counts_table(rows)
     cells = "".join(f"<th>{html.escape(h.lower())}</th>" for h in head)
     body = "".join(
         "<tr>" + "".join(f"<td>{html.escape(c)}</td>" for c in line) + "</tr>" for line in lines
     )
-    return f'<h2>one-offs</h2>\n<table class="oneoffs"><tr>{cells}</tr>{body}</table>\n'
+    return f'<h2>one-offs{link}</h2>\n<table class="oneoffs"><tr>{cells}</tr>{body}</table>\n'
 
 
 def _node(label: str, gone: bool) -> str:
@@ -334,6 +340,7 @@ def render(
     chart: str = "",
     nav: tuple[JobQuery, JobsPage] | None = None,
     oneoffs: Sequence[OneOffCounts] = (),
+    root: str = "",
 ) -> str:
     """The status page as HTML text.
 
@@ -351,7 +358,9 @@ def render(
         chart: HTML under the table (the cluster's runs per minute).
         nav: The listing these jobs are a page of, and what it holds: adds the search
             form, a link per state and links to the pages beside (all plain HTML).
-        oneoffs: The one-offs per function, shown as a small table under the jobs.
+        oneoffs: The one-offs per function, shown as a small table under the jobs,
+            with a link to their charts.
+        root: The path the pages are under (the link to the one-offs' charts).
 
     """
     rows = [_row(job, now, controls) for job in jobs]
@@ -385,7 +394,7 @@ refreshes every {refresh} s</div>
 </tbody>
 </table>
 {pager}<div class="legend">{legend}</div>
-{_oneoffs(oneoffs)}{chart}{_actions(actions)}
+{oneoffs_table(oneoffs, root)}{chart}{_actions(actions)}
 </body>
 </html>
 """
@@ -503,6 +512,7 @@ def page(
     controls: Callable[[JobView], str] | None = None,
     banner: str = "",
     listing: JobQuery | None = None,
+    root: str = "",
 ) -> str:
     """The status page of a namespace's jobs: what the state says right now.
 
@@ -516,6 +526,7 @@ def page(
         banner: HTML under the title (see `render`).
         listing: The search, state and page asked for (its prefix is the namespace's);
             ``None``: the first `PER_PAGE` jobs. Only the page's jobs are read in full.
+        root: The path the pages are under (see `render`).
 
     """
     from tickwork._daemon.declare import owned, owner_label
@@ -558,4 +569,5 @@ def page(
         chart=_runs_per_minute(store, prefix, now),
         nav=(query, listed),
         oneoffs=counts(store),
+        root=root,
     )

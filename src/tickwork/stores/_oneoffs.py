@@ -37,10 +37,12 @@ __all__ = [
     "ONEOFF_COLUMNS",
     "ONEOFF_MARK",
     "ONEOFF_TOTALS",
+    "WINDOW_ROWS",
     "OneOffCounts",
     "OneOffMixin",
     "OneOffQueue",
     "OneOffRow",
+    "OneOffWindow",
     "created_flags",
     "is_oneoff",
     "oneoff_rows",
@@ -71,6 +73,10 @@ _CANCEL: Final = (
     " {claims} c WHERE c.job_id = {jobs}.id AND c.owner <> '')"
 )
 _TOTALS: Final = "INSERT INTO {queues} (queue, done, failed, dropped) VALUES (?, ?, ?, ?){add_up}"
+#: Most ledger rows `OneOffQueue.oneoff_window` reads, by default.
+WINDOW_ROWS: Final = 20_000
+# The window is read in this many evenly spaced runs of consecutive entries.
+_CHUNKS: Final = 240
 
 
 def is_oneoff(job_id: str) -> bool:
@@ -181,6 +187,26 @@ class OneOffCounts:
     """Ended without a run: cancelled, or given up ``missed``."""
 
 
+@dataclass(frozen=True, slots=True)
+class OneOffWindow:
+    """The one-offs' ledger entries over a time window, and the one-offs waiting now.
+
+    Where the window holds more entries than the read's bound, `entries` is a sample:
+    evenly spaced runs of consecutive entries, each standing for `weight` entries.
+    """
+
+    entries: list[tuple[float, float | None, float | None, str, float]]
+    """``(scheduled, started, ended, outcome, weight)`` per one-off entry read."""
+    waiting_before: int
+    """Pending one-offs due before the window began (they wait through all of it)."""
+    waiting_due: list[float]
+    """The due times of the pending one-offs due in the window, earliest first."""
+    read: int
+    """Ledger rows read (at most the bound given), beside the seek's statements."""
+    sampled: bool
+    """Whether `entries` is a sample (the window held more rows than the bound)."""
+
+
 @runtime_checkable
 class OneOffQueue(Protocol):
     """A store that keeps one-offs (both shipped stores): see `tickwork.stores._oneoffs`."""
@@ -211,6 +237,10 @@ class OneOffQueue(Protocol):
 
     def oneoff_counts(self) -> list[OneOffCounts]:
         """Every function's one-off counts, by import path."""
+        ...
+
+    def oneoff_window(self, since: float, until: float, *, rows: int = ...) -> OneOffWindow:
+        """The one-offs' entries recorded in ``[since, until)``, reading at most ``rows``."""
         ...
 
 
@@ -433,3 +463,76 @@ class OneOffMixin:
 
         result: list[OneOffCounts] = self._run("count the one-offs", body, write=False)
         return result
+
+    def oneoff_window(
+        self: _Host, since: float, until: float, *, rows: int = WINDOW_ROWS
+    ) -> OneOffWindow:
+        """The one-offs' ledger entries recorded in ``[since, until)``; bounded work.
+
+        The window's first and last entries are found by bisecting ``seq`` (its order is
+        the order entries were recorded): a few dozen primary-key seeks. A window of more
+        than ``rows`` entries is read as `_CHUNKS` evenly spaced runs of consecutive
+        entries, so at most ``rows`` rows are read however many it holds. Also counts the
+        pending one-offs due before ``since`` and reads the due times of those due in the
+        window (at most ``rows``).
+
+        Raises:
+            ValueError: ``rows`` is not an int >= 1, or ``until`` is not after ``since``.
+
+        """
+        if isinstance(rows, bool) or not isinstance(rows, int) or rows < 1:
+            raise ValueError(f"rows must be an int >= 1, got {rows!r}")
+        if not until > since:
+            raise ValueError(f"until must be after since, got since={since!r}, until={until!r}")
+
+        def body(cur: Any) -> OneOffWindow:
+            lo, hi = _seek(self, cur, since), _seek(self, cur, until)
+            size = hi - lo
+            spans = [(lo, size)] if size <= rows else _chunks(lo, size, rows)
+            entries, read = [], 0
+            for start, count in spans:
+                got = cur.execute(
+                    self._q(
+                        "SELECT job_id, scheduled, started, ended, outcome FROM {ledger}"
+                        " WHERE seq >= ? AND seq < ? ORDER BY seq LIMIT ?"
+                    ),
+                    (start, hi, min(count, rows - read)),
+                ).fetchall()
+                read += len(got)
+                weight = (size / len(spans)) / len(got) if size > rows and got else 1.0
+                entries += [(s, b, e, o, weight) for j, s, b, e, o in got if is_oneoff(j)]
+            pending = "FROM {jobs} WHERE queue IS NOT NULL AND next_run IS NOT NULL AND next_run"
+            before = cur.execute(self._q(f"SELECT COUNT(*) {pending} < ?"), (since,)).fetchone()
+            due = cur.execute(
+                self._q(
+                    f"SELECT next_run {pending} >= ? AND next_run < ? ORDER BY next_run LIMIT ?"
+                ),
+                (since, until, rows),
+            ).fetchall()
+            return OneOffWindow(entries, int(before[0]), [d for (d,) in due], read, size > rows)
+
+        result: OneOffWindow = self._run("read the one-offs' window", body, write=False)
+        return result
+
+
+def _seek(host: _Host, cur: Any, at: float) -> int:
+    """The seq of the first ledger entry recorded at or after ``at`` (one past the last: none)."""
+    first, last = cur.execute(host._q("SELECT MIN(seq), MAX(seq) FROM {ledger}")).fetchone()
+    if first is None:
+        return 0
+    lo, hi = int(first), int(last) + 1
+    step = host._q("SELECT seq, recorded FROM {ledger} WHERE seq >= ? ORDER BY seq LIMIT 1")
+    while lo < hi:  # the first seq whose entry (or the next one after it) is at or after
+        mid = (lo + hi) // 2
+        seq, recorded = cur.execute(step, (mid,)).fetchone()
+        if recorded < at:
+            lo = int(seq) + 1
+        else:
+            hi = mid
+    return lo
+
+
+def _chunks(lo: int, size: int, rows: int) -> list[tuple[int, int]]:
+    """``(first seq, rows)`` of `_CHUNKS` runs spread evenly over ``size`` seqs from ``lo``."""
+    n = min(_CHUNKS, rows)
+    return [(lo + size * k // n, rows // n) for k in range(n)]

@@ -26,7 +26,8 @@ a store beyond a user's part, so no layer above imports a store's private module
   `check_pool_name`, `pool_name_problem`) and ``after`` edges (`Edges`, `after_arg`,
   `find_cycle`, `cycle_message`, `schedule_and_after`);
 - one-offs, the delayed jobs apps enqueue (`OneOffQueue`, `OneOffRow`, `oneoff_rows`,
-  `OneOffCounts`, `ONEOFF_MARK`, `is_oneoff`).
+  `OneOffCounts`, `ONEOFF_MARK`, `is_oneoff`), and their ledger over a time window
+  (`OneOffWindow`).
 """
 
 from __future__ import annotations
@@ -70,6 +71,7 @@ from tickwork.stores._oneoffs import ONEOFF_MARK as ONEOFF_MARK
 from tickwork.stores._oneoffs import OneOffCounts as OneOffCounts
 from tickwork.stores._oneoffs import OneOffQueue as OneOffQueue
 from tickwork.stores._oneoffs import OneOffRow as OneOffRow
+from tickwork.stores._oneoffs import OneOffWindow as OneOffWindow
 from tickwork.stores._oneoffs import created_flags as created_flags
 from tickwork.stores._oneoffs import is_oneoff as is_oneoff
 from tickwork.stores._oneoffs import oneoff_rows as oneoff_rows
@@ -134,6 +136,7 @@ __all__ = [
     "OneOffCounts",
     "OneOffQueue",
     "OneOffRow",
+    "OneOffWindow",
     "Recovered",
     "RuntimeControl",
     "SQLStore",
