@@ -590,7 +590,9 @@ def test_the_overview_counts_the_one_offs_per_function(open_either_store: Any) -
     enqueue_paths(store, [OneOff("app.mail:send", delay=3600)], now=now)
     enqueue_paths(store, [OneOff("tests.durable_jobs:record") for _ in range(2)], now=now)
     drain(ds, pool)
-    shown = page(store, "jobs", "jobs.toml").split("<h2>one-offs</h2>\n", 1)[1]
+    overview = page(store, "jobs", "jobs.toml", root="/ops")
+    heading = '<h2>one-offs <a class="sub" href="/ops/oneoffs">charts</a></h2>\n'
+    shown = overview.split(heading, 1)[1]
     table = shown.split("</table>", 1)[0]
     assert table == (
         '<table class="oneoffs"><tr><th>one-offs</th><th>pending</th><th>running</th>'

@@ -35,7 +35,8 @@ def percentile(values: Sequence[float], share: float) -> float:
     if not values:
         raise ValueError("values must not be empty")
     ordered = sorted(values)
-    return ordered[min(len(ordered) - 1, max(0, round(share * len(ordered) + 0.5) - 1))]
+    rank = math.ceil(share * len(ordered) - 1e-9)  # 0.99 * 100 is 99.00000000000001
+    return ordered[min(len(ordered), max(1, rank)) - 1]
 
 
 def latency(

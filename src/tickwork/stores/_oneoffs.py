@@ -517,7 +517,10 @@ class OneOffMixin:
 
 def _seek(host: _Host, cur: Any, at: float) -> int:
     """The seq of the first ledger entry recorded at or after ``at`` (one past the last: none)."""
-    first, last = cur.execute(host._q("SELECT MIN(seq), MAX(seq) FROM {ledger}")).fetchone()
+    # Two subqueries: each an index's end (SQLite scans for MIN and MAX in one).
+    first, last = cur.execute(
+        host._q("SELECT (SELECT MIN(seq) FROM {ledger}), (SELECT MAX(seq) FROM {ledger})")
+    ).fetchone()
     if first is None:
         return 0
     lo, hi = int(first), int(last) + 1
@@ -533,6 +536,11 @@ def _seek(host: _Host, cur: Any, at: float) -> int:
 
 
 def _chunks(lo: int, size: int, rows: int) -> list[tuple[int, int]]:
-    """``(first seq, rows)`` of `_CHUNKS` runs spread evenly over ``size`` seqs from ``lo``."""
+    """``(first seq, rows)`` of `_CHUNKS` runs spread evenly over ``size`` seqs from ``lo``.
+
+    Each run sits in the middle of its share of the window, so that the window's edges
+    are read as its middle is.
+    """
     n = min(_CHUNKS, rows)
-    return [(lo + size * k // n, rows // n) for k in range(n)]
+    per = rows // n
+    return [(lo + max(0, size * (2 * k + 1) // (2 * n) - per // 2), per) for k in range(n)]
