@@ -198,8 +198,19 @@ def test_200000_one_off_entries_render_from_a_bounded_read(
     busy: tuple[SQLiteStore, float],
 ) -> None:
     store, now = busy
+    # The work bounded: SQLite's virtual machine steps, counted by the thousand (a scan
+    # of the 200,000 entries alone takes over 1,400 thousand; the read of 20,000, ~300).
+    steps = [0]
+
+    def step() -> int:
+        steps[0] += 1
+        return 0
+
+    store._conn.set_progress_handler(step, 1000)  # type: ignore[union-attr]
     window = store.oneoff_window(now - 3600, now)
+    store._conn.set_progress_handler(None, 0)  # type: ignore[union-attr]
     assert window.sampled and window.read <= 20_000
+    assert steps[0] < 1000, f"{steps[0]} thousand steps: a scan of the ledger?"
     statements: list[str] = []
     store._conn.set_trace_callback(statements.append)  # type: ignore[union-attr]
     began = time.perf_counter()
