@@ -34,7 +34,7 @@ class _Host(Protocol):
     def _allow(self, func: str) -> None: ...
     def _poke(self) -> None: ...
     def now(self) -> float: ...
-    def _prepare(self, spec: JobSpec) -> tuple[JobSpec, float | None]: ...
+    def _prepare(self, spec: JobSpec, now: float | None = None) -> tuple[JobSpec, float | None]: ...
     @property
     def _awaits(self) -> bool: ...
 
@@ -119,6 +119,7 @@ class Declaring:
             StoreError: The store failed (nothing of the batch is stored).
 
         """
+        now = self.now()  # one reading for the batch (a store's clock is a round trip)
         out: list[Upsert | Exception | None] = []
         batch: list[tuple[int, JobSpec, float | None]] = []
         chained: list[tuple[int, JobSpec]] = []
@@ -128,7 +129,7 @@ class Declaring:
                 chained.append((i, spec))
                 continue
             try:
-                checked, first = self._prepare(spec)
+                checked, first = self._prepare(spec, now)
             except (TypeError, ValueError) as exc:  # JobSpecError is a ValueError
                 out[i] = exc
                 continue
@@ -149,9 +150,16 @@ class Declaring:
         self._poke()
         return [r for r in out if r is not None]
 
-    def _prepare(self: _Host, spec: JobSpec) -> tuple[JobSpec, float | None]:
-        """Check what a store does not: the function imports, the schedule computes."""
-        checked = _checked_spec(spec, awaits=self._awaits, now=self.now())
+    def _prepare(
+        self: _Host, spec: JobSpec, now: float | None = None
+    ) -> tuple[JobSpec, float | None]:
+        """Check what a store does not: the function imports, the schedule computes.
+
+        ``now``: the time its first run counts from (default: now, read from the clock,
+        which may be the database server's: a batch reads it once).
+        """
+        now = self.now() if now is None else now
+        checked = _checked_spec(spec, awaits=self._awaits, now=now)
         check_after(self._store, checked[0])  # chains: after= names stored jobs, no cycle
         self._pools.check(checked[0])  # its pool has a limit
         return checked
