@@ -291,7 +291,7 @@ def test_nothing_of_opentelemetry_is_imported_unless_asked_for() -> None:
 
 def recipe_blocks() -> list[str]:
     text = (ROOT / "docs" / "observability.md").read_text()
-    section = text.split("## Tracing and error reporting", 1)[1]
+    section = text.split("## Tracing and error reporting", 1)[1].split("\n## ", 1)[0]
     return re.findall(r"```python\n(.*?)```", section, re.DOTALL)
 
 
