@@ -273,3 +273,56 @@ def test_a_node_that_does_not_allow_the_function_records_it_failed(made: Made) -
     ds.enqueue(note, 2)  # enqueued elsewhere, run where its module is allowed
     drain(allowed, other_pool)
     assert CALLS == [(2,)]
+
+
+def test_concurrent_enqueues_share_a_transaction(made: Made) -> None:
+    # The first caller's write is held until three others wait: they go in one more
+    # transaction together, each getting its own flags, all of them stored.
+    import threading
+
+    from tests.waiting import wait_until
+
+    ds, pool, _, store = made
+    calls: list[int] = []
+    release = threading.Event()
+    real = store.enqueue
+
+    def enqueue(rows: Any) -> list[bool]:
+        calls.append(len(rows))
+        if len(calls) == 1:
+            release.wait(60)
+        return real(rows)
+
+    store.enqueue = enqueue
+    refs: dict[int, Any] = {}
+
+    def producer(i: int) -> None:
+        refs[i] = ds.enqueue(note, i, key="same" if i == 3 else None)
+
+    threads = [threading.Thread(target=producer, args=(i,)) for i in range(4)]
+    threads[0].start()
+    wait_until("the first write", lambda: calls == [1])
+    for t in threads[1:]:
+        t.start()
+    wait_until("three callers waiting", lambda: len(ds._enqueues._waiting) == 3)  # type: ignore[attr-defined]
+    release.set()
+    for t in threads:
+        t.join(60)
+    assert calls == [1, 3]
+    assert all(refs[i].created for i in range(4))
+    assert not ds.enqueue(note, 9, key="same").created
+    drain(ds, pool)
+    assert sorted(c[0] for c in CALLS) == [0, 1, 2, 3]
+
+
+def test_a_failed_group_write_raises_in_its_callers_and_the_next_one_goes_on(made: Made) -> None:
+    from tickwork.stores import StoreError
+
+    ds, _, _, store = made
+    real = store.enqueue
+    store.enqueue = lambda rows: (_ for _ in ()).throw(StoreError("down"))
+    with pytest.raises(StoreError, match="down"):
+        ds.enqueue(note, 1)
+    store.enqueue = real
+    assert ds.enqueue(note, 2).created
+    assert _rows(store) == 1
