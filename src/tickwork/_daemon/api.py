@@ -48,7 +48,14 @@ from tickwork._daemon.actions import (
     waiting_why,
 )
 from tickwork._daemon.httpauth import COOKIE, SESSION_LIFE, Signer, Throttled, Tokens, cross_site
-from tickwork._daemon.job_page import Viewer, controls, job_page, login_page, message_page
+from tickwork._daemon.job_page import (
+    HistoryQuery,
+    Viewer,
+    controls,
+    job_page,
+    login_page,
+    message_page,
+)
 from tickwork._daemon.joblist import (
     history_item,
     merged_history,
@@ -477,7 +484,8 @@ class Api:
         if not self._signer.signed(said, mac):
             said = ""  # only what an action of this process said, not a link's text
         viewer, span = self._viewer(request), request.query.get("span", ["day"])[0]
-        return job_page(self._store, self._title, name, job_id, viewer, said, span)
+        asked = _history_query(request.query)
+        return job_page(self._store, self._title, name, job_id, viewer, said, span, asked)
 
     def _viewer(self, request: Request) -> Viewer:
         """Who looks at a page, and the form token its forms carry."""
@@ -686,6 +694,20 @@ def _listing(query: Mapping[str, list[str]], *, api: bool) -> JobQuery:
         return JobQuery(search=search, state=state, offset=offset, limit=limit)
     except ValueError as exc:
         raise BadRequest(400, str(exc)) from None
+
+
+def _history_query(query: Mapping[str, list[str]]) -> HistoryQuery:
+    """The ledger page a job's page asks for: ``outcome``, ``since``, ``before`` (a seq)."""
+    outcome = query.get("outcome", [""])[-1].strip() or None
+    if outcome is not None and outcome not in OUTCOMES:
+        raise BadRequest(400, f"outcome must be one of {', '.join(OUTCOMES)}, got {outcome!r}")
+    since_text = query.get("since", [""])[-1].strip()
+    since = None if not since_text else _time_field({"since": since_text}, "since", parse_since)
+    before_text = query.get("before", [""])[-1].strip()
+    if before_text and not (before_text.isdigit() and len(before_text) < 19):
+        raise BadRequest(400, f"before must be a ledger seq (an integer >= 0), got {before_text!r}")
+    before = int(before_text) if before_text else None
+    return HistoryQuery(outcome, since, since_text, before)
 
 
 def _allow(parts: list[str]) -> str | None:

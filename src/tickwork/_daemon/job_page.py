@@ -13,7 +13,7 @@ import html
 import time
 from dataclasses import dataclass
 from typing import Any, Final
-from urllib.parse import quote
+from urllib.parse import quote, urlencode
 
 from tickwork._core.text import iso_due, schedule_words
 from tickwork._core.text import relative_time as _ago
@@ -22,9 +22,25 @@ from tickwork._core.text import utc_time as _time
 from tickwork._daemon.actions import CONFIRM_ABOVE, waiting_why
 from tickwork._daemon.charts import outcome_bar, time_bars
 from tickwork._daemon.status_page import STYLE, paused_mark
-from tickwork.stores import ActionRecord, JobState, RuntimeControl, SlotLedger, SlotRecord
+from tickwork.stores import (
+    OUTCOMES,
+    ActionRecord,
+    JobState,
+    RuntimeControl,
+    SlotLedger,
+    SlotRecord,
+)
 
-__all__ = ["ENTRIES", "OUTPUT_TAIL", "Viewer", "controls", "job_page", "login_page", "message_page"]
+__all__ = [
+    "ENTRIES",
+    "OUTPUT_TAIL",
+    "HistoryQuery",
+    "Viewer",
+    "controls",
+    "job_page",
+    "login_page",
+    "message_page",
+]
 
 #: Ledger entries shown on a job's page.
 ENTRIES: Final = 50
@@ -47,6 +63,27 @@ button { font: inherit; padding: 2px 8px; cursor: pointer; }
 pre.output { background: #f5f7f9; padding: 6px; max-height: 16em; overflow: auto;
   white-space: pre-wrap; font-size: 12px; margin: 4px 0 0; }
 """
+
+
+@dataclass(frozen=True, slots=True)
+class HistoryQuery:
+    """Which page of a job's ledger its page shows: ``?outcome=&since=&before=``.
+
+    ``outcome``: one of `tickwork.stores.OUTCOMES` or ``None`` (all). ``since``: due at
+    or after (POSIX seconds), ``since_text`` as typed. ``before``: entries older than
+    this ``seq`` (the older pages); ``None``: the newest.
+    """
+
+    outcome: str | None = None
+    since: float | None = None
+    since_text: str = ""
+    before: int | None = None
+
+    def link(self, *, before: int | None) -> str:
+        """The query of this filter's page of entries older than ``before`` (escaped)."""
+        fields = {"outcome": self.outcome, "since": self.since_text, "before": before}
+        kept = {k: v for k, v in fields.items() if v not in (None, "")}
+        return html.escape("?" + urlencode(kept)) + "#history"
 
 
 @dataclass(frozen=True, slots=True)
@@ -271,6 +308,45 @@ def _history(store: Any, job_id: str, **asked: Any) -> list[SlotRecord]:
     return list(store.history(job_id, **asked)) if isinstance(store, SlotLedger) else []
 
 
+def _ledger(store: Any, job_id: str, asked: HistoryQuery, now: float) -> str:
+    """The ledger's page ``asked`` for: a filter form, the entries, newest and older links.
+
+    One query of `ENTRIES` + 1 entries (``LIMIT`` over the ledger's ``(job_id, seq)``
+    index): the one more says whether an older page exists.
+    """
+    entries = _history(
+        store,
+        job_id,
+        outcome=asked.outcome,
+        since=asked.since,
+        before=asked.before,
+        limit=ENTRIES + 1,
+    )
+    older = entries[ENTRIES - 1].seq if len(entries) > ENTRIES else None
+    entries = entries[:ENTRIES]
+    none = "no entry matches" if asked.outcome or asked.since or asked.before else "no runs yet"
+    rows = "".join(_entry(e, now) for e in entries) or f'<tr><td colspan="5">{none}</td></tr>'
+    options = "".join(
+        f'<option value="{o}"{" selected" if o == asked.outcome else ""}>{o}</option>'
+        for o in ("", *OUTCOMES)
+    ).replace('<option value="">', '<option value="">any outcome')
+    pages = []
+    if asked.before is not None:
+        pages.append(f'<a rel="prev" href="{asked.link(before=None)}">newest</a>')
+    if older is not None:
+        pages.append(f'<a rel="next" href="{asked.link(before=older)}">older</a>')
+    return (
+        '<h2 id="history">slots (newest first)</h2><form class="find" method="get"'
+        ' action="#history"><select name="outcome" aria-label="outcome">'
+        f'{options}</select> <input name="since" value="{html.escape(asked.since_text)}"'
+        ' placeholder="due since (2h, ISO time)" size="22" aria-label="due since">'
+        ' <button type="submit">filter</button></form>'
+        '<table class="ledger"><thead><tr><th>due</th><th>outcome</th><th>lateness</th>'
+        f'<th>took</th><th>node</th></tr></thead><tbody>{rows}</tbody></table>'
+        f'<div class="pages">{" &middot; ".join(pages)}</div>'
+    )
+
+
 def job_page(
     store: Any,
     title: str,
@@ -279,18 +355,18 @@ def job_page(
     viewer: Viewer,
     said: str,
     span: str = "day",
+    history: HistoryQuery | None = None,
 ) -> str:
     """One job's page: its state, charts, actions to take, waiting runs, ledger, actions taken.
 
     ``span``: the charts' time (a key of `SPANS`; the day for anything else).
+    ``history``: the ledger's page and filter (``None``: the newest entries).
     """
     now = time.time()
     state: JobState = store.get(job_id)
-    entries = _history(store, job_id, limit=ENTRIES)
     acts = store.actions(job_id, limit=LISTED) if isinstance(store, RuntimeControl) else []
     said_html = "" if not said else f'<div class="said">{html.escape(said)}</div>'
     nxt = "held while paused" if state.paused else _ago(now, state.next_run)
-    rows = "".join(_entry(e, now) for e in entries) or '<tr><td colspan="5">no runs yet</td></tr>'
     listed = "".join(_action(a) for a in acts) or '<li class="none">none</li>'
     return (
         _head(f"{name} \u00b7 {title}")
@@ -302,8 +378,7 @@ def job_page(
         + _charts(store, state, span if span in SPANS else "day", now)
         + f"<h2>actions</h2>{_forms(name, state, viewer)}"
         + f"<h2>waiting runs ({state.waiting_runs:,})</h2>{_waiting(name, state, viewer)}"
-        + "<h2>recent slots (newest first)</h2><table><thead><tr><th>due</th><th>outcome</th>"
-        + "<th>lateness</th><th>took</th><th>node</th></tr></thead><tbody>"
-        + f'{rows}</tbody></table><h2>operators\' actions</h2><ul class="actions">{listed}</ul>'
+        + _ledger(store, job_id, history or HistoryQuery(), now)
+        + f'<h2>operators\' actions</h2><ul class="actions">{listed}</ul>'
         + "\n</body>\n</html>\n"
     )

@@ -1,0 +1,163 @@
+"""A job's page (`tickwork._daemon.job_page`) through `tickwork._daemon.api.Api`, as the
+forms and links of a browser without JavaScript would ask it: the ledger's pages and
+filters over 100,000 entries, the job's configuration, refused and confirmed actions.
+"""
+
+from __future__ import annotations
+
+import re
+import sqlite3
+import time
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+from urllib.parse import urlencode
+
+import pytest
+
+from tickwork import DurableScheduler, Every
+from tickwork._daemon.api import Api, Request, Response
+from tickwork.stores import JobSpec
+from tickwork.stores.sqlite import SQLiteStore
+
+HOST = {"Host": "127.0.0.1:8000"}
+FORM = HOST | {
+    "Content-Type": "application/x-www-form-urlencoded",
+    "Origin": "http://127.0.0.1:8000",
+}
+#: Entries in the big job's ledger; one in `FAILED_EVERY` failed.
+ENTRIES = 100_000
+FAILED_EVERY = 1000
+T0 = 1_700_000_000.0
+
+
+@pytest.fixture(scope="module")
+def state(tmp_path_factory: pytest.TempPathFactory) -> Iterator[SQLiteStore]:
+    """Jobs ``big`` (100,000 ledger entries, every minute) and ``small`` (none)."""
+    path = tmp_path_factory.mktemp("job-page") / "s.sqlite3"
+    with SQLiteStore(path) as store:
+        scheduler = DurableScheduler(store)
+        scheduler.declare(JobSpec("big", "tests.durable_jobs:record", Every(60)))
+        scheduler.declare(
+            JobSpec("small", "tests.durable_jobs:record", Every(3600), retries=2, timeout=30)
+        )
+        rows = [
+            ("big", T0 + 60 * i, "failed" if i % FAILED_EVERY == 0 else "ok", 1, "schedule",
+             T0 + 60 * i, T0 + 60 * i, T0 + 60 * i + 1, "h:1", 1, None, None, T0 + 60 * i + 1)
+            for i in range(ENTRIES)
+        ]  # fmt: skip
+        with sqlite3.connect(path) as conn:
+            conn.executemany(
+                "INSERT INTO ledger (job_id, scheduled, outcome, slots, origin, claimed,"
+                " started, ended, node, attempt, error, output, recorded)"
+                " VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
+                rows,
+            )
+        yield store
+
+
+def api(store: SQLiteStore) -> Api:
+    """The pages, the application's own login saying who asks (no tokens)."""
+    return Api(store, None, "the app", None, users=True)
+
+
+def get(store: SQLiteStore, path: str) -> Response:
+    path, _, query = path.partition("?")
+    asked = Request("GET", path, _query(query), HOST, user="ana")
+    return api(store).handle(asked)
+
+
+def _query(text: str) -> dict[str, list[str]]:
+    from urllib.parse import parse_qs
+
+    return parse_qs(text, keep_blank_values=True)
+
+
+def post(store: SQLiteStore, path: str, fields: dict[str, str]) -> Response:
+    page = get(store, path.rsplit("/", 1)[0]).body.decode()
+    csrf = re.search(r'name="csrf" value="([^"]+)"', page)
+    assert csrf, page[-2000:]
+    body = urlencode(fields | {"csrf": csrf.group(1)}).encode()
+    return api(store).handle(Request("POST", path, {}, FORM, body, user="ana"))
+
+
+def due_times(page: str) -> list[str]:
+    return re.findall(r'<tr class="entry"><td>([^<]+)<', page)
+
+
+def older_link(page: str) -> str | None:
+    found = re.search(r'<a rel="next" href="([^"]+)">older</a>', page)
+    return None if found is None else found.group(1).replace("&amp;", "&")
+
+
+# -- the ledger's pages ------------------------------------------------------------------
+
+
+def test_the_ledger_pages_back_by_seq_with_newest_and_older_links(state: SQLiteStore) -> None:
+    first = get(state, "/jobs/big").body.decode()
+    assert len(due_times(first)) == 50
+    link = older_link(first)
+    assert link is not None and link.startswith("?before=") and link.endswith("#history")
+    assert 'rel="prev"' not in first  # the newest page has no newer one
+    second = get(state, "/jobs/big" + link.removesuffix("#history")).body.decode()
+    assert len(due_times(second)) == 50 and not set(due_times(second)) & set(due_times(first))
+    assert '<a rel="prev" href="?#history">newest</a>' in second
+    newest, oldest = store_times(state, limit=100)
+    assert due_times(first)[0] == newest and due_times(second)[-1] == oldest
+
+
+def store_times(store: SQLiteStore, *, limit: int) -> tuple[str, str]:
+    from tickwork._daemon.job_page import _entry
+
+    entries = store.history("big", limit=limit)
+    first = due_times(_entry(entries[0], T0))[0]
+    last = due_times(_entry(entries[-1], T0))[0]
+    return first, last
+
+
+def test_the_ledger_filters_by_outcome_and_time_and_keeps_the_filter_when_paging(
+    state: SQLiteStore,
+) -> None:
+    failed = get(state, "/jobs/big?outcome=failed").body.decode()
+    assert len(due_times(failed)) == 50 and failed.count('<span class="outcome failed">') == 50
+    assert '<option value="failed" selected>' in failed
+    link = older_link(failed)
+    assert link is not None and "outcome=failed" in link
+    rest = get(state, "/jobs/big" + link.removesuffix("#history")).body.decode()
+    assert len(due_times(rest)) == 50 and older_link(rest) is None  # 100 failed in all
+    since = "2023-11-14T22:13:20Z"  # T0: every entry is due since
+    recent = get(state, "/jobs/big?" + urlencode({"outcome": "failed", "since": since}))
+    assert len(due_times(recent.body.decode())) == 50
+    late = "2030-01-01T00:00:00Z"
+    none = get(state, "/jobs/big?" + urlencode({"since": late})).body.decode()
+    assert due_times(none) == [] and "no entry matches" in none and older_link(none) is None
+    assert f'value="{late}"' in none
+
+
+def test_a_bad_ledger_filter_is_refused_with_its_value(state: SQLiteStore) -> None:
+    bad = get(state, "/jobs/big?outcome=great")
+    assert bad.status == 400 and "outcome must be one of ok, " in bad.body.decode()
+    assert "&#x27;great&#x27;" in bad.body.decode()
+    bad = get(state, "/jobs/big?before=-1")
+    assert bad.status == 400 and "before must be a ledger seq" in bad.body.decode()
+    bad = get(state, "/jobs/big?since=yesterday-ish")
+    assert bad.status == 400 and "since" in bad.body.decode()
+
+
+def test_an_old_page_of_a_100_000_entry_ledger_is_read_with_a_limit(state: SQLiteStore) -> None:
+    """The query reads ENTRIES + 1 rows through the (job_id, seq) index, not the ledger."""
+    seq = state.history("big", limit=1)[0].seq
+    start = time.perf_counter()
+    for before in range(seq - 90_000, seq, 10_000):
+        page = get(state, f"/jobs/big?before={before}").body.decode()
+        assert len(due_times(page)) == 50
+    took = (time.perf_counter() - start) / 9
+    assert took < 5, took  # generous for a loaded machine: the plan below is the point
+    plan = _plan(state, "SELECT seq FROM ledger WHERE job_id = ? AND seq < ? ORDER BY seq DESC")
+    assert "ledger_job" in plan and "TEMP B-TREE" not in plan.upper(), plan
+
+
+def _plan(store: SQLiteStore, query: str) -> str:
+    with sqlite3.connect(Path(store._path)) as conn:
+        rows: list[Any] = conn.execute(f"EXPLAIN QUERY PLAN {query}", ("big", 5)).fetchall()
+    return " ".join(str(r[-1]) for r in rows)
