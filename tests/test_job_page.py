@@ -5,6 +5,7 @@ filters over 100,000 entries, the job's configuration, refused and confirmed act
 
 from __future__ import annotations
 
+import html
 import re
 import sqlite3
 import time
@@ -15,7 +16,7 @@ from urllib.parse import urlencode
 
 import pytest
 
-from tickwork import DurableScheduler, Every
+from tickwork import Cron, DurableScheduler, Every
 from tickwork._daemon.api import Api, Request, Response
 from tickwork.stores import JobSpec
 from tickwork.stores.sqlite import SQLiteStore
@@ -33,7 +34,7 @@ T0 = 1_700_000_000.0
 
 @pytest.fixture(scope="module")
 def state(tmp_path_factory: pytest.TempPathFactory) -> Iterator[SQLiteStore]:
-    """Jobs ``big`` (100,000 ledger entries, every minute) and ``small`` (none)."""
+    """Jobs ``big`` (100,000 ledger entries, every minute), ``small`` and ``paris`` (none)."""
     path = tmp_path_factory.mktemp("job-page") / "s.sqlite3"
     with SQLiteStore(path) as store:
         scheduler = DurableScheduler(store)
@@ -41,6 +42,8 @@ def state(tmp_path_factory: pytest.TempPathFactory) -> Iterator[SQLiteStore]:
         scheduler.declare(
             JobSpec("small", "tests.durable_jobs:record", Every(3600), retries=2, timeout=30)
         )
+        paris = Cron("0 7 * * *", tz="Europe/Paris")
+        scheduler.declare(JobSpec("paris", "tests.durable_jobs:record", paris, args=(1,)))
         rows = [
             ("big", T0 + 60 * i, "failed" if i % FAILED_EVERY == 0 else "ok", 1, "schedule",
              T0 + 60 * i, T0 + 60 * i, T0 + 60 * i + 1, "h:1", 1, None, None, T0 + 60 * i + 1)
@@ -161,3 +164,44 @@ def _plan(store: SQLiteStore, query: str) -> str:
     with sqlite3.connect(Path(store._path)) as conn:
         rows: list[Any] = conn.execute(f"EXPLAIN QUERY PLAN {query}", ("big", 5)).fetchall()
     return " ".join(str(r[-1]) for r in rows)
+
+
+# -- the job's configuration, its times in its zone ---------------------------------------
+
+
+def config_rows(page: str) -> dict[str, str]:
+    table = page.split('<table class="config">', 1)[1].split("</table>", 1)[0]
+    found = re.findall(r'<th scope="row">([^<]+)</th><td>([^<]*)</td>', table)
+    return {k: html.unescape(v) for k, v in found}
+
+
+def test_the_page_shows_what_the_job_runs_and_its_policies(state: SQLiteStore) -> None:
+    rows = config_rows(get(state, "/jobs/small").body.decode())
+    assert rows["function"] == "tests.durable_jobs:record()"
+    assert rows["timeout"] == "30 s" and rows["retries"].startswith("2 (backoff ")
+    assert rows["overlap"] == "skip" and rows["pool"] == "none"
+    assert rows["delivery"] == "at most once" and rows["isolation"] == "thread"
+    assert rows["schedule"].startswith("every ")
+    assert rows["next slot (UTC, UTC)"].endswith(" UTC")
+
+
+def test_a_job_s_times_are_in_its_zone_and_its_next_slot_in_utc_too(state: SQLiteStore) -> None:
+    page = get(state, "/jobs/paris").body.decode()
+    rows = config_rows(page)
+    assert rows["function"] == "tests.durable_jobs:record(1)"
+    assert rows["schedule"] == "at 07:00 (Europe/Paris)"
+    local, utc = rows["next slot (Europe/Paris, UTC)"].split(" = ")
+    assert re.fullmatch(r"\d{4}-\d\d-\d\d 07:00:00 CES?T", local), local
+    assert re.fullmatch(r"\d{4}-\d\d-\d\d 0[56]:00:00 UTC", utc), utc
+    assert f"next run {local} (" in page  # the heading's time: the same format and zone
+
+
+def test_the_daemon_s_page_shows_the_jobs_file_s_command_and_limits(state: SQLiteStore) -> None:
+    from tickwork._daemon.config import JobConfig
+
+    job = JobConfig("small", Every(3600), command=("echo", "hi there"), timeout=5, retries=1)
+    pages = Api(state, None, "the app", None, users=True, configured={"small": job}.get)
+    answer = pages.handle(Request("GET", "/jobs/small", {}, HOST, user="ana"))
+    rows = config_rows(answer.body.decode())
+    assert rows["command"] == "echo 'hi there'" and "isolation" not in rows
+    assert rows["timeout"] == "5.00 s" and rows["retries"].startswith("1 (backoff 1.00 s")

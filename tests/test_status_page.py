@@ -228,6 +228,20 @@ def test_the_page_escapes_an_operators_note() -> None:
     assert "&lt;script&gt;alert(1)&lt;/script&gt;" in page and "until 2027-01-15" in page
 
 
+def test_the_overview_shows_each_job_s_times_in_its_zone_in_one_format() -> None:
+    from tickwork import Cron
+
+    paris = JobSpec("paris", "m:f", Cron("0 7 * * *", tz="Europe/Paris"))
+    note = PauseNote("ana", 1.8e9, None, 1.8e9 + 3600)
+    held = JobState(paris, 1_800_000_000.0, True, None, pause=note)
+    utc = JobState(JobSpec("utc", "m:f", Every(60)), 1_800_000_000.0, False, None)
+    entry = SlotRecord(1, "paris", 1_800_000_000.0, "ok", started=1.8e9, ended=1.8e9 + 1)
+    jobs = [JobView("paris", held, "at 07:00", [entry]), JobView("utc", utc, "every 60 s", [])]
+    page = render("j.toml", jobs, [], 1.8e9)
+    assert "<td>2027-01-15 09:00:00 CET<" in page and "<td>2027-01-15 08:00:00 UTC<" in page
+    assert "until 2027-01-15 10:00:00 CET" in page and 'title="2027-01-15 09:00:00 CET: ok' in page
+
+
 def test_the_next_run_of_a_paused_or_busy_job_says_why_it_waits() -> None:
     from tickwork.stores import Claim
 

@@ -214,6 +214,8 @@ class Api:
             is open, acting off.
         users: Whether the application's own login may say who asks (`Request.user`):
             then a page's reader is who it says, and acts through the pages' forms.
+        configured: The daemon's jobs file entry of a job by its name, or ``None``
+            (its command, time limit and retries, shown on the job's page).
 
     """
 
@@ -225,8 +227,10 @@ class Api:
         tokens: Tokens | None,
         *,
         users: bool = False,
+        configured: Callable[[str], Any] | None = None,
     ) -> None:
         self._source = store
+        self._configured = configured
         self._namespace = namespace
         self._prefix = "" if namespace is None else namespace + "/"
         self._title = title
@@ -485,7 +489,8 @@ class Api:
             said = ""  # only what an action of this process said, not a link's text
         viewer, span = self._viewer(request), request.query.get("span", ["day"])[0]
         asked = _history_query(request.query)
-        return job_page(self._store, self._title, name, job_id, viewer, said, span, asked)
+        job = None if self._configured is None else self._configured(name)
+        return job_page(self._store, self._title, name, job_id, viewer, said, span, asked, job)
 
     def _viewer(self, request: Request) -> Viewer:
         """Who looks at a page, and the form token its forms carry."""

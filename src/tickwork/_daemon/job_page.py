@@ -10,18 +10,19 @@ from __future__ import annotations
 
 import functools
 import html
+import json
+import shlex
 import time
 from dataclasses import dataclass
 from typing import Any, Final
 from urllib.parse import quote, urlencode
 
-from tickwork._core.text import iso_due, schedule_words
+from tickwork._core.text import iso_due, job_zone, schedule_words, zoned_time
 from tickwork._core.text import relative_time as _ago
 from tickwork._core.text import short_duration as _seconds
-from tickwork._core.text import utc_time as _time
 from tickwork._daemon.actions import CONFIRM_ABOVE, waiting_why
 from tickwork._daemon.charts import outcome_bar, time_bars
-from tickwork._daemon.status_page import STYLE, paused_mark
+from tickwork._daemon.status_page import STYLE, job_time, paused_mark
 from tickwork.stores import (
     OUTCOMES,
     ActionRecord,
@@ -196,7 +197,7 @@ def message_page(title: str, status: int, message: str, *, root: str = "") -> st
     )
 
 
-def _entry(e: SlotRecord, now: float) -> str:
+def _entry(e: SlotRecord, now: float, zone: str = "UTC") -> str:
     late = "-" if e.lateness is None else _seconds(e.lateness)
     took = "-" if e.duration is None else _seconds(e.duration)
     error = "" if not e.error else f'<div class="error">{html.escape(e.error.strip())}</div>'
@@ -211,15 +212,16 @@ def _entry(e: SlotRecord, now: float) -> str:
     if e.attempt > 1:
         extra.append(f"attempt {e.attempt}")
     return (
-        f'<tr class="entry"><td>{_time(e.scheduled)}<div class="sub">{_ago(now, e.scheduled)}'
-        f'</div></td><td><span class="outcome {html.escape(e.outcome)}">'
+        f'<tr class="entry"><td>{zoned_time(e.scheduled, zone)}'
+        f'<div class="sub">{_ago(now, e.scheduled)}</div></td>'
+        f'<td><span class="outcome {html.escape(e.outcome)}">'
         f"{html.escape(e.outcome)}</span> {html.escape(', '.join(extra))}{error}{output}</td>"
         f"<td>{late}</td><td>{took}</td><td>{html.escape(host)}</td></tr>"
     )
 
 
-def _action(a: ActionRecord) -> str:
-    text = f"{_time(a.at)} \u00b7 {a.action} by {a.actor}"
+def _action(a: ActionRecord, zone: str) -> str:
+    text = f"{zoned_time(a.at, zone)} \u00b7 {a.action} by {a.actor}"
     if a.detail:
         text += f" \u00b7 {a.detail}"
     note = "" if not a.note else f' <span class="note">{html.escape(a.note)}</span>'
@@ -269,7 +271,7 @@ def _waiting(name: str, state: JobState, viewer: Viewer) -> str:
                 f"{viewer.root}/jobs/{quote(name)}/cancel", "cancel", viewer, {"slot": slot}
             )
         items.append(
-            f'<li class="waiting-run">{html.escape(iso_due(c.scheduled))} '
+            f'<li class="waiting-run">{html.escape(job_time(c.scheduled, state))} '
             f"\u00b7 {html.escape(waiting_why(c))} {cancel}</li>"
         )
     more = len(state.waiting) - LISTED
@@ -277,10 +279,67 @@ def _waiting(name: str, state: JobState, viewer: Viewer) -> str:
     return f'<ul class="waiting-runs">{"".join(items)}{tail}</ul>'
 
 
+def _what_runs(state: JobState, job: Any) -> tuple[str, str]:
+    """What the job runs: the jobs file's command or call, else the stored function."""
+    from tickwork._daemon.declare import ENTRY_POINT
+
+    spec = state.spec
+    if job is not None and job.command is not None:
+        text = job.command if isinstance(job.command, str) else shlex.join(job.command)
+        return "command", text + (" (in a shell)" if job.shell else "")
+    func, args, kwargs = spec.func, spec.args, dict(spec.kwargs)
+    if job is not None and job.call is not None:
+        func, args, kwargs = job.call, job.args, dict(job.kwargs)
+    elif spec.func == ENTRY_POINT:
+        return "runs", f"the jobs file's job {kwargs.get('job', spec.id)!r} (tickwork run)"
+    shown = [json.dumps(a) for a in args] + [f"{k}={json.dumps(v)}" for k, v in kwargs.items()]
+    return "function", f"{func}({', '.join(shown)})"
+
+
+def _configuration(state: JobState, job: Any) -> str:
+    """The job's settings: what it runs, its schedule, its limits and policies.
+
+    The next slot is shown in the job's zone and in UTC. ``job``: the jobs file's entry
+    (`tickwork._daemon.config.JobConfig`) where the daemon serving the page has one (its
+    command, time limit and retries are the file's); else the stored declaration says.
+    """
+    spec = state.spec
+    zone = job_zone(spec.schedule)
+    source = spec if job is None else job
+    nxt = state.next_run
+    when = "none" if nxt is None else f"{zoned_time(nxt, zone)} = {zoned_time(nxt)}"
+    retries = "none"
+    if source.retries:
+        retries = (
+            f"{source.retries} (backoff {_seconds(source.retry_backoff)},"
+            f" doubled up to {_seconds(source.retry_backoff_max)})"
+        )
+    grace = "no limit" if source.grace is None else _seconds(source.grace)
+    runs = _what_runs(state, job)
+    rows = [
+        runs,
+        ("schedule", "none (runs when triggered or chained)" if spec.schedule is None
+         else schedule_words(spec.schedule)),
+        (f"next slot ({zone}, UTC)", when),
+        ("timeout", "none" if not source.timeout else _seconds(source.timeout)),
+        ("retries", retries),
+        ("overlap", source.overlap),
+        ("missed runs", f"{source.missed} (grace {grace})"),
+        ("pool", spec.pool or "none"),
+        ("delivery", source.delivery.replace("_", " ")),
+    ]  # fmt: skip
+    if runs[0] != "command":
+        rows.append(("isolation", source.isolation))
+    cells = "".join(
+        f'<tr><th scope="row">{k}</th><td>{html.escape(str(v))}</td></tr>' for k, v in rows
+    )
+    return f'<h2>configuration</h2><table class="config"><tbody>{cells}</tbody></table>'
+
+
 def _charts(store: Any, state: JobState, span: str, now: float) -> str:
     """The success-rate bar, and run duration and lateness per slot, over the span."""
     seconds, bars, words = SPANS.get(span, SPANS["day"])
-    zone = str(getattr(state.spec.schedule, "tz", "UTC"))
+    zone = job_zone(state.spec.schedule)
     entries = _history(store, state.id, since=now - seconds, limit=CHART_ENTRIES)
     counts: dict[str, int] = {}
     for e in entries:
@@ -308,7 +367,7 @@ def _history(store: Any, job_id: str, **asked: Any) -> list[SlotRecord]:
     return list(store.history(job_id, **asked)) if isinstance(store, SlotLedger) else []
 
 
-def _ledger(store: Any, job_id: str, asked: HistoryQuery, now: float) -> str:
+def _ledger(store: Any, job_id: str, asked: HistoryQuery, now: float, zone: str) -> str:
     """The ledger's page ``asked`` for: a filter form, the entries, newest and older links.
 
     One query of `ENTRIES` + 1 entries (``LIMIT`` over the ledger's ``(job_id, seq)``
@@ -325,7 +384,7 @@ def _ledger(store: Any, job_id: str, asked: HistoryQuery, now: float) -> str:
     older = entries[ENTRIES - 1].seq if len(entries) > ENTRIES else None
     entries = entries[:ENTRIES]
     none = "no entry matches" if asked.outcome or asked.since or asked.before else "no runs yet"
-    rows = "".join(_entry(e, now) for e in entries) or f'<tr><td colspan="5">{none}</td></tr>'
+    rows = "".join(_entry(e, now, zone) for e in entries) or f'<tr><td colspan="5">{none}</td></tr>'
     options = "".join(
         f'<option value="{o}"{" selected" if o == asked.outcome else ""}>{o}</option>'
         for o in ("", *OUTCOMES)
@@ -342,7 +401,7 @@ def _ledger(store: Any, job_id: str, asked: HistoryQuery, now: float) -> str:
         ' placeholder="due since (2h, ISO time)" size="22" aria-label="due since">'
         ' <button type="submit">filter</button></form>'
         '<table class="ledger"><thead><tr><th>due</th><th>outcome</th><th>lateness</th>'
-        f'<th>took</th><th>node</th></tr></thead><tbody>{rows}</tbody></table>'
+        f"<th>took</th><th>node</th></tr></thead><tbody>{rows}</tbody></table>"
         f'<div class="pages">{" &middot; ".join(pages)}</div>'
     )
 
@@ -356,29 +415,33 @@ def job_page(
     said: str,
     span: str = "day",
     history: HistoryQuery | None = None,
+    job: Any = None,
 ) -> str:
     """One job's page: its state, charts, actions to take, waiting runs, ledger, actions taken.
 
     ``span``: the charts' time (a key of `SPANS`; the day for anything else).
     ``history``: the ledger's page and filter (``None``: the newest entries).
+    ``job``: the jobs file's entry of the job, where the daemon has one (its settings).
     """
     now = time.time()
     state: JobState = store.get(job_id)
+    zone = job_zone(state.spec.schedule)
     acts = store.actions(job_id, limit=LISTED) if isinstance(store, RuntimeControl) else []
     said_html = "" if not said else f'<div class="said">{html.escape(said)}</div>'
     nxt = "held while paused" if state.paused else _ago(now, state.next_run)
-    listed = "".join(_action(a) for a in acts) or '<li class="none">none</li>'
+    listed = "".join(_action(a, zone) for a in acts) or '<li class="none">none</li>'
     return (
         _head(f"{name} \u00b7 {title}")
         + f'<h1>{html.escape(name)}<span class="job-state">{paused_mark(state)}</span></h1>'
         + f'<div class="meta"><a href="{html.escape(viewer.root)}/">all jobs</a> \u00b7 '
         + f"{html.escape(title)} \u00b7 "
         + f"{html.escape(schedule_words(state.spec.schedule))} \u00b7 next run "
-        + f"{_time(state.next_run)} ({html.escape(nxt)})</div>{said_html}"
+        + f"{job_time(state.next_run, state)} ({html.escape(nxt)})</div>{said_html}"
+        + _configuration(state, job)
         + _charts(store, state, span if span in SPANS else "day", now)
         + f"<h2>actions</h2>{_forms(name, state, viewer)}"
         + f"<h2>waiting runs ({state.waiting_runs:,})</h2>{_waiting(name, state, viewer)}"
-        + _ledger(store, job_id, history or HistoryQuery(), now)
+        + _ledger(store, job_id, history or HistoryQuery(), now, zone)
         + f'<h2>operators\' actions</h2><ul class="actions">{listed}</ul>'
         + "\n</body>\n</html>\n"
     )

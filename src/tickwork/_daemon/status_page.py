@@ -19,7 +19,7 @@ from pathlib import Path
 from typing import Any, Final
 from urllib.parse import urlencode
 
-from tickwork._core.text import iso
+from tickwork._core.text import iso, job_zone, zoned_time
 from tickwork._core.text import relative_time as _ago
 from tickwork._core.text import short_duration as _seconds
 from tickwork._core.text import utc_time as _time
@@ -54,6 +54,7 @@ __all__ = [
     "JobView",
     "failure_summary",
     "gone_owners",
+    "job_time",
     "oneoffs_table",
     "page",
     "paused_mark",
@@ -99,11 +100,16 @@ class JobView:
     ``"max_running"`` (`tickwork._daemon.pools.pool_waits`)."""
 
 
-def _strip(entries: Sequence[SlotRecord]) -> str:
+def job_time(ts: float | None, state: JobState) -> str:
+    """An instant as the pages show one of ``state``'s job: in its schedule's zone."""
+    return zoned_time(ts, job_zone(state.spec.schedule))
+
+
+def _strip(entries: Sequence[SlotRecord], zone: str = "UTC") -> str:
     cells = []
     for e in reversed(entries[:STRIP]):  # oldest on the left
         colour = _COLOURS.get(e.outcome, "#cfd6dd")
-        title = f"{_time(e.scheduled)}: {e.outcome}"
+        title = f"{zoned_time(e.scheduled, zone)}: {e.outcome}"
         if e.slots > 1:
             title += f" ({e.slots} slots)"
         if e.lateness is not None:
@@ -126,9 +132,9 @@ def paused_mark(s: JobState) -> str:
     p = s.pause
     if p is None:
         return ' <em>paused</em><div class="sub">in the jobs file</div>'
-    words = f"by {p.by}, {_time(p.at)}"
+    words = f"by {p.by}, {job_time(p.at, s)}"
     if p.until is not None:
-        words += f", until {_time(p.until)}"
+        words += f", until {job_time(p.until, s)}"
     note = "" if not p.note else f'<div class="note">{html.escape(p.note)}</div>'
     return f' <em>paused</em><div class="sub">{html.escape(words)}</div>{note}'
 
@@ -172,7 +178,11 @@ def _streak(job: JobView, now: float) -> str:
     if not job.failures:
         return ""
     n = job.failures
-    ok = "never" if job.last_ok is None else f"{_ago(now, job.last_ok)}, {_time(job.last_ok)}"
+    ok = (
+        "never"
+        if job.last_ok is None
+        else f"{_ago(now, job.last_ok)}, {job_time(job.last_ok, job.state)}"
+    )
     return (
         f'<div class="streak">failing {n} run{"s" if n != 1 else ""} in a row'
         f'<div class="sub">last ok {html.escape(ok)}</div></div>'
@@ -234,12 +244,12 @@ def _row(job: JobView, now: float, controls: Callable[[JobView], str] | None = N
         "<tr>"
         f'<td class="job">{html.escape(job.name)}{flags}{controls(job) if controls else ""}</td>'
         f"<td>{html.escape(job.schedule)}</td>"
-        f'<td>{_time(s.next_run)}<div class="sub">{_next_note(s, now)}</div>{_waiting(s)}'
+        f'<td>{job_time(s.next_run, s)}<div class="sub">{_next_note(s, now)}</div>{_waiting(s)}'
         f"{_pool_wait(job)}</td>"
         f'<td><span class="outcome {html.escape(outcome)}">{html.escape(outcome)}</span>'
         f"{error}{_streak(job, now)}</td>"
         f"<td>{late}</td>"
-        f'<td class="strip">{_strip(job.entries)}'
+        f'<td class="strip">{_strip(job.entries, job_zone(s.spec.schedule))}'
         f"{sparkline([e.duration for e in reversed(job.entries) if e.duration is not None])}</td>"
         "</tr>"
     )
