@@ -44,6 +44,7 @@ def state(tmp_path_factory: pytest.TempPathFactory) -> Iterator[SQLiteStore]:
         )
         paris = Cron("0 7 * * *", tz="Europe/Paris")
         scheduler.declare(JobSpec("paris", "tests.durable_jobs:record", paris, args=(1,)))
+        scheduler.declare(JobSpec("held", "tests.durable_jobs:record", Every(60), paused=True))
         rows = [
             ("big", T0 + 60 * i, "failed" if i % FAILED_EVERY == 0 else "ok", 1, "schedule",
              T0 + 60 * i, T0 + 60 * i, T0 + 60 * i + 1, "h:1", 1, None, None, T0 + 60 * i + 1)
@@ -59,9 +60,12 @@ def state(tmp_path_factory: pytest.TempPathFactory) -> Iterator[SQLiteStore]:
         yield store
 
 
+_APIS: dict[int, Api] = {}
+
+
 def api(store: SQLiteStore) -> Api:
-    """The pages, the application's own login saying who asks (no tokens)."""
-    return Api(store, None, "the app", None, users=True)
+    """The pages of ``store``, the app's login saying who asks: one per store (its form tokens)."""
+    return _APIS.setdefault(id(store), Api(store, None, "the app", None, users=True))
 
 
 def get(store: SQLiteStore, path: str) -> Response:
@@ -205,3 +209,33 @@ def test_the_daemon_s_page_shows_the_jobs_file_s_command_and_limits(state: SQLit
     rows = config_rows(answer.body.decode())
     assert rows["command"] == "echo 'hi there'" and "isolation" not in rows
     assert rows["timeout"] == "5.00 s" and rows["retries"].startswith("1 (backoff 1.00 s")
+
+
+# -- refused actions ---------------------------------------------------------------------
+
+
+def test_a_refused_backfill_stays_on_the_job_s_page_with_what_was_typed_and_why(
+    state: SQLiteStore,
+) -> None:
+    typed = {"from": "yesterday-ish", "to": "now", "note": "<b>catch up</b>", "dry_run": "on"}
+    answer = post(state, "/jobs/small/backfill", typed)
+    page = answer.body.decode()
+    assert answer.status == 400 and answer.content_type.startswith("text/html")
+    assert "<h1>small" in page and '<table class="config">' in page  # the job's own page
+    refusal = re.search(r'<div class="refused" role="alert" id="refused">([^<]+)</div>', page)
+    assert refusal and refusal.group(1).startswith("from ") and "yesterday-ish" in refusal.group(1)
+    form = page.split('action="/jobs/small/backfill"', 1)[1].split("</form>", 1)[0]
+    assert 'name="from" placeholder="from (2h, ISO time)" size="18" value="yesterday-ish"' in form
+    assert 'value="now"' in form and 'value="&lt;b&gt;catch up&lt;/b&gt;"' in form
+    assert 'name="dry_run" checked' in form
+    other = page.split('action="/jobs/small/trigger"', 1)[1].split("</form>", 1)[0]
+    assert "value=" not in other.replace('name="csrf" value=', "")  # only the refused form
+    assert state.get("small").waiting_runs == 0
+
+
+def test_a_backfill_of_a_paused_job_is_refused_on_its_page_with_409(state: SQLiteStore) -> None:
+    answer = post(state, "/jobs/held/backfill", {"from": "2h", "to": "now"})
+    page = answer.body.decode()
+    assert answer.status == 409 and "<h1>held" in page and 'role="alert"' in page
+    assert "paused" in page.split('role="alert"', 1)[1].split("</div>", 1)[0]
+    assert 'value="2h"' in page

@@ -50,6 +50,7 @@ from tickwork._daemon.actions import (
 from tickwork._daemon.httpauth import COOKIE, SESSION_LIFE, Signer, Throttled, Tokens, cross_site
 from tickwork._daemon.job_page import (
     HistoryQuery,
+    Refusal,
     Viewer,
     controls,
     job_page,
@@ -482,7 +483,9 @@ class Api:
             root=request.root,
         )
 
-    def _render_job(self, request: Request, name: str, job_id: str) -> str:
+    def _render_job(
+        self, request: Request, name: str, job_id: str, refused: Refusal | None = None
+    ) -> str:
         said = request.query.get("said", [""])[0]
         mac = request.query.get("sig", [""])[0]
         if not self._signer.signed(said, mac):
@@ -490,7 +493,9 @@ class Api:
         viewer, span = self._viewer(request), request.query.get("span", ["day"])[0]
         asked = _history_query(request.query)
         job = None if self._configured is None else self._configured(name)
-        return job_page(self._store, self._title, name, job_id, viewer, said, span, asked, job)
+        return job_page(
+            self._store, self._title, name, job_id, viewer, said, span, asked, job, refused
+        )
 
     def _viewer(self, request: Request) -> Viewer:
         """Who looks at a page, and the form token its forms carry."""
@@ -516,7 +521,15 @@ class Api:
                 f"{action} takes the fields {', '.join(sorted(ACTIONS[action]))};"
                 f" got an unknown field {unknown[0]!r}",
             )
-        done = self._act(action, name, job_id, fields, who)
+        try:
+            done = self._act(action, name, job_id, fields, who)
+        except BadRequest as exc:
+            if not request.html() or exc.status not in (400, 409):
+                raise
+            # The page again, its form as typed and why: not a bare error page.
+            refused = Refusal(action, str(exc), fields)
+            page = self._render_job(request, name, job_id, refused)
+            return Response(exc.status, page.encode(), _HTML)
         if not request.html():
             return _json(
                 200,

@@ -14,13 +14,14 @@ import json
 import shlex
 import time
 from dataclasses import dataclass
+from collections.abc import Mapping
 from typing import Any, Final
 from urllib.parse import quote, urlencode
 
 from tickwork._core.text import iso_due, job_zone, schedule_words, zoned_time
 from tickwork._core.text import relative_time as _ago
 from tickwork._core.text import short_duration as _seconds
-from tickwork._daemon.actions import CONFIRM_ABOVE, waiting_why
+from tickwork._daemon.actions import waiting_why
 from tickwork._daemon.charts import outcome_bar, time_bars
 from tickwork._daemon.status_page import STYLE, job_time, paused_mark
 from tickwork.stores import (
@@ -36,6 +37,7 @@ __all__ = [
     "ENTRIES",
     "OUTPUT_TAIL",
     "HistoryQuery",
+    "Refusal",
     "Viewer",
     "controls",
     "job_page",
@@ -228,8 +230,24 @@ def _action(a: ActionRecord, zone: str) -> str:
     return f'<li class="action">{html.escape(text)}{note}</li>'
 
 
-def _forms(name: str, state: JobState, viewer: Viewer) -> str:
-    """The job's action forms, for a logged-in viewer."""
+@dataclass(frozen=True, slots=True)
+class Refusal:
+    """An action the job's page refused: which, why, and the fields as they were typed."""
+
+    action: str
+    message: str
+    typed: Mapping[str, Any]
+
+
+def _input(name: str, hint: str, size: int, typed: Mapping[str, Any], extra: str = "") -> str:
+    """A text field of an action's form, holding what was typed if the action was refused."""
+    value = typed.get(name)
+    shown = "" if value in (None, "", True, False) else f' value="{html.escape(str(value))}"'
+    return f'<input name="{name}" placeholder="{hint}" size="{size}"{shown}{extra}> '
+
+
+def _forms(name: str, state: JobState, viewer: Viewer, refused: Refusal | None = None) -> str:
+    """The job's action forms, for a logged-in viewer; a refused one says why, as typed."""
     if not viewer.control:
         return (
             '<p class="sub">control over HTTP is off'
@@ -238,25 +256,45 @@ def _forms(name: str, state: JobState, viewer: Viewer) -> str:
     if viewer.name is None:
         return f'<p class="sub">{viewer.log_in()} to act on this job</p>'
     base = f"{viewer.root}/jobs/{quote(name)}/"
-    note = '<input name="note" placeholder="note (why)" size="24"> '
-    until = '<input name="until" placeholder="until (2h, ISO time)" size="18"> '
+
+    def typed(action: str) -> Mapping[str, Any]:
+        return refused.typed if refused is not None and refused.action == action else {}
+
+    def note(action: str) -> str:
+        return _input("note", "note (why)", 24, typed(action))
+
+    fill = typed("backfill")
+    dry = " checked" if fill.get("dry_run") is True else ""
     window = (
-        '<input name="from" placeholder="from (2h, ISO time)" size="18" required> '
-        '<input name="to" placeholder="to (now, ISO time)" size="18" required> '
-        f'<input name="max" type="number" min="1" value="{CONFIRM_ABOVE}" size="6"> '
-        '<label><input type="checkbox" name="dry_run"> dry run</label> '
-        '<label><input type="checkbox" name="yes"> past --max</label> '
+        _input("from", "from (2h, ISO time)", 18, fill, " required")
+        + _input("to", "to (now, ISO time)", 18, fill, " required")
+        + f'<label><input type="checkbox" name="dry_run"{dry}> dry run</label> '
     )
-    rows = [
-        _form(base + "resume", "resume", viewer, {}, note)
-        if state.paused
-        else _form(base + "pause", "pause", viewer, {}, note + until),
-        _form(base + "trigger", "trigger", viewer, {}, note),
-        _form(base + "skip-next", "skip next", viewer, {}, note),
-        _form(base + "backfill", "backfill", viewer, {}, note + window),
-        _form(base + "cancel", "cancel all waiting", viewer, {"all_waiting": "true"}, note),
-    ]
-    return '<div class="forms">' + "".join(f"<div>{r}</div>" for r in rows) + "</div>"
+    rows = {
+        "resume": _form(base + "resume", "resume", viewer, {}, note("resume")),
+        "pause": _form(
+            base + "pause",
+            "pause",
+            viewer,
+            {},
+            note("pause") + _input("until", "until (2h, ISO time)", 18, typed("pause")),
+        ),
+        "trigger": _form(base + "trigger", "trigger", viewer, {}, note("trigger")),
+        "skip-next": _form(base + "skip-next", "skip next", viewer, {}, note("skip-next")),
+        "backfill": _form(base + "backfill", "backfill", viewer, {}, note("backfill") + window),
+        "cancel": _form(
+            base + "cancel", "cancel all waiting", viewer, {"all_waiting": "true"}, note("cancel")
+        ),
+    }
+    del rows["pause" if state.paused else "resume"]
+    said = {}
+    if refused is not None:
+        said[refused.action] = (
+            f'<div class="refused" role="alert" id="refused">{html.escape(refused.message)}</div>'
+        )
+    return '<div class="forms">' + "".join(
+        f"<div>{said.get(k, '')}{r}</div>" for k, r in rows.items()
+    ) + "</div>"
 
 
 def _waiting(name: str, state: JobState, viewer: Viewer) -> str:
@@ -416,12 +454,14 @@ def job_page(
     span: str = "day",
     history: HistoryQuery | None = None,
     job: Any = None,
+    refused: Refusal | None = None,
 ) -> str:
     """One job's page: its state, charts, actions to take, waiting runs, ledger, actions taken.
 
     ``span``: the charts' time (a key of `SPANS`; the day for anything else).
     ``history``: the ledger's page and filter (``None``: the newest entries).
     ``job``: the jobs file's entry of the job, where the daemon has one (its settings).
+    ``refused``: an action just refused: its form says why and keeps what was typed.
     """
     now = time.time()
     state: JobState = store.get(job_id)
@@ -439,7 +479,7 @@ def job_page(
         + f"{job_time(state.next_run, state)} ({html.escape(nxt)})</div>{said_html}"
         + _configuration(state, job)
         + _charts(store, state, span if span in SPANS else "day", now)
-        + f"<h2>actions</h2>{_forms(name, state, viewer)}"
+        + f"<h2>actions</h2>{_forms(name, state, viewer, refused)}"
         + f"<h2>waiting runs ({state.waiting_runs:,})</h2>{_waiting(name, state, viewer)}"
         + _ledger(store, job_id, history or HistoryQuery(), now, zone)
         + f'<h2>operators\' actions</h2><ul class="actions">{listed}</ul>'
