@@ -13,8 +13,8 @@ import html
 import json
 import shlex
 import time
-from dataclasses import dataclass
 from collections.abc import Mapping
+from dataclasses import dataclass
 from typing import Any, Final
 from urllib.parse import quote, urlencode
 
@@ -292,9 +292,11 @@ def _forms(name: str, state: JobState, viewer: Viewer, refused: Refusal | None =
         said[refused.action] = (
             f'<div class="refused" role="alert" id="refused">{html.escape(refused.message)}</div>'
         )
-    return '<div class="forms">' + "".join(
-        f"<div>{said.get(k, '')}{r}</div>" for k, r in rows.items()
-    ) + "</div>"
+    return (
+        '<div class="forms">'
+        + "".join(f"<div>{said.get(k, '')}{r}</div>" for k, r in rows.items())
+        + "</div>"
+    )
 
 
 def _waiting(name: str, state: JobState, viewer: Viewer) -> str:
