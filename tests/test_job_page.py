@@ -45,6 +45,9 @@ def state(tmp_path_factory: pytest.TempPathFactory) -> Iterator[SQLiteStore]:
         paris = Cron("0 7 * * *", tz="Europe/Paris")
         scheduler.declare(JobSpec("paris", "tests.durable_jobs:record", paris, args=(1,)))
         scheduler.declare(JobSpec("held", "tests.durable_jobs:record", Every(60), paused=True))
+        scheduler.declare(JobSpec("minutely", "tests.durable_jobs:record", Every(60)))
+        scheduler.declare(JobSpec("queued", "tests.durable_jobs:record", Every(3600)))
+        scheduler.trigger("queued", by="setup")  # one waiting run (nothing runs here)
         rows = [
             ("big", T0 + 60 * i, "failed" if i % FAILED_EVERY == 0 else "ok", 1, "schedule",
              T0 + 60 * i, T0 + 60 * i, T0 + 60 * i + 1, "h:1", 1, None, None, T0 + 60 * i + 1)
@@ -57,6 +60,8 @@ def state(tmp_path_factory: pytest.TempPathFactory) -> Iterator[SQLiteStore]:
                 " VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
                 rows,
             )
+            # Declared a day ago: a backfill of the last hours has slots to queue.
+            conn.execute("UPDATE jobs SET first_slot = ? WHERE id = 'minutely'", (T0,))
         yield store
 
 
@@ -239,3 +244,41 @@ def test_a_backfill_of_a_paused_job_is_refused_on_its_page_with_409(state: SQLit
     assert answer.status == 409 and "<h1>held" in page and 'role="alert"' in page
     assert "paused" in page.split('role="alert"', 1)[1].split("</div>", 1)[0]
     assert 'value="2h"' in page
+
+
+# -- destructive actions ask first -------------------------------------------------------
+
+
+def test_cancel_all_waiting_asks_first_and_the_first_post_changes_nothing(
+    state: SQLiteStore,
+) -> None:
+    acts = len(state.actions("queued", limit=100))
+    asked = post(state, "/jobs/queued/cancel", {"all_waiting": "true", "note": "tidy"})
+    page = asked.body.decode()
+    assert asked.status == 200 and "cancel all 1 waiting runs of queued?" in page
+    assert state.get("queued").waiting_runs == 1 and len(state.actions("queued", limit=100)) == acts
+    form = page.split('action="/jobs/queued/cancel"', 1)[1].split("</form>", 1)[0]
+    assert 'name="confirm" value="1"' in form and 'name="note" value="tidy"' in form
+    assert '<a href="/jobs/queued">no, back to queued</a>' in page
+    fields = dict(re.findall(r'name="([^"]+)" value="([^"]*)"', form))
+    fields.pop("csrf")
+    done = post(state, "/jobs/queued/cancel", fields)
+    assert done.status == 303 and state.get("queued").waiting_runs == 0
+    assert state.actions("queued", limit=1)[0].note == "tidy"
+
+
+def test_a_large_backfill_asks_first_with_its_count_and_a_small_one_does_not(
+    state: SQLiteStore,
+) -> None:
+    asked = post(state, "/jobs/minutely/backfill", {"from": "3h", "to": "now"})
+    page = asked.body.decode()
+    assert asked.status == 200 and re.search(r"queue 1[78]\d runs of minutely, due ", page)
+    assert state.get("minutely").waiting_runs == 0 and state.actions("minutely", limit=1) == []
+    form = page.split('action="/jobs/minutely/backfill"', 1)[1].split("</form>", 1)[0]
+    fields = dict(re.findall(r'name="([^"]+)" value="([^"]*)"', form))
+    assert fields["confirm"] == "1" and fields["from"] == "3h" and fields["to"] == "now"
+    fields.pop("csrf")
+    done = post(state, "/jobs/minutely/backfill", fields)
+    assert done.status == 303 and state.get("minutely").waiting_runs > 100
+    small = post(state, "/jobs/small/backfill", {"from": "30m", "to": "now", "dry_run": "on"})
+    assert small.status == 303  # a dry run never asks

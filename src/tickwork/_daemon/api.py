@@ -52,6 +52,7 @@ from tickwork._daemon.job_page import (
     HistoryQuery,
     Refusal,
     Viewer,
+    confirm_page,
     controls,
     job_page,
     login_page,
@@ -79,7 +80,7 @@ from tickwork.stores import (
 )
 from tickwork.stores.contract import JobQuery, JobsPage
 
-__all__ = ["ACTIONS", "Api", "BadRequest", "Request", "Response"]
+__all__ = ["ACTIONS", "ASK_ABOVE", "Api", "BadRequest", "Request", "Response"]
 
 #: Each action and the fields its request may carry.
 ACTIONS: Final[Mapping[str, frozenset[str]]] = {
@@ -90,6 +91,8 @@ ACTIONS: Final[Mapping[str, frozenset[str]]] = {
     "backfill": frozenset({"note", "from", "to", "dry_run", "max", "yes"}),
     "cancel": frozenset({"note", "slot", "all_waiting"}),
 }
+#: A page's backfill of more runs than this asks first (a confirmation step).
+ASK_ABOVE: Final = 100
 #: Jobs on a page of ``/api/jobs`` unless ``limit`` says otherwise, and the most it may say.
 LISTED: Final = 100
 MOST_LISTED: Final = 1000
@@ -513,7 +516,7 @@ class Api:
         fields = _fields(request)
         who = self._writer(request, fields)
         job_id = self._job_id(name)
-        known = ACTIONS[action] | ({"csrf", "back"} if request.html() else set())
+        known = ACTIONS[action] | ({"csrf", "back", "confirm"} if request.html() else set())
         unknown = sorted(set(fields) - known)
         if unknown:
             raise BadRequest(
@@ -522,6 +525,14 @@ class Api:
                 f" got an unknown field {unknown[0]!r}",
             )
         try:
+            if request.html() and fields.get("confirm") != "1":
+                question = self._ask_first(action, name, job_id, fields, who)
+                if question is not None:
+                    viewer = self._viewer(request)
+                    page = confirm_page(self._title, name, action, question, fields, viewer)
+                    return Response(200, page.encode(), _HTML)
+            elif request.html() and action == "backfill":
+                fields = dict(fields) | {"yes": True}  # confirmed: past max too
             done = self._act(action, name, job_id, fields, who)
         except BadRequest as exc:
             if not request.html() or exc.status not in (400, 409):
@@ -541,6 +552,27 @@ class Api:
         said = "; ".join(done.lines)
         query = urlencode({"said": said, "sig": self._signer.sign(said)})
         return Response(303, b"", _HTML, {"Location": f"{back}?{query}"})
+
+    def _ask_first(
+        self, action: str, name: str, job_id: str, fields: Mapping[str, Any], who: str
+    ) -> str | None:
+        """What a page's destructive action would do, to ask first; ``None``: just do it.
+
+        Cancelling all waiting runs (when there are some), and a backfill (not a dry run)
+        of more than `ASK_ABOVE` runs, counted with a dry run. Changes nothing.
+        """
+        if action == "cancel" and fields.get("all_waiting") is True:
+            state = self._store.get(job_id)
+            n = 0 if state is None else state.waiting_runs
+            return f"cancel all {n:,} waiting runs of {name}?" if n else None
+        if action != "backfill" or fields.get("dry_run") is True:
+            return None
+        dry = self._act(action, name, job_id, dict(fields) | {"dry_run": True, "yes": True}, who)
+        n = dry.result["queued"]
+        if n <= ASK_ABOVE:
+            return None
+        first, last = dry.result["first"], dry.result["last"]
+        return f"queue {n:,} runs of {name}, due {first} to {last}?"
 
     def _enqueue(self, request: Request, route: list[str]) -> Response:
         """``POST /api/enqueue``: 201 and the id (200 when its key was pending already).

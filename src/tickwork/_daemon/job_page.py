@@ -39,6 +39,7 @@ __all__ = [
     "HistoryQuery",
     "Refusal",
     "Viewer",
+    "confirm_page",
     "controls",
     "job_page",
     "login_page",
@@ -62,6 +63,7 @@ button { font: inherit; padding: 2px 8px; cursor: pointer; }
 .forms form { margin: 6px 0; padding: 8px; border: 1px solid #e3e7eb; border-radius: 4px; }
 .said { background: #eef7f0; border: 1px solid #2e9d4f; padding: 8px; margin-bottom: 12px; }
 .refused { background: #fbeeee; border: 1px solid #d1393b; padding: 8px; }
+.ask { background: #fff6e5; border: 1px solid #a15c00; padding: 8px; margin-bottom: 8px; }
 .charts svg { display: block; margin: 4px 0 10px; }
 pre.output { background: #f5f7f9; padding: 6px; max-height: 16em; overflow: auto;
   white-space: pre-wrap; font-size: 12px; margin: 4px 0 0; }
@@ -196,6 +198,32 @@ def message_page(title: str, status: int, message: str, *, root: str = "") -> st
         + f"<h1>tickwork: {html.escape(title)}</h1>"
         + f'<div class="refused"><strong>{status}</strong>: {html.escape(message)}</div>'
         + f'<p><a href="{html.escape(root)}/">back to the status page</a></p>\n</body>\n</html>\n'
+    )
+
+
+def confirm_page(
+    title: str, name: str, action: str, question: str, fields: Mapping[str, Any], viewer: Viewer
+) -> str:
+    """The step before a destructive action: what it would do, and a form that does it.
+
+    Nothing is done by the POST that shows this page: its form posts ``fields`` again
+    with ``confirm=1`` (and the page's form token); the other way goes back to the job.
+    """
+    kept = {
+        k: ("true" if v is True else str(v))
+        for k, v in fields.items()
+        if k not in ("csrf", "confirm") and v not in (None, False, "")
+    }
+    base = f"{viewer.root}/jobs/{quote(name)}"
+    label = f"yes, {action}"
+    return (
+        _head(f"{name} \u00b7 {title}")
+        + f"<h1>{html.escape(name)}: {html.escape(action)}?</h1>"
+        + f'<div class="ask" role="alert">{html.escape(question)}</div>'
+        + '<p class="sub">nothing is done until you confirm</p><p>'
+        + _form(f"{base}/{action}", label, viewer, kept | {"confirm": "1"})
+        + f' <a href="{html.escape(base)}">no, back to {html.escape(name)}</a></p>'
+        + "\n</body>\n</html>\n"
     )
 
 
