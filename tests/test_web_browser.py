@@ -240,3 +240,29 @@ def test_a_browser_does_the_same_on_the_daemon_under_its_prefix(
         _drive(browser, base, "backup")
     finally:
         run.stop()
+
+
+_OVERFLOW = (
+    "[window.innerWidth, document.documentElement.scrollWidth,"
+    " Array.from(document.querySelectorAll('body *'))"
+    ".filter(e => e.getBoundingClientRect().right > window.innerWidth + 1)"
+    ".slice(0, 3).map(e => e.outerHTML.slice(0, 120))]"
+)
+
+
+def test_the_pages_fit_a_phone_s_width_without_sideways_scrolling(
+    browser: Browser, store: SQLiteStore
+) -> None:
+    """At 375 CSS pixels (a phone) the overview and a job's page reflow: nothing sticks out."""
+    pages = web.wsgi_app(store, user=lambda environ: "cleo", title="a phone")
+    base, stop = _serve_wsgi(pages)
+    browser.viewport(375)
+    try:
+        for path in ("/", "/jobs/flask"):
+            browser.open(base + path, loaded="document.readyState === 'complete'")
+            assert "<h1" in browser.html()
+            width, scrolled, wide = browser.evaluate(_OVERFLOW)
+            assert width == 375 and scrolled <= width, (path, scrolled, wide)
+    finally:
+        browser.viewport(0)
+        stop()

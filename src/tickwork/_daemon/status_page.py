@@ -333,6 +333,16 @@ ul.actions { padding-left: 18px; color: #3a434c; }
   color: #a12b2d; font-weight: 600; }
 form.find { margin: 0 0 6px; } .filters, .pages { margin: 6px 0; color: #5b6570; }
 a.filter.on { font-weight: 600; color: #1d232a; text-decoration: none; }
+td { overflow-wrap: anywhere; } svg { max-width: 100%; height: auto; }
+@media (max-width: 640px) {
+  body { margin: 10px; }
+  table, tbody, tr, th, td { display: block; width: auto; }
+  thead { display: none; }
+  tr { border-bottom: 1px solid #e3e7eb; padding: 6px 0; }
+  th, td { border: 0; padding: 2px 0; }
+  td.strip { white-space: normal; }
+  input, select { max-width: 100%; box-sizing: border-box; }
+}
 """
 
 
