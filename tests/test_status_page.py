@@ -130,6 +130,24 @@ def test_the_page_escapes_what_the_state_says() -> None:
     assert 'http-equiv="refresh"' in page and "http://" not in page and "https://" not in page
 
 
+def test_without_javascript_the_overview_reloads_and_with_it_one_hashed_script_swaps() -> None:
+    import base64
+    import hashlib
+    import re
+
+    from tickwork._daemon.webapp import SECURITY
+
+    page = render("j.toml", [], [], 1.8e9)
+    assert '<noscript><meta http-equiv="refresh" content="10"></noscript>' in page
+    assert '<div id="live-jobs" data-live><table>' in page and '<a href="">reload</a>' in page
+    scripts = re.findall(r"<script[^>]*>(.*?)</script>", page, re.S)
+    assert len(scripts) == 1 and "fetch(location.href" in scripts[0]
+    digest = base64.b64encode(hashlib.sha256(scripts[0].encode()).digest()).decode()
+    policy = SECURITY["Content-Security-Policy"]
+    assert f"script-src 'sha256-{digest}';" in policy and "connect-src 'self'" in policy
+    assert "unsafe-inline'; script" in policy and "script-src 'unsafe-inline'" not in policy
+
+
 @needs_browser
 def test_a_browser_shows_a_pause_its_note_and_the_actions(
     daemon: tuple[Run, str], tmp_path: Path
@@ -349,7 +367,7 @@ def test_a_browser_shows_waiting_runs_streaks_lateness_and_gone_nodes(tmp_path: 
         nightly = row("nightly")
         assert "<td>30 d</td>" in nightly and "30 d late" in nightly  # the cell, the strip
         assert "2591807" not in dom and "streak" not in nightly
-        meta = dom.split('<div class="meta">', 1)[1].split("</div>", 1)[0]
+        meta = dom.split('id="live-meta"', 1)[1].split(">", 1)[1].split("</div>", 1)[0]
         assert (
             f'<span class="node gone" title="its process or database session has ended">'
             f'{host}:{a.proc.pid}<span class="mark">(gone)</span></span>'

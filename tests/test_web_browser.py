@@ -266,3 +266,28 @@ def test_the_pages_fit_a_phone_s_width_without_sideways_scrolling(
     finally:
         browser.viewport(0)
         stop()
+
+
+def test_with_javascript_the_tables_refresh_in_place_without_a_reload(
+    browser: Browser, store: SQLiteStore
+) -> None:
+    """The live script (allowed by the CSP's hash) swaps the table: the page is not reloaded."""
+    import time
+
+    DurableScheduler(store).declare(JobSpec("live", "tests.durable_jobs:record", Every(3600)))
+    pages = web.wsgi_app(store, user=lambda environ: "cleo", title="live")
+    base, stop = _serve_wsgi(pages)
+    try:
+        for path, shown in (("/", "td.job"), ("/jobs/live", "#live-waiting")):
+            browser.open(base + path, loaded=f"!!document.querySelector({shown!r})")
+            browser.evaluate("window.keptFromTheLoad = 1; document.querySelector('input')"
+                             ".value = 'typed'")  # fmt: skip
+            note = f"paused from elsewhere {path}"
+            if store.get("live").paused:
+                store.resume_job("live", by="test", at=time.time())
+            store.pause_job("live", by="test", at=time.time(), note=note)
+            browser.wait(f"document.body.innerText.includes({note!r})", limit=60)
+            assert browser.evaluate("window.keptFromTheLoad") == 1  # swapped, not reloaded
+            assert browser.evaluate("document.querySelector('input').value") == "typed"
+    finally:
+        stop()

@@ -2,8 +2,10 @@
 
 A job's page shows its state, its newest ledger entries with their errors and output
 tails, its operators' actions and its waiting runs, and (to a logged-in viewer) forms
-for each action. The forms post to ``/jobs/NAME/ACTION`` with the page's form token;
-there is no script. Every text from the state is escaped.
+for each action. The forms post to ``/jobs/NAME/ACTION`` with the page's form token
+and work without JavaScript; where it is on, the status page's one script swaps the
+ledger, the waiting runs and the heading for fresh copies every 10 s (never the forms).
+Every text from the state is escaped.
 """
 
 from __future__ import annotations
@@ -23,7 +25,7 @@ from tickwork._core.text import relative_time as _ago
 from tickwork._core.text import short_duration as _seconds
 from tickwork._daemon.actions import waiting_why
 from tickwork._daemon.charts import outcome_bar, time_bars
-from tickwork._daemon.status_page import STYLE, job_time, paused_mark
+from tickwork._daemon.status_page import STYLE, job_time, live_script, paused_mark
 from tickwork.stores import (
     OUTCOMES,
     ActionRecord,
@@ -48,6 +50,8 @@ __all__ = [
 
 #: Ledger entries shown on a job's page.
 ENTRIES: Final = 50
+#: Seconds between the live refreshes of a job's page (where JavaScript is on).
+LIVE_EVERY: Final = 10
 #: Characters of a run's output shown (its end).
 OUTPUT_TAIL: Final = 2000
 #: Actions and waiting runs shown on a job's page.
@@ -375,7 +379,9 @@ def _configuration(state: JobState, job: Any) -> str:
     zone = job_zone(spec.schedule)
     source = spec if job is None else job
     nxt = state.next_run
-    when = "none" if nxt is None else f"{zoned_time(nxt, zone)} = {zoned_time(nxt)}"
+    when = "none" if nxt is None else zoned_time(nxt, zone)
+    if nxt is not None and zone != "UTC":
+        when += f" = {zoned_time(nxt)}"
     retries = "none"
     if source.retries:
         retries = (
@@ -388,7 +394,7 @@ def _configuration(state: JobState, job: Any) -> str:
         runs,
         ("schedule", "none (runs when triggered or chained)" if spec.schedule is None
          else schedule_words(spec.schedule)),
-        (f"next slot ({zone}, UTC)", when),
+        ("next slot" if zone == "UTC" else f"next slot ({zone}, UTC)", when),
         ("timeout", "none" if not source.timeout else _seconds(source.timeout)),
         ("retries", retries),
         ("overlap", source.overlap),
@@ -468,9 +474,9 @@ def _ledger(store: Any, job_id: str, asked: HistoryQuery, now: float, zone: str)
         f'{options}</select> <input name="since" value="{html.escape(asked.since_text)}"'
         ' placeholder="due since (2h, ISO time)" size="22" aria-label="due since">'
         ' <button type="submit">filter</button></form>'
-        '<table class="ledger"><thead><tr><th>due</th><th>outcome</th><th>lateness</th>'
-        f"<th>took</th><th>node</th></tr></thead><tbody>{rows}</tbody></table>"
-        f'<div class="pages">{" &middot; ".join(pages)}</div>'
+        '<div id="live-ledger" data-live><table class="ledger"><thead><tr><th>due</th>'
+        "<th>outcome</th><th>lateness</th><th>took</th><th>node</th></tr></thead>"
+        f'<tbody>{rows}</tbody></table><div class="pages">{" &middot; ".join(pages)}</div></div>'
     )
 
 
@@ -502,16 +508,20 @@ def job_page(
     listed = "".join(_action(a, zone) for a in acts) or '<li class="none">none</li>'
     return (
         _head(f"{name} \u00b7 {title}")
-        + f'<h1>{html.escape(name)}<span class="job-state">{paused_mark(state)}</span></h1>'
-        + f'<div class="meta"><a href="{html.escape(viewer.root)}/">all jobs</a> \u00b7 '
-        + f"{html.escape(title)} \u00b7 "
+        + f'<h1>{html.escape(name)}<span class="job-state" id="live-state" data-live>{paused_mark(state)}</span></h1>'
+        + f'<div class="meta" id="live-meta" data-live><a href="{html.escape(viewer.root)}/">'
+        + f"all jobs</a> \u00b7 {html.escape(title)} \u00b7 "
         + f"{html.escape(schedule_words(state.spec.schedule))} \u00b7 next run "
-        + f"{job_time(state.next_run, state)} ({html.escape(nxt)})</div>{said_html}"
+        + f"{job_time(state.next_run, state)} ({html.escape(nxt)}) \u00b7 "
+        + '<a href="">reload</a></div>'
+        + said_html
         + _configuration(state, job)
         + _charts(store, state, span if span in SPANS else "day", now)
         + f"<h2>actions</h2>{_forms(name, state, viewer, refused)}"
-        + f"<h2>waiting runs ({state.waiting_runs:,})</h2>{_waiting(name, state, viewer)}"
+        + f'<div id="live-waiting" data-live><h2>waiting runs ({state.waiting_runs:,})</h2>'
+        + f"{_waiting(name, state, viewer)}</div>"
         + _ledger(store, job_id, history or HistoryQuery(), now, zone)
         + f'<h2>operators\' actions</h2><ul class="actions">{listed}</ul>'
+        + live_script(LIVE_EVERY)
         + "\n</body>\n</html>\n"
     )

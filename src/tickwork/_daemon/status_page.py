@@ -1,13 +1,16 @@
-"""The daemon's status page: one server-rendered HTML page, no script, no external files.
+"""The daemon's status page: one server-rendered HTML page, no external files.
 
 `render` turns what the state says (the daemon's jobs, their recent ledger entries and
 failure streaks, the runs waiting, the nodes seen and which of them are gone) into a page
-that refreshes itself; `page` reads all that from a running scheduler. Every text from
+that refreshes itself (its table, by one small inline script; the whole page where
+JavaScript is off); `page` reads all that from a running scheduler. Every text from
 the state is escaped.
 """
 
 from __future__ import annotations
 
+import base64
+import hashlib
 import html
 import logging
 import os
@@ -48,6 +51,8 @@ from tickwork.stores.contract import (
 
 __all__ = [
     "ACTIONS_SHOWN",
+    "LIVE_HASH",
+    "LIVE_SCRIPT",
     "PER_PAGE",
     "STYLE",
     "SUMMARY_DEPTH",
@@ -55,6 +60,7 @@ __all__ = [
     "failure_summary",
     "gone_owners",
     "job_time",
+    "live_script",
     "oneoffs_table",
     "page",
     "paused_mark",
@@ -303,6 +309,42 @@ def _pager(query: JobQuery, listed: JobsPage, shown: int) -> str:
     return '<div class="pages">' + " \u00b7 ".join(parts) + "</div>"
 
 
+#: The pages' one script, inline (the CSP allows it by `LIVE_HASH`): every
+#: ``data-every`` seconds, while the tab is shown, it fetches the page again and swaps
+#: each ``data-live`` element for its fresh copy, so that forms being typed in stay. Without
+#: JavaScript the overview reloads itself (a ``<noscript>`` meta refresh).
+LIVE_SCRIPT: Final = """\
+(function () {
+  var me = document.currentScript, every = 1000 * Number(me.dataset.every || 10);
+  function swap() {
+    if (document.hidden) return;
+    fetch(location.href, {credentials: "same-origin"})
+      .then(function (r) { return r.ok ? r.text() : null; })
+      .then(function (text) {
+        if (!text) return;
+        var fresh = new DOMParser().parseFromString(text, "text/html");
+        document.querySelectorAll("[data-live]").forEach(function (old) {
+          var now = fresh.getElementById(old.id);
+          if (now) old.replaceWith(document.importNode(now, true));
+        });
+        document.documentElement.dataset.swapped = String(Date.now());
+      })
+      .catch(function () {});
+  }
+  setInterval(swap, every);
+})();
+"""
+#: The Content-Security-Policy source that allows `LIVE_SCRIPT` and no other script.
+LIVE_HASH: Final = (
+    "'sha256-" + base64.b64encode(hashlib.sha256(LIVE_SCRIPT.encode()).digest()).decode() + "'"
+)
+
+
+def live_script(every: int) -> str:
+    """The ``<script>`` element of `LIVE_SCRIPT`, swapping every ``every`` seconds."""
+    return f'<script data-every="{every}">{LIVE_SCRIPT}</script>'
+
+
 #: The page's style sheet (the page has no external files).
 STYLE: Final = """\
 body { font: 14px/1.4 system-ui, sans-serif; margin: 24px; color: #1d232a; }
@@ -396,7 +438,7 @@ def render(
 <html lang="en">
 <head>
 <meta charset="utf-8">
-<meta http-equiv="refresh" content="{refresh}">
+<noscript><meta http-equiv="refresh" content="{refresh}"></noscript>
 <meta name="viewport" content="width=device-width, initial-scale=1">
 <title>tickwork: {html.escape(title)}</title>
 <style>
@@ -404,17 +446,18 @@ def render(
 </head>
 <body>
 <h1>tickwork: {html.escape(title)}</h1>
-{banner}<div class="meta">{_time(now)} &middot; nodes: {node_list} &middot;
-refreshes every {refresh} s</div>
-{finder}<table>
+{banner}<div class="meta" id="live-meta" data-live>{_time(now)} &middot; nodes: {node_list}
+&middot; refreshes every {refresh} s (<a href="">reload</a>)</div>
+{finder}<div id="live-jobs" data-live><table>
 <thead><tr><th>job</th><th>schedule</th><th>next run</th><th>last outcome</th>
 <th>lateness</th><th>recent slots (oldest left)</th></tr></thead>
 <tbody>
 {body}
 </tbody>
 </table>
-{pager}<div class="legend">{legend}</div>
+{pager}</div><div class="legend">{legend}</div>
 {oneoffs_table(oneoffs, root)}{chart}{_actions(actions)}
+{live_script(refresh)}
 </body>
 </html>
 """
