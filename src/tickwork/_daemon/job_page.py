@@ -508,7 +508,8 @@ def job_page(
     listed = "".join(_action(a, zone) for a in acts) or '<li class="none">none</li>'
     return (
         _head(f"{name} \u00b7 {title}")
-        + f'<h1>{html.escape(name)}<span class="job-state" id="live-state" data-live>{paused_mark(state)}</span></h1>'
+        + f'<h1>{html.escape(name)}<span class="job-state" id="live-state" data-live>'
+        + f"{paused_mark(state)}</span></h1>"
         + f'<div class="meta" id="live-meta" data-live><a href="{html.escape(viewer.root)}/">'
         + f"all jobs</a> \u00b7 {html.escape(title)} \u00b7 "
         + f"{html.escape(schedule_words(state.spec.schedule))} \u00b7 next run "
