@@ -121,10 +121,11 @@ def _mounted(kind: str, store: SQLiteStore) -> tuple[str, Callable[[], None]]:
     return _serve_wsgi(WSGIHandler())
 
 
+#: The links and forms leaving the mount point ("" and "#...": the page itself).
 _OUTSIDE = (
     "Array.from(document.querySelectorAll('a[href], form[action]'))"
     ".map(e => e.getAttribute('href') ?? e.getAttribute('action'))"
-    f".filter(u => !u.startsWith('?') && !u.startsWith({ROOT!r} + '/'))"
+    f".filter(u => u !== '' && !u.startsWith('?') && !u.startsWith('#') && !u.startsWith({ROOT!r} + '/'))"
 )
 
 
@@ -238,6 +239,8 @@ def test_a_browser_does_the_same_on_the_daemon_under_its_prefix(
             LIMIT,
         )
         _drive(browser, base, "backup")
+        # The daemon's job page shows the jobs file's command, not its entry point.
+        assert '<th scope="row">command</th><td>true</td>' in browser.html()
     finally:
         run.stop()
 
