@@ -125,7 +125,8 @@ def _mounted(kind: str, store: SQLiteStore) -> tuple[str, Callable[[], None]]:
 _OUTSIDE = (
     "Array.from(document.querySelectorAll('a[href], form[action]'))"
     ".map(e => e.getAttribute('href') ?? e.getAttribute('action'))"
-    f".filter(u => u !== '' && !u.startsWith('?') && !u.startsWith('#') && !u.startsWith({ROOT!r} + '/'))"
+    ".filter(u => u !== '' && !u.startsWith('?') && !u.startsWith('#')"
+    f" && !u.startsWith({ROOT!r} + '/'))"
 )
 
 
