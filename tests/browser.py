@@ -100,6 +100,14 @@ class Browser:
         done = f"location.href === {json.dumps(url)} && document.readyState === 'complete'"
         self.wait(loaded or done)
 
+    def viewport(self, width: int, height: int = 800) -> None:
+        """Show pages at ``width`` x ``height`` CSS pixels, as a phone's screen (``0``: undo)."""
+        if width == 0:
+            self._call("Emulation.clearDeviceMetricsOverride")
+            return
+        metrics = {"width": width, "height": height, "deviceScaleFactor": 2, "mobile": True}
+        self._call("Emulation.setDeviceMetricsOverride", metrics)
+
     def html(self) -> str:
         """The page's DOM as HTML."""
         return str(self.evaluate("document.documentElement.outerHTML"))

@@ -130,6 +130,24 @@ def test_the_page_escapes_what_the_state_says() -> None:
     assert 'http-equiv="refresh"' in page and "http://" not in page and "https://" not in page
 
 
+def test_without_javascript_the_overview_reloads_and_with_it_one_hashed_script_swaps() -> None:
+    import base64
+    import hashlib
+    import re
+
+    from tickwork._daemon.webapp import SECURITY
+
+    page = render("j.toml", [], [], 1.8e9)
+    assert '<noscript><meta http-equiv="refresh" content="10"></noscript>' in page
+    assert '<div id="live-jobs" data-live><table>' in page and '<a href="">reload</a>' in page
+    scripts = re.findall(r"<script[^>]*>(.*?)</script>", page, re.S)
+    assert len(scripts) == 1 and "fetch(location.href" in scripts[0]
+    digest = base64.b64encode(hashlib.sha256(scripts[0].encode()).digest()).decode()
+    policy = SECURITY["Content-Security-Policy"]
+    assert f"script-src 'sha256-{digest}';" in policy and "connect-src 'self'" in policy
+    assert "unsafe-inline'; script" in policy and "script-src 'unsafe-inline'" not in policy
+
+
 @needs_browser
 def test_a_browser_shows_a_pause_its_note_and_the_actions(
     daemon: tuple[Run, str], tmp_path: Path
@@ -226,6 +244,20 @@ def test_the_page_escapes_an_operators_note() -> None:
     page = render("j.toml", [JobView("x", state, "every 60s", [])], [], 1.8e9, actions=[("x", act)])
     assert "<script>" not in page and "<i>" not in page
     assert "&lt;script&gt;alert(1)&lt;/script&gt;" in page and "until 2027-01-15" in page
+
+
+def test_the_overview_shows_each_job_s_times_in_its_zone_in_one_format() -> None:
+    from tickwork import Cron
+
+    paris = JobSpec("paris", "m:f", Cron("0 7 * * *", tz="Europe/Paris"))
+    note = PauseNote("ana", 1.8e9, None, 1.8e9 + 3600)
+    held = JobState(paris, 1_800_000_000.0, True, None, pause=note)
+    utc = JobState(JobSpec("utc", "m:f", Every(60)), 1_800_000_000.0, False, None)
+    entry = SlotRecord(1, "paris", 1_800_000_000.0, "ok", started=1.8e9, ended=1.8e9 + 1)
+    jobs = [JobView("paris", held, "at 07:00", [entry]), JobView("utc", utc, "every 60 s", [])]
+    page = render("j.toml", jobs, [], 1.8e9)
+    assert "<td>2027-01-15 09:00:00 CET<" in page and "<td>2027-01-15 08:00:00 UTC<" in page
+    assert "until 2027-01-15 10:00:00 CET" in page and 'title="2027-01-15 09:00:00 CET: ok' in page
 
 
 def test_the_next_run_of_a_paused_or_busy_job_says_why_it_waits() -> None:
@@ -335,7 +367,7 @@ def test_a_browser_shows_waiting_runs_streaks_lateness_and_gone_nodes(tmp_path: 
         nightly = row("nightly")
         assert "<td>30 d</td>" in nightly and "30 d late" in nightly  # the cell, the strip
         assert "2591807" not in dom and "streak" not in nightly
-        meta = dom.split('<div class="meta">', 1)[1].split("</div>", 1)[0]
+        meta = dom.split('id="live-meta"', 1)[1].split(">", 1)[1].split("</div>", 1)[0]
         assert (
             f'<span class="node gone" title="its process or database session has ended">'
             f'{host}:{a.proc.pid}<span class="mark">(gone)</span></span>'
@@ -373,7 +405,7 @@ def test_a_jobs_page_shows_errors_output_tails_and_forms_escaped() -> None:
         def get(self, job_id: str) -> JobState:
             return state
 
-        def history(self, job_id: str, limit: int, since: float = 0) -> list[SlotRecord]:
+        def history(self, job_id: str, limit: int, **filters: Any) -> list[SlotRecord]:
             return [entry]
 
         def actions(self, job_id: str, limit: int) -> list[ActionRecord]:
@@ -393,7 +425,7 @@ def test_a_jobs_page_shows_errors_output_tails_and_forms_escaped() -> None:
     assert 'name="csrf" value="n.1.m"' in page
     assert 'class="waiting-run"' in page and 'name="slot"' in page
     anonymous = job_page(Source(), "j.toml", "x", "ns/x", Viewer(None, None, True), "")
-    assert 'href="/login"' in anonymous and "<form" not in anonymous
+    assert 'href="/login"' in anonymous and 'method="post"' not in anonymous
 
 
 def test_a_jobs_page_charts_its_ledger_over_the_day_or_the_week(

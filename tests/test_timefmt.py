@@ -110,3 +110,17 @@ def test_a_time_is_shown_once_where_local_time_is_utc(monkeypatch: pytest.Monkey
     finally:
         monkeypatch.undo()
         time.tzset()
+
+
+def test_the_pages_one_time_format_is_in_the_job_s_zone() -> None:
+    from tickwork import Cron, Every
+    from tickwork._core.text import job_zone, zoned_time
+
+    assert zoned_time(1_800_000_000, "Europe/Paris") == "2027-01-15 09:00:00 CET"
+    assert zoned_time(1_815_000_000, "Europe/Paris") == "2027-07-08 00:40:00 CEST"
+    assert zoned_time(1_800_000_000, "America/New_York") == "2027-01-15 03:00:00 EST"
+    assert zoned_time(1_800_000_000, "No/Such_Zone") == "2027-01-15 08:00:00 UTC"
+    assert zoned_time(None, "Europe/Paris") == "-"
+    assert zoned_time(1e20, "Europe/Paris").startswith("out of range: ")
+    assert job_zone(Cron("0 7 * * *", tz="Europe/Paris")) == "Europe/Paris"
+    assert job_zone(Every(60)) == "UTC" and job_zone(None) == "UTC"

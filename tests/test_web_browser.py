@@ -121,10 +121,12 @@ def _mounted(kind: str, store: SQLiteStore) -> tuple[str, Callable[[], None]]:
     return _serve_wsgi(WSGIHandler())
 
 
+#: The links and forms leaving the mount point ("" and "#...": the page itself).
 _OUTSIDE = (
     "Array.from(document.querySelectorAll('a[href], form[action]'))"
     ".map(e => e.getAttribute('href') ?? e.getAttribute('action'))"
-    f".filter(u => !u.startsWith('?') && !u.startsWith({ROOT!r} + '/'))"
+    ".filter(u => u !== '' && !u.startsWith('?') && !u.startsWith('#')"
+    f" && !u.startsWith({ROOT!r} + '/'))"
 )
 
 
@@ -238,5 +240,58 @@ def test_a_browser_does_the_same_on_the_daemon_under_its_prefix(
             LIMIT,
         )
         _drive(browser, base, "backup")
+        # The daemon's job page shows the jobs file's command, not its entry point.
+        assert '<th scope="row">command</th><td>true</td>' in browser.html()
     finally:
         run.stop()
+
+
+_OVERFLOW = (
+    "[window.innerWidth, document.documentElement.scrollWidth,"
+    " Array.from(document.querySelectorAll('body *'))"
+    ".filter(e => e.getBoundingClientRect().right > window.innerWidth + 1)"
+    ".slice(0, 3).map(e => e.outerHTML.slice(0, 120))]"
+)
+
+
+def test_the_pages_fit_a_phone_s_width_without_sideways_scrolling(
+    browser: Browser, store: SQLiteStore
+) -> None:
+    """At 375 CSS pixels (a phone) the overview and a job's page reflow: nothing sticks out."""
+    pages = web.wsgi_app(store, user=lambda environ: "cleo", title="a phone")
+    base, stop = _serve_wsgi(pages)
+    browser.viewport(375)
+    try:
+        for path in ("/", "/jobs/flask"):
+            browser.open(base + path, loaded="document.readyState === 'complete'")
+            assert "<h1" in browser.html()
+            width, scrolled, wide = browser.evaluate(_OVERFLOW)
+            assert width == 375 and scrolled <= width, (path, scrolled, wide)
+    finally:
+        browser.viewport(0)
+        stop()
+
+
+def test_with_javascript_the_tables_refresh_in_place_without_a_reload(
+    browser: Browser, store: SQLiteStore
+) -> None:
+    """The live script (allowed by the CSP's hash) swaps the table: the page is not reloaded."""
+    import time
+
+    DurableScheduler(store).declare(JobSpec("live", "tests.durable_jobs:record", Every(3600)))
+    pages = web.wsgi_app(store, user=lambda environ: "cleo", title="live")
+    base, stop = _serve_wsgi(pages)
+    try:
+        for path, shown in (("/", "td.job"), ("/jobs/live", "#live-waiting")):
+            browser.open(base + path, loaded=f"!!document.querySelector({shown!r})")
+            browser.evaluate("window.keptFromTheLoad = 1; document.querySelector('input')"
+                             ".value = 'typed'")  # fmt: skip
+            note = f"paused from elsewhere {path}"
+            if store.get("live").paused:
+                store.resume_job("live", by="test", at=time.time())
+            store.pause_job("live", by="test", at=time.time(), note=note)
+            browser.wait(f"document.body.innerText.includes({note!r})", limit=60)
+            assert browser.evaluate("window.keptFromTheLoad") == 1  # swapped, not reloaded
+            assert browser.evaluate("document.querySelector('input').value") == "typed"
+    finally:
+        stop()

@@ -12,9 +12,11 @@ of: for anything else it returns ``None``, and the caller shows the expression.
 
 from __future__ import annotations
 
+import contextlib
 import math
 from datetime import UTC, datetime
 from typing import Any, Final
+from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
 
 from tickwork._core.cron import _MONTH_NAMES
 
@@ -23,6 +25,7 @@ __all__ = [
     "human_duration",
     "iso",
     "iso_due",
+    "job_zone",
     "local_and_utc",
     "local_time",
     "out_of_range",
@@ -33,6 +36,7 @@ __all__ = [
     "seconds_fixed",
     "short_duration",
     "utc_time",
+    "zoned_time",
 ]
 
 
@@ -205,11 +209,31 @@ def iso_due(ts: float) -> str:
 
 
 def utc_time(ts: float | None) -> str:
-    """``2026-12-02 17:00:00 UTC`` for the status page; ``-`` for no time."""
+    """``2026-12-02 17:00:00 UTC``; ``-`` for no time (`zoned_time` in UTC)."""
+    return zoned_time(ts)
+
+
+def zoned_time(ts: float | None, zone: str = "UTC") -> str:
+    """``2026-12-02 18:00:00 CET``: the pages' one format of an instant, in a job's zone.
+
+    ``zone``: an IANA name (a job's schedule's ``tz``); one this machine does not know is
+    read as UTC, so a page never fails on a state written elsewhere. ``-`` for no time.
+    """
     if ts is None:
         return "-"
     moment = _utc(ts)
-    return out_of_range(ts) if moment is None else moment.strftime("%Y-%m-%d %H:%M:%S UTC")
+    if moment is None:
+        return out_of_range(ts)
+    if zone != "UTC":
+        with contextlib.suppress(ZoneInfoNotFoundError, ValueError, OverflowError):
+            moment = moment.astimezone(ZoneInfo(zone))
+    return moment.strftime("%Y-%m-%d %H:%M:%S ") + (moment.tzname() or "UTC")
+
+
+def job_zone(schedule: Any) -> str:
+    """The zone a job's times are shown in: its schedule's ``tz``, else ``UTC``."""
+    zone = getattr(schedule, "tz", None)
+    return zone if isinstance(zone, str) and zone else "UTC"
 
 
 def local_and_utc(ts: float | None) -> str:

@@ -48,7 +48,16 @@ from tickwork._daemon.actions import (
     waiting_why,
 )
 from tickwork._daemon.httpauth import COOKIE, SESSION_LIFE, Signer, Throttled, Tokens, cross_site
-from tickwork._daemon.job_page import Viewer, controls, job_page, login_page, message_page
+from tickwork._daemon.job_page import (
+    HistoryQuery,
+    Refusal,
+    Viewer,
+    confirm_page,
+    controls,
+    job_page,
+    login_page,
+    message_page,
+)
 from tickwork._daemon.joblist import (
     history_item,
     merged_history,
@@ -71,7 +80,7 @@ from tickwork.stores import (
 )
 from tickwork.stores.contract import JobQuery, JobsPage
 
-__all__ = ["ACTIONS", "Api", "BadRequest", "Request", "Response"]
+__all__ = ["ACTIONS", "ASK_ABOVE", "Api", "BadRequest", "Request", "Response"]
 
 #: Each action and the fields its request may carry.
 ACTIONS: Final[Mapping[str, frozenset[str]]] = {
@@ -82,6 +91,8 @@ ACTIONS: Final[Mapping[str, frozenset[str]]] = {
     "backfill": frozenset({"note", "from", "to", "dry_run", "max", "yes"}),
     "cancel": frozenset({"note", "slot", "all_waiting"}),
 }
+#: A page's backfill of more runs than this asks first (a confirmation step).
+ASK_ABOVE: Final = 100
 #: Jobs on a page of ``/api/jobs`` unless ``limit`` says otherwise, and the most it may say.
 LISTED: Final = 100
 MOST_LISTED: Final = 1000
@@ -207,6 +218,8 @@ class Api:
             is open, acting off.
         users: Whether the application's own login may say who asks (`Request.user`):
             then a page's reader is who it says, and acts through the pages' forms.
+        configured: The daemon's jobs file entry of a job by its name, or ``None``
+            (its command, time limit and retries, shown on the job's page).
 
     """
 
@@ -218,8 +231,10 @@ class Api:
         tokens: Tokens | None,
         *,
         users: bool = False,
+        configured: Callable[[str], Any] | None = None,
     ) -> None:
         self._source = store
+        self._configured = configured
         self._namespace = namespace
         self._prefix = "" if namespace is None else namespace + "/"
         self._title = title
@@ -471,13 +486,19 @@ class Api:
             root=request.root,
         )
 
-    def _render_job(self, request: Request, name: str, job_id: str) -> str:
+    def _render_job(
+        self, request: Request, name: str, job_id: str, refused: Refusal | None = None
+    ) -> str:
         said = request.query.get("said", [""])[0]
         mac = request.query.get("sig", [""])[0]
         if not self._signer.signed(said, mac):
             said = ""  # only what an action of this process said, not a link's text
         viewer, span = self._viewer(request), request.query.get("span", ["day"])[0]
-        return job_page(self._store, self._title, name, job_id, viewer, said, span)
+        asked = _history_query(request.query)
+        job = None if self._configured is None else self._configured(name)
+        return job_page(
+            self._store, self._title, name, job_id, viewer, said, span, asked, job, refused
+        )
 
     def _viewer(self, request: Request) -> Viewer:
         """Who looks at a page, and the form token its forms carry."""
@@ -495,7 +516,7 @@ class Api:
         fields = _fields(request)
         who = self._writer(request, fields)
         job_id = self._job_id(name)
-        known = ACTIONS[action] | ({"csrf", "back"} if request.html() else set())
+        known = ACTIONS[action] | ({"csrf", "back", "confirm"} if request.html() else set())
         unknown = sorted(set(fields) - known)
         if unknown:
             raise BadRequest(
@@ -503,7 +524,23 @@ class Api:
                 f"{action} takes the fields {', '.join(sorted(ACTIONS[action]))};"
                 f" got an unknown field {unknown[0]!r}",
             )
-        done = self._act(action, name, job_id, fields, who)
+        try:
+            if request.html() and fields.get("confirm") != "1":
+                question = self._ask_first(action, name, job_id, fields, who)
+                if question is not None:
+                    viewer = self._viewer(request)
+                    page = confirm_page(self._title, name, action, question, fields, viewer)
+                    return Response(200, page.encode(), _HTML)
+            elif request.html() and action == "backfill":
+                fields = dict(fields) | {"yes": True}  # confirmed: past max too
+            done = self._act(action, name, job_id, fields, who)
+        except BadRequest as exc:
+            if not request.html() or exc.status not in (400, 409):
+                raise
+            # The page again, its form as typed and why: not a bare error page.
+            refused = Refusal(action, str(exc), fields)
+            page = self._render_job(request, name, job_id, refused)
+            return Response(exc.status, page.encode(), _HTML)
         if not request.html():
             return _json(
                 200,
@@ -515,6 +552,27 @@ class Api:
         said = "; ".join(done.lines)
         query = urlencode({"said": said, "sig": self._signer.sign(said)})
         return Response(303, b"", _HTML, {"Location": f"{back}?{query}"})
+
+    def _ask_first(
+        self, action: str, name: str, job_id: str, fields: Mapping[str, Any], who: str
+    ) -> str | None:
+        """What a page's destructive action would do, to ask first; ``None``: just do it.
+
+        Cancelling all waiting runs (when there are some), and a backfill (not a dry run)
+        of more than `ASK_ABOVE` runs, counted with a dry run. Changes nothing.
+        """
+        if action == "cancel" and fields.get("all_waiting") is True:
+            state = self._store.get(job_id)
+            n = 0 if state is None else state.waiting_runs
+            return f"cancel all {n:,} waiting runs of {name}?" if n else None
+        if action != "backfill" or fields.get("dry_run") is True:
+            return None
+        dry = self._act(action, name, job_id, dict(fields) | {"dry_run": True, "yes": True}, who)
+        n = dry.result["queued"]
+        if n <= ASK_ABOVE:
+            return None
+        first, last = dry.result["first"], dry.result["last"]
+        return f"queue {n:,} runs of {name}, due {first} to {last}?"
 
     def _enqueue(self, request: Request, route: list[str]) -> Response:
         """``POST /api/enqueue``: 201 and the id (200 when its key was pending already).
@@ -686,6 +744,20 @@ def _listing(query: Mapping[str, list[str]], *, api: bool) -> JobQuery:
         return JobQuery(search=search, state=state, offset=offset, limit=limit)
     except ValueError as exc:
         raise BadRequest(400, str(exc)) from None
+
+
+def _history_query(query: Mapping[str, list[str]]) -> HistoryQuery:
+    """The ledger page a job's page asks for: ``outcome``, ``since``, ``before`` (a seq)."""
+    outcome = query.get("outcome", [""])[-1].strip() or None
+    if outcome is not None and outcome not in OUTCOMES:
+        raise BadRequest(400, f"outcome must be one of {', '.join(OUTCOMES)}, got {outcome!r}")
+    since_text = query.get("since", [""])[-1].strip()
+    since = None if not since_text else _time_field({"since": since_text}, "since", parse_since)
+    before_text = query.get("before", [""])[-1].strip()
+    if before_text and not (before_text.isdigit() and len(before_text) < 19):
+        raise BadRequest(400, f"before must be a ledger seq (an integer >= 0), got {before_text!r}")
+    before = int(before_text) if before_text else None
+    return HistoryQuery(outcome, since, since_text, before)
 
 
 def _allow(parts: list[str]) -> str | None:

@@ -333,6 +333,10 @@ class Daemon:
         """The configuration being run (``None`` before the first `apply`)."""
         return self._config
 
+    def job_config(self, name: str) -> JobConfig | None:
+        """The running file's job ``name`` (``None``: none of that name)."""
+        return self._jobs.get(name)
+
     def check_store(self) -> None:
         """Refuse a store that holds jobs this daemon would claim but cannot run.
 
@@ -1309,7 +1313,9 @@ def _status_server(
         ready=daemon.liveness.readiness,
         tokens=tokens,
         host_names=config.http_host_names,
-        api=Api(daemon.store, namespace, str(daemon.config_path), tokens),
+        api=Api(
+            daemon.store, namespace, str(daemon.config_path), tokens, configured=daemon.job_config
+        ),
         prefix=config.http_prefix,
     )
 

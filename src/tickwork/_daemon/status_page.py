@@ -1,13 +1,16 @@
-"""The daemon's status page: one server-rendered HTML page, no script, no external files.
+"""The daemon's status page: one server-rendered HTML page, no external files.
 
 `render` turns what the state says (the daemon's jobs, their recent ledger entries and
 failure streaks, the runs waiting, the nodes seen and which of them are gone) into a page
-that refreshes itself; `page` reads all that from a running scheduler. Every text from
+that refreshes itself (its table, by one small inline script; the whole page where
+JavaScript is off); `page` reads all that from a running scheduler. Every text from
 the state is escaped.
 """
 
 from __future__ import annotations
 
+import base64
+import hashlib
 import html
 import logging
 import os
@@ -19,7 +22,7 @@ from pathlib import Path
 from typing import Any, Final
 from urllib.parse import urlencode
 
-from tickwork._core.text import iso
+from tickwork._core.text import iso, job_zone, zoned_time
 from tickwork._core.text import relative_time as _ago
 from tickwork._core.text import short_duration as _seconds
 from tickwork._core.text import utc_time as _time
@@ -48,12 +51,16 @@ from tickwork.stores.contract import (
 
 __all__ = [
     "ACTIONS_SHOWN",
+    "LIVE_HASH",
+    "LIVE_SCRIPT",
     "PER_PAGE",
     "STYLE",
     "SUMMARY_DEPTH",
     "JobView",
     "failure_summary",
     "gone_owners",
+    "job_time",
+    "live_script",
     "oneoffs_table",
     "page",
     "paused_mark",
@@ -99,11 +106,16 @@ class JobView:
     ``"max_running"`` (`tickwork._daemon.pools.pool_waits`)."""
 
 
-def _strip(entries: Sequence[SlotRecord]) -> str:
+def job_time(ts: float | None, state: JobState) -> str:
+    """An instant as the pages show one of ``state``'s job: in its schedule's zone."""
+    return zoned_time(ts, job_zone(state.spec.schedule))
+
+
+def _strip(entries: Sequence[SlotRecord], zone: str = "UTC") -> str:
     cells = []
     for e in reversed(entries[:STRIP]):  # oldest on the left
         colour = _COLOURS.get(e.outcome, "#cfd6dd")
-        title = f"{_time(e.scheduled)}: {e.outcome}"
+        title = f"{zoned_time(e.scheduled, zone)}: {e.outcome}"
         if e.slots > 1:
             title += f" ({e.slots} slots)"
         if e.lateness is not None:
@@ -126,9 +138,9 @@ def paused_mark(s: JobState) -> str:
     p = s.pause
     if p is None:
         return ' <em>paused</em><div class="sub">in the jobs file</div>'
-    words = f"by {p.by}, {_time(p.at)}"
+    words = f"by {p.by}, {job_time(p.at, s)}"
     if p.until is not None:
-        words += f", until {_time(p.until)}"
+        words += f", until {job_time(p.until, s)}"
     note = "" if not p.note else f'<div class="note">{html.escape(p.note)}</div>'
     return f' <em>paused</em><div class="sub">{html.escape(words)}</div>{note}'
 
@@ -172,7 +184,11 @@ def _streak(job: JobView, now: float) -> str:
     if not job.failures:
         return ""
     n = job.failures
-    ok = "never" if job.last_ok is None else f"{_ago(now, job.last_ok)}, {_time(job.last_ok)}"
+    ok = (
+        "never"
+        if job.last_ok is None
+        else f"{_ago(now, job.last_ok)}, {job_time(job.last_ok, job.state)}"
+    )
     return (
         f'<div class="streak">failing {n} run{"s" if n != 1 else ""} in a row'
         f'<div class="sub">last ok {html.escape(ok)}</div></div>'
@@ -234,12 +250,12 @@ def _row(job: JobView, now: float, controls: Callable[[JobView], str] | None = N
         "<tr>"
         f'<td class="job">{html.escape(job.name)}{flags}{controls(job) if controls else ""}</td>'
         f"<td>{html.escape(job.schedule)}</td>"
-        f'<td>{_time(s.next_run)}<div class="sub">{_next_note(s, now)}</div>{_waiting(s)}'
+        f'<td>{job_time(s.next_run, s)}<div class="sub">{_next_note(s, now)}</div>{_waiting(s)}'
         f"{_pool_wait(job)}</td>"
         f'<td><span class="outcome {html.escape(outcome)}">{html.escape(outcome)}</span>'
         f"{error}{_streak(job, now)}</td>"
         f"<td>{late}</td>"
-        f'<td class="strip">{_strip(job.entries)}'
+        f'<td class="strip">{_strip(job.entries, job_zone(s.spec.schedule))}'
         f"{sparkline([e.duration for e in reversed(job.entries) if e.duration is not None])}</td>"
         "</tr>"
     )
@@ -293,6 +309,42 @@ def _pager(query: JobQuery, listed: JobsPage, shown: int) -> str:
     return '<div class="pages">' + " \u00b7 ".join(parts) + "</div>"
 
 
+#: The pages' one script, inline (the CSP allows it by `LIVE_HASH`): every
+#: ``data-every`` seconds, while the tab is shown, it fetches the page again and swaps
+#: each ``data-live`` element for its fresh copy, so that forms being typed in stay. Without
+#: JavaScript the overview reloads itself (a ``<noscript>`` meta refresh).
+LIVE_SCRIPT: Final = """\
+(function () {
+  var me = document.currentScript, every = 1000 * Number(me.dataset.every || 10);
+  function swap() {
+    if (document.hidden) return;
+    fetch(location.href, {credentials: "same-origin"})
+      .then(function (r) { return r.ok ? r.text() : null; })
+      .then(function (text) {
+        if (!text) return;
+        var fresh = new DOMParser().parseFromString(text, "text/html");
+        document.querySelectorAll("[data-live]").forEach(function (old) {
+          var now = fresh.getElementById(old.id);
+          if (now) old.replaceWith(document.importNode(now, true));
+        });
+        document.documentElement.dataset.swapped = String(Date.now());
+      })
+      .catch(function () {});
+  }
+  setInterval(swap, every);
+})();
+"""
+#: The Content-Security-Policy source that allows `LIVE_SCRIPT` and no other script.
+LIVE_HASH: Final = (
+    "'sha256-" + base64.b64encode(hashlib.sha256(LIVE_SCRIPT.encode()).digest()).decode() + "'"
+)
+
+
+def live_script(every: int) -> str:
+    """The ``<script>`` element of `LIVE_SCRIPT`, swapping every ``every`` seconds."""
+    return f'<script data-every="{every}">{LIVE_SCRIPT}</script>'
+
+
 #: The page's style sheet (the page has no external files).
 STYLE: Final = """\
 body { font: 14px/1.4 system-ui, sans-serif; margin: 24px; color: #1d232a; }
@@ -323,6 +375,16 @@ ul.actions { padding-left: 18px; color: #3a434c; }
   color: #a12b2d; font-weight: 600; }
 form.find { margin: 0 0 6px; } .filters, .pages { margin: 6px 0; color: #5b6570; }
 a.filter.on { font-weight: 600; color: #1d232a; text-decoration: none; }
+td { overflow-wrap: anywhere; } svg { max-width: 100%; height: auto; }
+@media (max-width: 640px) {
+  body { margin: 10px; }
+  table, tbody, tr, th, td { display: block; width: auto; }
+  thead { display: none; }
+  tr { border-bottom: 1px solid #e3e7eb; padding: 6px 0; }
+  th, td { border: 0; padding: 2px 0; }
+  td.strip { white-space: normal; }
+  input, select { max-width: 100%; box-sizing: border-box; }
+}
 """
 
 
@@ -376,7 +438,7 @@ def render(
 <html lang="en">
 <head>
 <meta charset="utf-8">
-<meta http-equiv="refresh" content="{refresh}">
+<noscript><meta http-equiv="refresh" content="{refresh}"></noscript>
 <meta name="viewport" content="width=device-width, initial-scale=1">
 <title>tickwork: {html.escape(title)}</title>
 <style>
@@ -384,17 +446,18 @@ def render(
 </head>
 <body>
 <h1>tickwork: {html.escape(title)}</h1>
-{banner}<div class="meta">{_time(now)} &middot; nodes: {node_list} &middot;
-refreshes every {refresh} s</div>
-{finder}<table>
+{banner}<div class="meta" id="live-meta" data-live>{_time(now)} &middot; nodes: {node_list}
+&middot; refreshes every {refresh} s (<a href="">reload</a>)</div>
+{finder}<div id="live-jobs" data-live><table>
 <thead><tr><th>job</th><th>schedule</th><th>next run</th><th>last outcome</th>
 <th>lateness</th><th>recent slots (oldest left)</th></tr></thead>
 <tbody>
 {body}
 </tbody>
 </table>
-{pager}<div class="legend">{legend}</div>
+{pager}</div><div class="legend">{legend}</div>
 {oneoffs_table(oneoffs, root)}{chart}{_actions(actions)}
+{live_script(refresh)}
 </body>
 </html>
 """

@@ -22,6 +22,7 @@ from urllib.parse import quote, urlsplit
 
 from tickwork._daemon.api import Api, Request, Response
 from tickwork._daemon.httpauth import Throttled, Tokens
+from tickwork._daemon.status_page import LIVE_HASH
 
 __all__ = ["ANY_HOST", "HEADERS", "SECURITY", "Probes", "WebApp", "check_prefix"]
 
@@ -40,11 +41,13 @@ HEADERS: Final = (
 #: In ``host_names``: any ``Host`` is served (a framework in front checks it, as
 #: Django's ``ALLOWED_HOSTS`` does).
 ANY_HOST: Final = "*"
-#: The pages are the app's own HTML and inline styles: no script, nothing from
-#: elsewhere, no frame around them, forms posted only here.
+#: The pages are the app's own HTML and inline styles, and one script known by its hash
+#: (the live refresh, which reads the page again from here): nothing from elsewhere, no
+#: frame around them, forms posted only here.
 _CSP: Final = (
-    "default-src 'none'; style-src 'unsafe-inline'; img-src 'self' data:;"
-    " form-action 'self'; frame-ancestors 'none'; base-uri 'none'"
+    f"default-src 'none'; style-src 'unsafe-inline'; script-src {LIVE_HASH};"
+    " connect-src 'self'; img-src 'self' data:; form-action 'self'; frame-ancestors 'none';"
+    " base-uri 'none'"
 )
 #: The headers on every answer.
 SECURITY: Final = {
