@@ -17,15 +17,17 @@ def configure(*patterns: Any) -> None:
     from django.conf import settings
     from django.urls import clear_url_caches
 
+    site = {
+        "ALLOWED_HOSTS": ["testserver", "127.0.0.1", "localhost"],
+        "ROOT_URLCONF": __name__,
+        "MIDDLEWARE": ["django.middleware.csrf.CsrfViewMiddleware"],
+        "SECRET_KEY": "test-only",
+    }
     if not settings.configured:
-        settings.configure(
-            ALLOWED_HOSTS=["testserver", "127.0.0.1", "localhost"],
-            ROOT_URLCONF=__name__,
-            MIDDLEWARE=["django.middleware.csrf.CsrfViewMiddleware"],
-            SECRET_KEY="test-only",
-            DATABASES={},
-            INSTALLED_APPS=[],
-        )
+        settings.configure(**site, DATABASES={}, INSTALLED_APPS=[])
         django.setup()
+    else:  # configured first by another test of this process (tests/django_pg.py)
+        for name, value in site.items():
+            setattr(settings, name, value)
     urlpatterns[:] = patterns
     clear_url_caches()

@@ -27,7 +27,14 @@ def django_on(dsn: str) -> tuple[Any, Any]:
     if not settings.configured:
         settings.configure(DATABASES={"default": database}, USE_TZ=True)
         django.setup()
-    from django.db import connection, transaction
+    from django.db import connection, connections, transaction
+
+    if connection.vendor != "postgresql":  # configured first without it (django_mount.py)
+        settings.DATABASES = {"default": database}
+        connections._settings = None  # read settings.DATABASES again
+        connections.__dict__.pop("settings", None)
+        connections.close_all()
+        del connections["default"]
 
     connection.close()
     connection.settings_dict.update(database)

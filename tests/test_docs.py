@@ -405,16 +405,31 @@ def test_a_newcomer_gets_from_the_two_commands_to_the_jobs_and_the_status_page(
 
 
 def _status_page_answers(serve: str, env: dict[str, str], log: Path) -> None:
-    """``serve`` (``run --http :PORT``) on a free port: its status page lists the jobs."""
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        port = s.getsockname()[1]
+    """``serve`` (``run --http :PORT``) on a free port: its status page lists the jobs.
+
+    A port found free can be taken by another test's server before the daemon binds it
+    (the suite runs in parallel): the daemon then says so and exits, and another port
+    is tried.
+    """
+    for _ in range(5):
+        with socket.socket() as s:
+            s.bind(("127.0.0.1", 0))
+            port = s.getsockname()[1]
+        if _serve_once(serve, env, log, port):
+            return
+    raise AssertionError(f"no free port in 5 tries: {log.read_text()}")
+
+
+def _serve_once(serve: str, env: dict[str, str], log: Path, port: int) -> bool:
+    """`_status_page_answers` on ``port``; False if the port was taken meanwhile."""
     argv = shlex.split(re.sub(r":\d+\b", f":{port}", serve))
     url = f"http://127.0.0.1:{port}/"
     with log.open("w") as out, subprocess.Popen(argv, cwd=ROOT, env=env, stderr=out) as proc:
         try:
             give_up = time.monotonic() + 120  # only a hang gets there
             while f"status page at {url}," not in log.read_text():
+                if proc.poll() is not None and "Address already in use" in log.read_text():
+                    return False
                 assert proc.poll() is None and time.monotonic() < give_up, log.read_text()
                 time.sleep(0.1)
             with urllib.request.urlopen(url, timeout=60) as reply:
@@ -424,3 +439,4 @@ def _status_page_answers(serve: str, env: dict[str, str], log: Path) -> None:
             assert proc.wait(120) == 0, log.read_text()
         finally:
             proc.kill()
+    return True
