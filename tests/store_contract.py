@@ -1187,6 +1187,30 @@ class StoreContract:
         assert [e.seq for e in page] == [e.seq for e in everything[2:]]
         assert store.history("nobody") == []
 
+    def test_history_pages_forward_after_a_seq_keeping_the_oldest_newest_first(
+        self, store: Store
+    ) -> None:
+        assert isinstance(store, SlotLedger)
+        store.upsert(spec("a", schedule=Every(10)), 100.0)
+        store.upsert(spec("b", schedule=Every(10)), 100.0)
+        for now in (100.0, 110.0, 120.0, 130.0):
+            for c in claim(store, now, advance=step_one):
+                outcome = "failed" if c.job_id == "a" and now in (110.0, 130.0) else "ok"
+                assert store.finish(c, outcome=outcome, ended=now + 1)  # type: ignore[arg-type]
+        seqs = [e.seq for e in store.history()]  # newest first, 8 entries
+        # the 3 right after the oldest, newest first; then the rest
+        assert [e.seq for e in store.history(after=seqs[-1], limit=3)] == seqs[4:7]
+        assert [e.seq for e in store.history(after=seqs[4], limit=10)] == seqs[:4]
+        assert store.history(after=seqs[0]) == []
+        a = [e.seq for e in store.history("a")]
+        assert [e.seq for e in store.history("a", after=a[-1], limit=2)] == a[1:3]
+        failed = [e.seq for e in store.history("a", outcome="failed")]
+        got = store.history("a", outcome="failed", after=a[-1], limit=1)
+        assert [e.seq for e in got] == failed[1:] and got[0].scheduled == 110.0
+        assert [e.scheduled for e in store.history("a", since=120.0, after=a[-1])] == [130.0, 120.0]
+        # both: the window between, the oldest of it kept
+        assert [e.seq for e in store.history(after=seqs[-1], before=seqs[0], limit=2)] == seqs[5:7]
+
     @pytest.mark.parametrize(
         ("kw", "error", "match"),
         [
@@ -1194,6 +1218,7 @@ class StoreContract:
             ({"outcome": "fine"}, ValueError, "outcome must be one of"),
             ({"since": float("nan")}, ValueError, "since"),
             ({"before": "7"}, TypeError, "before must be an int"),
+            ({"after": 7.0}, TypeError, "after must be an int"),
             ({"job_id": ""}, ValueError, "job"),
         ],
     )

@@ -98,8 +98,13 @@ def due_times(page: str) -> list[str]:
 
 
 def older_link(page: str) -> str | None:
-    found = re.search(r'<a rel="next" href="([^"]+)">older</a>', page)
-    return None if found is None else found.group(1).replace("&amp;", "&")
+    return page_link(page, "next", "older")
+
+
+def page_link(page: str, rel: str, words: str) -> str | None:
+    """The ledger's link ``words`` (its query, unescaped), or None where the page has none."""
+    found = re.search(rf'<a rel="{rel}" href="([^"]+)">{words}</a>', page)
+    return None if found is None else html.unescape(found.group(1))
 
 
 # -- the ledger's pages ------------------------------------------------------------------
@@ -113,9 +118,89 @@ def test_the_ledger_pages_back_by_seq_with_newest_and_older_links(state: SQLiteS
     assert 'rel="prev"' not in first  # the newest page has no newer one
     second = get(state, "/jobs/big" + link.removesuffix("#history")).body.decode()
     assert len(due_times(second)) == 50 and not set(due_times(second)) & set(due_times(first))
-    assert '<a rel="prev" href="?#history">newest</a>' in second
+    assert '<a rel="first" href="?#history">newest</a>' in second
     newest, oldest = store_times(state, limit=100)
     assert due_times(first)[0] == newest and due_times(second)[-1] == oldest
+
+
+def _walk(store: Any, query: str, rel: str, words: str) -> list[tuple[list[str], str]]:
+    """Each page of ``/jobs/walk`` from ``query`` following its ``words`` links: (due times,
+    page). On every page, "newest" is there exactly when "newer" is.
+    """
+    pages: list[tuple[list[str], str]] = []
+    link: str | None = query
+    while link is not None:
+        assert len(pages) < 20, "the links go round"
+        assert link.endswith("#history")
+        page = get(store, "/jobs/walk" + link.removesuffix("#history")).body.decode()
+        newest = page_link(page, "first", "newest")
+        assert (newest is None) == (page_link(page, "prev", "newer") is None), link
+        assert newest is None or newest == link.split("?")[0] + _kept(link) + "#history"
+        pages.append((due_times(page), page))
+        link = page_link(page, rel, words)
+    return pages
+
+
+def _kept(link: str) -> str:
+    """The filter part of a ledger link's query (what every link keeps)."""
+    from urllib.parse import parse_qsl
+
+    fields = parse_qsl(link.split("?", 1)[1].removesuffix("#history"))
+    kept = [(k, v) for k, v in fields if k not in ("before", "after")]
+    return "?" + urlencode(kept)
+
+
+@pytest.mark.parametrize("outcome", [None, "failed"])
+def test_the_ledger_walks_back_and_forward_showing_every_entry_once(
+    open_either_store: Any, outcome: str | None
+) -> None:
+    """250 entries: older links from the newest page, then newer ones from the oldest."""
+    store = open_either_store()
+    DurableScheduler(store).declare(JobSpec("walk", "tests.durable_jobs:record", Every(60)))
+    rows = [
+        ("walk", T0 + 60 * i, "failed" if i % 2 else "ok", 1, "schedule", T0 + 60 * i,
+         T0 + 60 * i, T0 + 60 * i + 1, "h:1", 1, None, None, T0 + 60 * i + 1)
+        for i in range(250)
+    ]  # fmt: skip
+    store._run("fill the ledger", lambda cur: store._ledger.write(cur, rows))
+    kept = "?" if outcome is None else "?" + urlencode({"outcome": outcome})
+    back = _walk(store, kept + "#history", "next", "older")
+    sizes = [50, 50, 50, 50, 50] if outcome is None else [50, 50, 25]
+    assert [len(times) for times, _ in back] == sizes
+    seen = [t for times, _ in back for t in times]
+    assert len(set(seen)) == len(seen) == sum(sizes)
+    assert seen == sorted(seen, reverse=True)  # newest first, page after page
+    if outcome is not None:
+        assert all(p.count('<span class="outcome failed">') == len(t) for t, p in back)
+    newer = [page_link(p, "prev", "newer") for _, p in back]
+    assert newer[0] is None and None not in newer[1:]  # only the newest page has no newer
+    # forward from the oldest page, every link keeping the filter: none seen twice
+    start = newer[-1]
+    assert start is not None and _kept(start) == kept
+    forward = _walk(store, start, "prev", "newer")
+    ahead = [t for times, _ in forward for t in times]
+    assert sorted(back[-1][0] + ahead) == sorted(seen) and len(set(ahead)) == len(ahead)
+    assert all(len(times) == 50 for times, _ in forward)
+    assert forward[-1][0] == back[0][0]  # the walk ends at the newest page
+    # every page forward has an older one: the page before it on the way
+    for (_, page), previous in zip(forward, [back[-1], *forward[:-1]], strict=True):
+        older = page_link(page, "next", "older")
+        assert older is not None and _kept(older) == kept
+        before = get(store, "/jobs/walk" + older.removesuffix("#history")).body.decode()
+        assert due_times(before) == previous[0]
+
+
+def test_a_cursor_past_either_end_shows_no_entry_and_a_way_back(state: SQLiteStore) -> None:
+    top = state.history("big", limit=1)[0].seq
+    beyond = get(state, f"/jobs/big?after={top}").body.decode()
+    assert due_times(beyond) == [] and "no entry matches" in beyond
+    assert page_link(beyond, "prev", "newer") is None
+    assert page_link(beyond, "next", "older") == f"?before={top + 1}#history"
+    below = get(state, "/jobs/big?before=0").body.decode()
+    assert due_times(below) == [] and page_link(below, "next", "older") is None
+    assert page_link(below, "prev", "newer") == "?after=-1#history"
+    bad = get(state, "/jobs/big?before=5&after=2")
+    assert bad.status == 400 and "not both; got 5 and 2" in bad.body.decode()
 
 
 def store_times(store: SQLiteStore, *, limit: int) -> tuple[str, str]:

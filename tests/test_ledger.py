@@ -175,6 +175,20 @@ def test_the_async_face_reads_the_ledger(make: Make, clock: FakeClock) -> None:
     assert [e.outcome for e in asyncio.run(face.history("e"))] == ["ok"]
 
 
+def test_both_faces_page_the_ledger_back_and_forward(make: Make, clock: FakeClock) -> None:
+    ds, pool = make()
+    ds.declare(JobSpec("e", REC, Every(10), args=["e"]))
+    for _ in range(4):
+        clock.advance(10)
+        drain(ds, pool)
+    seqs = [e.seq for e in ds.history("e")]  # newest first
+    assert [e.seq for e in ds.history("e", after=seqs[3], limit=2)] == seqs[1:3]
+    assert [e.seq for e in ds.history("e", before=seqs[0], limit=2)] == seqs[1:3]
+    face = AsyncDurableScheduler(ds.store)
+    got = asyncio.run(face.history("e", after=seqs[2], limit=1))
+    assert [e.seq for e in got] == [seqs[1]]
+
+
 def test_a_job_s_recorded_output_goes_into_its_entry(make: Make, clock: FakeClock) -> None:
     ds, pool = make()
     ds.declare(JobSpec("n", "tests.durable_jobs:noisy", Every(10), args=["x" * 5000]))

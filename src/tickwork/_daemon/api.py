@@ -747,17 +747,29 @@ def _listing(query: Mapping[str, list[str]], *, api: bool) -> JobQuery:
 
 
 def _history_query(query: Mapping[str, list[str]]) -> HistoryQuery:
-    """The ledger page a job's page asks for: ``outcome``, ``since``, ``before`` (a seq)."""
+    """The ledger page a job's page asks for: ``outcome``, ``since``, ``before`` or ``after``.
+
+    ``before`` and ``after`` are ledger seqs (paging back and forward); one at most.
+    """
     outcome = query.get("outcome", [""])[-1].strip() or None
     if outcome is not None and outcome not in OUTCOMES:
         raise BadRequest(400, f"outcome must be one of {', '.join(OUTCOMES)}, got {outcome!r}")
     since_text = query.get("since", [""])[-1].strip()
     since = None if not since_text else _time_field({"since": since_text}, "since", parse_since)
-    before_text = query.get("before", [""])[-1].strip()
-    if before_text and not (before_text.isdigit() and len(before_text) < 19):
-        raise BadRequest(400, f"before must be a ledger seq (an integer >= 0), got {before_text!r}")
-    before = int(before_text) if before_text else None
-    return HistoryQuery(outcome, since, since_text, before)
+    before, after = _seq(query, "before"), _seq(query, "after")
+    if before is not None and after is not None:
+        raise BadRequest(
+            400, f"give before or after (a page's cursor), not both; got {before} and {after}"
+        )
+    return HistoryQuery(outcome, since, since_text, before, after)
+
+
+def _seq(query: Mapping[str, list[str]], name: str) -> int | None:
+    """The ledger seq a query gives as ``name`` (``None``: not given)."""
+    text = query.get(name, [""])[-1].strip()
+    if text and not (text.isdigit() and len(text) < 19):
+        raise BadRequest(400, f"{name} must be a ledger seq (an integer >= 0), got {text!r}")
+    return int(text) if text else None
 
 
 def _allow(parts: list[str]) -> str | None:

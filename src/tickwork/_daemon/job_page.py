@@ -76,21 +76,27 @@ pre.output { background: #f5f7f9; padding: 6px; max-height: 16em; overflow: auto
 
 @dataclass(frozen=True, slots=True)
 class HistoryQuery:
-    """Which page of a job's ledger its page shows: ``?outcome=&since=&before=``.
+    """Which page of a job's ledger its page shows: ``?outcome=&since=&before=|after=``.
 
     ``outcome``: one of `tickwork.stores.OUTCOMES` or ``None`` (all). ``since``: due at
-    or after (POSIX seconds), ``since_text`` as typed. ``before``: entries older than
-    this ``seq`` (the older pages); ``None``: the newest.
+    or after (POSIX seconds), ``since_text`` as typed. ``before``: the entries right
+    older than this ``seq`` (paging back); ``after``: the entries right newer than it
+    (paging forward); neither: the newest.
     """
 
     outcome: str | None = None
     since: float | None = None
     since_text: str = ""
     before: int | None = None
+    after: int | None = None
 
-    def link(self, *, before: int | None) -> str:
-        """The query of this filter's page of entries older than ``before`` (escaped)."""
-        fields = {"outcome": self.outcome, "since": self.since_text, "before": before}
+    def link(self, *, before: int | None = None, after: int | None = None) -> str:
+        """The query of this filter's page before or after a ``seq`` (neither: the newest).
+
+        Escaped for an attribute, with the ledger's anchor.
+        """
+        fields = {"outcome": self.outcome, "since": self.since_text, "before": before,
+                  "after": after}  # fmt: skip
         kept = {k: v for k, v in fields.items() if v not in (None, "")}
         return html.escape("?" + urlencode(kept)) + "#history"
 
@@ -441,31 +447,51 @@ def _history(store: Any, job_id: str, **asked: Any) -> list[SlotRecord]:
     return list(store.history(job_id, **asked)) if isinstance(store, SlotLedger) else []
 
 
-def _ledger(store: Any, job_id: str, asked: HistoryQuery, now: float, zone: str) -> str:
-    """The ledger's page ``asked`` for: a filter form, the entries, newest and older links.
+def _ledger_page(
+    store: Any, job_id: str, asked: HistoryQuery
+) -> tuple[list[SlotRecord], int | None, int | None]:
+    """The page ``asked`` for, newest first, and the cursors of the newer and older pages.
 
-    One query of `ENTRIES` + 1 entries (``LIMIT`` over the ledger's ``(job_id, seq)``
-    index): the one more says whether an older page exists.
+    A cursor is ``None`` where no entry lies that way. One query of `ENTRIES` + 1
+    entries (``LIMIT`` over the ledger's ``(job_id, seq)`` index) from the cursor, the
+    one more saying whether a page follows that way; away from the newest page, one of
+    a single entry saying whether one lies the other way.
     """
-    entries = _history(
-        store,
-        job_id,
-        outcome=asked.outcome,
-        since=asked.since,
-        before=asked.before,
-        limit=ENTRIES + 1,
-    )
+    read = functools.partial(_history, store, job_id, outcome=asked.outcome, since=asked.since)
+    if asked.after is not None:  # paging forward: the entries right after the cursor
+        entries = read(after=asked.after, limit=ENTRIES + 1)
+        more = len(entries) > ENTRIES
+        entries = entries[-ENTRIES:]
+        newer = entries[0].seq if more else None
+        edge = entries[-1].seq if entries else asked.after + 1
+        return entries, newer, edge if read(before=edge, limit=1) else None
+    entries = read(before=asked.before, limit=ENTRIES + 1)
     older = entries[ENTRIES - 1].seq if len(entries) > ENTRIES else None
     entries = entries[:ENTRIES]
-    none = "no entry matches" if asked.outcome or asked.since or asked.before else "no runs yet"
+    if asked.before is None:
+        return entries, None, older
+    edge = entries[0].seq if entries else asked.before - 1
+    return entries, edge if read(after=edge, limit=1) else None, older
+
+
+def _ledger(store: Any, job_id: str, asked: HistoryQuery, now: float, zone: str) -> str:
+    """The ledger's page ``asked`` for: a filter form, the entries, newest, newer and older links.
+
+    Every link keeps the filter; "newest" and "newer" show where newer entries exist,
+    "older" where older ones do (see `_ledger_page`).
+    """
+    entries, newer, older = _ledger_page(store, job_id, asked)
+    paged = asked.before is not None or asked.after is not None
+    none = "no entry matches" if asked.outcome or asked.since or paged else "no runs yet"
     rows = "".join(_entry(e, now, zone) for e in entries) or f'<tr><td colspan="5">{none}</td></tr>'
     options = "".join(
         f'<option value="{o}"{" selected" if o == asked.outcome else ""}>{o}</option>'
         for o in ("", *OUTCOMES)
     ).replace('<option value="">', '<option value="">any outcome')
     pages = []
-    if asked.before is not None:
-        pages.append(f'<a rel="prev" href="{asked.link(before=None)}">newest</a>')
+    if newer is not None:
+        pages.append(f'<a rel="first" href="{asked.link()}">newest</a>')
+        pages.append(f'<a rel="prev" href="{asked.link(after=newer)}">newer</a>')
     if older is not None:
         pages.append(f'<a rel="next" href="{asked.link(before=older)}">older</a>')
     return (

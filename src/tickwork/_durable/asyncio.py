@@ -270,6 +270,7 @@ class AsyncDurableScheduler:
         since: float | datetime | None = None,
         outcome: str | None = None,
         before: int | None = None,
+        after: int | None = None,
         limit: int = 100,
     ) -> list[SlotRecord]:
         """`DurableScheduler.history`, in a thread."""
@@ -280,6 +281,7 @@ class AsyncDurableScheduler:
                 since=since,
                 outcome=outcome,
                 before=before,
+                after=after,
                 limit=limit,
             )
         )

@@ -740,6 +740,7 @@ class DurableScheduler(Declaring, ScheduleDecorators, Enqueuing):
         since: float | datetime | None = None,
         outcome: str | None = None,
         before: int | None = None,
+        after: int | None = None,
         limit: int = 100,
     ) -> list[SlotRecord]:
         """The slot ledger, newest entry first: how each slot of each job ended.
@@ -754,6 +755,8 @@ class DurableScheduler(Declaring, ScheduleDecorators, Enqueuing):
                 seconds).
             outcome: Only entries with this outcome.
             before: Only entries older than this ``seq`` (to page back).
+            after: Only entries newer than this ``seq`` (to page forward): the
+                ``limit`` oldest of them, still newest first.
             limit: Most entries returned.
 
         Raises:
@@ -767,7 +770,7 @@ class DurableScheduler(Declaring, ScheduleDecorators, Enqueuing):
                 raise ValueError(f"since must be an aware datetime or POSIX seconds, got {since!r}")
             since = since.timestamp()
         return self._ledger.history(
-            job_id, since=since, outcome=outcome, before=before, limit=limit
+            job_id, since=since, outcome=outcome, before=before, after=after, limit=limit
         )
 
     @staticmethod

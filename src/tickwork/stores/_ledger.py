@@ -65,15 +65,22 @@ def manual_skip_entry(job_id: str, scheduled: float, at: float, why: str) -> tup
 
 
 def newest_first(
-    q: Callable[[str], str], select: str, filters: Sequence[tuple[str, Any]], limit: int
+    q: Callable[[str], str],
+    select: str,
+    filters: Sequence[tuple[str, Any]],
+    limit: int,
+    *,
+    oldest: bool = False,
 ) -> tuple[str, list[Any]]:
     """``select`` with each filter whose value is not None, newest (largest seq) first.
 
-    ``q`` translates the statement into the store's dialect.
+    ``q`` translates the statement into the store's dialect. ``oldest``: the rows come
+    oldest first instead, so the ``limit`` keeps the oldest (the caller reverses them).
     """
     used = [(condition, value) for condition, value in filters if value is not None]
     where = " WHERE " + " AND ".join(c for c, _ in used) if used else ""
-    return q(f"{select}{where} ORDER BY seq DESC LIMIT ?"), [*(v for _, v in used), limit]
+    order = "ASC" if oldest else "DESC"
+    return q(f"{select}{where} ORDER BY seq {order} LIMIT ?"), [*(v for _, v in used), limit]
 
 
 class LedgerHost(SQLHost[C], Protocol[C]):
@@ -190,26 +197,34 @@ class LedgerQueries(Generic[C]):
         outcome: str | None,
         before: int | None,
         limit: int,
+        after: int | None = None,
     ) -> list[SlotRecord]:
-        """The ledger, newest entry first (see `SQLStore.history`)."""
+        """The ledger, newest entry first (see `SQLStore.history`).
+
+        With ``after``, the ``limit`` entries right after it: read oldest first through
+        the same index, then turned round.
+        """
         if job_id is not None:
             job_id = check_job_id(job_id)
         if since is not None:
             since = check_time("since", since)
         if outcome is not None:
             outcome = check_outcome(outcome)
-        if before is not None and (isinstance(before, bool) or not isinstance(before, int)):
-            raise TypeError(f"before must be an int (a seq) or None, got {before!r}")
+        for name, seq in (("before", before), ("after", after)):
+            if seq is not None and (isinstance(seq, bool) or not isinstance(seq, int)):
+                raise TypeError(f"{name} must be an int (a seq) or None, got {seq!r}")
         query, params = newest_first(
             self._store._q,
             "SELECT {ledger_columns} FROM {ledger}",
             [("job_id = ?", job_id), ("outcome = ?", outcome), ("scheduled >= ?", since),
-             ("seq < ?", before)],
+             ("seq < ?", before), ("seq > ?", after)],
             check_limit(limit),
+            oldest=after is not None,
         )  # fmt: skip
 
         def body(cur: C) -> list[SlotRecord]:
-            return [SlotRecord(*row) for row in cur.execute(query, params).fetchall()]
+            rows = [SlotRecord(*row) for row in cur.execute(query, params).fetchall()]
+            return rows[::-1] if after is not None else rows
 
         return self._store._run("read the slot ledger", body, write=False)
 

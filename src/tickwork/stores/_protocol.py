@@ -460,12 +460,15 @@ class SlotLedger(Protocol):
         since: float | None = None,
         outcome: str | None = None,
         before: int | None = None,
+        after: int | None = None,
         limit: int = 100,
     ) -> list[SlotRecord]:
         """Ledger entries, newest first; at most ``limit``.
 
-        Filtered by job, due time (``since``), outcome, and ``seq`` (``before``, for
-        paging back).
+        Filtered by job, due time (``since``), outcome, and ``seq``: ``before`` (older
+        than it, for paging back) and ``after`` (newer than it, for paging forward).
+        Without ``after`` the ``limit`` keeps the newest entries that pass; with it,
+        the oldest (the ones right after ``after``), still returned newest first.
         """
         ...
 

@@ -951,10 +951,12 @@ class SQLStore(
         since: float | None = None,
         outcome: str | None = None,
         before: int | None = None,
+        after: int | None = None,
         limit: int = 100,
     ) -> list[SlotRecord]:
         """The slot ledger, newest entry first (as `tickwork.stores.SlotLedger.history`)."""
-        return self._chains.causes_of(self._ledger.history(job_id, since, outcome, before, limit))
+        entries = self._ledger.history(job_id, since, outcome, before, limit, after)
+        return self._chains.causes_of(entries)
 
     def set_job_retention(
         self, job_id: str, *, keep_ok: int | None = None, keep_failed: int | None = None
