@@ -223,6 +223,53 @@ def test_a_store_opened_later_is_found_at_each_request(store: SQLiteStore) -> No
         web.wsgi_app(store, tokens=["ana=x"])  # type: ignore[arg-type]
 
 
+def test_the_apps_share_one_list_of_options_checked_by_mypy_and_at_run_time(
+    store: SQLiteStore, tmp_path: Any
+) -> None:
+    import subprocess
+    import sys
+    import textwrap
+
+    for make in (web.asgi_app, web.wsgi_app):
+        with pytest.raises(TypeError, match=rf"^{make.__name__}\(\) got an unexpected keyword"
+                           r" argument 'token'$"):  # fmt: skip
+            make(store, token={"ana": SECRET})  # type: ignore[call-arg]
+    with pytest.raises(TypeError, match=r"^django_urls\(\) got an unexpected keyword argument"
+                       r" 'prefix'$"):  # fmt: skip
+        web.django_urls(store, prefix="/ops")  # type: ignore[call-arg]
+    common = {"tokens", "user", "title", "namespace"}
+    assert web.MountOptions.__optional_keys__ == common and not web.WebOptions.__required_keys__
+    assert web.WebOptions.__optional_keys__ == common | {"prefix", "host_names"}
+    app = web.wsgi_app(store, title="ops", namespace=None, prefix="", host_names=["ops.example"])
+    assert isinstance(app, web.WSGIApp)
+    source = tmp_path / "mounts.py"
+    source.write_text(
+        textwrap.dedent(
+            """
+            from tickwork import web
+            from tickwork.stores.sqlite import SQLiteStore
+
+            store = SQLiteStore(":memory:")
+            ok = web.asgi_app(store, tokens={"ana": "s"}, user=lambda scope: None, title="t")
+            also = web.wsgi_app(store, namespace="n", prefix="/p", host_names=["h"])
+            urls = web.django_urls(store, title="t")
+            bad = web.asgi_app(store, token={"ana": "s"})
+            worse = web.wsgi_app(store, title=3)
+            no = web.django_urls(store, host_names=["h"])
+            """
+        )
+    )
+    done = subprocess.run(
+        [sys.executable, "-m", "mypy", "--strict", "--no-incremental", str(source)],
+        capture_output=True,
+        text=True,
+        timeout=600,
+    )
+    errors = [line for line in done.stdout.splitlines() if ": error:" in line]
+    assert [int(line.split(":")[1]) for line in errors] == [9, 10, 11], done.stdout
+    assert '"token"' in errors[0] and '"title"' in errors[1] and '"host_names"' in errors[2]
+
+
 def test_mounted_in_flask_by_dispatcher_or_inside_a_view_with_its_session(
     store: SQLiteStore,
 ) -> None:

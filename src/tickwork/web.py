@@ -25,17 +25,64 @@ See docs/observability.md, "Mounted in your app".
 from __future__ import annotations
 
 from collections.abc import Callable, Iterable, Mapping
-from typing import Any
+from typing import Any, TypedDict, Unpack
 
 from tickwork._daemon.api import Api
-from tickwork._daemon.gateways import ASGIApp, UserHook, WSGIApp, django_view
+from tickwork._daemon.gateways import ASGIApp, WSGIApp, django_view
 from tickwork._daemon.httpauth import Tokens
 from tickwork._daemon.webapp import ANY_HOST, WebApp
 from tickwork.stores import Store
 
-__all__ = ["ASGIApp", "WSGIApp", "asgi_app", "django_urls", "wsgi_app"]
+__all__ = [
+    "ASGIApp",
+    "MountOptions",
+    "WSGIApp",
+    "WebOptions",
+    "asgi_app",
+    "django_urls",
+    "wsgi_app",
+]
 
 _HINT = 'give host_names=[NAME] to tickwork.web (or ["*"] if the app checks Host itself)'
+
+
+class MountOptions(TypedDict, total=False):
+    """The keywords every mounted app takes (all optional); `django_urls` takes these.
+
+    Attributes:
+        tokens: Named tokens, ``{name: secret}``: who may read and act (the name is
+            recorded as who acted). ``None`` (the default) and no ``user``: reading
+            open, acting off.
+        user: Your app's own login: given your framework's request (ASGI: the scope,
+            with what your middleware put in it, such as ``scope["user"]``; WSGI: the
+            environ; Django: the ``HttpRequest``), the signed-in user's name or ``None``.
+        title: What the pages are about (default ``"tickwork"``).
+        namespace: Only a daemon's jobs (``namespace/name``), by name; ``None`` (the
+            default): every job of the store, by its id.
+
+    """
+
+    tokens: Mapping[str, str] | None
+    user: Callable[[Any], str | None] | None
+    title: str
+    namespace: str | None
+
+
+class WebOptions(MountOptions, total=False):
+    """The keywords of `asgi_app` and `wsgi_app`: `MountOptions` and these.
+
+    Attributes:
+        prefix: A path a proxy adds in front of the app's own mount point (the
+            ``root_path``), when it does not say so in ``X-Forwarded-Prefix``
+            (default ``""``).
+        host_names: Names the ``Host`` header may give besides IP addresses and
+            ``localhost`` (DNS rebinding); ``["*"]``: any (the app checks it). Default:
+            none.
+
+    """
+
+    prefix: str
+    host_names: Iterable[str]
 
 
 def _later(find: Callable[[], Any]) -> Callable[[], Store | None]:
@@ -51,15 +98,15 @@ def _later(find: Callable[[], Any]) -> Callable[[], Store | None]:
     return store
 
 
-def _web_app(
-    jobs: Any,
-    tokens: Mapping[str, str] | None,
-    user: UserHook | None,
-    title: str,
-    namespace: str | None,
-    prefix: str,
-    host_names: Iterable[str],
-) -> WebApp:
+def _known(caller: str, options: Mapping[str, Any], allowed: Any) -> None:
+    """Refuse a keyword ``caller`` does not take (a `TypedDict` is not checked at run time)."""
+    unknown = sorted(set(options) - allowed.__required_keys__ - allowed.__optional_keys__)
+    if unknown:
+        raise TypeError(f"{caller}() got an unexpected keyword argument {unknown[0]!r}")
+
+
+def _web_app(jobs: Any, options: WebOptions) -> WebApp:
+    """The app of the pages and the API over the store of ``jobs``, ``options`` checked."""
     store: Any = getattr(jobs, "store", jobs)
     if not isinstance(store, Store) and callable(store):
         store = _later(store)
@@ -68,6 +115,8 @@ def _web_app(
             "jobs must be a store, a scheduler with a store (DurableScheduler,"
             f" AsyncDurableScheduler) or a function returning one, got {jobs!r}"
         )
+    tokens, user = options.get("tokens"), options.get("user")
+    title = options.get("title", "tickwork")
     if tokens is not None and not isinstance(tokens, Mapping):
         raise TypeError(f"tokens must be a mapping of names to secrets, got {tokens!r}")
     if user is not None and not callable(user):
@@ -75,21 +124,13 @@ def _web_app(
     if not isinstance(title, str):
         raise TypeError(f"title must be a str, got {title!r}")
     keys = Tokens(tokens.items()) if tokens else None
-    api = Api(store, namespace, title, keys, users=user is not None)
+    api = Api(store, options.get("namespace"), title, keys, users=user is not None)
+    host_names = options.get("host_names", ())
     names = [host_names] if isinstance(host_names, str) else list(host_names)
-    return WebApp(api, host_names=names, prefix=prefix, host_hint=_HINT)
+    return WebApp(api, host_names=names, prefix=options.get("prefix", ""), host_hint=_HINT)
 
 
-def asgi_app(
-    jobs: Any,
-    *,
-    tokens: Mapping[str, str] | None = None,
-    user: Callable[[Any], str | None] | None = None,
-    title: str = "tickwork",
-    namespace: str | None = None,
-    prefix: str = "",
-    host_names: Iterable[str] = (),
-) -> ASGIApp:
+def asgi_app(jobs: Any, **options: Unpack[WebOptions]) -> ASGIApp:
     """An ASGI 3 app of the pages and the control API, to mount under any path.
 
     Args:
@@ -97,66 +138,41 @@ def asgi_app(
             `tickwork.AsyncDurableScheduler` (its store), or a function that returns
             one at each request (``None`` while it is not open: 503), for an app that
             opens its store later (``lambda: app.state.scheduler`` in a lifespan).
-        tokens: Named tokens, ``{name: secret}``: who may read and act (the name is
-            recorded as who acted). ``None`` and no ``user``: reading open, acting off.
-        user: Your app's own login: given the ASGI scope (with what your middleware put
-            in it, such as ``scope["user"]``), the signed-in user's name or ``None``.
-        title: What the pages are about.
-        namespace: Only a daemon's jobs (``namespace/name``), by name; ``None``: every
-            job of the store, by its id.
-        prefix: A path a proxy adds in front of the app's own mount point (the
-            ``root_path``), when it does not say so in ``X-Forwarded-Prefix``.
-        host_names: Names the ``Host`` header may give besides IP addresses and
-            ``localhost`` (DNS rebinding); ``["*"]``: any (the app checks it).
+        **options: `WebOptions`: ``tokens``, ``user`` (given the ASGI scope),
+            ``title``, ``namespace``, ``prefix``, ``host_names``.
 
     Raises:
-        TypeError: ``jobs`` has no store, or another argument is of the wrong type.
+        TypeError: ``jobs`` has no store, an option is unknown or of the wrong type.
         ValueError: Tokens with a name or secret twice, or a bad ``prefix``.
 
     """
-    app = _web_app(jobs, tokens, user, title, namespace, prefix, host_names)
-    return ASGIApp(app, user)
+    _known("asgi_app", options, WebOptions)
+    return ASGIApp(_web_app(jobs, options), options.get("user"))
 
 
-def wsgi_app(
-    jobs: Any,
-    *,
-    tokens: Mapping[str, str] | None = None,
-    user: Callable[[Any], str | None] | None = None,
-    title: str = "tickwork",
-    namespace: str | None = None,
-    prefix: str = "",
-    host_names: Iterable[str] = (),
-) -> WSGIApp:
+def wsgi_app(jobs: Any, **options: Unpack[WebOptions]) -> WSGIApp:
     """A WSGI app of the pages and the control API; its mount point is ``SCRIPT_NAME``.
 
-    As `asgi_app`, with ``user`` given the WSGI environ. Inside a Flask view (``return
-    app`` answers with it), the view's request context is live, so ``user`` may read
-    ``flask.session`` or ``flask_login.current_user``; give ``prefix`` the view's path
-    then, as the environ's ``SCRIPT_NAME`` does not have it.
+    As `asgi_app` (the same `WebOptions`), with ``user`` given the WSGI environ. Inside
+    a Flask view (``return app`` answers with it), the view's request context is live,
+    so ``user`` may read ``flask.session`` or ``flask_login.current_user``; give
+    ``prefix`` the view's path then, as the environ's ``SCRIPT_NAME`` does not have it.
 
     Raises:
         TypeError: As `asgi_app`.
         ValueError: As `asgi_app`.
 
     """
-    app = _web_app(jobs, tokens, user, title, namespace, prefix, host_names)
-    return WSGIApp(app, user)
+    _known("wsgi_app", options, WebOptions)
+    return WSGIApp(_web_app(jobs, options), options.get("user"))
 
 
-def django_urls(
-    jobs: Any,
-    *,
-    tokens: Mapping[str, str] | None = None,
-    user: Callable[[Any], str | None] | None = None,
-    title: str = "tickwork",
-    namespace: str | None = None,
-) -> list[Any]:
+def django_urls(jobs: Any, **options: Unpack[MountOptions]) -> list[Any]:
     """Django URL patterns of the pages and the API: ``path("ops/", include(django_urls(...)))``.
 
-    As `asgi_app`, with ``user`` given the ``HttpRequest`` (``request.user``). Django
-    checks the ``Host`` (``ALLOWED_HOSTS``); the pages carry their own form tokens, so
-    Django's CSRF middleware leaves the view alone.
+    As `asgi_app`, with `MountOptions` (``user`` given the ``HttpRequest``:
+    ``request.user``). Django checks the ``Host`` (``ALLOWED_HOSTS``); the pages carry
+    their own form tokens, so Django's CSRF middleware leaves the view alone.
 
     Raises:
         TypeError: As `asgi_app`.
@@ -165,5 +181,6 @@ def django_urls(
     """
     from django.urls import re_path  # type: ignore[import-untyped]
 
-    app = _web_app(jobs, tokens, user, title, namespace, "", [ANY_HOST])
-    return [re_path(r"^(?P<rest>.*)$", django_view(app, user))]
+    _known("django_urls", options, MountOptions)
+    app = _web_app(jobs, WebOptions(**options, prefix="", host_names=[ANY_HOST]))
+    return [re_path(r"^(?P<rest>.*)$", django_view(app, options.get("user")))]
