@@ -7,7 +7,10 @@ from datetime import UTC, datetime
 
 import pytest
 
-from tickwork._daemon.runlog import JSON_KEYS, RunLog, iso
+from tickwork._core.errors import JobTimedOut
+from tickwork._core.events import EventKind, RunEvent
+from tickwork._daemon import runlog
+from tickwork._daemon.runlog import JSON_KEYS, OneOffLines, RunLog, iso
 from tickwork._daemon.runner import RunResult
 
 T = datetime(2026, 12, 2, 17, tzinfo=UTC).timestamp()
@@ -194,3 +197,87 @@ def test_a_run_an_operator_asked_for_says_so() -> None:
         f"{iso(T + 0.25)} report started (backfill, attempt 2)",
         f"{iso(T + 0.25)} report started",
     ]
+
+
+# -- one-offs: their lines come from the scheduler's events ------------------------------
+
+
+def oneoff_event(kind: str, job_id: str = "~key:remind:42", **kw: object) -> RunEvent:
+    return RunEvent(EventKind(kind), 0, T, job_id=job_id, func="app.mail:remind", **kw)  # type: ignore[arg-type]
+
+
+def raised(exc: Exception) -> Exception:
+    """``exc`` with a traceback, as a job's error has one."""
+    try:
+        raise exc
+    except Exception as caught:
+        return caught
+
+
+def test_a_one_off_s_attempts_are_lines_named_by_its_id_and_function() -> None:
+    out = io.StringIO()
+    lines = OneOffLines(RunLog(out, wall=lambda: T + 0.5), dict)
+    lines.observe(oneoff_event("started", started=T))
+    lines.observe(
+        oneoff_event("failed", duration=0.25, error=raised(ValueError("no such user 42")))
+    )
+    lines.observe(oneoff_event("started", started=T + 2))  # its retry
+    lines.observe(oneoff_event("finished", duration=0.5))
+    lines.observe(oneoff_event("started", job_id="jobs/tick"))  # a job's: the daemon's own
+    lines.observe(oneoff_event("failed", job_id="~" + "a" * 20, error=JobTimedOut("30 s")))
+    text = out.getvalue().splitlines()
+    assert text[0] == "2026-12-02T17:00:00Z ~key:remind:42 (app.mail:remind) started"
+    assert text[1].startswith(
+        "2026-12-02T17:00:00Z ~key:remind:42 (app.mail:remind) failed error in 0.25s:"
+        " ValueError: no such user 42 | "
+    )
+    assert text[1].endswith("in raised |     raise exc | ValueError: no such user 42")
+    assert text[2:4] == [
+        "2026-12-02T17:00:00Z ~key:remind:42 (app.mail:remind) started (attempt 2)",
+        "2026-12-02T17:00:00Z ~key:remind:42 (app.mail:remind) finished ok (attempt 2) in 0.50s",
+    ]
+    assert text[4].startswith(f"2026-12-02T17:00:00Z ~{'a' * 20} (app.mail:remind) failed timeout")
+    assert len(text) == 5
+    lines._check()
+
+
+def test_a_one_off_s_json_lines_carry_its_id_and_function() -> None:
+    out = io.StringIO()
+    lines = OneOffLines(RunLog(out, format="json", wall=lambda: T + 0.5), dict)
+    lines.observe(oneoff_event("started", started=T))
+    lines.observe(
+        oneoff_event("failed", duration=0.25, error=raised(ValueError("no such user 42")))
+    )
+    started, failed = (json.loads(line) for line in out.getvalue().splitlines())
+    assert list(started) == list(JSON_KEYS) and list(failed) == list(JSON_KEYS)
+    assert started | {"time": None, "scheduled": None} == dict.fromkeys(JSON_KEYS) | {
+        "event": "started",
+        "job": "~key:remind:42",
+        "func": "app.mail:remind",
+        "attempt": 1,
+        "late": 0.5,
+    }
+    assert (failed["event"], failed["status"], failed["func"]) == (
+        "failed",
+        "error",
+        "app.mail:remind",
+    )
+    assert failed["error"] == "ValueError: no such user 42" and "Traceback" in failed["output"]
+
+
+def test_the_attempt_counts_of_one_offs_that_ended_failing_are_dropped() -> None:
+    running: dict[str, int] = {}
+    lines = OneOffLines(RunLog(io.StringIO(), wall=lambda: T), lambda: running)
+    for k in range(200):  # each fails for good: no finish takes its count
+        lines.observe(oneoff_event("started", job_id=f"~{k:020x}"))
+        lines.observe(oneoff_event("failed", job_id=f"~{k:020x}", error=ValueError("x")))
+        assert len(lines._attempts) <= runlog._PRUNE_AT
+    assert lines.pruned == 200 - len(lines._attempts)
+    running["~key:slow"] = 1  # one waits for its retry: its count stays
+    lines.observe(oneoff_event("started", job_id="~key:slow"))
+    lines.observe(oneoff_event("failed", job_id="~key:slow", error=ValueError("x")))
+    for k in range(200, 400):
+        lines.observe(oneoff_event("started", job_id=f"~{k:020x}"))
+        lines.observe(oneoff_event("failed", job_id=f"~{k:020x}", error=ValueError("x")))
+    assert lines._attempts[("~key:slow", T)] == 1
+    lines._check()

@@ -75,7 +75,7 @@ from tickwork._daemon.logline import json_line, one_line, say
 from tickwork._daemon.mail import Mail
 from tickwork._daemon.pools import declare_pools
 from tickwork._daemon.replacing import Replacing
-from tickwork._daemon.runlog import LogFormat, RunLog, RunOutput, iso
+from tickwork._daemon.runlog import LogFormat, OneOffLines, RunLog, RunOutput, iso
 from tickwork._daemon.runner import (
     ProcessGroups,
     RunResult,
@@ -319,6 +319,7 @@ class Daemon:
         self._wall = self.scheduler.now
         self.dead_man = DeadMan(self.scheduler, self.alerts, lambda name: self._jobs.get(name))
         self.scheduler.add_listener(self._on_event)
+        self.scheduler.add_listener(OneOffLines(log, self.scheduler.running).observe)
         self._signals: list[int] = []
         self.exit_status = 0
         """What `serve` returns: 1 when run ends were left unrecorded at shutdown."""

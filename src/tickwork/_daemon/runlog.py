@@ -13,22 +13,31 @@ Two formats, both one line per event, flushed at once:
   due time. Attempts and, on failure, the end of the output follow on the same line.
 - ``json`` for machines: one object per line with a fixed set of keys (`JSON_KEYS`,
   documented in ``docs/daemon.md``); a key that does not apply is ``null``.
+
+The one-offs the daemon runs (``--allow-module``) are not the jobs file's: their lines
+come from its scheduler's events (`OneOffLines`), named by the one-off's id with its
+function.
 """
 
 from __future__ import annotations
 
 import signal
+import threading
 import time
-from collections.abc import Callable
+import traceback
+from collections.abc import Callable, Mapping
 from typing import Any, Final, Literal, TextIO
 
+from tickwork._core.errors import JobCancelled
+from tickwork._core.events import EventKind, RunEvent
 from tickwork._core.text import iso
 from tickwork._core.text import iso_due as _due
 from tickwork._core.text import run_duration as _seconds
 from tickwork._daemon.logline import json_line, one_line
-from tickwork._daemon.runner import RunResult
+from tickwork._daemon.runner import TAIL_BYTES, RunResult
+from tickwork.stores.contract import is_oneoff
 
-__all__ = ["JSON_KEYS", "LogFormat", "RunLog", "RunOutput", "iso"]
+__all__ = ["JSON_KEYS", "LogFormat", "OneOffLines", "RunLog", "RunOutput", "iso"]
 
 LogFormat = Literal["text", "json"]
 
@@ -49,6 +58,7 @@ JSON_KEYS: Final = (
     "count",
     "stream",
     "bytes",
+    "func",
 )
 """The keys of every JSON line, in order."""
 
@@ -90,22 +100,31 @@ class RunLog:
         self._wall = wall
 
     def started(
-        self, job: str, scheduled: float, *, attempt: int = 1, origin: str = "schedule"
+        self,
+        job: str,
+        scheduled: float,
+        *,
+        attempt: int = 1,
+        origin: str = "schedule",
+        func: str | None = None,
     ) -> None:
         """A run (or a retry: ``attempt`` > 1) of ``job`` due at ``scheduled`` starts now.
 
         Args:
-            job: The job's name.
+            job: The job's name (a one-off: its id).
             scheduled: The run's scheduled time, POSIX seconds.
             attempt: 1 for the run, 2 for the first retry, ...
             origin: ``"schedule"``, or ``"manual"`` / ``"backfill"`` for a run an
                 operator asked for (said on a text line).
+            func: A one-off's function, said after its id (JSON: ``func``).
         """
         now = self._wall()
         late = max(0.0, now - scheduled)
         if self._format == "json":
-            self._json(now, "started", job, scheduled, attempt=attempt, late=round(late, 3))
+            self._json(now, "started", job, scheduled, attempt=attempt, late=round(late, 3),
+                       func=func)  # fmt: skip
             return
+        job = _named(job, func)
         extra = [] if origin == "schedule" else [origin]
         if attempt > 1:
             extra.append(f"attempt {attempt}")
@@ -114,13 +133,16 @@ class RunLog:
         suffix = f" ({', '.join(extra)})" if extra else ""
         self._write(f"{iso(now)} {job} started{suffix}")
 
-    def finished(self, job: str, scheduled: float, result: RunResult) -> None:
+    def finished(
+        self, job: str, scheduled: float, result: RunResult, *, func: str | None = None
+    ) -> None:
         """A run of ``job`` due at ``scheduled`` ended with ``result``.
 
         Args:
-            job: The job's name.
+            job: The job's name (a one-off: its id).
             scheduled: The run's scheduled time, POSIX seconds.
             result: How it ended; its output tail is logged when it failed.
+            func: A one-off's function, said after its id (JSON: ``func``).
         """
         now = self._wall()
         event = "finished" if result.ok else "failed"
@@ -137,9 +159,10 @@ class RunLog:
                 duration=round(result.duration, 3),
                 error=result.error,
                 output=None if result.ok else result.output,
+                func=func,
             )
             return
-        head = f"{iso(now)} {job} {event} {result.status}"
+        head = f"{iso(now)} {_named(job, func)} {event} {result.status}"
         if result.attempt > 1:
             head += f" (attempt {result.attempt})"
         head += f" in {_seconds(result.duration)}"
@@ -287,6 +310,94 @@ class RunOutput:
             )
         else:
             log._write(f"{iso(now)} {self._job} {text}")
+
+
+#: `OneOffLines` drops the attempt counts of one-offs no longer running here once it
+#: holds this many as another one-off starts.
+_PRUNE_AT: Final = 64
+
+
+class OneOffLines:
+    """The run log's lines of the one-offs a daemon's scheduler runs, from its events.
+
+    A one-off (enqueued by the app, ``tickwork enqueue`` or ``POST /api/enqueue``) is
+    run by the scheduler itself, not as one of the jobs file's jobs: its STARTED event
+    is its `RunLog.started` line, its FINISHED or FAILED one its `RunLog.finished`
+    line, named by its id (``~key:KEY``, or ``~`` and 20 hex digits) and function.
+    Each attempt of a retried one-off is a STARTED event: they are counted per run,
+    and the counts of runs that no longer run here (`running`) are dropped once
+    `_PRUNE_AT` are held as another one-off starts. The jobs' events are left alone.
+
+    Args:
+        log: Where the lines go.
+        running: Job id -> runs held by the scheduler (`DurableScheduler.running`).
+    """
+
+    def __init__(self, log: RunLog, running: Callable[[], Mapping[str, int]]) -> None:
+        self._log = log
+        self._running = running
+        self._lock = threading.Lock()
+        self._attempts: dict[tuple[str, float], int] = {}  # (id, due) -> attempts started
+        self.pruned = 0
+        """Attempt counts dropped so far (of runs that ended)."""
+
+    def observe(self, event: RunEvent) -> None:
+        """The listener: a one-off's start or end as a run-log line; others ignored."""
+        job_id, kind = event.job_id, event.kind
+        if job_id is None or not is_oneoff(job_id):
+            return
+        run = (job_id, event.scheduled)
+        if kind is EventKind.STARTED:
+            with self._lock:
+                attempt = self._attempts.get(run, 0) + 1
+                if attempt == 1 and len(self._attempts) >= _PRUNE_AT:
+                    self._prune()
+                self._attempts[run] = attempt
+            origin = event.origin or "schedule"
+            self._log.started(job_id, run[1], attempt=attempt, origin=origin, func=event.func)
+        elif kind is EventKind.FINISHED or kind is EventKind.FAILED:
+            with self._lock:
+                if kind is EventKind.FINISHED:
+                    attempt = self._attempts.pop(run, 1)
+                else:  # a retry may follow: its start counts on
+                    attempt = self._attempts.get(run, 1)
+            self._log.finished(job_id, run[1], _result(event, attempt), func=event.func)
+
+    def _prune(self) -> None:
+        """Drop the counts of runs that no longer run here (the lock held)."""
+        held = self._running()
+        gone = [run for run in self._attempts if run[0] not in held]
+        for run in gone:
+            del self._attempts[run]
+        self.pruned += len(gone)
+
+    def _check(self) -> None:
+        """Every count held is of a one-off and at least 1."""
+        with self._lock:
+            assert all(is_oneoff(i) and n >= 1 for (i, _), n in self._attempts.items())
+
+
+def _result(event: RunEvent, attempt: int) -> RunResult:
+    """How a one-off's attempt ended, as a command's would: its error and traceback."""
+    took = event.duration or 0.0
+    error = event.error
+    if error is None:
+        return RunResult(exit_code=0, duration=took, attempt=attempt)
+    trace = "".join(traceback.format_exception(error))
+    return RunResult(
+        timed_out=isinstance(error, TimeoutError),
+        cancelled=isinstance(error, JobCancelled),
+        error=f"{type(error).__name__}: {error}",
+        duration=took,
+        output=trace[-TAIL_BYTES:],
+        output_bytes=len(trace.encode()),
+        attempt=attempt,
+    )
+
+
+def _named(job: str, func: str | None) -> str:
+    """A text line's name of a run: the job's, or a one-off's id and function."""
+    return job if func is None else f"{job} ({func})"
 
 
 def _signal(result: RunResult) -> str | None:

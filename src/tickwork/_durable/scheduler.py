@@ -755,8 +755,7 @@ class DurableScheduler(Declaring, ScheduleDecorators, Enqueuing):
                 seconds).
             outcome: Only entries with this outcome.
             before: Only entries older than this ``seq`` (to page back).
-            after: Only entries newer than this ``seq`` (to page forward): the
-                ``limit`` oldest of them, still newest first.
+            after: Only the ``limit`` entries right after this ``seq`` (to page forward).
             limit: Most entries returned.
 
         Raises:
