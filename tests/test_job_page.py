@@ -252,6 +252,11 @@ def test_an_old_page_of_a_100_000_entry_ledger_is_read_with_a_limit(state: SQLit
     assert took < 5, took  # generous for a loaded machine: the plan below is the point
     plan = _plan(state, "SELECT seq FROM ledger WHERE job_id = ? AND seq < ? ORDER BY seq DESC")
     assert "ledger_job" in plan and "TEMP B-TREE" not in plan.upper(), plan
+    forward = _plan(state, "SELECT seq FROM ledger WHERE job_id = ? AND seq > ? ORDER BY seq")
+    assert "ledger_job" in forward and "TEMP B-TREE" not in forward.upper(), forward
+    for after in range(seq - 90_000, seq, 10_000):  # paging forward reads as little
+        page = get(state, f"/jobs/big?after={after}").body.decode()
+        assert len(due_times(page)) == 50 and 'rel="prev"' in page and 'rel="next"' in page
 
 
 def _plan(store: SQLiteStore, query: str) -> str:
