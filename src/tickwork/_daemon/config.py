@@ -658,6 +658,48 @@ _SHAPE_CHECKS: Final = {
 }
 
 
+def _zone_name(value: object) -> str:
+    if not isinstance(value, str):
+        raise _Invalid(f"must be an IANA zone name such as 'Europe/Berlin', got {_show(value)}")
+    try:
+        Cron("0 0 * * *", tz=value)
+    except CronError as exc:
+        raise _Invalid(str(exc).removeprefix("tz: ")) from None
+    return value
+
+
+#: The check of each shared option, in the order problems are reported.
+_OPTION_CHECKS: Final[dict[str, Callable[[object], object]]] = {
+    "overlap": _choice(_OVERLAP),
+    "missed": _choice(_MISSED),
+    "delivery": _choice(DELIVERIES),
+    "output": _choice(_OUTPUT),
+    "output_limit": _output_limit,
+    "on_failure": _alert,
+    "on_success": _success_hook,
+    **_MAIL_CHECKS,
+    "keep_ok": _keep,
+    "keep_failed": _keep,
+    **_PROCESS_CHECKS,
+    "grace": _duration,
+    "jitter": _duration,
+    "timeout": _duration,
+    "kill_grace": _duration,
+    "retries": _retries,
+    "retry_backoff": lambda v: _duration(v, positive=True),
+    "retry_backoff_max": lambda v: _duration(v, positive=True),
+    "enabled": _bool,
+    "timezone": _zone_name,
+    "alert_if_missed": _bool,
+    "alert_if_no_success": _dead_man_bound,
+    "alert_if_late": _dead_man_bound,
+    "alert_if_running": _dead_man_bound,
+    "pool": _pool_name,
+}
+#: The same without the host's checks (each key keeps its place).
+_OPTION_SHAPE_CHECKS: Final = {**_OPTION_CHECKS, **_SHAPE_CHECKS}
+
+
 def _json_value(value: object) -> bool:
     if isinstance(value, (str, int, float, bool)):
         return True
@@ -1002,18 +1044,33 @@ class _Checker:
     def schedule(
         self, where: str, at: _Path, table: dict[str, Any], defaults: dict[str, Any]
     ) -> Schedule | None:
-        given = [k for k in _SCHEDULE_KEYS if k in table]
-        if len(given) != 1:
-            if given:
-                listed = ", ".join(given)
-                self.add(
-                    where, (*at, given[1]), given[1], f"set exactly one schedule, got {listed}"
-                )
-            elif "after" not in table and table.get("at_start") is not True:  # only then
-                self.add(where, at, "", "missing a schedule: set every, cron, at or in")
+        """The job's schedule (``every``, ``cron``, ``at`` or ``in``), or None if it is wrong."""
+        key = self._schedule_key(where, at, table)
+        if key is None:
             return None
-        key = given[0]
-        value = table[key]
+        extras_ok = self._extras_fit(where, at, table, key)
+        bounds = self._bounds(where, at, table, defaults, key)
+        try:
+            schedule = _build_schedule(key, table[key], table, defaults, bounds)
+        except _Invalid as exc:
+            self.add(where, (*at, key), key, str(exc))
+            return None
+        return schedule if extras_ok and bounds.ok else None
+
+    def _schedule_key(self, where: str, at: _Path, table: dict[str, Any]) -> str | None:
+        """The one schedule key the job sets (None: none or several, reported if wrong)."""
+        given = [k for k in _SCHEDULE_KEYS if k in table]
+        if len(given) == 1:
+            return given[0]
+        if given:
+            listed = ", ".join(given)
+            self.add(where, (*at, given[1]), given[1], f"set exactly one schedule, got {listed}")
+        elif "after" not in table and table.get("at_start") is not True:  # only then
+            self.add(where, at, "", "missing a schedule: set every, cron, at or in")
+        return None
+
+    def _extras_fit(self, where: str, at: _Path, table: dict[str, Any], key: str) -> bool:
+        """The keys that go with one schedule kind are set only with that kind."""
         ok = True
         for extra, only in (("fixed_delay", "every"), ("timezone", "cron"), ("first", "every")):
             if extra in table and key != only and not _zone_for_calendar(extra, key, table):
@@ -1023,6 +1080,13 @@ class _Checker:
             if extra in table and key in ("at", "in"):
                 self.add(where, (*at, extra), extra, "applies only to every and cron schedules")
                 ok = False
+        return ok
+
+    def _bounds(
+        self, where: str, at: _Path, table: dict[str, Any], defaults: dict[str, Any], key: str
+    ) -> _Bounds:
+        """Read ``first``, ``until``, ``jitter`` and ``fixed_delay`` for the schedule ``key``."""
+        ok = True
         first: float | None = None
         until: float | None = None
         try:
@@ -1038,47 +1102,20 @@ class _Checker:
             self.add(where, (*at, "until"), "until", str(exc))
             ok = False
         jitter = 0.0
-        jitter_raw = table.get("jitter", defaults.get("jitter", 0))
         try:
-            jitter = _duration(jitter_raw)
+            jitter = _duration(table.get("jitter", defaults.get("jitter", 0)))
         except _Invalid:
             ok = False  # reported by options()
-        schedule: Schedule | None = None
-        try:
-            if key == "every":
-                fixed = table.get("fixed_delay", False)
-                if not isinstance(fixed, bool):
-                    self.add(
-                        where,
-                        (*at, "fixed_delay"),
-                        "fixed_delay",
-                        f"must be true or false, got {_show(fixed)}",
-                    )
-                    ok = False
-                interval = _duration(value, positive=True)
-                schedule = Every(
-                    interval, fixed_delay=fixed is True, jitter=jitter, first=first, until=until
-                )
-            elif key == "cron":
-                tz = table.get("timezone", defaults.get("timezone", "UTC"))
-                if not isinstance(value, str):
-                    raise _Invalid(f"must be a string such as '0 3 * * *', got {_show(value)}")
-                if not isinstance(tz, str):
-                    return None  # reported by options()
-                try:
-                    schedule = Cron(value, tz=tz, jitter=jitter, until=until)
-                except CronError as exc:
-                    if str(exc).startswith("tz:"):
-                        return None  # reported by options(), where the zone is written
-                    raise _Invalid(str(exc)) from None
-            elif key == "at":
-                schedule = At(_instant(value).timestamp())
-            else:
-                schedule = Once(_duration(value))
-        except _Invalid as exc:
-            self.add(where, (*at, key), key, str(exc))
-            return None
-        return schedule if ok else None
+        fixed = table.get("fixed_delay", False)
+        if key == "every" and not isinstance(fixed, bool):
+            self.add(
+                where,
+                (*at, "fixed_delay"),
+                "fixed_delay",
+                f"must be true or false, got {_show(fixed)}",
+            )
+            ok = False
+        return _Bounds(first, until, jitter, fixed is True, ok)
 
     def options(
         self,
@@ -1094,35 +1131,27 @@ class _Checker:
         ``merged`` is the job's table over the defaults; the result is built from it,
         while problems are reported only for keys written in ``table`` itself.
         """
-        checks: dict[str, Callable[[object], object]] = {
-            "overlap": _choice(_OVERLAP),
-            "missed": _choice(_MISSED),
-            "delivery": _choice(DELIVERIES),
-            "output": _choice(_OUTPUT),
-            "output_limit": _output_limit,
-            "on_failure": _alert,
-            "on_success": _success_hook,
-            **_MAIL_CHECKS,
-            "keep_ok": _keep,
-            "keep_failed": _keep,
-            **(_PROCESS_CHECKS if self.check_host else _SHAPE_CHECKS),
-            "grace": _duration,
-            "jitter": _duration,
-            "timeout": _duration,
-            "kill_grace": _duration,
-            "retries": _retries,
-            "retry_backoff": lambda v: _duration(v, positive=True),
-            "retry_backoff_max": lambda v: _duration(v, positive=True),
-            "enabled": _bool,
-            "timezone": _zone_name,
-            "alert_if_missed": _bool,
-            "alert_if_no_success": _dead_man_bound,
-            "alert_if_late": _dead_man_bound,
-            "alert_if_running": _dead_man_bound,
-            "pool": _pool_name,
-        }
-        out: dict[str, Any] = {}
         source = merged if merged is not None else table
+        out = self._option_values(where, at, table, source)
+        if kind == "call":
+            self._call_options(where, at, table, out)
+        if "env" in table:
+            self._env(where, at, table["env"], kind, out)
+        if kind != "call":
+            self._working_dir(where, at, table, source, out)
+        if "env_file" in source:
+            self._env_file(where, at, table, source["env_file"], out)
+        if kind == "call":
+            for key in ("cwd", "env_file", "env_file_vars"):
+                out.pop(key, None)
+        return out
+
+    def _option_values(
+        self, where: str, at: _Path, table: dict[str, Any], source: dict[str, Any]
+    ) -> dict[str, Any]:
+        """Each option of ``source`` through its check (see `_OPTION_CHECKS`)."""
+        out: dict[str, Any] = {}
+        checks = _OPTION_CHECKS if self.check_host else _OPTION_SHAPE_CHECKS
         for key, check in checks.items():
             if key not in source:
                 continue
@@ -1137,28 +1166,23 @@ class _Checker:
             if key == "timeout":
                 value = value or None  # 0 means no timeout, as in systemd
             out[key] = value
-        if kind == "call":
-            for key, why in _COMMAND_ONLY.items():
-                if key in table:
-                    self.add(where, (*at, key), key, f"applies only to command jobs ({why})")
-            process = table.get("isolation") == "process"
-            for key, why in () if process else _CHILD_ONLY.items():
-                if key in table:
-                    self.add(where, (*at, key), key, why)
-            for key in (*(() if process else _CHILD_ONLY), *_PROCESS_CHECKS):
-                out.pop(key, None)
-            if "timeout" not in table:  # [defaults]' timeout is for commands
-                out.pop("timeout", None)
-        if "env" in table:
-            self._env(where, at, table["env"], kind, out)
-        if kind != "call":
-            self._working_dir(where, at, table, source, out)
-        if "env_file" in source:
-            self._env_file(where, at, table, source["env_file"], out)
-        if kind == "call":
-            for key in ("cwd", "env_file", "env_file_vars"):
-                out.pop(key, None)
         return out
+
+    def _call_options(
+        self, where: str, at: _Path, table: dict[str, Any], out: dict[str, Any]
+    ) -> None:
+        """A call job: refuse the options of commands (and of a child process without one)."""
+        for key, why in _COMMAND_ONLY.items():
+            if key in table:
+                self.add(where, (*at, key), key, f"applies only to command jobs ({why})")
+        process = table.get("isolation") == "process"
+        for key, why in () if process else _CHILD_ONLY.items():
+            if key in table:
+                self.add(where, (*at, key), key, why)
+        for key in (*(() if process else _CHILD_ONLY), *_PROCESS_CHECKS):
+            out.pop(key, None)
+        if "timeout" not in table:  # [defaults]' timeout is for commands
+            out.pop("timeout", None)
 
     def _working_dir(
         self,
@@ -1277,6 +1301,46 @@ def _target_fields(kind: str, table: dict[str, Any]) -> dict[str, Any]:
     }
 
 
+@dataclass(frozen=True, slots=True)
+class _Bounds:
+    """What bounds a schedule besides its own value, and whether all of it reads well."""
+
+    first: float | None
+    until: float | None
+    jitter: float
+    fixed_delay: bool
+    ok: bool
+
+
+def _build_schedule(
+    key: str, value: object, table: dict[str, Any], defaults: dict[str, Any], bounds: _Bounds
+) -> Schedule | None:
+    """The schedule ``key = value`` writes (None: a cron zone that options() reports)."""
+    if key == "every":
+        return Every(
+            _duration(value, positive=True),
+            fixed_delay=bounds.fixed_delay,
+            jitter=bounds.jitter,
+            first=bounds.first,
+            until=bounds.until,
+        )
+    if key == "cron":
+        tz = table.get("timezone", defaults.get("timezone", "UTC"))
+        if not isinstance(value, str):
+            raise _Invalid(f"must be a string such as '0 3 * * *', got {_show(value)}")
+        if not isinstance(tz, str):
+            return None  # reported by options()
+        try:
+            return Cron(value, tz=tz, jitter=bounds.jitter, until=bounds.until)
+        except CronError as exc:
+            if str(exc).startswith("tz:"):
+                return None  # reported by options(), where the zone is written
+            raise _Invalid(str(exc)) from None
+    if key == "at":
+        return At(_instant(value).timestamp())
+    return Once(_duration(value))
+
+
 def _stand_in(table: dict[str, Any], defaults: dict[str, Any]) -> Schedule | None:
     """A schedule of the kind the job wrote, with its jitter, when its own value is wrong.
 
@@ -1298,16 +1362,6 @@ def _stand_in(table: dict[str, Any], defaults: dict[str, Any]) -> Schedule | Non
 def _zone_for_calendar(extra: str, key: str, table: dict[str, Any]) -> bool:
     """An ``every`` job with a ``calendar`` reads its days in its ``timezone``."""
     return extra == "timezone" and key == "every" and "calendar" in table
-
-
-def _zone_name(value: object) -> str:
-    if not isinstance(value, str):
-        raise _Invalid(f"must be an IANA zone name such as 'Europe/Berlin', got {_show(value)}")
-    try:
-        Cron("0 0 * * *", tz=value)
-    except CronError as exc:
-        raise _Invalid(str(exc).removeprefix("tz: ")) from None
-    return value
 
 
 def _instant(value: object) -> datetime:
