@@ -286,7 +286,7 @@ def test_a_skip_event_counting_more_slots_than_were_logged_logs_the_rest(
     import json
 
     from tickwork._core.events import EventKind, RunEvent
-    from tickwork._daemon.daemon import _Stretch
+    from tickwork._daemon.skips import _Stretch
 
     out = io.StringIO()
     d = Daemon(
@@ -294,7 +294,7 @@ def test_a_skip_event_counting_more_slots_than_were_logged_logs_the_rest(
         wall_clock=lambda: NOW + 50,
     )  # fmt: skip
     # check_skips saw (and logged) the slots at NOW and NOW + 10; three more passed since.
-    d._stretches["jobs/a"] = _Stretch(NOW, Every(10), seen_until=NOW + 15, logged=2)
+    d.skips._stretches["jobs/a"] = _Stretch(NOW, Every(10), seen_until=NOW + 15, logged=2)
     d._on_event(RunEvent(EventKind.SKIPPED, 0, NOW, job_id="jobs/a", name="jobs/a", missed=5))
     line = json.loads(out.getvalue())
     assert (line["job"], line["count"], line["reason"]) == ("a", 3, "overlap")
@@ -302,7 +302,7 @@ def test_a_skip_event_counting_more_slots_than_were_logged_logs_the_rest(
 
 
 def test_slots_passing_while_a_run_is_held_are_counted_on_the_grid() -> None:
-    from tickwork._daemon.daemon import _slots_between
+    from tickwork._daemon.skips import _slots_between
 
     every = Every(0.1)
     assert _slots_between(every, 100.0, None, 100.35) == (4, 100.0, pytest.approx(100.3))
@@ -324,7 +324,7 @@ def test_slots_passing_while_a_run_is_held_skip_the_days_of_the_calendar() -> No
     from datetime import UTC, datetime
 
     from tickwork import Calendar
-    from tickwork._daemon.daemon import _slots_between
+    from tickwork._daemon.skips import _slots_between
 
     every = Every(3600, calendar=Calendar(weekdays=["sat", "sun"]))
     friday = datetime(2026, 1, 9, 12, tzinfo=UTC).timestamp()

@@ -24,7 +24,6 @@ import contextlib
 import dataclasses
 import json
 import logging
-import math
 import os
 import select
 import shlex
@@ -85,6 +84,7 @@ from tickwork._daemon.runner import (
     find_survivors,
     run_job,
 )
+from tickwork._daemon.skips import SKIP_CHECK, HeldSlots
 from tickwork._daemon.status_page import failure_summary
 from tickwork._durable.attempts import begin_attempt, record_attempt
 from tickwork._durable.chains import upstream_first
@@ -92,7 +92,7 @@ from tickwork._durable.engine import DEFAULT_WORKERS
 from tickwork._durable.engine import OUTPUT_LIMIT as LEDGER_TAIL
 from tickwork._durable.runnote import note_attempt
 from tickwork._durable.scheduler import DurableScheduler
-from tickwork.stores import Claim, JobSpec, JobState, OutcomeRetention, Schedule, Store, Upsert
+from tickwork.stores import Claim, JobSpec, JobState, OutcomeRetention, Store, Upsert
 from tickwork.stores.contract import NamespaceHolders, SessionLiveness
 
 __all__ = [
@@ -121,9 +121,6 @@ _log = logging.getLogger("tickwork.daemon")
 _STOP_SIGNALS: Final = (signal.SIGTERM, signal.SIGINT)
 _ERROR_TAIL: Final = 1000  # characters of output kept in a failed run's stored error
 _SETTLE: Final = 5.0  # after terminate_all: seconds beyond the longest kill_grace
-_SKIP_CHECK: Final = 0.2  # how often to look for slots passing while a run is held
-_SKIP_LINE_EVERY: Final = 1.0  # at most one skip line per job per this many seconds
-_SKIP_COUNT_LIMIT: Final = 100_000  # slots counted per look (a tiny interval, a long hang)
 
 
 @dataclass(frozen=True, slots=True)
@@ -155,57 +152,6 @@ class Reload:
             if names
         ]
         return ", ".join(parts) or "no jobs"
-
-
-# -- skips logged as they pass -----------------------------------------------------------
-
-
-def _first_unseen(schedule: Schedule, first: float, lo: float | None) -> float | None:
-    """The first slot of ``schedule``'s grid through ``first`` after ``lo``.
-
-    ``lo=None``: ``first`` itself. ``None`` for a schedule without a grid.
-    """
-    grid = schedule.grid(first) if schedule.repeats else None
-    if grid is None:
-        return None
-    return first if lo is None or lo < first else grid.after(lo)
-
-
-def _slots_between(
-    schedule: Schedule, first: float, lo: float | None, hi: float
-) -> tuple[int, float | None, float | None]:
-    """Slots of ``schedule``'s grid through ``first`` that lie in ``(lo, hi]``.
-
-    ``lo=None`` counts from ``first`` itself. Only fixed-rate and cron schedules have
-    a grid; for the others the answer is none. A calendar's excluded days have none.
-
-    Returns:
-        ``(count, first slot, last slot)``, counting at most `_SKIP_COUNT_LIMIT`.
-    """
-    start = _first_unseen(schedule, first, lo)
-    grid = schedule.grid(first)
-    if start is None or grid is None:
-        return 0, None, None
-    return grid.span(start, hi, _SKIP_COUNT_LIMIT)
-
-
-@dataclass(slots=True)
-class _Stretch:
-    """The slots of one job that have passed while one of its runs was held here."""
-
-    first: float
-    """The job's stored next run when the stretch was seen: its first blocked slot."""
-    schedule: Schedule
-    seen_until: float | None = None
-    """Slots up to here have been counted (None: none yet)."""
-    logged: int = 0
-    """How many of them have been logged."""
-    pending: int = 0
-    """Counted but not logged yet (rate limit)."""
-    pending_first: float = 0.0
-    pending_last: float = 0.0
-    last_line: float = -math.inf
-    """When (monotonic) the last skip line of this stretch was written."""
 
 
 # -- the daemon ------------------------------------------------------------------------
@@ -317,15 +263,16 @@ class Daemon:
         self.alerts = AlertSender()
         self.liveness = Liveness(self.scheduler.health, health_after=health_after)
         self._wall = self.scheduler.now
-        self.dead_man = DeadMan(self.scheduler, self.alerts, lambda name: self._jobs.get(name))
+        self.dead_man = DeadMan(self.scheduler, self.alerts, self.job_config)
+        self.skips = HeldSlots(
+            self.scheduler, store, log, namespace=self.namespace, job=self.job_config
+        )
         self.scheduler.add_listener(self._on_event)
         self.scheduler.add_listener(OneOffLines(log, self.scheduler.running).observe)
         self._signals: list[int] = []
         self.exit_status = 0
         """What `serve` returns: 1 when run ends were left unrecorded at shutdown."""
         self._wake_r = self._wake_w = -1
-        self._stretches: dict[str, _Stretch] = {}  # job id -> slots passing while held
-        self._stretch_lock = threading.Lock()
 
     # -- configuration -------------------------------------------------------------
 
@@ -640,103 +587,11 @@ class Daemon:
         namespace, _, name = event.job_id.partition("/")
         if namespace != self.namespace:
             return
-        if event.kind is EventKind.STARTED:  # a new run: any stretch before it is over
-            if self._wake_w >= 0:  # the main loop looks for skips while runs go on
-                with contextlib.suppress(BlockingIOError, OSError):
-                    os.write(self._wake_w, b"\0")
-            with self._stretch_lock:
-                stretch = self._stretches.pop(event.job_id, None)
-            if stretch is not None and stretch.pending:
-                self._log_pending(name, stretch)
-            return
-        if event.kind not in (EventKind.SKIPPED, EventKind.MISSED):
-            return
-        reason = "missed" if event.kind is EventKind.MISSED else "overlap"
-        reason = "pool" if event.pool_wait else reason
-        count = max(1, event.missed)
-        with self._stretch_lock:
-            stretch = self._stretches.get(event.job_id)
-            if stretch is not None and stretch.first == event.scheduled:
-                del self._stretches[event.job_id]
-            else:
-                stretch = None
-        if stretch is None:
-            self.log.skipped(name, event.scheduled, reason=reason, count=count)
-            return
-        # The durable layer decided the slots this stretch has been logging as they
-        # passed: log only the ones not logged yet.
-        left = count - stretch.logged
-        if left <= 0:
-            return
-        if stretch.pending:
-            start = stretch.pending_first
-        else:
-            after = _first_unseen(stretch.schedule, stretch.first, stretch.seen_until)
-            start = event.scheduled if after is None else after
-        self.log.skipped(name, start, reason=reason, count=left)
-
-    def _log_pending(self, name: str, stretch: _Stretch) -> None:
-        self.log.skipped(
-            name,
-            stretch.pending_first,
-            reason="overlap",
-            count=stretch.pending,
-            last=stretch.pending_last,
-        )
-        stretch.logged += stretch.pending
-        stretch.pending = 0
-        stretch.last_line = time.monotonic()
-
-    def check_skips(self) -> None:
-        """Log the slots of ``overlap = "skip"`` jobs that pass while their run goes on.
-
-        The durable layer decides such a slot when the blocking run ends (it stays
-        unclaimed until then); this logs it as it passes. Lines are rate-limited: at
-        most one per job per second, with a count. The end-of-run decision then logs
-        only what is left. Called every `_SKIP_CHECK` seconds by the main loop.
-        """
-        for jid in self.scheduler.running():
-            namespace, _, name = jid.partition("/")
-            job = self._jobs.get(name)
-            if namespace != self.namespace or job is None or job.overlap != "skip":
-                continue
-            now = self._wall()
-            state = self.store.get(jid)
-            if state is None or state.next_run is None or state.next_run > now:
-                continue
-            if state.spec.schedule is None:  # chains: runs only after others, no grid
-                continue
-            starts = [
-                c.started
-                for c in state.claims
-                if c.owner == self.scheduler.owner and c.started is not None
-            ]
-            if not starts:
-                continue  # claimed, not started yet: nothing overlaps it so far
-            if jid not in self.scheduler.running():
-                continue  # it ended meanwhile: the durable layer decides the slot
-            # Held from before the slot to `now` and after: every slot up to `now`
-            # came while it ran.
-            with self._stretch_lock:
-                stretch = self._stretches.get(jid)
-                if stretch is None or stretch.first != state.next_run:
-                    stretch = _Stretch(state.next_run, state.spec.schedule)
-                    self._stretches[jid] = stretch
-                lo = stretch.seen_until
-                if lo is None and stretch.first < min(starts):
-                    # Its first slot came before the run started (the pool was busy):
-                    # the durable layer decides that one; count those during the run.
-                    lo = min(starts) - 1e-6
-                count, first, last = _slots_between(stretch.schedule, stretch.first, lo, now)
-                stretch.seen_until = now
-                if count:
-                    if not stretch.pending:
-                        stretch.pending_first = first or now
-                    stretch.pending += count
-                    stretch.pending_last = last or now
-                due = stretch.pending and time.monotonic() - stretch.last_line >= _SKIP_LINE_EVERY
-                if due:
-                    self._log_pending(name, stretch)
+        if event.kind is EventKind.STARTED and self._wake_w >= 0:
+            # The main loop looks for skips while runs go on.
+            with contextlib.suppress(BlockingIOError, OSError):
+                os.write(self._wake_w, b"\0")
+        self.skips.on_event(event, name)
 
     # -- the main thread ------------------------------------------------------------------
 
@@ -865,17 +720,17 @@ class Daemon:
             waits = [1.0] if self.watch else []
             if self._leaving:
                 self._remove_left()
-                waits.append(_SKIP_CHECK)
+                waits.append(SKIP_CHECK)
             if self.scheduler.running():
                 try:
-                    self.check_skips()
+                    self.skips.check()
                 except Exception:  # the state is unreachable: the scheduler says so
                     _log.debug("looking for skipped runs failed", exc_info=True)
                 try:
                     self._replacing.check(self.store.get, self._wall())
                 except Exception:
                     _log.debug("looking for runs to replace failed", exc_info=True)
-                waits.append(_SKIP_CHECK)
+                waits.append(SKIP_CHECK)
             if end is not None:
                 waits.append(end - time.monotonic())
             self._wait(min(waits) if waits else None)
