@@ -492,23 +492,7 @@ class Daemon:
         """Run job ``name`` with its current options (see `run_configured_job`)."""
         claim = DurableScheduler.current_claim()
         scheduled = claim.scheduled if claim is not None else self._wall()
-        job = self._jobs.get(name)
-        if job is None:  # another file's (a newer version of it?): not a failure of it
-            text = (
-                f"job {name!r} is not in {self.config_path}: not run by this daemon (pid"
-                f" {os.getpid()}); does a daemon with another version of the file share"
-                f" namespace {self.namespace!r}?"
-            )
-            _log.warning("%s", text)
-            raise JobCancelled(text)
-        if declared and declared != fingerprint(job):
-            _log.warning(
-                "job %r was declared with other options than this daemon's file has"
-                " (another host runs a different version of %s?); running this file's",
-                name,
-                self.config_path,
-            )
-        job = _traced(job) if self.traced and job.command is not None else job
+        job = self._job_to_run(name, declared)
         tag = object()
         halt = self._stop
         if job.overlap == "replace" and claim is not None:
@@ -534,6 +518,38 @@ class Daemon:
             self._replacing.end(tag)
             lines.close()
         due = self._replacing.replaced_for(tag, ended=True)  # asked always: then forgotten
+        self._after_run(name, job, claim, scheduled, result, due)
+
+    def _job_to_run(self, name: str, declared: str) -> JobConfig:
+        """The running file's job ``name``; refused (`JobCancelled`) if it has none."""
+        job = self._jobs.get(name)
+        if job is None:  # another file's (a newer version of it?): not a failure of it
+            text = (
+                f"job {name!r} is not in {self.config_path}: not run by this daemon (pid"
+                f" {os.getpid()}); does a daemon with another version of the file share"
+                f" namespace {self.namespace!r}?"
+            )
+            _log.warning("%s", text)
+            raise JobCancelled(text)
+        if declared and declared != fingerprint(job):
+            _log.warning(
+                "job %r was declared with other options than this daemon's file has"
+                " (another host runs a different version of %s?); running this file's",
+                name,
+                self.config_path,
+            )
+        return _traced(job) if self.traced and job.command is not None else job
+
+    def _after_run(
+        self,
+        name: str,
+        job: JobConfig,
+        claim: Claim | None,
+        scheduled: float,
+        result: RunResult,
+        due: float | None,
+    ) -> None:
+        """Hand a run's end to the ledger and the alerts; raise what the store records."""
         if result.ended is not None and claim is not None:
             # When the command really ended (its supervisor saw it), not when this
             # thread got to it: the daemon may have been stopped or starved meanwhile.

@@ -454,37 +454,25 @@ def run_command(
     """
     _check_arguments(command, shell, setup, groups)
     start = time.monotonic()
-    full_env = _environment(base_env, env, setup)
     if groups is not None and groups.closed:
-        if stdin is not None:
-            os.close(stdin)
-        return RunResult(cancelled=True, error="not started: shutting down")
+        return _shutting_down(stdin)
     argv: list[str] = ["/bin/sh", "-c", command] if isinstance(command, str) else list(command)
-    started = _start(argv, full_env, cwd, groups, job, stdin)
+    started = _start(argv, _environment(base_env, env, setup), cwd, groups, job, stdin)
     if isinstance(started, OSError):
         return _not_started(command, cwd, started.strerror or str(started), start)
-    proc, status_r = started
+    ending = _Ending(_Run(tag), start, timeout, kill_grace)
     out = _Output(tail_bytes, on_line)
-    run = _Run(tag)
-    timed_out, cancelled, report = _wait(
-        proc, status_r, groups, run, out, start, timeout, kill_grace
-    )
-    tail = out.tail
+    report = _wait(*started, groups, ending, out)
     if report.startswith("error "):  # the supervisor could not start the command
-        return _not_started(command, cwd, report[6:], start, tail)
-    code = proc.returncode
-    ended = _reported_end(report)
-    return RunResult(
-        exit_code=code if code >= 0 else None,
-        signal=-code if code < 0 else None,
-        timed_out=timed_out,
-        cancelled=cancelled and not timed_out,
-        replaced=cancelled and not timed_out and run.replaced,
-        duration=(time.monotonic() if ended is None else ended) - start,
-        ended=ended,
-        output=tail.text(),
-        output_bytes=tail.total,
-    )
+        return _not_started(command, cwd, report[6:], start, out.tail)
+    return ending.result(started[0].returncode, out.tail, _reported_end(report))
+
+
+def _shutting_down(stdin: int | None) -> RunResult:
+    """The result of a command not started: the daemon is shutting down."""
+    if stdin is not None:
+        os.close(stdin)
+    return RunResult(cancelled=True, error="not started: shutting down")
 
 
 def _check_arguments(
@@ -589,21 +577,19 @@ def _wait(
     proc: subprocess.Popen[bytes],
     status_r: int,
     groups: ProcessGroups | None,
-    run: _Run,
+    ending: _Ending,
     out: _Output,
-    start: float,
-    timeout: float | None,
-    kill_grace: float,
-) -> tuple[bool, bool, str]:
+) -> str:
     """Supervise the started ``proc`` (cancellable through ``groups``) until it is over.
 
     Returns:
-        ``(timed_out, cancelled, the supervisor's report on status_r)``.
+        The supervisor's report on ``status_r`` (empty without one).
     """
+    run = ending.run
     if groups is not None:
         groups._add(run)
     try:
-        timed_out, cancelled = _supervise(proc, run, out, start, timeout, kill_grace)
+        _supervise(proc, ending, out)
         for stream in ("stdout", "stderr"):  # a last line left unended (pipe held elsewhere)
             out.close(stream)
         proc.wait()
@@ -615,7 +601,7 @@ def _wait(
             if pipe is not None:
                 pipe.close()
         report = _read_status(status_r) if status_r >= 0 else ""
-    return timed_out, cancelled, report
+    return report
 
 
 def _reported_end(report: str) -> float | None:
@@ -665,31 +651,88 @@ class _Output:
             self.lines[stream].close()
 
 
-def _supervise(
-    proc: subprocess.Popen[bytes],
-    run: _Run,
-    out: _Output,
-    start: float,
-    timeout: float | None,
-    kill_grace: float,
-) -> tuple[bool, bool]:
-    """Read output and enforce the deadlines until the command is over.
+class _Ending:
+    """How a started command is brought to its end, and then how it ended.
 
-    Returns:
-        ``(timed_out, cancelled)``.
+    Its group gets SIGTERM at the deadline, at a cancel, or when its leader exited (the
+    rest of the group goes with it); SIGKILL ``kill_grace`` seconds later (at once on
+    a second stop signal); then its pipes are read for at most `_DRAIN` seconds more.
     """
+
+    def __init__(self, run: _Run, start: float, timeout: float | None, kill_grace: float) -> None:
+        self.run = run
+        self.start = start
+        self.deadline = None if timeout is None else start + timeout
+        self.kill_grace = kill_grace
+        self.timed_out = self.cancelled = False
+        self.kill_at: float | None = None  # set when SIGTERM went out
+        self.give_up_at: float | None = None  # set when SIGKILL went out
+
+    def step(self, pgid: int, now: float, *, exited: bool, eof: bool) -> bool:
+        """Send the signal due at ``now``; True when the command is over."""
+        if self.kill_at is None:
+            if exited:  # the rest of its group goes with it
+                reason = "exited"
+            elif self.deadline is not None and now >= self.deadline:
+                reason, self.timed_out = "timeout", True
+            elif self.run.cancelled:
+                reason, self.cancelled = "cancel", True
+            else:
+                reason = ""
+            if reason:
+                _killpg(pgid, signal.SIGTERM)
+                self.kill_at = now + self.kill_grace
+        if self.run.killed and self.kill_at is not None and self.give_up_at is None:
+            self.kill_at = now  # a second stop signal: no grace
+        if exited and eof:
+            return True
+        if self.kill_at is not None and self.give_up_at is None and now >= self.kill_at:
+            _killpg(pgid, signal.SIGKILL)
+            self.give_up_at = now + _DRAIN
+        # Past the drain, something outside the group holds the pipe: stop reading.
+        return self.give_up_at is not None and exited and now >= self.give_up_at
+
+    def wait(self, now: float, *, poll: bool) -> float | None:
+        """How long to wait for output before the next `step` (``poll``: for the exit too)."""
+        waits = [
+            t - now
+            for t in (
+                self.deadline if self.kill_at is None else None,
+                self.kill_at if self.give_up_at is None else None,
+                self.give_up_at,
+            )
+            if t is not None
+        ]
+        if poll:
+            waits.append(_POLL)
+        return max(0.0, min(waits)) if waits else None
+
+    def result(self, code: int, tail: _Tail, ended: float | None) -> RunResult:
+        """How the command ended: its return ``code``, output ``tail``, reported end."""
+        cancelled = self.cancelled and not self.timed_out
+        return RunResult(
+            exit_code=code if code >= 0 else None,
+            signal=-code if code < 0 else None,
+            timed_out=self.timed_out,
+            cancelled=cancelled,
+            replaced=cancelled and self.run.replaced,
+            duration=(time.monotonic() if ended is None else ended) - self.start,
+            ended=ended,
+            output=tail.text(),
+            output_bytes=tail.total,
+        )
+
+
+def _supervise(proc: subprocess.Popen[bytes], ending: _Ending, out: _Output) -> None:
+    """Read output and enforce the deadlines (`_Ending`) until the command is over."""
     assert proc.stdout is not None and proc.stderr is not None
-    pgid = proc.pid
     streams = {proc.stdout.fileno(): "stdout", proc.stderr.fileno(): "stderr"}
-    deadline = None if timeout is None else start + timeout
-    timed_out = cancelled = exited = eof = False
-    kill_at: float | None = None  # set when SIGTERM went out
-    give_up_at: float | None = None  # set when SIGKILL went out
+    exited = eof = False
     with selectors.DefaultSelector() as sel:
         for fd, name in streams.items():
             os.set_blocking(fd, False)
             sel.register(fd, selectors.EVENT_READ, name)
-        sel.register(run.wake_r, selectors.EVENT_READ, "wake")
+        sel.register(ending.run.wake_r, selectors.EVENT_READ, "wake")
         pidfd = -1
         try:
             pidfd = os.pidfd_open(proc.pid)
@@ -699,46 +742,14 @@ def _supervise(
         try:
             while True:
                 now = time.monotonic()
-                if not exited:
-                    exited = _has_exited(proc.pid)
-                if kill_at is None:
-                    if exited:  # the rest of its group goes with it
-                        reason = "exited"
-                    elif deadline is not None and now >= deadline:
-                        reason, timed_out = "timeout", True
-                    elif run.cancelled:
-                        reason, cancelled = "cancel", True
-                    else:
-                        reason = ""
-                    if reason:
-                        _killpg(pgid, signal.SIGTERM)
-                        kill_at = now + kill_grace
-                if run.killed and kill_at is not None and give_up_at is None:
-                    kill_at = now  # a second stop signal: no grace
-                if exited and eof:
+                exited = exited or _has_exited(proc.pid)
+                if ending.step(proc.pid, now, exited=exited, eof=eof):
                     break
-                if kill_at is not None and give_up_at is None and now >= kill_at:
-                    _killpg(pgid, signal.SIGKILL)
-                    give_up_at = now + _DRAIN
-                if give_up_at is not None and exited and now >= give_up_at:
-                    break  # something outside the group holds the pipe: stop reading
-                waits = [
-                    t - now
-                    for t in (
-                        deadline if kill_at is None else None,
-                        kill_at if give_up_at is None else None,
-                        give_up_at,
-                    )
-                    if t is not None
-                ]
-                if pidfd < 0 and not exited:
-                    waits.append(_POLL)
-                wait = max(0.0, min(waits)) if waits else None
-                eof = _read_ready(sel, wait, run, out, pidfd)
+                wait = ending.wait(now, poll=pidfd < 0 and not exited)
+                eof = _read_ready(sel, wait, ending.run, out, pidfd)
         finally:
             if pidfd >= 0:
                 os.close(pidfd)
-    return timed_out, cancelled
 
 
 def _read_ready(
