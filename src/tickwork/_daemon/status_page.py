@@ -425,15 +425,22 @@ def render(
         root: The path the pages are under (the link to the one-offs' charts).
 
     """
-    rows = [_row(job, now, controls) for job in jobs]
-    finder, pager = ("", "") if nav is None else (_finder(*nav), _pager(*nav, len(jobs)))
-    legend = "".join(
-        f'<span class="slot" style="background:{c}"></span> {o} ' for o, c in _COLOURS.items()
-    )
     node_list = ", ".join(_node(n, n in gone) for n in nodes) or "none seen in the last hour"
-    asked = nav is not None and (nav[0].search or nav[0].state or nav[0].offset)
-    empty = "no job matches (see the links above)" if asked else "no jobs in the state"
-    body = "\n".join(rows) or f'<tr><td colspan="6">{empty}</td></tr>'
+    return f"""{_head(title, refresh)}
+<body>
+<h1>tickwork: {html.escape(title)}</h1>
+{banner}<div class="meta" id="live-meta" data-live>{_time(now)} &middot; nodes: {node_list}
+&middot; refreshes every {refresh} s (<a href="">reload</a>)</div>
+{_jobs_table(jobs, now, controls, nav)}<div class="legend">{_legend()}</div>
+{oneoffs_table(oneoffs, root)}{chart}{_actions(actions)}
+{live_script(refresh)}
+</body>
+</html>
+"""
+
+
+def _head(title: str, refresh: int) -> str:
+    """The page's ``<head>``: its title, its style, a reload for browsers without scripts."""
     return f"""<!doctype html>
 <html lang="en">
 <head>
@@ -443,24 +450,36 @@ def render(
 <title>tickwork: {html.escape(title)}</title>
 <style>
 {STYLE}</style>
-</head>
-<body>
-<h1>tickwork: {html.escape(title)}</h1>
-{banner}<div class="meta" id="live-meta" data-live>{_time(now)} &middot; nodes: {node_list}
-&middot; refreshes every {refresh} s (<a href="">reload</a>)</div>
-{finder}<div id="live-jobs" data-live><table>
+</head>"""
+
+
+def _jobs_table(
+    jobs: Sequence[JobView],
+    now: float,
+    controls: Callable[[JobView], str] | None,
+    nav: tuple[JobQuery, JobsPage] | None,
+) -> str:
+    """The jobs' table; with ``nav``, the search form above it and the page links below."""
+    rows = [_row(job, now, controls) for job in jobs]
+    finder, pager = ("", "") if nav is None else (_finder(*nav), _pager(*nav, len(jobs)))
+    asked = nav is not None and (nav[0].search or nav[0].state or nav[0].offset)
+    empty = "no job matches (see the links above)" if asked else "no jobs in the state"
+    body = "\n".join(rows) or f'<tr><td colspan="6">{empty}</td></tr>'
+    return f"""{finder}<div id="live-jobs" data-live><table>
 <thead><tr><th>job</th><th>schedule</th><th>next run</th><th>last outcome</th>
 <th>lateness</th><th>recent slots (oldest left)</th></tr></thead>
 <tbody>
 {body}
 </tbody>
 </table>
-{pager}</div><div class="legend">{legend}</div>
-{oneoffs_table(oneoffs, root)}{chart}{_actions(actions)}
-{live_script(refresh)}
-</body>
-</html>
-"""
+{pager}</div>"""
+
+
+def _legend() -> str:
+    """What each colour of the recent slots means."""
+    return "".join(
+        f'<span class="slot" style="background:{c}"></span> {o} ' for o, c in _COLOURS.items()
+    )
 
 
 #: Ledger entries read per job for its failure streak.
@@ -592,16 +611,42 @@ def page(
         root: The path the pages are under (see `render`).
 
     """
-    from tickwork._daemon.declare import owned, owner_label
-    from tickwork._daemon.pools import pool_waits
+    from tickwork._daemon.declare import owner_label
 
     now = time.time()
     prefix = "" if namespace is None else namespace + "/"
     query = replace(listing or JobQuery(limit=PER_PAGE), prefix=prefix)
     listed = list_jobs(store, query, now=now)
+    views, owners = _views(store, listed.jobs, namespace, prefix, now)
+    recent = store.actions(limit=ACTIONS_SHOWN * 10) if isinstance(store, RuntimeControl) else []
+    actions = [(a.job_id.removeprefix(prefix), a) for a in recent if a.job_id.startswith(prefix)]
+    labels = {owner_label(o) for o in owners}
+    return render(
+        title,
+        views,
+        sorted(labels),
+        now,
+        actions=actions[:ACTIONS_SHOWN],
+        gone=_gone_labels(store, owners),
+        controls=controls,
+        banner=banner,
+        chart=_runs_per_minute(store, prefix, now),
+        nav=(query, listed),
+        oneoffs=counts(store),
+        root=root,
+    )
+
+
+def _views(
+    store: Store, states: Sequence[JobState], namespace: str | None, prefix: str, now: float
+) -> tuple[list[JobView], set[str]]:
+    """The rows of the page's jobs, and the owners seen running them in the last hour."""
+    from tickwork._daemon.declare import owned
+    from tickwork._daemon.pools import pool_waits
+
     views: list[JobView] = []
     owners: set[str] = set()
-    for state in listed.jobs:
+    for state in states:
         if namespace is not None and not owned(state, namespace):
             continue
         entries = store.history(state.id, limit=STRIP) if isinstance(store, SlotLedger) else []
@@ -613,24 +658,13 @@ def page(
         words = schedule_and_after(state.spec.schedule, state.spec.after, prefix=prefix)
         views.append(JobView(name, state, words, entries, failures=failures, last_ok=last_ok))
     waits = pool_waits(store, [v.state for v in views], now)  # concurrency pools
-    views = [replace(v, waiting_for=waits.get(v.state.id)) for v in views]
-    recent = store.actions(limit=ACTIONS_SHOWN * 10) if isinstance(store, RuntimeControl) else []
-    actions = [(a.job_id.removeprefix(prefix), a) for a in recent if a.job_id.startswith(prefix)]
+    return [replace(v, waiting_for=waits.get(v.state.id)) for v in views], owners
+
+
+def _gone_labels(store: Store, owners: set[str]) -> set[str]:
+    """The nodes (``host:pid``) of ``owners`` known to be gone (see `gone_owners`)."""
+    from tickwork._daemon.declare import owner_label
+
     gone_raw = gone_owners(store, owners)
-    labels = {owner_label(o) for o in owners}
     # A label is gone when every owner behind it is (a process has one owner per start).
-    gone = {owner_label(o) for o in gone_raw} - {owner_label(o) for o in owners - gone_raw}
-    return render(
-        title,
-        views,
-        sorted(labels),
-        now,
-        actions=actions[:ACTIONS_SHOWN],
-        gone=gone,
-        controls=controls,
-        banner=banner,
-        chart=_runs_per_minute(store, prefix, now),
-        nav=(query, listed),
-        oneoffs=counts(store),
-        root=root,
-    )
+    return {owner_label(o) for o in gone_raw} - {owner_label(o) for o in owners - gone_raw}
