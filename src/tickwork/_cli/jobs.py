@@ -117,6 +117,37 @@ def run_jobs(
 
     out = sys.stdout if out is None else out
     err = sys.stderr if err is None else err
+    asked = _asked(args, err)
+    if isinstance(asked, int):
+        return asked
+    config, query = asked
+    store = open_state(args, "jobs", err)
+    if isinstance(store, int):
+        return store
+    try:
+        namespace = args.namespace or (default_namespace(args.file) if args.file else None)
+        states, live, now, summaries, listed = read_jobs(store, namespace, query)
+        queues = [] if args.json else oneoffs.counts(store)
+    finally:
+        store.close()
+    host = socket.gethostname()
+    rows = [state_row(s, now, host, live, summaries[s.id]) for s in states]
+    # The file's jobs not in the state yet, when every stored job that matches is here.
+    if config is not None and query.state is None and len(states) >= listed.total:
+        rows += _undeclared_rows(config, query, {str(row["job"]) for row in rows})
+    shown = query.offset + len(states)
+    if shown < listed.total:
+        print(
+            f"{len(states):,} of {listed.total:,} jobs listed; --offset {shown} for the next,"
+            " --limit N (0: all) for more, --search or --only to narrow",
+            file=err,
+        )
+    _print_jobs(args, rows, queues, now, out)
+    return 0
+
+
+def _asked(args: argparse.Namespace, err: TextIO) -> tuple[Config | None, JobQuery] | int:
+    """The jobs file (if given) and the listing asked for; an exit status if refused."""
     status = take_file(args, "jobs", err)
     if status is not None:
         return status
@@ -140,33 +171,27 @@ def run_jobs(
     query = JobQuery(
         search=args.search, state=args.only, offset=args.offset, limit=args.limit or None
     )
-    store = open_state(args, "jobs", err)
-    if isinstance(store, int):
-        return store
-    try:
-        namespace = args.namespace or (default_namespace(args.file) if args.file else None)
-        states, live, now, summaries, listed = read_jobs(store, namespace, query)
-        queues = [] if args.json else oneoffs.counts(store)
-    finally:
-        store.close()
-    host = socket.gethostname()
-    rows = [state_row(s, now, host, live, summaries[s.id]) for s in states]
-    # The file's jobs not in the state yet, when every stored job that matches is here.
-    if config is not None and query.state is None and len(states) >= listed.total:
-        seen = {str(row["job"]) for row in rows}
-        wanted = query.search.lower()
-        rows += [
-            _undeclared_row(job)
-            for job in config.jobs
-            if job.name not in seen and wanted in job.name.lower() and not query.offset
-        ]
-    shown = query.offset + len(states)
-    if shown < listed.total:
-        print(
-            f"{len(states):,} of {listed.total:,} jobs listed; --offset {shown} for the next,"
-            " --limit N (0: all) for more, --search or --only to narrow",
-            file=err,
-        )
+    return config, query
+
+
+def _undeclared_rows(config: Config, query: JobQuery, seen: set[str]) -> list[dict[str, Any]]:
+    """The rows of the file's jobs that match ``query`` and are not among ``seen``."""
+    wanted = query.search.lower()
+    return [
+        _undeclared_row(job)
+        for job in config.jobs
+        if job.name not in seen and wanted in job.name.lower() and not query.offset
+    ]
+
+
+def _print_jobs(
+    args: argparse.Namespace,
+    rows: list[dict[str, Any]],
+    queues: Sequence[Any],
+    now: float,
+    out: TextIO,
+) -> None:
+    """The rows in the form asked for (JSON, ``--long`` or the table), then the one-offs."""
     if args.json:
         json.dump(
             [{k: v for k, v in row.items() if not k.startswith("_")} for row in rows],
@@ -174,7 +199,7 @@ def run_jobs(
             indent=2,
         )
         out.write("\n")
-        return 0
+        return
     if not rows:
         print("no jobs in the state", file=out)
     elif args.long:
@@ -185,7 +210,6 @@ def run_jobs(
     if queues:  # one-offs are counted per function, not listed
         print(file=out)
         _print_aligned(oneoffs.counts_table(queues), out)
-    return 0
 
 
 def _undeclared_row(job: JobConfig) -> dict[str, Any]:
@@ -216,6 +240,7 @@ def _undeclared_row(job: JobConfig) -> dict[str, Any]:
 
 
 def _print_row(row: dict[str, Any], out: TextIO) -> None:
+    """One job's details (``--long``): its flags, what holds it, its runs."""
     flags = []
     if row["paused"]:
         flags.append("paused")
@@ -227,6 +252,15 @@ def _print_row(row: dict[str, Any], out: TextIO) -> None:
     print(f"{row['job']}{flag}", file=out)
     if row["schedule"]:
         print(f"  schedule  {row['schedule']}", file=out)
+    _print_pause(row, out)
+    _print_runs(row, out)
+    held = ", held while paused" if row["paused"] and row["_next"] is not None else ""
+    print(f"  next run  {_when(row['_next'])}{held}", file=out)
+    _print_last(row, out)
+
+
+def _print_pause(row: dict[str, Any], out: TextIO) -> None:
+    """Why the job is paused, if it is."""
     pause = row["pause"]
     if pause is not None:
         until = "" if pause["until"] is None else f", until {_shown(pause['until'])}"
@@ -234,6 +268,10 @@ def _print_row(row: dict[str, Any], out: TextIO) -> None:
         print(f"  paused    by {pause['by']} at {_shown(pause['at'])}{until}{note}", file=out)
     elif row["paused"]:
         print("  paused    in the jobs file (enabled = false)", file=out)
+
+
+def _print_runs(row: dict[str, Any], out: TextIO) -> None:
+    """The job's runs waiting, running and lost."""
     for origin, count in sorted(row["waiting"].items()):
         print(f"  waiting   {count} {origin} run(s), to start in order", file=out)
     if row.get("waiting_for"):
@@ -254,31 +292,33 @@ def _print_row(row: dict[str, Any], out: TextIO) -> None:
             f" {claim['owner']} is gone ({claim['why']})",
             file=out,
         )
-    held = ", held while paused" if row["paused"] and row["_next"] is not None else ""
-    print(f"  next run  {_when(row['_next'])}{held}", file=out)
+
+
+def _print_last(row: dict[str, Any], out: TextIO) -> None:
+    """The job's last run: when, how long, its outcome and error, its failure streak."""
     last = row["_last"]
     if last is None:
         print(f"  last run  - ({row['outcome'] or 'never ran'})", file=out)
-    else:
-        took = ""
-        if last.started is not None and last.ended is not None:
-            took = f", took {seconds_fixed(last.ended - last.started, 2)}s"
-        started = "" if last.started is None else f", started {_when(last.started)}"
-        print(f"  last run  {_when(last.scheduled)}{started}{took}", file=out)
-        print(f"  outcome   {last.outcome}", file=out)
-        if last.error:
-            lines = last.error.strip().splitlines()
-            tail = lines[-5:]
-            if len(lines) > 5:
-                tail.insert(0, "...")
-            for i, line in enumerate(tail):
-                print(f"  {'error' if i == 0 else '':<8}  {line}", file=out)
-        if row["last_success"] is not None or row["consecutive_failures"]:
-            success = row["last_success"]
-            shown = "never" if success is None else _shown(success)
-            print(f"  last ok   {shown}", file=out)
-        if row["consecutive_failures"]:
-            print(f"  failing   {row['consecutive_failures']} run(s) in a row", file=out)
+        return
+    took = ""
+    if last.started is not None and last.ended is not None:
+        took = f", took {seconds_fixed(last.ended - last.started, 2)}s"
+    started = "" if last.started is None else f", started {_when(last.started)}"
+    print(f"  last run  {_when(last.scheduled)}{started}{took}", file=out)
+    print(f"  outcome   {last.outcome}", file=out)
+    if last.error:
+        lines = last.error.strip().splitlines()
+        tail = lines[-5:]
+        if len(lines) > 5:
+            tail.insert(0, "...")
+        for i, line in enumerate(tail):
+            print(f"  {'error' if i == 0 else '':<8}  {line}", file=out)
+    if row["last_success"] is not None or row["consecutive_failures"]:
+        success = row["last_success"]
+        shown = "never" if success is None else _shown(success)
+        print(f"  last ok   {shown}", file=out)
+    if row["consecutive_failures"]:
+        print(f"  failing   {row['consecutive_failures']} run(s) in a row", file=out)
 
 
 # -- the table ---------------------------------------------------------------------------
