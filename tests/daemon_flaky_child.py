@@ -15,7 +15,7 @@ from contextlib import AbstractContextManager
 from pathlib import Path
 from typing import Any
 
-from tickwork._daemon import daemon
+from tickwork._daemon import start
 from tickwork.stores import Store, StoreError
 from tickwork.stores.sqlite import SQLiteStore
 
@@ -41,7 +41,7 @@ def main(argv: list[str]) -> None:
         store.marker = marker
         return store
 
-    daemon.open_store = open_store  # type: ignore[assignment]  # run_daemon's
+    start.open_store = open_store  # type: ignore[assignment]  # run_daemon's
     sys.argv = ["tickwork", *argv[3:]]
     runpy.run_module("tickwork", run_name="__main__", alter_sys=True)
 

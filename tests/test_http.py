@@ -21,8 +21,8 @@ from prometheus_client import CollectorRegistry, Counter
 
 from tests.test_daemon_e2e import LIMIT, Run, wait_until
 from tickwork import DurableScheduler
-from tickwork._daemon.daemon import DaemonConfig, run_daemon
 from tickwork._daemon.http import StatusServer, is_loopback, parse_address
+from tickwork._daemon.start import DaemonConfig, run_daemon
 from tickwork._daemon.status_page import LIVE_HASH
 from tickwork.stores import StoreError
 from tickwork.stores.sqlite import SQLiteStore

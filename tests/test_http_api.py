@@ -724,7 +724,7 @@ def test_cross_site_requests_are_told_apart() -> None:
 def test_bad_tokens_stop_the_start_before_the_state_is_opened(tmp_path: Path) -> None:
     import io
 
-    from tickwork._daemon.daemon import DaemonConfig, run_daemon
+    from tickwork._daemon.start import DaemonConfig, run_daemon
 
     jobs = tmp_path / "jobs.toml"
     jobs.write_text('[[job]]\nname = "t"\nevery = "1s"\ncommand = ["true"]\n')

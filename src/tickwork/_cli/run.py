@@ -26,7 +26,7 @@ from tickwork._cli.options import (
 )
 
 if TYPE_CHECKING:
-    from tickwork._daemon.daemon import DaemonConfig
+    from tickwork._daemon.start import DaemonConfig
 
 __all__ = ["add_parser", "daemon_config", "run"]
 
@@ -207,7 +207,7 @@ def _module_prefix(text: str) -> str:
 def daemon_config(args: argparse.Namespace) -> DaemonConfig:
     """The `DaemonConfig` that ``tickwork run``'s parsed options describe."""
     from tickwork._cli.import_crontab import crontab_options
-    from tickwork._daemon.daemon import DaemonConfig
+    from tickwork._daemon.start import DaemonConfig
 
     return DaemonConfig(
         args.file,
@@ -236,7 +236,7 @@ def daemon_config(args: argparse.Namespace) -> DaemonConfig:
 
 def run(args: argparse.Namespace, *, err: TextIO | None = None) -> int:
     """Run ``tickwork run`` for parsed arguments; return the exit status."""
-    from tickwork._daemon.daemon import run_daemon
+    from tickwork._daemon.start import run_daemon
 
     status = take_file(args, "run", sys.stderr if err is None else err, required=True)
     if status is not None:
