@@ -260,12 +260,16 @@ class Daemon:
         self.skips = HeldSlots(
             self.scheduler, store, log, namespace=self.namespace, job=self.job_config
         )
-        self.scheduler.add_listener(self._on_event)
-        self.scheduler.add_listener(OneOffLines(log, self.scheduler.running).observe)
+        self._listen()
         self._signals: list[int] = []
         self.exit_status = 0
         """What `serve` returns: 1 when run ends were left unrecorded at shutdown."""
         self._wake_r = self._wake_w = -1
+
+    def _listen(self) -> None:
+        """Hear the scheduler's runs: the skips and wake-ups (`_on_event`), one-offs' lines."""
+        self.scheduler.add_listener(self._on_event)
+        self.scheduler.add_listener(OneOffLines(self.log, self.scheduler.running).observe)
 
     # -- configuration -------------------------------------------------------------
 
