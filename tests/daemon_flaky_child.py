@@ -35,7 +35,9 @@ def main(argv: list[str]) -> None:
     marker = Path(argv[1])
     assert argv[2] == "--"
 
-    def open_store(*, state: str | None, database: str | None) -> Store:
+    def open_store(
+        *, state: str | None, database: str | None, within: float | None = None
+    ) -> Store:
         assert state is not None and database is None
         store = FullDiskStore(state)
         store.marker = marker
