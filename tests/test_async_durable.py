@@ -159,6 +159,22 @@ def test_the_threaded_scheduler_still_refuses_coroutine_functions(tmp_path: Path
         store.close()
 
 
+@pytest.mark.parametrize("name", ["enqueue", "enqueue_many"])
+def test_the_async_enqueue_takes_the_engines_parameters(name: str) -> None:
+    # The async face forwards: the engine's parameters, typed as they are there, and a
+    # docstring of its own.
+    import inspect
+
+    face = getattr(AsyncDurableScheduler, name)
+    engine = getattr(DurableScheduler, name)
+    assert inspect.iscoroutinefunction(face)
+    face_params = list(inspect.signature(face).parameters.values())
+    engine_params = list(inspect.signature(engine).parameters.values())
+    assert face_params[1:] == engine_params[1:]
+    assert face.__qualname__ == f"AsyncDurableScheduler.{name}"
+    assert face.__doc__.startswith(f"`DurableScheduler.{name}`, in a thread")
+
+
 def test_store_calls_do_not_run_on_the_loop(tmp_path: Path) -> None:
     threads: list[int] = []
 

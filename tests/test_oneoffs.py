@@ -304,7 +304,7 @@ def test_concurrent_enqueues_share_a_transaction(made: Made) -> None:
     wait_until("the first write", lambda: calls == [1])
     for t in threads[1:]:
         t.start()
-    wait_until("three callers waiting", lambda: len(ds._enqueues._waiting) == 3)  # type: ignore[attr-defined]
+    wait_until("three callers waiting", lambda: len(ds._enqueues._waiting) == 3)
     release.set()
     for t in threads:
         t.join(60)
@@ -313,6 +313,17 @@ def test_concurrent_enqueues_share_a_transaction(made: Made) -> None:
     assert not ds.enqueue(note, 9, key="same").created
     drain(ds, pool)
     assert sorted(c[0] for c in CALLS) == [0, 1, 2, 3]
+
+
+def test_the_group_commit_is_built_with_its_scheduler(made: Made) -> None:
+    # Built once, in the constructor: no first enqueue races to make it.
+    from tickwork._durable.oneoffs import Combiner
+
+    ds, pool, clock, store = made
+    other = DurableScheduler(store, executor=pool, wall_clock=clock.wall)
+    assert isinstance(ds._enqueues, Combiner)
+    assert isinstance(other._enqueues, Combiner)
+    assert ds._enqueues is not other._enqueues
 
 
 def test_a_failed_group_write_raises_in_its_callers_and_the_next_one_goes_on(made: Made) -> None:

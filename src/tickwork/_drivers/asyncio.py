@@ -69,6 +69,26 @@ async def _with_timeout(fn: Callable[[], Awaitable[object]], timeout: float) -> 
         raise  # the job's own TimeoutError
 
 
+def _how(fn: object, timeout: object, inline: object) -> tuple[int, float | None]:
+    """Check `AsyncScheduler`'s ``timeout`` and ``inline`` for ``fn``; return ``(how, timeout)``."""
+    limit = seconds_or_none("timeout", timeout, positive=True)
+    if not isinstance(inline, bool):
+        raise TypeError(f"inline must be a bool, got {inline!r}")
+    if _is_coroutine_function(fn):
+        if inline:
+            raise ValueError(
+                f"inline=True is for plain callables (coroutine functions run as "
+                f"tasks on the loop), got fn={fn!r}"
+            )
+        return _AWAIT, limit
+    if limit is not None and callable(fn):
+        raise ValueError(
+            f"timeout needs a coroutine function (a plain callable cannot be "
+            f"cancelled), got fn={fn!r}"
+        )
+    return (_INLINE if inline else _POOL), None
+
+
 def _release(waiter: asyncio.Future[None]) -> None:
     if not waiter.done():
         waiter.set_result(None)
@@ -222,18 +242,10 @@ class AsyncScheduler(ScheduleDecorators):
         shown = None
         if args or kwargs or name is not None:
             fn, shown = bind(fn, args, kwargs, name)
+        policy = self._policy
         make = functools.partial(
-            self._policy.schedule,
-            delay,
-            fn,
-            interval,
-            fixed_delay,
-            overlap,
-            max_running,
-            shown=shown,
+            policy.schedule, delay, fn, interval, fixed_delay, overlap, max_running, shown=shown
         )
-        if threading.get_ident() == self._thread_id:
-            return self._new("schedule", fn, timeout, inline, make)
         return self._on_loop(self._new, "schedule", fn, timeout, inline, make)
 
     def add(
@@ -510,51 +522,33 @@ class AsyncScheduler(ScheduleDecorators):
         if self._stopping:
             raise RuntimeError(f"{what}() on a stopped AsyncScheduler, got fn={fn!r}")
         policy = self._policy
-        how = self._how(fn, timeout, inline)
+        how = _how(fn, timeout, inline)
         task_id = make(driver=how)
         if policy.wake:
             self._wake()
         return task_id
 
-    @staticmethod
-    def _how(fn: object, timeout: object, inline: object) -> tuple[int, float | None]:
-        """Validate ``timeout`` and ``inline`` for ``fn``; return ``(how, timeout)``."""
-        limit = seconds_or_none("timeout", timeout, positive=True)
-        if not isinstance(inline, bool):
-            raise TypeError(f"inline must be a bool, got {inline!r}")
-        if _is_coroutine_function(fn):
-            if inline:
-                raise ValueError(
-                    f"inline=True is for plain callables (coroutine functions run as "
-                    f"tasks on the loop), got fn={fn!r}"
-                )
-            return _AWAIT, limit
-        if limit is not None and callable(fn):
-            raise ValueError(
-                f"timeout needs a coroutine function (a plain callable cannot be "
-                f"cancelled), got fn={fn!r}"
-            )
-        return (_INLINE if inline else _POOL), None
+    def _rearm(self, entry: list[Any] | None) -> None:
+        """Wake the owner if its timer was set for ``entry``, a task that left the schedule.
+
+        Re-armed for the next task, an idle loop does not wake for nothing (and the
+        timer frees nothing it holds).
+        """
+        if entry is not None and entry[_DUE] <= self._policy.deadline + _HEAD_SLACK:
+            self._wake()
 
     def _cancel(self, task_id: int) -> bool:
-        policy = self._policy
         entry = self._core._tasks.get(task_id)
-        if not policy.cancel(task_id):
+        if not self._policy.cancel(task_id):
             return False
-        # The owner's timer was set for this task: re-arm it for the next one, so an
-        # idle loop does not wake for nothing (and the timer frees nothing it holds).
-        if entry is not None and entry[_DUE] <= policy.deadline + _HEAD_SLACK:
-            self._wake()
+        self._rearm(entry)
         return True
 
     def _pause(self, task_id: int, note: str | None) -> bool:
-        policy = self._policy
         entry = self._core._tasks.get(task_id) if type(task_id) is int else None
-        if not policy.pause(task_id, note):
+        if not self._policy.pause(task_id, note):
             return False
-        # As for cancel: if the owner sleeps for this task, re-arm its timer.
-        if entry is not None and entry[_DUE] <= policy.deadline + _HEAD_SLACK:
-            self._wake()
+        self._rearm(entry)
         return True
 
     def _resume(self, task_id: int) -> bool:
@@ -568,12 +562,10 @@ class AsyncScheduler(ScheduleDecorators):
     def _trigger(self, task_id: int) -> bool:
         if self._stopping:
             raise RuntimeError(f"trigger() on a stopped AsyncScheduler, got task_id={task_id!r}")
-        policy = self._policy
         entry = self._core._tasks.get(task_id) if type(task_id) is int else None
-        done = policy.trigger(task_id)
-        # A one-shot or fixed-delay task left the schedule: re-arm as cancel does.
-        if entry is not None and entry[2] is None and entry[_DUE] <= policy.deadline + _HEAD_SLACK:
-            self._wake()
+        done = self._policy.trigger(task_id)
+        if entry is not None and entry[2] is None:  # a one-shot or fixed-delay task left
+            self._rearm(entry)
         self._hand_over()
         return done
 

@@ -22,16 +22,16 @@ from __future__ import annotations
 import asyncio
 import concurrent.futures
 import functools
+import inspect
 from collections.abc import Awaitable, Callable, Coroutine, Iterable, Mapping
 from concurrent.futures import Executor
 from datetime import datetime
 from types import TracebackType
-from typing import Any, Final, Literal
+from typing import Any, Concatenate, Final, Literal, ParamSpec, TypeVar
 
 from tickwork._core.events import Listener
 from tickwork._core.scheduler import DEFAULT_MAX_ERRORS
-from tickwork._core.schedules import Duration
-from tickwork._durable.oneoffs import Enqueued, OneOff
+from tickwork._durable.oneoffs import Enqueued
 from tickwork._durable.scheduler import DurableErrorHook, DurableScheduler, current_async_claim
 from tickwork.stores import (
     ActionRecord,
@@ -49,6 +49,38 @@ __all__ = ["AsyncDurableScheduler"]
 
 #: How often a worker awaiting a coroutine job checks that the loop still runs.
 _LOOP_CHECK: Final = 0.5
+
+_P = ParamSpec("_P")
+_R = TypeVar("_R")
+
+
+def _in_thread(
+    sync: Callable[Concatenate[Any, _P], _R], doc: str
+) -> Callable[Concatenate[AsyncDurableScheduler, _P], Coroutine[Any, Any, _R]]:
+    """The async face of a `DurableScheduler` method that may take an app's ``connection``.
+
+    It takes the method's own parameters (its signature, for type checkers and
+    `inspect`, is the method's) and calls the engine's method in a thread; with a
+    ``connection`` on the calling thread instead, where the app uses that connection.
+    ``doc`` is the face's docstring.
+    """
+    name = sync.__name__
+
+    async def face(self: AsyncDurableScheduler, /, *args: _P.args, **kwargs: _P.kwargs) -> _R:
+        call: Callable[[], _R] = functools.partial(getattr(self._engine, name), *args, **kwargs)
+        if kwargs.get("connection") is not None:
+            return call()
+        return await asyncio.to_thread(call)
+
+    signature = inspect.signature(sync)
+    me, *rest = signature.parameters.values()
+    face.__signature__ = signature.replace(  # type: ignore[attr-defined]
+        parameters=[me.replace(annotation=inspect.Parameter.empty), *rest]
+    )
+    face.__name__ = name
+    face.__qualname__ = f"AsyncDurableScheduler.{name}"
+    face.__doc__ = inspect.cleandoc(doc)
+    return face
 
 
 class AsyncDurableScheduler:
@@ -288,43 +320,21 @@ class AsyncDurableScheduler:
 
     # -- delayed jobs ----------------------------------------------------------------
 
-    async def enqueue(
-        self,
-        func: str | Callable[..., object],
-        *args: Any,
-        at: float | datetime | None = None,
-        delay: Duration | None = None,
-        key: str | None = None,
-        kwargs: Mapping[str, Any] | None = None,
-        connection: object = None,
-        **options: Any,
-    ) -> Enqueued:
+    enqueue = _in_thread(
+        DurableScheduler.enqueue,
         """`DurableScheduler.enqueue`, in a thread; ``async def`` functions are allowed.
 
         With ``connection`` (the app's own, blocking, PostgreSQL connection: see
         `DurableScheduler.enqueue`) the insert runs on this thread, where the app uses
         that connection: a Django connection belongs to its thread, and the statement
         must be in the app's transaction.
-        """
-        call = functools.partial(
-            self._engine.enqueue,
-            func,
-            *args,
-            at=at,
-            delay=delay,
-            key=key,
-            kwargs=kwargs,
-            connection=connection,
-            **options,
-        )
-        return call() if connection is not None else await asyncio.to_thread(call)
+        """,
+    )
 
-    async def enqueue_many(
-        self, items: Iterable[OneOff], *, connection: object = None
-    ) -> list[Enqueued]:
-        """`DurableScheduler.enqueue_many`, in a thread (with ``connection``: see `enqueue`)."""
-        call = functools.partial(self._engine.enqueue_many, items, connection=connection)
-        return call() if connection is not None else await asyncio.to_thread(call)
+    enqueue_many = _in_thread(
+        DurableScheduler.enqueue_many,
+        """`DurableScheduler.enqueue_many`, in a thread (with ``connection``: see `enqueue`).""",
+    )
 
     async def cancel(self, ref: Enqueued | str, *, by: str | None = None) -> bool:
         """`DurableScheduler.cancel` (a pending one-off), in a thread."""

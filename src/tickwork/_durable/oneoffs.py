@@ -168,6 +168,7 @@ class _Host(Protocol):
     """What `Enqueuing` uses of its `DurableScheduler`."""
 
     _store: Store
+    _enqueues: Combiner
 
     def _allow(self, func: str) -> None: ...
     def _poke(self) -> None: ...
@@ -181,6 +182,7 @@ class Enqueuing:
 
     def enqueue(
         self: _Host,
+        /,
         func: str | Callable[..., object],
         *args: Any,
         at: float | datetime | None = None,
@@ -227,7 +229,7 @@ class Enqueuing:
         return Enqueuing.enqueue_many(self, [item], connection=connection)[0]
 
     def enqueue_many(
-        self: _Host, items: Iterable[OneOff], *, connection: object = None
+        self: _Host, /, items: Iterable[OneOff], *, connection: object = None
     ) -> list[Enqueued]:
         """Enqueue every item in one transaction and one statement (see `enqueue`).
 
@@ -237,7 +239,7 @@ class Enqueuing:
         store = _queue(self._store)
         rows = _rows(items, self.now(), awaits=self._awaits)
         if connection is None:
-            created = _combiner(self).enqueue(store, rows)
+            created = self._enqueues.enqueue(store, rows)
         else:
             try:
                 query, params = store.oneoff_statement(rows)
@@ -392,22 +394,6 @@ class Combiner:
             for w in group:
                 w.flags, at = flags[at : at + len(w.rows)], at + len(w.rows)
                 w.done.set()
-
-
-_COMBINERS_LOCK = threading.Lock()
-
-
-def _combiner(host: object) -> Combiner:
-    """The scheduler's `Combiner`, made at its first enqueue."""
-    combiner = getattr(host, "_enqueues", None)
-    if combiner is None:
-        with _COMBINERS_LOCK:
-            combiner = getattr(host, "_enqueues", None)
-            if combiner is None:
-                combiner = Combiner()
-                host._enqueues = combiner  # type: ignore[attr-defined]
-    assert isinstance(combiner, Combiner)
-    return combiner
 
 
 def _rows(items: list[OneOff], now: float, *, awaits: bool | None) -> list[OneOffRow]:

@@ -11,10 +11,11 @@ claims due runs with `Store.claim_due`, whose ``advance`` is the pure policy of
 sleeps again. A worker records each run with `Store.start` right before
 calling the job and `Store.finish` after it. See ``docs/durability.md``.
 
-This module holds the public API, the life cycle and the timing loop. The engine's
-other parts are objects the scheduler builds and holds, one module each: claiming
-(``claims``), running (``runs``), recovery (``recovery``) and events (``events``),
-sharing one `RunTable` (``engine``, which maps them).
+This module holds the public API (its declarations, one-offs and operators' verbs are
+the faces `Declaring`, `Enqueuing` and `Operating`, one module each), the life cycle and
+the timing loop. The engine's other parts are objects the scheduler builds and holds,
+one module each: claiming (``claims``), running (``runs``), recovery (``recovery``) and
+events (``events``), sharing one `RunTable` (``engine``, which maps them).
 
 Locking: the run table's lock guards the runs in flight and their counts; the events'
 own lock guards listeners and errors. Neither is held while a job, a listener or the
@@ -36,7 +37,6 @@ from concurrent.futures import Executor, ThreadPoolExecutor
 from dataclasses import dataclass, replace
 from datetime import datetime
 from types import TracebackType
-from typing import Literal
 
 from tickwork._core.args import seconds
 from tickwork._core.clocks import watch_clock
@@ -45,7 +45,6 @@ from tickwork._core.scheduler import DEFAULT_MAX_ERRORS
 from tickwork._core.schedules import ScheduleDecorators
 from tickwork._core.text import iso
 from tickwork._durable.claims import Claiming, claimer_for
-from tickwork._durable.control import default_actor, following_slot, run_backfill
 from tickwork._durable.declaring import Declaring
 from tickwork._durable.engine import (
     _RETRY_MIN,
@@ -61,7 +60,8 @@ from tickwork._durable.engine import DEFAULT_WORKERS as DEFAULT_WORKERS
 from tickwork._durable.engine import DurableErrorHook as DurableErrorHook
 from tickwork._durable.engine import current_async_claim as current_async_claim
 from tickwork._durable.events import Events
-from tickwork._durable.oneoffs import Enqueuing, instant
+from tickwork._durable.oneoffs import Combiner, Enqueuing
+from tickwork._durable.operating import Operating
 from tickwork._durable.pools import Pools
 from tickwork._durable.recorder import Recorder
 from tickwork._durable.recovery import Recovery
@@ -69,7 +69,6 @@ from tickwork._durable.runs import Awaiter, Functions, Running
 from tickwork._durable.storetime import StoreTime
 from tickwork._durable.timing import TimingLoop
 from tickwork.stores import (
-    ActionRecord,
     Claim,
     JobNotFoundError,
     JobState,
@@ -97,9 +96,42 @@ def _real_time() -> float:
     return time.clock_gettime(time.CLOCK_BOOTTIME)
 
 
-def _actor(by: str | None) -> str:
-    """Who acts: ``by`` as given (checked by the store), else ``user@host``."""
-    return default_actor() if by is None else by
+def _owner_name(owner: object) -> str:
+    """``owner`` checked, or a new scheduler's own name: ``host:pid:random``."""
+    if owner is None:
+        return f"{socket.gethostname()}:{os.getpid()}:{secrets.token_hex(4)}"
+    if not isinstance(owner, str) or not owner:
+        raise ValueError(f"owner must be a non-empty string or None, got {owner!r}")
+    return owner
+
+
+def _clocks(
+    store: Store,
+    owner: str,
+    wall_clock: Callable[[], float] | None,
+    monotonic_clock: Callable[[], float] | None,
+) -> tuple[Callable[[], float], Callable[[], float], StoreTime | None]:
+    """The wall clock a scheduler judges by, its monotonic clock, and its store clock.
+
+    The wall clock given, else the store's (`StoreTime`, also returned) when the store
+    has one, else `time.time`; the monotonic clock given, else real time (suspends
+    included where the system tells).
+
+    Raises:
+        TypeError: A clock given is not callable.
+    """
+    if wall_clock is not None and not callable(wall_clock):
+        raise TypeError(f"wall_clock must be callable or None, got {wall_clock!r}")
+    if monotonic_clock is None:
+        monotonic_clock = _real_time if hasattr(time, "CLOCK_BOOTTIME") else time.monotonic
+    elif not callable(monotonic_clock):
+        raise TypeError(f"monotonic_clock must be callable or None, got {monotonic_clock!r}")
+    if wall_clock is not None:
+        return wall_clock, monotonic_clock, None
+    if isinstance(store, StoreClock):
+        store_time = StoreTime(store, monotonic_clock, owner=owner)
+        return store_time, monotonic_clock, store_time
+    return time.time, monotonic_clock, None
 
 
 def _positive(name: str, value: object) -> float:
@@ -212,7 +244,7 @@ class Health:
     """Seconds the look in progress has waited for the store (``None``: not looking)."""
 
 
-class DurableScheduler(Declaring, ScheduleDecorators, Enqueuing):
+class DurableScheduler(Declaring, ScheduleDecorators, Enqueuing, Operating):
     """Durable jobs: declared by id, kept in a `Store`, run by a thread on a pool.
 
     Jobs are `JobSpec` values naming their function by import path with JSON
@@ -311,21 +343,14 @@ class DurableScheduler(Declaring, ScheduleDecorators, Enqueuing):
     ) -> None:
         if not isinstance(store, Store):
             raise TypeError(f"store must implement tickwork.stores.Store, got {store!r}")
-        if owner is None:
-            owner = f"{socket.gethostname()}:{os.getpid()}:{secrets.token_hex(4)}"
-        elif not isinstance(owner, str) or not owner:
-            raise ValueError(f"owner must be a non-empty string or None, got {owner!r}")
+        owner = _owner_name(owner)
         if executor is not None and not isinstance(executor, Executor):
             raise TypeError(
                 f"executor must be a concurrent.futures.Executor or None, got {executor!r}"
             )
         _check_count("max_workers", max_workers, 1)
-        if wall_clock is not None and not callable(wall_clock):
-            raise TypeError(f"wall_clock must be callable or None, got {wall_clock!r}")
-        if monotonic_clock is None:
-            monotonic_clock = _real_time if hasattr(time, "CLOCK_BOOTTIME") else time.monotonic
-        elif not callable(monotonic_clock):
-            raise TypeError(f"monotonic_clock must be callable or None, got {monotonic_clock!r}")
+        clocks = _clocks(store, owner, wall_clock, monotonic_clock)
+        self._wall, self._mono, self._store_time = clocks
         _check_count("max_errors", max_errors, 0)
         if on_error is not None and not callable(on_error):
             raise TypeError(f"on_error must be callable or None, got {on_error!r}")
@@ -343,15 +368,6 @@ class DurableScheduler(Declaring, ScheduleDecorators, Enqueuing):
             poll = DEFAULT_POLL if self._notifier is None else DEFAULT_NOTIFIED_POLL
         self._poll = _positive("poll", poll)
         self._health_after = _positive("health_after", health_after)
-        self._mono = monotonic_clock
-        self._store_time: StoreTime | None = None
-        if wall_clock is None:
-            if isinstance(store, StoreClock):
-                self._store_time = StoreTime(store, monotonic_clock, owner=owner)
-                wall_clock = self._store_time
-            else:
-                wall_clock = time.time
-        self._wall: Callable[[], float] = wall_clock
         self._own_executor = executor is None
         self._executor, capacity = _pool(executor, max_workers)
         self._build(capacity, max_errors, on_error, prefixes)
@@ -361,7 +377,7 @@ class DurableScheduler(Declaring, ScheduleDecorators, Enqueuing):
         self._asking: float | None = None  # monotonic time the look in progress began
         # A test's FakeClock wakes the timing thread when it is moved (tickwork.testing).
         watch_clock(self._wall, self._poke)
-        watch_clock(monotonic_clock, self._poke)
+        watch_clock(self._mono, self._poke)
 
     def _build(
         self,
@@ -376,6 +392,7 @@ class DurableScheduler(Declaring, ScheduleDecorators, Enqueuing):
         self._halt = threading.Event()  # set by stop(): cuts the listener's back-off
         self._events = Events(max_errors, on_error)
         self._functions = Functions(prefixes)
+        self._enqueues = Combiner()  # the enqueues of concurrent callers, committed together
         self._recovery = Recovery(
             store, self._table, owner=owner, lease=lease, poll=self._poll, mono=self._mono
         )
@@ -456,220 +473,6 @@ class DurableScheduler(Declaring, ScheduleDecorators, Enqueuing):
 
         """
         self._store.remove(check_job_id(job_id))
-
-    def pause(
-        self,
-        job_id: str,
-        *,
-        note: str | None = None,
-        until: float | datetime | None = None,
-        by: str | None = None,
-    ) -> None:
-        """Stop starting runs of a job until `resume` (a run already claimed goes on).
-
-        The pause is recorded with who took it (``by``, default ``user@host``), when,
-        and the ``note``; with ``until`` it ends by itself then. It survives restarts
-        and re-declarations, until resumed or until a declaration's own ``paused``
-        changes (see docs/daemon.md, "Who wins"). Pausing a paused job replaces its
-        note and end.
-
-        Raises:
-            JobNotFoundError: No such job.
-            ValueError: ``until`` is not in the future, or a naive datetime.
-
-        """
-        job_id = check_job_id(job_id)
-        end = None if until is None else instant("until", until)
-        control = self._control
-        if control is None:
-            if note is not None or end is not None or by is not None:
-                raise TypeError(f"the store {self._store!r} keeps no notes (no RuntimeControl)")
-            self._store.set_paused(job_id, True)
-            return
-        control.pause_job(job_id, by=_actor(by), at=self._wall(), note=note, until=end)
-        self._poke()
-
-    def resume(self, job_id: str, *, by: str | None = None, note: str | None = None) -> bool:
-        """Resume a paused job; False if it was not paused (nothing is recorded then).
-
-        The slots that came due while it was paused are decided by the job's ``missed``
-        policy: skipped, one run now, or replayed.
-
-        Raises:
-            JobNotFoundError: No such job.
-
-        """
-        job_id = check_job_id(job_id)
-        control = self._control
-        if control is None:
-            state = self._store.get(job_id)
-            if state is None:
-                raise JobNotFoundError(f"no job with id {job_id!r}")
-            self._store.set_paused(job_id, False)
-            self._poke()
-            return state.paused
-        resumed = control.resume_job(job_id, by=_actor(by), at=self._wall(), note=note)
-        self._poke()
-        return resumed
-
-    def trigger(
-        self, job_id: str, *, by: str | None = None, note: str | None = None
-    ) -> Literal["queued", "skipped"]:
-        """Run a job once now, outside its schedule, under its overlap policy.
-
-        The run is queued in the store (any scheduler on it may take it; the ledger
-        records its origin ``manual``); the job's next run does not move. With
-        ``overlap="skip"``, a trigger while a run of the job is going or waiting is
-        given up and recorded ``skipped`` (returns ``"skipped"``); with ``"queue"`` it
-        runs after the runs ahead of it; with ``"allow"`` alongside them. A paused job
-        runs the triggered run and stays paused (as `ThreadScheduler.trigger` does).
-
-        Raises:
-            JobNotFoundError: No such job.
-
-        """
-        control = self._require_control("trigger")
-        done = control.trigger_job(check_job_id(job_id), by=_actor(by), at=self._wall(), note=note)
-        self._poke()
-        return done
-
-    def backfill(
-        self,
-        job_id: str,
-        start: float | datetime,
-        end: float | datetime,
-        *,
-        force: bool = False,
-        dry_run: bool = False,
-        by: str | None = None,
-        note: str | None = None,
-    ) -> list[float]:
-        """Run the job's slots between ``start`` and ``end`` (inclusive), oldest first.
-
-        Only slots before now and before the job's next run are queued (the later ones
-        are the schedule's own), none before the job's first slot (`JobState.first_slot`:
-        the job did not exist then; the window is clipped there, and the clip logged),
-        and none held, waiting, or recorded as run in the slot ledger: no slot runs
-        twice. Given-up slots (missed, skipped, cancelled) are filled. Unless the job
-        allows overlap they run one after another. The ledger records their origin
-        ``backfill``. Returns the slots queued (UTC POSIX seconds); `cancel_waiting`
-        takes them back while they wait.
-
-        Args:
-            job_id: The job.
-            start: The window's start (an aware datetime or POSIX seconds).
-            end: Its end.
-            force: Allow more than `tickwork._durable.control.BACKFILL_CAP` (1,000) slots, up
-                to 100,000.
-            dry_run: Return the slots it would queue, and change and record nothing.
-            by: Who acts (default ``user@host``).
-            note: Why, recorded with the action.
-
-        Raises:
-            JobNotFoundError: No such job.
-            JobPausedError: The job is paused.
-            BackfillError: The window is reversed, too long, or the job has no grid
-                (fixed-delay, `Once`).
-
-        """
-        control = self._require_control("backfill")
-        job_id = check_job_id(job_id)
-        window, queued = run_backfill(
-            control,
-            self._state_of(job_id),
-            instant("start", start),
-            instant("end", end),
-            force=force,
-            dry_run=dry_run,
-            by=_actor(by),
-            at=self._wall(),
-            note=note,
-        )
-        if window.early:
-            _log.info("backfill of job %r left out %s", job_id, window.early_text())
-        if not dry_run:
-            self._poke()
-        return queued
-
-    def cancel_waiting(
-        self,
-        job_id: str,
-        *,
-        slot: float | datetime | None = None,
-        by: str | None = None,
-        note: str | None = None,
-    ) -> list[float]:
-        """Cancel the job's runs that wait to be taken; the slots cancelled, oldest first.
-
-        Waiting runs (`JobState.waiting`) are backfilled and triggered runs, and
-        recovered slots re-offered, that no scheduler has taken yet; a run taken goes
-        on. With ``slot``, only the one due then. Each is recorded ``cancelled`` in the
-        slot ledger, and the action with who took it; nothing is recorded when nothing
-        waits (returns ``[]``).
-
-        Raises:
-            JobNotFoundError: No such job.
-
-        """
-        control = self._require_control("cancel_waiting")
-        job_id = check_job_id(job_id)
-        at = None if slot is None else instant("slot", slot)
-        done = control.cancel_waiting_runs(
-            job_id,
-            following_slot(self._state_of(job_id)),
-            slot=at,
-            by=_actor(by),
-            at=self._wall(),
-            note=note,
-        )
-        self._poke()
-        return done
-
-    def _state_of(self, job_id: str) -> JobState:
-        state = self._store.get(job_id)
-        if state is None:
-            raise JobNotFoundError(f"no job with id {job_id!r}")
-        return state
-
-    def skip_next(
-        self, job_id: str, *, by: str | None = None, note: str | None = None
-    ) -> tuple[float, float | None] | None:
-        """Give up the job's next slot: ``(that slot, the new next run)``; None if none.
-
-        The slot is recorded ``skipped`` (origin ``manual``) in the ledger. A slot
-        already claimed is not the next one: its run goes on.
-
-        Raises:
-            JobNotFoundError: No such job.
-
-        """
-        control = self._require_control("skip_next")
-        job_id = check_job_id(job_id)
-        done = control.skip_next_job(
-            job_id,
-            following_slot(self._state_of(job_id)),
-            by=_actor(by),
-            at=self._wall(),
-            note=note,
-        )
-        self._poke()
-        return done
-
-    def actions(
-        self, job_id: str | None = None, *, since: float | None = None, limit: int = 100
-    ) -> list[ActionRecord]:
-        """Operators' recorded actions, newest first (pause, resume, trigger, ..., cancel).
-
-        Raises:
-            TypeError: The store keeps no actions.
-
-        """
-        return self._require_control("actions").actions(job_id, since=since, limit=limit)
-
-    def _require_control(self, verb: str) -> RuntimeControl:
-        if self._control is None:
-            raise TypeError(f"the store {self._store!r} has no runtime control (no {verb}())")
-        return self._control
 
     def reschedule(self, job_id: str, schedule: Schedule) -> None:
         """Give a job a new schedule; its next run is computed afresh from now.
@@ -926,6 +729,31 @@ class DurableScheduler(Declaring, ScheduleDecorators, Enqueuing):
         ):
             raise ValueError(f"timeout must be None or a finite number >= 0, got {timeout!r}")
         give_up = None if timeout is None else time.monotonic() + timeout
+        self._end_threads(give_up)
+        recorder = self._running.recorder
+        if recorder is not None:  # no look is coming: finishes waiting for one go now
+            recorder.write_now(recorder.carry_when(None))
+        finished = self._jobs_ended(wait, give_up)
+        if not wait:
+            settle_by = time.monotonic()
+        elif give_up is None:
+            settle_by = time.monotonic() + self._lease
+        else:
+            settle_by = give_up
+        table, wall = self._table, self._wall
+        unwritten = _settle(self._running, self._recovery, table, wall, self._poll, settle_by)
+        if unwritten and wait:
+            _report_unwritten(self._owner, unwritten)
+        if self._own_executor:
+            self._executor.shutdown(wait=False)
+        return finished and not unwritten
+
+    def _end_threads(self, give_up: float | None) -> None:
+        """`stop`'s first step: no look from now on; the timing and listener threads end.
+
+        Each is joined until ``give_up`` (monotonic; ``None``: for as long as it takes),
+        unless it is the calling thread.
+        """
         table = self._table
         with table.lock:
             table.stopping = True
@@ -940,28 +768,16 @@ class DurableScheduler(Declaring, ScheduleDecorators, Enqueuing):
         for t in (thread, listener):
             if t is not None and t is not threading.current_thread():
                 t.join(None if give_up is None else max(0.0, give_up - time.monotonic()))
-        recorder = self._running.recorder
-        if recorder is not None:  # no look is coming: finishes waiting for one go now
-            recorder.write_now(recorder.carry_when(None))
+
+    def _jobs_ended(self, wait: bool, give_up: float | None) -> bool:
+        """Whether no job but the caller's own still runs: with ``wait``, until ``give_up``."""
+        table = self._table
         own = self._running.depth()
         with table.lock:
-            if wait:
-                left = None if give_up is None else max(0.0, give_up - time.monotonic())
-                finished = table.idle.wait_for(lambda: len(table.runs) - table.ending <= own, left)
-            else:
-                finished = table.in_job <= own
-        if not wait:
-            settle_by = time.monotonic()
-        elif give_up is None:
-            settle_by = time.monotonic() + self._lease
-        else:
-            settle_by = give_up
-        unwritten = _settle(self._running, self._recovery, table, self._wall, self._poll, settle_by)
-        if unwritten and wait:
-            _report_unwritten(self._owner, unwritten)
-        if self._own_executor:
-            self._executor.shutdown(wait=False)
-        return finished and not unwritten
+            if not wait:
+                return table.in_job <= own
+            left = None if give_up is None else max(0.0, give_up - time.monotonic())
+            return table.idle.wait_for(lambda: len(table.runs) - table.ending <= own, left)
 
     def unrecorded(self) -> list[tuple[str, float]]:
         """``(job id, slot)`` of each run that ended here but whose end is not yet recorded.
