@@ -78,8 +78,14 @@ def main(db: str, runs_db: str, plan_path: str, schema: str | None = None) -> No
         plan = json.load(f)
     store = open_store(db, schema)
     # One-offs are enqueued by the test, not declared here: their module is allowed.
+    # A plan may lengthen the lease where no node dies (a renewal late on a loaded machine
+    # must not read as a dead node there); kill tests keep 1 s for a quick failover.
     ds = DurableScheduler(
-        store, lease=1.0, poll=0.2, max_workers=8, allowed_modules=["tests.durable_crash_child"]
+        store,
+        lease=plan.get("lease", 1.0),
+        poll=0.2,
+        max_workers=8,
+        allowed_modules=["tests.durable_crash_child"],
     )
     for job in plan["jobs"]:
         ds.declare(spec(job, runs_db))

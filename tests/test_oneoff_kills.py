@@ -261,7 +261,10 @@ def test_connections_terminated_while_one_offs_are_enqueued_and_run_change_nothi
     cut = [f"{pg_dsn}{'&' if '?' in pg_dsn else '?'}application_name={app}", pg_schema]
     runs, plan_file = tmp_path / "runs.db", tmp_path / "plan.json"
     make_runs(runs)
-    plan_file.write_text('{"jobs": []}')
+    # No node dies here, so none may lose a claim: the lease is long enough that only a
+    # hang reaches it, where 1 s was outlived by renewals late under load (a live node's
+    # claims then recovered as `abandoned`). Cut sessions are told apart by their locks.
+    plan_file.write_text('{"jobs": [], "lease": 30}')
     store = open_store(cut[0], pg_schema)
     producer = DurableScheduler(store)
     caplog.set_level(logging.WARNING, logger="tickwork.stores")  # the producer's retries
