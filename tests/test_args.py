@@ -10,7 +10,7 @@ import pytest
 from tickwork._core.args import seconds
 from tickwork._core.runs import seconds_or_none
 from tickwork._core.schedules import seconds_arg
-from tickwork.stores._model import check_positive, check_time
+from tickwork.stores._checks import check_positive, check_time
 
 
 @pytest.mark.parametrize(

@@ -28,7 +28,7 @@ from tests.executors import ManualExecutor, drain
 from tickwork import AsyncDurableScheduler, At, DurableScheduler, Every
 from tickwork._core.attempts import backoff_delay
 from tickwork.stores import JobSpec, JobSpecError, Store
-from tickwork.stores._model import spec_from_json, spec_to_json
+from tickwork.stores._codec import spec_from_json, spec_to_json
 from tickwork.stores.contract import AttemptLedger
 from tickwork.testing import FakeClock
 

@@ -26,7 +26,7 @@ from tickwork._daemon.config import parse_config
 from tickwork._durable.control import BackfillError
 from tickwork.stores import JobSpec, JobSpecError, Store
 from tickwork.stores._after import find_cycle
-from tickwork.stores._model import spec_from_json, spec_to_json
+from tickwork.stores._codec import spec_from_json, spec_to_json
 from tickwork.testing import FakeClock
 
 from . import durable_jobs

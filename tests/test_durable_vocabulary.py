@@ -18,7 +18,6 @@ from typing import Any
 import pytest
 
 import tickwork.stores
-import tickwork.stores._model
 import tickwork.stores.contract
 from tickwork import At, Cron, DurableScheduler, Every, Once
 from tickwork.stores import (
@@ -76,7 +75,7 @@ def test_the_old_names_build_the_shared_values_with_a_deprecation_warning() -> N
     with pytest.warns(DeprecationWarning, match=r"tickwork.stores.AtSchedule .*tickwork.At"):
         assert tickwork.stores.AtSchedule(5) == At(5)
     with pytest.warns(DeprecationWarning, match=r"CronSchedule .*tickwork.Cron"):
-        cron = tickwork.stores._model.CronSchedule("0 3 * * *", "Europe/Berlin")
+        cron = tickwork.stores.CronSchedule("0 3 * * *", "Europe/Berlin")
     assert cron == Cron("0 3 * * *", "Europe/Berlin")
     with pytest.warns(
         DeprecationWarning, match=r"^Every.seconds is deprecated; use Every.interval$"

@@ -304,14 +304,39 @@ def _decoded(text: str) -> tuple[str, object]:
     return "spec", (spec, repr(spec), types, type(spec.schedule), spec.to_dict())
 
 
-def test_the_quick_decode_of_plain_specs_builds_the_constructors_spec(
-    monkeypatch: pytest.MonkeyPatch,
-) -> None:
-    """The decode that skips `JobSpec`'s constructor (every claim of a one-shot takes it)
-    yields the very spec, or the very error, of the constructor, over many shapes."""
-    import random
+#: A stored spec's fields besides ``v``, ``id``, ``func`` and ``schedule``: JobSpec's keywords.
+_KEYWORDS = ("args", "kwargs", "overlap", "missed", "missed_cap", "grace", "delivery", "paused")
 
-    import tickwork.stores._model as model
+
+def _built(text: str) -> tuple[str, object]:
+    """What `JobSpec` itself gives for the fields of stored ``text``: the spec or the error
+    (worded as `spec_from_json` words a refused field: the constructor's message)."""
+    try:
+        data = json.loads(text)
+    except ValueError:  # not JSON: the codec's own refusal, no field to build
+        return _decoded(text)
+    try:
+        schedule = None if data["schedule"] is None else schedule_from_dict(data["schedule"])
+        spec = JobSpec(
+            data["id"],
+            data["func"],
+            schedule,
+            **{k: data[k] for k in _KEYWORDS},
+            **({"pool": data["pool"]} if "pool" in data else {}),
+            **data.get("attempts", {}),
+        )
+    except JobSpecError as exc:
+        return "StoreError", f"stored job spec {data.get('id')!r} is invalid: {exc}"
+    fields = {f: getattr(spec, f) for f in spec.__dataclass_fields__ if f != "_"}
+    types = {f: type(v) for f, v in fields.items()}
+    return "spec", (spec, repr(spec), types, type(spec.schedule), spec.to_dict())
+
+
+def test_a_stored_spec_is_refused_as_jobspec_refuses_it() -> None:
+    """Decoding a stored spec yields the very spec `JobSpec` builds from its fields, or
+    refuses it with the very message `JobSpec` gives, over good and bad fields of every
+    kind of schedule (one-shots, read at every claim, included)."""
+    import random
 
     base = json.loads(spec_to_json(JobSpec("job-1", "os.path:join", At(1.5e9))))
     # Each key's candidate values: valid ones and broken ones.
@@ -332,76 +357,72 @@ def test_the_quick_decode_of_plain_specs_builds_the_constructors_spec(
             {"kind": "at", "when": 1.0},
             {"kind": "every", "seconds": 5.0, "fixed_delay": False},
             {"kind": "every", "seconds": 5.0, "fixed_delay": True, "jitter": 1.0},
+            {"kind": "every", "seconds": -5.0},
             {"kind": "cron", "expr": "* * * * *", "tz": "UTC"},
+            {"kind": "cron", "expr": "61 * * * *"},
             {"kind": "once", "delay": 3.0},
             {"kind": "nope"},
+            None,
             [1],
             "at",
         ],
         "args": [[], [1, "a", None, True, 2.5], [[{"k": [1]}]], (), "x", None, {"a": 1}],
         "kwargs": [{}, {"a": 1}, {"a": {"b": [1, 2.5]}}, {"not id": 1}, {"": 1}, [], None],
-        "overlap": ["skip", "queue", "allow", "nope", None, 1, ["skip"]],
+        "overlap": ["skip", "queue", "allow", "replace", "nope", None, 1, ["skip"]],
         "missed": ["skip", "once", "all", "never", None],
         "missed_cap": [100, 1, 10**30, 0, -1, True, False, 1.0, "1", None],
         "grace": [None, 0.0, -0.0, 2.5, 1e300, 3, -1.0, True, "1", [1]],
         "delivery": ["at_most_once", "at_least_once", "once", None],
         "paused": [False, True, 0, 1, None, "true"],
-        "v": [1, 1.0, True, 2, 0, None],
+        "pool": ["p", "a b", "", 3],
+        "attempts": [
+            {"retries": 2},
+            {"retries": False},
+            {"retries": 101},
+            {"timeout": 0},
+            {"timeout": -1.0},
+            {"retry_backoff": 0.0},
+            {"isolation": "process", "kill_grace": 2.5},
+            {"isolation": "fork"},
+        ],
     }
     rng = random.Random(15)
     texts = [spec_to_json(JobSpec("job-1", "os.path:join", At(1.5e9)))]
     for key, options in values.items():  # every value of every key, the rest plain
         for value in options:
-            texts.append(json.dumps({**base, key: value}))
+            texts.append(json.dumps({**base, key: value, "v": 2 if key == "attempts" else 1}))
     for _ in range(3000):  # and random mixes, mostly valid
         data = dict(base)
         for key, options in values.items():
             if rng.random() < 0.12:
                 data[key] = rng.choice(options)
+        data["v"] = 2 if "attempts" in data else 1
         texts.append(json.dumps(data))
-    # Values `json.dumps` does not write, in stored text: non-finite numbers, bad keys.
+    # Values `json.dumps` does not write, in stored text: non-finite numbers.
     for raw in ("NaN", "Infinity", "-Infinity", "1e999"):
         texts.append(
             spec_to_json(JobSpec("j", "os.path:join", At(1.0))).replace('"at":1.0', f'"at":{raw}')
         )
         texts.append(json.dumps({**base, "args": [0.0]}).replace("0.0", raw))
         texts.append(json.dumps({**base, "grace": 0.5}).replace("0.5", raw))
-    texts.append(json.dumps({**base, "x": 1}))
-    texts.append(json.dumps({k: v for k, v in base.items() if k != "paused"}))
-
-    plain = model._plain_spec
-    taken = 0
-
-    def counted(data: dict[str, Any]) -> JobSpec | None:
-        nonlocal taken
-        spec = plain(data)
-        taken += spec is not None
-        return spec
-
-    monkeypatch.setattr(model, "_plain_spec", counted)
-    quick = [_decoded(text) for text in texts]
-    monkeypatch.setattr(model, "_plain_spec", lambda data: None)
-    full = [_decoded(text) for text in texts]
-    for text, q, f in zip(texts, quick, full, strict=True):
-        assert q == f, text
-    specs = sum(1 for kind, _ in full if kind == "spec")
+    decoded = [_decoded(text) for text in texts]
+    built = [_built(text) for text in texts]
+    for text, d, b in zip(texts, decoded, built, strict=True):
+        assert d == b, text
+    specs = sum(1 for kind, _ in built if kind == "spec")
     assert specs > 500  # many valid shapes were compared, not only errors
     assert len(texts) - specs > 500
-    assert taken > 300  # and many of them took the quick decode
 
 
-def test_the_quick_decode_takes_plain_one_shots() -> None:
-    import tickwork.stores._model as model
-
-    spec = JobSpec("j", "os.path:join", At(2.5), args=[1, {"a": [2]}], kwargs={"k": 1})
-    data = json.loads(spec_to_json(spec))
-    quick = model._plain_spec(data)
-    assert quick == spec
-    assert quick is not None and type(quick.schedule) is type(spec.schedule)
-    assert quick.args == (1, {"a": [2]}) and quick.kwargs == {"k": 1}
-    assert hash(quick) == hash(spec)
-    every = json.loads(spec_to_json(JobSpec("j", "os.path:join", Every(5.0))))
-    assert model._plain_spec(every) is None  # other kinds take the constructor
+def test_a_default_attempt_policy_is_checked_unless_it_is_the_defaults_themselves() -> None:
+    """`JobSpec` skips the attempt policy's check only for the default objects: a value
+    equal to a default but of another type is still refused."""
+    with pytest.raises(JobSpecError, match=r"^retries must be an integer .* got False$"):
+        JobSpec("j", "os.path:join", At(1.0), retries=False)
+    with pytest.raises(JobSpecError, match=r"^retries must be an integer .* got 0.0$"):
+        JobSpec("j", "os.path:join", At(1.0), retries=0.0)  # type: ignore[arg-type]
+    spec = JobSpec("j", "os.path:join", At(1.0), timeout=0, retries=0)
+    assert spec.timeout is None and spec.retries == 0 and spec.attempt_policy.to_dict() == {}
 
 
 def test_a_jobs_next_run_reads_as_an_aware_datetime(tmp_path: Any) -> None:

@@ -14,39 +14,39 @@ from __future__ import annotations
 from typing import Any, Final
 
 from tickwork._core.errors import TickworkError as TickworkError
+from tickwork._core.vocabulary import MISSED_POLICIES as MISSED_POLICIES
+from tickwork._core.vocabulary import OVERLAP_POLICIES as OVERLAP_POLICIES
+from tickwork._core.vocabulary import Missed as Missed
+from tickwork._core.vocabulary import Overlap as Overlap
+from tickwork.stores._codec import deprecated as _deprecated
 from tickwork.stores._errors import JobNotFoundError as JobNotFoundError
 from tickwork.stores._errors import JobPausedError as JobPausedError
 from tickwork.stores._errors import JobSpecError as JobSpecError
 from tickwork.stores._errors import SchemaVersionError as SchemaVersionError
 from tickwork.stores._errors import StoreError as StoreError
-from tickwork.stores._model import ACTION_KINDS as ACTION_KINDS
-from tickwork.stores._model import DELIVERIES as DELIVERIES
-from tickwork.stores._model import MISSED_POLICIES as MISSED_POLICIES
-from tickwork.stores._model import ORIGINS as ORIGINS
-from tickwork.stores._model import OUTCOMES as OUTCOMES
-from tickwork.stores._model import OVERLAP_POLICIES as OVERLAP_POLICIES
-from tickwork.stores._model import ActionKind as ActionKind
-from tickwork.stores._model import ActionRecord as ActionRecord
-from tickwork.stores._model import Claim as Claim
-from tickwork.stores._model import Delivery as Delivery
-from tickwork.stores._model import JobSpec as JobSpec
-from tickwork.stores._model import JobState as JobState
-from tickwork.stores._model import LastRun as LastRun
-from tickwork.stores._model import Missed as Missed
-from tickwork.stores._model import Origin as Origin
-from tickwork.stores._model import Outcome as Outcome
-from tickwork.stores._model import Overlap as Overlap
-from tickwork.stores._model import PauseNote as PauseNote
-from tickwork.stores._model import Schedule as Schedule
-from tickwork.stores._model import SlotRecord as SlotRecord
-from tickwork.stores._model import Upsert as Upsert
-from tickwork.stores._model import deprecated as _deprecated
+from tickwork.stores._jobspec import JobSpec as JobSpec
+from tickwork.stores._jobspec import Schedule as Schedule
 from tickwork.stores._pools import PoolLimits as PoolLimits
 from tickwork.stores._pools import PoolState as PoolState
 from tickwork.stores._protocol import OutcomeRetention as OutcomeRetention
 from tickwork.stores._protocol import RuntimeControl as RuntimeControl
 from tickwork.stores._protocol import SlotLedger as SlotLedger
 from tickwork.stores._protocol import Store as Store
+from tickwork.stores._records import ActionRecord as ActionRecord
+from tickwork.stores._records import Claim as Claim
+from tickwork.stores._records import JobState as JobState
+from tickwork.stores._records import LastRun as LastRun
+from tickwork.stores._records import PauseNote as PauseNote
+from tickwork.stores._records import SlotRecord as SlotRecord
+from tickwork.stores._records import Upsert as Upsert
+from tickwork.stores._terms import ACTION_KINDS as ACTION_KINDS
+from tickwork.stores._terms import DELIVERIES as DELIVERIES
+from tickwork.stores._terms import ORIGINS as ORIGINS
+from tickwork.stores._terms import OUTCOMES as OUTCOMES
+from tickwork.stores._terms import ActionKind as ActionKind
+from tickwork.stores._terms import Delivery as Delivery
+from tickwork.stores._terms import Origin as Origin
+from tickwork.stores._terms import Outcome as Outcome
 
 __all__ = [
     "ACTION_KINDS",

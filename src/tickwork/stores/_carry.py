@@ -22,8 +22,9 @@ from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
 from typing import Any, Protocol, runtime_checkable
 
-from ._model import AdvanceFn, Claim, Finish, GiveUpFn, StartNowFn, check_finish
+from ._checks import check_finish
 from ._protocol import SlotLedger
+from ._records import AdvanceFn, Claim, Finish, GiveUpFn, StartNowFn
 
 __all__ = ["CarriedFinishes", "CarryMixin", "CarryingClaim"]
 

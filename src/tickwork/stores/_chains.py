@@ -27,8 +27,9 @@ from typing import Final, Generic
 from tickwork._core.text import iso
 
 from ._after import TRIGGERS
+from ._jobspec import JobSpec
 from ._ledger import LedgerQueries
-from ._model import Claim, JobSpec, SlotRecord
+from ._records import Claim, SlotRecord
 from ._sqlbase import C, SQLHost
 
 __all__ = ["ChainQueries", "cause_text"]

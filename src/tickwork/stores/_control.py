@@ -17,11 +17,7 @@ from typing import Any, Final, Generic, Literal
 from tickwork._core.text import iso
 from tickwork.stores._errors import JobNotFoundError, JobPausedError
 
-from ._ledger import LedgerQueries, manual_skip_entry, newest_first
-from ._model import (
-    ActionKind,
-    ActionRecord,
-    PauseNote,
+from ._checks import (
     check_actor,
     check_job_id,
     check_limit,
@@ -29,7 +25,10 @@ from ._model import (
     check_optional_time,
     check_time,
 )
+from ._ledger import LedgerQueries, manual_skip_entry, newest_first
+from ._records import ActionRecord, PauseNote
 from ._sqlbase import C, SQLHost
+from ._terms import ActionKind
 
 __all__ = ["AUTO_ACTOR", "ControlActions", "cancelled_entries"]
 

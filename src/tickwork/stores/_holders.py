@@ -20,7 +20,7 @@ import time
 from collections.abc import Callable, Sequence
 from typing import Any, Final, Protocol, runtime_checkable
 
-from ._model import check_owner
+from ._checks import check_owner
 
 __all__ = ["DAEMONS_TABLE", "HoldersMixin", "NamespaceHolders"]
 

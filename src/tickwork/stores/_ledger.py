@@ -15,10 +15,7 @@ from collections.abc import Callable, Sequence
 from itertools import islice
 from typing import Any, Final, Generic, Protocol
 
-from ._model import (
-    Claim,
-    GivenUp,
-    SlotRecord,
+from ._checks import (
     check_claim,
     check_job_id,
     check_limit,
@@ -26,6 +23,7 @@ from ._model import (
     check_positive,
     check_time,
 )
+from ._records import Claim, GivenUp, SlotRecord
 from ._sqlbase import C, SQLHost
 from ._streak import FAILED_OUTCOMES
 

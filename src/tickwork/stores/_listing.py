@@ -13,8 +13,9 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Final, Protocol, runtime_checkable
 
-from ._model import JobSpec, JobState
+from ._jobspec import JobSpec
 from ._protocol import SlotLedger, Store
+from ._records import JobState
 from ._sqlbase import SQLHost
 from ._streak import FAILED_OUTCOMES, failure_streak
 

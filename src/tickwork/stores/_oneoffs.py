@@ -27,11 +27,15 @@ from typing import Any, Final, Protocol, runtime_checkable
 
 from tickwork._core.schedules import At
 
+from ._checks import check_job_id
 from ._errors import JobSpecError
+from ._fields import call_arguments
+from ._jobspec import JobSpec
 from ._ledger import LedgerQueries
-from ._model import Finish, JobSpec, Outcome, call_arguments, check_job_id
+from ._records import Finish
 from ._sqlbase import SQLHost
 from ._streak import FAILED_OUTCOMES
+from ._terms import Outcome
 
 __all__ = [
     "ONEOFF_COLUMNS",

@@ -36,7 +36,7 @@ import psycopg
 
 from ._chains import ChainQueries
 from ._ledger import LedgerQueries
-from ._model import KEEP, Finish, Start
+from ._records import KEEP, Finish, Start
 from ._wakeup import WakeupQueries
 
 __all__ = ["SET_BASED_FROM", "BatchHost", "record_set"]

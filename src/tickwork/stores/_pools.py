@@ -26,7 +26,9 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any, Final, Generic, Protocol, TypeGuard, runtime_checkable
 
-from ._model import JobSpec, check_time, pool_name_problem
+from ._checks import check_time
+from ._fields import pool_name_problem
+from ._jobspec import JobSpec
 from ._sqlbase import C, SQLHost
 
 __all__ = [

@@ -12,22 +12,22 @@ from __future__ import annotations
 from collections.abc import Callable, Iterable, Sequence
 from typing import Literal, Protocol, runtime_checkable
 
-from ._model import (
+from ._jobspec import JobSpec
+from ._records import (
     ActionRecord,
     AdvanceFn,
     Claim,
     Finish,
     GiveUpFn,
-    JobSpec,
     JobState,
     Keep,
-    Outcome,
     Recovered,
     SlotRecord,
     Start,
     StartNowFn,
     Upsert,
 )
+from ._terms import Outcome
 
 __all__ = [
     "AttemptLedger",

@@ -18,10 +18,12 @@ from typing import Any, Final, Generic, Protocol
 
 from tickwork._core.text import iso
 
+from ._jobspec import JobSpec
 from ._ledger import LedgerQueries
-from ._model import Claim, JobSpec, Outcome, Recovered, abandoned_error, recovery_action
 from ._procs import end_leftovers
+from ._records import Claim, Recovered, abandoned_error, recovery_action
 from ._sqlbase import C, SQLHost
+from ._terms import Outcome
 
 __all__ = ["LIVENESS_CHECK", "ClaimRecovery", "RecoveryHost"]
 

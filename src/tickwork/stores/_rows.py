@@ -14,7 +14,9 @@ from typing import Any, Final
 
 from tickwork.stores._errors import StoreError
 
-from ._model import Claim, JobSpec, JobState, LastRun, PauseNote, spec_from_json
+from ._codec import spec_from_json
+from ._jobspec import JobSpec
+from ._records import Claim, JobState, LastRun, PauseNote
 
 _log = logging.getLogger("tickwork.stores")
 

@@ -36,25 +36,7 @@ from tickwork.stores._errors import JobNotFoundError
 
 from ._carry import CarriedFinishes, CarryMixin
 from ._chains import ChainQueries
-from ._control import ControlActions
-from ._holders import HoldersMixin
-from ._ledger import LedgerQueries, given_up_entry
-from ._listing import ListingMixin
-from ._model import (
-    KEEP,
-    ActionRecord,
-    AdvanceFn,
-    Claim,
-    Finish,
-    GiveUpFn,
-    JobSpec,
-    JobState,
-    Keep,
-    Outcome,
-    Recovered,
-    SlotRecord,
-    Start,
-    StartNowFn,
+from ._checks import (
     check_claim,
     check_finish,
     check_job_id,
@@ -66,11 +48,31 @@ from ._model import (
     check_start,
     check_time,
 )
+from ._control import ControlActions
+from ._holders import HoldersMixin
+from ._jobspec import JobSpec
+from ._ledger import LedgerQueries, given_up_entry
+from ._listing import ListingMixin
 from ._oneoffs import OneOffMixin, is_oneoff
 from ._pools import PoolQueries, PoolsMixin
+from ._records import (
+    KEEP,
+    ActionRecord,
+    AdvanceFn,
+    Claim,
+    Finish,
+    GiveUpFn,
+    JobState,
+    Keep,
+    Recovered,
+    SlotRecord,
+    Start,
+    StartNowFn,
+)
 from ._recovery import LIVENESS_CHECK, ClaimRecovery
 from ._rows import RowReader
 from ._sqlbase import C, SQLCursor, SQLResult
+from ._terms import Outcome
 from ._upkeep import LookUpkeep
 from ._upserts import DeclareMixin
 from ._wakeup import WakeupMixin, WakeupQueries

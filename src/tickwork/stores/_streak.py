@@ -10,7 +10,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Final, Protocol
 
-from ._model import SlotRecord
+from ._records import SlotRecord
 from ._sqlbase import C, SQLHost
 
 __all__ = [

@@ -19,8 +19,9 @@ import secrets
 from collections.abc import Sequence
 from typing import Any, Generic, NamedTuple, Protocol
 
-from ._model import Claim, JobSpec
+from ._jobspec import JobSpec
 from ._pools import PoolQueries
+from ._records import Claim
 from ._sqlbase import C, SQLHost
 
 __all__ = ["LookUpkeep", "Upkeep", "UpkeepHost"]

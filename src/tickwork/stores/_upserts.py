@@ -14,17 +14,12 @@ from collections.abc import Sequence
 from typing import Any, Final, Protocol, runtime_checkable
 
 from ._chains import ChainQueries
+from ._checks import check_optional_time, check_spec
+from ._codec import schedule_json, spec_to_json
 from ._errors import JobSpecError, SchemaVersionError
-from ._model import (
-    SPEC_VERSION,
-    JobSpec,
-    Upsert,
-    check_optional_time,
-    check_spec,
-    schedule_json,
-    spec_to_json,
-)
+from ._jobspec import SPEC_VERSION, JobSpec
 from ._oneoffs import ONEOFF_MARK, is_oneoff
+from ._records import Upsert
 from ._sqlbase import SQLHost
 
 __all__ = ["BatchDeclare", "DeclareMixin"]

@@ -36,11 +36,12 @@ from psycopg.conninfo import conninfo_to_dict, make_conninfo
 from tickwork.stores._errors import SchemaVersionError, StoreError
 
 from ._alerts import EPISODE_TABLE
+from ._checks import check_positive, check_time
 from ._holders import DAEMONS_TABLE
 from ._looks import LookBoard
-from ._model import KEEP, Finish, Start, check_positive, check_time, hands_back
 from ._oneoffs import ONEOFF_COLUMNS, ONEOFF_TOTALS, OneOffRow
 from ._pgbatch import record_set
+from ._records import KEEP, Finish, Start, hands_back
 from ._sql import (
     CLAIM_COLUMNS,
     HISTORY_DAYS,

@@ -27,9 +27,10 @@ from tickwork.stores._errors import SchemaVersionError, StoreError
 from tickwork.stores._procs import own_identity, process_alive, process_scope
 
 from ._alerts import EPISODE_TABLE
+from ._checks import check_positive, check_time
 from ._holders import DAEMONS_TABLE
-from ._model import Finish, check_positive, check_time, hands_back
 from ._oneoffs import ONEOFF_COLUMNS, ONEOFF_TOTALS, OneOffRow
+from ._records import Finish, hands_back
 from ._sql import (
     CLAIM_COLUMNS,
     HISTORY_DAYS,
