@@ -31,6 +31,7 @@ from tickwork.stores import (  # noqa: E402
     Upsert,
 )
 from tickwork.stores import _looks as looks_mod  # noqa: E402
+from tickwork.stores import _pgschema as pgschema_mod  # noqa: E402
 from tickwork.stores import postgres as pg_mod  # noqa: E402
 from tickwork.stores.contract import ChangeNotifier, Finish, Start, spec_to_json  # noqa: E402
 from tickwork.stores.postgres import PostgresStore, redact_dsn  # noqa: E402
@@ -445,7 +446,7 @@ def test_an_older_schema_is_migrated_once(
         cur.execute("UPDATE tickwork_jobs SET note = 'from before'")
 
     latest = len(pg_mod.MIGRATIONS) + 1
-    monkeypatch.setattr(pg_mod, "MIGRATIONS", [*pg_mod.MIGRATIONS, step])
+    monkeypatch.setattr(pgschema_mod, "MIGRATIONS", [*pg_mod.MIGRATIONS, step])
     assert [j.id for j in open_pg().jobs()] == ["a"]
     open_pg()  # current already: nothing runs twice
     assert rows(pg_dsn, pg_schema, "SELECT note FROM tickwork_jobs") == [("from before",)]
@@ -469,7 +470,7 @@ def test_a_new_schema_and_a_migration_each_log_one_line(
         open_pg()  # current already: says nothing
     assert lines() == [f"created tickwork schema in {pg_schema!r} at schema version {latest}"]
     caplog.clear()
-    monkeypatch.setattr(pg_mod, "MIGRATIONS", [*pg_mod.MIGRATIONS, lambda cur: None])
+    monkeypatch.setattr(pgschema_mod, "MIGRATIONS", [*pg_mod.MIGRATIONS, lambda cur: None])
     with caplog.at_level(logging.INFO, logger="tickwork.stores"):
         open_pg()
     assert lines() == [
@@ -485,7 +486,7 @@ def test_a_version_1_schema_with_a_live_claim_migrates_and_recovers(
 ) -> None:
     # A schema written before retries existed (version 1), holding a claim whose owner
     # died: it opens, gains the retry column, and the claim is re-offered.
-    monkeypatch.setattr(pg_mod, "MIGRATIONS", pg_mod.MIGRATIONS[:1])
+    monkeypatch.setattr(pgschema_mod, "MIGRATIONS", pg_mod.MIGRATIONS[:1])
     open_pg()
     old_job(pg_dsn, pg_schema, spec(overlap="allow"), 120.0)
     rows(
@@ -1114,7 +1115,7 @@ def test_a_version_3_schema_gains_the_slot_ledger_and_keeps_everything(
 ) -> None:
     # A schema from before the ledger (3) with a claim held: it survives the
     # migration, and its finish writes the first entry.
-    monkeypatch.setattr(pg_mod, "MIGRATIONS", pg_mod.MIGRATIONS[:3])
+    monkeypatch.setattr(pgschema_mod, "MIGRATIONS", pg_mod.MIGRATIONS[:3])
     open_pg()
     old_job(pg_dsn, pg_schema, spec(), 100.0)
     rows(
@@ -1142,7 +1143,7 @@ def test_a_version_5_schema_gains_the_first_slot_and_does_not_guess_it(
 ) -> None:
     # As SQLite's version 6 file: the job stored before first slots keeps everything,
     # its first slot is not known (a backfill of it is not clipped), a new job has one.
-    monkeypatch.setattr(pg_mod, "MIGRATIONS", pg_mod.MIGRATIONS[:5])
+    monkeypatch.setattr(pgschema_mod, "MIGRATIONS", pg_mod.MIGRATIONS[:5])
     open_pg()
     old_job(pg_dsn, pg_schema, spec(), 200.0)
     rows(

@@ -15,17 +15,13 @@ backoff; an operation is retried only when that cannot run anything twice (see
 
 from __future__ import annotations
 
-import hashlib
 import json
 import logging
 import secrets
-import select
-import socket
 import threading
 import time
 import zlib
 from collections.abc import Callable, Iterable, Mapping, Sequence
-from contextlib import suppress
 from dataclasses import dataclass
 from typing import Any, ClassVar, Final, TypeVar
 
@@ -33,14 +29,15 @@ import psycopg
 from psycopg import sql
 from psycopg.conninfo import conninfo_to_dict, make_conninfo
 
-from tickwork.stores._errors import SchemaVersionError, StoreError
+from tickwork.stores._errors import StoreError
 
-from ._alerts import EPISODE_TABLE
 from ._checks import check_positive, check_time
-from ._holders import DAEMONS_TABLE
-from ._looks import LookBoard
-from ._oneoffs import ONEOFF_COLUMNS, ONEOFF_TOTALS, OneOffRow
+from ._oneoffs import ONEOFF_COLUMNS, OneOffRow
 from ._pgbatch import record_set
+from ._pglisten import ListenMixin
+from ._pgschema import APPLICATION as APPLICATION
+from ._pgschema import MAX_IDENTIFIER, SchemaMixin
+from ._pgschema import MIGRATIONS as MIGRATIONS
 from ._records import KEEP, Finish, Start, hands_back
 from ._sql import (
     CLAIM_COLUMNS,
@@ -51,7 +48,6 @@ from ._sql import (
     LEDGER_INSERT,
     OPERATOR_GATE,
     SQLStore,
-    schema_news,
 )
 from ._sql import LIVENESS_CHECK as LIVENESS_CHECK
 from ._sql import LIVENESS_WAKE as LIVENESS_WAKE
@@ -62,182 +58,6 @@ _log = logging.getLogger("tickwork.stores")
 
 T = TypeVar("T")
 Cursor = psycopg.Cursor[Any]
-
-#: The ``application`` value in ``tickwork_meta``: how a schema is recognised as ours.
-APPLICATION: Final = "tickwork"
-
-_MAX_IDENTIFIER: Final = 63  # PostgreSQL's NAMEDATALEN - 1, in bytes
-
-
-def _create_v1(cur: Cursor) -> None:
-    """Schema 1: jobs (declaration as JSON text + tracked state) and live claims."""
-    cur.execute(
-        """
-        CREATE TABLE tickwork_jobs (
-            id text PRIMARY KEY,
-            spec text NOT NULL,
-            schedule text NOT NULL,
-            overlap text NOT NULL,
-            paused boolean NOT NULL,
-            next_run double precision,
-            last_scheduled double precision,
-            last_started double precision,
-            last_ended double precision,
-            last_outcome text,
-            last_error text,
-            last_token text
-        )
-        """
-    )
-    cur.execute(
-        "CREATE INDEX tickwork_jobs_due ON tickwork_jobs (next_run, id)"
-        " WHERE next_run IS NOT NULL AND NOT paused"
-    )
-    cur.execute(
-        """
-        CREATE TABLE tickwork_claims (
-            token text PRIMARY KEY,
-            job_id text NOT NULL REFERENCES tickwork_jobs (id) ON DELETE CASCADE,
-            owner text NOT NULL,
-            scheduled double precision NOT NULL,
-            claimed_at double precision NOT NULL,
-            lease_until double precision NOT NULL,
-            started double precision
-        )
-        """
-    )
-    cur.execute("CREATE INDEX tickwork_claims_job ON tickwork_claims (job_id)")
-    cur.execute("CREATE INDEX tickwork_claims_lease ON tickwork_claims (lease_until)")
-
-
-def _retry_v2(cur: Cursor) -> None:
-    """Schema 2: ``retry`` marks a claim that re-offers a recovered slot.
-
-    A retry nobody has taken yet has ``owner = ''`` (and no start); the index finds them.
-    """
-    cur.execute("ALTER TABLE tickwork_claims ADD COLUMN retry boolean NOT NULL DEFAULT false")
-    cur.execute(
-        "CREATE INDEX tickwork_claims_pending ON tickwork_claims (scheduled) WHERE owner = ''"
-    )
-
-
-def _nodes_v3(cur: Cursor) -> None:
-    """Schema 3: the owners that tagged their sessions (`PostgresStore.tag_sessions`).
-
-    A claim of an owner listed here whose sessions have all ended is recovered at once;
-    an owner never listed (a store used without `DurableScheduler`) keeps its lease.
-    """
-    cur.execute(
-        "CREATE TABLE tickwork_nodes (owner text PRIMARY KEY, lock_key bigint NOT NULL,"
-        " tagged_at double precision NOT NULL)"
-    )
-
-
-def _ledger_v4(cur: Cursor) -> None:
-    """Schema 4: the slot ledger, one entry per ended slot (see `SQLStore.history`)."""
-    cur.execute(
-        """
-        CREATE TABLE tickwork_ledger (
-            seq bigserial PRIMARY KEY,
-            job_id text NOT NULL,
-            scheduled double precision NOT NULL,
-            outcome text NOT NULL,
-            slots integer NOT NULL DEFAULT 1,
-            origin text NOT NULL DEFAULT 'schedule',
-            claimed double precision,
-            started double precision,
-            ended double precision,
-            node text NOT NULL DEFAULT '',
-            attempt integer NOT NULL DEFAULT 1,
-            error text,
-            output text,
-            recorded double precision NOT NULL
-        )
-        """
-    )
-    cur.execute("CREATE INDEX tickwork_ledger_job ON tickwork_ledger (job_id, seq)")
-
-
-def _control_v5(cur: Cursor) -> None:
-    """Schema 5: runtime control (issue 14): a pause's note and end, manual runs, actions.
-
-    As SQLite's schema 6 (`tickwork.stores.sqlite`), without its change counter:
-    changes are announced with ``NOTIFY``.
-    """
-    cur.execute("ALTER TABLE tickwork_jobs ADD COLUMN control text")
-    cur.execute("ALTER TABLE tickwork_jobs ADD COLUMN paused_until double precision")
-    cur.execute(
-        "CREATE INDEX tickwork_jobs_paused_until ON tickwork_jobs (paused_until)"
-        " WHERE paused_until IS NOT NULL"
-    )
-    cur.execute("ALTER TABLE tickwork_claims ADD COLUMN origin text NOT NULL DEFAULT 'schedule'")
-    cur.execute(
-        "CREATE TABLE tickwork_actions (seq bigserial PRIMARY KEY, job_id text NOT NULL,"
-        " action text NOT NULL, actor text NOT NULL, at double precision NOT NULL,"
-        " note text, detail text)"
-    )
-    cur.execute("CREATE INDEX tickwork_actions_job ON tickwork_actions (job_id, seq)")
-
-
-def _first_slot_v6(cur: Cursor) -> None:
-    """Schema 6: ``first_slot``, the job's first planned slot: as SQLite's schema 7."""
-    cur.execute("ALTER TABLE tickwork_jobs ADD COLUMN first_slot double precision")
-
-
-def _alert_episodes_v7(cur: Cursor) -> None:
-    """Schema 7: open dead-man alert episodes: as SQLite's schema 8."""
-    cur.execute(
-        EPISODE_TABLE.format(t="tickwork_alert_episodes", text="text", real="double precision")
-    )
-
-
-def _chains_v8(cur: Cursor) -> None:
-    """Schema 8: chains (``after``): the declared edges and the runs a finish queued.
-
-    As SQLite's schema 9 (`tickwork.stores.sqlite`).
-    """
-    cur.execute(
-        "CREATE TABLE IF NOT EXISTS tickwork_chains (job_id text NOT NULL REFERENCES"
-        " tickwork_jobs (id) ON DELETE CASCADE, upstream text NOT NULL,"
-        " on_outcome text NOT NULL, PRIMARY KEY (upstream, job_id))"
-    )
-    cur.execute("CREATE INDEX IF NOT EXISTS tickwork_chains_job ON tickwork_chains (job_id)")
-    cur.execute(
-        "CREATE TABLE IF NOT EXISTS tickwork_chain_runs (job_id text NOT NULL,"
-        " scheduled double precision NOT NULL, upstream text NOT NULL,"
-        " upstream_slot double precision NOT NULL, queued double precision NOT NULL,"
-        " PRIMARY KEY (job_id, scheduled), UNIQUE (job_id, upstream, upstream_slot))"
-    )
-    cur.execute(
-        "CREATE INDEX IF NOT EXISTS tickwork_chain_runs_queued ON tickwork_chain_runs (queued)"
-    )
-
-
-def _pools_v9(cur: Cursor) -> None:
-    """Schema 9: concurrency pools: as SQLite's ``_pools_v10``. Safe to run again."""
-    cur.execute(
-        "CREATE TABLE IF NOT EXISTS tickwork_pools (name text PRIMARY KEY,"
-        " lim integer NOT NULL CHECK (lim >= 1))"
-    )
-
-
-def _pool_wait_v10(cur: Cursor) -> None:
-    """Schema 10: ``pool_wait``, the due slot held back for its pool: as SQLite's 11."""
-    cur.execute("ALTER TABLE tickwork_jobs ADD COLUMN pool_wait double precision")
-
-
-def _daemons_v11(cur: Cursor) -> None:
-    """Schema 11: the live daemons of each namespace: as SQLite's ``_daemons_v12``."""
-    cur.execute(DAEMONS_TABLE.format(t="tickwork_daemons", text="text", real="double precision"))
-
-
-def _oneoffs_v12(cur: Cursor) -> None:
-    """Schema 12: one-offs: ``queue`` and their totals, as SQLite's ``_oneoffs_v13``."""
-    cur.execute("ALTER TABLE tickwork_jobs ADD COLUMN queue text")
-    cur.execute("CREATE INDEX tickwork_jobs_declared ON tickwork_jobs (id) WHERE queue IS NULL")
-    cur.execute("CREATE INDEX tickwork_jobs_queue ON tickwork_jobs (queue) WHERE queue IS NOT NULL")
-    cur.execute(ONEOFF_TOTALS.format(t="tickwork_queues", text="text"))
-
 
 #: One ledger entry: 13 parameters in the order of ``_sql.LEDGER_INSERT``.
 _LEDGER_ONE: Final = LEDGER_INSERT.format(ledger="tickwork_ledger").replace("?", "%s")
@@ -258,25 +78,6 @@ def _ledger_json(entries: list[tuple[Any, ...]]) -> str:
     return json.dumps(entries, ensure_ascii=False, allow_nan=False)
 
 
-#: ``MIGRATIONS[i]`` takes a schema from version ``i`` to ``i + 1`` inside the opening
-#: transaction (under an advisory lock, so concurrent openers migrate once); the
-#: current version is ``len(MIGRATIONS)``. Append only: a released step is never edited.
-MIGRATIONS: list[Callable[[Cursor], None]] = [
-    _create_v1,
-    _retry_v2,
-    _nodes_v3,
-    _ledger_v4,
-    _control_v5,
-    _first_slot_v6,
-    _alert_episodes_v7,
-    _chains_v8,
-    _pools_v9,
-    _pool_wait_v10,
-    _daemons_v11,
-    _oneoffs_v12,
-]
-
-_TABLES: Final = ("tickwork_meta", "tickwork_jobs", "tickwork_claims")
 # A job is claimable when due, not paused and not claimed, unless it allows overlap.
 _CLAIMABLE: Final = (
     "j.next_run IS NOT NULL AND NOT j.paused AND (j.overlap = 'allow'"
@@ -487,12 +288,40 @@ def _check_schema(schema: str | None) -> str | None:
         not isinstance(schema, str)
         or not schema
         or not schema.isprintable()
-        or len(schema.encode()) > _MAX_IDENTIFIER
+        or len(schema.encode()) > MAX_IDENTIFIER
     ):
         raise ValueError(
             f"schema must be a non-empty printable name of at most 63 bytes or None, got {schema!r}"
         )
     return schema
+
+
+def _dsn_params(dsn: object) -> dict[str, Any]:
+    """The parameters of connection string ``dsn``, else `TypeError` / `ValueError`."""
+    if not isinstance(dsn, str):
+        raise TypeError(f"dsn must be a str, got {type(dsn).__name__}")
+    try:
+        return conninfo_to_dict(dsn)
+    except psycopg.Error as exc:
+        raise ValueError(f"dsn is not a valid connection string: {exc}") from None
+
+
+def _backoff_args(
+    reconnect_timeout: object, backoff_min: object, backoff_max: object
+) -> tuple[float, float, float]:
+    """The reconnection's limit and its first and longest waits, checked."""
+    limit = check_time("reconnect_timeout", reconnect_timeout)
+    if limit < 0:
+        raise ValueError(
+            f"reconnect_timeout must be a finite number >= 0, got {reconnect_timeout!r}"
+        )
+    low = check_positive("backoff_min", backoff_min)
+    high = check_positive("backoff_max", backoff_max)
+    if high < low:
+        raise ValueError(
+            f"backoff_max must be >= backoff_min ({backoff_min!r}), got {backoff_max!r}"
+        )
+    return limit, low, high
 
 
 def _connect_kwargs(params: Mapping[str, Any], connect_timeout: float) -> dict[str, Any]:
@@ -505,7 +334,7 @@ def _connect_kwargs(params: Mapping[str, Any], connect_timeout: float) -> dict[s
     return kwargs
 
 
-class PostgresStore(SQLStore[Cursor]):
+class PostgresStore(SchemaMixin, ListenMixin, SQLStore[Cursor]):
     """Durable jobs in PostgreSQL; implements `tickwork.stores.Store` and `ChangeNotifier`.
 
     Tables ``tickwork_meta``, ``tickwork_jobs`` and ``tickwork_claims`` are created (or
@@ -563,34 +392,33 @@ class PostgresStore(SQLStore[Cursor]):
         history_keep: int | None = HISTORY_KEEP,
         history_days: float | None = HISTORY_DAYS,
     ) -> None:
-        if not isinstance(dsn, str):
-            raise TypeError(f"dsn must be a str, got {type(dsn).__name__}")
-        try:
-            params = conninfo_to_dict(dsn)
-        except psycopg.Error as exc:
-            raise ValueError(f"dsn is not a valid connection string: {exc}") from None
+        params = _dsn_params(dsn)
+        self._dsn = dsn
         self._password = str(params.get("password") or "")
         self._redacted = redact_dsn(dsn)
         self._schema = _check_schema(schema)
-        self._reconnect_timeout = check_time("reconnect_timeout", reconnect_timeout)
-        if self._reconnect_timeout < 0:
-            raise ValueError(
-                f"reconnect_timeout must be a finite number >= 0, got {reconnect_timeout!r}"
-            )
-        self._backoff_min = check_positive("backoff_min", backoff_min)
-        self._backoff_max = check_positive("backoff_max", backoff_max)
-        if self._backoff_max < self._backoff_min:
-            raise ValueError(
-                f"backoff_max must be >= backoff_min ({backoff_min!r}), got {backoff_max!r}"
-            )
+        retry = _backoff_args(reconnect_timeout, backoff_min, backoff_max)
+        self._reconnect_timeout, self._backoff_min, self._backoff_max = retry
         connect_timeout = check_positive("connect_timeout", connect_timeout)
         if sleep is not None and not callable(sleep):
             raise TypeError(f"sleep must be callable as sleep(seconds), got {sleep!r}")
         self._closing = threading.Event()
         self._sleep: Callable[[float], object] = sleep or self._closing.wait
-        self._dsn = dsn
         self._connect_kwargs = _connect_kwargs(params, connect_timeout)
         self._init_core(history_keep, history_days)
+        self._init_lanes()
+        self._init_listener()
+        try:
+            self._open_schema()
+        except BaseException:
+            self._closed = True
+            self._drop()
+            self._wake_r.close()
+            self._wake_w.close()
+            raise
+
+    def _init_lanes(self) -> None:
+        """The connections' state: the main lane, `record`'s, the owner's session tag."""
         self._lock = threading.RLock()
         self._busy = False
         self._closed = False
@@ -603,27 +431,10 @@ class PostgresStore(SQLStore[Cursor]):
         self._rec_conn: psycopg.Connection[Any] | None = None
         self._channel = ""
         self._looks_channel = ""
-        self._board = LookBoard()  # the others' looks heard, and our announcements
-        # tag_sessions: the advisory-lock key marking this store's sessions as an owner's,
-        # and the key the listening connection holds (it is tagged by its own thread).
+        # tag_sessions: the advisory-lock key marking this store's sessions as an owner's.
         self._owner_key: tuple[int, int] | None = None
-        self._listen_key: tuple[int, int] | None = None
         # Owners whose sessions ended (checked at most every LIVENESS_CHECK seconds):
         self._gone_seen: dict[str, float] = {}  # owner -> when first seen without sessions
-        # The listener: its own connection, and a socket pair to interrupt its wait.
-        self._listen_lock = threading.Lock()
-        self._listen_conn: psycopg.Connection[Any] | None = None
-        self._wake_r, self._wake_w = socket.socketpair()
-        self._wake_r.setblocking(False)
-        self._wake_w.setblocking(False)
-        try:
-            self._open_schema()
-        except BaseException:
-            self._closed = True
-            self._drop()
-            self._wake_r.close()
-            self._wake_w.close()
-            raise
 
     def __repr__(self) -> str:
         schema = "" if self._schema is None else f", schema={self._schema!r}"
@@ -811,118 +622,6 @@ class PostgresStore(SQLStore[Cursor]):
                 if self._closed:
                     raise StoreError(f"cannot {what}: the store is closed") from retry.cause
 
-    # -- the schema ---------------------------------------------------------------------
-
-    def _inspect(self, cur: Cursor) -> int:
-        """The schema version of our tables (0: none yet); refuses foreign tables."""
-        # One statement, one snapshot: looked up one by one, a schema another opener
-        # committed between two look-ups showed its tables without tickwork_meta, and
-        # was refused as foreign.
-        row = cur.execute(
-            "SELECT " + ", ".join(["to_regclass(%s)"] * len(_TABLES)), _TABLES
-        ).fetchone()
-        found = [name for name, oid in zip(_TABLES, row or (), strict=True) if oid is not None]
-        where = self._schema if self._schema is not None else "the search_path"
-        if "tickwork_meta" not in found:
-            if found:
-                raise StoreError(
-                    f"schema {where!r} has tables {found} but no tickwork_meta: they are not"
-                    " tickwork's; refusing to use them (nothing was modified)"
-                )
-            return 0
-        rows = dict(cur.execute("SELECT key, value FROM tickwork_meta").fetchall())
-        if rows.get("application") != APPLICATION:
-            raise StoreError(
-                f"tickwork_meta in {where!r} belongs to another application"
-                f" ({rows.get('application')!r}); refusing to use it (nothing was modified)"
-            )
-        try:
-            version = int(rows["schema_version"])
-        except (KeyError, ValueError):
-            raise StoreError(
-                f"tickwork_meta in {where!r} has no valid schema_version"
-                f" ({rows.get('schema_version')!r})"
-            ) from None
-        if version > len(MIGRATIONS):
-            raise SchemaVersionError(
-                f"schema {where!r} has tickwork schema version {version}; this tickwork"
-                f" supports up to {len(MIGRATIONS)}: it was written by a newer tickwork;"
-                " upgrade tickwork (pip install --upgrade tickwork) to open it (nothing was"
-                " modified)"
-            )
-        return version
-
-    def _open_schema(self) -> None:
-        """Check the tables; create or migrate them if needed, once across processes.
-
-        Creation is serialised by a session-level advisory lock taken in a transaction
-        of its own, and the tables are inspected again in a transaction that starts
-        after the lock is held. Inspecting again inside the transaction that waited
-        for the lock is not enough: PostgreSQL reads relation names through a per-
-        backend catalog cache that is refreshed when a transaction starts, so a table
-        another opener committed meanwhile may still look absent there, and creating
-        it fails with "already exists".
-        """
-        if self._run("open the store", self._needs_migration, write=False):
-            key = f"tickwork:{self._schema or ''}"
-            self._run("lock the schema", lambda cur: self._advisory(cur, "lock", key))
-            try:
-                self._run("prepare the schema", self._prepare, write=False)
-            finally:
-                self._run("unlock the schema", lambda cur: self._advisory(cur, "unlock", key))
-        self._run("open the store", self._learn_channel, write=False)
-
-    @staticmethod
-    def _advisory(cur: Cursor, what: str, key: str) -> None:
-        cur.execute(
-            sql.SQL("SELECT {}(hashtextextended(%s, 0))").format(
-                sql.Identifier(f"pg_advisory_{what}")
-            ),
-            (key,),
-        )
-
-    def _needs_migration(self, cur: Cursor) -> bool:
-        """Whether the schema or its tables are missing or older than this tickwork."""
-        if self._schema is not None:
-            exists = cur.execute(
-                "SELECT 1 FROM pg_namespace WHERE nspname = %s", (self._schema,)
-            ).fetchone()
-            if exists is None:
-                return True
-        return self._inspect(cur) < len(MIGRATIONS)
-
-    def _prepare(self, cur: Cursor) -> None:
-        """Create or migrate the tables; the caller holds the schema's advisory lock."""
-        name = self._schema if self._schema is not None else ""
-        if self._schema is not None:
-            cur.execute(
-                sql.SQL("CREATE SCHEMA IF NOT EXISTS {}").format(sql.Identifier(self._schema))
-            )
-        version = self._inspect(cur)  # another process may have done it meanwhile
-        if version == 0:
-            cur.execute("CREATE TABLE tickwork_meta (key text PRIMARY KEY, value text NOT NULL)")
-            cur.execute("INSERT INTO tickwork_meta VALUES ('application', %s)", (APPLICATION,))
-        for step in range(version, len(MIGRATIONS)):
-            MIGRATIONS[step](cur)
-        if version < len(MIGRATIONS):
-            _log.info("%s", schema_news(f"tickwork schema in {name!r}", version, len(MIGRATIONS)))
-        cur.execute(
-            "INSERT INTO tickwork_meta VALUES ('schema_version', %s) ON CONFLICT (key)"
-            " DO UPDATE SET value = excluded.value",
-            (str(len(MIGRATIONS)),),
-        )
-
-    def _learn_channel(self, cur: Cursor) -> None:
-        """Name the NOTIFY channel after the schema the tables live in."""
-        row = cur.execute("SELECT current_schema()").fetchone()
-        current = str(row[0]) if row is not None else ""
-        channel = f"tickwork:{current}"
-        if len(channel.encode()) > _MAX_IDENTIFIER:
-            channel = "tickwork:" + hashlib.sha256(current.encode()).hexdigest()[:32]
-        self._channel = channel
-        # Looks that took runs (`LookNotices`): a channel of their own, not a change.
-        self._looks_channel = "tickwork-looks:" + hashlib.sha256(channel.encode()).hexdigest()[:32]
-
     # -- the dialect --------------------------------------------------------------------
 
     #: A look claims for its idle workers only (`ClaimAhead`). With pools of six it
@@ -932,6 +631,10 @@ class PostgresStore(SQLStore[Cursor]):
     #: three 0.95-1.03x at 0.95-1.01x (bench/postgres.py, twice).
     claim_ahead: ClassVar[int] = 0
     _PARAM: ClassVar[str] = "%s"
+    _SET_VERSION: ClassVar[str] = (
+        "INSERT INTO tickwork_meta VALUES ('schema_version', %s) ON CONFLICT (key)"
+        " DO UPDATE SET value = excluded.value"
+    )
     _LAST_TOKEN: ClassVar[bool] = True
     _LOST: ClassVar[str] = "the owner's database sessions ended"
     _WORDS: ClassVar[Mapping[str, str]] = {
@@ -1120,64 +823,8 @@ class PostgresStore(SQLStore[Cursor]):
     def _liveness_wait(self) -> float:
         return LIVENESS_GRACE if self._gone_seen else LIVENESS_WAKE
 
-    # -- ChangeNotifier -----------------------------------------------------------------
-
-    def wait_for_change(self, timeout: float) -> bool:
-        """Wait up to ``timeout`` seconds for a change announced on `channel`.
-
-        See `tickwork.stores.ChangeNotifier.wait_for_change`. The first call opens a
-        second connection that ``LISTEN``s and returns True at once (changes before it
-        were not watched). A lost listening connection is reopened by the next call,
-        which then returns True; while the database is unreachable, a call waits out its
-        timeout (retrying with backoff) and returns False. Calls from several threads
-        take turns.
-
-        Raises:
-            StoreError: The store is closed.
-            ValueError: ``timeout`` is negative or not finite.
-
-        """
-        timeout = check_time("timeout", timeout)
-        if timeout < 0:
-            raise ValueError(f"timeout must be a finite number >= 0, got {timeout!r}")
-        deadline = time.monotonic() + timeout
-        with self._listen_lock:
-            if self._closed:
-                raise StoreError("cannot wait for changes: the store is closed")
-            if self._take_wakeup():
-                return True
-            if self._listen_conn is None:
-                return self._start_listening(deadline)
-            conn = self._listen_conn
-            try:
-                key = self._owner_key
-                if key is not None and key != self._listen_key:  # tagged since it connected
-                    conn.execute(_TAG_SQL, key)
-                    self._listen_key = key
-                if self._heard(conn):
-                    return True
-                while True:
-                    remaining = deadline - time.monotonic()
-                    ready, _, _ = select.select(
-                        [conn.fileno(), self._wake_r.fileno()], [], [], max(0.0, remaining)
-                    )
-                    if self._wake_r.fileno() in ready:
-                        self._take_wakeup()
-                        return True
-                    if ready and self._heard(conn):
-                        return True
-                    if remaining <= 0:
-                        return False
-            except (psycopg.Error, OSError, ValueError) as exc:
-                if self._closed:
-                    raise StoreError("cannot wait for changes: the store is closed") from None
-                _log.warning(
-                    "lost the listening connection to %r (%s); reconnecting",
-                    self._redacted,
-                    self._scrub(f"{type(exc).__name__}: {exc}"),
-                )
-                self._drop_listener()
-                return True
+    def _tag(self, conn: psycopg.Connection[Any], key: tuple[int, int]) -> None:
+        conn.execute(_TAG_SQL, key)
 
     def _owner_lock_key(self, owner: str) -> tuple[int, int]:
         """The two-part advisory-lock key of ``owner`` in this store's schema."""
@@ -1269,116 +916,6 @@ class PostgresStore(SQLStore[Cursor]):
             return float(row[0]), (before + after) / 2.0, (after - before) / 2.0
 
         return self._run("read the database clock", body, write=False)
-
-    def _start_listening(self, deadline: float) -> bool:
-        """Open the listening connection (called with the listen lock held)."""
-        delay = self._backoff_min
-        while True:
-            try:
-                conn = psycopg.connect(self._dsn, **{**self._connect_kwargs, "autocommit": True})
-            except psycopg.Error as exc:
-                remaining = deadline - time.monotonic()
-                _log.warning(
-                    "cannot listen for changes on %r (%s); retrying in %.2f s",
-                    self._redacted,
-                    self._scrub(f"{type(exc).__name__}: {exc}"),
-                    min(delay, max(remaining, 0.0)),
-                )
-                if remaining <= 0:
-                    return False
-                ready, _, _ = select.select([self._wake_r], [], [], min(delay, remaining))
-                if ready or self._closed:
-                    self._take_wakeup()
-                    return True
-                delay = min(delay * 2, self._backoff_max)
-                continue
-            key = self._owner_key
-            try:
-                conn.execute(sql.SQL("LISTEN {}").format(sql.Identifier(self._channel)))
-                conn.execute(sql.SQL("LISTEN {}").format(sql.Identifier(self._looks_channel)))
-                if key is not None:
-                    conn.execute(_TAG_SQL, key)
-            except psycopg.Error:
-                conn.close()
-                return True  # the next call tries again
-            self._listen_conn = conn
-            self._listen_key = key
-            return True
-
-    def _heard(self, conn: psycopg.Connection[Any]) -> bool:
-        """Take the notifications that arrived: whether any announced a change.
-
-        A look another scheduler announced (`LookNotices`) is noted, not a change; the
-        withdrawal of a promise this store deferred to (`LookCover`) is one.
-        """
-        changed = False
-        for note in conn.notifies(timeout=0):
-            if note.channel != self._looks_channel or self._board.heard(self._owner, note.payload):
-                changed = True
-        return changed
-
-    def look_elsewhere(self) -> tuple[int, float, float | None] | None:
-        """The latest look another scheduler announced (`LookNotices`), or None."""
-        return self._board.latest()
-
-    def _announce_look(self, cur: Cursor, owner: str, wake: float | None) -> None:
-        """Tell the other schedulers' listeners that ``owner`` took runs (on commit).
-
-        Each announcement costs every listening session a short transaction, so they
-        are spaced, and carry this scheduler's promise when it makes one (`LookBoard`).
-        """
-        payload = self._board.announcement(owner, wake)
-        if payload is not None:
-            cur.execute("SELECT pg_notify(%s, %s)", (self._looks_channel, payload))
-
-    def cover(self, able: bool) -> bool:
-        """Whether this scheduler can look at every due time; whether it promises it.
-
-        See `tickwork.stores.contract.LookCover`. A withdrawal is announced at once, in
-        a transaction of its own; if that fails, the promise lapses on its own within
-        `COVER_FOR` seconds.
-        """
-        owner = self._owner
-        if owner is None:
-            return False
-        if self._board.cover(owner, able):
-            payload = self._board.withdrawal(owner)
-
-            def body(cur: Cursor) -> None:
-                cur.execute("SELECT pg_notify(%s, %s)", (self._looks_channel, payload))
-
-            try:
-                self._run("withdraw a promise to look", body)
-            except StoreError as exc:
-                _log.debug("could not withdraw the promise to look: %s", exc)
-        return self._board.covering()
-
-    def covered(self) -> float:
-        """Seconds left of another scheduler's promise this one defers to (`LookCover`)."""
-        return self._board.covered(self._owner)
-
-    def _drop_listener(self) -> None:
-        self._board.forget()  # a withdrawal may be missed until the next connection
-        conn, self._listen_conn = self._listen_conn, None
-        if conn is not None:
-            try:
-                conn.close()
-            except Exception:  # already broken
-                _log.debug("closing the listening connection failed", exc_info=True)
-
-    def _take_wakeup(self) -> bool:
-        """Consume pending `interrupt_wait` calls; whether there were any."""
-        woken = False
-        with suppress(OSError):  # BlockingIOError: drained
-            while self._wake_r.recv(4096):
-                woken = True
-        return woken
-
-    def interrupt_wait(self) -> None:
-        """Make the current (or next) `wait_for_change` return True promptly; any thread."""
-        # Fails only when a wake-up is pending already, or the store is closed.
-        with suppress(OSError):
-            self._wake_w.send(b"\0")
 
     # -- closing ------------------------------------------------------------------------
 
