@@ -418,3 +418,94 @@ class ControlActions(Generic[C]):
             return [ActionRecord(*row) for row in cur.execute(query, params).fetchall()]
 
         return self._store._run("read the actions", body, write=False)
+
+
+class ControlMixin:
+    """`RuntimeControl` for `SQLStore`: each action handed to its ``_control`` part."""
+
+    _control: ControlActions[Any]
+
+    def pause_job(
+        self,
+        job_id: str,
+        *,
+        by: str,
+        at: float,
+        note: str | None = None,
+        until: float | None = None,
+    ) -> None:
+        """Pause a job at run time, with who, when, why and until when (recorded).
+
+        See `tickwork.stores.RuntimeControl.pause_job`. Pausing a paused job replaces
+        its note and end.
+        """
+        self._control.pause(job_id, by, at, note, until)
+
+    def resume_job(self, job_id: str, *, by: str, at: float, note: str | None = None) -> bool:
+        """Resume a paused job (recorded); False, and nothing recorded, if it was not paused.
+
+        See `tickwork.stores.RuntimeControl.resume_job`.
+        """
+        return self._control.resume(job_id, by, at, note)
+
+    def trigger_job(
+        self, job_id: str, *, by: str, at: float, note: str | None = None
+    ) -> Literal["queued", "skipped"]:
+        """Ask for one run of a job now, outside its grid (recorded).
+
+        See `tickwork.stores.RuntimeControl.trigger_job`.
+        """
+        return self._control.trigger(job_id, by, at, note)
+
+    def backfill_job(
+        self,
+        job_id: str,
+        slots: Sequence[float],
+        *,
+        by: str,
+        at: float,
+        note: str | None = None,
+        dry_run: bool = False,
+    ) -> list[float]:
+        """Queue past slots of a job to run, in order (recorded); the slots queued.
+
+        See `tickwork.stores.RuntimeControl.backfill_job`.
+        """
+        return self._control.backfill(job_id, slots, by, at, note, dry_run)
+
+    def cancel_waiting_runs(
+        self,
+        job_id: str,
+        following: Callable[[float], float | None] | None = None,
+        *,
+        slot: float | None = None,
+        by: str,
+        at: float,
+        note: str | None = None,
+    ) -> list[float]:
+        """Cancel the job's waiting runs (recorded); the slots cancelled, oldest first.
+
+        See `tickwork.stores.RuntimeControl.cancel_waiting_runs`.
+        """
+        return self._control.cancel_waiting(job_id, following, slot, by, at, note)
+
+    def skip_next_job(
+        self,
+        job_id: str,
+        following: Callable[[float], float | None],
+        *,
+        by: str,
+        at: float,
+        note: str | None = None,
+    ) -> tuple[float, float | None] | None:
+        """Give up the job's next slot (recorded); ``(that slot, the next run now)``.
+
+        See `tickwork.stores.RuntimeControl.skip_next_job`.
+        """
+        return self._control.skip_next(job_id, following, by, at, note)
+
+    def actions(
+        self, job_id: str | None = None, *, since: float | None = None, limit: int = 100
+    ) -> list[ActionRecord]:
+        """Operators' actions, newest first (see `tickwork.stores.RuntimeControl.actions`)."""
+        return self._control.actions(job_id, since, limit)

@@ -13,6 +13,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Final, Protocol, runtime_checkable
 
+from ._checks import check_job_id
 from ._jobspec import JobSpec
 from ._protocol import SlotLedger, Store
 from ._records import JobState
@@ -135,9 +136,65 @@ class _Host(SQLHost[Any], Protocol):
         """A job row and its claims as a `JobState`."""
         ...
 
+    @property
+    def _WORDS(self) -> Mapping[str, str]:
+        """The dialect's words (`SQLStore._WORDS`)."""
+        ...
+
 
 class ListingMixin:
-    """`JobListing` for `SQLStore`: the page and the counts in one read transaction."""
+    """The reads of jobs for `SQLStore`: one, all, or a page with its counts.
+
+    `Store.get`, `Store.jobs`, and `JobListing.jobs_page` in one read transaction.
+    """
+
+    def get(self: _Host, job_id: str) -> JobState | None:
+        """The job's state, or ``None`` (see `tickwork.stores.Store.get`).
+
+        Raises:
+            StoreError: The stored declaration cannot be read.
+
+        """
+        job_id = check_job_id(job_id)
+
+        def body(cur: Any) -> JobState | None:
+            row = cur.execute(
+                self._q("SELECT {job_columns} FROM {jobs} WHERE id = ?"), (job_id,)
+            ).fetchone()
+            if row is None:
+                return None
+            spec = self._decode(job_id, row[1], strict=True)
+            assert spec is not None  # strict decoding raises instead
+            return self._state(row, spec, self._claims_by_job(cur, [job_id]).get(job_id, []))
+
+        return self._run(f"get job {job_id!r}", body, write=False)
+
+    def jobs(self: _Host) -> list[JobState]:
+        """Every job, ordered by id.
+
+        A job whose stored declaration cannot be read is skipped, with a warning logged
+        on ``tickwork.stores``.
+        """
+
+        def body(cur: Any) -> list[JobState]:
+            snapshot = self._WORDS["snapshot"]
+            if snapshot:  # one snapshot for both reads, so claims and jobs agree
+                cur.execute(snapshot)
+            claims: dict[str, list[Sequence[Any]]] = {}
+            for c in cur.execute(
+                self._q("SELECT {claim_columns} FROM {claims} ORDER BY scheduled, token")
+            ).fetchall():
+                claims.setdefault(c[1], []).append(c)
+            out = []
+            for row in cur.execute(
+                self._q("SELECT {job_columns} FROM {jobs} WHERE queue IS NULL ORDER BY {by_id}")
+            ).fetchall():
+                spec = self._decode(row[0], row[1], strict=False)
+                if spec is not None:
+                    out.append(self._state(row, spec, claims.get(row[0], [])))
+            return out
+
+        return self._run("list jobs", body, write=False)
 
     def jobs_page(self: _Host, query: JobQuery, *, now: float) -> JobsPage:
         """The page of jobs ``query`` asks for (see `JobQuery`), late as of ``now``.

@@ -17,10 +17,11 @@ database module subclasses it with what differs:
 The store is composed of parts, each with its own state, which it holds and delegates
 to: the slot ledger (`LedgerQueries`: retention, writes, history, pruning), the
 operators' runtime control (`ControlActions`) and the recovery of claims
-(`ClaimRecovery`: gone owners, ended leases). Claims, starts and finishes, the hot
-path, stay here. Schema creation, migrations, connections and the optional capabilities
-that depend on the database (sessions, clocks, notifications) stay in the database
-modules.
+(`ClaimRecovery`: gone owners, ended leases); the public operations that only hand
+to a part are mixins beside it (`ControlMixin`, `LedgerMixin` in ``_ledgerface``, the
+reads of jobs in `ListingMixin`). Claims, starts and finishes, the hot path, stay
+here. Schema creation, migrations, connections and the optional capabilities that
+depend on the database (sessions, clocks, notifications) stay in the database modules.
 """
 
 from __future__ import annotations
@@ -30,7 +31,7 @@ import os
 import time
 from abc import ABC, abstractmethod
 from collections.abc import Callable, Mapping, Sequence
-from typing import Any, ClassVar, Final, Generic, Literal, Self, TypeVar
+from typing import Any, ClassVar, Final, Generic, Self, TypeVar
 
 from tickwork.stores._errors import JobNotFoundError
 
@@ -48,24 +49,22 @@ from ._checks import (
     check_start,
     check_time,
 )
-from ._control import ControlActions
+from ._control import ControlActions, ControlMixin
 from ._holders import HoldersMixin
 from ._jobspec import JobSpec
 from ._ledger import LedgerQueries, given_up_entry
+from ._ledgerface import LedgerMixin
 from ._listing import ListingMixin
 from ._oneoffs import OneOffMixin, is_oneoff
 from ._pools import PoolQueries, PoolsMixin
 from ._records import (
     KEEP,
-    ActionRecord,
     AdvanceFn,
     Claim,
     Finish,
     GiveUpFn,
-    JobState,
     Keep,
     Recovered,
-    SlotRecord,
     Start,
     StartNowFn,
 )
@@ -164,8 +163,8 @@ def _check_claim_callables(
 
 # fmt: off
 class SQLStore(
-    RowReader, DeclareMixin, PoolsMixin, HoldersMixin, ListingMixin, OneOffMixin, CarryMixin,
-    WakeupMixin, ABC, Generic[C],
+    RowReader, DeclareMixin, PoolsMixin, HoldersMixin, ListingMixin, ControlMixin, LedgerMixin,
+    OneOffMixin, CarryMixin, WakeupMixin, ABC, Generic[C],
 ):
     # fmt: on
     """The `Store` logic over SQL, once; subclasses supply transactions and dialect.
@@ -296,54 +295,6 @@ class SQLStore(
 
     # -- the Store protocol -----------------------------------------------------------
 
-    def get(self, job_id: str) -> JobState | None:
-        """The job's state, or ``None`` (see `tickwork.stores.Store.get`).
-
-        Raises:
-            StoreError: The stored declaration cannot be read.
-
-        """
-        job_id = check_job_id(job_id)
-
-        def body(cur: C) -> JobState | None:
-            row = cur.execute(
-                self._q("SELECT {job_columns} FROM {jobs} WHERE id = ?"), (job_id,)
-            ).fetchone()
-            if row is None:
-                return None
-            spec = self._decode(job_id, row[1], strict=True)
-            assert spec is not None  # strict decoding raises instead
-            return self._state(row, spec, self._claims_by_job(cur, [job_id]).get(job_id, []))
-
-        return self._run(f"get job {job_id!r}", body, write=False)
-
-    def jobs(self) -> list[JobState]:
-        """Every job, ordered by id.
-
-        A job whose stored declaration cannot be read is skipped, with a warning logged
-        on ``tickwork.stores``.
-        """
-
-        def body(cur: C) -> list[JobState]:
-            snapshot = self._WORDS["snapshot"]
-            if snapshot:  # one snapshot for both reads, so claims and jobs agree
-                cur.execute(snapshot)
-            claims: dict[str, list[Sequence[Any]]] = {}
-            for c in cur.execute(
-                self._q("SELECT {claim_columns} FROM {claims} ORDER BY scheduled, token")
-            ).fetchall():
-                claims.setdefault(c[1], []).append(c)
-            out = []
-            for row in cur.execute(
-                self._q("SELECT {job_columns} FROM {jobs} WHERE queue IS NULL ORDER BY {by_id}")
-            ).fetchall():
-                spec = self._decode(row[0], row[1], strict=False)
-                if spec is not None:
-                    out.append(self._state(row, spec, claims.get(row[0], [])))
-            return out
-
-        return self._run("list jobs", body, write=False)
-
     def remove(self, job_id: str) -> None:
         """Delete a job and its claims (see `tickwork.stores.Store.remove`)."""
         job_id = check_job_id(job_id)
@@ -389,93 +340,6 @@ class SQLStore(
                 cur, job_id, "UPDATE {jobs} SET next_run = ? WHERE id = ?", next_run
             ),
         )
-
-    # -- runtime control (tickwork.stores.RuntimeControl): the ``_control`` part -------
-
-    def pause_job(
-        self,
-        job_id: str,
-        *,
-        by: str,
-        at: float,
-        note: str | None = None,
-        until: float | None = None,
-    ) -> None:
-        """Pause a job at run time, with who, when, why and until when (recorded).
-
-        See `tickwork.stores.RuntimeControl.pause_job`. Pausing a paused job replaces
-        its note and end.
-        """
-        self._control.pause(job_id, by, at, note, until)
-
-    def resume_job(self, job_id: str, *, by: str, at: float, note: str | None = None) -> bool:
-        """Resume a paused job (recorded); False, and nothing recorded, if it was not paused.
-
-        See `tickwork.stores.RuntimeControl.resume_job`.
-        """
-        return self._control.resume(job_id, by, at, note)
-
-    def trigger_job(
-        self, job_id: str, *, by: str, at: float, note: str | None = None
-    ) -> Literal["queued", "skipped"]:
-        """Ask for one run of a job now, outside its grid (recorded).
-
-        See `tickwork.stores.RuntimeControl.trigger_job`.
-        """
-        return self._control.trigger(job_id, by, at, note)
-
-    def backfill_job(
-        self,
-        job_id: str,
-        slots: Sequence[float],
-        *,
-        by: str,
-        at: float,
-        note: str | None = None,
-        dry_run: bool = False,
-    ) -> list[float]:
-        """Queue past slots of a job to run, in order (recorded); the slots queued.
-
-        See `tickwork.stores.RuntimeControl.backfill_job`.
-        """
-        return self._control.backfill(job_id, slots, by, at, note, dry_run)
-
-    def cancel_waiting_runs(
-        self,
-        job_id: str,
-        following: Callable[[float], float | None] | None = None,
-        *,
-        slot: float | None = None,
-        by: str,
-        at: float,
-        note: str | None = None,
-    ) -> list[float]:
-        """Cancel the job's waiting runs (recorded); the slots cancelled, oldest first.
-
-        See `tickwork.stores.RuntimeControl.cancel_waiting_runs`.
-        """
-        return self._control.cancel_waiting(job_id, following, slot, by, at, note)
-
-    def skip_next_job(
-        self,
-        job_id: str,
-        following: Callable[[float], float | None],
-        *,
-        by: str,
-        at: float,
-        note: str | None = None,
-    ) -> tuple[float, float | None] | None:
-        """Give up the job's next slot (recorded); ``(that slot, the next run now)``.
-
-        See `tickwork.stores.RuntimeControl.skip_next_job`.
-        """
-        return self._control.skip_next(job_id, following, by, at, note)
-
-    def actions(
-        self, job_id: str | None = None, *, since: float | None = None, limit: int = 100
-    ) -> list[ActionRecord]:
-        """Operators' actions, newest first (see `tickwork.stores.RuntimeControl.actions`)."""
-        return self._control.actions(job_id, since, limit)
 
     def _set_job(self, cur: C, job_id: str, template: str, value: object) -> None:
         """One column of a job's row; `JobNotFoundError` if there is no such job."""
@@ -941,43 +805,6 @@ class SQLStore(
             (job_id, scheduled),
         ).fetchone()
         return 1 + int(row[0])
-
-    def record_attempt(self, claim: Claim, **attempt: Any) -> bool:
-        """Write one attempt of a held claim (`tickwork.stores.contract.AttemptLedger`)."""
-        return self._ledger.record_attempt(claim, **attempt)
-
-    def history(
-        self,
-        job_id: str | None = None,
-        *,
-        since: float | None = None,
-        outcome: str | None = None,
-        before: int | None = None,
-        after: int | None = None,
-        limit: int = 100,
-    ) -> list[SlotRecord]:
-        """The slot ledger, newest entry first (as `tickwork.stores.SlotLedger.history`)."""
-        entries = self._ledger.history(job_id, since, outcome, before, limit, after)
-        return self._chains.causes_of(entries)
-
-    def set_job_retention(
-        self, job_id: str, *, keep_ok: int | None = None, keep_failed: int | None = None
-    ) -> None:
-        """Per-outcome retention of ``job_id``'s ledger entries (`OutcomeRetention`)."""
-        self._ledger.set_job_retention(job_id, keep_ok, keep_failed)
-
-    def prune_history(self, now: float) -> int:
-        """Trim the ledger to its retention; a bounded amount of work per call.
-
-        Trims up to 64 jobs this store wrote entries for since its last call to their
-        newest ``history_keep`` entries (and to their `set_job_retention` limits per
-        outcome), and deletes up to 2,000 of the oldest entries
-        recorded more than ``history_days`` before ``now`` (and as many of the oldest
-        operators' actions taken before then). `DurableScheduler` calls it
-        from its timing thread when a look at the store claimed nothing, at most every
-        few seconds: never on the path of a due run. Returns how many entries went.
-        """
-        return self._chains.prune(now, self._ledger)  # the ledger's, then chains' causes
 
     def next_wakeup(self) -> float | None:
         """The earliest claimable due time or lease end (see the protocol).

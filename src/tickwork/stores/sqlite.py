@@ -867,38 +867,53 @@ class SQLiteStore(SQLStore[sqlite3.Connection]):
                     return True
                 return False
             if self._watch is None:
-                try:
-                    self._watch = sqlite3.connect(
-                        self._path, isolation_level=None, check_same_thread=False
-                    )
-                    self._watch_seen = self._read_changes(self._watch)
-                except sqlite3.Error as exc:
-                    _log.warning("cannot watch %r for changes: %s", self._path, exc)
-                    self._close_watch()
-                    self._interrupt.wait(timeout)
-                    return False
+                return self._open_watch(timeout)
+            return self._watch_until(self._watch, deadline)
+
+    def _open_watch(self, timeout: float) -> bool:
+        """Open the watching connection; True (changes before it were not watched).
+
+        False after ``timeout`` if the file cannot be opened.
+        """
+        try:
+            self._watch = sqlite3.connect(self._path, isolation_level=None, check_same_thread=False)
+            self._watch_seen = self._read_changes(self._watch)
+        except sqlite3.Error as exc:
+            _log.warning("cannot watch %r for changes: %s", self._path, exc)
+            self._close_watch()
+            self._interrupt.wait(timeout)
+            return False
+        return True
+
+    def _watch_until(self, watch: sqlite3.Connection, deadline: float) -> bool:
+        """Look every `CHANGE_CHECK` seconds until a change, an interrupt or ``deadline``."""
+        while True:
+            if self._interrupt.is_set():
+                self._interrupt.clear()
                 return True
-            watch = self._watch
-            while True:
-                if self._interrupt.is_set():
-                    self._interrupt.clear()
+            try:
+                if self._moved(watch):
                     return True
-                try:
-                    version = watch.execute("PRAGMA data_version").fetchone()[0]
-                    if version != self._watch_version:
-                        self._watch_version = version
-                        seen = self._read_changes(watch)
-                        if seen != self._watch_seen:
-                            self._watch_seen = seen
-                            return True
-                except sqlite3.Error as exc:
-                    _log.warning("lost the watch on %r: %s", self._path, exc)
-                    self._close_watch()
-                    return True
-                left = deadline - time.monotonic()
-                if left <= 0:
-                    return False
-                self._interrupt.wait(min(CHANGE_CHECK, left))
+            except sqlite3.Error as exc:
+                _log.warning("lost the watch on %r: %s", self._path, exc)
+                self._close_watch()
+                return True
+            left = deadline - time.monotonic()
+            if left <= 0:
+                return False
+            self._interrupt.wait(min(CHANGE_CHECK, left))
+
+    def _moved(self, watch: sqlite3.Connection) -> bool:
+        """Whether the change counter moved: read only when another connection committed."""
+        version = watch.execute("PRAGMA data_version").fetchone()[0]
+        if version == self._watch_version:
+            return False
+        self._watch_version = version
+        seen = self._read_changes(watch)
+        if seen == self._watch_seen:
+            return False
+        self._watch_seen = seen
+        return True
 
     @staticmethod
     def _read_changes(conn: sqlite3.Connection) -> int:
