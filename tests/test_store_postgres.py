@@ -1162,3 +1162,26 @@ def test_a_version_5_schema_gains_the_first_slot_and_does_not_guess_it(
     store.upsert(spec("new"), 300.0)
     assert store.get("new").first_slot == 300.0  # type: ignore[union-attr]
     assert store.cancel_waiting_runs("job", by="a@x", at=191.0) == [10.0, 20.0, 150.0]
+
+
+def test_new_jobs_are_declared_in_one_insert_and_announced_once(
+    open_pg: Callable[..., PostgresStore], statements: list[str]
+) -> None:
+    """`upsert_many` creates a batch of new jobs set-based (issue 41): one read of the
+    stored declarations, one insert, one announcement, however many jobs; a chained
+    job's edges go with it, and a changed job is written as `upsert` writes it."""
+    store = open_pg()
+    store.upsert(spec("old", Every(60)), 100.0)
+    batch = [(spec(f"n{i:03}", Every(60)), 100.0 + i) for i in range(300)]
+    batch.append((spec("down", Every(60), after=[("n000", "ok")]), 100.0))
+    batch.append((spec("old", Every(90)), 100.0))
+    statements.clear()
+    done = store.upsert_many(batch)  # type: ignore[attr-defined]
+    assert done == [Upsert.CREATED] * 301 + [Upsert.UPDATED]
+    heads = [" ".join(q.split()[:3]) for q in statements if "set_config" not in q]
+    assert heads[:2] == ["SELECT id, spec", "INSERT INTO tickwork_jobs"]
+    assert sum("pg_notify" in q for q in statements) == 2  # the new ones', the changed one's
+    assert len(statements) < 15
+    assert store.get("n007").next_run == 107.0  # type: ignore[union-attr]
+    assert store.get("down").spec.after == (("n000", "ok"),)  # type: ignore[union-attr]
+    assert store.upsert_many(batch[:-1]) == [Upsert.UNCHANGED] * 301  # type: ignore[attr-defined]

@@ -40,7 +40,7 @@ from ._holders import DAEMONS_TABLE
 from ._looks import LookBoard
 from ._model import KEEP, Finish, Start, check_positive, check_time, hands_back
 from ._oneoffs import ONEOFF_COLUMNS, ONEOFF_TOTALS, OneOffRow
-from ._pgbatch import record_set
+from ._pgbatch import insert_declared, record_set
 from ._sql import (
     CLAIM_COLUMNS,
     HISTORY_DAYS,
@@ -966,6 +966,7 @@ class PostgresStore(SQLStore[Cursor]):
         " dropped = tickwork_queues.dropped + excluded.dropped",
     }
 
+    _insert_declared = insert_declared  # new jobs of a batch (stores/_upserts.py)
     _insert_oneoffs = _insert_oneoffs  # one-offs (stores/_oneoffs.py)
     oneoff_statement = _oneoff_statement
     _enqueue_xact: tuple[Cursor, int] | None = None  # an enqueue's transaction, for _xact
