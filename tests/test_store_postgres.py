@@ -1185,3 +1185,25 @@ def test_new_jobs_are_declared_in_one_insert_and_announced_once(
     assert store.get("n007").next_run == 107.0  # type: ignore[union-attr]
     assert store.get("down").spec.after == (("n000", "ok"),)  # type: ignore[union-attr]
     assert store.upsert_many(batch[:-1]) == [Upsert.UNCHANGED] * 301  # type: ignore[attr-defined]
+
+
+def test_an_enqueue_is_one_statement_and_a_one_offs_finish_deletes_without_updating(
+    open_pg: Callable[..., PostgresStore], statements: list[str]
+) -> None:
+    """An enqueue announces its rows within its insert; a one-off's finish, item by item,
+    deletes its row without first recording the last run on it (issue 41 review)."""
+    waiter, store = open_pg(), open_pg()
+    assert waiter.wait_for_change(5.0)  # listening
+    statements.clear()
+    assert store.enqueue([oneoff(f"o{i}", 100.0) for i in range(3)]) == [True] * 3
+    mine = [q for q in statements if "set_config" not in q]
+    assert len(mine) == 1 and "pg_notify" in mine[0]
+    assert waiter.wait_for_change(5.0)  # heard, once
+    assert not waiter.wait_for_change(0.1)
+    taken = claim(store, 100.0, advance=once)
+    statements.clear()
+    assert store.record([], [Finish(c, "ok", 101.0) for c in taken[:2]]) == ([], [True] * 2)
+    assert store.finish(taken[2], outcome="failed", ended=101.0, error="boom")
+    assert not any("UPDATE tickwork_jobs" in q for q in statements)
+    assert counts(store).done == 2 and counts(store).failed == 1
+    assert len(store.history()) == 3 and store.get("~o0") is None

@@ -14,7 +14,8 @@ pools, leases, recovery and the ledger are the ones every job has), with three m
   ``queues`` table. Its ledger entry stays, under the ledger's retention.
 
 `OneOffMixin` gives `SQLStore` the `OneOffQueue` face; a dialect supplies
-`_insert_oneoffs` (how a batch of rows goes in, and which of them were new) and
+`_insert_oneoffs` (how a batch of rows goes in and is announced, and which of them
+were new) and
 `oneoff_statement` (the same insert for an app's own connection).
 """
 
@@ -257,11 +258,11 @@ class _Host(SQLHost[Any], Protocol):
     """What `OneOffMixin` uses of its `SQLStore` beside `SQLHost`."""
 
     def _insert_oneoffs(self, cur: Any, rows: Sequence[OneOffRow]) -> set[str]:
-        """Insert ``rows`` unless their ids exist; the ids inserted."""
+        """Insert ``rows`` unless their ids exist, announce any new; the ids inserted."""
         ...
 
-    def _oneoffs_ended(self, cur: Any, ended: Sequence[tuple[str, Outcome]]) -> None:
-        """Delete the rows of the one-offs among ``ended`` and count their ends."""
+    def _oneoffs_ended(self, cur: Any, ended: Sequence[tuple[str, Outcome]]) -> int:
+        """Delete the rows of the one-offs among ``ended`` and count their ends; how many."""
         ...
 
     def _xact(self, cur: Any) -> Any:
@@ -311,7 +312,10 @@ class OneOffMixin:
         return [tuple(r[1:]) for r in found]
 
     def _insert_oneoffs(self, cur: Any, rows: Sequence[OneOffRow]) -> set[str]:
-        """Insert ``rows`` unless their ids exist; the ids inserted (each dialect's own)."""
+        """Insert ``rows`` unless their ids exist, announce any new; the ids inserted.
+
+        Each dialect's own; the announcement is `_changed`'s, once for the batch.
+        """
         raise NotImplementedError
 
     def oneoff_statement(self, rows: Sequence[OneOffRow]) -> tuple[str, list[Any]]:
@@ -343,9 +347,7 @@ class OneOffMixin:
         made: list[tuple[Any, list[bool]]] = []  # the last attempt's transaction and result
 
         def body(cur: Any) -> list[bool]:
-            created = self._insert_oneoffs(cur, rows)
-            if created:
-                self._changed(cur, rows[0].id)  # one announcement for the batch
+            created = self._insert_oneoffs(cur, rows)  # and announced
             flags = created_flags(rows, created)
             made[:] = [(self._xact(cur) if created else None, flags)]
             return flags
@@ -359,22 +361,25 @@ class OneOffMixin:
 
         return self._run(f"enqueue {len(rows)} one-off(s)", body, resolve=resolve)
 
-    def _oneoffs_ended(self: _Host, cur: Any, ended: Sequence[tuple[str, Outcome]]) -> None:
+    def _oneoffs_ended(self: _Host, cur: Any, ended: Sequence[tuple[str, Outcome]]) -> int:
         """Delete the ended one-offs' rows and add the ends to their functions' totals.
 
         Called in the transaction that ends their slots; ids that are not one-offs'
-        (or whose row must stay: a claim left, a next run) are passed over.
+        (or whose row must stay: a claim left, a next run) are passed over. Returns how
+        many rows went.
         """
         outcomes = {job_id: outcome for job_id, outcome in ended if is_oneoff(job_id)}
         if not outcomes:
-            return
+            return 0
         totals: dict[str, list[int]] = {}
-        for job_id, queue in self._take_rows(cur, _GONE, "id, queue", list(outcomes)):
+        taken = self._take_rows(cur, _GONE, "id, queue", list(outcomes))
+        for job_id, queue in taken:
             add = totals.setdefault(queue, [0, 0, 0])
             for i, n in enumerate(_totals(outcomes[job_id])):
                 add[i] += n
         if totals:
             cur.executemany(self._q(_TOTALS), [(q, *n) for q, n in sorted(totals.items())])
+        return len(taken)
 
     def _oneoff_finished(self: _Host, cur: Any, f: Finish) -> bool:
         """Whether the ledger holds ``f``'s entry, a one-off's finish that left its row.

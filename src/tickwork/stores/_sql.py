@@ -753,7 +753,8 @@ class SQLStore(
         Its ledger entry joins ``ledger``, the batch's entries not yet written (None: a
         lone finish). The batch's ``last`` finish writes them all with the statement that
         records its job's last run (`_last_run`) and empties ``ledger``; a finish whose
-        claim is not held writes nothing, and the caller writes what is left.
+        claim is not held writes nothing, and the caller writes what is left. A one-off
+        whose slot ended leaves instead (`_oneoffs_ended`): its row is not updated first.
         """
         claim = f.claim
         released = self._release(cur, f)
@@ -764,38 +765,17 @@ class SQLStore(
         if handed_back:
             self._changed(cur, claim.job_id)
         elif not f.recorded:  # the slot ended: one ledger entry
-            pending.append(
-                (
-                    claim.job_id,
-                    claim.scheduled,
-                    f.outcome,
-                    1,
-                    claim.origin,
-                    claim.claimed_at,
-                    started if f.started is None else f.started,
-                    f.ended,
-                    claim.owner,
-                    self._attempt_no(cur, claim.job_id, claim.scheduled, claim.retry)
-                    + f.attempt
-                    - 1,
-                    f.error,
-                    f.output,
-                    time.time(),
-                )
-            )
+            pending.append(self._entry(cur, f, started))
             self._chains.ended(cur, claim, f.outcome, f.ended)  # chains: queued in this tx
+        ended = not handed_back and is_oneoff(claim.job_id)
+        if ended and f.next_run is KEEP and self._oneoffs_ended(cur, [(claim.job_id, f.outcome)]):
+            if last and pending:  # its row left with its end: no last run to record on it
+                self._ledger.write(cur, pending)
+                pending.clear()
+            return True
+        last_run = (claim.scheduled, started, f.ended, f.outcome, f.error)
         self._last_run(
-            cur,
-            (
-                claim.scheduled,
-                started,
-                f.ended,
-                f.outcome,
-                f.error,
-                *self._token(claim.token),
-                claim.job_id,
-            ),
-            pending if last else [],
+            cur, (*last_run, *self._token(claim.token), claim.job_id), pending if last else []
         )
         if last:
             pending.clear()
@@ -804,9 +784,19 @@ class SQLStore(
                 self._q("UPDATE {jobs} SET next_run = ? WHERE id = ?"), (f.next_run, claim.job_id)
             )
             self._changed(cur, claim.job_id)
-        if not handed_back and is_oneoff(claim.job_id):  # its row leaves with its end
+        if ended and f.next_run is not KEEP:  # set a next run: its row may stay
             self._oneoffs_ended(cur, [(claim.job_id, f.outcome)])
         return True
+
+    def _entry(self, cur: C, f: Finish, started: float | None) -> tuple[Any, ...]:
+        """The ledger entry of ``f``'s slot (its claim released, started at ``started``)."""
+        c = f.claim
+        attempt = self._attempt_no(cur, c.job_id, c.scheduled, c.retry) + f.attempt - 1
+        return (
+            c.job_id, c.scheduled, f.outcome, 1, c.origin, c.claimed_at,
+            started if f.started is None else f.started, f.ended, c.owner, attempt, f.error,
+            f.output, time.time(),
+        )  # fmt: skip
 
     def _last_run(self, cur: C, params: tuple[Any, ...], entries: list[tuple[Any, ...]]) -> None:
         """Record a finished run on its job row and write ``entries`` to the ledger.

@@ -356,20 +356,24 @@ def _oneoff_params(rows: Sequence[OneOffRow]) -> list[Any]:
     ]
 
 
-# The store's own enqueue: the new rows' ids, each with the transaction's id (`_xact`).
+# The store's own enqueue: the new rows' ids, each with the transaction's id (`_xact`),
+# and the channel notified once (an uncorrelated subquery: evaluated at the first row).
 _ENQUEUE_OWN: Final = (
-    f"WITH t AS ({_ENQUEUE.format(t='tickwork_jobs')}) SELECT t.id, txid_current() FROM t"
+    f"WITH t AS ({_ENQUEUE.format(t='tickwork_jobs')}) SELECT t.id, txid_current(),"
+    " (SELECT pg_notify(%s, 'enqueued')) FROM t"
 )
 
 
 def _insert_oneoffs(store: PostgresStore, cur: Cursor, rows: Sequence[OneOffRow]) -> set[str]:
     """`PostgresStore._insert_oneoffs`: the batch in one statement.
 
-    The statement also reads its transaction's id, kept for `_xact` with the cursor
-    (one transaction's): the enqueue asks for it without a round trip of its own.
+    The statement also announces the new rows and reads its transaction's id, kept for
+    `_xact` with the cursor (one transaction's): neither costs a round trip of its own.
     """
-    got = cur.execute(_ENQUEUE_OWN, _oneoff_params(rows)).fetchall()
+    got = cur.execute(_ENQUEUE_OWN, [*_oneoff_params(rows), store.channel]).fetchall()
     store._enqueue_xact = (cur, int(got[0][1])) if got else None
+    if got:
+        store._wakeups.changed()  # as `_changed`: a run ending here looks again
     return {r[0] for r in got}
 
 

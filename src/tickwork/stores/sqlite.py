@@ -285,7 +285,7 @@ _ENQUEUE: Final = (
 def _insert_oneoffs(
     store: SQLiteStore, cur: sqlite3.Connection, rows: Sequence[OneOffRow]
 ) -> set[str]:
-    """`SQLiteStore._insert_oneoffs`: the rows in one ``executemany``.
+    """`SQLiteStore._insert_oneoffs`: the rows in one ``executemany``, then announced.
 
     Only a keyed id can exist already (the others are random): those are looked up
     first, and a batch that names one id twice inserts its first row.
@@ -305,6 +305,8 @@ def _insert_oneoffs(
         if r.id not in there:
             new.setdefault(r.id, r)
     cur.executemany(_ENQUEUE, [r.values() for r in new.values()])
+    if new:
+        store._changed(cur, rows[0].id)  # one announcement for the batch
     return set(new)
 
 
