@@ -48,9 +48,7 @@ def specs(n: int, prefix: str, **options: Any) -> list[JobSpec]:
     return [JobSpec(f"{prefix}{i:06}", FUNC, Every(60), **options) for i in range(n)]
 
 
-def timed_phases(
-    opener: Callable[[], Store], n: int, many: bool, prefix: str
-) -> dict[str, float]:
+def timed_phases(opener: Callable[[], Store], n: int, many: bool, prefix: str) -> dict[str, float]:
     """Seconds of new, unchanged (a restart: the store opened again) and changed."""
     out: dict[str, float] = {}
     batch = specs(n, prefix)

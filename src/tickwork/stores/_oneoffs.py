@@ -13,6 +13,12 @@ pools, leases, recovery and the ledger are the ones every job has), with three m
   same transaction deletes its row and adds the end to its function's totals in the
   ``queues`` table. Its ledger entry stays, under the ledger's retention.
 
+A node claims only the one-offs whose function it allows (`OneOffFilter`, given by its
+scheduler through `OneOffQueue.claim_oneoffs_of`): the claim's statements and its next
+wake-up leave the others to the nodes that allow them (the dialect word
+``{runnable}``, a job row ``j`` that is a declared job or a one-off allowed here, with
+the parameters `OneOffMixin._runnable` gives).
+
 `OneOffMixin` gives `SQLStore` the `OneOffQueue` face; a dialect supplies
 `_insert_oneoffs` (how a batch of rows goes in and is announced, and which of them
 were new) and
@@ -22,6 +28,7 @@ were new) and
 from __future__ import annotations
 
 import json
+import threading
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from typing import Any, Final, Protocol, runtime_checkable
@@ -40,6 +47,7 @@ __all__ = [
     "ONEOFF_TOTALS",
     "WINDOW_ROWS",
     "OneOffCounts",
+    "OneOffFilter",
     "OneOffMixin",
     "OneOffQueue",
     "OneOffRow",
@@ -74,6 +82,8 @@ _CANCEL: Final = (
     " {claims} c WHERE c.job_id = {jobs}.id AND c.owner <> '')"
 )
 _TOTALS: Final = "INSERT INTO {queues} (queue, done, failed, dropped) VALUES (?, ?, ?, ?){add_up}"
+# Taken while a store's `OneOffFilter` is replaced (rarely: a function allowed anew).
+_FILTER_LOCK: Final = threading.Lock()
 #: Most ledger rows `OneOffQueue.oneoff_window` reads, by default.
 WINDOW_ROWS: Final = 20_000
 # The window is read in this many evenly spaced runs of consecutive entries.
@@ -171,6 +181,30 @@ def oneoff_rows(
 
 
 @dataclass(frozen=True, slots=True)
+class OneOffFilter:
+    """The one-offs a node claims: those whose function it allows (all by default)."""
+
+    modules: tuple[str, ...] = ("*",)
+    """Module prefixes (``"myapp.jobs"`` allows it and its submodules; ``"*"``: all)."""
+    functions: frozenset[str] = frozenset()
+    """Functions allowed by import path, whatever their module."""
+
+    def allows(self, func: str) -> bool:
+        """Whether a one-off of function ``func`` (``"module:function"``) runs here."""
+        if func in self.functions:
+            return True
+        module = func.partition(":")[0]
+        return any(p == "*" or module == p or module.startswith(p + ".") for p in self.modules)
+
+    def likes(self) -> list[str]:
+        """`modules` as SQL ``LIKE`` patterns (backslash escapes) of the functions they allow."""
+        if "*" in self.modules:
+            return ["%"]
+        escaped = [p.replace("\\", "\\\\").replace("_", "\\_") for p in self.modules]
+        return [e + tail for e in escaped for tail in (":%", ".%")]
+
+
+@dataclass(frozen=True, slots=True)
 class OneOffCounts:
     """One function's one-offs: pending and running now, and how the ended ones ended."""
 
@@ -236,6 +270,18 @@ class OneOffQueue(Protocol):
         """Cancel a pending one-off; False if there is none or a node is running it."""
         ...
 
+    def claim_oneoffs_of(
+        self, *, modules: Sequence[str] = (), functions: Iterable[str] = ()
+    ) -> None:
+        """Claim only the one-offs of these functions (until the first call: all).
+
+        ``modules``: module prefixes (``"myapp.jobs"``: it and its submodules, ``"*"``:
+        all); ``functions``: import paths. Each call adds to what the calls before it
+        allowed (schedulers sharing one store object claim for all of them). The
+        one-offs of other functions are left to the nodes that allow them.
+        """
+        ...
+
     def oneoff_counts(self) -> list[OneOffCounts]:
         """Every function's one-off counts, by import path."""
         ...
@@ -290,6 +336,33 @@ class _Host(SQLHost[Any], Protocol):
 
 class OneOffMixin:
     """`OneOffQueue` for `SQLStore`, and the end of a one-off in a finish's transaction."""
+
+    _oneoff_filter: OneOffFilter = OneOffFilter()  # replaced whole, never changed in place
+    _oneoff_filtered = False  # whether `claim_oneoffs_of` was called (else: all)
+
+    def claim_oneoffs_of(
+        self, *, modules: Sequence[str] = (), functions: Iterable[str] = ()
+    ) -> None:
+        """See `OneOffQueue.claim_oneoffs_of`.
+
+        Raises:
+            TypeError: ``modules`` or ``functions`` is a str (a list is wanted).
+
+        """
+        for name, value in (("modules", modules), ("functions", functions)):
+            if isinstance(value, str):
+                raise TypeError(f"{name} must be a list, not a str, got {value!r}")
+        with _FILTER_LOCK:  # producers' threads may add functions at once
+            old = self._oneoff_filter if self._oneoff_filtered else OneOffFilter(())
+            self._oneoff_filter = OneOffFilter(
+                (*old.modules, *(m for m in modules if m not in old.modules)),
+                old.functions | set(functions),
+            )
+            self._oneoff_filtered = True
+
+    def _runnable(self) -> tuple[Any, ...]:
+        """The parameters of the ``{runnable}`` word (see the module's docstring)."""
+        return ()
 
     @property
     def _returns(self) -> bool:

@@ -134,14 +134,14 @@ _FINISH_NO_LEDGER: Final = "WITH " + _FINISHED + _RELEASED.format(ledger="")
 _DECLARE_NEW: Final = (
     f"INSERT INTO tickwork_jobs ({NEW_COLUMNS}) SELECT * FROM unnest(%s::text[], %s::text[],"
     " %s::text[], %s::text[], %s::boolean[], %s::float8[], %s::float8[])"
-    " ON CONFLICT (id) DO NOTHING RETURNING id"
+    "{if_absent} RETURNING id"
 )
 
 
-def insert_declared(store: object, cur: Cursor, rows: Sequence[tuple[Any, ...]]) -> set[str]:
+def insert_declared(store: BatchHost, cur: Cursor, rows: Sequence[tuple[Any, ...]]) -> set[str]:
     """`PostgresStore._insert_declared`: new jobs' rows in one statement."""
     columns = [list(c) for c in zip(*rows, strict=True)]
-    return {r[0] for r in cur.execute(_DECLARE_NEW, columns).fetchall()}
+    return {r[0] for r in cur.execute(store._q(_DECLARE_NEW), columns).fetchall()}
 
 
 def _plain(starts: Sequence[Start], finishes: Sequence[Finish]) -> bool:

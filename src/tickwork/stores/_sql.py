@@ -169,6 +169,16 @@ def _checked_claim(
     return now, owner, lease, limit
 
 
+def _entry(f: Finish, started: float | None, attempt: int) -> tuple[Any, ...]:
+    """The ledger entry of ``f``'s slot (its claim released, started at ``started``)."""
+    c = f.claim
+    return (
+        c.job_id, c.scheduled, f.outcome, 1, c.origin, c.claimed_at,
+        started if f.started is None else f.started, f.ended, c.owner, attempt, f.error,
+        f.output, time.time(),
+    )  # fmt: skip
+
+
 def _check_claim_callables(
     advance: AdvanceFn, start: StartNowFn | None, given_up: GiveUpFn | None
 ) -> None:
@@ -815,7 +825,8 @@ class SQLStore(
         if handed_back:
             self._changed(cur, claim.job_id)
         elif not f.recorded:  # the slot ended: one ledger entry
-            pending.append(self._entry(cur, f, started))
+            tries = self._attempt_no(cur, claim.job_id, claim.scheduled, claim.retry)
+            pending.append(_entry(f, started, tries + f.attempt - 1))
             self._chains.ended(cur, claim, f.outcome, f.ended)  # chains: queued in this tx
         ended = not handed_back and is_oneoff(claim.job_id)
         if ended and f.next_run is KEEP and self._oneoffs_ended(cur, [(claim.job_id, f.outcome)]):
@@ -837,16 +848,6 @@ class SQLStore(
         if ended and f.next_run is not KEEP:  # set a next run: its row may stay
             self._oneoffs_ended(cur, [(claim.job_id, f.outcome)])
         return True
-
-    def _entry(self, cur: C, f: Finish, started: float | None) -> tuple[Any, ...]:
-        """The ledger entry of ``f``'s slot (its claim released, started at ``started``)."""
-        c = f.claim
-        attempt = self._attempt_no(cur, c.job_id, c.scheduled, c.retry) + f.attempt - 1
-        return (
-            c.job_id, c.scheduled, f.outcome, 1, c.origin, c.claimed_at,
-            started if f.started is None else f.started, f.ended, c.owner, attempt, f.error,
-            f.output, time.time(),
-        )  # fmt: skip
 
     def _last_run(self, cur: C, params: tuple[Any, ...], entries: list[tuple[Any, ...]]) -> None:
         """Record a finished run on its job row and write ``entries`` to the ledger.

@@ -281,12 +281,15 @@ _CLAIMABLE: Final = (
     "j.next_run IS NOT NULL AND NOT j.paused AND (j.overlap = 'allow'"
     " OR NOT EXISTS (SELECT 1 FROM tickwork_claims c WHERE c.job_id = j.id))"
 )
+# A job row j is a declared job's or a one-off's this node allows (stores/_oneoffs.py):
+# parameters the allowed functions and the LIKE patterns of the allowed modules.
+_RUNNABLE: Final = "(j.queue IS NULL OR j.queue = ANY(%s::text[]) OR j.queue LIKE ANY(%s::text[]))"
 # Step 1 of a claim: lock due rows nobody else holds. Under READ COMMITTED the row a
 # lock returns may be newer than the snapshot the filter saw, so step 2 re-reads the
 # locked rows with a fresh statement (a new snapshot) before anything is decided.
 _LOCK_DUE: Final = (
     f"SELECT j.id FROM tickwork_jobs j WHERE {_CLAIMABLE} AND j.next_run <= %s"
-    " AND j.id <> ALL(%s) ORDER BY j.next_run, j.id LIMIT %s"
+    f" AND j.id <> ALL(%s) AND {_RUNNABLE} ORDER BY j.next_run, j.id LIMIT %s"
     " FOR NO KEY UPDATE OF j SKIP LOCKED"
 )
 # Pending retries (recovered slots) of jobs not paused: lock their job rows as in step 1,
@@ -297,7 +300,7 @@ _LOCK_RETRIES: Final = (
     " FROM tickwork_claims c WHERE c.owner = '' AND c.scheduled <= %s)) AND EXISTS"
     " (SELECT 1 FROM tickwork_claims c WHERE c.job_id = j.id AND c.owner = ''"
     " AND c.scheduled <= %s AND (NOT j.paused OR c.origin = 'manual'))"
-    " AND j.id <> ALL(%s)"
+    f" AND j.id <> ALL(%s) AND {_RUNNABLE}"
     " ORDER BY (SELECT min(c.scheduled) FROM tickwork_claims c WHERE c.job_id = j.id"
     " AND c.owner = ''), j.id LIMIT %s FOR NO KEY UPDATE OF j SKIP LOCKED"
 )
@@ -394,6 +397,12 @@ def _xact_committed(store: PostgresStore, cur: Cursor, xact: int) -> bool:
     if status not in ("committed", "aborted"):  # its session has not ended yet
         raise psycopg.OperationalError(f"transaction {xact} is {status or 'unknown'}")
     return bool(status == "committed")
+
+
+def _runnable(store: PostgresStore) -> tuple[Any, ...]:
+    """`PostgresStore._runnable`: the allowed functions and the modules' LIKE patterns."""
+    allowed = store._oneoff_filter  # one reading: it is replaced whole
+    return sorted(allowed.functions), allowed.likes()
 
 
 def _oneoff_statement(store: PostgresStore, rows: Sequence[OneOffRow]) -> tuple[str, list[Any]]:
@@ -957,6 +966,7 @@ class PostgresStore(SQLStore[Cursor]):
         "true": "true",
         "false": "false",
         "claimable": _CLAIMABLE,
+        "runnable": _RUNNABLE,
         "unpaused": "(NOT j.paused OR c.origin = 'manual')",
         "watched": "",
         "pools": "tickwork_pools",  # concurrency pools (stores/_pools.py)
@@ -972,6 +982,7 @@ class PostgresStore(SQLStore[Cursor]):
 
     _insert_declared = insert_declared  # new jobs of a batch (stores/_upserts.py)
     _insert_oneoffs = _insert_oneoffs  # one-offs (stores/_oneoffs.py)
+    _runnable = _runnable  # the one-offs this node claims
     oneoff_statement = _oneoff_statement
     _enqueue_xact: tuple[Cursor, int] | None = None  # an enqueue's transaction, for _xact
     _xact = _xact
@@ -992,10 +1003,11 @@ class PostgresStore(SQLStore[Cursor]):
     ) -> list[Sequence[Any]] | None:
         """Lock job rows nobody else holds (``SKIP LOCKED``), then re-read them."""
         params: tuple[Any, ...]
+        runnable = self._runnable()
         if retries:
-            lock, reread, params = _LOCK_RETRIES, _REREAD_RETRIES, (now, now, seen, n)
+            lock, reread, params = _LOCK_RETRIES, _REREAD_RETRIES, (now, now, seen, *runnable, n)
         else:
-            lock, reread, params = _LOCK_DUE, _REREAD_DUE, (now, seen, n)
+            lock, reread, params = _LOCK_DUE, _REREAD_DUE, (now, seen, *runnable, n)
         locked = [r[0] for r in cur.execute(lock, params).fetchall()]
         if not locked:
             return None
