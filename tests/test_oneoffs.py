@@ -257,6 +257,8 @@ def test_a_batch_of_finishes_deletes_the_one_offs_and_counts_them(made: Made) ->
 
 
 def test_a_node_that_does_not_allow_the_function_records_it_failed(made: Made) -> None:
+    # Schedulers sharing one store object claim for all of them (`claim_oneoffs_of`):
+    # one that does not allow a function may then claim its one-off, and fails it.
     ds, _, clock, store = made
     ref = ds.enqueue(note, 1)
     other_pool = ManualExecutor()
@@ -273,6 +275,32 @@ def test_a_node_that_does_not_allow_the_function_records_it_failed(made: Made) -
     ds.enqueue(note, 2)  # enqueued elsewhere, run where its module is allowed
     drain(allowed, other_pool)
     assert CALLS == [(2,)]
+
+
+def test_a_node_claims_only_the_one_offs_it_allows(
+    made: Made, open_either_store: Callable[..., Any]
+) -> None:
+    """Two nodes, each with its own store: the one that does not allow the function
+    never claims its one-offs (nor wakes for them); the one that allows them runs each
+    once, and none fails (issue 41)."""
+    producer, _, clock, _ = made  # enqueues only: never steps
+    refs = [producer.enqueue(note, i) for i in range(6)]
+    refs.append(producer.enqueue(note, 6, delay=5))  # due later: no node wakes for it now
+    nodes = []
+    for allowed in ([], ["tests"]):
+        pool = ManualExecutor()
+        ds = DurableScheduler(
+            open_either_store(), executor=pool, wall_clock=clock.wall, allowed_modules=allowed
+        )
+        nodes.append((ds, pool))
+    (other, other_pool), (allowing, pool) = nodes
+    assert other.step() > 5.0 and not other_pool.run_all()  # none claimed, none due for it
+    assert CALLS == []
+    clock.advance(5)
+    drain(allowing, pool)
+    assert sorted(CALLS) == [(i,) for i in range(7)]
+    assert allowing.oneoffs() == [OneOffCounts(f"{HERE}:note", done=7)]
+    assert all(e.outcome == "ok" for r in refs for e in other.history(r.id))
 
 
 def test_concurrent_enqueues_share_a_transaction(made: Made) -> None:

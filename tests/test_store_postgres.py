@@ -1163,3 +1163,48 @@ def test_a_version_5_schema_gains_the_first_slot_and_does_not_guess_it(
     store.upsert(spec("new"), 300.0)
     assert store.get("new").first_slot == 300.0  # type: ignore[union-attr]
     assert store.cancel_waiting_runs("job", by="a@x", at=191.0) == [10.0, 20.0, 150.0]
+
+
+def test_new_jobs_are_declared_in_one_insert_and_announced_once(
+    open_pg: Callable[..., PostgresStore], statements: list[str]
+) -> None:
+    """`upsert_many` creates a batch of new jobs set-based (issue 41): one read of the
+    stored declarations, one insert, one announcement, however many jobs; a chained
+    job's edges go with it, and a changed job is written as `upsert` writes it."""
+    store = open_pg()
+    store.upsert(spec("old", Every(60)), 100.0)
+    batch = [(spec(f"n{i:03}", Every(60)), 100.0 + i) for i in range(300)]
+    batch.append((spec("down", Every(60), after=[("n000", "ok")]), 100.0))
+    batch.append((spec("old", Every(90)), 100.0))
+    statements.clear()
+    done = store.upsert_many(batch)  # type: ignore[attr-defined]
+    assert done == [Upsert.CREATED] * 301 + [Upsert.UPDATED]
+    heads = [" ".join(q.split()[:3]) for q in statements if "set_config" not in q]
+    assert heads[:2] == ["SELECT id, spec", "INSERT INTO tickwork_jobs"]
+    assert sum("pg_notify" in q for q in statements) == 2  # the new ones', the changed one's
+    assert len(statements) < 15
+    assert store.get("n007").next_run == 107.0  # type: ignore[union-attr]
+    assert store.get("down").spec.after == (("n000", "ok"),)  # type: ignore[union-attr]
+    assert store.upsert_many(batch[:-1]) == [Upsert.UNCHANGED] * 301  # type: ignore[attr-defined]
+
+
+def test_an_enqueue_is_one_statement_and_a_one_offs_finish_deletes_without_updating(
+    open_pg: Callable[..., PostgresStore], statements: list[str]
+) -> None:
+    """An enqueue announces its rows within its insert; a one-off's finish, item by item,
+    deletes its row without first recording the last run on it (issue 41 review)."""
+    waiter, store = open_pg(), open_pg()
+    assert waiter.wait_for_change(5.0)  # listening
+    statements.clear()
+    assert store.enqueue([oneoff(f"o{i}", 100.0) for i in range(3)]) == [True] * 3
+    mine = [q for q in statements if "set_config" not in q]
+    assert len(mine) == 1 and "pg_notify" in mine[0]
+    assert waiter.wait_for_change(5.0)  # heard, once
+    assert not waiter.wait_for_change(0.1)
+    taken = claim(store, 100.0, advance=once)
+    statements.clear()
+    assert store.record([], [Finish(c, "ok", 101.0) for c in taken[:2]]) == ([], [True] * 2)
+    assert store.finish(taken[2], outcome="failed", ended=101.0, error="boom")
+    assert not any("UPDATE tickwork_jobs" in q for q in statements)
+    assert counts(store).done == 2 and counts(store).failed == 1
+    assert len(store.history()) == 3 and store.get("~o0") is None

@@ -763,3 +763,22 @@ def test_a_run_is_six_statements_and_its_release_is_one(
         assert (entry.started, entry.ended, entry.outcome) == (100.5, 101.0, "ok")
     finally:
         store.close()
+
+
+def test_new_jobs_are_declared_with_one_insert_each_and_announced_once(db: Path) -> None:
+    """`upsert_many` creates new jobs set-based (issue 41): one ``executemany`` of their
+    rows and one announcement, not a read, an insert, a delete and a count per job."""
+    store = SQLiteStore(db)
+    try:
+        seen: list[str] = []
+        assert store._conn is not None
+        store._conn.set_trace_callback(seen.append)
+        batch = [(spec(f"n{i:03}", Every(60)), 100.0 + i) for i in range(200)]
+        done = store.upsert_many(batch)
+        assert done == [Upsert.CREATED] * 200
+        writes = [s.split()[0] for s in seen if s.split()[0] in ("INSERT", "UPDATE", "DELETE")]
+        assert writes == ["INSERT"] * 200 + ["UPDATE"]  # the rows, then the change counter
+        assert store.get("n007").next_run == 107.0  # type: ignore[union-attr]
+        assert store.upsert_many(batch) == [Upsert.UNCHANGED] * 200
+    finally:
+        store.close()

@@ -28,7 +28,15 @@ from tickwork._durable.engine import (
 from tickwork._durable.events import Events
 from tickwork._durable.recorder import Recorder
 from tickwork.stores import Claim, JobSpec, JobSpecError, Outcome, Store, StoreError
-from tickwork.stores.contract import KEEP, BatchRecorder, ClaimWakeup, Finish, Keep, resolve_func
+from tickwork.stores.contract import (
+    KEEP,
+    BatchRecorder,
+    ClaimWakeup,
+    Finish,
+    Keep,
+    OneOffQueue,
+    resolve_func,
+)
 
 _log = logging.getLogger("tickwork.durable")
 
@@ -44,16 +52,23 @@ class Functions:
     imported: a job naming anything else (written into the store by someone else)
     fails with a clear error instead.
 
+    A store that keeps one-offs is told the same (`OneOffQueue.claim_oneoffs_of`), so
+    that this node never claims a one-off it may not run: the nodes that may run it.
+
     Args:
         prefixes: Module prefixes whose functions may run although not declared here
             (``"*"``: every module).
+        store: The store whose claims follow these rules, if it keeps one-offs.
 
     """
 
-    __slots__ = ("declared", "imported", "prefixes")
+    __slots__ = ("declared", "imported", "oneoffs", "prefixes")
 
-    def __init__(self, prefixes: tuple[str, ...]) -> None:
+    def __init__(self, prefixes: tuple[str, ...], store: object = None) -> None:
         self.prefixes = prefixes
+        self.oneoffs = store if isinstance(store, OneOffQueue) else None
+        if self.oneoffs is not None:
+            self.oneoffs.claim_oneoffs_of(modules=prefixes)  # nothing more yet
         self.declared: set[str] = set()
         """Function paths this process declared (or added)."""
         self.imported: dict[str, Callable[..., object]] = {}
@@ -61,7 +76,10 @@ class Functions:
 
     def allow(self, func: str) -> None:
         """Let the function named ``func`` run here (this process declared it)."""
-        self.declared.add(func)
+        if func not in self.declared:
+            self.declared.add(func)
+            if self.oneoffs is not None:
+                self.oneoffs.claim_oneoffs_of(functions=[func])
 
     def allowed(self, func: str) -> bool:
         """Whether the function named ``func`` may be imported and run here."""

@@ -391,7 +391,7 @@ class DurableScheduler(Declaring, ScheduleDecorators, Enqueuing, Operating):
         self._table = RunTable(capacity)
         self._halt = threading.Event()  # set by stop(): cuts the listener's back-off
         self._events = Events(max_errors, on_error)
-        self._functions = Functions(prefixes)
+        self._functions = Functions(prefixes, store)  # and its claims' one-offs
         self._enqueues = Combiner()  # the enqueues of concurrent callers, committed together
         self._recovery = Recovery(
             store, self._table, owner=owner, lease=lease, poll=self._poll, mono=self._mono

@@ -13,14 +13,22 @@ pools, leases, recovery and the ledger are the ones every job has), with three m
   same transaction deletes its row and adds the end to its function's totals in the
   ``queues`` table. Its ledger entry stays, under the ledger's retention.
 
+A node claims only the one-offs whose function it allows (`OneOffFilter`, given by its
+scheduler through `OneOffQueue.claim_oneoffs_of`): the claim's statements and its next
+wake-up leave the others to the nodes that allow them (the dialect word
+``{runnable}``, a job row ``j`` that is a declared job or a one-off allowed here, with
+the parameters `OneOffMixin._runnable` gives).
+
 `OneOffMixin` gives `SQLStore` the `OneOffQueue` face; a dialect supplies
-`_insert_oneoffs` (how a batch of rows goes in, and which of them were new) and
+`_insert_oneoffs` (how a batch of rows goes in and is announced, and which of them
+were new) and
 `oneoff_statement` (the same insert for an app's own connection).
 """
 
 from __future__ import annotations
 
 import json
+import threading
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from typing import Any, Final, Protocol, runtime_checkable
@@ -43,6 +51,7 @@ __all__ = [
     "ONEOFF_TOTALS",
     "WINDOW_ROWS",
     "OneOffCounts",
+    "OneOffFilter",
     "OneOffMixin",
     "OneOffQueue",
     "OneOffRow",
@@ -77,6 +86,8 @@ _CANCEL: Final = (
     " {claims} c WHERE c.job_id = {jobs}.id AND c.owner <> '')"
 )
 _TOTALS: Final = "INSERT INTO {queues} (queue, done, failed, dropped) VALUES (?, ?, ?, ?){add_up}"
+# Taken while a store's `OneOffFilter` is replaced (rarely: a function allowed anew).
+_FILTER_LOCK: Final = threading.Lock()
 #: Most ledger rows `OneOffQueue.oneoff_window` reads, by default.
 WINDOW_ROWS: Final = 20_000
 # The window is read in this many evenly spaced runs of consecutive entries.
@@ -174,6 +185,30 @@ def oneoff_rows(
 
 
 @dataclass(frozen=True, slots=True)
+class OneOffFilter:
+    """The one-offs a node claims: those whose function it allows (all by default)."""
+
+    modules: tuple[str, ...] = ("*",)
+    """Module prefixes (``"myapp.jobs"`` allows it and its submodules; ``"*"``: all)."""
+    functions: frozenset[str] = frozenset()
+    """Functions allowed by import path, whatever their module."""
+
+    def allows(self, func: str) -> bool:
+        """Whether a one-off of function ``func`` (``"module:function"``) runs here."""
+        if func in self.functions:
+            return True
+        module = func.partition(":")[0]
+        return any(p == "*" or module == p or module.startswith(p + ".") for p in self.modules)
+
+    def likes(self) -> list[str]:
+        """`modules` as SQL ``LIKE`` patterns (backslash escapes) of the functions they allow."""
+        if "*" in self.modules:
+            return ["%"]
+        escaped = [p.replace("\\", "\\\\").replace("_", "\\_") for p in self.modules]
+        return [e + tail for e in escaped for tail in (":%", ".%")]
+
+
+@dataclass(frozen=True, slots=True)
 class OneOffCounts:
     """One function's one-offs: pending and running now, and how the ended ones ended."""
 
@@ -239,6 +274,18 @@ class OneOffQueue(Protocol):
         """Cancel a pending one-off; False if there is none or a node is running it."""
         ...
 
+    def claim_oneoffs_of(
+        self, *, modules: Sequence[str] = (), functions: Iterable[str] = ()
+    ) -> None:
+        """Claim only the one-offs of these functions (until the first call: all).
+
+        ``modules``: module prefixes (``"myapp.jobs"``: it and its submodules, ``"*"``:
+        all); ``functions``: import paths. Each call adds to what the calls before it
+        allowed (schedulers sharing one store object claim for all of them). The
+        one-offs of other functions are left to the nodes that allow them.
+        """
+        ...
+
     def oneoff_counts(self) -> list[OneOffCounts]:
         """Every function's one-off counts, by import path."""
         ...
@@ -261,11 +308,11 @@ class _Host(SQLHost[Any], Protocol):
     """What `OneOffMixin` uses of its `SQLStore` beside `SQLHost`."""
 
     def _insert_oneoffs(self, cur: Any, rows: Sequence[OneOffRow]) -> set[str]:
-        """Insert ``rows`` unless their ids exist; the ids inserted."""
+        """Insert ``rows`` unless their ids exist, announce any new; the ids inserted."""
         ...
 
-    def _oneoffs_ended(self, cur: Any, ended: Sequence[tuple[str, Outcome]]) -> None:
-        """Delete the rows of the one-offs among ``ended`` and count their ends."""
+    def _oneoffs_ended(self, cur: Any, ended: Sequence[tuple[str, Outcome]]) -> int:
+        """Delete the rows of the one-offs among ``ended`` and count their ends; how many."""
         ...
 
     def _xact(self, cur: Any) -> Any:
@@ -294,6 +341,33 @@ class _Host(SQLHost[Any], Protocol):
 class OneOffMixin:
     """`OneOffQueue` for `SQLStore`, and the end of a one-off in a finish's transaction."""
 
+    _oneoff_filter: OneOffFilter = OneOffFilter()  # replaced whole, never changed in place
+    _oneoff_filtered = False  # whether `claim_oneoffs_of` was called (else: all)
+
+    def claim_oneoffs_of(
+        self, *, modules: Sequence[str] = (), functions: Iterable[str] = ()
+    ) -> None:
+        """See `OneOffQueue.claim_oneoffs_of`.
+
+        Raises:
+            TypeError: ``modules`` or ``functions`` is a str (a list is wanted).
+
+        """
+        for name, value in (("modules", modules), ("functions", functions)):
+            if isinstance(value, str):
+                raise TypeError(f"{name} must be a list, not a str, got {value!r}")
+        with _FILTER_LOCK:  # producers' threads may add functions at once
+            old = self._oneoff_filter if self._oneoff_filtered else OneOffFilter(())
+            self._oneoff_filter = OneOffFilter(
+                (*old.modules, *(m for m in modules if m not in old.modules)),
+                old.functions | set(functions),
+            )
+            self._oneoff_filtered = True
+
+    def _runnable(self) -> tuple[Any, ...]:
+        """The parameters of the ``{runnable}`` word (see the module's docstring)."""
+        return ()
+
     @property
     def _returns(self) -> bool:
         """Whether the dialect has ``DELETE ... RETURNING`` (an SQLite before 3.35.5 not)."""
@@ -315,7 +389,10 @@ class OneOffMixin:
         return [tuple(r[1:]) for r in found]
 
     def _insert_oneoffs(self, cur: Any, rows: Sequence[OneOffRow]) -> set[str]:
-        """Insert ``rows`` unless their ids exist; the ids inserted (each dialect's own)."""
+        """Insert ``rows`` unless their ids exist, announce any new; the ids inserted.
+
+        Each dialect's own; the announcement is `_changed`'s, once for the batch.
+        """
         raise NotImplementedError
 
     def oneoff_statement(self, rows: Sequence[OneOffRow]) -> tuple[str, list[Any]]:
@@ -347,9 +424,7 @@ class OneOffMixin:
         made: list[tuple[Any, list[bool]]] = []  # the last attempt's transaction and result
 
         def body(cur: Any) -> list[bool]:
-            created = self._insert_oneoffs(cur, rows)
-            if created:
-                self._changed(cur, rows[0].id)  # one announcement for the batch
+            created = self._insert_oneoffs(cur, rows)  # and announced
             flags = created_flags(rows, created)
             made[:] = [(self._xact(cur) if created else None, flags)]
             return flags
@@ -363,22 +438,25 @@ class OneOffMixin:
 
         return self._run(f"enqueue {len(rows)} one-off(s)", body, resolve=resolve)
 
-    def _oneoffs_ended(self: _Host, cur: Any, ended: Sequence[tuple[str, Outcome]]) -> None:
+    def _oneoffs_ended(self: _Host, cur: Any, ended: Sequence[tuple[str, Outcome]]) -> int:
         """Delete the ended one-offs' rows and add the ends to their functions' totals.
 
         Called in the transaction that ends their slots; ids that are not one-offs'
-        (or whose row must stay: a claim left, a next run) are passed over.
+        (or whose row must stay: a claim left, a next run) are passed over. Returns how
+        many rows went.
         """
         outcomes = {job_id: outcome for job_id, outcome in ended if is_oneoff(job_id)}
         if not outcomes:
-            return
+            return 0
         totals: dict[str, list[int]] = {}
-        for job_id, queue in self._take_rows(cur, _GONE, "id, queue", list(outcomes)):
+        taken = self._take_rows(cur, _GONE, "id, queue", list(outcomes))
+        for job_id, queue in taken:
             add = totals.setdefault(queue, [0, 0, 0])
             for i, n in enumerate(_totals(outcomes[job_id])):
                 add[i] += n
         if totals:
             cur.executemany(self._q(_TOTALS), [(q, *n) for q, n in sorted(totals.items())])
+        return len(taken)
 
     def _oneoff_finished(self: _Host, cur: Any, f: Finish) -> bool:
         """Whether the ledger holds ``f``'s entry, a one-off's finish that left its row.

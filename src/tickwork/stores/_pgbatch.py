@@ -16,6 +16,9 @@ than the row work, `record_set` does the common batch set-based instead:
    end counted in its function's totals. The parts see one snapshot and each runs to
    completion, all inside the batch's transaction.
 
+The jobs a program declares new go in the same way (`insert_declared`): one ``INSERT
+... SELECT FROM unnest(...)`` for the batch, not a statement per job.
+
 Only a plain batch of at least `SET_BASED_FROM` finishes goes this way: finishes
 whose claims are first attempts (no ledger count to read), that neither hand a slot
 back (``cancelled`` before a start) nor set a next run nor were recorded already nor
@@ -37,9 +40,10 @@ import psycopg
 from ._chains import ChainQueries
 from ._ledger import LedgerQueries
 from ._records import KEEP, Finish, Start
+from ._upserts import NEW_COLUMNS
 from ._wakeup import WakeupQueries
 
-__all__ = ["SET_BASED_FROM", "BatchHost", "record_set"]
+__all__ = ["SET_BASED_FROM", "BatchHost", "insert_declared", "record_set"]
 
 #: Batches with fewer finishes than this go item by item: their short prepared
 #: statements cost the server and the node less than the set-based ones (measured at
@@ -123,6 +127,21 @@ _FINISH_WITH_LEDGER: Final = (
     "WITH " + _FINISHED + _LEDGER + _RELEASED.format(ledger=", (SELECT count(*) FROM l)")
 )
 _FINISH_NO_LEDGER: Final = "WITH " + _FINISHED + _RELEASED.format(ledger="")
+
+
+# New jobs' rows (`NEW_COLUMNS`, one array per column); the ids that went in (one
+# declared by another transaction since the caller's read stays as it is).
+_DECLARE_NEW: Final = (
+    f"INSERT INTO tickwork_jobs ({NEW_COLUMNS}) SELECT * FROM unnest(%s::text[], %s::text[],"
+    " %s::text[], %s::text[], %s::boolean[], %s::float8[], %s::float8[])"
+    "{if_absent} RETURNING id"
+)
+
+
+def insert_declared(store: BatchHost, cur: Cursor, rows: Sequence[tuple[Any, ...]]) -> set[str]:
+    """`PostgresStore._insert_declared`: new jobs' rows in one statement."""
+    columns = [list(c) for c in zip(*rows, strict=True)]
+    return {r[0] for r in cur.execute(store._q(_DECLARE_NEW), columns).fetchall()}
 
 
 def _plain(starts: Sequence[Start], finishes: Sequence[Finish]) -> bool:

@@ -64,7 +64,7 @@ class RecoveryHost(SQLHost[C], Protocol[C]):
         """The attempt number of a slot's run."""
         ...
 
-    def _oneoffs_ended(self, cur: C, ended: Sequence[tuple[str, Outcome]]) -> None:
+    def _oneoffs_ended(self, cur: C, ended: Sequence[tuple[str, Outcome]]) -> int:
         """Delete the rows of the one-offs among ``ended`` and count their ends."""
         ...
 

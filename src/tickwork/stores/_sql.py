@@ -149,6 +149,37 @@ _log = logging.getLogger("tickwork.stores")
 T = TypeVar("T")
 
 
+def _checked_claim(
+    now: float,
+    owner: str,
+    lease_seconds: float,
+    limit: int,
+    callables: tuple[AdvanceFn, StartNowFn | None, GiveUpFn | None],
+) -> tuple[float, str, float, int]:
+    """`SQLStore.claim_due`'s arguments, checked: ``(now, owner, lease, limit)``.
+
+    Raises:
+        ValueError, TypeError: One of them is not what `Store.claim_due` takes.
+
+    """
+    now = check_time("now", now)
+    owner = check_owner(owner)
+    lease = check_positive("lease_seconds", lease_seconds)
+    limit = check_limit(limit)
+    _check_claim_callables(*callables)
+    return now, owner, lease, limit
+
+
+def _entry(f: Finish, started: float | None, attempt: int) -> tuple[Any, ...]:
+    """The ledger entry of ``f``'s slot (its claim released, started at ``started``)."""
+    c = f.claim
+    return (
+        c.job_id, c.scheduled, f.outcome, 1, c.origin, c.claimed_at,
+        started if f.started is None else f.started, f.ended, c.owner, attempt, f.error,
+        f.output, time.time(),
+    )  # fmt: skip
+
+
 def _check_claim_callables(
     advance: AdvanceFn, start: StartNowFn | None, given_up: GiveUpFn | None
 ) -> None:
@@ -375,11 +406,9 @@ class SQLStore(
                 ``None`` (nothing is claimed then).
 
         """
-        now = check_time("now", now)
-        owner = check_owner(owner)
-        lease = check_positive("lease_seconds", lease_seconds)
-        limit = check_limit(limit)
-        _check_claim_callables(advance, start, given_up)
+        now, owner, lease, limit = _checked_claim(
+            now, owner, lease_seconds, limit, (advance, start, given_up)
+        )
         pending: list[Claim] = []
         found: list[float | None] = []  # the next wakeup, when this claim took no full batch
 
@@ -388,20 +417,13 @@ class SQLStore(
             found.clear()
             self._carried.record(cur, again=False)  # finishes it carries (claim_due_carrying)
             self._pools.begin()  # concurrency pools: each row taken below is admitted
-            chores = self._upkeep.due(cur, now)  # one read: which chores can find anything
-            if chores.pauses:
-                self._control.resume_ended(cur, now)
-            if self._recovery.recover(cur, now, expired=chores.expired) or chores.waiting:
-                self._upkeep.take_waiting(cur, now, owner, lease, limit, pending)
-            seen: list[str] = []  # taken or unreadable this call: never looked at twice
-            while len(pending) < limit:
-                asked, before = limit - len(pending), len(seen)
-                rows = self._candidates(cur, now, seen, asked, retries=False)
-                if rows is None:
-                    break
-                self._claim_rows(cur, rows, now, owner, lease, advance, start, given_up, pending)
-                if len(seen) - before < asked:  # fewer looked at than asked: none are left
-                    break
+            self._chores(cur, now, owner, lease, limit, pending)
+            self._take_due(
+                cur, now, limit, pending,
+                lambda rows: self._claim_rows(
+                    cur, rows, now, owner, lease, advance, start, given_up, pending
+                ),
+            )  # fmt: skip
             self._pools.mark(cur)  # the slots held back for their pool, first seen now
             if len(pending) < limit:  # nothing more is due: when is the next look?
                 found.append(self._wakeups.found_by_claim(cur, owner if pending else None))
@@ -409,7 +431,6 @@ class SQLStore(
 
         def resolve(cur: C) -> list[Claim]:
             found.clear()  # of an attempt whose commit may have failed
-            self._carried.record(cur, again=True)
             return self._committed_claims(cur, pending)
 
         self._wakeups.forget()
@@ -417,6 +438,41 @@ class SQLStore(
         if found:
             self._wakeups.leave(found[0])
         return claims
+
+    def _chores(
+        self, cur: C, now: float, owner: str, lease: float, limit: int, pending: list[Claim]
+    ) -> None:
+        """A claim's chores first: ended pauses, ended leases, runs waiting (to ``pending``).
+
+        One read says which of them can find anything (`LookUpkeep`).
+        """
+        chores = self._upkeep.due(cur, now)
+        if chores.pauses:
+            self._control.resume_ended(cur, now)
+        if self._recovery.recover(cur, now, expired=chores.expired) or chores.waiting:
+            self._upkeep.take_waiting(cur, now, owner, lease, limit, pending)
+
+    def _take_due(
+        self,
+        cur: C,
+        now: float,
+        limit: int,
+        pending: list[Claim],
+        take: Callable[[list[Sequence[Any]]], None],
+    ) -> None:
+        """Hand due rows to ``take``, a batch at a time, until ``limit`` claims are pending.
+
+        Stops early when a batch looked at fewer rows than asked for: none are left.
+        """
+        seen: list[str] = []  # taken or unreadable this call: never looked at twice
+        while len(pending) < limit:
+            asked, before = limit - len(pending), len(seen)
+            rows = self._candidates(cur, now, seen, asked, retries=False)
+            if rows is None:
+                return
+            take(rows)
+            if len(seen) - before < asked:
+                return
 
     def _claim_rows(
         self,
@@ -491,7 +547,11 @@ class SQLStore(
         cur.executemany(self._q("UPDATE {jobs} SET next_run = ? WHERE id = ?"), moves)
 
     def _committed_claims(self, cur: C, pending: list[Claim]) -> list[Claim]:
-        """After a claim commit of unknown outcome: the ``pending`` claims that committed."""
+        """After a claim commit of unknown outcome: the ``pending`` claims that committed.
+
+        The finishes the claim carried are found out first (`CarriedFinishes`).
+        """
+        self._carried.record(cur, again=True)
         # The commit was cut off: the claims are ours exactly if their tokens exist.
         if not pending:
             return []
@@ -619,7 +679,8 @@ class SQLStore(
         Its ledger entry joins ``ledger``, the batch's entries not yet written (None: a
         lone finish). The batch's ``last`` finish writes them all with the statement that
         records its job's last run (`_last_run`) and empties ``ledger``; a finish whose
-        claim is not held writes nothing, and the caller writes what is left.
+        claim is not held writes nothing, and the caller writes what is left. A one-off
+        whose slot ended leaves instead (`_oneoffs_ended`): its row is not updated first.
         """
         claim = f.claim
         released = self._release(cur, f)
@@ -630,38 +691,18 @@ class SQLStore(
         if handed_back:
             self._changed(cur, claim.job_id)
         elif not f.recorded:  # the slot ended: one ledger entry
-            pending.append(
-                (
-                    claim.job_id,
-                    claim.scheduled,
-                    f.outcome,
-                    1,
-                    claim.origin,
-                    claim.claimed_at,
-                    started if f.started is None else f.started,
-                    f.ended,
-                    claim.owner,
-                    self._attempt_no(cur, claim.job_id, claim.scheduled, claim.retry)
-                    + f.attempt
-                    - 1,
-                    f.error,
-                    f.output,
-                    time.time(),
-                )
-            )
+            tries = self._attempt_no(cur, claim.job_id, claim.scheduled, claim.retry)
+            pending.append(_entry(f, started, tries + f.attempt - 1))
             self._chains.ended(cur, claim, f.outcome, f.ended)  # chains: queued in this tx
+        ended = not handed_back and is_oneoff(claim.job_id)
+        if ended and f.next_run is KEEP and self._oneoffs_ended(cur, [(claim.job_id, f.outcome)]):
+            if last and pending:  # its row left with its end: no last run to record on it
+                self._ledger.write(cur, pending)
+                pending.clear()
+            return True
+        last_run = (claim.scheduled, started, f.ended, f.outcome, f.error)
         self._last_run(
-            cur,
-            (
-                claim.scheduled,
-                started,
-                f.ended,
-                f.outcome,
-                f.error,
-                *self._token(claim.token),
-                claim.job_id,
-            ),
-            pending if last else [],
+            cur, (*last_run, *self._token(claim.token), claim.job_id), pending if last else []
         )
         if last:
             pending.clear()
@@ -670,7 +711,7 @@ class SQLStore(
                 self._q("UPDATE {jobs} SET next_run = ? WHERE id = ?"), (f.next_run, claim.job_id)
             )
             self._changed(cur, claim.job_id)
-        if not handed_back and is_oneoff(claim.job_id):  # its row leaves with its end
+        if ended and f.next_run is not KEEP:  # set a next run: its row may stay
             self._oneoffs_ended(cur, [(claim.job_id, f.outcome)])
         return True
 

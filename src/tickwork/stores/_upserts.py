@@ -2,9 +2,12 @@
 
 A program (or a jobs file) declares every job at each start, and nearly all of them are
 unchanged. `DeclareMixin.upsert_many` reads the stored declarations of a batch with one
-statement per thousand ids and writes only the jobs that are new or changed, each as
-`upsert` would, all in one transaction: a restart with 100,000 unchanged jobs is a
-hundred reads, not a hundred thousand transactions.
+statement per thousand ids and writes only the jobs that are new or changed, all in one
+transaction: a restart with 100,000 unchanged jobs is a hundred reads, not a hundred
+thousand transactions. The new jobs go in set-based (`DeclareMixin._insert_declared`:
+one ``executemany`` on SQLite, one statement on PostgreSQL), their
+edges (chains) after them and one announcement for the batch; a changed job is
+written as `upsert` writes it.
 """
 
 from __future__ import annotations
@@ -22,9 +25,11 @@ from ._oneoffs import ONEOFF_MARK, is_oneoff
 from ._records import Upsert
 from ._sqlbase import SQLHost
 
-__all__ = ["BatchDeclare", "DeclareMixin"]
+__all__ = ["NEW_COLUMNS", "BatchDeclare", "DeclareMixin"]
 
 _READ_AT_ONCE: Final = 1000  # ids per read of the stored declarations
+#: The columns of a new job's row, in the order of `_new_row`.
+NEW_COLUMNS: Final = "id, spec, schedule, overlap, paused, next_run, first_slot"
 
 
 def _declared_paused(job_id: str, old_text: str) -> object:
@@ -63,6 +68,11 @@ class BatchDeclare(Protocol):
         ...
 
 
+def _new_row(spec: JobSpec, next_run: float | None, text: str) -> tuple[Any, ...]:
+    """A new job's row: the values of `NEW_COLUMNS`."""
+    return (spec.id, text, schedule_json(spec), spec.overlap, spec.paused, next_run, next_run)
+
+
 class _Host(SQLHost[Any], Protocol):
     """What `DeclareMixin` uses of its `SQLStore` beside `SQLHost`."""
 
@@ -73,6 +83,14 @@ class _Host(SQLHost[Any], Protocol):
 
     def _upsert_in(self, cur: Any, spec: JobSpec, next_run: float | None, text: str) -> Upsert:
         """Declare one job in ``cur``'s transaction."""
+        ...
+
+    def _insert_declared(self, cur: Any, rows: Sequence[tuple[Any, ...]]) -> set[str]:
+        """Insert new jobs' rows (`NEW_COLUMNS`) unless their ids exist; the ids inserted."""
+        ...
+
+    def _created(self, cur: Any, specs: Sequence[JobSpec]) -> None:
+        """What creating ``specs`` writes beside their rows (their edges, one announcement)."""
         ...
 
 
@@ -132,19 +150,46 @@ class DeclareMixin:
                     "SELECT id, spec FROM {jobs} WHERE id {any}", ids[at : at + _READ_AT_ONCE]
                 )
                 stored.update((r[0], r[1]) for r in cur.execute(query, params).fetchall())
+            new = [i for i, (spec, _) in enumerate(checked) if spec.id not in stored]
+            rows = [_new_row(*checked[i], texts[i]) for i in new]
+            made = self._insert_declared(cur, rows) if rows else set()
+            self._created(cur, [checked[i][0] for i in new if checked[i][0].id in made])
             out = []
             for (spec, next_run), text in zip(checked, texts, strict=True):
-                if stored.get(spec.id) == text:
-                    out.append(intended.get(spec.id, Upsert.UNCHANGED))
-                    continue
-                result = self._upsert_in(cur, spec, next_run, text)
+                if spec.id in made:
+                    result = Upsert.CREATED
+                elif stored.get(spec.id) == text:
+                    result = Upsert.UNCHANGED
+                else:  # changed, or inserted by another transaction since the read
+                    result = self._upsert_in(cur, spec, next_run, text)
                 if result is not Upsert.UNCHANGED:
                     intended[spec.id] = result
-                out.append(result)
+                out.append(intended.get(spec.id, result))
             return out
 
         done: list[Upsert] = self._run(f"upsert {len(ids)} jobs", body)
         return done
+
+    def _insert_declared(self: _Host, cur: Any, rows: Sequence[tuple[Any, ...]]) -> set[str]:
+        """Insert new jobs' rows (`NEW_COLUMNS`) unless their ids exist; the ids inserted.
+
+        One ``executemany`` (where a write transaction excludes the others, as SQLite's,
+        no id can appear since the caller's read); a dialect may do it in one statement.
+        """
+        query = self._q(f"INSERT INTO {{jobs}} ({NEW_COLUMNS}) VALUES (?, ?, ?, ?, ?, ?, ?)")
+        if len(rows) == 1:  # the rowcount tells whether the row went in
+            inserted = cur.execute(query + self._q("{if_absent}"), rows[0]).rowcount
+            return {rows[0][0]} if inserted == 1 else set()
+        cur.executemany(query, rows)
+        return {r[0] for r in rows}
+
+    def _created(self: _Host, cur: Any, specs: Sequence[JobSpec]) -> None:
+        """After ``specs``' rows went in: their edges (chains), one announcement."""
+        for spec in specs:
+            if spec.after:  # a new job has no edges yet (they go with its row)
+                self._chains.declared(cur, spec)
+        if specs:
+            self._changed(cur, specs[0].id)  # one announcement for the batch
 
     def _upsert_in(
         self: _Host, cur: Any, spec: JobSpec, next_run: float | None, text: str
@@ -154,16 +199,8 @@ class DeclareMixin:
         select = self._q("SELECT spec, schedule, paused FROM {jobs} WHERE id = ?{lock}")
         row = cur.execute(select, (spec.id,)).fetchone()
         if row is None:
-            inserted = cur.execute(
-                self._q(
-                    "INSERT INTO {jobs} (id, spec, schedule, overlap, paused, next_run,"
-                    " first_slot) VALUES (?, ?, ?, ?, ?, ?, ?){if_absent}"
-                ),
-                (spec.id, text, schedule, spec.overlap, spec.paused, next_run, next_run),
-            )
-            if inserted.rowcount == 1:
-                self._chains.declared(cur, spec)  # chains: the job's after= edges
-                self._changed(cur, spec.id)
+            if self._insert_declared(cur, [_new_row(spec, next_run, text)]):
+                self._created(cur, [spec])
                 return Upsert.CREATED
             # Inserted by another transaction since the select (where that can be).
             row = cur.execute(select, (spec.id,)).fetchone()

@@ -44,11 +44,11 @@ __all__ = [
 #: The earliest claimable due time, lease end, waiting run and pause end, and whether
 #: other listed owners hold claims (``?{watched}``: see `SQLStore._watched`).
 NEXT_WAKEUP: Final = (
-    "SELECT (SELECT min(j.next_run) FROM {jobs} j WHERE {claimable}),"
+    "SELECT (SELECT min(j.next_run) FROM {jobs} j WHERE {claimable} AND {runnable}),"
     " (SELECT min(lease_until) FROM {claims} WHERE owner <> ''),"
     " (SELECT min(c.scheduled) FROM {claims} c"
     " JOIN {jobs} j ON j.id = c.job_id WHERE c.owner = '' AND {unpaused}"
-    " AND {gate}),"
+    " AND {gate} AND {runnable}),"
     " (SELECT min(paused_until) FROM {jobs} WHERE paused_until IS NOT NULL),"
     " EXISTS (SELECT 1 FROM {claims} c JOIN {nodes} n"
     " ON n.owner = c.owner WHERE c.owner <> ?{watched}),"
@@ -157,6 +157,8 @@ class _Host(SQLHost[C], Protocol[C]):
 
     def _watched(self) -> tuple[Any, ...]: ...
 
+    def _runnable(self) -> tuple[Any, ...]: ...
+
     def _liveness_wait(self) -> float: ...
 
 
@@ -173,7 +175,9 @@ class WakeupQueries(Generic[C]):
     def find(self, cur: C) -> float | None:
         """The next wake-up (see `Store.next_wakeup`), read in ``cur``'s transaction."""
         host = self._host
-        row = cur.execute(host._q(NEXT_WAKEUP), host._watched()).fetchone()
+        runnable = host._runnable()  # the one-offs this node claims (stores/_oneoffs.py)
+        params = (*runnable, *runnable, *host._watched())
+        row = cur.execute(host._q(NEXT_WAKEUP), params).fetchone()
         self._waiting = bool(row[5])
         times = [t for t in row[:4] if t is not None]
         seen = host._recovery.now_seen

@@ -33,7 +33,7 @@ from tickwork.stores._errors import StoreError
 
 from ._checks import check_positive, check_time
 from ._oneoffs import ONEOFF_COLUMNS, OneOffRow
-from ._pgbatch import record_set
+from ._pgbatch import insert_declared, record_set
 from ._pglisten import ListenMixin
 from ._pgschema import APPLICATION as APPLICATION
 from ._pgschema import MAX_IDENTIFIER, SchemaMixin
@@ -83,12 +83,15 @@ _CLAIMABLE: Final = (
     "j.next_run IS NOT NULL AND NOT j.paused AND (j.overlap = 'allow'"
     " OR NOT EXISTS (SELECT 1 FROM tickwork_claims c WHERE c.job_id = j.id))"
 )
+# A job row j is a declared job's or a one-off's this node allows (stores/_oneoffs.py):
+# parameters the allowed functions and the LIKE patterns of the allowed modules.
+_RUNNABLE: Final = "(j.queue IS NULL OR j.queue = ANY(%s::text[]) OR j.queue LIKE ANY(%s::text[]))"
 # Step 1 of a claim: lock due rows nobody else holds. Under READ COMMITTED the row a
 # lock returns may be newer than the snapshot the filter saw, so step 2 re-reads the
 # locked rows with a fresh statement (a new snapshot) before anything is decided.
 _LOCK_DUE: Final = (
     f"SELECT j.id FROM tickwork_jobs j WHERE {_CLAIMABLE} AND j.next_run <= %s"
-    " AND j.id <> ALL(%s) ORDER BY j.next_run, j.id LIMIT %s"
+    f" AND j.id <> ALL(%s) AND {_RUNNABLE} ORDER BY j.next_run, j.id LIMIT %s"
     " FOR NO KEY UPDATE OF j SKIP LOCKED"
 )
 # Pending retries (recovered slots) of jobs not paused: lock their job rows as in step 1,
@@ -99,7 +102,7 @@ _LOCK_RETRIES: Final = (
     " FROM tickwork_claims c WHERE c.owner = '' AND c.scheduled <= %s)) AND EXISTS"
     " (SELECT 1 FROM tickwork_claims c WHERE c.job_id = j.id AND c.owner = ''"
     " AND c.scheduled <= %s AND (NOT j.paused OR c.origin = 'manual'))"
-    " AND j.id <> ALL(%s)"
+    f" AND j.id <> ALL(%s) AND {_RUNNABLE}"
     " ORDER BY (SELECT min(c.scheduled) FROM tickwork_claims c WHERE c.job_id = j.id"
     " AND c.owner = ''), j.id LIMIT %s FOR NO KEY UPDATE OF j SKIP LOCKED"
 )
@@ -158,20 +161,24 @@ def _oneoff_params(rows: Sequence[OneOffRow]) -> list[Any]:
     ]
 
 
-# The store's own enqueue: the new rows' ids, each with the transaction's id (`_xact`).
+# The store's own enqueue: the new rows' ids, each with the transaction's id (`_xact`),
+# and the channel notified once (an uncorrelated subquery: evaluated at the first row).
 _ENQUEUE_OWN: Final = (
-    f"WITH t AS ({_ENQUEUE.format(t='tickwork_jobs')}) SELECT t.id, txid_current() FROM t"
+    f"WITH t AS ({_ENQUEUE.format(t='tickwork_jobs')}) SELECT t.id, txid_current(),"
+    " (SELECT pg_notify(%s, 'enqueued')) FROM t"
 )
 
 
 def _insert_oneoffs(store: PostgresStore, cur: Cursor, rows: Sequence[OneOffRow]) -> set[str]:
     """`PostgresStore._insert_oneoffs`: the batch in one statement.
 
-    The statement also reads its transaction's id, kept for `_xact` with the cursor
-    (one transaction's): the enqueue asks for it without a round trip of its own.
+    The statement also announces the new rows and reads its transaction's id, kept for
+    `_xact` with the cursor (one transaction's): neither costs a round trip of its own.
     """
-    got = cur.execute(_ENQUEUE_OWN, _oneoff_params(rows)).fetchall()
+    got = cur.execute(_ENQUEUE_OWN, [*_oneoff_params(rows), store.channel]).fetchall()
     store._enqueue_xact = (cur, int(got[0][1])) if got else None
+    if got:
+        store._wakeups.changed()  # as `_changed`: a run ending here looks again
     return {r[0] for r in got}
 
 
@@ -192,6 +199,12 @@ def _xact_committed(store: PostgresStore, cur: Cursor, xact: int) -> bool:
     if status not in ("committed", "aborted"):  # its session has not ended yet
         raise psycopg.OperationalError(f"transaction {xact} is {status or 'unknown'}")
     return bool(status == "committed")
+
+
+def _runnable(store: PostgresStore) -> tuple[Any, ...]:
+    """`PostgresStore._runnable`: the allowed functions and the modules' LIKE patterns."""
+    allowed = store._oneoff_filter  # one reading: it is replaced whole
+    return sorted(allowed.functions), allowed.likes()
 
 
 def _oneoff_statement(store: PostgresStore, rows: Sequence[OneOffRow]) -> tuple[str, list[Any]]:
@@ -657,6 +670,7 @@ class PostgresStore(SchemaMixin, ListenMixin, SQLStore[Cursor]):
         "true": "true",
         "false": "false",
         "claimable": _CLAIMABLE,
+        "runnable": _RUNNABLE,
         "unpaused": "(NOT j.paused OR c.origin = 'manual')",
         "watched": "",
         "pools": "tickwork_pools",  # concurrency pools (stores/_pools.py)
@@ -670,7 +684,9 @@ class PostgresStore(SchemaMixin, ListenMixin, SQLStore[Cursor]):
         " dropped = tickwork_queues.dropped + excluded.dropped",
     }
 
+    _insert_declared = insert_declared  # new jobs of a batch (stores/_upserts.py)
     _insert_oneoffs = _insert_oneoffs  # one-offs (stores/_oneoffs.py)
+    _runnable = _runnable  # the one-offs this node claims
     oneoff_statement = _oneoff_statement
     _enqueue_xact: tuple[Cursor, int] | None = None  # an enqueue's transaction, for _xact
     _xact = _xact
@@ -691,10 +707,11 @@ class PostgresStore(SchemaMixin, ListenMixin, SQLStore[Cursor]):
     ) -> list[Sequence[Any]] | None:
         """Lock job rows nobody else holds (``SKIP LOCKED``), then re-read them."""
         params: tuple[Any, ...]
+        runnable = self._runnable()
         if retries:
-            lock, reread, params = _LOCK_RETRIES, _REREAD_RETRIES, (now, now, seen, n)
+            lock, reread, params = _LOCK_RETRIES, _REREAD_RETRIES, (now, now, seen, *runnable, n)
         else:
-            lock, reread, params = _LOCK_DUE, _REREAD_DUE, (now, seen, n)
+            lock, reread, params = _LOCK_DUE, _REREAD_DUE, (now, seen, *runnable, n)
         locked = [r[0] for r in cur.execute(lock, params).fetchall()]
         if not locked:
             return None

@@ -286,7 +286,7 @@ _ENQUEUE: Final = (
 def _insert_oneoffs(
     store: SQLiteStore, cur: sqlite3.Connection, rows: Sequence[OneOffRow]
 ) -> set[str]:
-    """`SQLiteStore._insert_oneoffs`: the rows in one ``executemany``.
+    """`SQLiteStore._insert_oneoffs`: the rows in one ``executemany``, then announced.
 
     Only a keyed id can exist already (the others are random): those are looked up
     first, and a batch that names one id twice inserts its first row.
@@ -306,6 +306,8 @@ def _insert_oneoffs(
         if r.id not in there:
             new.setdefault(r.id, r)
     cur.executemany(_ENQUEUE, [r.values() for r in new.values()])
+    if new:
+        store._changed(cur, rows[0].id)  # one announcement for the batch
     return set(new)
 
 
@@ -347,6 +349,9 @@ _CLAIMABLE: Final = (
     "next_run IS NOT NULL AND paused = 0"
     " AND (overlap = 'allow' OR NOT EXISTS (SELECT 1 FROM claims c WHERE c.job_id = j.id))"
 )
+# A job row j is a declared job's or a one-off's this process allows (stores/_oneoffs.py),
+# asked of the store's filter (a function of the connection).
+_RUNNABLE: Final = "(j.queue IS NULL OR tickwork_runnable(j.queue))"
 # Due jobs and pending retries (recovered slots) of jobs not paused, in claim order;
 # ``{seen}`` holds a mark for each key already looked at by this claim.
 # Both candidate reads end with whether any pool limit exists (stores/_pools.py): a
@@ -354,14 +359,14 @@ _CLAIMABLE: Final = (
 _DUE: Final = (
     f"SELECT {JOB_COLUMNS}, EXISTS (SELECT 1 FROM pools) FROM jobs j WHERE {_CLAIMABLE}"
     " AND next_run <= ?"
-    " AND id NOT IN ({seen}) ORDER BY next_run, id LIMIT ?"
+    f" AND id NOT IN ({{seen}}) AND {_RUNNABLE} ORDER BY next_run, id LIMIT ?"
 )
 _RETRIES: Final = (
     "SELECT c.token, c.job_id, c.scheduled, j.spec, c.origin, EXISTS (SELECT 1 FROM pools)"
     " FROM claims c"
     " JOIN jobs j ON j.id = c.job_id WHERE c.owner = ''"
     " AND (j.paused = 0 OR c.origin = 'manual')"
-    " AND c.scheduled <= ? AND c.token NOT IN ({seen})"
+    f" AND c.scheduled <= ? AND c.token NOT IN ({{seen}}) AND {_RUNNABLE}"
     f" AND {OPERATOR_GATE.replace('{claims}', 'claims')}"
     " ORDER BY c.scheduled, c.token LIMIT ?"
 )
@@ -578,6 +583,7 @@ class SQLiteStore(SQLStore[sqlite3.Connection]):
             if not memory and str(mode).lower() != "wal":
                 _log.warning("database %r could not use WAL mode (got %r)", self._path, mode)
             conn.execute("PRAGMA foreign_keys=ON")
+            conn.create_function("tickwork_runnable", 1, self._runs_oneoff)
             if version == len(MIGRATIONS):
                 return
             conn.execute("BEGIN IMMEDIATE")
@@ -663,6 +669,7 @@ class SQLiteStore(SQLStore[sqlite3.Connection]):
         "true": "1",
         "false": "0",
         "claimable": _CLAIMABLE,
+        "runnable": _RUNNABLE,
         "unpaused": "(j.paused = 0 OR c.origin = 'manual')",
         "watched": " AND n.scope = ?",  # only owners of this scope can be judged
         "pools": "pools",  # concurrency pools (stores/_pools.py)
@@ -764,6 +771,10 @@ class SQLiteStore(SQLStore[sqlite3.Connection]):
 
     def _watched(self) -> tuple[Any, ...]:
         return (self._owner or "", self._scope or "")
+
+    def _runs_oneoff(self, queue: str) -> bool:
+        """``tickwork_runnable(queue)``: a one-off of function ``queue`` is claimed here."""
+        return self._oneoff_filter.allows(queue)
 
     # -- SessionLiveness ----------------------------------------------------------------
 
