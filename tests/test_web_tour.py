@@ -393,7 +393,10 @@ def _history(tour: Tour) -> None:
     tour.press("job", 'a[rel="next"]', loaded="location.search.includes('before=')")
     tour.inventory("job")  # an older page: the links back
     assert 0 < tour.browser.evaluate(due) < 50  # the rest of the ledger
-    tour.press("job", 'a[rel="prev"]', loaded="!!document.querySelector('tr.entry')")
+    tour.press("job", 'a[rel="prev"]', loaded="location.search.includes('after=')")  # newer
+    assert tour.browser.evaluate(due) == 50
+    tour.press("job", 'a[rel="next"]', loaded="location.search.includes('before=')")
+    tour.press("job", 'a[rel="first"]', loaded="location.search === ''")  # newest
     assert tour.browser.evaluate(due) == 50
     tour.browser.evaluate("document.querySelector('select[name=outcome]').value = 'failed'")
     tour.press("job", "form.find button", loaded="location.search.includes('outcome=failed')")
