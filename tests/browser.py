@@ -101,11 +101,16 @@ class Browser:
         self.wait(loaded or done)
 
     def viewport(self, width: int, height: int = 800) -> None:
-        """Show pages at ``width`` x ``height`` CSS pixels, as a phone's screen (``0``: undo)."""
+        """Show pages at ``width`` x ``height`` CSS pixels (``0``: undo).
+
+        Up to 640 wide, as a phone's screen (2 device pixels a CSS pixel); wider, a desktop's.
+        """
         if width == 0:
             self._call("Emulation.clearDeviceMetricsOverride")
             return
-        metrics = {"width": width, "height": height, "deviceScaleFactor": 2, "mobile": True}
+        phone = width <= 640
+        metrics = {"width": width, "height": height, "deviceScaleFactor": 2 if phone else 1,
+                   "mobile": phone}  # fmt: skip
         self._call("Emulation.setDeviceMetricsOverride", metrics)
 
     def html(self) -> str:
@@ -117,11 +122,11 @@ class Browser:
         self.evaluate(f"document.querySelector({json.dumps(selector)}).value = {json.dumps(text)}")
 
     def click(self, selector: str) -> None:
-        """Click the element ``selector`` names with the mouse, at its centre."""
+        """Click the element ``selector`` names with the mouse, at its (first box's) centre."""
         box = self.wait(
             f"(() => {{ const e = document.querySelector({json.dumps(selector)});"
             " if (!e) return null; e.scrollIntoView({block: 'center'});"
-            " const r = e.getBoundingClientRect();"
+            " const r = e.getClientRects()[0];"  # a link wrapped over lines: its first
             " return [r.x + r.width / 2, r.y + r.height / 2]; })()"
         )
         for kind in ("mousePressed", "mouseReleased"):

@@ -390,10 +390,12 @@ def test_a_token_link_reads_on_with_its_session_and_cannot_act(
 def test_a_link_cannot_put_its_own_words_in_the_banner(served: tuple[str, Path, Path]) -> None:
     base, _, _ = served
     bearer = {"Authorization": f"Bearer {ANA}"}
-    forged = "/jobs/report?said=your+account+is+locked%3A+call+555-0100&sig=00"
-    status, _, text = raw(base, "GET", forged, bearer)
+    said = "?said=your+account+is+locked%3A+call+555-0100&sig=00"
+    status, _, text = raw(base, "GET", "/jobs/report" + said, bearer)
     assert status == 200 and "<h1>report" in text
     assert "account is locked" not in text and 'class="said"' not in text
+    status, _, text = raw(base, "GET", "/" + said, bearer)  # nor on the overview
+    assert status == 200 and "account is locked" not in text and 'class="said"' not in text
     # What an action said comes back signed, and shows.
     status, out, _ = raw(base, "POST", "/login", {}, f"token={ANA}")
     session = session_of(out["Set-Cookie"])
@@ -402,7 +404,11 @@ def test_a_link_cannot_put_its_own_words_in_the_banner(served: tuple[str, Path, 
     status, out, _ = raw(base, "POST", "/jobs/cleanup/skip-next", session, f"csrf={csrf}")
     assert status == 303 and "&sig=" in out["Location"], out["Location"]
     text = raw(base, "GET", out["Location"], session)[2]
-    assert '<div class="said">skipped the run of cleanup due' in text
+    assert '<div class="said" role="status">skipped the run of cleanup due' in text
+    # From the overview's buttons, the overview says it the same way.
+    overview = out["Location"].replace("/jobs/cleanup?", "/?")
+    text = raw(base, "GET", overview, session)[2]
+    assert '<div class="said" role="status">skipped the run of cleanup due' in text
 
 
 def test_wrong_tokens_are_throttled_per_client(tmp_path: Path) -> None:

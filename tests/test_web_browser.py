@@ -61,7 +61,7 @@ def store(tmp_path_factory: pytest.TempPathFactory) -> Iterator[SQLiteStore]:
         yield store
 
 
-def _serve_wsgi(app: Any) -> tuple[str, Callable[[], None]]:
+def serve_wsgi(app: Any) -> tuple[str, Callable[[], None]]:
     from werkzeug.serving import make_server
 
     server = make_server("127.0.0.1", 0, app, threaded=True)
@@ -75,7 +75,7 @@ def _serve_wsgi(app: Any) -> tuple[str, Callable[[], None]]:
     return f"http://127.0.0.1:{server.port}", stop
 
 
-def _serve_asgi(app: Any) -> tuple[str, Callable[[], None]]:
+def serve_asgi(app: Any) -> tuple[str, Callable[[], None]]:
     import uvicorn
 
     sock = socket.socket()
@@ -94,7 +94,7 @@ def _serve_asgi(app: Any) -> tuple[str, Callable[[], None]]:
     return f"http://127.0.0.1:{sock.getsockname()[1]}", stop
 
 
-def _mounted(kind: str, store: SQLiteStore) -> tuple[str, Callable[[], None]]:
+def mounted(kind: str, store: SQLiteStore) -> tuple[str, Callable[[], None]]:
     """The app of ``kind`` with tickwork's pages at `ROOT`, served: its URL, its stop."""
     options: dict[str, Any] = {"tokens": {"ana": SECRET}, "title": f"the {kind} app"}
     if kind == "fastapi":
@@ -102,7 +102,7 @@ def _mounted(kind: str, store: SQLiteStore) -> tuple[str, Callable[[], None]]:
 
         fastapi = FastAPI()
         fastapi.mount(ROOT, web.asgi_app(store, **options))
-        return _serve_asgi(fastapi)
+        return serve_asgi(fastapi)
     if kind == "flask":
         import flask
         from werkzeug.middleware.dispatcher import DispatcherMiddleware
@@ -111,14 +111,14 @@ def _mounted(kind: str, store: SQLiteStore) -> tuple[str, Callable[[], None]]:
         app.wsgi_app = DispatcherMiddleware(  # type: ignore[method-assign]
             app.wsgi_app, {ROOT: web.wsgi_app(store, **options)}
         )
-        return _serve_wsgi(app)
+        return serve_wsgi(app)
     from django.core.handlers.wsgi import WSGIHandler
     from django.urls import include, path
 
     from tests.django_mount import configure
 
     configure(path(ROOT.strip("/") + "/", include(web.django_urls(store, **options))))
-    return _serve_wsgi(WSGIHandler())
+    return serve_wsgi(WSGIHandler())
 
 
 #: The links and forms leaving the mount point ("" and "#...": the page itself).
@@ -170,7 +170,7 @@ def _drive(
 def test_a_browser_logs_in_reads_the_charts_and_acts_in_a_mounted_app(
     browser: Browser, store: SQLiteStore, kind: str
 ) -> None:
-    base, stop = _mounted(kind, store)
+    base, stop = mounted(kind, store)
     try:
         _drive(browser, base, kind)
     finally:
@@ -199,7 +199,7 @@ def test_a_browser_signed_in_to_a_flask_app_acts_as_its_user(
         flask.session["user"] = "cleo"
         return flask.redirect(ROOT + "/")
 
-    base, stop = _serve_wsgi(app)
+    base, stop = serve_wsgi(app)
     try:
         browser.forget_cookies()
         browser.open(base + ROOT + "/", loaded="document.readyState === 'complete'")
@@ -259,7 +259,7 @@ def test_the_pages_fit_a_phone_s_width_without_sideways_scrolling(
 ) -> None:
     """At 375 CSS pixels (a phone) the overview and a job's page reflow: nothing sticks out."""
     pages = web.wsgi_app(store, user=lambda environ: "cleo", title="a phone")
-    base, stop = _serve_wsgi(pages)
+    base, stop = serve_wsgi(pages)
     browser.viewport(375)
     try:
         for path in ("/", "/jobs/flask"):
@@ -280,7 +280,7 @@ def test_with_javascript_the_tables_refresh_in_place_without_a_reload(
 
     DurableScheduler(store).declare(JobSpec("live", "tests.durable_jobs:record", Every(3600)))
     pages = web.wsgi_app(store, user=lambda environ: "cleo", title="live")
-    base, stop = _serve_wsgi(pages)
+    base, stop = serve_wsgi(pages)
     try:
         for path, shown in (("/", "td.job"), ("/jobs/live", "#live-waiting")):
             browser.open(base + path, loaded=f"!!document.querySelector({shown!r})")

@@ -68,6 +68,7 @@ from tickwork._daemon.joblist import (
 from tickwork._daemon.oneoff_page import oneoff_page
 from tickwork._daemon.oneoffs import answer, counts, enqueue
 from tickwork._daemon.oneoffs import cancel as cancel_oneoff
+from tickwork._daemon.status_page import said_box
 from tickwork._daemon.when import parse_future, parse_since, parse_time
 from tickwork._durable.control import BackfillError
 from tickwork.stores import (
@@ -481,7 +482,7 @@ class Api:
             self._namespace,
             self._title,
             controls=lambda view: controls(view, viewer),
-            banner=viewer.banner(),
+            banner=viewer.banner() + said_box(self._said(request)),
             listing=_listing(request.query, api=False),
             root=request.root,
         )
@@ -489,16 +490,19 @@ class Api:
     def _render_job(
         self, request: Request, name: str, job_id: str, refused: Refusal | None = None
     ) -> str:
-        said = request.query.get("said", [""])[0]
-        mac = request.query.get("sig", [""])[0]
-        if not self._signer.signed(said, mac):
-            said = ""  # only what an action of this process said, not a link's text
+        said = self._said(request)
         viewer, span = self._viewer(request), request.query.get("span", ["day"])[0]
         asked = _history_query(request.query)
         job = None if self._configured is None else self._configured(name)
         return job_page(
             self._store, self._title, name, job_id, viewer, said, span, asked, job, refused
         )
+
+    def _said(self, request: Request) -> str:
+        """What the action that led here did (``?said=``), if this process signed it."""
+        said = request.query.get("said", [""])[0]
+        mac = request.query.get("sig", [""])[0]
+        return said if self._signer.signed(said, mac) else ""  # never a link's own text
 
     def _viewer(self, request: Request) -> Viewer:
         """Who looks at a page, and the form token its forms carry."""

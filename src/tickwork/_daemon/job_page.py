@@ -25,7 +25,7 @@ from tickwork._core.text import relative_time as _ago
 from tickwork._core.text import short_duration as _seconds
 from tickwork._daemon.actions import waiting_why
 from tickwork._daemon.charts import outcome_bar, time_bars
-from tickwork._daemon.status_page import STYLE, job_time, live_script, paused_mark
+from tickwork._daemon.status_page import STYLE, job_time, live_script, paused_mark, said_box
 from tickwork.stores import (
     OUTCOMES,
     ActionRecord,
@@ -65,7 +65,6 @@ _PAGE_STYLE: Final = """\
 form.inline { display: inline; margin: 0 4px 0 0; }
 button { font: inherit; padding: 2px 8px; cursor: pointer; }
 .forms form { margin: 6px 0; padding: 8px; border: 1px solid #e3e7eb; border-radius: 4px; }
-.said { background: #eef7f0; border: 1px solid #2e9d4f; padding: 8px; margin-bottom: 12px; }
 .refused { background: #fbeeee; border: 1px solid #d1393b; padding: 8px; }
 .ask { background: #fff6e5; border: 1px solid #a15c00; padding: 8px; margin-bottom: 8px; }
 .charts svg { display: block; margin: 4px 0 10px; }
@@ -230,9 +229,9 @@ def confirm_page(
         _head(f"{name} \u00b7 {title}")
         + f"<h1>{html.escape(name)}: {html.escape(action)}?</h1>"
         + f'<div class="ask" role="alert">{html.escape(question)}</div>'
-        + '<p class="sub">nothing is done until you confirm</p><p>'
+        + '<p class="sub">nothing is done until you confirm</p><div class="confirm">'
         + _form(f"{base}/{action}", label, viewer, kept | {"confirm": "1"})
-        + f' <a href="{html.escape(base)}">no, back to {html.escape(name)}</a></p>'
+        + f' <a href="{html.escape(base)}">no, back to {html.escape(name)}</a></div>'
         + "\n</body>\n</html>\n"
     )
 
@@ -529,7 +528,6 @@ def job_page(
     state: JobState = store.get(job_id)
     zone = job_zone(state.spec.schedule)
     acts = store.actions(job_id, limit=LISTED) if isinstance(store, RuntimeControl) else []
-    said_html = "" if not said else f'<div class="said">{html.escape(said)}</div>'
     nxt = "held while paused" if state.paused else _ago(now, state.next_run)
     listed = "".join(_action(a, zone) for a in acts) or '<li class="none">none</li>'
     return (
@@ -541,7 +539,7 @@ def job_page(
         + f"{html.escape(schedule_words(state.spec.schedule))} \u00b7 next run "
         + f"{job_time(state.next_run, state)} ({html.escape(nxt)}) \u00b7 "
         + '<a href="">reload</a></div>'
-        + said_html
+        + said_box(said)
         + _configuration(state, job)
         + _charts(store, state, span if span in SPANS else "day", now)
         + f"<h2>actions</h2>{_forms(name, state, viewer, refused)}"

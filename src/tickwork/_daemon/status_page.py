@@ -66,6 +66,7 @@ __all__ = [
     "paused_mark",
     "pid_running",
     "render",
+    "said_box",
 ]
 
 _log = logging.getLogger("tickwork.daemon")
@@ -129,6 +130,11 @@ def _strip(entries: Sequence[SlotRecord], zone: str = "UTC") -> str:
             f' title="{html.escape(title)}"></span>'
         )
     return "".join(cells) or '<span class="none">no runs yet</span>'
+
+
+def said_box(said: str) -> str:
+    """What an operator's action just did, above the page (``""``: nothing)."""
+    return "" if not said else f'<div class="said" role="status">{html.escape(said)}</div>'
 
 
 def paused_mark(s: JobState) -> str:
@@ -354,7 +360,7 @@ table { border-collapse: collapse; width: 100%; } table.oneoffs { width: auto; }
 th, td { text-align: left; padding: 8px 10px; border-bottom: 1px solid #e3e7eb;
   vertical-align: top; }
 th { font-weight: 600; color: #5b6570; }
-td.job { font-weight: 600; }
+td.job { font-weight: 600; min-width: 8em; }
 .sub { color: #5b6570; font-size: 12px; }
 .error { color: #a12b2d; font-size: 12px; max-width: 28em; overflow-wrap: anywhere; }
 .outcome { font-weight: 600; }
@@ -365,6 +371,7 @@ td.job { font-weight: 600; }
 .none { color: #8a939c; }
 td.strip { white-space: nowrap; }
 h2 { font-size: 16px; margin: 20px 0 6px; }
+.said { background: #eef7f0; border: 1px solid #2e9d4f; padding: 8px; margin-bottom: 12px; }
 .note { color: #6b4e00; font-size: 12px; font-style: italic; }
 ul.actions { padding-left: 18px; color: #3a434c; }
 .waiting, .streak { color: #a15c00; font-weight: 600; font-size: 12px; margin-top: 4px; }
@@ -375,9 +382,11 @@ ul.actions { padding-left: 18px; color: #3a434c; }
   color: #a12b2d; font-weight: 600; }
 form.find { margin: 0 0 6px; } .filters, .pages { margin: 6px 0; color: #5b6570; }
 a.filter.on { font-weight: 600; color: #1d232a; text-decoration: none; }
-td { overflow-wrap: anywhere; } svg { max-width: 100%; height: auto; }
+td { overflow-wrap: break-word; } svg { max-width: 100%; height: auto; }
+@media (max-width: 1000px) { td.strip { white-space: normal; } }
 @media (max-width: 640px) {
   body { margin: 10px; }
+  td { overflow-wrap: anywhere; }
   table, tbody, tr, th, td { display: block; width: auto; }
   thead { display: none; }
   tr { border-bottom: 1px solid #e3e7eb; padding: 6px 0; }
