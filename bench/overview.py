@@ -6,7 +6,7 @@
 Workload: a fresh SQLite state with ``--jobs`` daemon jobs (``namespace/batch-NNNNN``,
 ``every 1 minute``, as ``tickwork run`` declares them), every tenth with three ledger
 entries (ok, ok, failed), every hundredth paused. The page and the API answer through
-`tickwork._daemon.api.Api`, as the daemon serves them, minus the socket.
+`tickwork._daemon.web.api.Api`, as the daemon serves them, minus the socket.
 
 Timed, each the best of ``--repeats``, in the same run:
 
@@ -33,9 +33,9 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "src"))
 
 from tickwork import DurableScheduler, Every
-from tickwork._daemon.api import Api, Request
 from tickwork._daemon.declare import ENTRY_POINT
-from tickwork._daemon.status_page import page
+from tickwork._daemon.web.api import Api, Request
+from tickwork._daemon.web.status_page import page
 from tickwork.stores import JobSpec
 from tickwork.stores.sqlite import SQLiteStore
 

@@ -21,7 +21,7 @@ import pytest
 
 from tests.test_daemon_e2e import LIMIT, Run, wait_until
 from tickwork._daemon.alerts import AlertSender
-from tickwork._daemon.config import Alert
+from tickwork._daemon.jobsfile.config import Alert
 
 
 class Hook:

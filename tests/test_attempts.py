@@ -556,8 +556,8 @@ kill_grace = "1s"
 
 
 def test_a_daemon_call_in_a_thread_is_timed_out_at_its_bound_and_waited_for() -> None:
-    from tickwork._daemon.config import parse_config
-    from tickwork._daemon.runner import RunResult, run_job
+    from tickwork._daemon.jobsfile.config import parse_config
+    from tickwork._daemon.process.runner import RunResult, run_job
 
     text = f'[[job]]\nname = "b"\ncall = "{J}:blocked"\nin = "0s"\ntimeout = "200ms"\n'
     [job] = parse_config(text).jobs
@@ -593,7 +593,7 @@ def test_a_daemon_call_in_a_thread_is_timed_out_at_its_bound_and_waited_for() ->
     ],
 )
 def test_the_jobs_file_checks_isolation(body: str, message: str) -> None:
-    from tickwork._daemon.config import ConfigError, parse_config
+    from tickwork._daemon.jobsfile.config import ConfigError, parse_config
 
     with pytest.raises(ConfigError) as caught:
         parse_config(f'[[job]]\nname = "j"\nevery = "1m"\n{body}\n')
@@ -601,7 +601,7 @@ def test_the_jobs_file_checks_isolation(body: str, message: str) -> None:
 
 
 def test_a_process_call_in_the_jobs_file_keeps_its_kill_grace_and_defaults_stay_commands() -> None:
-    from tickwork._daemon.config import parse_config
+    from tickwork._daemon.jobsfile.config import parse_config
 
     text = f"""
 [defaults]
@@ -652,7 +652,7 @@ def test_an_owed_finish_keeps_its_attempt_number_when_written_later(tmp_path: Pa
 
 
 def test_keep_failed_must_hold_every_attempt_of_the_streak_on_failure_counts() -> None:
-    from tickwork._daemon.config import ConfigError, parse_config
+    from tickwork._daemon.jobsfile.config import ConfigError, parse_config
 
     text = (
         '[[job]]\nname = "j"\nevery = "1m"\ncommand = ["false"]\nretries = 2\nkeep_failed = 5\n'

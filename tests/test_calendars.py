@@ -20,7 +20,7 @@ from tests.executors import ManualExecutor, drain, manual_scheduler
 from tickwork import Calendar, CalendarError, Cron, CronError, DurableScheduler, Every
 from tickwork._core import calendars as calendars_module
 from tickwork._core.cron import CronExpression
-from tickwork._daemon.config import parse_config
+from tickwork._daemon.jobsfile.config import parse_config
 from tickwork.stores import JobSpec, Store
 from tickwork.stores.contract import schedule_from_dict
 from tickwork.testing import FakeClock

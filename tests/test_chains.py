@@ -22,7 +22,7 @@ from tests.conftest import DURABLE_START
 from tests.executors import ManualExecutor, drain
 from tickwork import AsyncDurableScheduler, DurableScheduler, Every
 from tickwork._core.text import iso
-from tickwork._daemon.config import parse_config
+from tickwork._daemon.jobsfile.config import parse_config
 from tickwork._durable.control import BackfillError
 from tickwork.stores import JobSpec, JobSpecError, Store
 from tickwork.stores._after import find_cycle

@@ -6,7 +6,7 @@ import xml.etree.ElementTree as ET
 
 import pytest
 
-from tickwork._daemon.charts import MAX_BARS, outcome_bar, rate_chart, sparkline, time_bars
+from tickwork._daemon.web.charts import MAX_BARS, outcome_bar, rate_chart, sparkline, time_bars
 
 T0 = 1_800_000_000.0  # 2027-01-15 08:00:00 UTC
 DAY = 86400.0

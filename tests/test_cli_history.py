@@ -183,7 +183,7 @@ def test_newest_first_means_the_newest_due_time(
     ]
     # --limit keeps the newest due times, whatever order the ledger was written in,
     # also when the entries take several pages to read.
-    monkeypatch.setattr("tickwork._daemon.joblist.PAGE", 2)
+    monkeypatch.setattr("tickwork._daemon.web.joblist.PAGE", 2)
     _, out, _ = history(state, "backup", "--outcome", "ok", "--limit", "2")
     assert [line.split("  ")[0] for line in out.splitlines()] == [
         "2027-01-15T08:01:00Z",

@@ -9,7 +9,7 @@ import pytest
 
 from tickwork import At, Cron, Every, Once
 from tickwork._core.errors import ConfigError, ConfigIssue
-from tickwork._daemon.config import JOB_KEYS, load_config, parse_config
+from tickwork._daemon.jobsfile.config import JOB_KEYS, load_config, parse_config
 
 ROOT = Path(__file__).resolve().parent.parent
 

@@ -23,8 +23,8 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from tickwork._core.errors import ConfigError
-from tickwork._daemon.config import parse_config
 from tickwork._daemon.declare import spec_for
+from tickwork._daemon.jobsfile.config import parse_config
 
 #: Valid jobs files, as the data TOML reads them into: every kind of table and key.
 BASES: list[dict[str, Any]] = [

@@ -1,4 +1,4 @@
-"""A crontab as a jobs file (`tickwork._daemon.crontab`): every construct, line by line.
+"""A crontab as a jobs file (`tickwork._daemon.jobsfile.crontab`): every construct, line by line.
 
 The fixtures in ``tests/crontabs/`` are real-world crontabs (Debian's /etc/crontab with
 cron.d lines, a user crontab with every construct, one saved on Windows); each ``.toml``
@@ -21,8 +21,8 @@ from croniter import croniter
 
 from tickwork._core.errors import ConfigError
 from tickwork._core.schedules import Cron
-from tickwork._daemon.config import Config, parse_config
-from tickwork._daemon.crontab import (
+from tickwork._daemon.jobsfile.config import Config, parse_config
+from tickwork._daemon.jobsfile.crontab import (
     CrontabOptions,
     crontab_config,
     load_crontab,

@@ -16,7 +16,6 @@ import pytest
 
 from tickwork import At, Cron, Every
 from tickwork.__main__ import main
-from tickwork._daemon.config import parse_config
 from tickwork._daemon.daemon import Daemon, run_configured_job
 from tickwork._daemon.declare import (
     ENTRY_POINT,
@@ -28,6 +27,7 @@ from tickwork._daemon.declare import (
     redact_dsn,
     spec_for,
 )
+from tickwork._daemon.jobsfile.config import parse_config
 from tickwork._daemon.runlog import RunLog
 from tickwork.stores import JobSpec
 from tickwork.stores.sqlite import SQLiteStore

@@ -13,8 +13,8 @@ from pathlib import Path
 
 import pytest
 
-from tickwork._daemon.config import load_config
 from tickwork._daemon.deadman import rules_for
+from tickwork._daemon.jobsfile.config import load_config
 from tickwork._durable.watch import AlertRules
 from tickwork.stores.postgres import PostgresStore
 
@@ -158,7 +158,7 @@ def test_the_sender_reports_what_it_could_not_deliver(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     from tickwork._daemon.alerts import AlertNotSent, AlertSender
-    from tickwork._daemon.config import Alert
+    from tickwork._daemon.jobsfile.config import Alert
     from tickwork._durable.watch import WatchAlert
 
     # The command inherits this process's environment: CI sets TICKWORK_* variables of

@@ -27,10 +27,10 @@ from tests.test_config import problems
 from tests.test_daemon_e2e import LIMIT, Run, wait_until
 from tickwork._core.errors import ConfigError
 from tickwork._daemon.alerts import AlertSender
-from tickwork._daemon.config import Alert, load_config, parse_config
 from tickwork._daemon.declare import fingerprint
-from tickwork._daemon.jobprocess import ProcessSetup, process_setup, read_env_file
-from tickwork._daemon.runner import ProcessGroups, run_attempt, run_command
+from tickwork._daemon.jobsfile.config import Alert, load_config, parse_config
+from tickwork._daemon.process.jobprocess import ProcessSetup, process_setup, read_env_file
+from tickwork._daemon.process.runner import ProcessGroups, run_attempt, run_command
 from tickwork.stores.sqlite import SQLiteStore
 
 pytestmark = pytest.mark.skipif(sys.platform == "win32", reason="POSIX processes")

@@ -19,7 +19,7 @@ import pytest
 from tests.test_config import problems
 from tests.test_daemon_e2e import Run, gone, wait_until
 from tickwork import Every
-from tickwork._daemon.config import parse_config
+from tickwork._daemon.jobsfile.config import parse_config
 from tickwork.stores import JobSpec, JobSpecError
 from tickwork.stores.sqlite import SQLiteStore
 from tickwork.testing import FakeClock

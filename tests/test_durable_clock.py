@@ -311,8 +311,8 @@ def test_the_daemon_path_recovers_from_a_wall_step(tmp_path: Path) -> None:
     run outside a serving daemon, so each run is recorded failed; the STARTED events
     show when the runs came.
     """
-    from tickwork._daemon.config import parse_config
     from tickwork._daemon.daemon import Daemon
+    from tickwork._daemon.jobsfile.config import parse_config
     from tickwork._daemon.runlog import RunLog
 
     clock = FakeClock(1000.0, wall_start=NOON + 10)

@@ -21,9 +21,9 @@ from prometheus_client import CollectorRegistry, Counter
 
 from tests.test_daemon_e2e import LIMIT, Run, wait_until
 from tickwork import DurableScheduler
-from tickwork._daemon.http import StatusServer, is_loopback, parse_address
 from tickwork._daemon.start import DaemonConfig, run_daemon
-from tickwork._daemon.status_page import LIVE_HASH
+from tickwork._daemon.web.http import StatusServer, is_loopback, parse_address
+from tickwork._daemon.web.status_page import LIVE_HASH
 from tickwork.stores import StoreError
 from tickwork.stores.sqlite import SQLiteStore
 

@@ -21,7 +21,7 @@ from typing import Any
 import pytest
 
 from tests.test_daemon_e2e import LIMIT, Run, wait_until
-from tickwork._daemon.httpauth import Signer, Tokens, cross_site, parse_token, read_token_file
+from tickwork._daemon.web.httpauth import Signer, Tokens, cross_site, parse_token, read_token_file
 from tickwork.stores.sqlite import SQLiteStore
 
 ANA, BOT = "ana-secret-0123456789", "bot-secret-9876543210"
@@ -412,7 +412,7 @@ def test_a_link_cannot_put_its_own_words_in_the_banner(served: tuple[str, Path, 
 
 
 def test_wrong_tokens_are_throttled_per_client(tmp_path: Path) -> None:
-    from tickwork._daemon.httpauth import FAILURES_ALLOWED
+    from tickwork._daemon.web.httpauth import FAILURES_ALLOWED
 
     jobs = tmp_path / "jobs.toml"
     jobs.write_text('[[job]]\nname = "t"\nevery = "1h"\ncommand = ["true"]\n')
@@ -691,8 +691,8 @@ def test_tokens_are_named_and_checked(tmp_path: Path) -> None:
 
 
 def test_sessions_expire_and_past_the_cap_the_oldest_ends(monkeypatch: pytest.MonkeyPatch) -> None:
-    from tickwork._daemon import httpauth
-    from tickwork._daemon.httpauth import FAILURE_WINDOW, SESSION_LIFE, Throttled
+    from tickwork._daemon.web import httpauth
+    from tickwork._daemon.web.httpauth import FAILURE_WINDOW, SESSION_LIFE, Throttled
 
     tokens = Tokens([("ana", "a" * 20), ("bot", "b" * 20)])
     jar = {"tickwork_session": tokens.login("ana", now=1000.0)}

@@ -1,4 +1,4 @@
-"""A job's page (`tickwork._daemon.job_page`) through `tickwork._daemon.api.Api`, as the
+"""A job's page (`tickwork._daemon.web.job_page`) through `tickwork._daemon.web.api.Api`, as the
 forms and links of a browser without JavaScript would ask it: the ledger's pages and
 filters over 100,000 entries, the job's configuration, refused and confirmed actions.
 """
@@ -17,7 +17,7 @@ from urllib.parse import urlencode
 import pytest
 
 from tickwork import Cron, DurableScheduler, Every
-from tickwork._daemon.api import Api, Request, Response
+from tickwork._daemon.web.api import Api, Request, Response
 from tickwork.stores import JobSpec
 from tickwork.stores.sqlite import SQLiteStore
 
@@ -204,7 +204,7 @@ def test_a_cursor_past_either_end_shows_no_entry_and_a_way_back(state: SQLiteSto
 
 
 def store_times(store: SQLiteStore, *, limit: int) -> tuple[str, str]:
-    from tickwork._daemon.job_page import _entry
+    from tickwork._daemon.web.job_page import _entry
 
     entries = store.history("big", limit=limit)
     first = due_times(_entry(entries[0], T0))[0]
@@ -296,7 +296,7 @@ def test_a_job_s_times_are_in_its_zone_and_its_next_slot_in_utc_too(state: SQLit
 
 
 def test_the_daemon_s_page_shows_the_jobs_file_s_command_and_limits(state: SQLiteStore) -> None:
-    from tickwork._daemon.config import JobConfig
+    from tickwork._daemon.jobsfile.config import JobConfig
 
     job = JobConfig("small", Every(3600), command=("echo", "hi there"), timeout=5, retries=1)
     pages = Api(state, None, "the app", None, users=True, configured={"small": job}.get)

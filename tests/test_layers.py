@@ -6,6 +6,11 @@ no module imports ``tickwork.testing`` (a fake clock is recognised by
 `tickwork._core.clocks.WatchableClock`); only ``tickwork.__main__`` imports ``_cli``; and
 the import graph has no cycle. Every import counts: at the top of a module, inside a
 function (a lazy import) or under ``TYPE_CHECKING``.
+
+``_daemon`` is one floor in rooms: its core (the start, the daemon, its logs and alerts)
+at the top of the folder, and ``jobsfile`` (the jobs file read and checked), ``process``
+(a job's process, started and watched) and ``web`` (the HTTP surface) beside it. The
+jobs file and the processes never import the HTTP surface.
 """
 
 from __future__ import annotations
@@ -27,6 +32,9 @@ FLOORS: dict[str, int] = {
     "tickwork.metrics": 3,  # listens to events; the daemon (above) serves it
     "tickwork.tracing": 3,  # listens to events; the daemon (above) may turn it on
     "tickwork._daemon": 4,
+    "tickwork._daemon.jobsfile": 4,  # a room: the jobs file read and checked
+    "tickwork._daemon.process": 4,  # a room: a job's process, started and watched
+    "tickwork._daemon.web": 4,  # a room: the pages, the API, the servers
     "tickwork.daemon": 5,  # the public face of the daemon
     "tickwork.web": 5,  # the public face of the pages mounted in an app
     "tickwork._cli": 6,
@@ -122,6 +130,19 @@ def test_the_floors_above_use_a_store_only_through_its_faces() -> None:
         if floor_of(module) > FLOORS["tickwork.stores"]
         for target in sorted(targets)
         if target.startswith("tickwork.stores._")
+    ]
+    assert reaching == []
+
+
+def test_the_jobs_file_and_the_processes_never_import_the_http_surface() -> None:
+    rooms = ("tickwork._daemon.jobsfile", "tickwork._daemon.process")
+    web = "tickwork._daemon.web"
+    reaching = [
+        f"{module} imports {target}"
+        for module, targets in graph().items()
+        if module.startswith(rooms)
+        for target in sorted(targets)
+        if target == web or target.startswith(web + ".")
     ]
     assert reaching == []
 

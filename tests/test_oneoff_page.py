@@ -18,9 +18,9 @@ import pytest
 from tests.browser import CHROMIUM, Browser
 from tests.test_web import asgi
 from tickwork import web
-from tickwork._daemon.charts import line_chart, rate_chart
-from tickwork._daemon.oneoff_page import depth, latency, oneoff_charts, oneoff_page, percentile
 from tickwork._daemon.oneoffs import enqueue
+from tickwork._daemon.web.charts import line_chart, rate_chart
+from tickwork._daemon.web.oneoff_page import depth, latency, oneoff_charts, oneoff_page, percentile
 from tickwork.stores.contract import OneOffWindow
 from tickwork.stores.sqlite import SQLiteStore
 

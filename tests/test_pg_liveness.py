@@ -150,7 +150,7 @@ def test_tickwork_jobs_shows_a_claim_of_a_gone_session_as_lost(fresh_database: s
 
 
 def test_the_status_page_marks_a_node_whose_sessions_are_gone(fresh_database: str) -> None:
-    from tickwork._daemon.status_page import page
+    from tickwork._daemon.web.status_page import page
 
     now = time.time()
     live_node = PostgresStore(fresh_database)

@@ -22,9 +22,9 @@ from tickwork import AsyncDurableScheduler, DurableScheduler, Every
 from tickwork.__main__ import build_parser
 from tickwork._cli.jobs import run_jobs
 from tickwork._core.errors import ConfigError
-from tickwork._daemon.config import parse_config
 from tickwork._daemon.declare import ENTRY_POINT
-from tickwork._daemon.status_page import page
+from tickwork._daemon.jobsfile.config import parse_config
+from tickwork._daemon.web.status_page import page
 from tickwork.metrics import SchedulerMetrics
 from tickwork.stores import JobSpec, JobSpecError, PoolState
 from tickwork.stores.sqlite import SQLiteStore

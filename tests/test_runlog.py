@@ -10,8 +10,8 @@ import pytest
 from tickwork._core.errors import JobTimedOut
 from tickwork._core.events import EventKind, RunEvent
 from tickwork._daemon import runlog
+from tickwork._daemon.process.runner import RunResult
 from tickwork._daemon.runlog import JSON_KEYS, OneOffLines, RunLog, iso
-from tickwork._daemon.runner import RunResult
 
 T = datetime(2026, 12, 2, 17, tzinfo=UTC).timestamp()
 

@@ -14,8 +14,8 @@ from pathlib import Path
 import pytest
 
 from tests.waiting import wait_until
-from tickwork._daemon.config import parse_config
-from tickwork._daemon.runner import (
+from tickwork._daemon.jobsfile.config import parse_config
+from tickwork._daemon.process.runner import (
     _SUPERVISOR,
     LINE_LIMIT,
     ProcessGroups,

@@ -16,7 +16,7 @@ from tests.executors import ManualExecutor, drain, manual_scheduler
 from tickwork import Cron, CronError, DurableScheduler, Every, Scheduler
 from tickwork._core.cron import CronExpression
 from tickwork._core.schedules import jitter_delay
-from tickwork._daemon.config import parse_config
+from tickwork._daemon.jobsfile.config import parse_config
 from tickwork.stores import JobSpec, Store
 from tickwork.stores.contract import schedule_from_dict
 from tickwork.testing import FakeClock

@@ -25,7 +25,7 @@ from tests.browser import Browser
 from tests.test_daemon_e2e import LIMIT, Run, wait_until
 from tests.test_http import get
 from tickwork import Every
-from tickwork._daemon.status_page import JobView, render
+from tickwork._daemon.web.status_page import JobView, render
 from tickwork.stores import ActionRecord, JobSpec, JobState, PauseNote, SlotRecord
 
 CHROMIUM = shutil.which("chromium") or shutil.which("chromium-browser")
@@ -135,7 +135,7 @@ def test_without_javascript_the_overview_reloads_and_with_it_one_hashed_script_s
     import hashlib
     import re
 
-    from tickwork._daemon.webapp import SECURITY
+    from tickwork._daemon.web.webapp import SECURITY
 
     page = render("j.toml", [], [], 1.8e9)
     assert '<noscript><meta http-equiv="refresh" content="10"></noscript>' in page
@@ -288,8 +288,8 @@ LATE = 2591807.85  # the issue's lateness, once shown as "2591807.85 s"
 
 def seed_a_late_run(jobs: Path, state: Path) -> None:
     """A run of "nightly" that started 30 days after its slot, as the daemon records it."""
-    from tickwork._daemon.config import load_config
     from tickwork._daemon.declare import default_namespace, spec_for
+    from tickwork._daemon.jobsfile.config import load_config
     from tickwork.stores.sqlite import SQLiteStore
 
     [job] = [j for j in load_config(str(jobs)).jobs if j.name == "nightly"]
@@ -388,7 +388,7 @@ def test_the_page_escapes_node_names_and_marks_gone_ones_in_words() -> None:
 
 
 def test_a_jobs_page_shows_errors_output_tails_and_forms_escaped() -> None:
-    from tickwork._daemon.job_page import OUTPUT_TAIL, Viewer, job_page
+    from tickwork._daemon.web.job_page import OUTPUT_TAIL, Viewer, job_page
     from tickwork.stores import Claim
 
     spec = JobSpec("ns/x", "m:f", Every(60), kwargs={"job": "x"})
@@ -610,7 +610,7 @@ def test_a_browser_searches_filters_and_pages_the_jobs(many: str, tmp_path: Path
 
 def test_the_overview_counts_the_one_offs_per_function(open_either_store: Any) -> None:
     from tests.executors import drain, manual_scheduler
-    from tickwork._daemon.status_page import page
+    from tickwork._daemon.web.status_page import page
     from tickwork._durable.oneoffs import OneOff, enqueue_paths
     from tickwork.testing import FakeClock
 

@@ -16,7 +16,7 @@ from tickwork._core.vocabulary import (
     OVERLAP_POLICIES,
     field_names,
 )
-from tickwork._daemon.config import parse_config
+from tickwork._daemon.jobsfile.config import parse_config
 from tickwork.stores.contract import schedule_from_dict
 
 SRC = Path(__file__).resolve().parents[1] / "src" / "tickwork"

@@ -27,10 +27,10 @@ from __future__ import annotations
 from collections.abc import Callable, Iterable, Mapping
 from typing import Any, TypedDict, Unpack
 
-from tickwork._daemon.api import Api
-from tickwork._daemon.gateways import ASGIApp, WSGIApp, django_view
-from tickwork._daemon.httpauth import Tokens
-from tickwork._daemon.webapp import ANY_HOST, WebApp
+from tickwork._daemon.web.api import Api
+from tickwork._daemon.web.gateways import ASGIApp, WSGIApp, django_view
+from tickwork._daemon.web.httpauth import Tokens
+from tickwork._daemon.web.webapp import ANY_HOST, WebApp
 from tickwork.stores import Store
 
 __all__ = [

@@ -23,8 +23,8 @@ from tickwork._cli.options import (
 )
 from tickwork._core.errors import ConfigError
 from tickwork._daemon import actions
-from tickwork._daemon.config import load_config
-from tickwork._daemon.joblist import job_id_of as _job_id
+from tickwork._daemon.jobsfile.config import load_config
+from tickwork._daemon.web.joblist import job_id_of as _job_id
 from tickwork._daemon.when import parse_future
 from tickwork._durable.control import BackfillError, default_actor
 from tickwork.stores import JobNotFoundError, JobPausedError, RuntimeControl, StoreError

@@ -22,16 +22,16 @@ from tickwork._cli.options import (
 )
 from tickwork._core.errors import ConfigError
 from tickwork._core.text import iso, seconds_fixed
-from tickwork._daemon.config import load_config
-from tickwork._daemon.joblist import (
+from tickwork._daemon.jobsfile.config import load_config
+from tickwork._daemon.web.joblist import (
     history_item,
     merged_history,
     newest_due,
 )
-from tickwork._daemon.joblist import (
+from tickwork._daemon.web.joblist import (
     job_id_of as _job_id,
 )
-from tickwork._daemon.joblist import (
+from tickwork._daemon.web.joblist import (
     job_name as _name,
 )
 from tickwork._daemon.when import in_calendar_or_refuse, parse_since

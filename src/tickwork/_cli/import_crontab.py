@@ -22,7 +22,7 @@ from pathlib import Path
 from typing import Any, TextIO
 
 from tickwork._core.errors import ConfigError
-from tickwork._daemon.crontab import CrontabOptions, crontab_config
+from tickwork._daemon.jobsfile.crontab import CrontabOptions, crontab_config
 
 __all__ = ["add_crontab_options", "add_parser", "crontab_options", "run"]
 

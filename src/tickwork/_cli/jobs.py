@@ -30,7 +30,7 @@ from tickwork._core.errors import ConfigError
 from tickwork._core.text import local_and_utc as _when
 from tickwork._core.text import local_time, relative_time, seconds_fixed
 from tickwork._daemon import oneoffs
-from tickwork._daemon.config import Config, JobConfig, load_config
+from tickwork._daemon.jobsfile.config import Config, JobConfig, load_config
 from tickwork.stores.contract import (
     JOB_STATES,
     LATE_AFTER,
@@ -113,7 +113,7 @@ def run_jobs(
 ) -> int:
     """Run ``tickwork jobs`` for parsed arguments; return the exit status."""
     from tickwork._daemon.declare import default_namespace
-    from tickwork._daemon.joblist import read_jobs, state_row
+    from tickwork._daemon.web.joblist import read_jobs, state_row
 
     out = sys.stdout if out is None else out
     err = sys.stderr if err is None else err

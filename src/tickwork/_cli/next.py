@@ -24,7 +24,7 @@ from tickwork._core.calendars import Calendar, CalendarError
 from tickwork._core.cron import CronExpression
 from tickwork._core.errors import ConfigError, CronError
 from tickwork._core.text import schedule_words
-from tickwork._daemon.config import JobConfig, load_config
+from tickwork._daemon.jobsfile.config import JobConfig, load_config
 from tickwork._durable.decide import planned_slots
 
 __all__ = ["add_parser", "main", "run"]

@@ -16,7 +16,7 @@ from typing import Any, TextIO
 
 from tickwork._cli.options import add_file_argument, take_file
 from tickwork._core.errors import ConfigError
-from tickwork._daemon.config import load_config
+from tickwork._daemon.jobsfile.config import load_config
 
 __all__ = ["add_parser", "run"]
 

@@ -32,7 +32,7 @@ from typing import Any, Final
 from urllib.parse import urlsplit
 
 from tickwork._core.text import iso
-from tickwork._daemon.config import Alert
+from tickwork._daemon.jobsfile.config import Alert
 from tickwork._daemon.mail import Mail
 from tickwork._durable.watch import WatchAlert
 

@@ -47,7 +47,6 @@ from tickwork._core.events import EventKind, RunEvent
 from tickwork._core.text import iso_due
 from tickwork._core.text import plain_seconds as _seconds_text
 from tickwork._daemon.alerts import AlertSender
-from tickwork._daemon.config import Config, JobConfig, load_config
 from tickwork._daemon.deadman import DeadMan
 from tickwork._daemon.declare import (
     ENTRY_POINT,
@@ -64,12 +63,12 @@ from tickwork._daemon.declare import (
     redact_dsn,
     spec_for,
 )
+from tickwork._daemon.jobsfile.config import Config, JobConfig, load_config
+from tickwork._daemon.jobsfile.pools import declare_pools
 from tickwork._daemon.liveness import Liveness
 from tickwork._daemon.mail import Mail
-from tickwork._daemon.pools import declare_pools
-from tickwork._daemon.replacing import Replacing
-from tickwork._daemon.runlog import OneOffLines, RunLog, RunOutput, iso
-from tickwork._daemon.runner import (
+from tickwork._daemon.process.replacing import Replacing
+from tickwork._daemon.process.runner import (
     ProcessGroups,
     RunResult,
     Survivor,
@@ -78,8 +77,9 @@ from tickwork._daemon.runner import (
     find_survivors,
     run_job,
 )
+from tickwork._daemon.runlog import OneOffLines, RunLog, RunOutput, iso
 from tickwork._daemon.skips import SKIP_CHECK, HeldSlots
-from tickwork._daemon.status_page import failure_summary
+from tickwork._daemon.web.status_page import failure_summary
 from tickwork._durable.attempts import begin_attempt, record_attempt
 from tickwork._durable.chains import upstream_first
 from tickwork._durable.engine import DEFAULT_WORKERS

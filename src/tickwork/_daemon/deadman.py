@@ -13,8 +13,8 @@ from __future__ import annotations
 from collections.abc import Callable, Iterable
 
 from tickwork._daemon.alerts import AlertSender
-from tickwork._daemon.config import JobConfig
 from tickwork._daemon.declare import job_id
+from tickwork._daemon.jobsfile.config import JobConfig
 from tickwork._durable.scheduler import DurableScheduler
 from tickwork._durable.watch import AlertRules, AlertWatch, WatchAlert
 

@@ -19,7 +19,7 @@ from typing import Any, Final, cast
 from urllib.parse import urlsplit, urlunsplit
 
 from tickwork._core.errors import TickworkError
-from tickwork._daemon.config import OUTPUT_LIMIT, JobConfig
+from tickwork._daemon.jobsfile.config import OUTPUT_LIMIT, JobConfig
 from tickwork._daemon.mail import MAIL_COMMAND
 from tickwork.stores import JobSpec, JobState, Schedule, Store
 
@@ -108,7 +108,7 @@ def redact_dsn(dsn: str) -> str:
 def make_state_key(namespace: str, where: str) -> str:
     """16 hex digits naming one state (``where``: a file path or a DSN) and namespace.
 
-    Every run a daemon starts carries it (see `tickwork._daemon.runner.MARKER_ENV`), so a
+    Every run a daemon starts carries it (see `tickwork._daemon.process.runner.MARKER_ENV`), so a
     daemon restarted on the same state finds the runs a killed one left behind, and
     leaves alone those of daemons running other states or namespaces.
     """

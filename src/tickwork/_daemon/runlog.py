@@ -34,7 +34,7 @@ from tickwork._core.text import iso
 from tickwork._core.text import iso_due as _due
 from tickwork._core.text import run_duration as _seconds
 from tickwork._daemon.logline import json_line, one_line
-from tickwork._daemon.runner import TAIL_BYTES, RunResult
+from tickwork._daemon.process.runner import TAIL_BYTES, RunResult
 from tickwork.stores.contract import is_oneoff
 
 __all__ = ["JSON_KEYS", "LogFormat", "OneOffLines", "RunLog", "RunOutput", "iso"]

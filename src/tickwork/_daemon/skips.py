@@ -16,7 +16,7 @@ from dataclasses import dataclass
 from typing import Final
 
 from tickwork._core.events import EventKind, RunEvent
-from tickwork._daemon.config import JobConfig
+from tickwork._daemon.jobsfile.config import JobConfig
 from tickwork._daemon.runlog import RunLog
 from tickwork._durable.scheduler import DurableScheduler
 from tickwork.stores import JobState, Schedule, Store

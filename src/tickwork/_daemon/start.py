@@ -28,8 +28,6 @@ from pathlib import Path
 from typing import TYPE_CHECKING, TextIO
 
 from tickwork._core.errors import ConfigError, JobFailed, TickworkError
-from tickwork._daemon.config import Config, load_config
-from tickwork._daemon.crontab import CrontabOptions, load_crontab
 from tickwork._daemon.daemon import Daemon, Reload
 from tickwork._daemon.declare import (
     DaemonError,
@@ -40,14 +38,16 @@ from tickwork._daemon.declare import (
     open_store,
     redact_dsn,
 )
+from tickwork._daemon.jobsfile.config import Config, load_config
+from tickwork._daemon.jobsfile.crontab import CrontabOptions, load_crontab
 from tickwork._daemon.logline import json_line, one_line, say
 from tickwork._daemon.runlog import LogFormat, RunLog, iso
 from tickwork._durable.engine import DEFAULT_WORKERS
 from tickwork.stores import Store
 
 if TYPE_CHECKING:
-    from tickwork._daemon.http import StatusServer
-    from tickwork._daemon.httpauth import Tokens
+    from tickwork._daemon.web.http import StatusServer
+    from tickwork._daemon.web.httpauth import Tokens
 
 __all__ = ["DaemonConfig", "run_daemon", "setup_logging"]
 
@@ -236,9 +236,9 @@ def _http_checked(config: DaemonConfig) -> _Http:
             is wrong, or the address is reachable from other hosts without a token
             and without ``--http-public-reads``.
     """
-    from tickwork._daemon.http import is_loopback, parse_address
-    from tickwork._daemon.httpauth import load_tokens
-    from tickwork._daemon.webapp import check_prefix
+    from tickwork._daemon.web.http import is_loopback, parse_address
+    from tickwork._daemon.web.httpauth import load_tokens
+    from tickwork._daemon.web.webapp import check_prefix
 
     assert config.http is not None
     check_prefix(config.http_prefix, where="--http-prefix")
@@ -383,8 +383,8 @@ def _status_server(daemon: Daemon, http: _Http, config: DaemonConfig) -> StatusS
     Without ``prometheus_client`` (no ``metrics`` extra) the pages are served and
     ``/metrics`` says what to install.
     """
-    from tickwork._daemon.api import Api
-    from tickwork._daemon.http import StatusServer
+    from tickwork._daemon.web.api import Api
+    from tickwork._daemon.web.http import StatusServer
 
     registry = None
     try:

@@ -1,6 +1,6 @@
 """Times as operators type them: ``--since``, ``--until``, ``--from`` / ``--to``, ``--slot``.
 
-The ``tickwork`` commands read them through argparse and the HTTP API (`tickwork._daemon.api`)
+The ``tickwork`` commands read them through argparse and the HTTP API (`tickwork._daemon.web.api`)
 from its JSON fields, with the same rules and the same messages: a duration from now, an
 ISO 8601 date-time (local time unless it has an offset or ``Z``), within the years 1 to
 9999. A bad text raises `argparse.ArgumentTypeError` whose message states the rule and

@@ -1,8 +1,9 @@
 """Processes on this host: identity (pid and start time) and liveness, from /proc.
 
 Used where a process is judged dead for sure: leftover runs of a killed daemon
-(`tickwork._daemon.runner`), claims whose owner's process is gone (`tickwork.stores.sqlite`),
-and the runs of a gone owner, killed before its claims are handed on (`end_leftovers`).
+(`tickwork._daemon.process.runner`), claims whose owner's process is gone
+(`tickwork.stores.sqlite`), and the runs of a gone owner, killed before its claims are
+handed on (`end_leftovers`).
 A pid alone is not an identity (pids are reused); with its start time it is.
 """
 
@@ -17,7 +18,7 @@ from pathlib import Path
 from typing import Final
 
 #: The variable naming the owner (`DurableScheduler.owner`) whose claim a daemon's run
-#: process serves: every process of the run inherits it (`tickwork._daemon.runner`).
+#: process serves: every process of the run inherits it (`tickwork._daemon.process.runner`).
 OWNER_ENV: Final = "TICKWORK_OWNER"
 
 _log = logging.getLogger("tickwork.stores")

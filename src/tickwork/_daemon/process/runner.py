@@ -53,8 +53,8 @@ from pathlib import Path
 from typing import Any, Final
 
 from tickwork._core.attempts import backoff_delay as jittered_backoff
-from tickwork._daemon.config import JobConfig
-from tickwork._daemon.jobprocess import SETUP_ENV, ProcessSetup, optional_dir, process_setup
+from tickwork._daemon.jobsfile.config import JobConfig
+from tickwork._daemon.process.jobprocess import SETUP_ENV, ProcessSetup, optional_dir, process_setup
 from tickwork._durable.attempts import call_bounded
 from tickwork._durable.isolation import child_command, child_env, child_stdin
 from tickwork.stores.contract import OWNER_ENV, proc_stat, process_alive

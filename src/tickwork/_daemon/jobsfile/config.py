@@ -46,15 +46,17 @@ from tickwork._core.vocabulary import (
     JobsFileOverlap,
     Missed,
 )
-from tickwork._daemon.calendar_config import (
+from tickwork._daemon.jobsfile.calendar_config import (
     CALENDAR_DEFAULT_KEYS,
     CALENDAR_JOB_KEYS,
     check_calendar,
     parse_calendars,
     with_calendar,
 )
-from tickwork._daemon.chains import chain_problems, read_after
-from tickwork._daemon.jobprocess import (
+from tickwork._daemon.jobsfile.chains import chain_problems, read_after
+from tickwork._daemon.jobsfile.pools import check_pools
+from tickwork._daemon.mail import MAIL_COMMAND, check_mail_command, check_mail_to, check_smtp
+from tickwork._daemon.process.jobprocess import (
     UNLIMITED,
     check_group,
     check_limit,
@@ -65,8 +67,6 @@ from tickwork._daemon.jobprocess import (
     parse_umask,
     read_env_file,
 )
-from tickwork._daemon.mail import MAIL_COMMAND, check_mail_command, check_mail_to, check_smtp
-from tickwork._daemon.pools import check_pools
 from tickwork.stores import DELIVERIES, Delivery
 from tickwork.stores.contract import Edges, pool_name_problem
 
@@ -145,7 +145,7 @@ DEFAULT_KEYS: Final = frozenset(
 #: Every key a ``[[job]]`` table may have.
 JOB_KEYS: Final = DEFAULT_KEYS | {
     "name",
-    "after",  # chains: run after other jobs of the file (_daemon/chains.py)
+    "after",  # chains: run after other jobs of the file (_daemon/jobsfile/chains.py)
     "at_start",  # one run queued at each start of a daemon (cron's @reboot)
     "command",
     "shell",

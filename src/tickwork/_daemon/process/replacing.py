@@ -22,7 +22,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 
 from tickwork._core.text import iso_due
-from tickwork._daemon.runner import ProcessGroups
+from tickwork._daemon.process.runner import ProcessGroups
 from tickwork.stores import JobState
 
 __all__ = ["Replacing"]

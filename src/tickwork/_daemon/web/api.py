@@ -2,12 +2,12 @@
 
 `Api` answers every path but ``/metrics`` and the probes, for ``tickwork run --http``
 and for an app that mounts the pages (`tickwork.web`): the status page and a page per
-job (`tickwork._daemon.job_page`), ``/login``, the JSON API under ``/api/`` (described
-by ``/api/openapi.json``, `tickwork._daemon.openapi`), and the forms the pages post.
+job (`tickwork._daemon.web.job_page`), ``/login``, the JSON API under ``/api/`` (described
+by ``/api/openapi.json``, `tickwork._daemon.web.openapi`), and the forms the pages post.
 Every link, form and redirect starts with the request's ``root``. An action runs
 through `tickwork._daemon.actions`, as the ``tickwork`` verbs do, so it refuses what
 they refuse with their words; it is recorded with the name of the token that asked
-(`tickwork._daemon.httpauth`), or the name the app's own login gave.
+(`tickwork._daemon.web.httpauth`), or the name the app's own login gave.
 
 One-offs: ``POST /api/enqueue`` adds one (201; 200 when its key was pending), ``DELETE
 /api/enqueue/<id or key>`` cancels one, ``GET /api/oneoffs`` counts them per function
@@ -47,8 +47,17 @@ from tickwork._daemon.actions import (
     trigger,
     waiting_why,
 )
-from tickwork._daemon.httpauth import COOKIE, SESSION_LIFE, Signer, Throttled, Tokens, cross_site
-from tickwork._daemon.job_page import (
+from tickwork._daemon.oneoffs import answer, counts, enqueue
+from tickwork._daemon.oneoffs import cancel as cancel_oneoff
+from tickwork._daemon.web.httpauth import (
+    COOKIE,
+    SESSION_LIFE,
+    Signer,
+    Throttled,
+    Tokens,
+    cross_site,
+)
+from tickwork._daemon.web.job_page import (
     HistoryQuery,
     Refusal,
     Viewer,
@@ -58,17 +67,15 @@ from tickwork._daemon.job_page import (
     login_page,
     message_page,
 )
-from tickwork._daemon.joblist import (
+from tickwork._daemon.web.joblist import (
     history_item,
     merged_history,
     newest_due,
     read_jobs,
     state_row,
 )
-from tickwork._daemon.oneoff_page import oneoff_page
-from tickwork._daemon.oneoffs import answer, counts, enqueue
-from tickwork._daemon.oneoffs import cancel as cancel_oneoff
-from tickwork._daemon.status_page import said_box
+from tickwork._daemon.web.oneoff_page import oneoff_page
+from tickwork._daemon.web.status_page import said_box
 from tickwork._daemon.when import parse_future, parse_since, parse_time
 from tickwork._durable.control import BackfillError
 from tickwork.stores import (
@@ -119,7 +126,7 @@ class BadRequest(Exception):
 
 @dataclass(frozen=True, slots=True)
 class Request:
-    """One HTTP request, as `tickwork._daemon.http` read it."""
+    """One HTTP request, as `tickwork._daemon.web.http` read it."""
 
     method: str
     path: str
@@ -127,12 +134,12 @@ class Request:
     headers: Mapping[str, str]
     body: bytes = b""
     client: str | None = None
-    """The client's address, for `tickwork._daemon.httpauth.Tokens`' throttle."""
+    """The client's address, for `tickwork._daemon.web.httpauth.Tokens`' throttle."""
     root: str = ""
     """The path the pages are served under (``""``: the server's root); ``path`` is
     what follows it. Every link, form and redirect begins with it."""
     user: str | None = None
-    """Who the application's own login says asks (`tickwork._daemon.webapp.WebApp`'s
+    """Who the application's own login says asks (`tickwork._daemon.web.webapp.WebApp`'s
     ``user`` hook), or ``None``."""
 
     def cookies(self) -> dict[str, str]:
@@ -348,7 +355,7 @@ class Api:
         if method == "POST":
             return self._post_action(request, "/".join(route[1:-1]), route[-1])
         if api and route == ["openapi.json"]:
-            from tickwork._daemon.openapi import document
+            from tickwork._daemon.web.openapi import document
 
             return _json(200, document())
         who, by_link = self.reader(request)
@@ -474,7 +481,7 @@ class Api:
         return {"job": name, "waiting": runs}
 
     def _render_status(self, request: Request) -> str:
-        from tickwork._daemon.status_page import page
+        from tickwork._daemon.web.status_page import page
 
         viewer = self._viewer(request)
         return page(
@@ -729,7 +736,7 @@ def _listing(query: Mapping[str, list[str]], *, api: bool) -> JobQuery:
     The API's ``limit`` (up to `MOST_LISTED`) and ``offset``, or the status page's
     ``page`` (of `PER_PAGE` jobs each, from 1).
     """
-    from tickwork._daemon.status_page import PER_PAGE
+    from tickwork._daemon.web.status_page import PER_PAGE
 
     def number(name: str, default: int, least: int) -> int:
         text = query.get(name, [str(default)])[-1].strip()

@@ -1,6 +1,6 @@
 """The `WebApp` behind an ASGI server, a WSGI server and a Django view: requests in, answers out.
 
-Each gateway reads its server's request into a `tickwork._daemon.api.Request` (the
+Each gateway reads its server's request into a `tickwork._daemon.web.api.Request` (the
 path after the mount point, the mount point as its ``root``, the headers the app
 reads, the body up to one byte past `MAX_BODY`, the client's address, and who the
 application's own login says asks, through the ``user`` hook), asks the one `WebApp`,
@@ -17,8 +17,8 @@ from http import HTTPStatus
 from typing import Any
 from urllib.parse import parse_qs
 
-from tickwork._daemon.api import MAX_BODY, Request, Response
-from tickwork._daemon.webapp import HEADERS, WebApp
+from tickwork._daemon.web.api import MAX_BODY, Request, Response
+from tickwork._daemon.web.webapp import HEADERS, WebApp
 
 __all__ = ["ASGIApp", "UserHook", "WSGIApp", "django_view"]
 

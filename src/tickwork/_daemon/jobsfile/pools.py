@@ -1,7 +1,7 @@
 """The concurrency pools of a jobs file: ``[pool.<name>] limit = N`` and ``max_running``.
 
 `check_pools` validates the file's pool tables and its jobs' ``pool`` keys (called by
-`tickwork._daemon.config.parse_config`); `declare_pools` writes the limits to the state
+`tickwork._daemon.jobsfile.config.parse_config`); `declare_pools` writes the limits to the state
 each time the daemon applies the file, where every node reads them and the claim keeps
 to them (``tickwork.stores._pools``). A pool is not the daemon's ``--workers`` (the
 threads of one daemon): it limits the runs of its jobs over all the daemons on a state.
@@ -17,7 +17,7 @@ from tickwork.stores.contract import MAX_RUNNING, pool_name_problem
 
 
 class _Job(Protocol):
-    """What `check_pools` reads of a `tickwork._daemon.config.JobConfig`."""
+    """What `check_pools` reads of a `tickwork._daemon.jobsfile.config.JobConfig`."""
 
     @property
     def name(self) -> str: ...
@@ -92,7 +92,7 @@ def check_pools(
 
 
 class _Limits(Protocol):
-    """What `declare_pools` reads of a `tickwork._daemon.config.Config`."""
+    """What `declare_pools` reads of a `tickwork._daemon.jobsfile.config.Config`."""
 
     @property
     def pools(self) -> Mapping[str, int]: ...

@@ -16,9 +16,9 @@ import time
 from collections.abc import Sequence
 from typing import Any, Final
 
-from tickwork._daemon.charts import line_chart, rate_chart
 from tickwork._daemon.oneoffs import counts
-from tickwork._daemon.status_page import STYLE, oneoffs_table
+from tickwork._daemon.web.charts import line_chart, rate_chart
+from tickwork._daemon.web.status_page import STYLE, oneoffs_table
 from tickwork.stores import Store
 from tickwork.stores.contract import OneOffQueue, OneOffWindow
 

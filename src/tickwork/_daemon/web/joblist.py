@@ -1,7 +1,7 @@
 """What the state says about a daemon's jobs, as rows and lists for programs.
 
 ``tickwork jobs --json`` and ``tickwork history --json`` print these, and the HTTP API
-(`tickwork._daemon.api`) answers with them: one reading, one shape.
+(`tickwork._daemon.web.api`) answers with them: one reading, one shape.
 """
 
 from __future__ import annotations
@@ -13,8 +13,8 @@ from typing import Any, Final
 
 from tickwork._core.text import iso
 from tickwork._daemon.declare import owner_label
-from tickwork._daemon.pools import pool_waits
-from tickwork._daemon.status_page import failure_summary, pid_running
+from tickwork._daemon.jobsfile.pools import pool_waits
+from tickwork._daemon.web.status_page import failure_summary, pid_running
 from tickwork.stores import ActionRecord, Claim, JobState, SlotLedger, SlotRecord, Store
 from tickwork.stores.contract import (
     JobQuery,

@@ -1,12 +1,12 @@
 """The one web app of the pages, the control API and the probes: a request in, an answer out.
 
 `WebApp` answers every request, whichever server took it: ``tickwork run --http``'s
-own (`tickwork._daemon.http`), an ASGI or a WSGI server, or a Django view
-(`tickwork._daemon.gateways`; the public face is `tickwork.web`). It finds the path
+own (`tickwork._daemon.web.http`), an ASGI or a WSGI server, or a Django view
+(`tickwork._daemon.web.gateways`; the public face is `tickwork.web`). It finds the path
 the pages are served under (the server's mount point, the ``prefix`` setting, a
 proxy's ``X-Forwarded-Prefix``), refuses a ``Host`` that is not a name of the server
 (DNS rebinding), answers ``/healthz``, ``/readyz`` and ``/metrics`` where it was given
-them, hands every other path to `tickwork._daemon.api.Api`, and puts the same security
+them, hands every other path to `tickwork._daemon.web.api.Api`, and puts the same security
 headers on every answer.
 """
 
@@ -20,9 +20,9 @@ from dataclasses import dataclass, replace
 from typing import Any, Final
 from urllib.parse import quote, urlsplit
 
-from tickwork._daemon.api import Api, Request, Response
-from tickwork._daemon.httpauth import Throttled, Tokens
-from tickwork._daemon.status_page import LIVE_HASH
+from tickwork._daemon.web.api import Api, Request, Response
+from tickwork._daemon.web.httpauth import Throttled, Tokens
+from tickwork._daemon.web.status_page import LIVE_HASH
 
 __all__ = ["ANY_HOST", "HEADERS", "SECURITY", "Probes", "WebApp", "check_prefix"]
 

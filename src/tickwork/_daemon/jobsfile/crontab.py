@@ -57,7 +57,7 @@ from typing import Final
 
 from tickwork._core.cron import ALIASES, CronExpression
 from tickwork._core.errors import ConfigError, ConfigIssue, CronError
-from tickwork._daemon.config import Config, parse_config
+from tickwork._daemon.jobsfile.config import Config, parse_config
 from tickwork._daemon.mail import check_mail_to
 
 __all__ = [

@@ -24,8 +24,8 @@ from tickwork._core.text import iso_due, job_zone, schedule_words, zoned_time
 from tickwork._core.text import relative_time as _ago
 from tickwork._core.text import short_duration as _seconds
 from tickwork._daemon.actions import waiting_why
-from tickwork._daemon.charts import outcome_bar, time_bars
-from tickwork._daemon.status_page import STYLE, job_time, live_script, paused_mark, said_box
+from tickwork._daemon.web.charts import outcome_bar, time_bars
+from tickwork._daemon.web.status_page import STYLE, job_time, live_script, paused_mark, said_box
 from tickwork.stores import (
     OUTCOMES,
     ActionRecord,

@@ -1,4 +1,4 @@
-"""The daemon's HTTP server: `tickwork._daemon.webapp.WebApp` on the standard library's.
+"""The daemon's HTTP server: `tickwork._daemon.web.webapp.WebApp` on the standard library's.
 
 ``tickwork run --http 127.0.0.1:9120`` starts a `StatusServer` beside the scheduler, on a
 thread of its own (a `ThreadingHTTPServer`), so a slow scrape never delays a run. It binds
@@ -20,9 +20,9 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any, Final, Protocol
 from urllib.parse import parse_qs, unquote, urlsplit
 
-from tickwork._daemon.api import MAX_BODY, Api, Request, Response
-from tickwork._daemon.httpauth import UNNAMED, Tokens
-from tickwork._daemon.webapp import HEADERS, Probes, WebApp
+from tickwork._daemon.web.api import MAX_BODY, Api, Request, Response
+from tickwork._daemon.web.httpauth import UNNAMED, Tokens
+from tickwork._daemon.web.webapp import HEADERS, Probes, WebApp
 
 __all__ = ["IDLE_TIMEOUT", "HealthSource", "StatusServer", "parse_address"]
 

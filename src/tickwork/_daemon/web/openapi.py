@@ -1,6 +1,6 @@
 """The OpenAPI 3.1 description of the JSON API, served at ``/api/openapi.json``.
 
-Written by hand beside `tickwork._daemon.api`; a test checks every endpoint's real
+Written by hand beside `tickwork._daemon.web.api`; a test checks every endpoint's real
 answers against it.
 """
 

@@ -26,8 +26,8 @@ from tickwork._core.text import iso, job_zone, zoned_time
 from tickwork._core.text import relative_time as _ago
 from tickwork._core.text import short_duration as _seconds
 from tickwork._core.text import utc_time as _time
-from tickwork._daemon.charts import rate_chart, sparkline
 from tickwork._daemon.oneoffs import counts, counts_table
+from tickwork._daemon.web.charts import rate_chart, sparkline
 from tickwork.stores import (
     ActionRecord,
     JobState,
@@ -651,7 +651,7 @@ def _views(
 ) -> tuple[list[JobView], set[str]]:
     """The rows of the page's jobs, and the owners seen running them in the last hour."""
     from tickwork._daemon.declare import owned
-    from tickwork._daemon.pools import pool_waits
+    from tickwork._daemon.jobsfile.pools import pool_waits
 
     views: list[JobView] = []
     owners: set[str] = set()
