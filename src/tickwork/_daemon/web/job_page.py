@@ -377,7 +377,7 @@ def _configuration(state: JobState, job: Any) -> str:
     """The job's settings: what it runs, its schedule, its limits and policies.
 
     The next slot is shown in the job's zone and in UTC. ``job``: the jobs file's entry
-    (`tickwork._daemon.config.JobConfig`) where the daemon serving the page has one (its
+    (`tickwork._daemon.jobsfile.config.JobConfig`) where the daemon serving the page has one (its
     command, time limit and retries are the file's); else the stored declaration says.
     """
     spec = state.spec

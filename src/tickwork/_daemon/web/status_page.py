@@ -104,7 +104,7 @@ class JobView:
     """When the last ok run ended (``None``: never, or not known)."""
     waiting_for: str | None = None
     """Due but held back by a full concurrency pool: ``"pool <name>"`` or
-    ``"max_running"`` (`tickwork._daemon.pools.pool_waits`)."""
+    ``"max_running"`` (`tickwork._daemon.jobsfile.pools.pool_waits`)."""
 
 
 def job_time(ts: float | None, state: JobState) -> str:
