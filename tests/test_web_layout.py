@@ -2,7 +2,8 @@
 
 The overview, a job's page and ``/oneoffs`` are loaded in headless Chromium
 (tests/browser.py) at 1280, 800 and 375 CSS pixels over one small state. On each:
-nothing sticks out sideways, the overview's buttons keep their words on one line, and
+nothing sticks out sideways, the overview's buttons keep their words on one line (and at
+1280 px each row's buttons sit on one line), and
 the boxes of the page's landmarks (its heading, tables, forms, charts) match the ones
 recorded in tests/web_layout.json, within a tolerance that fonts and antialiasing stay
 inside (geometry, not pixels): a column squeezed to a letter a line, a chart gone or a
@@ -102,6 +103,13 @@ _BUTTONS = (
     ".filter(b => b.getClientRects().length !== 1 || b.scrollWidth > b.clientWidth"
     " || b.offsetHeight > 2.5 * parseFloat(getComputedStyle(b).fontSize))"
     ".map(b => b.outerHTML)"
+)
+#: The overview's rows whose buttons are not all on one line (their tops differ).
+_ROWS_STACKED = (
+    "Array.from(document.querySelectorAll('td.job'))"
+    ".filter(td => new Set(Array.from(td.querySelectorAll('button'),"
+    " b => Math.round(b.getBoundingClientRect().top))).size > 1)"
+    ".map(td => td.firstChild.textContent)"
 )
 
 
@@ -228,6 +236,8 @@ def test_the_pages_keep_their_layout_at_each_width(browser: Browser, base: str, 
         assert shown == width and scrolled <= width, (page, width, scrolled, wide)
         if page == "overview":
             assert browser.evaluate(_BUTTONS) == [], (width, "a button's words wrap")
+            if width == 1280:
+                assert browser.evaluate(_ROWS_STACKED) == [], "a row's buttons stack"
         boxes = dict(browser.evaluate(_BOXES % json.dumps(landmarks)))
         found[f"{page}@{width}"] = boxes
         problems += drift(page, width, boxes, recorded.get(f"{page}@{width}", {}))

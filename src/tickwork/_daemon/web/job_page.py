@@ -62,7 +62,6 @@ SPANS: Final = {"day": (86400, 144, "last day"), "week": (7 * 86400, 168, "last 
 CHART_ENTRIES: Final = 2000
 
 _PAGE_STYLE: Final = """\
-form.inline { display: inline; margin: 0 4px 0 0; }
 button { font: inherit; padding: 2px 8px; cursor: pointer; }
 .forms form { margin: 6px 0; padding: 8px; border: 1px solid #e3e7eb; border-radius: 4px; }
 .refused { background: #fbeeee; border: 1px solid #d1393b; padding: 8px; }

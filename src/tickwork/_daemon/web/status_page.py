@@ -380,6 +380,7 @@ ul.actions { padding-left: 18px; color: #3a434c; }
 .node.gone { color: #8a939c; text-decoration: line-through; }
 .node.gone .mark { text-decoration: none; display: inline-block; margin-left: 3px;
   color: #a12b2d; font-weight: 600; }
+form.inline { display: inline; margin: 0 4px 0 0; }
 form.find { margin: 0 0 6px; } .filters, .pages { margin: 6px 0; color: #5b6570; }
 a.filter.on { font-weight: 600; color: #1d232a; text-decoration: none; }
 td { overflow-wrap: break-word; } svg { max-width: 100%; height: auto; }
