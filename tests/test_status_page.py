@@ -275,6 +275,27 @@ def test_the_next_run_of_a_paused_or_busy_job_says_why_it_waits() -> None:
     assert "in 30 s" in page and "5 s ago" not in page
 
 
+def test_a_paused_job_says_where_its_pause_comes_from() -> None:
+    """Declared paused in code, ``enabled = false`` in a jobs file, or an operator's pause."""
+    from tickwork._daemon.declare import ENTRY_POINT
+
+    coded = JobSpec("coded", "m:f", Every(60), paused=True)
+    filed = JobSpec("ns/filed", ENTRY_POINT, Every(60), kwargs={"job": "filed"}, paused=True)
+    note = PauseNote("ana", 1.8e9 - 60, "INC-7")
+    states = {
+        "coded": JobState(coded, 1.8e9, True, None),
+        "filed": JobState(filed, 1.8e9, True, None),
+        "held": JobState(JobSpec("held", "m:f", Every(60)), 1.8e9, True, None, pause=note),
+    }
+    views = [JobView(name, state, "every 60s", []) for name, state in states.items()]
+    shown = render("app", views, [], 1.8e9).split("<em>paused</em>")[1:]
+    assert [m.split("</div>", 1)[0] for m in shown] == [
+        '<div class="sub">declared paused (JobSpec paused=True)',
+        '<div class="sub">in the jobs file (enabled = false)',
+        '<div class="sub">by ana, 2027-01-15 07:59:00 UTC',
+    ]
+
+
 def tickwork(*args: str) -> str:
     proc = subprocess.run(
         [sys.executable, "-m", "tickwork", *args], capture_output=True, text=True, timeout=60

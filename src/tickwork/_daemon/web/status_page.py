@@ -138,12 +138,23 @@ def said_box(said: str) -> str:
 
 
 def paused_mark(s: JobState) -> str:
-    """The paused mark under a job's name: who paused it, until when, why."""
+    """The paused mark under a job's name: where the pause comes from, until when, why.
+
+    An operator's pause says who and when; a pause with no note is the declaration's:
+    the jobs file's ``enabled = false`` for a daemon's job, ``JobSpec(paused=True)`` else.
+    """
+    from tickwork._daemon.declare import ENTRY_POINT
+
     if not s.paused:
         return ""
     p = s.pause
     if p is None:
-        return ' <em>paused</em><div class="sub">in the jobs file</div>'
+        where = (
+            "in the jobs file (enabled = false)"
+            if s.spec.func == ENTRY_POINT
+            else "declared paused (JobSpec paused=True)"
+        )
+        return f' <em>paused</em><div class="sub">{where}</div>'
     words = f"by {p.by}, {job_time(p.at, s)}"
     if p.until is not None:
         words += f", until {job_time(p.until, s)}"
