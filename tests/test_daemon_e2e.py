@@ -96,8 +96,22 @@ class Run:
             self.lines.append(line.rstrip("\n"))
 
     def wait_line(self, needle: str, *, after: int = 0, limit: float = LIMIT) -> str:
+        """The first log line from ``after`` on holding ``needle``, waited for.
+
+        Fails at once, with the daemon's exit code and output, if it has exited without it.
+        """
+
         def find() -> str | None:
-            return next((line for line in self.lines[after:] if needle in line), None)
+            ended = self.proc.poll() is not None
+            if ended:
+                self._reader.join(5)  # its last lines read
+            line = next((line for line in self.lines[after:] if needle in line), None)
+            if line is None and ended:
+                raise AssertionError(
+                    f"the daemon exited (code {self.proc.returncode}) without a log line"
+                    f" with {needle!r}; its output:\n{self.text()}"
+                )
+            return line
 
         found: str = wait_until(f"a log line with {needle!r}; got:\n{self.text()}", find, limit)
         return found
@@ -171,6 +185,18 @@ def jobs_json(tmp_path: Path) -> dict[str, dict[str, Any]]:
         check=True,
     )
     return {row["job"]: row for row in json.loads(proc.stdout)}
+
+
+def test_waiting_for_a_line_of_a_daemon_that_exited_fails_at_once_with_its_output(
+    tmp_path: Path, start: Callable[..., Run]
+) -> None:
+    """A config error ends the daemon: `Run.wait_line` says so, not after its whole limit."""
+    run = start(jobs=write_jobs(tmp_path, '[[job]]\nname = "x"\ncommand = ["true"]\n'))
+    with pytest.raises(AssertionError) as failed:
+        run.wait_line("scheduler started")
+    said = str(failed.value)
+    assert said.startswith("the daemon exited (code 2)") and "'scheduler started'" in said
+    assert "missing a schedule" in said.split("its output:\n", 1)[1]
 
 
 def test_schedules_fire_json_logs_parse_and_for_ends_by_itself(
