@@ -223,6 +223,17 @@ def test_a_store_opened_later_is_found_at_each_request(store: SQLiteStore) -> No
         web.wsgi_app(store, tokens=["ana=x"])  # type: ignore[arg-type]
 
 
+def test_the_pages_refresh_every_10_s_unless_the_app_says_otherwise(store: SQLiteStore) -> None:
+    for refresh, app in ((10, web.asgi_app(store)), (1, web.asgi_app(store, refresh=1))):
+        overview, job = asgi(app, "GET", "/")[2], asgi(app, "GET", "/jobs/tick")[2]
+        assert f"refreshes every {refresh} s" in overview
+        assert f'<script data-every="{refresh}">' in overview
+        assert f'<script data-every="{refresh}">' in job
+    for bad in (0, 1.5, True):
+        with pytest.raises(ValueError, match=rf"^refresh must be .* >= 1, got {bad!r}$"):
+            web.wsgi_app(store, refresh=bad)  # type: ignore[arg-type]
+
+
 def test_the_apps_share_one_list_of_options_checked_by_mypy_and_at_run_time(
     store: SQLiteStore, tmp_path: Any
 ) -> None:
@@ -237,7 +248,7 @@ def test_the_apps_share_one_list_of_options_checked_by_mypy_and_at_run_time(
     with pytest.raises(TypeError, match=r"^django_urls\(\) got an unexpected keyword argument"
                        r" 'prefix'$"):  # fmt: skip
         web.django_urls(store, prefix="/ops")  # type: ignore[call-arg]
-    common = {"tokens", "user", "title", "namespace"}
+    common = {"tokens", "user", "title", "namespace", "refresh"}
     assert web.MountOptions.__optional_keys__ == common and not web.WebOptions.__required_keys__
     assert web.WebOptions.__optional_keys__ == common | {"prefix", "host_names"}
     app = web.wsgi_app(store, title="ops", namespace=None, prefix="", host_names=["ops.example"])

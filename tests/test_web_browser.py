@@ -94,9 +94,12 @@ def serve_asgi(app: Any) -> tuple[str, Callable[[], None]]:
     return f"http://127.0.0.1:{sock.getsockname()[1]}", stop
 
 
-def mounted(kind: str, store: SQLiteStore) -> tuple[str, Callable[[], None]]:
-    """The app of ``kind`` with tickwork's pages at `ROOT`, served: its URL, its stop."""
-    options: dict[str, Any] = {"tokens": {"ana": SECRET}, "title": f"the {kind} app"}
+def mounted(kind: str, store: SQLiteStore, **extra: Any) -> tuple[str, Callable[[], None]]:
+    """The app of ``kind`` with tickwork's pages at `ROOT`, served: its URL, its stop.
+
+    ``extra``: more of the app's options (`tickwork.web.MountOptions`).
+    """
+    options: dict[str, Any] = {"tokens": {"ana": SECRET}, "title": f"the {kind} app"} | extra
     if kind == "fastapi":
         from fastapi import FastAPI
 

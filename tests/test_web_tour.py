@@ -163,7 +163,7 @@ def _mounted_host(kind: str, path: Path) -> Host:
     declared.declare(JobSpec("beta", FUNC, Cron(NEVER)))
     for i in range(FILLERS):
         declared.declare(JobSpec(f"filler-{i:02}", FUNC, Cron(NEVER)))
-    base, stop = mounted(kind, store)
+    base, stop = mounted(kind, store, refresh=1)  # the live refresh seen in a second
 
     def end() -> None:
         stop()

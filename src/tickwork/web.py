@@ -59,6 +59,7 @@ class MountOptions(TypedDict, total=False):
         title: What the pages are about (default ``"tickwork"``).
         namespace: Only a daemon's jobs (``namespace/name``), by name; ``None`` (the
             default): every job of the store, by its id.
+        refresh: Seconds between the pages' live refreshes (default 10; at least 1).
 
     """
 
@@ -66,6 +67,7 @@ class MountOptions(TypedDict, total=False):
     user: Callable[[Any], str | None] | None
     title: str
     namespace: str | None
+    refresh: int
 
 
 class WebOptions(MountOptions, total=False):
@@ -123,8 +125,12 @@ def _web_app(jobs: Any, options: WebOptions) -> WebApp:
         raise TypeError(f"user must be a function of the request or None, got {user!r}")
     if not isinstance(title, str):
         raise TypeError(f"title must be a str, got {title!r}")
+    refresh = options.get("refresh", 10)
+    if isinstance(refresh, bool) or not isinstance(refresh, int) or refresh < 1:
+        raise ValueError(f"refresh must be a whole number of seconds >= 1, got {refresh!r}")
     keys = Tokens(tokens.items()) if tokens else None
-    api = Api(store, options.get("namespace"), title, keys, users=user is not None)
+    users = user is not None
+    api = Api(store, options.get("namespace"), title, keys, users=users, refresh=refresh)
     host_names = options.get("host_names", ())
     names = [host_names] if isinstance(host_names, str) else list(host_names)
     return WebApp(api, host_names=names, prefix=options.get("prefix", ""), host_hint=_HINT)

@@ -228,6 +228,7 @@ class Api:
             then a page's reader is who it says, and acts through the pages' forms.
         configured: The daemon's jobs file entry of a job by its name, or ``None``
             (its command, time limit and retries, shown on the job's page).
+        refresh: Seconds between the pages' live refreshes.
 
     """
 
@@ -240,8 +241,10 @@ class Api:
         *,
         users: bool = False,
         configured: Callable[[str], Any] | None = None,
+        refresh: int = 10,
     ) -> None:
         self._source = store
+        self._refresh = refresh
         self._configured = configured
         self._namespace = namespace
         self._prefix = "" if namespace is None else namespace + "/"
@@ -492,6 +495,7 @@ class Api:
             banner=viewer.banner() + said_box(self._said(request)),
             listing=_listing(request.query, api=False),
             root=request.root,
+            refresh=self._refresh,
         )
 
     def _render_job(
@@ -502,8 +506,9 @@ class Api:
         asked = _history_query(request.query)
         job = None if self._configured is None else self._configured(name)
         return job_page(
-            self._store, self._title, name, job_id, viewer, said, span, asked, job, refused
-        )
+            self._store, self._title, name, job_id, viewer, said, span, asked, job, refused,
+            self._refresh,
+        )  # fmt: skip
 
     def _said(self, request: Request) -> str:
         """What the action that led here did (``?said=``), if this process signed it."""

@@ -515,6 +515,7 @@ def job_page(
     history: HistoryQuery | None = None,
     job: Any = None,
     refused: Refusal | None = None,
+    every: int = LIVE_EVERY,
 ) -> str:
     """One job's page: its state, charts, actions to take, waiting runs, ledger, actions taken.
 
@@ -522,6 +523,7 @@ def job_page(
     ``history``: the ledger's page and filter (``None``: the newest entries).
     ``job``: the jobs file's entry of the job, where the daemon has one (its settings).
     ``refused``: an action just refused: its form says why and keeps what was typed.
+    ``every``: seconds between the page's live refreshes.
     """
     now = time.time()
     state: JobState = store.get(job_id)
@@ -546,6 +548,6 @@ def job_page(
         + f"{_waiting(name, state, viewer)}</div>"
         + _ledger(store, job_id, history or HistoryQuery(), now, zone)
         + f'<h2>operators\' actions</h2><ul class="actions">{listed}</ul>'
-        + live_script(LIVE_EVERY)
+        + live_script(every)
         + "\n</body>\n</html>\n"
     )

@@ -616,6 +616,7 @@ def page(
     banner: str = "",
     listing: JobQuery | None = None,
     root: str = "",
+    refresh: int = 10,
 ) -> str:
     """The status page of a namespace's jobs: what the state says right now.
 
@@ -630,6 +631,7 @@ def page(
         listing: The search, state and page asked for (its prefix is the namespace's);
             ``None``: the first `PER_PAGE` jobs. Only the page's jobs are read in full.
         root: The path the pages are under (see `render`).
+        refresh: Seconds between the page's own reloads (see `render`).
 
     """
     from tickwork._daemon.declare import owner_label
@@ -647,6 +649,7 @@ def page(
         views,
         sorted(labels),
         now,
+        refresh,
         actions=actions[:ACTIONS_SHOWN],
         gone=_gone_labels(store, owners),
         controls=controls,
