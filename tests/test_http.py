@@ -6,6 +6,7 @@ health source) and end to end (a real daemon process serving its own figures).
 
 from __future__ import annotations
 
+import contextlib
 import io
 import sys
 import textwrap
@@ -392,6 +393,19 @@ def test_the_daemon_s_run_counts_equal_the_ledger_with_retried_commands(tmp_path
         assert metrics("tickwork_running") == {("flaky",): 0.0, ("bad",): 0.0}
     finally:
         run.stop()
+
+
+def test_http_refresh_is_10_s_unless_told_and_a_whole_number_of_seconds() -> None:
+    from tickwork.__main__ import build_parser
+    from tickwork._cli.run import daemon_config
+
+    parse = build_parser().parse_args
+    assert daemon_config(parse(["run", "j.toml"])).http_refresh == 10
+    assert daemon_config(parse(["run", "j.toml", "--http-refresh", "2"])).http_refresh == 2
+    err = io.StringIO()
+    with pytest.raises(SystemExit), contextlib.redirect_stderr(err):
+        parse(["run", "j.toml", "--http-refresh", "0"])
+    assert "argument --http-refresh: must be an integer >= 1, got 0" in err.getvalue()
 
 
 def test_http_needs_a_valid_address(tmp_path: Path) -> None:

@@ -204,7 +204,7 @@ def _daemon_host(folder: Path) -> Host:
     jobs.write_text(textwrap.dedent(_JOBS).format(never=NEVER) + fillers)
     run = Run(
         jobs, path, "--http", "127.0.0.1:0", "--http-token", f"ana={SECRET}",
-        "--http-prefix", ROOT, "--shutdown-grace", "1s",
+        "--http-prefix", ROOT, "--shutdown-grace", "1s", "--http-refresh", "1",
     )  # fmt: skip
     try:
         line = run.wait_line("metrics at http://127.0.0.1:")
@@ -273,6 +273,7 @@ def _log_in(tour: Tour) -> None:
 def _overview(tour: Tour, host: Host) -> None:
     """Search, the state filters, the pages, and each row's buttons."""
     tour.inventory("overview")
+    assert "refreshes every 1 s" in tour.text()  # refresh=1, --http-refresh 1
     listed = "Array.from(document.querySelectorAll('td.job')).map(td => td.firstChild.textContent)"
     assert len(tour.browser.evaluate(listed)) == 50
     assert tour.browser.evaluate("document.querySelectorAll('svg').length") >= 1

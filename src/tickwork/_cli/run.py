@@ -153,7 +153,14 @@ def _add_serving_options(p: argparse.ArgumentParser) -> None:
 
 
 def _add_tuning_options(p: argparse.ArgumentParser) -> None:
-    """``run``'s timing: file watching, leases, polling, and how many runs at once."""
+    """``run``'s timing: file watching, leases, polling, runs at once, the pages' refresh."""
+    p.add_argument(
+        "--http-refresh",
+        metavar="SECONDS",
+        type=count,
+        default=10,
+        help="seconds between the --http pages' live refreshes (default 10)",
+    )
     p.add_argument(
         "--watch",
         action="store_true",
@@ -230,6 +237,7 @@ def daemon_config(args: argparse.Namespace) -> DaemonConfig:
         http_host_names=tuple(args.http_host_name),
         http_public_reads=args.http_public_reads,
         http_prefix=args.http_prefix,
+        http_refresh=args.http_refresh,
         crontab=crontab_options(args) if args.crontab else None,
     )
 

@@ -108,6 +108,8 @@ class DaemonConfig:
     http_prefix: str = ""
     """With ``http``: the path a proxy serves the pages under (``--http-prefix
     /ops/tickwork``): every link starts with it, and a request's path may or may not."""
+    http_refresh: int = 10
+    """With ``http``: seconds between the pages' live refreshes (``--http-refresh``)."""
     allowed_modules: tuple[str, ...] = ()
     """Module prefixes whose functions the daemon runs as one-offs (``--allow-module``:
     enqueued with ``tickwork enqueue`` or ``POST /api/enqueue``); none: a one-off it
@@ -416,6 +418,7 @@ def _status_server(daemon: Daemon, http: _Http, config: DaemonConfig) -> StatusS
             str(daemon.config_path),
             http.tokens,
             configured=daemon.job_config,
+            refresh=config.http_refresh,
         ),
         prefix=config.http_prefix,
     )
