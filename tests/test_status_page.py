@@ -568,6 +568,9 @@ def many(tmp_path: Path) -> Iterator[str]:
         )
 
     wait_until("runs of both jobs", ran, LIMIT)
+    # The metrics count a run as it ends; the page reads its end from the state, recorded
+    # with the next batch of finishes: wait for that too (seen missing once under load).
+    wait_until("the failed run recorded", lambda: ">failing 1</a>" in get(base + "/")[1], LIMIT)
     yield base
     run.kill()
 
