@@ -43,7 +43,7 @@ SUPPORTED = ("3.11", "3.12", "3.13")
 
 #: What the wheel may hold: the package's modules, its typing marker, its metadata.
 WHEEL_ALLOWED = (
-    r"tickwork/([a-z_]+/)?[a-z_]+\.py",
+    r"tickwork/([a-z_]+/){0,2}[a-z_]+\.py",  # sub-packages such as _daemon/web
     r"tickwork/py\.typed",
     rf"tickwork-{re.escape(VERSION)}\.dist-info/(METADATA|WHEEL|RECORD|entry_points\.txt)",
     rf"tickwork-{re.escape(VERSION)}\.dist-info/licenses/LICENSE",
