@@ -161,9 +161,11 @@ def _drive(
     assert browser.evaluate(f"document.querySelector('{trigger} input[name=csrf]').value")
     browser.type(trigger + ' input[name="note"]', "from the browser")
     browser.click(trigger + " button")
+    # The whole page, not its first half: under load the banner can be parsed while the
+    # rest (the ledger, the operators' actions) is still arriving.
     browser.wait(
         f"location.pathname === '{ROOT}/jobs/{job}' && location.search.includes('said=')"
-        " && !!document.querySelector('div.said')"
+        " && !!document.querySelector('div.said') && document.readyState === 'complete'"
     )
     assert f"trigger by {who}" in browser.evaluate("document.body.innerText")
     assert "from the browser" in browser.html()
