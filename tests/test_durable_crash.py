@@ -16,8 +16,6 @@ import os
 import random
 import signal
 import sqlite3
-import subprocess
-import sys
 import time
 from collections import defaultdict
 from itertools import pairwise
@@ -27,10 +25,11 @@ import pytest
 
 from tickwork.stores import JobState
 
+from . import forked
 from .durable_crash_child import open_store
+from .forked import Child
 from .waiting import wait_until
 
-ROOT = Path(__file__).resolve().parent.parent
 KILLS = int(os.environ.get("TICKWORK_CRASH_KILLS", "50"))
 SEED = int(os.environ.get("TICKWORK_CRASH_SEED", "20240605"))
 STEP = 0.2  # the recurring jobs' interval
@@ -46,17 +45,14 @@ def store_args(request: pytest.FixtureRequest, tmp_path: Path) -> list[str]:
     return [dsn, request.getfixturevalue("pg_schema")]
 
 
-def spawn(store: list[str], runs: Path, plan: Path) -> subprocess.Popen[str]:
-    # The children's logs (recovered claims, ...) go to a file next to the databases.
-    with open(runs.parent / "children.log", "a") as log:
-        db, *schema = store
-        return subprocess.Popen(
-            [sys.executable, "-m", "tests.durable_crash_child", db, str(runs), str(plan), *schema],
-            cwd=ROOT,
-            stdout=subprocess.PIPE,
-            stderr=log,
-            text=True,
-        )
+def spawn(store: list[str], runs: Path, plan: Path) -> Child:
+    """A node: the child forked warm (tests/forked.py), its log next to the databases."""
+    db, *schema = store
+    return forked.start(
+        "tests.durable_crash_child",
+        [db, str(runs), str(plan), *schema],
+        runs.parent / "children.log",
+    )
 
 
 def recurring_runs(runs: Path) -> int:
@@ -69,7 +65,7 @@ def recurring_runs(runs: Path) -> int:
     return min(counts.get(f"every-{policy}", 0) for policy in ("skip", "once", "all"))
 
 
-def wait_ready(child: subprocess.Popen[str]) -> None:
+def wait_ready(child: Child) -> None:
     assert child.stdout is not None
     line = child.stdout.readline()
     assert line.strip() == "ready", f"child said {line!r} (exit code {child.poll()})"

@@ -1,0 +1,99 @@
+"""Child processes forked from a warm parent: real processes, without Python's start-up each time.
+
+The kill loops (tests/test_durable_crash.py, tests/test_oneoff_kills.py) start a node
+process again after every SIGKILL. As ``python -m tests.durable_crash_child``, each start spent
+~0.3 s of CPU importing tickwork before it touched the store: most of a loop's time, and
+CPU the rest of the suite waits for on 2 cores. `start` forks the child instead from a
+multiprocessing *forkserver* that imported the child's module once per test worker: the
+child is still its own process (its own pid, store sessions, threads and signal handlers;
+SIGKILL ends it as abruptly), it runs the module as ``-m`` would (``runpy``, as
+``__main__``), and the handle answers like the `subprocess.Popen` it replaces.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import multiprocessing
+import os
+import runpy
+import signal
+import subprocess
+import sys
+from multiprocessing.connection import Connection
+from pathlib import Path
+from typing import TextIO
+
+ROOT = Path(__file__).resolve().parent.parent
+
+#: The modules the server imports once; each child then imports only what it adds.
+PRELOAD = ["tests.durable_crash_child", "tickwork.stores.postgres"]
+
+_context = multiprocessing.get_context("forkserver")
+_context.set_forkserver_preload(PRELOAD)
+
+
+class Child:
+    """A forked child, handled as a `subprocess.Popen` with ``stdout=PIPE, text=True``."""
+
+    def __init__(self, process: multiprocessing.process.BaseProcess, stdout: TextIO) -> None:
+        self.process = process
+        self.stdout: TextIO | None = stdout
+
+    @property
+    def pid(self) -> int:
+        """The child's process id."""
+        pid = self.process.pid
+        assert pid is not None
+        return pid
+
+    @property
+    def returncode(self) -> int | None:
+        """Its exit code once it ended (minus the signal that ended it), else None."""
+        return self.process.exitcode
+
+    def poll(self) -> int | None:
+        """`returncode`, as `subprocess.Popen.poll`."""
+        return self.process.exitcode
+
+    def send_signal(self, sig: int) -> None:
+        """Send ``sig`` unless the child already ended."""
+        if self.process.exitcode is None:
+            with contextlib.suppress(ProcessLookupError):  # it ended just now
+                os.kill(self.pid, sig)
+
+    def kill(self) -> None:
+        """SIGKILL."""
+        self.send_signal(signal.SIGKILL)
+
+    def wait(self, timeout: float | None = None) -> int:
+        """Wait for the end; its exit code. `subprocess.TimeoutExpired` after ``timeout``."""
+        self.process.join(timeout)
+        code = self.process.exitcode
+        if code is None:
+            raise subprocess.TimeoutExpired(f"forked {self.pid}", timeout or 0.0)
+        return code
+
+
+def start(module: str, args: list[str], log: Path) -> Child:
+    """Run ``python -m module *args`` as a forked child: stdout to a pipe, stderr to ``log``."""
+    read, write = _context.Pipe(duplex=False)
+    process = _context.Process(target=_enter, args=(module, args, write, str(log)), daemon=False)
+    process.start()
+    write.close()
+    stdout = open(os.dup(read.fileno()), encoding="utf-8")  # noqa: SIM115 (the caller closes it)
+    read.close()
+    return Child(process, stdout)
+
+
+def _enter(module: str, args: list[str], stdout: Connection, log: str) -> None:
+    """In the child: the streams of ``python -m`` (stdout the pipe, stderr the log), then run."""
+    os.dup2(stdout.fileno(), 1)
+    stdout.close()
+    err = os.open(log, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o644)
+    os.dup2(err, 2)
+    os.close(err)
+    sys.stdout = open(1, "w", encoding="utf-8", closefd=False)  # noqa: SIM115
+    sys.stderr = open(2, "w", encoding="utf-8", buffering=1, closefd=False)  # noqa: SIM115
+    os.chdir(ROOT)
+    sys.argv = [module, *args]
+    runpy.run_module(module, run_name="__main__", alter_sys=True)
