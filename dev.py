@@ -85,7 +85,22 @@ def _test(rest: list[str]) -> int:
     chosen = any(a == "-n" or a.startswith(("-n", "--numprocesses")) for a in rest)
     tier = ["-m", "not slow"] if "--fast" in rest and "-m" not in rest else []
     rest = [a for a in rest if a != "--fast"]
-    return _run("-m", "pytest", *([] if chosen else TEST_WORKERS), *tier, *rest)
+    env = _compiled_env()
+    _run("-m", "compileall", "-q", "-j", "0", "src", "tests", env=env)
+    return _run("-m", "pytest", *([] if chosen else TEST_WORKERS), *tier, *rest, env=env)
+
+
+def _compiled_env() -> dict[str, str]:
+    """The suite's environment: bytecode cached in ``.venv/pycache``, written even where
+    ``PYTHONDONTWRITEBYTECODE`` is set (CI sets it to keep the tree clean).
+
+    The suite starts a thousand-odd Python processes (daemons, CLI commands, nodes, job
+    children); with no bytecode cache, each compiled the tickwork modules it imports again,
+    ~0.25 s of CPU apiece. A prefix outside the tree keeps the tree as clean as before.
+    """
+    env = {k: v for k, v in os.environ.items() if k != "PYTHONDONTWRITEBYTECODE"}
+    env.setdefault("PYTHONPYCACHEPREFIX", str(VENV / "pycache"))
+    return env
 
 
 def _ensure_venv() -> None:
