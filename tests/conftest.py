@@ -227,6 +227,37 @@ def fresh_database(pg_dsn: str) -> Iterator[str]:
 
 # -- the order files go out to the workers ---------------------------------------------------
 
+#: The files with soak-tier tests (marked ``slow``), longest first. Their tests go out to
+#: the workers one by one (`pytest_xdist_make_scheduler`), not as whole files: the two
+#: stores' halves of a kill loop, or a file's three multi-node runs, then run side by side
+#: instead of one after another on one worker while the others have finished. None of
+#: them has module-scoped fixtures. A file with a ``slow`` test must be listed here.
+SOAK_FILES = (
+    "test_durable_postgres.py",
+    "test_daemon_kills.py",
+    "test_oneoff_kills.py",
+    "test_durable_crash.py",
+    "test_store_postgres_nodes.py",
+    "test_pg_failover.py",
+    "test_pg_clock.py",
+    "test_thread_soak.py",
+)
+
+
+def pytest_xdist_make_scheduler(config: pytest.Config, log: Any) -> Any:
+    """``--dist loadfile`` (`dev.py test`'s), with `SOAK_FILES` split into their tests."""
+    if config.getoption("dist") != "loadfile":
+        return None
+    from xdist.scheduler import LoadFileScheduling
+
+    class SoakSplit(LoadFileScheduling):  # type: ignore[misc]
+        def _split_scope(self, nodeid: str) -> str:
+            path = nodeid.split("::", 1)[0]
+            return nodeid if path.rsplit("/", 1)[-1] in SOAK_FILES else path
+
+    return SoakSplit(config, log)
+
+
 #: Files of the fast tier that take the longest (real daemons, several nodes, browsers),
 #: measured with ``--durations``: sent to the workers first, after the soak tier's, so no
 #: worker starts one of them when the others are nearly done. Only an order: a file left
@@ -257,13 +288,17 @@ SOAK_TIMEOUT = 900
 
 
 def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
-    """Soak-tier files first, then `HEAVY_FIRST`, then the rest, each file's tests in order.
+    """Soak-tier files first (`SOAK_FILES`' order), then `HEAVY_FIRST`, then the rest.
 
     ``python3 dev.py test`` hands files to its workers in this order
     (``--no-loadscope-reorder``): the longest start first and the short ones fill in.
     Soak-tier tests get `SOAK_TIMEOUT` unless they set a timeout of their own.
     """
     soak = {item.path for item in items if item.get_closest_marker("slow")}
+    unlisted = sorted(p.name for p in soak if p.name not in SOAK_FILES)
+    if unlisted:
+        raise pytest.UsageError(f"soak-tier files missing from SOAK_FILES (conftest): {unlisted}")
+    soak_rank = {name: rank for rank, name in enumerate(SOAK_FILES)}
     for item in items:
         if item.get_closest_marker("slow") and not item.get_closest_marker("timeout"):
             item.add_marker(pytest.mark.timeout(SOAK_TIMEOUT))
@@ -271,7 +306,7 @@ def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
 
     def rank(item: pytest.Item) -> tuple[int, int]:
         if item.path in soak:
-            return (0, 0)
+            return (0, soak_rank[item.path.name])
         return (1, heavy.get(item.path.name, len(heavy)))
 
     items.sort(key=rank)  # stable: files and tests keep their order within a rank
