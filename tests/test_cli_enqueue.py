@@ -200,23 +200,35 @@ def test_a_daemon_runs_the_one_offs_of_the_modules_it_allows(where: Where, tmp_p
         assert cli(*argv, "shutil:rmtree", "--args", json.dumps([str(refused)]))[0] == 0
         code, mkdir, _ = cli(*argv, "os:mkdir", "--args", json.dumps([str(made)]))
         assert code == 0
+        gone = tmp_path / "never-made"
+        code, rmdir, _ = cli(*argv, "os:rmdir", "--args", json.dumps([str(gone)]))
+        assert code == 0
         store = open_store()
         counts = lambda: {  # noqa: E731
             c.queue: (c.pending, c.done, c.failed) for c in store.oneoff_counts()
         }
         wait_until(
-            "the allowed one-off ended",
-            lambda: counts() == {"os:mkdir": (0, 1, 0), "shutil:rmtree": (1, 0, 0)},
+            "the allowed one-offs ended",
+            lambda: (
+                counts()
+                == {"os:mkdir": (0, 1, 0), "os:rmdir": (0, 0, 1), "shutil:rmtree": (1, 0, 0)}
+            ),
         )
         # in the run log as a job's run is, named by its id and function
         ran = f" {mkdir.strip()} (os:mkdir) "
         started = run.wait_line(ran + "started")
         run.wait_line(ran + "finished ok in ", after=run.lines.index(started))
         assert not any("shutil:rmtree" in line for line in run.lines)  # never taken
+        # A failing one-off's error is said once, by the run log's line, not again by
+        # the engine's error record (a command's failure is said once too).
+        run.wait_line("(os:rmdir) failed error in ")
+        said = [line for line in run.lines if "No such file or directory" in line]
+        assert len(said) == 1 and "(os:rmdir) failed error" in said[0], said
     finally:
         run.stop()
     assert made.is_dir()  # run in the daemon
-    assert store.history(None, outcome="failed") == []  # the other was never claimed
+    # the refused one was never claimed: the one failure is the rmdir's
+    assert [e.job_id for e in store.history(None, outcome="failed")] == [rmdir.strip()]
     store.close()
 
 

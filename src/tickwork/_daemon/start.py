@@ -43,6 +43,7 @@ from tickwork._daemon.jobsfile.crontab import CrontabOptions, load_crontab
 from tickwork._daemon.logline import json_line, one_line, say
 from tickwork._daemon.runlog import LogFormat, RunLog, iso
 from tickwork._durable.engine import DEFAULT_WORKERS
+from tickwork._durable.events import RUN_FAILED
 from tickwork.stores import Store
 
 if TYPE_CHECKING:
@@ -455,11 +456,15 @@ class _LogFormatter(logging.Formatter):
 
 
 class _NotJobFailures(logging.Filter):
-    """Drop the durable layer's record of a failed run: the run log has said it."""
+    """Drop the durable layer's record of a failed run: the run log has said it.
+
+    A command's failure is a `JobFailed`; a one-off's is its function's own exception,
+    marked `RUN_FAILED` when it was sent as an event to the run log.
+    """
 
     def filter(self, record: logging.LogRecord) -> bool:
         exc = record.exc_info[1] if record.exc_info else None
-        return not isinstance(exc, JobFailed)
+        return not (isinstance(exc, JobFailed) or getattr(record, RUN_FAILED, False))
 
 
 def setup_logging(stream: TextIO, fmt: LogFormat) -> Callable[[], None]:

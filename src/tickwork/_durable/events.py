@@ -11,6 +11,10 @@ from tickwork._durable.engine import DurableErrorHook
 
 _log = logging.getLogger("tickwork.durable")
 
+#: The attribute set (true) on the log record of a failed run that is also sent as a
+#: FAILED event: a daemon's run log says it, so its log handler leaves the record out.
+RUN_FAILED = "tickwork_run_failed"
+
 
 class Events:
     """The listeners of one scheduler, its bounded list of failed runs, its error hook.
@@ -74,7 +78,14 @@ class Events:
         """
         with self._lock:
             self._errors.append(f"job {job_id}: {type(exc).__name__}: {exc}")
-        _log.error("job %r failed: %s: %s", job_id, type(exc).__name__, exc, exc_info=exc)
+        _log.error(
+            "job %r failed: %s: %s",
+            job_id,
+            type(exc).__name__,
+            exc,
+            exc_info=exc,
+            extra={RUN_FAILED: scheduled is not None},
+        )
         if self.on_error is not None:
             try:
                 self.on_error(job_id, exc)
