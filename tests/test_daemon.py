@@ -14,7 +14,7 @@ from pathlib import Path
 
 import pytest
 
-from tickwork import At, Cron, Every
+from tickwork import At, Cron, DurableScheduler, Every
 from tickwork.__main__ import main
 from tickwork._daemon.daemon import Daemon, run_configured_job
 from tickwork._daemon.declare import (
@@ -72,10 +72,9 @@ def store(tmp_path: Path) -> Iterator[SQLiteStore]:
 def daemon(store: SQLiteStore, namespace: str = "jobs", now: float = NOW) -> Daemon:
     return Daemon(
         "jobs.toml",
-        store,
+        DurableScheduler(store, wall_clock=lambda: now),
         namespace=namespace,
         log=RunLog(sys.stderr),
-        wall_clock=lambda: now,
     )
 
 
@@ -253,7 +252,8 @@ def test_reload_keeps_the_old_config_when_the_file_or_the_state_fails(
 
     jobs = tmp_path / "jobs.toml"
     jobs.write_text(FILE)
-    d = Daemon(str(jobs), store, namespace="jobs", log=RunLog(sys.stderr), wall_clock=lambda: NOW)
+    scheduler = DurableScheduler(store, wall_clock=lambda: NOW)
+    d = Daemon(str(jobs), scheduler, namespace="jobs", log=RunLog(sys.stderr))
     assert d.reload()
     old = d.config
     jobs.write_text(FILE.replace('every = "30s"', 'every = "soon"'))
@@ -290,8 +290,8 @@ def test_a_skip_event_counting_more_slots_than_were_logged_logs_the_rest(
 
     out = io.StringIO()
     d = Daemon(
-        "jobs.toml", store, namespace="jobs", log=RunLog(out, format="json"),
-        wall_clock=lambda: NOW + 50,
+        "jobs.toml", DurableScheduler(store, wall_clock=lambda: NOW + 50), namespace="jobs",
+        log=RunLog(out, format="json"),
     )  # fmt: skip
     # check_skips saw (and logged) the slots at NOW and NOW + 10; three more passed since.
     d.skips._stretches["jobs/a"] = _Stretch(NOW, Every(10), seen_until=NOW + 15, logged=2)

@@ -319,12 +319,9 @@ def test_the_daemon_path_recovers_from_a_wall_step(tmp_path: Path) -> None:
     store = SQLiteStore(tmp_path / "daemon.db")
     d = Daemon(
         str(tmp_path / "jobs.toml"),
-        store,
+        DurableScheduler(store, wall_clock=clock.wall, monotonic_clock=clock, executor=Inline()),
         namespace="jobs",
         log=RunLog(sys.stderr),
-        wall_clock=clock.wall,
-        monotonic_clock=clock,
-        executor=Inline(),
     )
     d.apply(
         parse_config(

@@ -219,9 +219,8 @@ def test_the_daemon_declares_h_and_calendar_jobs_seeded_by_name(tmp_path: Path) 
     now = datetime(2026, 3, 6, 12, tzinfo=UTC).timestamp()  # a Friday, after 09:xx
     with SQLiteStore(tmp_path / "s.sqlite3") as store:
         for expected in ("1 created", "unchanged"):
-            daemon = Daemon(
-                "jobs.toml", store, namespace="ns", log=RunLog(sys.stderr), wall_clock=lambda: now
-            )
+            scheduler = DurableScheduler(store, wall_clock=lambda: now)
+            daemon = Daemon("jobs.toml", scheduler, namespace="ns", log=RunLog(sys.stderr))
             assert expected in daemon.apply(parse_config(text)).summary()
         state = store.get("ns/sync")
         assert state is not None and isinstance(state.spec.schedule, Cron)

@@ -32,7 +32,6 @@ import sys
 import threading
 import time
 from collections.abc import Callable
-from concurrent.futures import Executor
 from dataclasses import dataclass
 from types import FrameType
 from typing import TYPE_CHECKING, Final
@@ -82,11 +81,10 @@ from tickwork._daemon.skips import SKIP_CHECK, HeldSlots
 from tickwork._daemon.web.status_page import failure_summary
 from tickwork._durable.attempts import begin_attempt, record_attempt
 from tickwork._durable.chains import upstream_first
-from tickwork._durable.engine import DEFAULT_WORKERS
 from tickwork._durable.engine import OUTPUT_LIMIT as LEDGER_TAIL
 from tickwork._durable.runnote import note_attempt
 from tickwork._durable.scheduler import DurableScheduler
-from tickwork.stores import Claim, JobSpec, JobState, OutcomeRetention, Store, Upsert
+from tickwork.stores import Claim, JobSpec, JobState, OutcomeRetention, Upsert
 from tickwork.stores.contract import NamespaceHolders, SessionLiveness
 
 __all__ = [
@@ -181,53 +179,36 @@ class Daemon:
 
     Args:
         config_path: The jobs file (read again on SIGHUP).
-        store: Where the state lives; closed by `serve` when it returns.
+        scheduler: The `DurableScheduler` that claims and runs the file's jobs, built
+            with the daemon's settings (lease, poll, workers, clocks, the modules its
+            one-offs may come from); its store is closed by `serve` when it returns.
         namespace: Id prefix of this file's jobs in the store.
         log: The run log.
         shutdown_grace: Seconds to let running jobs finish after SIGTERM/SIGINT.
-        lease: Seconds a claimed run stays reserved (see `DurableScheduler`).
-        poll: The longest the scheduler goes without looking at the store.
-        workers: Size of the worker pool (runs at once).
         watch: Also reload when the file changes (checked every second).
-        wall_clock: UTC POSIX seconds (tests pass a fake). Default: the store's clock
-            when it has one (PostgreSQL), else `time.time` (see `DurableScheduler`).
-        monotonic_clock: Seconds of real time for the scheduler (default: its own;
-            tests pass a fake).
-        executor: Where runs go (default: the scheduler's own pool of ``workers``).
         state_key: Names the state this daemon runs (see `make_state_key`); the runs
             it starts carry it, so that a daemon restarted on the same state finds the
             runs a killed one left behind. Default: from the namespace alone.
         load: Reads ``config_path`` into a `Config` on reload (default: `load_config`;
             ``tickwork run --crontab`` passes one that translates a crontab).
-        health_after: Seconds the store may leave a look unanswered before the log and
-            ``/healthz`` say so (see `DurableScheduler`).
-        allowed_modules: Module prefixes whose functions the daemon runs as one-offs
-            (``--allow-module``; see `DurableScheduler`); none: only the file's jobs.
     """
 
     def __init__(
         self,
         config_path: str,
-        store: Store,
+        scheduler: DurableScheduler,
         *,
         namespace: str,
         log: RunLog,
         shutdown_grace: float = 30.0,
-        lease: float = 30.0,
-        poll: float = 1.0,
-        workers: int = DEFAULT_WORKERS,
         watch: bool = False,
-        wall_clock: Callable[[], float] | None = None,
-        monotonic_clock: Callable[[], float] | None = None,
-        executor: Executor | None = None,
         state_key: str | None = None,
         load: Callable[[str], Config] = load_config,
-        health_after: float = 5.0,
-        allowed_modules: tuple[str, ...] = (),
     ) -> None:
         self.config_path = config_path
         self._load = load
-        self.store = store
+        self.scheduler = scheduler
+        self.store = store = scheduler.store
         self.namespace = check_namespace(namespace)
         self.log = log
         self.shutdown_grace = shutdown_grace
@@ -236,17 +217,6 @@ class Daemon:
         self._leaving: set[str] = set()  # ids of jobs gone from the file, a run still going
         self._config: Config | None = None
         self.state_key = state_key or make_state_key(namespace, "")
-        self.scheduler = DurableScheduler(
-            store,
-            lease=lease,
-            poll=poll,
-            max_workers=workers,
-            wall_clock=wall_clock,
-            monotonic_clock=monotonic_clock,
-            executor=executor,
-            health_after=health_after,
-            allowed_modules=allowed_modules or None,
-        )
         marker = daemon_marker(self.state_key)
         self._groups = ProcessGroups(marker=marker, owner=self.scheduler.owner)
         self._stop = threading.Event()
@@ -254,7 +224,7 @@ class Daemon:
         self._announced = _Announced()  # runs whose start line is written
         self.traced = False  # runs are OpenTelemetry spans: commands get TRACEPARENT
         self.alerts = AlertSender()
-        self.liveness = Liveness(self.scheduler.health, health_after=health_after)
+        self.liveness = Liveness(scheduler.health, health_after=scheduler.health_after)
         self._wall = self.scheduler.now
         self.dead_man = DeadMan(self.scheduler, self.alerts, self.job_config)
         self.skips = HeldSlots(

@@ -44,6 +44,7 @@ from tickwork._daemon.logline import json_line, one_line, say
 from tickwork._daemon.runlog import LogFormat, RunLog, iso
 from tickwork._durable.engine import DEFAULT_WORKERS
 from tickwork._durable.events import RUN_FAILED
+from tickwork._durable.scheduler import DurableScheduler
 from tickwork.stores import Store
 
 if TYPE_CHECKING:
@@ -310,18 +311,21 @@ def _daemon_for(
     err: TextIO,
 ) -> Daemon:
     """The `Daemon` that ``config`` describes, on ``store`` (at ``state``, or ``shown``)."""
+    scheduler = DurableScheduler(
+        store,
+        lease=config.lease,
+        poll=config.poll,
+        max_workers=config.workers,
+        health_after=config.health_after,
+        allowed_modules=config.allowed_modules or None,
+    )
     return Daemon(
         config.jobs_file,
-        store,
+        scheduler,
         namespace=checked.namespace,
         log=RunLog(err, format=config.log_format),
         shutdown_grace=config.shutdown_grace,
-        lease=config.lease,
-        poll=config.poll,
-        workers=config.workers,
         watch=config.watch,
-        health_after=config.health_after,
-        allowed_modules=config.allowed_modules,
         state_key=make_state_key(
             checked.namespace,
             str(Path(state).expanduser().resolve()) if state is not None else shown,

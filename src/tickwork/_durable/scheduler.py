@@ -445,6 +445,11 @@ class DurableScheduler(Declaring, ScheduleDecorators, Enqueuing, Operating):
         """This scheduler's name in the claims it makes."""
         return self._owner
 
+    @property
+    def health_after(self) -> float:
+        """Seconds a look may wait on the store before `health` reports it (the argument)."""
+        return self._health_after
+
     def now(self) -> float:
         """The wall time this scheduler judges by, in UTC POSIX seconds.
 
