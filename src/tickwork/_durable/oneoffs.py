@@ -28,6 +28,7 @@ from tickwork.stores.contract import (
     OneOffCounts,
     OneOffQueue,
     OneOffRow,
+    check_job_id,
     created_flags,
     oneoff_rows,
     resolve_func,
@@ -81,14 +82,7 @@ def _func_path(func: object) -> str:
 
 
 def _key(key: object) -> str | None:
-    if key is None:
-        return None
-    if not isinstance(key, str) or not key or len(key) > _MAX_KEY or not key.isprintable():
-        raise ValueError(
-            f"key must be a non-empty printable string of at most {_MAX_KEY} characters"
-            f" or None, got {key!r}"
-        )
-    return key
+    return None if key is None else check_job_id(key, "key", _MAX_KEY)
 
 
 @dataclass(frozen=True, slots=True)

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from tickwork._core.args import seconds
 from tickwork.stores._errors import JobSpecError
-from tickwork.stores._fields import job_id_arg
+from tickwork.stores._fields import MAX_ID, job_id_arg
 from tickwork.stores._jobspec import JobSpec
 from tickwork.stores._records import KEEP, Claim, Finish, Start
 from tickwork.stores._terms import MAX_NOTE, OUTCOMES, Outcome
@@ -45,10 +45,14 @@ def check_positive(name: str, value: object) -> float:
     return seconds(name, value, bound="> 0")
 
 
-def check_job_id(value: object) -> str:
-    """A valid job id, else `ValueError` naming ``job_id``."""
+def check_job_id(value: object, name: str = "job_id", limit: int = MAX_ID) -> str:
+    """A valid job id (or, as ``name`` says, a key of at most ``limit`` characters).
+
+    Raises:
+        ValueError: It is not; the message names ``name`` and shows ``value``.
+    """
     try:
-        return job_id_arg(value, "job_id")
+        return job_id_arg(value, name, limit)
     except JobSpecError as exc:
         raise ValueError(str(exc)) from None
 

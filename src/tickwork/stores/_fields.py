@@ -176,10 +176,15 @@ def pool_name_problem(name: str, value: object) -> str | None:
     )
 
 
-def job_id_arg(value: object, name: str = "id") -> str:
-    if not isinstance(value, str) or not value or len(value) > MAX_ID or not value.isprintable():
+def job_id_arg(value: object, name: str = "id", limit: int = MAX_ID) -> str:
+    """``value``, a job id (or, as ``name`` says, a key): printable, 1 to ``limit`` characters.
+
+    Raises:
+        JobSpecError: It is not; the message names ``name`` and shows ``value``.
+    """
+    if not isinstance(value, str) or not value or len(value) > limit or not value.isprintable():
         raise JobSpecError(
-            f"{name} must be a non-empty printable string of at most {MAX_ID} characters,"
+            f"{name} must be a non-empty printable string of at most {limit} characters,"
             f" got {value!r}"
         )
     return value
