@@ -91,12 +91,13 @@ def _test(rest: list[str]) -> int:
 
 
 def _compiled_env() -> dict[str, str]:
-    """The suite's environment: bytecode cached in ``.venv/pycache``, written even where
-    ``PYTHONDONTWRITEBYTECODE`` is set (CI sets it to keep the tree clean).
+    """The suite's environment: bytecode cached in ``.venv/pycache``.
 
-    The suite starts a thousand-odd Python processes (daemons, CLI commands, nodes, job
-    children); with no bytecode cache, each compiled the tickwork modules it imports again,
-    ~0.25 s of CPU apiece. A prefix outside the tree keeps the tree as clean as before.
+    The cache is written even where ``PYTHONDONTWRITEBYTECODE`` is set (CI sets it to
+    keep the tree clean). The suite starts a thousand-odd Python processes (daemons, CLI
+    commands, nodes, job children); with no bytecode cache, each compiled the tickwork
+    modules it imports again, ~0.25 s of CPU apiece. A prefix outside the tree keeps the
+    tree as clean as before.
     """
     env = {k: v for k, v in os.environ.items() if k != "PYTHONDONTWRITEBYTECODE"}
     env.setdefault("PYTHONPYCACHEPREFIX", str(VENV / "pycache"))
