@@ -49,16 +49,22 @@ sleep 2 & wait
 
 
 def children(pid: int) -> list[int]:
-    """The processes whose parent is ``pid``."""
-    found = []
-    for entry in os.listdir("/proc"):
-        if entry.isdigit():
-            try:
-                stat = Path(f"/proc/{entry}/stat").read_text()
-            except OSError:
-                continue
-            if int(stat.rsplit(")", 1)[1].split()[1]) == pid:
-                found.append(int(entry))
+    """The processes whose parent is ``pid``.
+
+    Read from each of its threads' ``children`` file (the daemon starts its commands
+    from worker threads): the test asks this every 20 ms while it waits for a victim,
+    and reading every process's ``stat`` instead took a tenth of a core.
+    """
+    found: list[int] = []
+    try:
+        tasks = os.listdir(f"/proc/{pid}/task")
+    except OSError:  # it has ended
+        return found
+    for task in tasks:
+        try:
+            found += map(int, Path(f"/proc/{pid}/task/{task}/children").read_text().split())
+        except OSError:
+            continue
     return found
 
 
