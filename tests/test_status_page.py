@@ -90,7 +90,10 @@ def daemon(tmp_path: Path) -> Iterator[tuple[Run, str]]:
     def both_ran() -> bool:
         text = get(base + "/metrics", token="t0ken")[1]
         ok = 'job="rotate-logs",outcome="ok"' in text
-        return ok and 'job="probe-api",outcome="failed"' in text
+        # The metrics count a run as it ends; the pages read its ledger entry, written
+        # after: under load a page was read between the two ("no runs yet" in a row).
+        drawn = get(base + "/?token=t0ken")[1].count('<svg class="spark" role="img"') == 2
+        return ok and 'job="probe-api",outcome="failed"' in text and drawn
 
     wait_until("runs of both jobs", both_ran, LIMIT)
     yield run, base
