@@ -244,6 +244,7 @@ SOAK_FILES = (
 )
 
 
+@pytest.hookimpl(optionalhook=True)  # the wheel's core suite runs without xdist
 def pytest_xdist_make_scheduler(config: pytest.Config, log: Any) -> Any:
     """``--dist loadfile`` (`dev.py test`'s), with `SOAK_FILES` split into their tests."""
     if config.getoption("dist") != "loadfile":
