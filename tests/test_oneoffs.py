@@ -11,6 +11,7 @@
 
 from __future__ import annotations
 
+import random
 from collections.abc import Callable
 from datetime import UTC, datetime, timedelta
 from typing import Any
@@ -111,6 +112,11 @@ def test_bad_items_raise_before_anything_is_written(made: Made) -> None:
         JobSpecError, match=r"items\[1\]: func 'tests.test_oneoffs:needs_one' cannot be called"
     ):
         ds.enqueue_many([good, OneOff(needs_one, (1, 2))])
+    # Items of one shape are checked once: each new shape is checked on its own.
+    fine = [OneOff(needs_one, (1,)), OneOff(needs_one, (2,)), OneOff(needs_one, kwargs={"x": 3})]
+    for bad, i in [((1, 2), ()), ((), ("y",))]:
+        with pytest.raises(JobSpecError, match=rf"items\[3\]: func '{HERE}:needs_one'"):
+            ds.enqueue_many([*fine, OneOff(needs_one, bad, dict.fromkeys(i, 1))])
     with pytest.raises(TypeError, match="module-level function"):
         ds.enqueue(lambda: None)
     with pytest.raises(TypeError, match="coroutine function"):
@@ -232,6 +238,25 @@ def test_a_row_is_what_its_jobspec_would_store(
         oneoff_rows(template, [("~abc", START, ({1, 2},), {})])
     with pytest.raises(JobSpecError, match="a one-off's id starts with '~', got 'abc'"):
         oneoff_rows(template, [("abc", START, (), {})])
+
+
+def test_rows_written_out_match_their_jobspecs_over_ids_and_instants() -> None:
+    """The bulk path writes a row's id and instant itself: the same text as `JobSpec`'s."""
+    from tickwork import At
+    from tickwork.stores.contract import oneoff_rows, spec_to_json
+
+    rng = random.Random(47)
+    template = JobSpec("~", f"{HERE}:note", At(0))
+    keys = ['a"b', "c\\d", "é ü", "it's", "ключ", "x" * 190, "~nested", "</script>"]
+    ids = ["~key:" + k for k in keys] + [f"~{rng.getrandbits(80):020x}" for _ in range(50)]
+    instants = [0.0, 1.0, START, START + 1 / 3, 1e-7, 253402300799.0, 1e9 + 0.1]
+    instants += [rng.uniform(0, 253402300799) for _ in range(len(ids) - len(instants))]
+    runs = [(i, t, (t, i), {"k": i}) for i, t in zip(ids, instants, strict=True)]
+    for row, (job_id, t, args, kwargs) in zip(oneoff_rows(template, runs), runs, strict=True):
+        spec = JobSpec(job_id, f"{HERE}:note", At(t), args=args, kwargs=kwargs)
+        assert row.spec == spec_to_json(spec)
+        assert row.schedule == spec_to_json(spec).split('"schedule":')[1][: len(row.schedule)]
+        assert (row.id, row.run_at) == (job_id, t)
 
 
 def test_a_batch_of_finishes_deletes_the_one_offs_and_counts_them(made: Made) -> None:

@@ -38,7 +38,7 @@ def test_public_surface_is_pinned() -> None:
         "AttemptLedger", "BatchDeclare", "BatchRecorder", "CarryingClaim", "ChangeNotifier",
         "Claim", "ClaimAhead", "ClaimWakeup", "Edges", "Episode", "EpisodeState", "Finish",
         "GiveUpFn", "GivenUp", "JobFacts", "JobListing", "JobQuery", "JobsPage", "Keep",
-        "LookCover", "LookNotices", "NamespaceHolders", "OneOffCounts", "OneOffQueue",
+        "LookCover", "LookNotices", "NamespaceHolders", "OneOffCounts", "OneOffForm", "OneOffQueue",
         "OneOffRow", "OneOffWindow", "Recovered", "RuntimeControl", "SQLStore",
         "SessionLiveness", "SlotLedger", "Start", "StartNowFn", "Store", "StoreClock",
         "after_arg", "check_job_id", "check_pool_limit", "check_pool_name", "created_flags",

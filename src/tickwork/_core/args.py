@@ -85,6 +85,11 @@ def too_long(number: float) -> bool:
     return number > MAX_SECONDS and not _STORED.get()
 
 
+def _rule(bound: Bound, optional: bool) -> str:
+    """What `seconds` asks of a value, for its messages."""
+    return f"{'None or ' if optional else ''}a finite number{_RULES[bound]}"
+
+
 @overload
 def seconds(
     name: str,
@@ -137,12 +142,11 @@ def seconds(
     """
     if value is None and optional:
         return None
-    rule = f"{'None or ' if optional else ''}a finite number{_RULES[bound]}"
     if type(value) is float or type(value) is int:
         number = float(value)
     elif isinstance(value, bool) or not isinstance(value, Real):
         if type_error is error:
-            raise error(f"{name} must be {rule}, got {value!r}")
+            raise error(f"{name} must be {_rule(bound, optional)}, got {value!r}")
         raise type_error(f"{name} must be a number of seconds, got {value!r}")
     else:
         number = float(value)
@@ -153,7 +157,7 @@ def seconds(
     else:
         ok = math.isfinite(number)
     if not ok:
-        raise error(f"{name} must be {rule}, got {value!r}")
+        raise error(f"{name} must be {_rule(bound, optional)}, got {value!r}")
     if bound != "finite" and too_long(number):
         raise error(f"{name} must be at most 365000 days (about 1000 years), got {value!r}")
     return number

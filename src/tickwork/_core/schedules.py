@@ -159,6 +159,8 @@ def instant_arg(name: str, value: object) -> float:
         ValueError: A naive `datetime` (no time zone): its instant would depend on the
             host; or an instant outside the years 1 to 9999.
     """
+    if type(value) is float and in_calendar(value):  # the common case (NaN is not in it)
+        return value
     if isinstance(value, datetime):
         if value.tzinfo is None or value.utcoffset() is None:
             raise ValueError(f"{name} must be an aware datetime (with a time zone), got {value!r}")

@@ -26,11 +26,11 @@ from tickwork.stores import JobSpec, JobSpecError, Store
 from tickwork.stores.contract import (
     ONEOFF_MARK,
     OneOffCounts,
+    OneOffForm,
     OneOffQueue,
     OneOffRow,
     check_job_id,
     created_flags,
-    oneoff_rows,
     resolve_func,
 )
 
@@ -127,7 +127,7 @@ class OneOff:
             raise ValueError(
                 f"give at or delay, not both: got at={self.at!r} and delay={self.delay!r}"
             )
-        unknown = sorted(set(self.options) - RUN_OPTIONS)
+        unknown = sorted(set(self.options) - RUN_OPTIONS) if self.options else None
         if unknown:
             raise ValueError(
                 f"unknown option(s) {', '.join(unknown)}: a one-off takes"
@@ -316,9 +316,16 @@ def _items(items: Iterable[OneOff]) -> list[OneOff]:
     return items
 
 
+# Store classes found to be `OneOffQueue`s (a protocol's check reads every member).
+_QUEUES: Final[set[type]] = set()
+
+
 def _queue(store: Store) -> OneOffQueue:
+    if type(store) in _QUEUES:
+        return store  # type: ignore[return-value]
     if not isinstance(store, OneOffQueue):
         raise TypeError(f"the store keeps no one-offs (not a OneOffQueue): {store!r}")
+    _QUEUES.add(type(store))
     return store
 
 
@@ -394,38 +401,65 @@ def _rows(items: list[OneOff], now: float, *, awaits: bool | None) -> list[OneOf
     """The items as rows, checked as `JobSpec` values (and their calls by signature).
 
     Items that share a function and options share one template spec: the options are
-    checked once, each item's arguments on their own (`oneoff_rows`). ``awaits``:
+    checked once, each item's arguments on their own (`OneOffForm`). ``awaits``:
     whether coroutine functions are awaited where they run; ``None``: the functions are
     not imported (a producer without the code), their paths checked for form only.
     """
     groups: dict[tuple[str, str], list[int]] = {}
     for i, item in enumerate(items):
-        options = repr(sorted(item.options.items()))
+        options = repr(sorted(item.options.items())) if item.options else ""
         groups.setdefault((str(item.func), options), []).append(i)
     rows: list[OneOffRow | None] = [None] * len(items)
-    for (path, _), members in groups.items():
+    for (path, options), members in groups.items():
         fn = None if awaits is None else resolve_func(path)  # JobSpecError: path and why
         if fn is not None and not awaits and _is_coroutine_function(fn):
             raise TypeError(
                 "func must be a plain function, not a coroutine function (async def),"
                 f" on DurableScheduler; use AsyncDurableScheduler, got {path!r}"
             )
-        first = items[members[0]]
-        template = JobSpec(ONEOFF_MARK, path, At(now), **first.options)
+        form = _form(path, options, items[members[0]].options, now)
         runs = []
-        for i in members:
+        fits: dict[tuple[int, tuple[str, ...]], str | None] = {}
+        hexes = secrets.token_hex(10 * len(members))
+        for n, i in enumerate(members):
             item = items[i]
-            why = None if fn is None else misfit(fn, tuple(item.args), item.kwargs)
+            # A call fits a signature or not by its shape alone (how many positional
+            # arguments, which names), so items of one shape are checked once.
+            shape = (len(item.args), tuple(item.kwargs))
+            if fn is not None and shape not in fits:
+                fits[shape] = misfit(fn, tuple(item.args), item.kwargs)
+            why = fits.get(shape)
             if why is not None:
                 raise JobSpecError(
                     f"items[{i}]: func {path!r} cannot be called with args={list(item.args)!r}"
                     f" and kwargs={dict(item.kwargs)!r}: {why}"
                 )
-            job_id = ONEOFF_MARK + secrets.token_hex(10) if item.key is None else KEYED + item.key
+            key = item.key
+            job_id = ONEOFF_MARK + hexes[20 * n : 20 * n + 20] if key is None else KEYED + key
             runs.append((job_id, item.due(now), item.args, item.kwargs))
-        for i, row in zip(members, oneoff_rows(template, runs), strict=True):
+        for i, row in zip(members, form.rows(runs), strict=True):
             rows[i] = row
     return [r for r in rows if r is not None]
+
+
+# The forms of the templates enqueued lately, by function and options (`_form`).
+_FORMS: Final[dict[tuple[str, str], OneOffForm]] = {}
+
+
+def _form(path: str, key: str, options: Mapping[str, Any], now: float) -> OneOffForm:
+    """The stored form of one-offs of ``path`` with ``options`` (``key``: their repr).
+
+    Checked as `JobSpec` checks a job once, then kept: an app enqueues a few functions
+    with a few sets of options, again and again. Bounded: cleared when full.
+    """
+    try:
+        return _FORMS[path, key]
+    except KeyError:
+        form = OneOffForm(JobSpec(ONEOFF_MARK, path, At(now), **options))
+    if len(_FORMS) >= 256:
+        _FORMS.clear()
+    _FORMS[path, key] = form
+    return form
 
 
 #: What ``connection=`` takes, for the error that names what it got.

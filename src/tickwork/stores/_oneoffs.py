@@ -29,11 +29,11 @@ from __future__ import annotations
 
 import json
 import threading
-from collections.abc import Iterable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
 from typing import Any, Final, Protocol, runtime_checkable
 
-from tickwork._core.schedules import At
+from tickwork._core.schedules import instant_arg
 
 from ._checks import check_job_id
 from ._errors import JobSpecError
@@ -52,6 +52,7 @@ __all__ = [
     "WINDOW_ROWS",
     "OneOffCounts",
     "OneOffFilter",
+    "OneOffForm",
     "OneOffMixin",
     "OneOffQueue",
     "OneOffRow",
@@ -140,6 +141,30 @@ def created_flags(rows: Sequence[OneOffRow], created: set[str]) -> list[bool]:
 _ENCODE: Final = json.JSONEncoder(
     sort_keys=True, separators=(",", ":"), ensure_ascii=False, allow_nan=False
 ).encode
+# A string as `_ENCODE` writes it (``ensure_ascii=False``), without the encoder's setup.
+_STRING: Final = json.encoder.encode_basestring
+
+
+def _value_encoder() -> Callable[[object], str]:
+    """`_ENCODE` for a run's own values, with the C encoder made once, not per call.
+
+    The values are `call_arguments`' (JSON values, copied: no cycles to look for). Where
+    the C encoder is missing or takes other arguments, `_ENCODE` itself.
+    """
+    make = getattr(json.encoder, "c_make_encoder", None)
+    if make is None:
+        return _ENCODE
+    base = json.JSONEncoder()
+    try:
+        chunks = make(None, base.default, _STRING, None, ":", ",", True, False, False)
+        if "".join(chunks([{"b": 1.5, "a": "é"}], 0)) != '[{"a":"é","b":1.5}]':
+            return _ENCODE
+    except (TypeError, ValueError):
+        return _ENCODE
+    return lambda value: "".join(chunks(value, 0))
+
+
+_VALUES: Final = _value_encoder()
 
 
 def oneoff_rows(
@@ -151,37 +176,60 @@ def oneoff_rows(
     would store for ``replace(template, id=id, schedule=At(due), args=args,
     kwargs=kwargs)``, its arguments checked by the same rules (`call_arguments`), without
     building a spec per run (``tests/test_oneoffs.py`` holds the two the same).
+    `OneOffForm` is the same, for a template that serves many calls.
 
     Raises:
         JobSpecError: An id that is not a one-off's, or arguments that are not JSON.
 
     """
-    # The template's stored text, cut where each run's own values go (the keys are
-    # sorted, so the cuts are in a fixed order): one small encode per value, not a
-    # whole spec's per run.
-    form = template.to_dict()
-    holes = {"args": "\x00a", "id": "\x00i", "kwargs": "\x00k", "schedule": "\x00s"}
-    form.update(holes)
-    text = _ENCODE(form)
-    order = sorted(holes, key=lambda k: text.index(_ENCODE(holes[k])))
-    pieces = text
-    for k in order:
-        pieces = pieces.replace(_ENCODE(holes[k]), "\x00")
-    cut = pieces.split("\x00")
-    rows = []
-    for job_id, due, args, kwargs in runs:
-        if not is_oneoff(job_id) or job_id != check_job_id(job_id):
-            raise JobSpecError(f"a one-off's id starts with {ONEOFF_MARK!r}, got {job_id!r}")
-        plan = At(due).to_dict()
-        pos, named = call_arguments(args, kwargs)
-        schedule = _ENCODE(plan)
-        own = {"args": _ENCODE(list(pos)), "id": _ENCODE(job_id), "kwargs": _ENCODE(named)}
-        own["schedule"] = schedule
-        parts = [cut[0]]
-        for n, key in enumerate(order, 1):
-            parts += [own[key], cut[n]]
-        rows.append(OneOffRow(job_id, "".join(parts), schedule, plan["at"], template.func))
-    return rows
+    return OneOffForm(template).rows(runs)
+
+
+class OneOffForm:
+    """A template's stored text, cut where each one-off's own values go.
+
+    Built once per function and options (the keys are sorted, so the cuts come in a
+    fixed order); each row is then its few values encoded and joined between the cuts,
+    not a whole spec's encoding.
+    """
+
+    __slots__ = ("_func", "_text")
+
+    def __init__(self, template: JobSpec) -> None:
+        """Cut ``template``'s stored form at ``args``, ``id``, ``kwargs`` and ``schedule``."""
+        form = template.to_dict()
+        holes = {"args": "\x00a", "id": "\x00i", "kwargs": "\x00k", "schedule": "\x00s"}
+        form.update(holes)
+        text = _ENCODE(form).replace("%", "%%")
+        # The keys are sorted: the holes come in the order of `holes`.
+        at = [text.index(_ENCODE(hole)) for hole in holes.values()]
+        if at != sorted(at):  # pragma: no cover - sort_keys guarantees it
+            raise AssertionError(f"a spec's keys out of order: {text!r}")
+        for hole in holes.values():
+            text = text.replace(_ENCODE(hole), "%s")
+        self._text = text
+        self._func = template.func
+
+    def rows(self, runs: Iterable[tuple[str, float, object, object]]) -> list[OneOffRow]:
+        """`oneoff_rows` of this form's template."""
+        text, func = self._text, self._func
+        rows = []
+        for job_id, due, args, kwargs in runs:
+            if not is_oneoff(job_id) or job_id != check_job_id(job_id):
+                raise JobSpecError(f"a one-off's id starts with {ONEOFF_MARK!r}, got {job_id!r}")
+            when = instant_arg("at", due)  # At(due)'s check, without the object
+            pos, named = call_arguments(args, kwargs)
+            # `_ENCODE` of ``At(when).to_dict()`` written out (the hot path of a bulk
+            # enqueue): the keys in sorted order, a float as JSON writes it.
+            schedule = '{"at":' + repr(when) + ',"kind":"at"}'
+            spec = text % (
+                _VALUES(pos) if pos else "[]",
+                _STRING(job_id),
+                _VALUES(named) if named else "{}",
+                schedule,
+            )
+            rows.append(OneOffRow(job_id, spec, schedule, when, func))
+        return rows
 
 
 @dataclass(frozen=True, slots=True)

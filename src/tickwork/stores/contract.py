@@ -25,7 +25,7 @@ a store beyond a user's part, so no layer above imports a store's private module
   share with `JobSpec`: ids (`check_job_id`), pools (`MAX_RUNNING`, `check_pool_limit`,
   `check_pool_name`, `pool_name_problem`) and ``after`` edges (`Edges`, `after_arg`,
   `find_cycle`, `cycle_message`, `schedule_and_after`);
-- one-offs, the delayed jobs apps enqueue (`OneOffQueue`, `OneOffRow`, `oneoff_rows`,
+- one-offs, the delayed jobs apps enqueue (`OneOffQueue`, `OneOffRow`, `oneoff_rows`, `OneOffForm`,
   `OneOffCounts`, `ONEOFF_MARK`, `is_oneoff`), and their ledger over a time window
   (`OneOffWindow`).
 """
@@ -59,6 +59,7 @@ from tickwork.stores._listing import JobsPage as JobsPage
 from tickwork.stores._listing import list_jobs as list_jobs
 from tickwork.stores._oneoffs import ONEOFF_MARK as ONEOFF_MARK
 from tickwork.stores._oneoffs import OneOffCounts as OneOffCounts
+from tickwork.stores._oneoffs import OneOffForm as OneOffForm
 from tickwork.stores._oneoffs import OneOffQueue as OneOffQueue
 from tickwork.stores._oneoffs import OneOffRow as OneOffRow
 from tickwork.stores._oneoffs import OneOffWindow as OneOffWindow
@@ -134,6 +135,7 @@ __all__ = [
     "LookNotices",
     "NamespaceHolders",
     "OneOffCounts",
+    "OneOffForm",
     "OneOffQueue",
     "OneOffRow",
     "OneOffWindow",

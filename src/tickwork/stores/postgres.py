@@ -144,8 +144,8 @@ _WRITE_CLAIMS: Final = (
 # already keeps its row). ``{t}``: the jobs table, qualified for an app's connection.
 _ENQUEUE: Final = (
     f"INSERT INTO {{t}} ({ONEOFF_COLUMNS}) SELECT v.id, v.spec, v.schedule, 'skip', false,"
-    " v.run_at, v.run_at, v.queue FROM unnest(%s::text[], %s::text[], %s::text[],"
-    " %s::float8[], %s::text[]) AS v(id, spec, schedule, run_at, queue)"
+    " v.run_at, v.run_at, v.queue FROM unnest({p}::text[], {p}::text[], {p}::text[],"
+    " {p}::float8[], {p}::text[]) AS v(id, spec, schedule, run_at, queue)"
     " ON CONFLICT (id) DO NOTHING RETURNING id"
 )
 
@@ -164,7 +164,7 @@ def _oneoff_params(rows: Sequence[OneOffRow]) -> list[Any]:
 # The store's own enqueue: the new rows' ids, each with the transaction's id (`_xact`),
 # and the channel notified once (an uncorrelated subquery: evaluated at the first row).
 _ENQUEUE_OWN: Final = (
-    f"WITH t AS ({_ENQUEUE.format(t='tickwork_jobs')}) SELECT t.id, txid_current(),"
+    f"WITH t AS ({_ENQUEUE.format(t='tickwork_jobs', p='%b')}) SELECT t.id, txid_current(),"
     " (SELECT pg_notify(%s, 'enqueued')) FROM t"
 )
 
@@ -218,7 +218,8 @@ def _oneoff_statement(store: PostgresStore, rows: Sequence[OneOffRow]) -> tuple[
     table = (
         "tickwork_jobs" if schema is None else '"' + schema.replace('"', '""') + '".tickwork_jobs'
     )
-    query = f"WITH t AS ({_ENQUEUE.format(t=table)}) SELECT t.id, pg_notify(%s, 'enqueued') FROM t"
+    insert = _ENQUEUE.format(t=table, p="%s")  # %b is psycopg 3's alone
+    query = f"WITH t AS ({insert}) SELECT t.id, pg_notify(%s, 'enqueued') FROM t"
     return query, [*_oneoff_params(rows), store.channel]
 
 
