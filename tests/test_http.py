@@ -173,6 +173,8 @@ def test_health_says_when_a_look_has_waited_health_after_for_the_store(tmp_path:
     store = StuckStore(tmp_path / "s.db")
     with pytest.raises(ValueError, match="health_after must be a finite number > 0, got -1"):
         DurableScheduler(store, health_after=-1)
+    assert DurableScheduler(store).health_after == 5.0  # the default, as the daemon's
+    assert DurableScheduler(store, health_after=4.5).health_after == 4.5  # its liveness log's
     ds = DurableScheduler(store, poll=0.05, monotonic_clock=clock, health_after=5.0)
     ds.start()
     try:
