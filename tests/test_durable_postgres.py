@@ -127,10 +127,14 @@ class Cluster:
         self.t0 = time.time() + lead
         fast = dsn_with(self.dsn, options="-c synchronous_commit=off")  # setup only
         with PostgresStore(fast, schema=self.schema) as store:
+            # One transaction for the one-shots (declared one by one, a loaded machine
+            # took longer than the lead, and most one-shots were late before they existed).
+            oneshots = []
             for i in range(ONESHOTS):
                 at = self.t0 + SPREAD * i / ONESHOTS
                 delivery = "at_least_once" if i % 2 else "at_most_once"
-                store.upsert(JobSpec(f"o{i:04}", FUNC, At(at), delivery=delivery), at)
+                oneshots.append((JobSpec(f"o{i:04}", FUNC, At(at), delivery=delivery), at))
+            store.upsert_many(oneshots)
             # A loaded machine can take longer than the lead for the one-shots: slots
             # from t0 would then be more than missed_cap behind, given up by design.
             self.t1 = max(self.t0, time.time() + 1.0)
