@@ -132,6 +132,17 @@ def test_bad_items_raise_before_anything_is_written(made: Made) -> None:
     assert _rows(store) == 0
 
 
+def test_keys_and_arguments_with_quotes_and_other_scripts_arrive_as_given(made: Made) -> None:
+    """The batch's values reach the store intact (PostgreSQL: as binary arrays)."""
+    ds, pool, _, _ = made
+    odd = ['a"b', "c\\d", "é ü ключ", "{x,y}", "NULL", "'q'"]
+    refs = ds.enqueue_many([OneOff(note, (k, {"v": k}), key=k) for k in odd])
+    assert [r.id for r in refs] == ["~key:" + k for k in odd] and all(r.created for r in refs)
+    assert not any(ds.enqueue(note, key=k).created for k in odd)  # found by the same key
+    drain(ds, pool)
+    assert sorted(CALLS) == sorted((k, {"v": k}) for k in odd)
+
+
 def test_a_key_is_idempotent_while_pending_or_running_and_free_after(made: Made) -> None:
     ds, pool, _, _ = made
     first = ds.enqueue(note, "one", key="order-7")
