@@ -25,9 +25,9 @@ a store beyond a user's part, so no layer above imports a store's private module
   share with `JobSpec`: ids (`check_job_id`), pools (`MAX_RUNNING`, `check_pool_limit`,
   `check_pool_name`, `pool_name_problem`) and ``after`` edges (`Edges`, `after_arg`,
   `find_cycle`, `cycle_message`, `schedule_and_after`);
-- one-offs, the delayed jobs apps enqueue (`OneOffQueue`, `OneOffRow`, `oneoff_rows`, `OneOffForm`,
-  `OneOffCounts`, `ONEOFF_MARK`, `is_oneoff`), and their ledger over a time window
-  (`OneOffWindow`).
+- one-offs, the delayed jobs apps enqueue (`OneOffQueue`, `OneOffRow`, `oneoff_rows`,
+  `OneOffForm`, `OneOffCounts`, `ONEOFF_MARK`, `is_oneoff`), and their ledger over a time
+  window (`OneOffWindow`).
 """
 
 from __future__ import annotations

@@ -141,7 +141,8 @@ _WRITE_CLAIMS: Final = (
 
 
 # A batch of one-offs in one statement: the rows that were new come back (a key pending
-# already keeps its row). ``{t}``: the jobs table, qualified for an app's connection.
+# already keeps its row). ``{t}``: the jobs table, qualified for an app's connection;
+# ``{p}``: the arrays' placeholder, ``%b`` (binary) on the store's own connection.
 _ENQUEUE: Final = (
     f"INSERT INTO {{t}} ({ONEOFF_COLUMNS}) SELECT v.id, v.spec, v.schedule, 'skip', false,"
     " v.run_at, v.run_at, v.queue FROM unnest({p}::text[], {p}::text[], {p}::text[],"
