@@ -118,7 +118,35 @@ def tickwork_load(config: dict[str, Any]) -> dict[str, Any]:
         for i in range(0, len(all_keys), LOAD_BATCH):
             chunk = all_keys[i : i + LOAD_BATCH]
             ds.enqueue_many([OneOff(RECORD, (key,), at=config["first"]) for key in chunk])
+        _preload(store, ds, int(config.get("pending", 0)), int(config.get("declared", 0)))
     return {"version": tickwork.__version__, "file": tickwork.__file__}
+
+
+def _preload(store: Any, ds: Any, pending: int, declared: int) -> None:
+    """``pending`` one-offs due over the next day, ``declared`` recurring jobs hourly.
+
+    None of them falls due within the next 10 minutes (the measurement's span): they
+    are the state a fixed rate runs beside (``bench/peers.py --preload``).
+    """
+    from tickwork import Every, OneOff
+    from tickwork.stores import JobSpec
+
+    now = time.time()
+    step = (86_400 - 600) / max(pending, 1)
+    for i in range(0, pending, 10_000):
+        ds.enqueue_many(
+            [
+                OneOff(RECORD, (f"p{k:07}",), at=now + 600 + k * step)
+                for k in range(i, min(i + 10_000, pending))
+            ]
+        )
+    for i in range(0, declared, 10_000):
+        store.upsert_many(
+            [
+                (JobSpec(f"d{k:06}", RECORD, Every(3600), args=[f"d{k}"]), now + 900 + k % 2700)
+                for k in range(i, min(i + 10_000, declared))
+            ]
+        )
 
 
 def tickwork_node(config: dict[str, Any]) -> float:

@@ -71,6 +71,7 @@ from bench.peers_delayed import (  # noqa: E402
     Steady,
     enqueue_rate,
     enqueue_table,
+    preload_table,
     soak_table,
     steady,
     steady_table,
@@ -625,11 +626,20 @@ def arguments() -> argparse.Namespace:
         metavar="SECONDS",
         help="only: tickwork at --rate on --nodes[0] nodes for SECONDS, sampling its tables",
     )
+    parser.add_argument(
+        "--preload",
+        type=int,
+        nargs=2,
+        metavar=("PENDING", "DECLARED"),
+        help="only: tickwork at --rate on each --nodes count beside 1,000 pending one-offs"
+        " and 1,000 declared jobs, then beside PENDING and DECLARED",
+    )
     args = parser.parse_args()
-    delayed = args.delayed or args.soak
+    alone = args.soak or args.preload  # tickwork alone
+    delayed = args.delayed or alone
     if args.systems is None:
         args.systems = list(
-            DELAYED_SYSTEMS if args.delayed else ("tickwork",) if args.soak else SYSTEMS
+            DELAYED_SYSTEMS if args.delayed else ("tickwork",) if alone else SYSTEMS
         )
     if "tickwork" not in args.systems:
         parser.error("--systems must include tickwork: the ratios are to it")
@@ -656,6 +666,8 @@ def main() -> None:
         lab = Lab(dsn, tmp)
         if args.soak:
             found.soak = soak(lab, chosen[0], args)
+        elif args.preload:
+            found.preloads = preloads(lab, chosen[0], args)
         else:
             warm_up(lab, chosen, args.warmup, why)
             live = [s for s in chosen if s.failed is None]
@@ -691,6 +703,7 @@ class Found:
     enqueues: list[list[Enqueue]] = field(default_factory=list)
     steadies: list[list[Steady]] = field(default_factory=list)
     soak: Steady | None = None
+    preloads: list[Steady] = field(default_factory=list)
 
 
 def warm_up(lab: Lab, chosen: list[System], n: int, why: dict[str, str]) -> None:
@@ -792,6 +805,31 @@ def soak(lab: Lab, system: System, args: argparse.Namespace) -> Steady:
     return steady(lab, system, nodes, args.rate, args.soak, args.producers, every, batch=args.batch)
 
 
+def preloads(lab: Lab, system: System, args: argparse.Namespace) -> list[Steady]:
+    """tickwork at ``--rate`` beside a small state, then beside ``--preload``'s."""
+    out = []
+    for nodes in args.nodes:
+        for preload in ((1000, 1000), tuple(args.preload)):
+            what = f"{args.rate:,.0f}/s on {nodes} node(s) beside {preload[0]:,} pending"
+            log(f"[{system.label}] {what} and {preload[1]:,} declared")
+            got = steady(
+                lab,
+                system,
+                nodes,
+                args.rate,
+                args.seconds,
+                args.producers,
+                batch=args.batch,
+                preload=(preload[0], preload[1]),
+            )
+            log(
+                f"[{system.label}] {what}: pickup p50/p99"
+                f" {got.p50 * 1000:.1f}/{got.p99 * 1000:.1f} ms"
+            )
+            out.append(got)
+    return out
+
+
 def report(
     args: argparse.Namespace,
     chosen: list[System],
@@ -831,6 +869,15 @@ def report(
         f" {' and '.join(map(str, args.pgboss_batch))}, pollingIntervalSeconds {PGBOSS_POLL},"
         f" inserts on a pg pool of {CONCURRENCY}"
     )
+    if args.preload:
+        title = (
+            f"# tickwork at {args.rate:,.0f} one-offs/s offered for {args.seconds:.0f} s beside"
+            f" a small state and beside {args.preload[0]:,} pending one-offs and"
+            f" {args.preload[1]:,} declared jobs ({args.producers} producers,"
+            f" {_calls(args.batch)})"
+        )
+        out[0] = title
+        out += ["", *preload_table(found.preloads)]
     if args.soak and found.soak is not None:
         out += ["", *soak_table(found.soak), ""]
         out += steady_table([[found.soak]], [found.soak.system], [found.soak.nodes])

@@ -30,6 +30,11 @@ per-round ratios (the order of the systems rotates per round).
 - **Soak** (``--soak SECONDS``, tickwork alone): the fixed rate for that long, sampling
   every ``SOAK_EVERY`` s the live and dead tuples (``pg_stat_user_tables``) and the
   size (``pg_total_relation_size``) of tickwork's job, claim and ledger tables.
+- **Preload** (``--preload PENDING DECLARED``, tickwork alone): the fixed rate on each
+  ``--nodes`` count beside 1,000 pending one-offs and 1,000 declared recurring jobs, then
+  beside PENDING one-offs due over the next day and DECLARED jobs ``Every(3600)`` (none
+  falls due during the run); each run's pickup p99 over the small state's, and the jobs
+  table's rows and bytes (heap and indexes, after ``VACUUM ANALYZE``) per row.
 
 Nothing here asserts on time; tests/test_bench_peers.py pins the arithmetic.
 """
@@ -136,6 +141,8 @@ class Steady:
     server_cpu: float = math.nan
     node_cpu: float = math.nan
     commits: float = math.nan  # the server's count, less producers, jobs and harness
+    preload: tuple[int, int] = (0, 0)  # pending one-offs and declared jobs beside the run
+    sizes: tuple[int, int, int] | None = None  # the jobs table's rows, heap and index bytes
     samples: list[tuple[float, list[tuple[Any, ...]]]] = field(default_factory=list)
 
     @property
@@ -205,6 +212,7 @@ def steady(
     sample_every: float | None = None,
     patience: float | None = None,
     batch: int = 1,
+    preload: tuple[int, int] = (0, 0),
 ) -> Steady:
     """Produce at ``rate`` for ``seconds`` while ``nodes`` nodes run the jobs.
 
@@ -213,16 +221,21 @@ def steady(
     counted as pending (or lost). ``sample_every``: seconds between samples of
     tickwork's tables (`Sampler`). ``batch``: jobs per producer call (1: the single
     enqueue; more: the bulk API, a batch every ``producers * batch / rate`` seconds).
+    ``preload``: pending one-offs and declared recurring jobs loaded first (none due
+    during the run), then the jobs table vacuumed and analyzed (not counted), as
+    autovacuum would have it in a state that grew that large.
     """
     name, dsn = lab.database()
-    config = lab.config(system, dsn, 0)
+    config = {**lab.config(system, dsn, 0), "pending": preload[0], "declared": preload[1]}
     stop = lab.tmp / f"{name}.stop"
     logs = [lab.tmp / f"{name}.{i}.log" for i in range(nodes)]
     procs: list[Any] = []
-    result = Steady(system.label, nodes, rate)
+    result = Steady(system.label, nodes, rate, preload=preload)
     sampler: Sampler | None = None
     try:
         lab.call(system, "load", config)
+        if any(preload):
+            result.sizes = jobs_table(dsn)
         commits, server = lab.commits(name), lab.server_cpu()
         lab.launch(system, config, stop, logs, procs)
         if sample_every:
@@ -246,6 +259,7 @@ def steady(
     result.enqueued, result.calls = int(out["enqueued"]), int(out["calls"])
     result.produced = float(out["end"]) - float(out["start"])
     figures(dsn, result, system.name, float(out["end"]))
+    result.pending -= preload[0]  # the preloaded one-offs wait on (none is due yet)
     # Less the producers' calls (one transaction each), each job's own insert and the
     # harness's polls: what the system's nodes committed.
     result.commits = committed - result.calls - result.rows - polls
@@ -253,6 +267,44 @@ def steady(
         path.unlink(missing_ok=True)
     lab.drop(name)
     return result
+
+
+def jobs_table(dsn: str) -> tuple[int, int, int]:
+    """Vacuum and analyze tickwork's jobs table; its rows, heap bytes and index bytes."""
+    with psycopg.connect(dsn, autocommit=True) as conn:
+        conn.execute("VACUUM ANALYZE tickwork_jobs")
+        row = conn.execute(
+            "SELECT (SELECT count(*) FROM tickwork_jobs), pg_table_size('tickwork_jobs'),"
+            " pg_indexes_size('tickwork_jobs')"
+        ).fetchone()
+    assert row is not None
+    return int(row[0]), int(row[1]), int(row[2])
+
+
+def preload_table(results: Sequence[Steady]) -> list[str]:
+    """The fixed rate beside each preload, and each run's p99 over the smallest's."""
+    lines = [
+        "| pending one-offs | declared jobs | nodes | enqueued/s | completed/s"
+        " | pickup p50 / p99 ms | ledger p50 / p99 ms | p99 vs the smallest"
+        " | jobs table: rows, heap + indexes MB, bytes per row |",
+        "| ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: |",
+    ]
+    for r in results:
+        base = min((b for b in results if b.nodes == r.nodes), key=lambda b: b.preload)
+        ledger = r.ledger or (0, 0, math.nan, math.nan)
+        ratio = r.p99 / base.p99 if base.p99 > 0 else math.nan
+        rows, heap, index = r.sizes or (0, 0, 0)
+        size = (
+            f"{rows:,}, {heap / 1e6:,.1f} + {index / 1e6:,.1f}, {(heap + index) / rows:,.0f}"
+            if rows
+            else "-"
+        )
+        lines.append(
+            f"| {r.preload[0]:,} | {r.preload[1]:,} | {r.nodes} | {r.reached:,.0f}"
+            f" | {r.completed:,.0f} | {_ms(r.p50)} / {_ms(r.p99)}"
+            f" | {_ms(ledger[2])} / {_ms(ledger[3])} | {ratio:.2f}x | {size} |"
+        )
+    return lines
 
 
 def figures(dsn: str, result: Steady, system: str, end: float) -> None:

@@ -18,6 +18,7 @@ from bench.peers_delayed import (
     enqueue_rate,
     enqueue_table,
     paired,
+    preload_table,
     soak_table,
     steady,
     steady_table,
@@ -144,6 +145,37 @@ def test_the_soak_table_has_a_row_per_sample() -> None:
     lines = soak_table(r)
     assert lines[2] == "| 0 | 5 / 1 / 2.0 | 0 / 0 / 0.0 | - | 0 |"
     assert lines[3] == "| 10 | 7 / 300 / 3.0 | - | 9 / 0 / 1.0 | 3 |"
+
+
+def test_the_preload_table_gives_each_p99_over_the_small_states_and_bytes_per_row() -> None:
+    small = steady_run("tickwork", p50=0.01, p99=0.04, ledger=(1000, 1000, 0.002, 0.02))
+    small.preload, small.sizes = (1000, 1000), (2000, 800_000, 300_000)
+    big = steady_run("tickwork", p50=0.01, p99=0.05, ledger=(1000, 1000, 0.003, 0.03))
+    big.preload, big.sizes = (1_000_000, 100_000), (1_100_000, 500_000_000, 150_000_000)
+    lines = preload_table([small, big])
+    assert lines[2] == (
+        "| 1,000 | 1,000 | 1 | 100 | 90 | 10.0 / 40.0 | 2.0 / 20.0 | 1.00x"
+        " | 2,000, 0.8 + 0.3, 550 |"
+    )
+    assert lines[3] == (
+        "| 1,000,000 | 100,000 | 1 | 100 | 90 | 10.0 / 50.0 | 3.0 / 30.0 | 1.25x"
+        " | 1,100,000, 500.0 + 150.0, 591 |"
+    )
+
+
+def test_a_preloaded_state_waits_beside_the_fixed_rate_on_a_real_server(
+    pg_dsn: str, tmp_path: Path
+) -> None:
+    """Pending one-offs and declared jobs loaded first: none runs, all are counted."""
+    lab = Lab(pg_dsn, tmp_path)
+    try:
+        r = steady(lab, tickwork_system(), 1, 20, 1, producers=2, patience=120, preload=(50, 20))
+    finally:
+        lab.close()
+    assert r.sizes is not None and r.sizes[0] == 70 and r.sizes[1] > 0 and r.sizes[2] > 0
+    assert r.distinct == r.rows == r.enqueued >= 2  # the producers' one-offs ran, only they
+    assert r.ledger is not None and r.ledger[:2] == (r.enqueued, r.enqueued)
+    assert r.twice_lost == (0, 0) and r.pending == 0
 
 
 def test_the_fixed_rate_runs_each_enqueued_one_off_once_on_a_real_server(
