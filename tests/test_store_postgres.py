@@ -243,6 +243,24 @@ def test_a_prepared_statement_is_planned_once_not_at_each_run(
             assert used and used[0] >= 3, (lane, head, plans[lane])
 
 
+def test_no_statement_is_jit_compiled(open_pg: Callable[..., PostgresStore]) -> None:
+    """A look's generic plan over a large state must not be compiled at each execution.
+
+    The plan guesses ``next_run <= $1`` to match a third of the table: past
+    ``jit_above_cost`` (a million pending one-offs), the server compiled every look.
+    """
+    store = open_pg()
+    store.upsert(spec("j", Every(10.0)), 100.0)
+    assert len(claim(store, 100.0, advance=lambda s, n: n + 10.0)) == 1
+    for lane in ("_conn", "_rec_conn"):
+        conn = getattr(store, lane)
+        if conn is None:  # the batches' connection opens with the first batch
+            continue
+        with conn.transaction():
+            assert conn.execute("SHOW jit").fetchone() == ("off",), lane
+            assert conn.execute("SHOW plan_cache_mode").fetchone() == ("force_generic_plan",)
+
+
 def test_a_plain_batch_is_recorded_in_three_statements(
     open_pg: Callable[..., PostgresStore], statements: list[str]
 ) -> None:
