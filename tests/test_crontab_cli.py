@@ -20,8 +20,8 @@ import pytest
 
 from tests.test_crontab import CRONTABS, fixture
 from tests.test_daemon_e2e import Run, wait_until
-from tickwork._daemon.declare import default_state_path
 from tickwork._daemon.jobsfile.crontab import CrontabOptions, translate_crontab
+from tickwork._daemon.state import default_state_path
 
 pytestmark = pytest.mark.skipif(sys.platform == "win32", reason="POSIX signals")
 

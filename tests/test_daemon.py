@@ -17,18 +17,17 @@ import pytest
 from tickwork import At, Cron, DurableScheduler, Every
 from tickwork.__main__ import main
 from tickwork._daemon.daemon import Daemon, run_configured_job
-from tickwork._daemon.declare import (
-    ENTRY_POINT,
+from tickwork._daemon.declare import ENTRY_POINT, fingerprint, spec_for
+from tickwork._daemon.jobsfile.config import parse_config
+from tickwork._daemon.runlog import RunLog
+from tickwork._daemon.state import (
     DaemonError,
     default_namespace,
     default_state_path,
-    fingerprint,
     open_store,
+    place_of,
     redact_dsn,
-    spec_for,
 )
-from tickwork._daemon.jobsfile.config import parse_config
-from tickwork._daemon.runlog import RunLog
 from tickwork.stores import JobSpec
 from tickwork.stores.sqlite import SQLiteStore
 
@@ -73,7 +72,7 @@ def daemon(store: SQLiteStore, namespace: str = "jobs", now: float = NOW) -> Dae
     return Daemon(
         "jobs.toml",
         DurableScheduler(store, wall_clock=lambda: now),
-        namespace=namespace,
+        place=place_of("jobs.toml", namespace=namespace),
         log=RunLog(sys.stderr),
     )
 
@@ -253,7 +252,7 @@ def test_reload_keeps_the_old_config_when_the_file_or_the_state_fails(
     jobs = tmp_path / "jobs.toml"
     jobs.write_text(FILE)
     scheduler = DurableScheduler(store, wall_clock=lambda: NOW)
-    d = Daemon(str(jobs), scheduler, namespace="jobs", log=RunLog(sys.stderr))
+    d = Daemon(str(jobs), scheduler, place=place_of(str(jobs)), log=RunLog(sys.stderr))
     assert d.reload()
     old = d.config
     jobs.write_text(FILE.replace('every = "30s"', 'every = "soon"'))
@@ -290,7 +289,7 @@ def test_a_skip_event_counting_more_slots_than_were_logged_logs_the_rest(
 
     out = io.StringIO()
     d = Daemon(
-        "jobs.toml", DurableScheduler(store, wall_clock=lambda: NOW + 50), namespace="jobs",
+        "jobs.toml", DurableScheduler(store, wall_clock=lambda: NOW + 50), place=place_of("jobs"),
         log=RunLog(out, format="json"),
     )  # fmt: skip
     # check_skips saw (and logged) the slots at NOW and NOW + 10; three more passed since.

@@ -11,8 +11,8 @@ from pathlib import Path
 import pytest
 
 from tests.test_daemon_e2e import Run, wait_until
-from tickwork._daemon.declare import default_state_path
 from tickwork._daemon.start import DaemonConfig, run_daemon
+from tickwork._daemon.state import default_state_path
 from tickwork.stores.sqlite import SQLiteStore
 
 #: Only reached when something is broken; a loaded machine is merely slow.

@@ -24,8 +24,7 @@ from pathlib import Path
 
 import pytest
 
-from tickwork._daemon.logline import escape_controls, json_line, one_line, say
-from tickwork._daemon.start import setup_logging
+from tickwork._daemon.logline import escape_controls, json_line, one_line, say, setup_logging
 
 pytestmark = pytest.mark.skipif(sys.platform == "win32", reason="POSIX processes")
 

@@ -314,13 +314,14 @@ def test_the_daemon_path_recovers_from_a_wall_step(tmp_path: Path) -> None:
     from tickwork._daemon.daemon import Daemon
     from tickwork._daemon.jobsfile.config import parse_config
     from tickwork._daemon.runlog import RunLog
+    from tickwork._daemon.state import place_of
 
     clock = FakeClock(1000.0, wall_start=NOON + 10)
     store = SQLiteStore(tmp_path / "daemon.db")
     d = Daemon(
         str(tmp_path / "jobs.toml"),
         DurableScheduler(store, wall_clock=clock.wall, monotonic_clock=clock, executor=Inline()),
-        namespace="jobs",
+        place=place_of("jobs.toml"),
         log=RunLog(sys.stderr),
     )
     d.apply(

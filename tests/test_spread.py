@@ -203,6 +203,7 @@ def test_a_durable_h_job_persists_and_fires_at_its_minute(
 def test_the_daemon_declares_h_and_calendar_jobs_seeded_by_name(tmp_path: Path) -> None:
     from tickwork._daemon.daemon import Daemon
     from tickwork._daemon.runlog import RunLog
+    from tickwork._daemon.state import place_of
     from tickwork.stores.sqlite import SQLiteStore
 
     text = """
@@ -220,7 +221,12 @@ def test_the_daemon_declares_h_and_calendar_jobs_seeded_by_name(tmp_path: Path) 
     with SQLiteStore(tmp_path / "s.sqlite3") as store:
         for expected in ("1 created", "unchanged"):
             scheduler = DurableScheduler(store, wall_clock=lambda: now)
-            daemon = Daemon("jobs.toml", scheduler, namespace="ns", log=RunLog(sys.stderr))
+            daemon = Daemon(
+                "jobs.toml",
+                scheduler,
+                place=place_of("jobs.toml", namespace="ns"),
+                log=RunLog(sys.stderr),
+            )
             assert expected in daemon.apply(parse_config(text)).summary()
         state = store.get("ns/sync")
         assert state is not None and isinstance(state.spec.schedule, Cron)

@@ -312,8 +312,9 @@ LATE = 2591807.85  # the issue's lateness, once shown as "2591807.85 s"
 
 def seed_a_late_run(jobs: Path, state: Path) -> None:
     """A run of "nightly" that started 30 days after its slot, as the daemon records it."""
-    from tickwork._daemon.declare import default_namespace, spec_for
+    from tickwork._daemon.declare import spec_for
     from tickwork._daemon.jobsfile.config import load_config
+    from tickwork._daemon.state import default_namespace
     from tickwork.stores.sqlite import SQLiteStore
 
     [job] = [j for j in load_config(str(jobs)).jobs if j.name == "nightly"]

@@ -16,9 +16,9 @@ See ``docs/daemon.md`` for the file, the options and what the daemon records.
 
 from __future__ import annotations
 
-from tickwork._daemon.declare import DaemonError as DaemonError
 from tickwork._daemon.jobsfile.crontab import CrontabOptions as CrontabOptions
 from tickwork._daemon.start import DaemonConfig as DaemonConfig
 from tickwork._daemon.start import run_daemon as run_daemon
+from tickwork._daemon.state import DaemonError as DaemonError
 
 __all__ = ["CrontabOptions", "DaemonConfig", "DaemonError", "run_daemon"]

@@ -75,7 +75,7 @@ def run_history(
     args: argparse.Namespace, *, out: TextIO | None = None, err: TextIO | None = None
 ) -> int:
     """Run ``tickwork history`` for parsed arguments; return the exit status."""
-    from tickwork._daemon.declare import default_namespace
+    from tickwork._daemon.state import default_namespace
 
     out = sys.stdout if out is None else out
     err = sys.stderr if err is None else err

@@ -112,7 +112,7 @@ def run_jobs(
     args: argparse.Namespace, *, out: TextIO | None = None, err: TextIO | None = None
 ) -> int:
     """Run ``tickwork jobs`` for parsed arguments; return the exit status."""
-    from tickwork._daemon.declare import default_namespace
+    from tickwork._daemon.state import default_namespace
     from tickwork._daemon.web.joblist import read_jobs, state_row
 
     out = sys.stdout if out is None else out

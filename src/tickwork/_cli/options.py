@@ -243,8 +243,8 @@ def open_state(args: argparse.Namespace, command: str, err: TextIO) -> Store | i
     Shared by ``tickwork jobs`` and ``tickwork history``: a state file that does not
     exist is not created (status 1), and a store that cannot be opened says why.
     """
-    from tickwork._daemon.declare import DaemonError, open_store
     from tickwork._daemon.start import DaemonConfig
+    from tickwork._daemon.state import DaemonError, open_store
 
     state, database = DaemonConfig(
         args.file, state=args.state, database=args.database

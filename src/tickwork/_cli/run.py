@@ -259,6 +259,6 @@ def run(args: argparse.Namespace, *, err: TextIO | None = None) -> int:
 
 
 def _shown(dsn: str | None) -> str:
-    from tickwork._daemon.declare import redact_dsn
+    from tickwork._daemon.state import redact_dsn
 
     return redact_dsn(dsn or "")

@@ -34,7 +34,7 @@ import time
 from collections.abc import Callable
 from dataclasses import dataclass
 from types import FrameType
-from typing import TYPE_CHECKING, Final
+from typing import Final
 
 from tickwork._core.errors import (
     ConfigError,
@@ -47,21 +47,7 @@ from tickwork._core.text import iso_due
 from tickwork._core.text import plain_seconds as _seconds_text
 from tickwork._daemon.alerts import AlertSender
 from tickwork._daemon.deadman import DeadMan
-from tickwork._daemon.declare import (
-    ENTRY_POINT,
-    DaemonError,
-    check_namespace,
-    default_namespace,
-    default_state_path,
-    fingerprint,
-    job_id,
-    make_state_key,
-    open_store,
-    owned,
-    owner_label,
-    redact_dsn,
-    spec_for,
-)
+from tickwork._daemon.declare import ENTRY_POINT, fingerprint, job_id, owned, owner_label, spec_for
 from tickwork._daemon.jobsfile.config import Config, JobConfig, load_config
 from tickwork._daemon.jobsfile.pools import declare_pools
 from tickwork._daemon.liveness import Liveness
@@ -78,6 +64,7 @@ from tickwork._daemon.process.runner import (
 )
 from tickwork._daemon.runlog import OneOffLines, RunLog, RunOutput, iso
 from tickwork._daemon.skips import SKIP_CHECK, HeldSlots
+from tickwork._daemon.state import DaemonError, Place
 from tickwork._daemon.web.status_page import failure_summary
 from tickwork._durable.attempts import begin_attempt, record_attempt
 from tickwork._durable.chains import upstream_first
@@ -87,25 +74,7 @@ from tickwork._durable.scheduler import DurableScheduler
 from tickwork.stores import Claim, JobSpec, JobState, OutcomeRetention, Upsert
 from tickwork.stores.contract import NamespaceHolders, SessionLiveness
 
-__all__ = [
-    "ENTRY_POINT",
-    "Daemon",
-    "DaemonError",
-    "JobFailed",
-    "Reload",
-    "default_namespace",
-    "default_state_path",
-    "fingerprint",
-    "make_state_key",
-    "open_store",
-    "redact_dsn",
-    "run_configured_job",
-    "spec_for",
-]
-
-
-if TYPE_CHECKING:
-    pass
+__all__ = ["Daemon", "Reload", "run_configured_job"]
 
 _log = logging.getLogger("tickwork.daemon")
 
@@ -182,13 +151,13 @@ class Daemon:
         scheduler: The `DurableScheduler` that claims and runs the file's jobs, built
             with the daemon's settings (lease, poll, workers, clocks, the modules its
             one-offs may come from); its store is closed by `serve` when it returns.
-        namespace: Id prefix of this file's jobs in the store.
+        place: The namespace of this file's jobs in the store, and the state's key
+            (`tickwork._daemon.state.place_of`): the runs the daemon starts carry the
+            key, so that a daemon restarted on the same state finds the runs a killed
+            one left behind.
         log: The run log.
         shutdown_grace: Seconds to let running jobs finish after SIGTERM/SIGINT.
         watch: Also reload when the file changes (checked every second).
-        state_key: Names the state this daemon runs (see `make_state_key`); the runs
-            it starts carry it, so that a daemon restarted on the same state finds the
-            runs a killed one left behind. Default: from the namespace alone.
         load: Reads ``config_path`` into a `Config` on reload (default: `load_config`;
             ``tickwork run --crontab`` passes one that translates a crontab).
     """
@@ -198,25 +167,25 @@ class Daemon:
         config_path: str,
         scheduler: DurableScheduler,
         *,
-        namespace: str,
+        place: Place,
         log: RunLog,
         shutdown_grace: float = 30.0,
         watch: bool = False,
-        state_key: str | None = None,
         load: Callable[[str], Config] = load_config,
     ) -> None:
         self.config_path = config_path
         self._load = load
         self.scheduler = scheduler
         self.store = store = scheduler.store
-        self.namespace = check_namespace(namespace)
+        self.place = place
+        self.namespace = place.namespace
         self.log = log
         self.shutdown_grace = shutdown_grace
         self.watch = watch
         self._jobs: dict[str, JobConfig] = {}
         self._leaving: set[str] = set()  # ids of jobs gone from the file, a run still going
         self._config: Config | None = None
-        self.state_key = state_key or make_state_key(namespace, "")
+        self.state_key = place.key
         marker = daemon_marker(self.state_key)
         self._groups = ProcessGroups(marker=marker, owner=self.scheduler.owner)
         self._stop = threading.Event()
@@ -230,16 +199,12 @@ class Daemon:
         self.skips = HeldSlots(
             self.scheduler, store, log, namespace=self.namespace, job=self.job_config
         )
-        self._listen()
+        self.scheduler.add_listener(self._on_event)  # the skips and wake-ups
+        self.scheduler.add_listener(OneOffLines(log, self.scheduler.running).observe)
         self._signals: list[int] = []
         self.exit_status = 0
         """What `serve` returns: 1 when run ends were left unrecorded at shutdown."""
         self._wake_r = self._wake_w = -1
-
-    def _listen(self) -> None:
-        """Hear the scheduler's runs: the skips and wake-ups (`_on_event`), one-offs' lines."""
-        self.scheduler.add_listener(self._on_event)
-        self.scheduler.add_listener(OneOffLines(self.log, self.scheduler.running).observe)
 
     # -- configuration -------------------------------------------------------------
 
@@ -251,6 +216,29 @@ class Daemon:
     def job_config(self, name: str) -> JobConfig | None:
         """The running file's job ``name`` (``None``: none of that name)."""
         return self._jobs.get(name)
+
+    def take(self, config: Config) -> Reload:
+        """Take the state for ``config`` at the start, and log what runs from where.
+
+        The state checked (`check_store`), the namespace held (`hold`), the file
+        applied (`apply`), the ``at_start`` runs queued (`queue_start_runs`), each run
+        made a span if the process set up tracing (`_trace_runs`).
+
+        Raises:
+            TickworkError: A `DaemonError`, or a `StoreError` reading the state.
+        """
+        self.check_store()
+        self.hold(config)
+        result = self.apply(config)
+        self.queue_start_runs()
+        _trace_runs(self)
+        enabled = sum(job.enabled for job in config.jobs)
+        _log.info(
+            "%s",
+            f"running {enabled} job{'s' if enabled != 1 else ''} from {self.config_path}"
+            f" ({result.summary()}; {self.place.shown}; pid {os.getpid()})",
+        )
+        return result
 
     def check_store(self) -> None:
         """Refuse a store that holds jobs this daemon would claim but cannot run.
@@ -603,7 +591,8 @@ class Daemon:
             self.scheduler.start()
             self.dead_man.start()
             self.liveness.ready(f"running the jobs of {self.config_path}")
-            self._shutdown(self._loop(run_for))
+            why = self._loop(run_for)
+            self._shutdown(why)
             self.alerts.close()
         finally:
             self.liveness.close()
@@ -811,6 +800,24 @@ class Daemon:
         logging.shutdown()
         sys.stderr.flush()
         os._exit(0)  # the pool's threads would keep the interpreter alive
+
+
+def _trace_runs(daemon: Daemon) -> None:
+    """Make each run an OpenTelemetry span if the process set a tracer provider.
+
+    Set means OpenTelemetry is already imported (``opentelemetry-instrument``, a
+    ``sitecustomize``) and its global provider is a real one: nothing is imported or
+    paid otherwise. See docs/observability.md, "Tracing and error reporting".
+    """
+    if "opentelemetry.trace" not in sys.modules:
+        return
+    from tickwork.tracing import RunTracer, tracer_configured
+
+    if tracer_configured():
+        prefix = daemon.namespace + "/"
+        RunTracer(job_label=lambda job: job.removeprefix(prefix)).watch(daemon.scheduler)
+        daemon.traced = True
+        _log.info("tracing runs with OpenTelemetry (the global tracer provider)")
 
 
 def _clash(holder: str, names: set[str]) -> bool:

@@ -1,57 +1,47 @@
 """The daemon's start: from a `DaemonConfig` to a serving `Daemon`, one step after another.
 
 `run_daemon` is the one path ``tickwork run`` (and an embedding program) takes; each
-part is built once, in the step that names it:
+part is built once, in the step that names it, by the room that owns it:
 
-1. the file read and checked, with the options that need no store (`_checked`: the
-   jobs, the namespace, the ``--http`` address, tokens and exposure): status 2 if wrong;
-2. the log set up on ``err`` (`setup_logging`), a crontab's remarks logged;
-3. the store opened (`open_store`, bounded by ``run_for``): status 1 if it cannot be used;
-4. the `Daemon` built on it (`_daemon_for`): it builds its scheduler and its parts (the
-   runner's process groups, alerts, dead-man alerts, liveness, skips) in its constructor;
-5. the HTTP server, if asked, built over the daemon (`_status_server`) and started;
-6. the jobs declared (`_declare`), tracing turned on if the process set it up;
+1. the file read and checked with the options that need no store (`_checked`): the jobs
+   (`jobsfile`), the namespace and the state (`state.place_of`), ``--http``
+   (`web.endpoint.check_http`): status 2 if wrong;
+2. the log set up on ``err`` (`logline.setup_logging`), a crontab's remarks logged;
+3. the store opened (`state.Place.open`, bounded by ``run_for``): status 1 if it
+   cannot be used;
+4. the `DurableScheduler` built on it, and the `Daemon` over that (its parts: the
+   runner's process groups, alerts, dead-man alerts, liveness, skips);
+5. the HTTP server, if asked, built over the daemon and started
+   (`web.endpoint.serve_http`);
+6. the jobs taken (`Daemon.take`: the state checked, the namespace held, the file
+   applied, ``at_start`` runs queued, what runs from where logged);
 7. `Daemon.serve` until a stop signal or ``run_for``.
+
+A step that stops the start raises `_NotStarted` from its cause; `run_daemon` says why,
+once.
 """
 
 from __future__ import annotations
 
 import logging
-import os
 import sys
-import threading
 import time
-import traceback
 from collections.abc import Callable
 from dataclasses import dataclass
-from pathlib import Path
-from typing import TYPE_CHECKING, TextIO
+from typing import Any, TextIO
 
-from tickwork._core.errors import ConfigError, JobFailed, TickworkError
-from tickwork._daemon.daemon import Daemon, Reload
-from tickwork._daemon.declare import (
-    DaemonError,
-    check_namespace,
-    default_namespace,
-    default_state_path,
-    make_state_key,
-    open_store,
-    redact_dsn,
-)
+from tickwork._core.errors import ConfigError, TickworkError
+from tickwork._daemon.daemon import Daemon
 from tickwork._daemon.jobsfile.config import Config, load_config
 from tickwork._daemon.jobsfile.crontab import CrontabOptions, load_crontab
-from tickwork._daemon.logline import json_line, one_line, say
-from tickwork._daemon.runlog import LogFormat, RunLog, iso
+from tickwork._daemon.logline import say, setup_logging
+from tickwork._daemon.runlog import LogFormat, RunLog
+from tickwork._daemon.state import DaemonError, Place, place_of, store_location
+from tickwork._daemon.web.endpoint import Endpoint, check_http, serve_http
 from tickwork._durable.engine import DEFAULT_WORKERS
-from tickwork._durable.events import RUN_FAILED
 from tickwork._durable.scheduler import DurableScheduler
-from tickwork.stores import Store
 
-if TYPE_CHECKING:
-    from tickwork._daemon.web.http import StatusServer
-    from tickwork._daemon.web.httpauth import Tokens
-
-__all__ = ["DaemonConfig", "run_daemon", "setup_logging"]
+__all__ = ["DaemonConfig", "run_daemon"]
 
 _log = logging.getLogger("tickwork.daemon")
 
@@ -120,13 +110,19 @@ class DaemonConfig:
     """``jobs_file`` is a crontab, read with these options (``--crontab``): it runs as
     `tickwork import crontab` translates it (docs/daemon.md, "Coming from cron")."""
 
+    def _scheduler_options(self) -> dict[str, Any]:
+        """The `DurableScheduler` keywords these options set (``--lease``, ``--poll``, ...)."""
+        return {
+            "lease": self.lease,
+            "poll": self.poll,
+            "max_workers": self.workers,
+            "health_after": self.health_after,
+            "allowed_modules": self.allowed_modules or None,
+        }
+
     def store_location(self) -> tuple[str | None, str | None]:
         """``(state, database)``: the database when given, else the state file."""
-        if self.database is not None:
-            return None, self.database
-        if self.state is not None:
-            return self.state, None
-        return str(default_state_path(self.jobs_file)), None
+        return store_location(self.jobs_file, self.state, self.database)
 
 
 def run_daemon(config: DaemonConfig, *, err: TextIO | None = None) -> int:
@@ -142,32 +138,41 @@ def run_daemon(config: DaemonConfig, *, err: TextIO | None = None) -> int:
     err = sys.stderr if err is None else err
     end = None if config.run_for is None else time.monotonic() + config.run_for
     remarks = _Remarks()
-    checked = _checked(config, err, remarks)
-    if isinstance(checked, int):
-        return checked
-    undo = setup_logging(err, config.log_format)
-    remarks.log()
     try:
-        return _open_and_serve(config, err, checked, end)
-    except KeyboardInterrupt:  # SIGINT before the daemon's own handlers are in place
-        say(err, config.log_format, "interrupted before the daemon started; not started")
-        return 130
-    finally:
-        undo()
+        checked = _checked(config, remarks)
+        return _serve(config, checked, remarks, err, end)
+    except (_NotStarted, KeyboardInterrupt) as exc:  # SIGINT before the daemon's handlers
+        status = exc.status if isinstance(exc, _NotStarted) else 130
+        cause = exc.__cause__
+        issues = cause.errors if isinstance(cause, ConfigError) else ()
+        for issue in issues:  # as `tickwork validate` prints them: file:line: ...
+            say(err, config.log_format, str(issue), prefix="")
+        if issues:
+            message = f"{config.jobs_file}: not started, fix the file first"
+        elif isinstance(cause, OSError):  # the --http address cannot be bound
+            message = f"--http {config.http}: cannot listen: {cause}"
+        else:  # a DaemonError, a StoreError; ValueError: an --http option
+            message = str(cause) if cause is not None else _INTERRUPTED
+        say(err, config.log_format, message)
+        return status
+
+
+_INTERRUPTED = "interrupted before the daemon started; not started"
+
+
+class _NotStarted(Exception):
+    """A step stopped the start with this exit status; its cause says why.
+
+    `run_daemon` says it: a `ConfigError`'s problems and that the file must be fixed,
+    an `OSError` as ``--http`` that cannot listen, any other cause as it reads.
+    """
+
+    def __init__(self, status: int) -> None:
+        super().__init__(status)
+        self.status = status
 
 
 # -- 1. the file read and checked ------------------------------------------------------
-
-
-@dataclass(frozen=True, slots=True)
-class _Http:
-    """``--http`` checked: where to listen, with which tokens, and whether it is public."""
-
-    address: tuple[str, int]
-    tokens: Tokens | None
-    """None: reading is open and nothing can be done over HTTP."""
-    public: bool
-    """Reachable beyond loopback with no token (``--http-public-reads``)."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -175,10 +180,10 @@ class _Checked:
     """What the file and the options check into before anything is opened."""
 
     jobs: Config
-    namespace: str
+    place: Place
     load: Callable[[str], Config]
     """What read the file, and reads it again at each reload."""
-    http: _Http | None
+    http: Endpoint | None
 
 
 class _Remarks:
@@ -200,322 +205,92 @@ class _Remarks:
             _log.warning("%s", text)
 
 
-def _checked(config: DaemonConfig, err: TextIO, remarks: _Remarks) -> _Checked | int:
-    """The file's jobs, the namespace and ``--http``, checked; or the exit status 2."""
-    fmt = config.log_format
-    load = _loader(config, remarks)
+def _checked(config: DaemonConfig, remarks: _Remarks) -> _Checked:
+    """The file's jobs, the namespace and state, and ``--http``, checked.
+
+    Raises:
+        _NotStarted: Status 2: the file, the namespace or an ``--http`` option is wrong.
+    """
+    options = config.crontab
+    load = load_config if options is None else _crontab_loader(options, remarks)
     try:
         jobs = load(config.jobs_file)
     except ConfigError as exc:
-        for issue in exc.errors:  # as `tickwork validate` prints them: file:line: ...
-            say(err, fmt, str(issue), prefix="")
-        say(err, fmt, f"{config.jobs_file}: not started, fix the file first")
-        return 2
+        raise _NotStarted(2) from exc
+    first = (config.http_token,) if config.http_token else ()
     try:
-        namespace = check_namespace(config.namespace or default_namespace(config.jobs_file))
-    except DaemonError as exc:
-        say(err, fmt, str(exc))
-        return 2
-    try:
-        http = None if config.http is None else _http_checked(config)
-    except ValueError as exc:
-        say(err, fmt, str(exc))
-        return 2
-    return _Checked(jobs, namespace, load, http)
+        place = place_of(
+            config.jobs_file,
+            namespace=config.namespace,
+            state=config.state,
+            database=config.database,
+            default_state=True,
+        )
+        http = None
+        if config.http is not None:
+            http = check_http(
+                config.http,
+                prefix=config.http_prefix,
+                tokens=(*first, *config.http_tokens),
+                token_file=config.http_token_file,
+                public_reads=config.http_public_reads,
+            )
+    except (DaemonError, ValueError) as exc:
+        raise _NotStarted(2) from exc
+    return _Checked(jobs, place, load, http)
 
 
-def _loader(config: DaemonConfig, warn: Callable[[str], None]) -> Callable[[str], Config]:
-    """What reads ``config.jobs_file``: `load_config`, or `load_crontab` with ``--crontab``."""
-    options = config.crontab
-    if options is None:
-        return load_config
+def _crontab_loader(
+    options: CrontabOptions, warn: Callable[[str], None]
+) -> Callable[[str], Config]:
+    """What reads a crontab with ``--crontab``: `load_crontab` with ``options``."""
     return lambda path: load_crontab(path, options, warn=warn)
 
 
-def _http_checked(config: DaemonConfig) -> _Http:
-    """``--http``'s address and ``--http-prefix``, the tokens, and whether it is public.
+# -- 3. to 7.: the store opened, the daemon and its server built, the jobs taken, served
+
+
+def _serve(
+    config: DaemonConfig, checked: _Checked, remarks: _Remarks, err: TextIO, end: float | None
+) -> int:
+    """Set up the log, open the store (giving up when ``end`` comes), build, serve.
 
     Raises:
-        ValueError: The address is not ``HOST:PORT``, the prefix not a path, a token
-            is wrong, or the address is reachable from other hosts without a token
-            and without ``--http-public-reads``.
+        _NotStarted: Status 1: the store cannot be used, ``--http`` cannot listen, or
+            the jobs cannot be taken (a foreign state, a clashing daemon).
     """
-    from tickwork._daemon.web.http import is_loopback, parse_address
-    from tickwork._daemon.web.httpauth import load_tokens
-    from tickwork._daemon.web.webapp import check_prefix
-
-    assert config.http is not None
-    check_prefix(config.http_prefix, where="--http-prefix")
-    address = parse_address(config.http)
-    texts = (*((config.http_token,) if config.http_token else ()), *config.http_tokens)
-    tokens = load_tokens(texts, config.http_token_file)
-    public = tokens is None and not is_loopback(address[0])
-    if public and not config.http_public_reads:
-        host, port = address
-        raise ValueError(
-            f"--http {host}:{port} is reachable from other hosts and has no --http-token:"
-            " give one (--http-token NAME=SECRET or --http-token-file FILE), or add"
-            " --http-public-reads to let anyone who can connect read the jobs; not started"
-        )
-    return _Http(address, tokens, public)
-
-
-# -- 3. to 7.: the store opened, the daemon and its server built, the jobs declared, served
-
-
-def _open_and_serve(config: DaemonConfig, err: TextIO, checked: _Checked, end: float | None) -> int:
-    """Open the store (giving up when ``end`` comes), declare the jobs, serve until ``end``."""
-    fmt = config.log_format
-    state, database = config.store_location()
-    within = None if end is None else max(0.0, end - time.monotonic())
+    options = config._scheduler_options()
+    undo = setup_logging(err, config.log_format)
+    remarks.log()
     try:
-        store = open_store(state=state, database=database, within=within)
-    except DaemonError as exc:
-        say(err, fmt, str(exc))
-        return 1
-    shown = redact_dsn(database or "")
-    daemon = _daemon_for(config, checked, store, state, shown, err)
-    server = None
-    if checked.http is not None:
         try:
-            server = _status_server(daemon, checked.http, config)
-        except OSError as exc:
+            store = checked.place.open(None if end is None else max(0.0, end - time.monotonic()))
+        except DaemonError as exc:
+            raise _NotStarted(1) from exc
+        daemon = Daemon(
+            config.jobs_file,
+            DurableScheduler(store, **options),
+            place=checked.place,
+            log=RunLog(err, format=config.log_format),
+            shutdown_grace=config.shutdown_grace,
+            watch=config.watch,
+            load=checked.load,
+        )
+        server = None
+        try:
+            if checked.http is not None:
+                hosts, refresh = config.http_host_names, config.http_refresh
+                server = serve_http(daemon, checked.http, host_names=hosts, refresh=refresh)
+            daemon.take(checked.jobs)
+        except (OSError, TickworkError) as exc:  # bind; a DaemonError, a StoreError
             store.close()
-            say(err, fmt, f"--http {config.http}: cannot listen: {exc}")
-            return 1
-        server.start()  # /readyz: 503 until the jobs are declared and runs start
-    try:
-        result = _declare(daemon, checked.jobs)
-    except TickworkError as exc:  # DaemonError, or a StoreError reading the state
-        if server is not None:
-            server.close()
-        store.close()
-        say(err, fmt, str(exc))
-        return 1
-    _trace_runs(daemon)
-    where = f"state {state}" if state is not None else f"database {shown}"
-    _announce(config, checked.jobs, result, where, server)
-    try:
-        return daemon.serve(run_for=None if end is None else max(0.0, end - time.monotonic()))
+            if server is not None:
+                server.close()
+            raise _NotStarted(1) from exc
+        try:
+            return daemon.serve(run_for=None if end is None else max(0.0, end - time.monotonic()))
+        finally:
+            if server is not None:
+                server.close()
     finally:
-        if server is not None:
-            server.close()
-
-
-def _daemon_for(
-    config: DaemonConfig,
-    checked: _Checked,
-    store: Store,
-    state: str | None,
-    shown: str,
-    err: TextIO,
-) -> Daemon:
-    """The `Daemon` that ``config`` describes, on ``store`` (at ``state``, or ``shown``)."""
-    scheduler = DurableScheduler(
-        store,
-        lease=config.lease,
-        poll=config.poll,
-        max_workers=config.workers,
-        health_after=config.health_after,
-        allowed_modules=config.allowed_modules or None,
-    )
-    return Daemon(
-        config.jobs_file,
-        scheduler,
-        namespace=checked.namespace,
-        log=RunLog(err, format=config.log_format),
-        shutdown_grace=config.shutdown_grace,
-        watch=config.watch,
-        state_key=make_state_key(
-            checked.namespace,
-            str(Path(state).expanduser().resolve()) if state is not None else shown,
-        ),
-        load=checked.load,
-    )
-
-
-def _declare(daemon: Daemon, jobs: Config) -> Reload:
-    """Take the state for ``jobs``: checked, the namespace held, applied, at_start queued.
-
-    Raises:
-        TickworkError: A `DaemonError`, or a `StoreError` reading the state.
-    """
-    daemon.check_store()
-    daemon.hold(jobs)
-    result = daemon.apply(jobs)
-    daemon.queue_start_runs()
-    return result
-
-
-def _trace_runs(daemon: Daemon) -> None:
-    """Make each run an OpenTelemetry span if the process set a tracer provider.
-
-    Set means OpenTelemetry is already imported (``opentelemetry-instrument``, a
-    ``sitecustomize``) and its global provider is a real one: nothing is imported or
-    paid otherwise. See docs/observability.md, "Tracing and error reporting".
-    """
-    if "opentelemetry.trace" not in sys.modules:
-        return
-    from tickwork.tracing import RunTracer, tracer_configured
-
-    if tracer_configured():
-        prefix = daemon.namespace + "/"
-        RunTracer(job_label=lambda job: job.removeprefix(prefix)).watch(daemon.scheduler)
-        daemon.traced = True
-        _log.info("tracing runs with OpenTelemetry (the global tracer provider)")
-
-
-def _announce(
-    config: DaemonConfig, jobs: Config, result: Reload, where: str, server: StatusServer | None
-) -> None:
-    """Log what runs from where, and where the pages are served."""
-    enabled = sum(job.enabled for job in jobs.jobs)
-    _log.info(
-        "%s",
-        f"running {enabled} job{'s' if enabled != 1 else ''} from {config.jobs_file}"
-        f" ({result.summary()}; {where}; pid {os.getpid()})",
-    )
-    if server is not None:
-        extra = "" if server.metrics else " (needs prometheus_client: tickwork[metrics])"
-        url = server.url + config.http_prefix
-        _log.info(
-            "%s",
-            f"status page at {url}/, metrics at {url}/metrics{extra}, health at {url}/healthz",
-        )
-
-
-def _status_server(daemon: Daemon, http: _Http, config: DaemonConfig) -> StatusServer:
-    """The ``--http`` endpoint: metrics, health, the pages and the API of the daemon's jobs.
-
-    Without ``prometheus_client`` (no ``metrics`` extra) the pages are served and
-    ``/metrics`` says what to install.
-    """
-    from tickwork._daemon.web.api import Api
-    from tickwork._daemon.web.http import StatusServer
-
-    registry = None
-    try:
-        import prometheus_client  # noqa: F401  (the metrics extra: /metrics alone needs it)
-    except ImportError:
-        pass
-    else:
-        from tickwork.metrics import SchedulerMetrics
-
-        metrics = SchedulerMetrics(job_label=lambda job: job.removeprefix(daemon.namespace + "/"))
-        metrics.watch(daemon.scheduler)
-        registry = metrics.registry
-    if http.public:  # --http-public-reads
-        _log.warning(
-            "--http %s:%d is reachable from other hosts and has no --http-token: anyone who"
-            " can connect reads the job names and figures",
-            *http.address,
-        )
-    return StatusServer(
-        http.address,
-        registry,
-        daemon.scheduler,
-        ready=daemon.liveness.readiness,
-        tokens=http.tokens,
-        host_names=config.http_host_names,
-        api=Api(
-            daemon.store,
-            daemon.namespace,
-            str(daemon.config_path),
-            http.tokens,
-            configured=daemon.job_config,
-            refresh=config.http_refresh,
-        ),
-        prefix=config.http_prefix,
-    )
-
-
-# -- daemon messages in the run log's format --------------------------------------------
-
-
-class _LogFormatter(logging.Formatter):
-    """Daemon messages as one line each, text or JSON, like the run log."""
-
-    def __init__(self, fmt: LogFormat) -> None:
-        super().__init__()
-        self._json = fmt == "json"
-
-    def format(self, record: logging.LogRecord) -> str:
-        message = record.getMessage()
-        exc = record.exc_info[1] if record.exc_info else None
-        if exc is not None:
-            message += f": {type(exc).__name__}: {exc}"
-        if self._json:
-            fields = {
-                "time": iso(record.created, millis=True),
-                "event": "log",
-                "level": record.levelname.lower(),
-                "logger": record.name,
-                "message": message,
-            }
-            if exc is not None:  # the whole traceback, in a field of the one record
-                fields["traceback"] = "".join(traceback.format_exception(exc)).rstrip()
-            return json_line(fields)
-        level = "" if record.levelno < logging.WARNING else f" {record.levelname.lower()}"
-        return one_line(f"{iso(record.created)} tickwork{level}: {message}")
-
-
-class _NotJobFailures(logging.Filter):
-    """Drop the durable layer's record of a failed run: the run log has said it.
-
-    A command's failure is a `JobFailed`; a one-off's is its function's own exception,
-    marked `RUN_FAILED` when it was sent as an event to the run log.
-    """
-
-    def filter(self, record: logging.LogRecord) -> bool:
-        exc = record.exc_info[1] if record.exc_info else None
-        return not (isinstance(exc, JobFailed) or getattr(record, RUN_FAILED, False))
-
-
-def setup_logging(stream: TextIO, fmt: LogFormat) -> Callable[[], None]:
-    """Send the ``tickwork`` loggers to ``stream`` in ``fmt``; return an undo function.
-
-    So that every line on ``stream`` is one record in ``fmt``, it also takes what would
-    otherwise be written there raw: other libraries' warnings (the database driver's)
-    and Python warnings when no logging is set up, and an exception no thread caught.
-    """
-    handler = logging.StreamHandler(stream)
-    handler.setFormatter(_LogFormatter(fmt))
-    handler.addFilter(_NotJobFailures())
-    root = logging.getLogger("tickwork")
-    durable = logging.getLogger("tickwork.durable")
-    saved = (root.level, root.propagate, durable.level)
-    root.addHandler(handler)
-    root.setLevel(logging.INFO)
-    root.propagate = False
-    durable.setLevel(logging.WARNING)  # its INFO lines repeat the run log's skips
-    python_root = logging.getLogger()
-    others: logging.Handler | None = None
-    if not python_root.handlers:  # else logging's last resort writes them raw
-        others = logging.StreamHandler(stream)
-        others.setFormatter(_LogFormatter(fmt))
-        others.setLevel(logging.WARNING)
-        python_root.addHandler(others)
-    logging.captureWarnings(True)
-    hook = threading.excepthook
-    threading.excepthook = _thread_crashed
-
-    def undo() -> None:
-        threading.excepthook = hook
-        logging.captureWarnings(False)
-        if others is not None:
-            python_root.removeHandler(others)
-        root.removeHandler(handler)
-        root.setLevel(saved[0])
-        root.propagate = saved[1]
-        durable.setLevel(saved[2])
-
-    return undo
-
-
-def _thread_crashed(args: threading.ExceptHookArgs) -> None:
-    """An exception no thread caught, as one log record (not a raw traceback)."""
-    if args.exc_type is SystemExit:
-        return
-    name = args.thread.name if args.thread is not None else "?"
-    exc = args.exc_value if args.exc_value is not None else args.exc_type()
-    _log.error("thread %s failed", name, exc_info=(args.exc_type, exc, args.exc_traceback))
+        undo()
