@@ -53,15 +53,8 @@ from tickwork._daemon.jobsfile.pools import declare_pools
 from tickwork._daemon.liveness import Liveness
 from tickwork._daemon.mail import Mail
 from tickwork._daemon.process.replacing import Replacing
-from tickwork._daemon.process.runner import (
-    ProcessGroups,
-    RunResult,
-    Survivor,
-    daemon_marker,
-    end_survivors,
-    find_survivors,
-    run_job,
-)
+from tickwork._daemon.process.runner import ProcessGroups, RunResult, daemon_marker, run_job
+from tickwork._daemon.process.stopping import STOP_SIGNALS, Stopping
 from tickwork._daemon.runlog import OneOffLines, RunLog, RunOutput, iso
 from tickwork._daemon.skips import SKIP_CHECK, HeldSlots
 from tickwork._daemon.state import DaemonError, Place
@@ -78,9 +71,7 @@ __all__ = ["Daemon", "Reload", "run_configured_job"]
 
 _log = logging.getLogger("tickwork.daemon")
 
-_STOP_SIGNALS: Final = (signal.SIGTERM, signal.SIGINT)
 _ERROR_TAIL: Final = 1000  # characters of output kept in a failed run's stored error
-_SETTLE: Final = 5.0  # after terminate_all: seconds beyond the longest kill_grace
 
 
 @dataclass(frozen=True, slots=True)
@@ -202,6 +193,7 @@ class Daemon:
         self.scheduler.add_listener(self._on_event)  # the skips and wake-ups
         self.scheduler.add_listener(OneOffLines(log, self.scheduler.running).observe)
         self._signals: list[int] = []
+        self._stopping = Stopping(self._groups, scheduler.running, self._wait, self._signals)
         self.exit_status = 0
         """What `serve` returns: 1 when run ends were left unrecorded at shutdown."""
         self._wake_r = self._wake_w = -1
@@ -583,10 +575,11 @@ class Daemon:
         os.set_blocking(self._wake_r, False)
         os.set_blocking(self._wake_w, False)
         previous = {
-            sig: signal.signal(sig, self._on_signal) for sig in (*_STOP_SIGNALS, signal.SIGHUP)
+            sig: signal.signal(sig, self._on_signal) for sig in (*STOP_SIGNALS, signal.SIGHUP)
         }
         try:
-            self.end_survivors()
+            grace = {job.name: job.kill_grace for job in self._jobs.values()}
+            self._stopping.end_survivors(self.state_key, grace)
             self.alerts.start()
             self.scheduler.start()
             self.dead_man.start()
@@ -607,44 +600,6 @@ class Daemon:
                     self.store.release_namespace(self.namespace, self.scheduler.owner)
             self.store.close()
         return self.exit_status
-
-    def end_survivors(self) -> int:
-        """End the runs a killed daemon of this state left behind; return how many groups.
-
-        A run's supervisor ends its group when its daemon dies; this catches the runs
-        whose supervisor died too (a ``kill -9`` of the whole process tree, the OOM
-        killer) or is still in its ``kill_grace``. Called by `serve` before any run
-        starts, so a job never runs beside a survivor of itself. Each group gets
-        SIGTERM, then SIGKILL after the job's ``kill_grace``.
-        """
-        found = find_survivors(self.state_key)
-        if not found:
-            return 0
-        groups: dict[int, list[Survivor]] = {}
-        for survivor in found:
-            groups.setdefault(survivor.pgid, []).append(survivor)
-        for pgid, members in sorted(groups.items()):
-            first = members[0]
-            _log.warning(
-                "job %r: a run started by daemon pid %d, which is gone, is still going"
-                " (process group %d, %d process(es)); ending it before any run starts",
-                first.job,
-                first.daemon_pid,
-                pgid,
-                len(members),
-            )
-        grace = max(
-            (self._jobs[s.job].kill_grace for s in found if s.job in self._jobs),
-            default=10.0,
-        )
-        left = end_survivors(found, grace)
-        if left:
-            _log.error(
-                "could not end %d process(es) of earlier runs: %s",
-                len(left),
-                ", ".join(f"pid {s.pid} (job {s.job!r})" for s in left),
-            )
-        return len(groups)
 
     def _on_signal(self, signum: int, frame: FrameType | None) -> None:
         # Only record it and wake the main loop: the work happens in _loop.
@@ -676,7 +631,7 @@ class Daemon:
         while True:
             while self._signals:
                 sig = self._signals.pop(0)
-                if sig in _STOP_SIGNALS:
+                if sig in STOP_SIGNALS:
                     return f"got {signal.Signals(sig).name}"
                 _log.info("got SIGHUP: reloading %s", self.config_path)
                 self.reload()
@@ -707,16 +662,6 @@ class Daemon:
                 waits.append(end - time.monotonic())
             self._wait(min(waits) if waits else None)
 
-    def _wait_idle(self, seconds: float) -> bool:
-        """Wait up to ``seconds`` for every run to end; a second stop signal cuts it short."""
-        give_up = time.monotonic() + seconds
-        while self.scheduler.running():
-            left = give_up - time.monotonic()
-            if left <= 0 or any(s in _STOP_SIGNALS for s in self._signals):
-                return False
-            self._wait(min(left, 0.05))
-        return True
-
     def _shutdown(self, why: str) -> None:
         # No run starts after this; claims not yet started are handed back.
         self.liveness.stopping()
@@ -740,18 +685,8 @@ class Daemon:
                 _seconds_text(self.shutdown_grace),
                 running,
             )
-        if not self._wait_idle(self.shutdown_grace):
-            if self._signals:
-                self._stop_now()
-            else:
-                n = self._groups.terminate_all()
-                _log.warning("shutdown grace over: terminating %d running command(s)", n)
-                kill_grace = max((j.kill_grace for j in self._jobs.values()), default=10.0)
-                if not self._wait_idle(kill_grace + _SETTLE):
-                    if self._signals:
-                        self._stop_now()
-                    else:
-                        self._abandon()
+        kill_grace = max((j.kill_grace for j in self._jobs.values()), default=10.0)
+        self._stopping.end_runs(self.shutdown_grace, kill_grace)
         # The ends of runs the store failed to record are retried for up to the
         # shutdown grace (at least 5 s); what is still unwritten makes the exit non-zero.
         self.scheduler.stop(wait=True, timeout=max(5.0, self.shutdown_grace))
@@ -765,41 +700,6 @@ class Daemon:
             )
             return
         _log.info("stopped")
-
-    def _running_names(self) -> str:
-        """The jobs running now, by name: ``'backup', 'report' (2 runs)``."""
-        return ", ".join(
-            f"{jid.partition('/')[2]!r}" + (f" ({n} runs)" if n > 1 else "")
-            for jid, n in sorted(self.scheduler.running().items())
-        )
-
-    def _stop_now(self) -> None:
-        """A second stop signal: SIGKILL every command's group now, then exit."""
-        sig = signal.Signals(self._signals[-1]).name
-        self._signals.clear()
-        names = self._running_names()
-        n = self._groups.kill_all()
-        _log.warning(
-            "got %s during the shutdown: stopping now: killing the process group of %d"
-            " running command(s) (%s)",
-            sig,
-            n,
-            names,
-        )
-        if n and self._wait_idle(_SETTLE):  # a third signal cuts this short
-            return
-        if self.scheduler.running():
-            self._abandon()
-
-    def _abandon(self) -> None:
-        """Exit now, with runs still going (in-process calls cannot be ended)."""
-        _log.error(
-            "exiting with runs still going (in-process calls cannot be terminated): %s",
-            self._running_names() or "none",
-        )
-        logging.shutdown()
-        sys.stderr.flush()
-        os._exit(0)  # the pool's threads would keep the interpreter alive
 
 
 def _trace_runs(daemon: Daemon) -> None:
