@@ -12,6 +12,7 @@ import signal
 import subprocess
 import sys
 import textwrap
+import time
 from pathlib import Path
 
 import pytest
@@ -161,16 +162,20 @@ def test_the_library_refuses_replace_and_says_why() -> None:
 
 def test_a_paused_replace_job_lets_its_run_finish(tmp_path: Path) -> None:
     # Issue 39 B13, tried from outside: a pause taken while a run went on still ended
-    # that run for the next slot, which then never ran (the job was paused).
+    # that run for the next slot, which then never ran (the job was paused). The run
+    # goes on until the test opens its gate, after the next slot has come due while it
+    # was paused; the slots are 10 s apart so that the pause lands first on a loaded
+    # machine (the `tickwork pause` process is a whole Python start).
+    gate = tmp_path / "gate"
     jobs = tmp_path / "jobs.toml"
     jobs.write_text(
         textwrap.dedent(
             f"""
             [[job]]
             name = "rep"
-            every = "1s"
+            every = "10s"
             overlap = "replace"
-            command = ["sh", "-c", "echo $$ >> {tmp_path}/starts; sleep 3; echo $$ >> {tmp_path}/ends"]
+            command = ["sh", "-c", "echo $$ >> {tmp_path}/starts; while [ ! -e {gate} ]; do sleep 0.05; done; echo $$ >> {tmp_path}/ends"]
             """  # noqa: E501
         )
     )
@@ -178,11 +183,17 @@ def test_a_paused_replace_job_lets_its_run_finish(tmp_path: Path) -> None:
     run = Run(jobs, state)
     try:
         wait_until("a run of rep", lambda: pids(tmp_path / "starts"), 120)
+        seen = time.time()  # the run's slot came at or before this
         paused = subprocess.run(
             [sys.executable, "-m", "tickwork", "pause", str(jobs), "rep", "--state", str(state)],
             capture_output=True, text=True, timeout=120,
         )  # fmt: skip
         assert paused.returncode == 0, paused.stderr
+        assert time.time() < seen + 10, "the pause took longer than a slot: no proof"
+        # The next slot comes due while the job is paused and its run goes on.
+        wait_until("the next slot to pass", lambda: time.time() > seen + 11.5, 30)
+        assert len(pids(tmp_path / "starts")) == 1 and not pids(tmp_path / "ends")
+        gate.touch()
         wait_until("a run of rep to finish", lambda: pids(tmp_path / "ends"), 60)
     finally:
         run.stop()

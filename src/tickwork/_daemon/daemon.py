@@ -47,7 +47,14 @@ from tickwork._core.text import iso_due
 from tickwork._core.text import plain_seconds as _seconds_text
 from tickwork._daemon.alerts import AlertSender
 from tickwork._daemon.deadman import DeadMan
-from tickwork._daemon.declare import ENTRY_POINT, fingerprint, job_id, owned, owner_label, spec_for
+from tickwork._daemon.declare import (
+    ENTRY_POINT,
+    declare_file,
+    fingerprint,
+    job_id,
+    owned,
+    owner_label,
+)
 from tickwork._daemon.jobsfile.config import Config, JobConfig, load_config
 from tickwork._daemon.jobsfile.pools import declare_pools
 from tickwork._daemon.liveness import Liveness
@@ -60,11 +67,10 @@ from tickwork._daemon.skips import SKIP_CHECK, HeldSlots
 from tickwork._daemon.state import DaemonError, Place
 from tickwork._daemon.web.status_page import failure_summary
 from tickwork._durable.attempts import begin_attempt, record_attempt
-from tickwork._durable.chains import upstream_first
 from tickwork._durable.engine import OUTPUT_LIMIT as LEDGER_TAIL
 from tickwork._durable.runnote import note_attempt
 from tickwork._durable.scheduler import DurableScheduler
-from tickwork.stores import Claim, JobSpec, JobState, OutcomeRetention, Upsert
+from tickwork.stores import Claim, JobState, OutcomeRetention, Upsert
 from tickwork.stores.contract import NamespaceHolders, SessionLiveness
 
 __all__ = ["Daemon", "Reload", "run_configured_job"]
@@ -302,17 +308,10 @@ class Daemon:
         updated: list[str] = []
         unchanged: list[str] = []
         failed: list[str] = []
-        # Chains: each job's upstream jobs are declared before it (the library checks).
-        jobs = list(
-            upstream_first(config.jobs, lambda j: j.name, lambda j: (u for u, _ in j.after))
+        declared = declare_file(
+            self.scheduler, config.jobs, namespace=self.namespace, now=now, stored=stored
         )
-        specs = [
-            spec_for(job, namespace=self.namespace, now=now, stored=stored.get(jid))
-            for job in jobs
-            for jid in [job_id(self.namespace, job.name)]
-        ]
-        results = self._declare_all(specs)
-        for job, result in zip(jobs, results, strict=True):
+        for job, result in declared:
             jid = job_id(self.namespace, job.name)
             if isinstance(result, Exception):
                 _log.error("job %r cannot be declared: %s", job.name, result)
@@ -333,20 +332,6 @@ class Daemon:
         return Reload(
             tuple(created), tuple(updated), tuple(unchanged), tuple(removed), tuple(failed)
         )
-
-    def _declare_all(self, specs: list[JobSpec]) -> list[Upsert | Exception]:
-        """Declare the file's jobs in one transaction; one by one if that fails."""
-        try:
-            return self.scheduler.declare_many(specs)
-        except Exception as exc:  # the store failed: each job says for itself
-            _log.warning("declaring %d jobs at once failed (%s): one by one", len(specs), exc)
-        results: list[Upsert | Exception] = []
-        for spec in specs:
-            try:
-                results.append(self.scheduler.declare(spec))
-            except Exception as exc:
-                results.append(exc)
-        return results
 
     def _remove_gone(self, gone: list[JobState]) -> list[str]:
         """Remove jobs gone from the file; one with a run going goes when that run ends.

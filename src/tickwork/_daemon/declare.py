@@ -11,15 +11,30 @@ from __future__ import annotations
 
 import hashlib
 import json
-from collections.abc import Mapping
+import logging
+from collections.abc import Mapping, Sequence
 from dataclasses import fields
-from typing import Any, Final, cast
+from typing import TYPE_CHECKING, Any, Final, cast
 
 from tickwork._daemon.jobsfile.config import OUTPUT_LIMIT, JobConfig
 from tickwork._daemon.mail import MAIL_COMMAND
-from tickwork.stores import JobSpec, JobState, Schedule
+from tickwork._durable.chains import upstream_first
+from tickwork.stores import JobSpec, JobState, Schedule, Upsert
 
-__all__ = ["ENTRY_POINT", "fingerprint", "job_id", "owned", "owner_label", "spec_for"]
+if TYPE_CHECKING:
+    from tickwork._durable.scheduler import DurableScheduler
+
+__all__ = [
+    "ENTRY_POINT",
+    "declare_file",
+    "fingerprint",
+    "job_id",
+    "owned",
+    "owner_label",
+    "spec_for",
+]
+
+_log = logging.getLogger("tickwork.daemon")
 
 # Stored in every job a jobs file declares: keep it stable. `tickwork._daemon` (the package)
 # hands the name to this module, so state written before the folders existed still runs.
@@ -131,6 +146,44 @@ def spec_for(
         # Chains: the file's names become the state's job ids.
         after=tuple((job_id(namespace, name), on) for name, on in job.after),
     )
+
+
+def declare_file(
+    scheduler: DurableScheduler,
+    jobs: Sequence[JobConfig],
+    *,
+    namespace: str,
+    now: float,
+    stored: Mapping[str, JobState],
+) -> list[tuple[JobConfig, Upsert | Exception]]:
+    """Declare a file's jobs (`spec_for` each) on ``scheduler``, in one transaction.
+
+    Each job goes after its upstream jobs (chains: the library checks that they exist).
+    When the batch fails (the store refused it), each job is declared on its own and
+    says for itself. ``stored``: the namespace's jobs in the store, by id.
+
+    Returns:
+        Each job, upstream first, with what its declaration did or what refused it.
+    """
+    specs = {
+        job.name: spec_for(job, namespace=namespace, now=now, stored=stored.get(jid))
+        for job in jobs
+        for jid in [job_id(namespace, job.name)]
+    }
+    ordered = list(upstream_first(jobs, lambda j: j.name, lambda j: (u for u, _ in j.after)))
+    batch = [specs[job.name] for job in ordered]
+    results: list[Upsert | Exception]
+    try:
+        results = list(scheduler.declare_many(batch))
+    except Exception as exc:  # the store failed: each job says for itself
+        _log.warning("declaring %d jobs at once failed (%s): one by one", len(batch), exc)
+        results = []
+        for spec in batch:
+            try:
+                results.append(scheduler.declare(spec))
+            except Exception as refused:
+                results.append(refused)
+    return list(zip(ordered, results, strict=True))
 
 
 def owned(state: JobState, namespace: str) -> bool:

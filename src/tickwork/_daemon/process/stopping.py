@@ -62,22 +62,50 @@ class Stopping:
     def end_runs(self, grace: float, kill_grace: float) -> None:
         """Wait up to ``grace`` for the runs; then SIGTERM, ``kill_grace``, exit.
 
-        Returns when no run goes on any more; exits the process (`os._exit`) when runs
-        that cannot be ended are left.
+        A stop signal during the grace or the ``kill_grace`` SIGKILLs every group at
+        once and waits `SETTLE` seconds (a further signal cuts that short). Returns when
+        no run goes on any more; exits the process (`os._exit`) when runs are left that
+        could not be ended (in-process calls cannot be).
         """
-        if self._wait_idle(grace):
-            return
-        if self._signals:
-            self._stop_now()
-            return
-        n = self._groups.terminate_all()
-        _log.warning("shutdown grace over: terminating %d running command(s)", n)
-        if self._wait_idle(kill_grace + SETTLE):
-            return
-        if self._signals:
-            self._stop_now()
+        phase, deadline = "grace", time.monotonic() + grace
+        while self._running():
+            signalled = any(s in STOP_SIGNALS for s in self._signals)
+            left = deadline - time.monotonic()
+            if left > 0 and not signalled:
+                self._wait(min(left, 0.05))
+                continue
+            if phase == "killed":  # its settle over, or cut short by another signal
+                break
+            if signalled:  # a second stop signal: SIGKILL every group now
+                sig = signal.Signals(self._signals[-1]).name
+                self._signals.clear()
+                names = _names(self._running())
+                n = self._groups.kill_all()
+                _log.warning(
+                    "got %s during the shutdown: stopping now: killing the process group"
+                    " of %d running command(s) (%s)",
+                    sig,
+                    n,
+                    names,
+                )
+                if not n:
+                    break
+                phase, deadline = "killed", time.monotonic() + SETTLE
+            elif phase == "grace":
+                n = self._groups.terminate_all()
+                _log.warning("shutdown grace over: terminating %d running command(s)", n)
+                phase, deadline = "terminated", time.monotonic() + kill_grace + SETTLE
+            else:  # SIGTERM's kill_grace is over too
+                break
         else:
-            self._abandon()
+            return
+        _log.error(
+            "exiting with runs still going (in-process calls cannot be terminated): %s",
+            _names(self._running()) or "none",
+        )
+        logging.shutdown()
+        sys.stderr.flush()
+        os._exit(0)  # the pool's threads would keep the interpreter alive
 
     def end_survivors(self, state_key: str, kill_grace: Mapping[str, float]) -> int:
         """End the runs a killed daemon of this state left behind; return how many groups.
@@ -115,47 +143,10 @@ class Stopping:
             )
         return len(groups)
 
-    def _wait_idle(self, seconds: float) -> bool:
-        """Wait up to ``seconds`` for every run to end; a second stop signal cuts it short."""
-        give_up = time.monotonic() + seconds
-        while self._running():
-            left = give_up - time.monotonic()
-            if left <= 0 or any(s in STOP_SIGNALS for s in self._signals):
-                return False
-            self._wait(min(left, 0.05))
-        return True
 
-    def _running_names(self) -> str:
-        """The jobs running now, by name: ``'backup', 'report' (2 runs)``."""
-        return ", ".join(
-            f"{jid.partition('/')[2]!r}" + (f" ({n} runs)" if n > 1 else "")
-            for jid, n in sorted(self._running().items())
-        )
-
-    def _stop_now(self) -> None:
-        """A second stop signal: SIGKILL every command's group now, then exit."""
-        sig = signal.Signals(self._signals[-1]).name
-        self._signals.clear()
-        names = self._running_names()
-        n = self._groups.kill_all()
-        _log.warning(
-            "got %s during the shutdown: stopping now: killing the process group of %d"
-            " running command(s) (%s)",
-            sig,
-            n,
-            names,
-        )
-        if n and self._wait_idle(SETTLE):  # a third signal cuts this short
-            return
-        if self._running():
-            self._abandon()
-
-    def _abandon(self) -> None:
-        """Exit now, with runs still going (in-process calls cannot be ended)."""
-        _log.error(
-            "exiting with runs still going (in-process calls cannot be terminated): %s",
-            self._running_names() or "none",
-        )
-        logging.shutdown()
-        sys.stderr.flush()
-        os._exit(0)  # the pool's threads would keep the interpreter alive
+def _names(running: Mapping[str, int]) -> str:
+    """The jobs running, by name: ``'backup', 'report' (2 runs)``."""
+    return ", ".join(
+        f"{jid.partition('/')[2]!r}" + (f" ({n} runs)" if n > 1 else "")
+        for jid, n in sorted(running.items())
+    )
