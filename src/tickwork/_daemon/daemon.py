@@ -61,7 +61,7 @@ from tickwork._daemon.liveness import Liveness
 from tickwork._daemon.mail import Mail
 from tickwork._daemon.process.replacing import Replacing
 from tickwork._daemon.process.runner import ProcessGroups, RunResult, daemon_marker, run_job
-from tickwork._daemon.process.stopping import STOP_SIGNALS, Stopping
+from tickwork._daemon.process.stopping import STOP_SIGNALS, Stopping, end_left_behind
 from tickwork._daemon.runlog import OneOffLines, RunLog, RunOutput, iso
 from tickwork._daemon.skips import SKIP_CHECK, HeldSlots
 from tickwork._daemon.state import DaemonError, Place
@@ -199,7 +199,6 @@ class Daemon:
         self.scheduler.add_listener(self._on_event)  # the skips and wake-ups
         self.scheduler.add_listener(OneOffLines(log, self.scheduler.running).observe)
         self._signals: list[int] = []
-        self._stopping = Stopping(self._groups, scheduler.running, self._wait, self._signals)
         self.exit_status = 0
         """What `serve` returns: 1 when run ends were left unrecorded at shutdown."""
         self._wake_r = self._wake_w = -1
@@ -215,12 +214,13 @@ class Daemon:
         """The running file's job ``name`` (``None``: none of that name)."""
         return self._jobs.get(name)
 
-    def take(self, config: Config) -> Reload:
+    def take(self, config: Config, *, also: str = "") -> Reload:
         """Take the state for ``config`` at the start, and log what runs from where.
 
         The state checked (`check_store`), the namespace held (`hold`), the file
         applied (`apply`), the ``at_start`` runs queued (`queue_start_runs`), each run
-        made a span if the process set up tracing (`_trace_runs`).
+        made a span if the process set up tracing (`_trace_runs`). ``also``: a line to
+        log after that one (where the ``--http`` server serves).
 
         Raises:
             TickworkError: A `DaemonError`, or a `StoreError` reading the state.
@@ -236,6 +236,8 @@ class Daemon:
             f"running {enabled} job{'s' if enabled != 1 else ''} from {self.config_path}"
             f" ({result.summary()}; {self.place.shown}; pid {os.getpid()})",
         )
+        if also:
+            _log.info("%s", also)
         return result
 
     def check_store(self) -> None:
@@ -564,7 +566,7 @@ class Daemon:
         }
         try:
             grace = {job.name: job.kill_grace for job in self._jobs.values()}
-            self._stopping.end_survivors(self.state_key, grace)
+            end_left_behind(self.state_key, grace)  # before any run starts
             self.alerts.start()
             self.scheduler.start()
             self.dead_man.start()
@@ -671,7 +673,8 @@ class Daemon:
                 running,
             )
         kill_grace = max((j.kill_grace for j in self._jobs.values()), default=10.0)
-        self._stopping.end_runs(self.shutdown_grace, kill_grace)
+        stopping = Stopping(self._groups, self.scheduler.running, self._wait, self._signals)
+        stopping.end_runs(self.shutdown_grace, kill_grace)
         # The ends of runs the store failed to record are retried for up to the
         # shutdown grace (at least 5 s); what is still unwritten makes the exit non-zero.
         self.scheduler.stop(wait=True, timeout=max(5.0, self.shutdown_grace))

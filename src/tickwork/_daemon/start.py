@@ -276,12 +276,12 @@ def _serve(
             watch=config.watch,
             load=checked.load,
         )
-        server = None
+        server, said = None, ""
         try:
             if checked.http is not None:
                 hosts, refresh = config.http_host_names, config.http_refresh
-                server = serve_http(daemon, checked.http, host_names=hosts, refresh=refresh)
-            daemon.take(checked.jobs)
+                server, said = serve_http(daemon, checked.http, host_names=hosts, refresh=refresh)
+            daemon.take(checked.jobs, also=said)
         except (OSError, TickworkError) as exc:  # bind; a DaemonError, a StoreError
             store.close()
             if server is not None:

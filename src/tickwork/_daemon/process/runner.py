@@ -57,7 +57,7 @@ from tickwork._daemon.jobsfile.config import JobConfig
 from tickwork._daemon.process.jobprocess import SETUP_ENV, ProcessSetup, optional_dir, process_setup
 from tickwork._durable.attempts import call_bounded
 from tickwork._durable.isolation import child_command, child_env, child_stdin
-from tickwork.stores.contract import OWNER_ENV, proc_stat, process_alive
+from tickwork.stores.contract import OWNER_ENV, proc_stat
 
 __all__ = [
     "LINE_LIMIT",
@@ -66,11 +66,8 @@ __all__ = [
     "OnLine",
     "ProcessGroups",
     "RunResult",
-    "Survivor",
     "backoff_delay",
     "daemon_marker",
-    "end_survivors",
-    "find_survivors",
     "resolve_callable",
     "run_attempt",
     "run_call",
@@ -1015,7 +1012,7 @@ def run_job(
     )
 
 
-# -- runs that outlived their daemon --------------------------------------------------
+# -- the daemon's mark on its runs (`tickwork._daemon.process.stopping` finds them) ---
 
 
 def daemon_marker(key: str) -> str:
@@ -1026,91 +1023,3 @@ def daemon_marker(key: str) -> str:
     """
     stat = proc_stat(os.getpid())
     return f"{key}:{os.getpid()}:{stat[2] if stat else 0}"
-
-
-@dataclass(frozen=True, slots=True)
-class Survivor:
-    """A process of a run whose daemon is gone."""
-
-    pid: int
-    """The process."""
-    started: int
-    """Its start time (clock ticks since boot): with ``pid``, its identity."""
-    pgid: int
-    """Its process group (the run's)."""
-    job: str
-    """The job whose run it belongs to."""
-    daemon_pid: int
-    """The pid of the daemon that started the run (no longer running)."""
-
-
-def find_survivors(key: str) -> list[Survivor]:
-    """The processes of runs started by daemons of ``key`` that are no longer running.
-
-    A process belongs to a run when its environment holds `MARKER_ENV` (inherited from
-    the supervisor; a process that cleared its environment is not found). Linux only
-    (it reads /proc); elsewhere the list is empty. Processes of other users and of
-    daemons that still run are left alone.
-    """
-    if not os.path.isdir("/proc"):
-        return []
-    prefix = f"{MARKER_ENV}={key}:".encode()
-    found: list[Survivor] = []
-    for entry in os.listdir("/proc"):
-        if not entry.isdigit() or int(entry) == os.getpid():
-            continue
-        pid = int(entry)
-        try:
-            environ = Path(f"/proc/{pid}/environ").read_bytes()
-        except OSError:
-            continue
-        marker = next((v for v in environ.split(b"\0") if v.startswith(prefix)), None)
-        if marker is None:
-            continue
-        try:
-            _, dpid, dstart, job = marker[len(MARKER_ENV) + 1 :].decode().split(":", 3)
-            daemon = (int(dpid), int(dstart))
-        except ValueError:
-            continue
-        if process_alive(*daemon):
-            continue
-        stat = proc_stat(pid)
-        if stat is None or stat[0] in ("Z", "X"):
-            continue
-        found.append(Survivor(pid, stat[2], stat[1], job, daemon[0]))
-    return found
-
-
-def end_survivors(
-    survivors: Sequence[Survivor],
-    grace: float,
-    *,
-    settle: float = 5.0,
-    sleep: Callable[[float], object] = time.sleep,
-) -> list[Survivor]:
-    """End the process groups of ``survivors``: SIGTERM, then SIGKILL after ``grace``.
-
-    A group is signalled only while one of its found processes is verified alive (same
-    pid, same start time), so a recycled pid is never signalled.
-
-    Returns:
-        The survivors still alive ``settle`` seconds after the SIGKILL (normally none).
-    """
-
-    def signal_groups(sig: int) -> None:
-        for pgid in {s.pgid for s in survivors if process_alive(s.pid, s.started)}:
-            _killpg(pgid, sig)
-
-    def wait(seconds: float) -> list[Survivor]:
-        give_up = time.monotonic() + seconds
-        while True:
-            left = [s for s in survivors if process_alive(s.pid, s.started)]
-            if not left or time.monotonic() >= give_up:
-                return left
-            sleep(0.05)
-
-    signal_groups(signal.SIGTERM)
-    if not wait(grace):
-        return []
-    signal_groups(signal.SIGKILL)
-    return wait(settle)

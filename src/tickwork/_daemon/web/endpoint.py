@@ -4,7 +4,7 @@
 before anything is opened (a bad value is a `ValueError` naming the option, and a
 start that would serve the jobs beyond this host to anyone is refused); `serve_http`
 builds the `StatusServer` over a built daemon (``/metrics`` when ``prometheus_client``
-is installed, the probes, the pages and the API), starts it and logs where it serves.
+is installed, the probes, the pages and the API), starts it and says where it serves.
 """
 
 from __future__ import annotations
@@ -89,10 +89,12 @@ def check_http(
 
 def serve_http(
     daemon: Served, endpoint: Endpoint, *, host_names: Sequence[str] = (), refresh: int = 10
-) -> StatusServer:
-    """The ``--http`` server over ``daemon``, started: metrics, probes, pages and API.
+) -> tuple[StatusServer, str]:
+    """The ``--http`` server over ``daemon``, started, and the line that says where.
 
-    ``/readyz`` answers 503 until the daemon has taken its jobs and runs start.
+    It serves the metrics, the probes, the pages and the API; ``/readyz`` answers 503
+    until the daemon has taken its jobs and runs start. The line (``status page at
+    URL/, ...``) is the daemon's to log once it runs its jobs (`Daemon.take`).
 
     Without ``prometheus_client`` (no ``metrics`` extra) the pages are served and
     ``/metrics`` says what to install.
@@ -127,14 +129,12 @@ def serve_http(
         host_names=host_names,
         api=api,
         prefix=endpoint.prefix,
+        serving=True,
     )
-    server.start()
     extra = "" if server.metrics else " (needs prometheus_client: tickwork[metrics])"
     url = server.url + endpoint.prefix
-    _log.info(
-        "status page at %s/, metrics at %s/metrics%s, health at %s/healthz", url, url, extra, url
-    )
-    return server
+    said = f"status page at {url}/, metrics at {url}/metrics{extra}, health at {url}/healthz"
+    return server, said
 
 
 def _job_label(namespace: str) -> Callable[[str], str]:

@@ -96,6 +96,7 @@ class StatusServer:
             a name that resolves here (DNS rebinding).
         idle_timeout: Seconds a connection may take to send a request (`IDLE_TIMEOUT`).
         prefix: The path a proxy serves the pages under (``--http-prefix``, see `WebApp`).
+        serving: Start serving at once, as `start` does.
 
     Raises:
         OSError: The address cannot be bound (in use, not this host's).
@@ -115,6 +116,7 @@ class StatusServer:
         idle_timeout: float = IDLE_TIMEOUT,
         ready: Callable[[], str | None] = lambda: None,
         prefix: str = "",
+        serving: bool = False,
     ) -> None:
         if token is not None and (not isinstance(token, str) or not token):
             raise ValueError("token must be a non-empty str or None")
@@ -133,9 +135,14 @@ class StatusServer:
         handler = type("Handler", (_Handler,), {"app": app, "timeout": idle_timeout})
         self._server = ThreadingHTTPServer(address, handler)
         self._server.daemon_threads = True
-        self._thread: threading.Thread | None = None
         self.metrics = registry is not None
         """Whether ``/metrics`` is served (``prometheus_client`` is installed)."""
+        self._thread: threading.Thread | None = None
+        if serving:
+            self._thread = threading.Thread(
+                target=self._server.serve_forever, name="tickwork-http", daemon=True
+            )
+            self._thread.start()
 
     @property
     def url(self) -> str:
@@ -146,7 +153,9 @@ class StatusServer:
         return f"http://{shown}:{port}"
 
     def start(self) -> None:
-        """Serve on a daemon thread."""
+        """Serve on a daemon thread (once)."""
+        if self._thread is not None:
+            return
         self._thread = threading.Thread(
             target=self._server.serve_forever, name="tickwork-http", daemon=True
         )
