@@ -5,6 +5,7 @@ from __future__ import annotations
 import io
 import os
 import signal
+import socket
 import threading
 from pathlib import Path
 
@@ -63,6 +64,69 @@ def test_a_broken_file_is_status_2_with_its_lines(tmp_path: Path) -> None:
     err = io.StringIO()
     assert run_daemon(DaemonConfig(str(jobs)), err=err) == 2
     assert "jobs.toml:4" in err.getvalue() and "not started, fix the file first" in err.getvalue()
+
+
+def _said(err: io.StringIO) -> list[str]:
+    return err.getvalue().splitlines()
+
+
+def test_a_bad_namespace_is_status_2_before_anything_is_opened(tmp_path: Path) -> None:
+    jobs = tmp_path / "jobs.toml"
+    jobs.write_text('[[job]]\nname = "x"\ncommand = ["true"]\nevery = "1h"\n')
+    state = tmp_path / "never" / "s.db"
+    err = io.StringIO()
+    assert run_daemon(DaemonConfig(str(jobs), state=str(state), namespace="a/b"), err=err) == 2
+    [line] = _said(err)
+    assert line.startswith("tickwork run: --namespace must be") and line.endswith("got 'a/b'")
+    assert not state.parent.exists()  # the state was not opened
+
+
+def test_an_http_address_in_use_is_status_1_and_closes_the_store(tmp_path: Path) -> None:
+    jobs = tmp_path / "jobs.toml"
+    jobs.write_text('[[job]]\nname = "x"\ncommand = ["true"]\nevery = "1h"\n')
+    state = tmp_path / "s.db"
+    with socket.socket() as taken:
+        taken.bind(("127.0.0.1", 0))
+        taken.listen()
+        port = taken.getsockname()[1]
+        err = io.StringIO()
+        config = DaemonConfig(str(jobs), state=str(state), http=f"127.0.0.1:{port}")
+        assert run_daemon(config, err=err) == 1
+    [line] = [x for x in _said(err) if x.startswith("tickwork run:")]
+    assert line.startswith(f"tickwork run: --http 127.0.0.1:{port}: cannot listen: "), line
+    with SQLiteStore(state) as store:  # closed by the start that gave up: opens again
+        assert store.jobs() == []  # nothing was declared
+
+
+def test_a_state_that_is_not_the_files_is_status_1_with_why(tmp_path: Path) -> None:
+    from tickwork import Every
+    from tickwork._daemon.declare import ENTRY_POINT
+    from tickwork.stores import JobSpec
+
+    jobs = tmp_path / "jobs.toml"
+    jobs.write_text('[[job]]\nname = "x"\ncommand = ["true"]\nevery = "1h"\n')
+    state = tmp_path / "s.db"
+    with SQLiteStore(state) as store:
+        store.upsert(JobSpec("other/y", ENTRY_POINT, Every(60)), 0.0)
+    err = io.StringIO()
+    assert run_daemon(DaemonConfig(str(jobs), state=str(state)), err=err) == 1
+    [line] = [x for x in _said(err) if x.startswith("tickwork run:")]
+    assert "the state holds jobs that are not this file's" in line and "'other/y'" in line
+    assert not any("running 1 job" in x for x in _said(err))
+
+
+def test_an_interrupt_while_the_file_is_read_is_status_130_and_one_line(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    import tickwork._daemon.start as start
+
+    def interrupted(path: str) -> None:
+        raise KeyboardInterrupt
+
+    monkeypatch.setattr(start, "load_config", interrupted)
+    err = io.StringIO()
+    assert run_daemon(DaemonConfig(str(tmp_path / "jobs.toml")), err=err) == 130
+    assert _said(err) == ["tickwork run: interrupted before the daemon started; not started"]
 
 
 @pytest.mark.parametrize(

@@ -277,17 +277,19 @@ def _serve(
             load=checked.load,
         )
         server, said = None, ""
-        try:
-            if checked.http is not None:
-                hosts, refresh = config.http_host_names, config.http_refresh
+        if checked.http is not None:
+            hosts, refresh = config.http_host_names, config.http_refresh
+            try:
                 server, said = serve_http(daemon, checked.http, host_names=hosts, refresh=refresh)
-            daemon.take(checked.jobs, also=said)
-        except (OSError, TickworkError) as exc:  # bind; a DaemonError, a StoreError
-            store.close()
-            if server is not None:
-                server.close()
-            raise _NotStarted(1) from exc
+            except OSError as exc:  # the address cannot be bound
+                store.close()
+                raise _NotStarted(1) from exc
         try:
+            try:
+                daemon.take(checked.jobs, also=said)
+            except TickworkError as exc:  # a DaemonError, or a StoreError reading the state
+                store.close()
+                raise _NotStarted(1) from exc
             return daemon.serve(run_for=None if end is None else max(0.0, end - time.monotonic()))
         finally:
             if server is not None:
