@@ -35,8 +35,9 @@ def pids(path: Path) -> list[int]:
 def test_replace_ends_the_running_group_and_starts_the_next_run(tmp_path: Path) -> None:
     rep_sh = tmp_path / "rep.sh"
     rep_sh.write_text(
-        f"echo $$ >> {tmp_path}/starts\n"
+        # The trap is set before the start is written: a run seen started has it.
         f"trap 'echo $$ >> {tmp_path}/terms; exit 143' TERM\n"
+        f"echo $$ >> {tmp_path}/starts\n"
         f"sleep 300 & echo $! >> {tmp_path}/children\n"
         "wait\n"
     )
