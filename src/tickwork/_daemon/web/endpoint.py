@@ -12,19 +12,17 @@ from __future__ import annotations
 import logging
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any, Protocol
+from typing import TYPE_CHECKING, Any
 
 from tickwork._daemon.web.httpauth import Tokens, load_tokens
 from tickwork._daemon.web.webapp import check_prefix
 
 if TYPE_CHECKING:
-    from tickwork._daemon.jobsfile.config import JobConfig
-    from tickwork._daemon.liveness import Liveness
+    from tickwork._daemon.daemon import Daemon
     from tickwork._daemon.web.http import StatusServer
     from tickwork._durable.scheduler import DurableScheduler
-    from tickwork.stores import Store
 
-__all__ = ["Endpoint", "Served", "check_http", "serve_http"]
+__all__ = ["Endpoint", "check_http", "serve_http"]
 
 _log = logging.getLogger("tickwork.daemon")
 
@@ -40,19 +38,6 @@ class Endpoint:
     """Reachable beyond loopback with no token (``--http-public-reads``)."""
     prefix: str
     """``--http-prefix``: the path a proxy serves the pages under."""
-
-
-class Served(Protocol):
-    """What `serve_http` shows of a daemon (`tickwork._daemon.daemon.Daemon`)."""
-
-    scheduler: DurableScheduler
-    store: Store
-    namespace: str
-    config_path: str
-    liveness: Liveness
-
-    def job_config(self, name: str) -> JobConfig | None:
-        """The running file's job ``name`` (``None``: none of that name)."""
 
 
 def check_http(
@@ -88,7 +73,7 @@ def check_http(
 
 
 def serve_http(
-    daemon: Served, endpoint: Endpoint, *, host_names: Sequence[str] = (), refresh: int = 10
+    daemon: Daemon, endpoint: Endpoint, *, host_names: Sequence[str] = (), refresh: int = 10
 ) -> tuple[StatusServer, str]:
     """The ``--http`` server over ``daemon``, started, and the line that says where.
 
