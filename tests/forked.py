@@ -25,8 +25,16 @@ from typing import TextIO
 
 ROOT = Path(__file__).resolve().parent.parent
 
-#: The modules the server imports once; each child then imports only what it adds.
-PRELOAD = ["tests.durable_crash_child", "tickwork.stores.postgres"]
+#: The modules the server imports once; each child then imports only what it adds: the
+#: crash loops' node, and ``tickwork run`` with both stores (tests/test_daemon_kills.py).
+PRELOAD = [
+    "tests.durable_crash_child",
+    "tickwork.stores.postgres",
+    "tickwork.stores.sqlite",
+    "tickwork.__main__",
+    "tickwork._cli.run",
+    "tickwork._daemon.start",
+]
 
 _context = multiprocessing.get_context("forkserver")
 _context.set_forkserver_preload(PRELOAD)
@@ -74,21 +82,33 @@ class Child:
         return code
 
 
-def start(module: str, args: list[str], log: Path) -> Child:
-    """Run ``python -m module *args`` as a forked child: stdout to a pipe, stderr to ``log``."""
+def start(module: str, args: list[str], log: Path, *, stdout: bool = True) -> Child:
+    """Run ``python -m module *args`` as a forked child: stdout to a pipe, stderr to ``log``.
+
+    ``stdout=False``: the child's stdout is ``/dev/null`` (``subprocess.DEVNULL``) instead.
+    """
     read, write = _context.Pipe(duplex=False)
-    process = _context.Process(target=_enter, args=(module, args, write, str(log)), daemon=False)
+    target_args = (module, args, write if stdout else None, str(log))
+    process = _context.Process(target=_enter, args=target_args, daemon=False)
     process.start()
     write.close()
-    stdout = open(os.dup(read.fileno()), encoding="utf-8")  # noqa: SIM115 (the caller closes it)
+    if not stdout:
+        read.close()
+        return Child(process, None)
+    out = open(os.dup(read.fileno()), encoding="utf-8")  # noqa: SIM115 (the caller closes it)
     read.close()
-    return Child(process, stdout)
+    return Child(process, out)
 
 
-def _enter(module: str, args: list[str], stdout: Connection, log: str) -> None:
+def _enter(module: str, args: list[str], stdout: Connection | None, log: str) -> None:
     """In the child: the streams of ``python -m`` (stdout the pipe, stderr the log), then run."""
-    os.dup2(stdout.fileno(), 1)
-    stdout.close()
+    if stdout is None:
+        null = os.open(os.devnull, os.O_WRONLY)
+        os.dup2(null, 1)
+        os.close(null)
+    else:
+        os.dup2(stdout.fileno(), 1)
+        stdout.close()
     err = os.open(log, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o644)
     os.dup2(err, 2)
     os.close(err)
