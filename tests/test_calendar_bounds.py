@@ -15,7 +15,6 @@ import math
 import re
 import sqlite3
 import subprocess
-import sys
 import textwrap
 import time
 from datetime import datetime, timedelta, timezone
@@ -24,6 +23,7 @@ from typing import Any
 
 import pytest
 
+from tests import forked
 from tests.test_daemon_e2e import Run
 from tests.test_http import get
 from tickwork import At, Cron, Every, Once, Scheduler
@@ -51,9 +51,8 @@ OUTSIDE = "must fall in the years 1 to 9999 (UTC)"
 
 
 def tickwork(*argv: str) -> subprocess.CompletedProcess[str]:
-    return subprocess.run(
-        [sys.executable, "-m", "tickwork", *argv], capture_output=True, text=True, timeout=120
-    )
+    """The command in a process of its own, forked warm (tests/forked.py)."""
+    return forked.tickwork(*argv, timeout=120)
 
 
 # -- the library -----------------------------------------------------------------------

@@ -20,16 +20,16 @@ from pathlib import Path
 
 import pytest
 
+from tests import forked
+
 pytestmark = pytest.mark.skipif(sys.platform == "win32", reason="POSIX processes and ptys")
 
 
 def tickwork(*args: str, answer: str | None = None) -> subprocess.CompletedProcess[str]:
     """Run ``tickwork``; with ``answer``, its stdin is a terminal that types it."""
     command = [sys.executable, "-m", "tickwork", *args]
-    if answer is None:
-        return subprocess.run(
-            command, stdin=subprocess.DEVNULL, capture_output=True, text=True, timeout=120
-        )
+    if answer is None:  # forked warm (tests/forked.py), stdin /dev/null
+        return forked.tickwork(*args, timeout=120)
     parent, child = pty.openpty()
     try:
         proc = subprocess.Popen(

@@ -10,11 +10,11 @@ from __future__ import annotations
 import io
 import json
 import subprocess
-import sys
 from pathlib import Path
 
 import pytest
 
+from tests import forked
 from tickwork.__main__ import build_parser
 from tickwork._cli.options import take_file
 
@@ -34,13 +34,8 @@ VERBS = (
 
 
 def tickwork(*argv: str, cwd: Path | None = None) -> subprocess.CompletedProcess[str]:
-    return subprocess.run(
-        [sys.executable, "-m", "tickwork", *argv],
-        capture_output=True,
-        text=True,
-        timeout=120,
-        cwd=cwd,
-    )
+    """The command in a process of its own, forked warm (tests/forked.py)."""
+    return forked.tickwork(*argv, timeout=120, cwd=cwd)
 
 
 @pytest.fixture

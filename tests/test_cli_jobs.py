@@ -20,6 +20,7 @@ from typing import Any
 
 import pytest
 
+from tests import forked
 from tickwork import Every
 from tickwork.__main__ import build_parser
 from tickwork._cli.jobs import run_jobs
@@ -140,13 +141,8 @@ def views(tmp_path: Path) -> Path:
 
 
 def cli(*args: str, tz: str) -> str:
-    proc = subprocess.run(
-        [sys.executable, "-m", "tickwork", "jobs", *args],
-        capture_output=True,
-        text=True,
-        timeout=60,
-        env={**os.environ, "TZ": tz},
-    )
+    """``tickwork jobs`` in a process of its own, forked warm (tests/forked.py)."""
+    proc = forked.tickwork("jobs", *args, timeout=60, env={**os.environ, "TZ": tz})
     assert proc.returncode == 0, proc.stderr
     return proc.stdout
 

@@ -17,6 +17,8 @@ from pathlib import Path
 
 import pytest
 
+from tests import forked
+
 from .test_daemon_e2e import Run, wait_until
 
 pytestmark = pytest.mark.skipif(sys.platform == "win32", reason="POSIX processes")
@@ -48,13 +50,8 @@ def jobs_file(path: Path, *names: str) -> Path:
 
 
 def tickwork(*argv: str) -> subprocess.CompletedProcess[str]:
-    return subprocess.run(
-        [sys.executable, "-m", "tickwork", *argv],
-        stdin=subprocess.DEVNULL,
-        capture_output=True,
-        text=True,
-        timeout=120,
-    )
+    """The command in a process of its own, forked warm (tests/forked.py; stdin /dev/null)."""
+    return forked.tickwork(*argv, timeout=120)
 
 
 def outcomes(where: list[str], name: str) -> list[str]:
