@@ -18,6 +18,7 @@ from pathlib import Path
 
 import pytest
 
+from tests import forked
 from tests.test_crontab import CRONTABS, fixture
 from tests.test_daemon_e2e import Run, wait_until
 from tickwork._daemon.jobsfile.crontab import CrontabOptions, translate_crontab
@@ -29,6 +30,9 @@ pytestmark = pytest.mark.skipif(sys.platform == "win32", reason="POSIX signals")
 def tickwork(
     *args: str, stdin: bytes | None = None, cwd: Path | None = None
 ) -> tuple[int, str, str]:
+    if stdin is None:  # its own process, forked warm (tests/forked.py), stdin /dev/null
+        done = forked.tickwork(*args, timeout=120, cwd=cwd)
+        return done.returncode, done.stdout, done.stderr
     proc = subprocess.run(
         [sys.executable, "-m", "tickwork", *args],
         input=stdin,

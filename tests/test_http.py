@@ -20,6 +20,7 @@ from typing import Any
 import pytest
 from prometheus_client import CollectorRegistry, Counter
 
+from tests import forked
 from tests.test_daemon_e2e import LIMIT, Run, wait_until
 from tickwork import DurableScheduler
 from tickwork._daemon.start import DaemonConfig, run_daemon
@@ -246,7 +247,6 @@ def test_the_daemon_serves_its_metrics_and_health(tmp_path: Path) -> None:
 def test_the_daemon_s_metrics_show_pauses_failure_streaks_and_waiting_runs(
     tmp_path: Path,
 ) -> None:
-    import subprocess
 
     jobs, state = tmp_path / "jobs.toml", tmp_path / "s.sqlite3"
     jobs.write_text(
@@ -274,11 +274,10 @@ def test_the_daemon_s_metrics_show_pauses_failure_streaks_and_waiting_runs(
         )
     )
 
-    def tickwork(*args: str) -> None:
-        subprocess.run(
-            [sys.executable, "-m", "tickwork", *args, "-f", str(jobs), "--state", str(state)],
-            check=True, capture_output=True, timeout=60,
-        )  # fmt: skip
+    def tickwork(*args: str) -> None:  # its own process, forked warm (tests/forked.py)
+        forked.tickwork(
+            *args, "-f", str(jobs), "--state", str(state), timeout=60
+        ).check_returncode()
 
     def gauge(text: str, name: str, job: str) -> float | None:
         head = f'{name}{{job="{job}"}} '
