@@ -47,7 +47,7 @@ _context.set_forkserver_preload(PRELOAD)
 class Child:
     """A forked child, handled as a `subprocess.Popen` with ``stdout=PIPE, text=True``."""
 
-    def __init__(self, process: multiprocessing.process.BaseProcess, stdout: TextIO) -> None:
+    def __init__(self, process: multiprocessing.process.BaseProcess, stdout: TextIO | None) -> None:
         self.process = process
         self.stdout: TextIO | None = stdout
 
