@@ -14,12 +14,10 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
-from tickwork._daemon.web.httpauth import Tokens, load_tokens
-from tickwork._daemon.web.webapp import check_prefix
-
 if TYPE_CHECKING:
     from tickwork._daemon.daemon import Daemon
     from tickwork._daemon.web.http import StatusServer
+    from tickwork._daemon.web.httpauth import Tokens
     from tickwork._durable.scheduler import DurableScheduler
 
 __all__ = ["Endpoint", "check_http", "serve_http"]
@@ -55,7 +53,10 @@ def check_http(
             is wrong, or the address is reachable from other hosts without a token
             and without ``--http-public-reads``.
     """
+    # The HTTP surface is imported only by a start that serves it.
     from tickwork._daemon.web.http import is_loopback, parse_address
+    from tickwork._daemon.web.httpauth import load_tokens
+    from tickwork._daemon.web.webapp import check_prefix
 
     where = parse_address(address)
     loopback = is_loopback(where[0])
