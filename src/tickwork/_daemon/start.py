@@ -28,7 +28,7 @@ import sys
 import time
 from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Any, TextIO
+from typing import TextIO, TypedDict
 
 from tickwork._core.errors import ConfigError, TickworkError
 from tickwork._daemon.daemon import Daemon
@@ -44,6 +44,16 @@ from tickwork._durable.scheduler import DurableScheduler
 __all__ = ["DaemonConfig", "run_daemon"]
 
 _log = logging.getLogger("tickwork.daemon")
+
+
+class _SchedulerOptions(TypedDict):
+    """The `DurableScheduler` keywords a `DaemonConfig` sets."""
+
+    lease: float
+    poll: float
+    max_workers: int
+    health_after: float
+    allowed_modules: tuple[str, ...] | None
 
 
 @dataclass(frozen=True, slots=True)
@@ -110,7 +120,7 @@ class DaemonConfig:
     """``jobs_file`` is a crontab, read with these options (``--crontab``): it runs as
     `tickwork import crontab` translates it (docs/daemon.md, "Coming from cron")."""
 
-    def _scheduler_options(self) -> dict[str, Any]:
+    def _scheduler_options(self) -> _SchedulerOptions:
         """The `DurableScheduler` keywords these options set (``--lease``, ``--poll``, ...)."""
         return {
             "lease": self.lease,
