@@ -140,6 +140,16 @@ def test_bad_namespace_is_refused(store: SQLiteStore) -> None:
         daemon(store, namespace="a/b")
 
 
+def test_the_state_key_is_the_one_earlier_daemons_marked_their_runs_with() -> None:
+    # A daemon finds the runs a killed one left by this key (in each run's environment):
+    # it must not change from one version to the next. Values of the releases before.
+    place = place_of("/etc/t/jobs.toml", state="/var/lib/t/s.db", default_state=True)
+    assert (place.namespace, place.key) == ("jobs", "0e73645da4e3802e")
+    place = place_of("/etc/t/jobs.toml", state="/x", database="postgresql://u:pw@h/db")
+    assert (place.state, place.key) == (None, "5ee15e7f1ba0724a")  # the DSN wins
+    assert place.shown == "database postgresql://u:***@h/db"
+
+
 def test_the_entry_point_refuses_outside_a_daemon() -> None:
     with pytest.raises(RuntimeError, match="runs only inside `tickwork run`"):
         run_configured_job("a")
