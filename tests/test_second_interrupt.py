@@ -177,3 +177,35 @@ def test_second_stop_signal_kills_a_stuck_command_and_exits(
     assert "killing the process group of 1 running command(s) ('stuck')" in line
     assert "stuck failed cancelled" in p.text()
     wait_until(f"process group {pgid} to be gone", lambda: group_gone(pgid))
+
+
+def test_a_sighup_during_the_shutdown_is_no_second_stop_signal(
+    tmp_path: Path, procs: list[Proc]
+) -> None:
+    # A reload asked for while the daemon stops changes nothing: at the end of the grace
+    # the command gets SIGTERM, as without it (it once counted as a second stop signal,
+    # and every group got SIGKILL instead).
+    pid_file = tmp_path / "pid"
+    jobs = tmp_path / "jobs.toml"
+    jobs.write_text(
+        textwrap.dedent(
+            STUCK_JOBS.format(pid=pid_file).replace(
+                "trap '' TERM INT; while :; do sleep 1; done",
+                "trap 'exit 0' TERM; while :; do sleep 0.1; done",
+            )
+        )
+    )
+    p = Proc(
+        [sys.executable, "-m", "tickwork", "run", str(jobs), "--state", str(tmp_path / "s.db"),
+         "--shutdown-grace", "2s"],
+        tmp_path,
+    )  # fmt: skip
+    procs.append(p)
+    p.wait_line("stuck started")
+    wait_until("the job's pid", lambda: pid_file.exists() and pid_file.read_text())
+    p.proc.send_signal(signal.SIGTERM)
+    p.wait_line("waiting up to 2s for 1 running job(s)")
+    p.proc.send_signal(signal.SIGHUP)
+    assert p.exit_code() == 0, p.text()
+    assert "shutdown grace over: terminating 1 running command(s)" in p.text()
+    assert "stopping now" not in p.text() and "SIGKILL" not in p.text()
