@@ -38,6 +38,7 @@ from tickwork.stores.postgres import PostgresStore, redact_dsn  # noqa: E402
 
 from .pool_contract import PoolContract  # noqa: E402
 from .store_contract import LEASE, StoreContract, claim, counts, once, oneoff, spec  # noqa: E402
+from .waiting import wait_until  # noqa: E402
 
 
 class TestPostgresContract(StoreContract):
@@ -1234,3 +1235,47 @@ def test_an_enqueue_is_one_statement_and_a_one_offs_finish_deletes_without_updat
     assert not any("UPDATE tickwork_jobs" in q for q in statements)
     assert counts(store).done == 2 and counts(store).failed == 1
     assert len(store.history()) == 3 and store.get("~o0") is None
+
+
+@pytest.mark.parametrize("delivery", ["at_most_once", "at_least_once"])
+def test_a_start_that_commits_while_its_expired_claim_is_recovered_is_seen_by_the_recovery(
+    open_pg: Callable[..., PostgresStore], pg_dsn: str, pg_schema: str, delivery: str
+) -> None:
+    """A node alive past its lease starts its run while another node recovers the claim.
+
+    The start (an UPDATE of the claim row) commits after the recovery first read the
+    claim. The recovery must act on the claim as committed: started, so an ``abandoned``
+    entry and, at-most-once, no second run. Acting on what it read first (not started,
+    so re-offered with no entry), the slot would run twice with one attempt on record:
+    found once in the one-off kill loop at a load of 30.
+    """
+    owner, recoverer = open_pg(), open_pg()
+    owner.upsert(spec("job", At(100.0), delivery=delivery), 100.0)
+    (c,) = claim(owner, 100.0, advance=once)
+    recovered: list[Any] = []
+    with admin(pg_dsn) as start:
+        start.execute(sql.SQL("SET search_path TO {}").format(sql.Identifier(pg_schema)))
+        start.execute("BEGIN")
+        start.execute("UPDATE tickwork_claims SET started = 100.5 WHERE token = %s", (c.token,))
+        thread = threading.Thread(
+            target=lambda: recovered.extend(recoverer.recover_expired(100.0 + LEASE + 1))
+        )
+        thread.start()
+        wait_until(
+            "the recovery to wait for the start's lock",
+            lambda: rows(
+                pg_dsn,
+                pg_schema,
+                "SELECT 1 FROM pg_stat_activity WHERE wait_event_type = 'Lock'"
+                " AND datname = current_database()",
+            ),
+        )
+        start.execute("COMMIT")
+        thread.join(timeout=60)
+    assert not thread.is_alive()
+    want = "abandoned" if delivery == "at_most_once" else "requeued"
+    assert [(r.claim.job_id, r.action) for r in recovered] == [("job", want)]
+    assert [e.outcome for e in owner.history("job")] == ["abandoned"]
+    state = owner.get("job")
+    retries = [] if state is None else [(x.retry, x.started) for x in state.claims]
+    assert retries == ([] if delivery == "at_most_once" else [(True, None)])

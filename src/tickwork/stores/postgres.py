@@ -826,7 +826,10 @@ class PostgresStore(SchemaMixin, ListenMixin, SQLStore[Cursor]):
         """Lock the job rows first, skipping those another transaction holds.
 
         By key from the claims to recover: never a scan of every job, even in the
-        generic plan of a prepared statement.
+        generic plan of a prepared statement. The claim rows are locked too, and read
+        as committed once locked: an owner alive past its lease may be starting its run
+        (an UPDATE of the claim row alone), and a start that commits meanwhile must be
+        seen (recorded ``abandoned``, never re-offered as not started).
         """
         ids = [
             r[0]
@@ -843,7 +846,7 @@ class PostgresStore(SchemaMixin, ListenMixin, SQLStore[Cursor]):
         return cur.execute(
             f"SELECT {CLAIM_COLUMNS}, j.spec FROM tickwork_claims c JOIN tickwork_jobs j"
             " ON j.id = c.job_id WHERE c.job_id = ANY(%s) AND c.owner <> ''"
-            " AND (c.lease_until <= %s OR c.owner = ANY(%s))",
+            " AND (c.lease_until <= %s OR c.owner = ANY(%s)) FOR UPDATE OF c",
             (ids, now, gone),
         ).fetchall()
 
