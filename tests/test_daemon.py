@@ -102,23 +102,23 @@ def test_fingerprint_changes_with_any_option_and_not_with_the_line() -> None:
 
 def test_apply_is_idempotent_and_a_restart_keeps_a_one_shots_time(store: SQLiteStore) -> None:
     config = parse_config(FILE)
-    first = daemon(store).apply(config)
+    first = daemon(store).jobs.apply(config)
     assert first.created == ("a", "b", "c", "d") and first.summary() == "4 created"
     c_time = store.get("jobs/c")
     assert c_time is not None and c_time.next_run == NOW + 10
     # A restart 5 s later with the same file: nothing changes, `in` is not re-anchored.
-    again = daemon(store, now=NOW + 5).apply(config)
+    again = daemon(store, now=NOW + 5).jobs.apply(config)
     assert again.unchanged == ("a", "b", "c", "d") and again.summary() == "4 unchanged"
     c_again = store.get("jobs/c")
     assert c_again is not None and c_again.next_run == NOW + 10
 
 
 def test_apply_updates_changed_jobs_and_removes_only_its_own(store: SQLiteStore) -> None:
-    daemon(store).apply(parse_config(FILE))
+    daemon(store).jobs.apply(parse_config(FILE))
     store.upsert(JobSpec("other/a", ENTRY_POINT, Every(1)), NOW)  # another namespace
     store.upsert(JobSpec("lib-job", "os:getcwd", Every(1)), NOW)  # not a daemon job
     changed = FILE.replace('every = "30s"', 'every = "45s"').split('[[job]]\nname = "c"')[0]
-    result = daemon(store, now=NOW + 1).apply(parse_config(changed))
+    result = daemon(store, now=NOW + 1).jobs.apply(parse_config(changed))
     assert (result.updated, result.unchanged, result.removed) == (("a",), ("b",), ("c", "d"))
     assert sorted(s.id for s in store.jobs()) == ["jobs/a", "jobs/b", "lib-job", "other/a"]
     a = store.get("jobs/a")
@@ -127,12 +127,12 @@ def test_apply_updates_changed_jobs_and_removes_only_its_own(store: SQLiteStore)
 
 def test_a_state_with_foreign_jobs_is_refused(store: SQLiteStore) -> None:
     d = daemon(store)
-    d.check_store()  # empty: fine
-    d.apply(parse_config(FILE))
-    d.check_store()  # its own jobs: fine
+    d.jobs.check_store()  # empty: fine
+    d.jobs.apply(parse_config(FILE))
+    d.jobs.check_store()  # its own jobs: fine
     store.upsert(JobSpec("other/x", ENTRY_POINT, Every(1)), NOW)
     with pytest.raises(DaemonError, match=r"not this file's \(namespace 'jobs'\): 'other/x'\."):
-        d.check_store()
+        d.jobs.check_store()
 
 
 def test_bad_namespace_is_refused(store: SQLiteStore) -> None:
@@ -239,7 +239,7 @@ def test_jobs_lists_file_jobs_not_in_the_state_yet(
 ) -> None:
     jobs = tmp_path / "jobs.toml"
     jobs.write_text(FILE)
-    daemon(store).apply(parse_config(FILE.split('[[job]]\nname = "d"')[0]))
+    daemon(store).jobs.apply(parse_config(FILE.split('[[job]]\nname = "d"')[0]))
     state = str(tmp_path / "s.sqlite3")
     assert main(["jobs", str(jobs), "--state", state, "--long"]) == 0
     out = capsys.readouterr().out
@@ -263,12 +263,12 @@ def test_reload_keeps_the_old_config_when_the_file_or_the_state_fails(
     jobs.write_text(FILE)
     scheduler = DurableScheduler(store, wall_clock=lambda: NOW)
     d = Daemon(str(jobs), scheduler, place=place_of(str(jobs)), log=RunLog(sys.stderr))
-    assert d.reload()
-    old = d.config
+    assert d.jobs.reload()
+    old = d.jobs.config
     jobs.write_text(FILE.replace('every = "30s"', 'every = "soon"'))
     with caplog.at_level("ERROR", logger="tickwork.daemon"):
-        assert not d.reload()
-    assert d.config is old
+        assert not d.jobs.reload()
+    assert d.jobs.config is old
     assert "still running the previous configuration" in caplog.text
     assert f'{jobs}:4: job "a": every:' in caplog.text
 
@@ -280,8 +280,8 @@ def test_reload_keeps_the_old_config_when_the_file_or_the_state_fails(
     monkeypatch.setattr(store, "jobs", broken)
     caplog.clear()
     with caplog.at_level("ERROR", logger="tickwork.daemon"):
-        assert not d.reload()
-    assert d.config is old
+        assert not d.jobs.reload()
+    assert d.jobs.config is old
     assert "the state cannot be read: database is down" in caplog.text
 
 

@@ -324,7 +324,7 @@ def test_the_daemon_path_recovers_from_a_wall_step(tmp_path: Path) -> None:
         place=place_of("jobs.toml"),
         log=RunLog(sys.stderr),
     )
-    d.apply(
+    d.jobs.apply(
         parse_config(
             '[[job]]\nname = "m"\ncron = "* * * * *"\ncommand = ["true"]\n'
             '[[job]]\nname = "e"\nevery = "5s"\ncommand = ["true"]\n'

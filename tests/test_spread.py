@@ -227,7 +227,7 @@ def test_the_daemon_declares_h_and_calendar_jobs_seeded_by_name(tmp_path: Path) 
                 place=place_of("jobs.toml", namespace="ns"),
                 log=RunLog(sys.stderr),
             )
-            assert expected in daemon.apply(parse_config(text)).summary()
+            assert expected in daemon.jobs.apply(parse_config(text)).summary()
         state = store.get("ns/sync")
         assert state is not None and isinstance(state.spec.schedule, Cron)
         assert state.spec.schedule.seed == "sync"

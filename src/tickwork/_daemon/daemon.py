@@ -22,7 +22,6 @@ from __future__ import annotations
 
 import contextlib
 import dataclasses
-import json
 import logging
 import os
 import select
@@ -32,12 +31,10 @@ import sys
 import threading
 import time
 from collections.abc import Callable
-from dataclasses import dataclass
 from types import FrameType
 from typing import Final
 
 from tickwork._core.errors import (
-    ConfigError,
     JobCancelled,
     JobFailed,
     JobTimedOut,
@@ -47,68 +44,30 @@ from tickwork._core.text import iso_due
 from tickwork._core.text import plain_seconds as _seconds_text
 from tickwork._daemon.alerts import AlertSender
 from tickwork._daemon.deadman import DeadMan
-from tickwork._daemon.declare import (
-    ENTRY_POINT,
-    declare_file,
-    fingerprint,
-    job_id,
-    owned,
-    owner_label,
-)
+from tickwork._daemon.declare import ENTRY_POINT, fingerprint
+from tickwork._daemon.filejobs import FileJobs, Reload
 from tickwork._daemon.jobsfile.config import Config, JobConfig, load_config
-from tickwork._daemon.jobsfile.pools import declare_pools
 from tickwork._daemon.liveness import Liveness
 from tickwork._daemon.mail import Mail
 from tickwork._daemon.process.replacing import Replacing
 from tickwork._daemon.process.runner import ProcessGroups, RunResult, daemon_marker, run_job
-from tickwork._daemon.process.stopping import STOP_SIGNALS, Stopping, end_left_behind
+from tickwork._daemon.process.stopping import STOP_SIGNALS, Stopping
 from tickwork._daemon.runlog import OneOffLines, RunLog, RunOutput, iso
 from tickwork._daemon.skips import SKIP_CHECK, HeldSlots
-from tickwork._daemon.state import DaemonError, Place
+from tickwork._daemon.state import Place
 from tickwork._daemon.web.status_page import failure_summary
 from tickwork._durable.attempts import begin_attempt, record_attempt
 from tickwork._durable.engine import OUTPUT_LIMIT as LEDGER_TAIL
 from tickwork._durable.runnote import note_attempt
 from tickwork._durable.scheduler import DurableScheduler
-from tickwork.stores import Claim, JobState, OutcomeRetention, Upsert
-from tickwork.stores.contract import NamespaceHolders, SessionLiveness
+from tickwork.stores import Claim
+from tickwork.stores.contract import NamespaceHolders
 
 __all__ = ["Daemon", "Reload", "run_configured_job"]
 
 _log = logging.getLogger("tickwork.daemon")
 
 _ERROR_TAIL: Final = 1000  # characters of output kept in a failed run's stored error
-
-
-@dataclass(frozen=True, slots=True)
-class Reload:
-    """What applying a configuration did to the store, by job name."""
-
-    created: tuple[str, ...] = ()
-    """Jobs new to the store."""
-    updated: tuple[str, ...] = ()
-    """Jobs whose options changed."""
-    unchanged: tuple[str, ...] = ()
-    """Jobs stored exactly as declared."""
-    removed: tuple[str, ...] = ()
-    """Jobs gone from the file, removed from the store."""
-    failed: tuple[str, ...] = ()
-    """Jobs the store refused (logged); they keep their previous declaration."""
-
-    def summary(self) -> str:
-        """``"2 created, 1 updated, 3 unchanged, 1 removed"`` (empty parts left out)."""
-        parts = [
-            f"{len(names)} {word}"
-            for word, names in (
-                ("created", self.created),
-                ("updated", self.updated),
-                ("unchanged", self.unchanged),
-                ("removed", self.removed),
-                ("failed", self.failed),
-            )
-            if names
-        ]
-        return ", ".join(parts) or "no jobs"
 
 
 # -- the daemon ------------------------------------------------------------------------
@@ -140,8 +99,9 @@ def run_configured_job(job: str, fingerprint: str = "") -> None:
 class Daemon:
     """The jobs of one file on a `DurableScheduler`, with signals, reload and shutdown.
 
-    Create it, `apply` a configuration (or let `serve` do it), then `serve` until a
-    signal or the ``run_for`` time ends. One per process (the entry point finds it).
+    Create it, take the file's jobs (``daemon.jobs.take(config)``: `FileJobs`), then
+    `serve` until a signal or the ``run_for`` time ends. One per process (the entry
+    point finds it).
 
     Args:
         config_path: The jobs file (read again on SIGHUP).
@@ -171,7 +131,6 @@ class Daemon:
         load: Callable[[str], Config] = load_config,
     ) -> None:
         self.config_path = config_path
-        self._load = load
         self.scheduler = scheduler
         self.store = store = scheduler.store
         self.place = place
@@ -179,246 +138,31 @@ class Daemon:
         self.log = log
         self.shutdown_grace = shutdown_grace
         self.watch = watch
-        self._jobs: dict[str, JobConfig] = {}
-        self._leaving: set[str] = set()  # ids of jobs gone from the file, a run still going
-        self._config: Config | None = None
         self.state_key = place.key
-        marker = daemon_marker(self.state_key)
-        self._groups = ProcessGroups(marker=marker, owner=self.scheduler.owner)
+        self._groups = ProcessGroups(marker=daemon_marker(place.key), owner=scheduler.owner)
         self._stop = threading.Event()
         self._replacing = Replacing(self._groups, self._stop)
         self._announced = _Announced()  # runs whose start line is written
         self.traced = False  # runs are OpenTelemetry spans: commands get TRACEPARENT
         self.alerts = AlertSender()
         self.liveness = Liveness(scheduler.health, health_after=scheduler.health_after)
-        self._wall = self.scheduler.now
-        self.dead_man = DeadMan(self.scheduler, self.alerts, self.job_config)
-        self.skips = HeldSlots(
-            self.scheduler, store, log, namespace=self.namespace, job=self.job_config
-        )
-        self.scheduler.add_listener(self._on_event)  # the skips and wake-ups
-        self.scheduler.add_listener(OneOffLines(log, self.scheduler.running).observe)
+        self._wall = scheduler.now
+        self.dead_man = DeadMan(scheduler, self.alerts, self.job_config)
+        self.skips = HeldSlots(scheduler, store, log, namespace=self.namespace, job=self.job_config)
+        scheduler.add_listener(self._on_event)  # the skips and wake-ups
+        scheduler.add_listener(OneOffLines(log, scheduler.running).observe)
         self._signals: list[int] = []
         self.exit_status = 0
         """What `serve` returns: 1 when run ends were left unrecorded at shutdown."""
         self._wake_r = self._wake_w = -1
-
-    # -- configuration -------------------------------------------------------------
-
-    @property
-    def config(self) -> Config | None:
-        """The configuration being run (``None`` before the first `apply`)."""
-        return self._config
+        self.jobs = FileJobs(
+            config_path, scheduler, place=place, dead_man=self.dead_man, load=load, watch=watch
+        )
+        """The file's jobs in the state: `FileJobs.take` them before `serve`."""
 
     def job_config(self, name: str) -> JobConfig | None:
         """The running file's job ``name`` (``None``: none of that name)."""
-        return self._jobs.get(name)
-
-    def take(self, config: Config, *, also: str = "") -> Reload:
-        """Take the state for ``config`` at the start, and log what runs from where.
-
-        The state checked (`check_store`), the namespace held (`hold`), the file
-        applied (`apply`), the ``at_start`` runs queued (`queue_start_runs`), each run
-        made a span if the process set up tracing (`_trace_runs`). ``also``: a line to
-        log after that one (where the ``--http`` server serves).
-
-        Raises:
-            TickworkError: A `DaemonError`, or a `StoreError` reading the state.
-        """
-        self.check_store()
-        self.hold(config)
-        result = self.apply(config)
-        self.queue_start_runs()
-        _trace_runs(self)
-        enabled = sum(job.enabled for job in config.jobs)
-        _log.info(
-            "%s",
-            f"running {enabled} job{'s' if enabled != 1 else ''} from {self.config_path}"
-            f" ({result.summary()}; {self.place.shown}; pid {os.getpid()})",
-        )
-        if also:
-            _log.info("%s", also)
-        return result
-
-    def check_store(self) -> None:
-        """Refuse a store that holds jobs this daemon would claim but cannot run.
-
-        Every daemon on one store claims every due run in it, so the store must hold
-        only this file's jobs: jobs of another namespace or other programs' durable
-        jobs would be claimed here and fail.
-
-        Raises:
-            DaemonError: The store holds such jobs; the message lists some.
-        """
-        foreign = [s.id for s in self.store.jobs() if not owned(s, self.namespace)]
-        if foreign:
-            shown = ", ".join(repr(i) for i in foreign[:5])
-            more = f" and {len(foreign) - 5} more" if len(foreign) > 5 else ""
-            raise DaemonError(
-                f"the state holds jobs that are not this file's (namespace"
-                f" {self.namespace!r}): {shown}{more}. Every daemon on a state runs the"
-                " same jobs file; use another --state/--database, or pass the other"
-                " file's --namespace to take its jobs over (jobs not in this file are"
-                " then removed)"
-            )
-
-    def hold(self, config: Config) -> None:
-        """Hold the namespace in the state for this file, or refuse a clashing live daemon.
-
-        Every daemon on one namespace runs one file (several, for several nodes): a
-        daemon is refused while a live one on the namespace runs jobs that are not a
-        version of this file's (neither all of this file's jobs nor only some of them).
-        The state keeps each live daemon's file (`tickwork.stores._holders`).
-
-        Raises:
-            DaemonError: Such a daemon runs; the message names both files.
-        """
-        store = self.store
-        if not isinstance(store, NamespaceHolders):
-            return
-        if isinstance(store, SessionLiveness):  # live from now, for the next one to judge
-            store.tag_sessions(self.scheduler.owner)
-        names = sorted(job.name for job in config.jobs)
-        path = os.path.abspath(self.config_path)
-        mine = json.dumps({"file": path, "jobs": names, "pid": os.getpid()})
-        clashes = store.hold_namespace(
-            self.namespace, self.scheduler.owner, mine, lambda h: _clash(h, set(names))
-        )
-        if clashes:
-            owner, text = clashes[0]
-            raise DaemonError(
-                f"another daemon ({owner_label(owner)}) runs {json.loads(text)['file']} on"
-                f" namespace {self.namespace!r} of this state, with jobs that are not those"
-                f" of {path}: not started. Every daemon on a namespace runs the same file;"
-                " give this one another --namespace (or another state), or stop the other"
-                " first (this one then takes the namespace over)"
-            )
-
-    def apply(self, config: Config) -> Reload:
-        """Make the store match ``config``: declare every job, remove the ones gone.
-
-        Idempotent: applying the same configuration again changes nothing. The new
-        options take effect for runs that start from now on; a running run keeps the
-        options it started with.
-        """
-        declare_pools(self.store, config)  # before the jobs that name the pools
-        now = self._wall()
-        stored = {s.id: s for s in self.store.jobs() if owned(s, self.namespace)}
-        self._jobs = {job.name: job for job in config.jobs}
-        self._config = config
-        created: list[str] = []
-        updated: list[str] = []
-        unchanged: list[str] = []
-        failed: list[str] = []
-        declared = declare_file(
-            self.scheduler, config.jobs, namespace=self.namespace, now=now, stored=stored
-        )
-        for job, result in declared:
-            jid = job_id(self.namespace, job.name)
-            if isinstance(result, Exception):
-                _log.error("job %r cannot be declared: %s", job.name, result)
-                failed.append(job.name)
-                continue
-            {Upsert.CREATED: created, Upsert.UPDATED: updated, Upsert.UNCHANGED: unchanged}[
-                result
-            ].append(job.name)
-            if isinstance(self.store, OutcomeRetention):  # keep_ok, keep_failed
-                self.store.set_job_retention(jid, keep_ok=job.keep_ok, keep_failed=job.keep_failed)
-        self.dead_man.apply(self.namespace, config.jobs)
-        wanted = {job_id(self.namespace, job.name) for job in config.jobs}
-        removed = self._remove_gone([stored[jid] for jid in sorted(set(stored) - wanted)])
-        for jid in wanted & self._leaving:  # back in the file before its run ended
-            self._leaving.discard(jid)
-            with contextlib.suppress(Exception):
-                self.scheduler.resume(jid)
-        return Reload(
-            tuple(created), tuple(updated), tuple(unchanged), tuple(removed), tuple(failed)
-        )
-
-    def _remove_gone(self, gone: list[JobState]) -> list[str]:
-        """Remove jobs gone from the file; one with a run going goes when that run ends.
-
-        Such a job is paused meanwhile, so nothing new starts, and the run finishes and
-        is recorded like any other (`_remove_left` removes the job after that).
-        """
-        for state in gone:
-            name = state.id.partition("/")[2]
-            if state.id not in self._leaving and any(c.started is not None for c in state.claims):
-                with contextlib.suppress(Exception):
-                    self.scheduler.pause(state.id, note=f"removed from {self.config_path}")
-                self._leaving.add(state.id)
-                _log.info(
-                    "job %r is gone from %s but a run of it goes on: it runs to its end"
-                    " and is recorded, then the job is removed",
-                    name,
-                    self.config_path,
-                )
-                continue
-            with contextlib.suppress(Exception):  # JobNotFoundError: another host did it
-                self.scheduler.remove(state.id)
-        return [state.id.partition("/")[2] for state in gone]
-
-    def _remove_left(self) -> None:
-        """Remove the jobs gone from the file whose last run has ended (`_remove_gone`)."""
-        for jid in sorted(self._leaving):
-            try:
-                state = self.store.get(jid)
-                if state is not None and any(c.started is not None for c in state.claims):
-                    continue
-                if state is not None:
-                    self.scheduler.remove(jid)
-            except Exception:  # the state is unreachable: the next turn tries again
-                _log.debug("removing job %r failed", jid, exc_info=True)
-                continue
-            self._leaving.discard(jid)
-            _log.info("job %r removed: its last run has ended", jid.partition("/")[2])
-
-    def queue_start_runs(self) -> None:
-        """Queue one run of each enabled ``at_start`` job: this daemon has just started.
-
-        Called once, after the first `apply` (a reload queues none). The run is queued in
-        the state as ``tickwork trigger`` queues one, under the job's overlap policy.
-        """
-        for job in self._jobs.values():
-            if not (job.at_start and job.enabled):
-                continue
-            done = self.scheduler.trigger(
-                job_id(self.namespace, job.name), by="at_start", note="the daemon started"
-            )
-            why = "" if done == "queued" else ": skipped, a run of it is going or waiting"
-            _log.info("%s", f"job {job.name!r}: its at_start run is {done}{why}")
-
-    def reload(self) -> bool:
-        """Read the file again and apply it; a broken file keeps the running configuration.
-
-        Returns:
-            Whether the new file was applied.
-        """
-        try:
-            config = self._load(self.config_path)
-        except ConfigError as exc:
-            n = len(exc.errors)
-            _log.error(
-                "reload of %s failed (%d problem%s); still running the previous configuration",
-                self.config_path,
-                n,
-                "" if n == 1 else "s",
-            )
-            for issue in exc.errors:
-                _log.error("%s", issue)
-            return False
-        try:
-            result = self.apply(config)
-        except Exception as exc:  # the state is unreachable (a database restart, say)
-            _log.error(
-                "reload of %s failed: the state cannot be read: %s; still running the"
-                " previous configuration",
-                self.config_path,
-                exc,
-            )
-            return False
-        _log.info("reloaded %s: %s", self.config_path, result.summary())
-        return True
+        return self.jobs.job_config(name)
 
     # -- running one job (worker threads) -------------------------------------------------
 
@@ -456,7 +200,7 @@ class Daemon:
 
     def _job_to_run(self, name: str, declared: str) -> JobConfig:
         """The running file's job ``name``; refused (`JobCancelled`) if it has none."""
-        job = self._jobs.get(name)
+        job = self.jobs.job_config(name)
         if job is None:  # another file's (a newer version of it?): not a failure of it
             text = (
                 f"job {name!r} is not in {self.config_path}: not run by this daemon (pid"
@@ -565,8 +309,7 @@ class Daemon:
             sig: signal.signal(sig, self._on_signal) for sig in (*STOP_SIGNALS, signal.SIGHUP)
         }
         try:
-            grace = {job.name: job.kill_grace for job in self._jobs.values()}
-            end_left_behind(self.state_key, grace)  # before any run starts
+            _trace_runs(self)
             self.alerts.start()
             self.scheduler.start()
             self.dead_man.start()
@@ -604,37 +347,19 @@ class Daemon:
             while os.read(self._wake_r, 512):
                 pass
 
-    def _file_stamp(self) -> tuple[int, int, int] | None:
-        try:
-            st = os.stat(self.config_path)
-        except OSError:
-            return None
-        return (st.st_mtime_ns, st.st_size, st.st_ino)
-
     def _loop(self, run_for: float | None) -> str:
         """Serve until a stop signal or ``run_for`` ends; why it stopped."""
         end = None if run_for is None else time.monotonic() + run_for
-        stamp = self._file_stamp()
         while True:
+            signalled = False
             while self._signals:
                 sig = self._signals.pop(0)
                 if sig in STOP_SIGNALS:
                     return f"got {signal.Signals(sig).name}"
-                _log.info("got SIGHUP: reloading %s", self.config_path)
-                self.reload()
-                stamp = self._file_stamp()
+                signalled = True  # SIGHUP: several before a turn read the file once
             if end is not None and time.monotonic() >= end:
                 return "--for time is up"
-            if self.watch:
-                now_stamp = self._file_stamp()
-                if now_stamp is not None and now_stamp != stamp:
-                    stamp = now_stamp
-                    _log.info("%s changed: reloading", self.config_path)
-                    self.reload()
-            waits = [1.0] if self.watch else []
-            if self._leaving:
-                self._remove_left()
-                waits.append(SKIP_CHECK)
+            waits = [self.jobs.follow(signalled=signalled)]
             if self.scheduler.running():
                 try:
                     self.skips.check()
@@ -647,7 +372,7 @@ class Daemon:
                 waits.append(SKIP_CHECK)
             if end is not None:
                 waits.append(end - time.monotonic())
-            self._wait(min(waits) if waits else None)
+            self._wait(min((w for w in waits if w is not None), default=None))
 
     def _shutdown(self, why: str) -> None:
         # No run starts after this; claims not yet started are handed back.
@@ -672,7 +397,7 @@ class Daemon:
                 _seconds_text(self.shutdown_grace),
                 running,
             )
-        kill_grace = max((j.kill_grace for j in self._jobs.values()), default=10.0)
+        kill_grace = max(self.jobs.kill_graces.values(), default=10.0)
         stopping = Stopping(self._groups, self.scheduler.running, self._wait, self._signals)
         stopping.end_runs(self.shutdown_grace, kill_grace)
         # The ends of runs the store failed to record are retried for up to the
@@ -706,15 +431,6 @@ def _trace_runs(daemon: Daemon) -> None:
         RunTracer(job_label=lambda job: job.removeprefix(prefix)).watch(daemon.scheduler)
         daemon.traced = True
         _log.info("tracing runs with OpenTelemetry (the global tracer provider)")
-
-
-def _clash(holder: str, names: set[str]) -> bool:
-    """Whether a live daemon's file (``holder``) is not a version of one with ``names``."""
-    try:
-        theirs = set(json.loads(holder)["jobs"])
-    except (ValueError, KeyError, TypeError):
-        return False  # written by another tickwork: not judged
-    return not (theirs <= names or names <= theirs)
 
 
 def _traced(job: JobConfig) -> JobConfig:

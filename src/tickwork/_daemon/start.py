@@ -13,8 +13,9 @@ part is built once, in the step that names it, by the room that owns it:
    runner's process groups, alerts, dead-man alerts, liveness, skips);
 5. the HTTP server, if asked, built over the daemon and started
    (`web.endpoint.serve_http`);
-6. the jobs taken (`Daemon.take`: the state checked, the namespace held, the file
-   applied, ``at_start`` runs queued, what runs from where logged);
+6. the jobs taken (`FileJobs.take`: the state checked, the namespace held, the file
+   applied, ``at_start`` runs queued, a killed daemon's runs ended, what runs from
+   where logged);
 7. `Daemon.serve` until a stop signal or ``run_for``.
 
 A step that stops the start raises `_NotStarted` from its cause; `run_daemon` says why,
@@ -296,7 +297,7 @@ def _serve(
                 raise _NotStarted(1) from exc
         try:
             try:
-                daemon.take(checked.jobs, also=said)
+                daemon.jobs.take(checked.jobs, also=said)
             except TickworkError as exc:  # a DaemonError, or a StoreError reading the state
                 store.close()
                 raise _NotStarted(1) from exc

@@ -80,7 +80,7 @@ def serve_http(
 
     It serves the metrics, the probes, the pages and the API; ``/readyz`` answers 503
     until the daemon has taken its jobs and runs start. The line (``status page at
-    URL/, ...``) is the daemon's to log once it runs its jobs (`Daemon.take`).
+    URL/, ...``) is the daemon's to log once it runs its jobs (`FileJobs.take`).
 
     Without ``prometheus_client`` (no ``metrics`` extra) the pages are served and
     ``/metrics`` says what to install.
