@@ -33,6 +33,7 @@ from typing import TextIO, TypedDict
 
 from tickwork._core.errors import ConfigError, TickworkError
 from tickwork._daemon.daemon import Daemon
+from tickwork._daemon.filejobs import FileJobs
 from tickwork._daemon.jobsfile.config import Config, load_config
 from tickwork._daemon.jobsfile.crontab import CrontabOptions, load_crontab
 from tickwork._daemon.logline import say, setup_logging
@@ -297,7 +298,8 @@ def _serve(
                 raise _NotStarted(1) from exc
         try:
             try:
-                daemon.jobs.take(checked.jobs, also=said)
+                taking: FileJobs = daemon.jobs
+                taking.take(checked.jobs, also=said)
             except TickworkError as exc:  # a DaemonError, or a StoreError reading the state
                 store.close()
                 raise _NotStarted(1) from exc
