@@ -10,8 +10,6 @@ from __future__ import annotations
 import json
 import shutil
 import socket
-import subprocess
-import sys
 import textwrap
 import time
 import urllib.parse
@@ -35,31 +33,38 @@ needs_browser = pytest.mark.skipif(
 )
 
 
-def browse(url: str, tmp_path: Path, *extra: str) -> str:
-    """Load ``url`` in headless Chromium; the DOM it rendered (or what ``extra`` asks)."""
-    assert CHROMIUM is not None
-    profile = tmp_path / "profile"
-    proc = subprocess.run(
-        [
-            CHROMIUM,
-            "--headless",
-            "--no-sandbox",
-            "--disable-gpu",
-            "--disable-quic",
-            "--no-first-run",
-            "--disable-background-networking",
-            "--disable-component-update",
-            "--disable-sync",
-            f"--user-data-dir={profile}",
-            *extra,
-            url,
-        ],
-        capture_output=True,
-        text=True,
-        timeout=120,
-    )
-    assert proc.returncode == 0, proc.stderr[-2000:]
-    return proc.stdout
+@pytest.fixture(scope="module")
+def chromium(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Browser]:
+    """One headless Chromium for the module's browser tests (each start costs ~3 s of CPU)."""
+    shared = Browser(tmp_path_factory.mktemp("chromium"))
+    yield shared
+    shared.close()
+
+
+@pytest.fixture
+def browser(chromium: Browser) -> Browser:
+    """The module's Chromium as a new visitor's: no cookies, a blank page, its own size."""
+    chromium.viewport(0)
+    chromium.forget_cookies()
+    chromium.open("about:blank")
+    return chromium
+
+
+def dom_of(browser: Browser, url: str) -> str:
+    """The DOM ``url`` renders to once loaded (what ``chromium --dump-dom`` prints)."""
+    browser.open("about:blank")  # a fresh load, even of the page shown now
+    browser.open(url)
+    return browser.html()
+
+
+def screenshot_of(browser: Browser, url: str, shot: Path, width: int, height: int) -> None:
+    """``url`` loaded at ``width`` x ``height`` and saved as a PNG (``--screenshot``)."""
+    browser.viewport(width, height)
+    try:
+        dom_of(browser, url)
+        browser.screenshot(shot)
+    finally:
+        browser.viewport(0)
 
 
 @pytest.fixture
@@ -103,11 +108,11 @@ def daemon(tmp_path: Path) -> Iterator[tuple[Run, str]]:
 
 @needs_browser
 def test_a_browser_shows_each_job_its_outcome_and_its_slots(
-    daemon: tuple[Run, str], tmp_path: Path
+    daemon: tuple[Run, str], tmp_path: Path, browser: Browser
 ) -> None:
     _, base = daemon
     assert get(base + "/")[0] == 401  # the token guards the page too
-    dom = browse(base + "/?token=t0ken", tmp_path, "--dump-dom")
+    dom = dom_of(browser, base + "/?token=t0ken")
     assert "<h1>tickwork: " in dom and "jobs.toml</h1>" in dom
     rotate = dom.split('<td class="job">rotate-logs', 1)[1].split("</tr>", 1)[0]
     assert "every 1 hour" in rotate and '<span class="outcome ok">ok</span>' in rotate
@@ -117,7 +122,7 @@ def test_a_browser_shows_each_job_its_outcome_and_its_slots(
     assert "connection refused" in probe and '<span class="slot failed"' in probe
     assert "nodes: " in dom and "refreshes every 10 s" in dom
     shot = tmp_path / "status.png"
-    browse(base + "/?token=t0ken", tmp_path, f"--screenshot={shot}", "--window-size=1200,420")
+    screenshot_of(browser, base + "/?token=t0ken", shot, 1200, 420)
     assert shot.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n" and shot.stat().st_size > 5000
 
 
@@ -154,17 +159,13 @@ def test_without_javascript_the_overview_reloads_and_with_it_one_hashed_script_s
 
 @needs_browser
 def test_a_browser_shows_a_pause_its_note_and_the_actions(
-    daemon: tuple[Run, str], tmp_path: Path
+    daemon: tuple[Run, str], tmp_path: Path, browser: Browser
 ) -> None:
     _, base = daemon
     jobs, state = tmp_path / "jobs.toml", tmp_path / "s.sqlite3"
-    paused = subprocess.run(
-        [sys.executable, "-m", "tickwork", "pause", "probe-api", "-f", str(jobs),
-         "--state", str(state), "--note", "API down, see INC-7", "--by", "ana@ops"],
-        capture_output=True, text=True, timeout=60,
-    )  # fmt: skip
-    assert paused.returncode == 0, paused.stderr
-    dom = browse(base + "/?token=t0ken", tmp_path, "--dump-dom")
+    tickwork("pause", "probe-api", "-f", str(jobs), "--state", str(state),
+             "--note", "API down, see INC-7", "--by", "ana@ops")  # fmt: skip
+    dom = dom_of(browser, base + "/?token=t0ken")
     probe = dom.split('<td class="job">probe-api', 1)[1].split("</tr>", 1)[0]
     assert "<em>paused</em>" in probe and "by ana@ops" in probe
     assert '<div class="note">API down, see INC-7</div>' in probe
@@ -174,49 +175,43 @@ def test_a_browser_shows_a_pause_its_note_and_the_actions(
 
 @needs_browser
 def test_a_browser_logs_in_pauses_a_job_and_sees_the_action(
-    daemon: tuple[Run, str], tmp_path: Path
+    daemon: tuple[Run, str], tmp_path: Path, browser: Browser
 ) -> None:
     _, base = daemon
-    browser = Browser(tmp_path / "cdp-profile")
-    try:
-        browser.open(base + "/")  # 401: the login form
-        browser.type('input[name="token"]', "t0ken")
-        browser.click('form[action="/login"] button')
-        browser.wait("location.pathname === '/' && !!document.querySelector('td.job')")
-        assert "logged in as ana" in browser.html()
-        browser.click('form[action="/jobs/probe-api/pause"] button')
-        browser.wait("location.search.includes('said=paused') && !!document.querySelector('em')")
-        dom = browser.html()
-        probe = dom.split('<td class="job">probe-api', 1)[1].split("</tr>", 1)[0]
-        assert "<em>paused</em>" in probe and "by ana" in probe
-        assert 'action="/jobs/probe-api/resume"' in probe  # its button turned to resume
-        assert "probe-api · pause by ana" in dom.split("<h2>recent actions</h2>", 1)[1]
-        # The job's page: its slots with their errors, its actions, its waiting runs.
-        browser.click('a[href="/jobs/probe-api"]')
-        browser.wait(
-            "location.pathname === '/jobs/probe-api' && document.readyState === 'complete'"
-        )
-        dom = browser.html()
-        assert "connection refused" in dom and "pause by ana" in dom and "no run waiting" in dom
-        trigger = 'form[action="/jobs/probe-api/trigger"]'
-        browser.type(trigger + ' input[name="note"]', "after the fix")
-        browser.click(trigger + " button")
-        browser.wait("location.search.includes('said=triggered')")
-        browser.wait("document.body.innerText.includes('after the fix')")
-        said = browser.evaluate("document.querySelector('div.said').innerText")
-        assert said.startswith("triggered probe-api: it runs now")
-        assert "trigger by ana" in browser.html()  # its run goes (a trigger is not held)
-        # A form on another site posting here is refused before anything is done.
-        forged = (
-            f'<form method="post" action="{base}/jobs/probe-api/resume">'
-            '<button type="submit">win a prize</button></form>'
-        )
-        browser.open("data:text/html," + urllib.parse.quote(forged), loaded="!!document.forms[0]")
-        browser.click("button")
-        browser.wait("document.body && document.body.innerText.includes('403')")
-        assert "cannot act" in browser.evaluate("document.body.innerText")
-    finally:
-        browser.close()
+    browser.open(base + "/")  # 401: the login form
+    browser.type('input[name="token"]', "t0ken")
+    browser.click('form[action="/login"] button')
+    browser.wait("location.pathname === '/' && !!document.querySelector('td.job')")
+    assert "logged in as ana" in browser.html()
+    browser.click('form[action="/jobs/probe-api/pause"] button')
+    browser.wait("location.search.includes('said=paused') && !!document.querySelector('em')")
+    dom = browser.html()
+    probe = dom.split('<td class="job">probe-api', 1)[1].split("</tr>", 1)[0]
+    assert "<em>paused</em>" in probe and "by ana" in probe
+    assert 'action="/jobs/probe-api/resume"' in probe  # its button turned to resume
+    assert "probe-api · pause by ana" in dom.split("<h2>recent actions</h2>", 1)[1]
+    # The job's page: its slots with their errors, its actions, its waiting runs.
+    browser.click('a[href="/jobs/probe-api"]')
+    browser.wait("location.pathname === '/jobs/probe-api' && document.readyState === 'complete'")
+    dom = browser.html()
+    assert "connection refused" in dom and "pause by ana" in dom and "no run waiting" in dom
+    trigger = 'form[action="/jobs/probe-api/trigger"]'
+    browser.type(trigger + ' input[name="note"]', "after the fix")
+    browser.click(trigger + " button")
+    browser.wait("location.search.includes('said=triggered')")
+    browser.wait("document.body.innerText.includes('after the fix')")
+    said = browser.evaluate("document.querySelector('div.said').innerText")
+    assert said.startswith("triggered probe-api: it runs now")
+    assert "trigger by ana" in browser.html()  # its run goes (a trigger is not held)
+    # A form on another site posting here is refused before anything is done.
+    forged = (
+        f'<form method="post" action="{base}/jobs/probe-api/resume">'
+        '<button type="submit">win a prize</button></form>'
+    )
+    browser.open("data:text/html," + urllib.parse.quote(forged), loaded="!!document.forms[0]")
+    browser.click("button")
+    browser.wait("document.body && document.body.innerText.includes('403')")
+    assert "cannot act" in browser.evaluate("document.body.innerText")
     jobs, state = str(tmp_path / "jobs.toml"), str(tmp_path / "s.sqlite3")
     states = json.loads(tickwork("jobs", "-f", jobs, "--state", state, "--json"))
     probe_state = next(s for s in states if s["job"] == "probe-api")
@@ -224,20 +219,16 @@ def test_a_browser_logs_in_pauses_a_job_and_sees_the_action(
 
 
 @needs_browser
-def test_a_token_link_keeps_reading_when_you_click(daemon: tuple[Run, str], tmp_path: Path) -> None:
+def test_a_token_link_keeps_reading_when_you_click(
+    daemon: tuple[Run, str], browser: Browser
+) -> None:
     _, base = daemon
-    browser = Browser(tmp_path / "cdp-profile")
-    try:
-        browser.open(base + "/?token=t0ken", loaded="!!document.querySelector('td.job')")
-        browser.click('a[href="/jobs/probe-api"]')
-        browser.wait(
-            "location.pathname === '/jobs/probe-api' && document.readyState === 'complete'"
-        )
-        dom = browser.html()
-        assert "<h1>probe-api" in dom and "connection refused" in dom  # not the login form
-        assert "log in</a> to act on this job" in dom  # the link reads; it does not act
-    finally:
-        browser.close()
+    browser.open(base + "/?token=t0ken", loaded="!!document.querySelector('td.job')")
+    browser.click('a[href="/jobs/probe-api"]')
+    browser.wait("location.pathname === '/jobs/probe-api' && document.readyState === 'complete'")
+    dom = browser.html()
+    assert "<h1>probe-api" in dom and "connection refused" in dom  # not the login form
+    assert "log in</a> to act on this job" in dom  # the link reads; it does not act
 
 
 def test_the_page_escapes_an_operators_note() -> None:
@@ -330,7 +321,9 @@ def seed_a_late_run(jobs: Path, state: Path) -> None:
 
 
 @needs_browser
-def test_a_browser_shows_waiting_runs_streaks_lateness_and_gone_nodes(tmp_path: Path) -> None:
+def test_a_browser_shows_waiting_runs_streaks_lateness_and_gone_nodes(
+    tmp_path: Path, browser: Browser
+) -> None:
     jobs, state = tmp_path / "jobs.toml", tmp_path / "s.sqlite3"
     jobs.write_text(
         textwrap.dedent(
@@ -378,7 +371,7 @@ def test_a_browser_shows_waiting_runs_streaks_lateness_and_gone_nodes(tmp_path: 
             return text if "2 runs waiting" in text and f"{host}:{b.proc.pid}" in text else None
 
         wait_until("two runs of slow waiting on the page", settled, 3 * LIMIT)
-        dom = browse(base + "/", tmp_path, "--dump-dom")
+        dom = dom_of(browser, base + "/")
 
         def row(job: str) -> str:
             return dom.split(f'<td class="job">{job}', 1)[1].split("</tr>", 1)[0]
@@ -399,7 +392,7 @@ def test_a_browser_shows_waiting_runs_streaks_lateness_and_gone_nodes(tmp_path: 
         assert f'<span class="node">{host}:{b.proc.pid}</span>' in meta
         assert '<span class="node">elsewhere:1</span>' in meta  # cannot be judged from here
         shot = tmp_path / "status.png"
-        browse(base + "/", tmp_path, f"--screenshot={shot}", "--window-size=1200,480")
+        screenshot_of(browser, base + "/", shot, 1200, 480)
         assert shot.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
     finally:
         b.stop()
@@ -491,38 +484,36 @@ def test_the_overview_draws_each_jobs_durations_and_the_runs_per_minute(
 
 
 @needs_browser
-def test_a_browser_draws_the_charts(daemon: tuple[Run, str], tmp_path: Path) -> None:
+def test_a_browser_draws_the_charts(
+    daemon: tuple[Run, str], tmp_path: Path, browser: Browser
+) -> None:
     _, base = daemon
-    browser = Browser(tmp_path / "cdp-profile")
-    try:
-        browser.open(base + "/jobs/probe-api?token=t0ken", loaded="!!document.querySelector('svg')")
-        boxes = browser.evaluate(
-            "[...document.querySelectorAll('svg.chart, svg.rate, svg rect.bar')].map(e => {"
-            " const r = e.getBoundingClientRect();"
-            " return [e.getAttribute('class'), r.width, r.height]; })"
-        )
-        kinds = [k for k, _, _ in boxes]
-        assert kinds.count("chart") == 2 and kinds.count("rate") == 1
-        assert "bar failed" in kinds
-        assert all(w > 0 and h > 0 for _, w, h in boxes), boxes
-        label = "document.querySelector('svg.chart').getAttribute('aria-label')"
-        assert browser.evaluate(label).startswith("run duration per slot, ")
-        shot = tmp_path / "job-charts.png"
-        print("screenshot:", shot)
-        browser.screenshot(shot)
-        assert shot.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n" and shot.stat().st_size > 5000
-        browser.open(base + "/?token=t0ken", loaded="!!document.querySelector('svg.spark')")
-        boxes = browser.evaluate(
-            "[...document.querySelectorAll('svg.spark, svg.chart, svg rect.bar')].map(e => {"
-            " const r = e.getBoundingClientRect(); return [e.getAttribute('class'), r.width,"
-            " r.height]; })"
-        )
-        kinds = [k for k, _, _ in boxes]
-        assert kinds.count("spark") == 2 and kinds.count("chart") == 1 and "bar ok" in kinds
-        assert all(w > 0 and h > 0 for _, w, h in boxes), boxes
-        browser.screenshot(tmp_path / "overview-charts.png")
-    finally:
-        browser.close()
+    browser.open(base + "/jobs/probe-api?token=t0ken", loaded="!!document.querySelector('svg')")
+    boxes = browser.evaluate(
+        "[...document.querySelectorAll('svg.chart, svg.rate, svg rect.bar')].map(e => {"
+        " const r = e.getBoundingClientRect();"
+        " return [e.getAttribute('class'), r.width, r.height]; })"
+    )
+    kinds = [k for k, _, _ in boxes]
+    assert kinds.count("chart") == 2 and kinds.count("rate") == 1
+    assert "bar failed" in kinds
+    assert all(w > 0 and h > 0 for _, w, h in boxes), boxes
+    label = "document.querySelector('svg.chart').getAttribute('aria-label')"
+    assert browser.evaluate(label).startswith("run duration per slot, ")
+    shot = tmp_path / "job-charts.png"
+    print("screenshot:", shot)
+    browser.screenshot(shot)
+    assert shot.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n" and shot.stat().st_size > 5000
+    browser.open(base + "/?token=t0ken", loaded="!!document.querySelector('svg.spark')")
+    boxes = browser.evaluate(
+        "[...document.querySelectorAll('svg.spark, svg.chart, svg rect.bar')].map(e => {"
+        " const r = e.getBoundingClientRect(); return [e.getAttribute('class'), r.width,"
+        " r.height]; })"
+    )
+    kinds = [k for k, _, _ in boxes]
+    assert kinds.count("spark") == 2 and kinds.count("chart") == 1 and "bar ok" in kinds
+    assert all(w > 0 and h > 0 for _, w, h in boxes), boxes
+    browser.screenshot(tmp_path / "overview-charts.png")
 
 
 MANY = 400  # beside probe-api, rotate-logs and a paused job
@@ -607,32 +598,28 @@ def test_the_overview_and_the_api_page_many_jobs(many: str) -> None:
 
 
 @needs_browser
-def test_a_browser_searches_filters_and_pages_the_jobs(many: str, tmp_path: Path) -> None:
-    browser = Browser(tmp_path / "cdp-profile")
-    try:
-        browser.open(many + "/", loaded="!!document.querySelector('td.job')")
-        browser.click('a[rel="next"]')
-        browser.wait("location.search === '?page=2' && document.readyState === 'complete'")
-        first = browser.evaluate("document.querySelector('td.job').firstChild.textContent")
-        assert first == "batch-050"
-        browser.click('a[data-state="failing"]')
-        browser.wait("location.search === '?state=failing' && document.readyState === 'complete'")
-        names = browser.evaluate(
-            "[...document.querySelectorAll('td.job')].map(c => c.firstChild.textContent)"
-        )
-        assert names == ["probe-api"]
-        browser.click('a[data-state="all"]')
-        browser.wait("location.search === '' && document.readyState === 'complete'")
-        browser.type('form.find input[name="q"]', "logs")
-        browser.click("form.find button")
-        browser.wait("location.search === '?q=logs' && document.readyState === 'complete'")
-        names = browser.evaluate(
-            "[...document.querySelectorAll('td.job')].map(c => c.firstChild.textContent)"
-        )
-        assert names == ["rotate-logs"]
-        assert browser.evaluate("document.querySelector('form.find input').value") == "logs"
-    finally:
-        browser.close()
+def test_a_browser_searches_filters_and_pages_the_jobs(many: str, browser: Browser) -> None:
+    browser.open(many + "/", loaded="!!document.querySelector('td.job')")
+    browser.click('a[rel="next"]')
+    browser.wait("location.search === '?page=2' && document.readyState === 'complete'")
+    first = browser.evaluate("document.querySelector('td.job').firstChild.textContent")
+    assert first == "batch-050"
+    browser.click('a[data-state="failing"]')
+    browser.wait("location.search === '?state=failing' && document.readyState === 'complete'")
+    names = browser.evaluate(
+        "[...document.querySelectorAll('td.job')].map(c => c.firstChild.textContent)"
+    )
+    assert names == ["probe-api"]
+    browser.click('a[data-state="all"]')
+    browser.wait("location.search === '' && document.readyState === 'complete'")
+    browser.type('form.find input[name="q"]', "logs")
+    browser.click("form.find button")
+    browser.wait("location.search === '?q=logs' && document.readyState === 'complete'")
+    names = browser.evaluate(
+        "[...document.querySelectorAll('td.job')].map(c => c.firstChild.textContent)"
+    )
+    assert names == ["rotate-logs"]
+    assert browser.evaluate("document.querySelector('form.find input').value") == "logs"
 
 
 def test_the_overview_counts_the_one_offs_per_function(open_either_store: Any) -> None:
