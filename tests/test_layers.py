@@ -16,6 +16,7 @@ jobs file and the processes never import the HTTP surface.
 from __future__ import annotations
 
 import ast
+import functools
 from pathlib import Path
 
 import pytest
@@ -87,8 +88,14 @@ def imports_of(path: Path) -> set[str]:
     return found
 
 
+@functools.cache
+def _parsed() -> dict[str, frozenset[str]]:
+    """The import graph of src/, parsed once per test process (the tests only read it)."""
+    return {module_name(p): frozenset(imports_of(p)) for p in sorted(PKG.rglob("*.py"))}
+
+
 def graph() -> dict[str, set[str]]:
-    return {module_name(p): imports_of(p) for p in sorted(PKG.rglob("*.py"))}
+    return {module: set(targets) for module, targets in _parsed().items()}
 
 
 def test_every_module_sits_on_a_floor() -> None:
