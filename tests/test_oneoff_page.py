@@ -7,6 +7,7 @@ app, over 200,000 one-off entries (a bounded read), and in Chromium.
 
 from __future__ import annotations
 
+import shutil
 import time
 import xml.etree.ElementTree as ET
 from collections.abc import Callable, Iterator
@@ -176,11 +177,12 @@ def test_runs_per_minute_count_each_sampled_entry_as_many_as_it_stands_for() -> 
 # -- the page ----------------------------------------------------------------------------
 
 
-@pytest.fixture
-def busy(tmp_path: Path) -> Iterator[tuple[SQLiteStore, float]]:
-    """A SQLite state whose last 1.5 hours hold 200,000 one-off entries, and 5 pending."""
+@pytest.fixture(scope="module")
+def busy_file(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, float]:
+    """The file of `busy`, written once per module (200,000 rows: seconds of CPU)."""
     now = time.time()
-    with SQLiteStore(tmp_path / "s.sqlite3") as store:
+    folder = tmp_path_factory.mktemp("busy")
+    with SQLiteStore(folder / "s.sqlite3") as store:
         n, span = 200_000, 5400.0
         rows = []
         for i in range(n):
@@ -191,6 +193,19 @@ def busy(tmp_path: Path) -> Iterator[tuple[SQLiteStore, float]]:
         write(store, rows)
         for k in range(5):
             enqueue(store, {"func": FUNC, "at": now - 300 + k}, now=now - 400)
+    return folder, now
+
+
+@pytest.fixture
+def busy(busy_file: tuple[Path, float], tmp_path: Path) -> Iterator[tuple[SQLiteStore, float]]:
+    """A SQLite state whose last 1.5 hours hold 200,000 one-off entries, and 5 pending.
+
+    Each test's own copy of `busy_file`'s: no test sees another's changes.
+    """
+    folder, now = busy_file
+    for made in folder.glob("s.sqlite3*"):  # the database, and its journal if one is left
+        shutil.copyfile(made, tmp_path / made.name)
+    with SQLiteStore(tmp_path / "s.sqlite3") as store:
         yield store, now
 
 
