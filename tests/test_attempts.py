@@ -12,8 +12,6 @@ import contextlib
 import itertools
 import json
 import os
-import subprocess
-import sys
 import threading
 import time
 from collections.abc import Callable
@@ -22,7 +20,7 @@ from typing import Any
 
 import pytest
 
-from tests import durable_jobs
+from tests import durable_jobs, forked
 from tests.conftest import DURABLE_START
 from tests.executors import ManualExecutor, drain
 from tickwork import AsyncDurableScheduler, At, DurableScheduler, Every
@@ -372,13 +370,8 @@ def daemon_state(request: pytest.FixtureRequest, tmp_path: Path) -> list[str]:
 
 
 def _history(jobs: Path, state: list[str]) -> list[dict[str, Any]]:
-    proc = subprocess.run(
-        [sys.executable, "-m", "tickwork", "history", str(jobs), *state, "--json"],
-        capture_output=True,
-        text=True,
-        timeout=60,
-        check=True,
-    )
+    proc = forked.tickwork("history", str(jobs), *state, "--json", timeout=60)  # forked warm
+    assert proc.returncode == 0, proc.stderr
     return list(reversed(json.loads(proc.stdout)))
 
 

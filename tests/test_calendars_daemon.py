@@ -17,7 +17,6 @@ Only lower bounds on times (a loaded machine makes runs late, never early).
 
 from __future__ import annotations
 
-import subprocess
 import sys
 import time
 from collections.abc import Callable
@@ -27,6 +26,7 @@ from typing import Any
 
 import pytest
 
+from tests import forked
 from tests.test_daemon_e2e import Run, wait_until
 from tickwork import Cron
 from tickwork._core.spread import stable_fraction
@@ -96,10 +96,7 @@ stable_jitter = true
 
 
 def _cli(*args: str) -> str:
-    done = subprocess.run(
-        [sys.executable, "-m", "tickwork", *args],
-        capture_output=True, text=True, timeout=60, cwd=ROOT,
-    )  # fmt: skip
+    done = forked.tickwork(*args, timeout=60, cwd=ROOT)  # forked warm (tests/forked.py)
     assert done.returncode == 0, f"tickwork {' '.join(args)}: {done.stderr}"
     return done.stdout
 

@@ -21,6 +21,7 @@ from typing import Any
 
 import pytest
 
+from tests import forked
 from tests.waiting import DEADLINE, wait_until
 from tickwork._daemon.runlog import JSON_KEYS
 from tickwork.stores.sqlite import SQLiteStore
@@ -169,21 +170,10 @@ def write_jobs(tmp_path: Path, text: str) -> Path:
 
 
 def jobs_json(tmp_path: Path) -> dict[str, dict[str, Any]]:
-    proc = subprocess.run(
-        [
-            sys.executable,
-            "-m",
-            "tickwork",
-            "jobs",
-            "--state",
-            str(tmp_path / "state" / "s.sqlite3"),
-            "--json",
-        ],
-        capture_output=True,
-        text=True,
-        timeout=30,
-        check=True,
-    )
+    # Forked warm (tests/forked.py): callers poll it while a daemon runs.
+    proc = forked.tickwork("jobs", "--state", str(tmp_path / "state" / "s.sqlite3"), "--json",
+                           timeout=30)  # fmt: skip
+    assert proc.returncode == 0, proc.stderr
     return {row["job"]: row for row in json.loads(proc.stdout)}
 
 

@@ -22,6 +22,7 @@ from typing import Any
 
 import pytest
 
+from tests import forked
 from tests.test_alerts import Hook, hook  # noqa: F401  (the fixture)
 from tests.test_config import problems
 from tests.test_daemon_e2e import LIMIT, Run, wait_until
@@ -39,9 +40,8 @@ PATIENCE = 120.0  # for a daemon's runs on a loaded machine; only reached when b
 
 
 def tickwork(*args: str) -> subprocess.CompletedProcess[str]:
-    return subprocess.run(
-        [sys.executable, "-m", "tickwork", *args], capture_output=True, text=True, timeout=120
-    )
+    """``python -m tickwork ARGS``, forked warm (tests/forked.py): some are polled."""
+    return forked.tickwork(*args, timeout=120)
 
 
 def ledger(state: Path) -> list[Any]:
