@@ -45,11 +45,20 @@ _context.set_forkserver_preload(PRELOAD)
 
 
 class Child:
-    """A forked child, handled as a `subprocess.Popen` with ``stdout=PIPE, text=True``."""
+    """A forked child, handled as a `subprocess.Popen` with ``stdout=PIPE, text=True``.
 
-    def __init__(self, process: multiprocessing.process.BaseProcess, stdout: TextIO | None) -> None:
+    (`daemon`'s: ``stderr=PIPE`` instead.)
+    """
+
+    def __init__(
+        self,
+        process: multiprocessing.process.BaseProcess,
+        stdout: TextIO | None,
+        stderr: TextIO | None = None,
+    ) -> None:
         self.process = process
         self.stdout: TextIO | None = stdout
+        self.stderr: TextIO | None = stderr
 
     @property
     def pid(self) -> int:
@@ -76,6 +85,10 @@ class Child:
     def kill(self) -> None:
         """SIGKILL."""
         self.send_signal(signal.SIGKILL)
+
+    def terminate(self) -> None:
+        """SIGTERM."""
+        self.send_signal(signal.SIGTERM)
 
     def wait(self, timeout: float | None = None) -> int:
         """Wait for the end; its exit code. `subprocess.TimeoutExpired` after ``timeout``."""
@@ -160,13 +173,55 @@ def tickwork(
         return subprocess.CompletedProcess(argv, code, out.read_text(), err.read_text())
 
 
-def _cli(args: list[str], env: dict[str, str], cwd: str, out: str, err: str) -> None:
-    """In the child: the caller's environment and folder, the streams to files, then run."""
+def daemon(args: list[str]) -> Child:
+    """``subprocess.Popen([python, "-m", "tickwork", *args], stdin=DEVNULL, stdout=DEVNULL,
+    stderr=PIPE, text=True)``, forked warm: `tickwork run` as tests/test_daemon_e2e.py's
+    `Run` starts it, without the ~0.3 s of CPU of a Python start and its imports.
+
+    The child gets this process's environment as it is now (``TZ`` applied) and its
+    working folder; its stderr is the returned handle's ``stderr``, a text pipe the
+    caller reads and closes. An environment that Python reads only as it starts
+    (``PYTHONPATH``) needs a real ``python -m tickwork``.
+    """
+    read, write = _context.Pipe(duplex=False)
+    where = (dict(os.environ), os.getcwd())
+    process = _context.Process(target=_daemon, args=(list(args), *where, write), daemon=False)
+    process.start()
+    write.close()
+    err = open(os.dup(read.fileno()), encoding="utf-8")  # noqa: SIM115 (the caller closes it)
+    read.close()
+    return Child(process, None, err)
+
+
+def _daemon(args: list[str], env: dict[str, str], cwd: str, stderr: Connection) -> None:
+    """In the child: the caller's environment and folder, stdin and stdout /dev/null, stderr
+    the pipe; then ``tickwork`` as ``-m`` runs it."""
+    _environment(env, cwd)
+    null = os.open(os.devnull, os.O_RDWR)
+    os.dup2(null, 0)
+    os.dup2(null, 1)
+    os.close(null)
+    os.dup2(stderr.fileno(), 2)
+    stderr.close()
+    sys.stdin = open(0, encoding="utf-8", closefd=False)  # noqa: SIM115
+    sys.stdout = open(1, "w", encoding="utf-8", closefd=False)  # noqa: SIM115
+    sys.stderr = open(2, "w", encoding="utf-8", buffering=1, closefd=False)  # noqa: SIM115
+    sys.argv = ["tickwork", *args]
+    runpy.run_module("tickwork", run_name="__main__", alter_sys=True)
+
+
+def _environment(env: dict[str, str], cwd: str) -> None:
+    """The caller's environment (its ``TZ`` applied) and folder, first on ``sys.path``."""
     os.environ.clear()
     os.environ.update(env)
     time.tzset()
     os.chdir(cwd)
     sys.path.insert(0, cwd)  # as ``-m`` puts it first
+
+
+def _cli(args: list[str], env: dict[str, str], cwd: str, out: str, err: str) -> None:
+    """In the child: the caller's environment and folder, the streams to files, then run."""
+    _environment(env, cwd)
     for fd, path in ((1, out), (2, err)):
         opened = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o644)
         os.dup2(opened, fd)

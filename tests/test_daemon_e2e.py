@@ -79,14 +79,20 @@ class Run:
         env: dict[str, str] | None = None,
     ) -> None:
         where = ["--state", str(state)] if isinstance(state, Path) else state
-        self.proc = subprocess.Popen(
-            [sys.executable, "-m", "tickwork", "run", str(jobs), *where, *extra],
-            stdin=subprocess.DEVNULL,
-            stdout=subprocess.DEVNULL,
-            stderr=subprocess.PIPE,
-            text=True,
-            env=env,
-        )
+        args = ["run", str(jobs), *where, *extra]
+        self.proc: subprocess.Popen[str] | forked.Child
+        if env is None:
+            # Forked warm (tests/forked.py): its own process, without Python's start-up.
+            self.proc = forked.daemon(args)
+        else:  # an environment read at start-up (PYTHONPATH, say): a Python of its own
+            self.proc = subprocess.Popen(
+                [sys.executable, "-m", "tickwork", *args],
+                stdin=subprocess.DEVNULL,
+                stdout=subprocess.DEVNULL,
+                stderr=subprocess.PIPE,
+                text=True,
+                env=env,
+            )
         self.lines: list[str] = []
         self._reader = threading.Thread(target=self._read, daemon=True)
         self._reader.start()
