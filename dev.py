@@ -2,7 +2,7 @@
 """Developer entry point: the only commands a fresh clone needs.
 
     python3 dev.py demo     run tickwork's main job: examples/housekeeping.toml for 20 s
-    python3 dev.py test     run the whole test suite on 6 workers (--fast: without the soak tier)
+    python3 dev.py test     run the whole test suite on 4 workers (--fast: without the soak tier)
     python3 dev.py lint     ruff (lint + format check) and mypy --strict on src/
     python3 dev.py mutate   mutation testing (mutmut) of the run policy and due-time arithmetic
     python3 dev.py package  build the sdist and the wheel, check them, install and run them
@@ -75,12 +75,10 @@ MUTATE = (
 
 
 #: What `python3 dev.py test` adds to pytest's arguments unless they choose ``-n`` themselves:
-#: 6 workers on any machine. Many tests wait on processes, timers and PostgreSQL: on 2 idle
-#: cores 4 workers kept them ~70% busy, 6 fill the waits (5 min 47 s against 8 min 05 s for
-#: 4, back to back on a shared machine); their waits are for conditions, so a loaded
-#: machine is slower, not red.
+#: 4 workers on any machine. Many tests wait on processes, timers and PostgreSQL, so 2
+#: cores keep 4 busy; their waits are for conditions, so a loaded machine is slower, not red.
 #: Files go out in collection order, which tests/conftest.py starts with the soak tier's.
-TEST_WORKERS = ("-n", "6", "--dist", "loadfile", "--no-loadscope-reorder")
+TEST_WORKERS = ("-n", "4", "--dist", "loadfile", "--no-loadscope-reorder")
 
 
 def _test(rest: list[str]) -> int:
