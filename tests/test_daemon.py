@@ -352,3 +352,27 @@ def test_a_default_output_leaves_the_fingerprint_of_earlier_versions() -> None:
     assert fingerprint(job) == "9df165fb8933"
     (tail,) = parse_config(text + 'output = "tail"\n').jobs
     assert fingerprint(tail) != fingerprint(job)
+
+
+@pytest.mark.parametrize("enabled", [True, False])
+def test_a_job_back_in_the_file_while_its_run_goes_on_keeps_its_enabled(
+    store: SQLiteStore, enabled: bool
+) -> None:
+    """A job gone from the file with a run going is paused until the run ends; back in the
+    file before that, it is resumed only if the file enables it (``enabled = false``
+    keeps it paused: resuming it would run a job the file disables)."""
+    one = '[[job]]\nname = "a"\nevery = "30s"\ncommand = ["true"]\n'
+    other = '[[job]]\nname = "o"\nevery = "1h"\ncommand = ["true"]\n'
+    d = daemon(store)
+    d.jobs.apply(parse_config(one + other))
+    (claim,) = [c for c in store.claim_due(NOW + 60, owner="n", lease_seconds=60, limit=10,
+                                           advance=lambda s, now: NOW + 90)
+                if c.job_id == "jobs/a"]  # fmt: skip
+    assert store.start(claim, started=NOW + 60)
+    d.jobs.apply(parse_config(other))  # gone, its run goes on: paused, not removed
+    state = store.get("jobs/a")
+    assert state is not None and state.paused
+    back = one if enabled else one.replace("every", "enabled = false\nevery")
+    d.jobs.apply(parse_config(back + other))
+    state = store.get("jobs/a")
+    assert state is not None and state.paused is (not enabled)

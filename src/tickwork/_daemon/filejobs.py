@@ -286,8 +286,9 @@ class FileJobs:
         removed = self._remove_gone([stored[jid] for jid in sorted(set(stored) - wanted)])
         for jid in wanted & self._leaving:  # back in the file before its run ended
             self._leaving.discard(jid)
-            with contextlib.suppress(Exception):
-                self.scheduler.resume(jid)
+            if self._jobs[jid.partition("/")[2]].enabled:  # else declared paused: it stays
+                with contextlib.suppress(Exception):
+                    self.scheduler.resume(jid)
         return Reload(
             created=tuple(done[Upsert.CREATED]),
             updated=tuple(done[Upsert.UPDATED]),
