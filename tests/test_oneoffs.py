@@ -379,6 +379,55 @@ def test_concurrent_enqueues_share_a_transaction(made: Made) -> None:
     assert sorted(c[0] for c in CALLS) == [0, 1, 2, 3]
 
 
+def test_a_caller_returns_once_its_own_rows_are_written_not_after_the_others(
+    made: Made,
+) -> None:
+    # The first caller writes alone (held) while three others queue up. Once its own
+    # write has committed it returns, and one of the three writes their transaction:
+    # the first is back while that second write is still held. (A writer that went on
+    # writing for whoever kept coming would not return while producers kept enqueueing.)
+    import threading
+
+    from tests.waiting import wait_until
+
+    ds, pool, _, store = made
+    writers: list[int] = []
+    held = [threading.Event(), threading.Event()]
+    real = store.enqueue
+
+    def enqueue(rows: Any) -> list[bool]:
+        writers.append(threading.get_ident())
+        held[len(writers) - 1].wait(60)
+        return real(rows)
+
+    store.enqueue = enqueue
+    refs: dict[int, Any] = {}
+    idents: dict[int, int] = {}
+
+    def producer(i: int) -> None:
+        idents[i] = threading.get_ident()
+        refs[i] = ds.enqueue(note, i)
+
+    threads = [threading.Thread(target=producer, args=(i,)) for i in range(4)]
+    threads[0].start()
+    wait_until("the first write", lambda: len(writers) == 1)
+    for t in threads[1:]:
+        t.start()
+    wait_until("three callers waiting", lambda: len(ds._enqueues._waiting) == 3)
+    held[0].set()
+    wait_until("the second write", lambda: len(writers) == 2)
+    threads[0].join(60)
+    assert not threads[0].is_alive() and refs[0].created  # back, the second still held
+    assert writers[1] != idents[0] and writers[1] in {idents[i] for i in (1, 2, 3)}
+    assert all(t.is_alive() for t in threads[1:])
+    held[1].set()
+    for t in threads:
+        t.join(60)
+    assert all(refs[i].created for i in range(4)) and len(writers) == 2
+    drain(ds, pool)
+    assert sorted(c[0] for c in CALLS) == [0, 1, 2, 3]
+
+
 def test_the_group_commit_is_built_with_its_scheduler(made: Made) -> None:
     # Built once, in the constructor: no first enqueue races to make it.
     from tickwork._durable.oneoffs import Combiner

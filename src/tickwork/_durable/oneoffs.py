@@ -339,23 +339,29 @@ def _enqueued(items: list[OneOff], rows: list[OneOffRow], created: list[bool]) -
 class _Waiting:
     """One caller's rows, waiting for the transaction that writes them."""
 
-    __slots__ = ("done", "error", "flags", "rows")
+    __slots__ = ("done", "error", "flags", "lead", "rows")
 
     def __init__(self, rows: list[OneOffRow]) -> None:
         self.rows = rows
         self.done = threading.Event()
         self.flags: list[bool] = []
         self.error: BaseException | None = None
+        #: Woken to write the next transaction (its own rows not written yet).
+        self.lead = False
 
 
 class Combiner:
     """Group commit for enqueues: concurrent callers share one transaction.
 
-    The first caller writes its rows; callers that arrive meanwhile wait, and the
-    first writes all of theirs together in its next transaction, until none wait.
-    Each caller returns once its own rows are committed (or raises the store's error,
-    with nothing of that transaction written). Four producer threads on one scheduler
-    so pay one commit per group, not one each.
+    A caller that finds no transaction being written writes one with its rows and
+    those of every caller waiting then. Callers that arrive meanwhile wait; when that
+    transaction has committed, the writer wakes the first of them to write the next
+    one (all the rows waiting by then), and returns. So each caller waits for at most
+    the transaction in flight and its own, never for the others' after its own (a
+    writer that went on while callers kept coming would not return for as long as
+    they came). Each caller returns once its own rows are committed, or raises the
+    store's error with nothing of that transaction written. Four producer threads on
+    one scheduler so pay one commit per group, not one each.
     """
 
     def __init__(self) -> None:
@@ -370,31 +376,37 @@ class Combiner:
             self._waiting.append(mine)
             lead = not self._writing
             self._writing = True
-        if lead:
+        if not lead:
+            mine.done.wait()
+        if lead or mine.lead:
             self._write(store)
-        mine.done.wait()
         if mine.error is not None:
             raise mine.error
         return mine.flags
 
     def _write(self, store: OneOffQueue) -> None:
-        while True:
-            with self._lock:
-                group, self._waiting = self._waiting, []
-                if not group:
-                    self._writing = False
-                    return
-            try:
-                flags = store.enqueue([r for w in group for r in w.rows])
-            except BaseException as exc:  # each caller of the group gets it
-                for w in group:
-                    w.error = exc
-                    w.done.set()
-                continue
+        """Write every waiting caller's rows in one transaction; hand on to the next."""
+        with self._lock:
+            group, self._waiting = self._waiting, []
+        try:
+            flags = store.enqueue([r for w in group for r in w.rows])
+        except BaseException as exc:  # each caller of the group gets it
+            for w in group:
+                w.error = exc
+        else:
             at = 0
             for w in group:
                 w.flags, at = flags[at : at + len(w.rows)], at + len(w.rows)
-                w.done.set()
+        with self._lock:
+            following = self._waiting[0] if self._waiting else None
+            if following is None:
+                self._writing = False
+            else:
+                following.lead = True
+        for w in group:
+            w.done.set()
+        if following is not None:
+            following.done.set()
 
 
 def _rows(items: list[OneOff], now: float, *, awaits: bool | None) -> list[OneOffRow]:
