@@ -1279,3 +1279,52 @@ def test_a_start_that_commits_while_its_expired_claim_is_recovered_is_seen_by_th
     state = owner.get("job")
     retries = [] if state is None else [(x.retry, x.started) for x in state.claims]
     assert retries == ([] if delivery == "at_most_once" else [(True, None)])
+
+
+def _lock_waited_on(pg_dsn: str, pg_schema: str) -> list[tuple[Any, ...]]:
+    """Sessions of this database waiting for a row lock (another transaction holds it)."""
+    return rows(
+        pg_dsn,
+        pg_schema,
+        "SELECT 1 FROM pg_stat_activity WHERE wait_event_type = 'Lock'"
+        " AND datname = current_database()",
+    )
+
+
+def test_a_cancel_that_waits_for_a_claim_of_its_one_off_cancels_nothing(
+    open_pg: Callable[..., PostgresStore], pg_dsn: str, pg_schema: str
+) -> None:
+    """A node claims (and starts) a one-off while an operator cancels it.
+
+    The cancel waits for the claim's transaction, which holds the one-off's row. Once
+    the claim has committed, a run of it is held: the cancel must say it cancelled
+    nothing, and the claim and the row stay. Deciding on what it saw before the claim
+    committed, the cancel deleted the row (and the claim with it), wrote "cancelled
+    before it ran" and returned True, while the node ran the function.
+    """
+    store = open_pg()
+    store.enqueue([oneoff("x", 100.0)])
+    done: list[bool] = []
+    with admin(pg_dsn) as claim_tx:
+        claim_tx.execute(sql.SQL("SET search_path TO {}").format(sql.Identifier(pg_schema)))
+        claim_tx.execute("BEGIN")
+        claim_tx.execute("SELECT 1 FROM tickwork_jobs WHERE id = '~x' FOR NO KEY UPDATE")
+        claim_tx.execute(
+            "INSERT INTO tickwork_claims (token, job_id, scheduled, started, owner,"
+            " claimed_at, lease_until, retry, origin)"
+            " VALUES ('t', '~x', 100, 100.5, 'A', 100, 200, false, 'schedule')"
+        )
+        claim_tx.execute("UPDATE tickwork_jobs SET next_run = NULL WHERE id = '~x'")
+        other = open_pg()
+        thread = threading.Thread(
+            target=lambda: done.append(other.cancel_oneoff("~x", at=101.0, by="op"))
+        )
+        thread.start()
+        wait_until("the cancel to wait for the claim", lambda: _lock_waited_on(pg_dsn, pg_schema))
+        claim_tx.execute("COMMIT")
+        thread.join(timeout=60)
+    assert not thread.is_alive()
+    assert done == [False]
+    assert rows(pg_dsn, pg_schema, "SELECT token, owner FROM tickwork_claims") == [("t", "A")]
+    assert rows(pg_dsn, pg_schema, "SELECT id FROM tickwork_jobs") == [("~x",)]
+    assert store.history("~x") == []

@@ -538,6 +538,9 @@ class OneOffMixin:
 
         def body(cur: Any) -> bool:
             took.clear()
+            # The row locked first: a claim of it committing meanwhile is then seen by
+            # the delete's own read (PostgreSQL reads each statement anew), not missed.
+            cur.execute(self._q("SELECT 1 FROM {jobs} WHERE id = ?{lock}"), (job_id,))
             taken = self._take_rows(cur, _CANCEL, "queue, next_run", [job_id])
             if not taken:
                 return False
