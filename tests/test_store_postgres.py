@@ -1243,11 +1243,12 @@ def test_a_start_that_commits_while_its_expired_claim_is_recovered_is_seen_by_th
 ) -> None:
     """A node alive past its lease starts its run while another node recovers the claim.
 
-    The start (an UPDATE of the claim row) commits after the recovery first read the
-    claim. The recovery must act on the claim as committed: started, so an ``abandoned``
-    entry and, at-most-once, no second run. Acting on what it read first (not started,
-    so re-offered with no entry), the slot would run twice with one attempt on record:
-    found once in the one-off kill loop at a load of 30.
+    The start (an UPDATE of the claim row) is under way when the recovery looks, and
+    commits after. The recovery must act on the claim as committed: it leaves the claim
+    being written to its next look (or waits for it), and then sees it started: an
+    ``abandoned`` entry and, at-most-once, no second run. Acting on what it read first
+    (not started, so re-offered with no entry), the slot ran twice with one attempt on
+    record: found once in the one-off kill loop at a load of 30.
     """
     owner, recoverer = open_pg(), open_pg()
     owner.upsert(spec("job", At(100.0), delivery=delivery), 100.0)
@@ -1262,17 +1263,13 @@ def test_a_start_that_commits_while_its_expired_claim_is_recovered_is_seen_by_th
         )
         thread.start()
         wait_until(
-            "the recovery to wait for the start's lock",
-            lambda: rows(
-                pg_dsn,
-                pg_schema,
-                "SELECT 1 FROM pg_stat_activity WHERE wait_event_type = 'Lock'"
-                " AND datname = current_database()",
-            ),
+            "the recovery to pass the claim or wait for the start's lock",
+            lambda: not thread.is_alive() or _lock_waited_on(pg_dsn, pg_schema),
         )
         start.execute("COMMIT")
         thread.join(timeout=60)
     assert not thread.is_alive()
+    recovered.extend(recoverer.recover_expired(100.0 + LEASE + 2))  # the next look
     want = "abandoned" if delivery == "at_most_once" else "requeued"
     assert [(r.claim.job_id, r.action) for r in recovered] == [("job", want)]
     assert [e.outcome for e in owner.history("job")] == ["abandoned"]
@@ -1328,3 +1325,39 @@ def test_a_cancel_that_waits_for_a_claim_of_its_one_off_cancels_nothing(
     assert rows(pg_dsn, pg_schema, "SELECT token, owner FROM tickwork_claims") == [("t", "A")]
     assert rows(pg_dsn, pg_schema, "SELECT id FROM tickwork_jobs") == [("~x",)]
     assert store.history("~x") == []
+
+
+def test_a_recovery_passes_a_claim_being_written_and_takes_the_rest(
+    open_pg: Callable[..., PostgresStore], pg_dsn: str, pg_schema: str
+) -> None:
+    """A stalled owner's start holds one claim row, uncommitted, as the recovery looks.
+
+    The recovery recovers the other expired claims at once and leaves that one to its
+    next look (where the start has committed or rolled back). Waiting for the row, the
+    recovering node's whole store lane (its renewals too) would hang on the stalled
+    owner, and a batch locking its starts' claim rows before its finishes' job rows
+    would deadlock with it.
+    """
+    owner, recoverer = open_pg(), open_pg()
+    owner.upsert(spec("a", At(100.0)), 100.0)
+    owner.upsert(spec("b", At(100.0)), 100.0)
+    claims = {c.job_id: c for c in claim(owner, 100.0, advance=once)}
+    first: list[Any] = []
+    with admin(pg_dsn) as start:
+        start.execute(sql.SQL("SET search_path TO {}").format(sql.Identifier(pg_schema)))
+        start.execute("BEGIN")
+        start.execute(
+            "UPDATE tickwork_claims SET started = 100.5 WHERE token = %s", (claims["a"].token,)
+        )
+        thread = threading.Thread(
+            target=lambda: first.extend(recoverer.recover_expired(100.0 + LEASE + 1))
+        )
+        thread.start()
+        thread.join(timeout=60)
+        held = thread.is_alive()  # still waiting for the row: a hang, the start held on
+        start.execute("COMMIT")
+        thread.join(timeout=60)
+    assert not held, "the recovery waited for a claim row another transaction holds"
+    assert [(r.claim.job_id, r.action) for r in first] == [("b", "released")]
+    later = recoverer.recover_expired(100.0 + LEASE + 2)
+    assert [(r.claim.job_id, r.action) for r in later] == [("a", "abandoned")]

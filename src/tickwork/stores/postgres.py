@@ -826,10 +826,14 @@ class PostgresStore(SchemaMixin, ListenMixin, SQLStore[Cursor]):
         """Lock the job rows first, skipping those another transaction holds.
 
         By key from the claims to recover: never a scan of every job, even in the
-        generic plan of a prepared statement. The claim rows are locked too, and read
-        as committed once locked: an owner alive past its lease may be starting its run
-        (an UPDATE of the claim row alone), and a start that commits meanwhile must be
-        seen (recorded ``abandoned``, never re-offered as not started).
+        generic plan of a prepared statement. The claim rows are locked too, so they
+        are acted on as committed: an owner alive past its lease may be starting or
+        renewing its run (an UPDATE of the claim row alone, which never waits for the
+        job row), and a start that committed must be seen (recorded ``abandoned``, never
+        re-offered as not started). A claim row another transaction holds is skipped
+        until the next look: waiting for it would stall this node's lane behind a
+        stalled owner, and deadlock with a batch that locks its starts' claim rows
+        before its finishes' job rows.
         """
         ids = [
             r[0]
@@ -846,7 +850,7 @@ class PostgresStore(SchemaMixin, ListenMixin, SQLStore[Cursor]):
         return cur.execute(
             f"SELECT {CLAIM_COLUMNS}, j.spec FROM tickwork_claims c JOIN tickwork_jobs j"
             " ON j.id = c.job_id WHERE c.job_id = ANY(%s) AND c.owner <> ''"
-            " AND (c.lease_until <= %s OR c.owner = ANY(%s)) FOR UPDATE OF c",
+            " AND (c.lease_until <= %s OR c.owner = ANY(%s)) FOR UPDATE OF c SKIP LOCKED",
             (ids, now, gone),
         ).fetchall()
 
