@@ -1361,3 +1361,38 @@ def test_a_recovery_passes_a_claim_being_written_and_takes_the_rest(
     assert [(r.claim.job_id, r.action) for r in first] == [("b", "released")]
     later = recoverer.recover_expired(100.0 + LEASE + 2)
     assert [(r.claim.job_id, r.action) for r in later] == [("a", "abandoned")]
+
+
+def test_a_pause_ending_on_two_nodes_at_once_resumes_once_and_keeps_a_new_pause(
+    open_pg: Callable[..., PostgresStore], pg_dsn: str, pg_schema: str
+) -> None:
+    """A pause's ``until`` comes; meanwhile an operator pauses the job again, longer.
+
+    Each node's claim ends the pauses whose time came. One that read the old ``until``
+    and then waited for the row must decide again on what was committed: the new pause
+    stands (not undone by the old one's end) and no "resume" is recorded. Deciding on
+    its first read, the node resumed the job the operator had just paused (and two
+    nodes ending one pause recorded two resumes).
+    """
+    store, node = open_pg(), open_pg()
+    store.upsert(spec("job", Every(10)), 100.0)
+    store.pause_job("job", by="op", at=100.0, until=150.0)
+    with admin(pg_dsn) as operator:
+        operator.execute(sql.SQL("SET search_path TO {}").format(sql.Identifier(pg_schema)))
+        operator.execute("BEGIN")  # the operator's new pause, not committed yet
+        operator.execute(
+            "UPDATE tickwork_jobs SET paused = true, paused_until = 10000 WHERE id = 'job'"
+        )
+        thread = threading.Thread(target=lambda: claim(node, 200.0, owner="B"))
+        thread.start()
+        wait_until(
+            "the node's claim to wait for the row",
+            lambda: not thread.is_alive() or _lock_waited_on(pg_dsn, pg_schema),
+        )
+        operator.execute("COMMIT")
+        thread.join(timeout=60)
+    assert not thread.is_alive()
+    state = store.get("job")
+    assert state is not None and state.paused
+    assert rows(pg_dsn, pg_schema, "SELECT paused_until FROM tickwork_jobs") == [(10000.0,)]
+    assert [a.action for a in store.actions("job")] == ["pause"]

@@ -185,19 +185,27 @@ class ControlActions(Generic[C]):
         return store._run(f"resume job {job_id!r}", body)
 
     def resume_ended(self, cur: C, now: float) -> None:
-        """End the pauses whose ``until`` has come (in the claim's transaction)."""
+        """End the pauses whose ``until`` has come (in the claim's transaction).
+
+        Each is ended only if it still ends by ``now`` as committed when its row is
+        written (PostgreSQL checks an UPDATE's condition again on a row another
+        transaction changed meanwhile): a pause set again, or ended by another node,
+        since the read is left as it is, and no "resume" is recorded for it.
+        """
         q = self._store._q
         rows = cur.execute(
-            q("SELECT id, paused_until FROM {jobs} WHERE paused_until <= ?"), (now,)
+            q("SELECT id, paused_until FROM {jobs} WHERE paused_until <= ? ORDER BY id"), (now,)
         ).fetchall()
         for job_id, until in rows:
-            cur.execute(
+            ended = cur.execute(
                 q(
                     "UPDATE {jobs} SET paused = {false}, control = NULL, paused_until = NULL"
-                    " WHERE id = ?"
+                    " WHERE id = ? AND paused_until <= ?"
                 ),
-                (job_id,),
-            )
+                (job_id, now),
+            ).rowcount
+            if ended != 1:
+                continue
             self._act(
                 cur, job_id, "resume", AUTO_ACTOR, now, None, f"the pause until {iso(until)} ended"
             )
