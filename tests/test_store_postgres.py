@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import logging
 import secrets
 import subprocess
@@ -1396,3 +1397,30 @@ def test_a_pause_ending_on_two_nodes_at_once_resumes_once_and_keeps_a_new_pause(
     assert state is not None and state.paused
     assert rows(pg_dsn, pg_schema, "SELECT paused_until FROM tickwork_jobs") == [(10000.0,)]
     assert [a.action for a in store.actions("job")] == ["pause"]
+
+
+def test_a_transaction_a_frozen_node_left_open_is_ended_and_its_rows_taken(
+    open_pg: Callable[..., PostgresStore], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A node frozen mid-transaction (a paused VM) holds a due job's row.
+
+    The server ends the store's transaction once it has been idle
+    `IDLE_IN_TRANSACTION` seconds (1 s here), so another node claims the job. Without
+    the limit the row stayed locked for as long as the node stayed frozen: every claim
+    skipped it (and a pool's row would have made every pool-limited claim wait).
+    """
+    monkeypatch.setattr(pg_mod, "IDLE_IN_TRANSACTION", 1.0)
+    frozen, other = open_pg(), open_pg()
+    frozen.upsert(spec("job", At(100.0)), 100.0)
+    conn = frozen._connect()  # a session of the store's, with its settings
+    try:
+        conn.execute("SELECT 1 FROM tickwork_jobs WHERE id = 'job' FOR NO KEY UPDATE")
+        # ... and nothing more: the node is frozen, its transaction open.
+        got = wait_until(
+            "another node to claim the job",
+            lambda: [c.job_id for c in claim(other, 200.0, owner="B", advance=once)],
+        )
+        assert got == ["job"]
+    finally:
+        with contextlib.suppress(Exception):
+            conn.close()

@@ -258,10 +258,24 @@ def redact_dsn(dsn: str) -> str:
 # cost passed ``jit_above_cost`` and the server compiled it at every execution (13.7
 # ms; the plan's own work 0.08 ms; pickup p99 at 200 runs/s 13 -> 277 ms). Every
 # statement here reads a few rows by index: compiling never pays.
+#
+# A transaction of the store's left idle is ended by the server after
+# `IDLE_IN_TRANSACTION` seconds, its locks released: a node frozen mid-transaction (a
+# paused VM) would otherwise hold its job, claim and pool rows until it woke, and one
+# whose host vanished until TCP gave up (hours; the keepalives below make that about
+# 25 s). Every other node's claim skips locked job rows, but waits for pool rows. The
+# store never leaves a transaction idle for long: a node cut off that way reconnects
+# and resolves its last commit as after any lost connection.
 _SESSION_SQL: Final = (
     "SELECT set_config('plan_cache_mode', 'force_generic_plan', false),"
-    " set_config('jit', 'off', false)"
+    " set_config('jit', 'off', false),"
+    " set_config('idle_in_transaction_session_timeout', %s, false),"
+    " set_config('tcp_keepalives_idle', '10', false),"
+    " set_config('tcp_keepalives_interval', '5', false),"
+    " set_config('tcp_keepalives_count', '3', false)"
 )
+#: Seconds a transaction of the store's may stay idle before the server ends it.
+IDLE_IN_TRANSACTION = 60.0
 #: Marks a session as an owner's (`PostgresStore.tag_sessions`): a shared lock, so the
 #: owner's connections (and a new one while an old one lingers) never wait on each other.
 _TAG_SQL: Final = "SELECT pg_advisory_lock_shared(%s::integer, %s::integer)"
@@ -354,6 +368,11 @@ def _connect_kwargs(params: Mapping[str, Any], connect_timeout: float) -> dict[s
         kwargs["connect_timeout"] = max(1, round(connect_timeout))
     if "application_name" not in params:
         kwargs["application_name"] = "tickwork"
+    # A server gone silent (its host lost) is noticed in about 25 s, not when TCP gives up.
+    for key, value in (("keepalives", 1), ("keepalives_idle", 10), ("keepalives_interval", 5),
+                       ("keepalives_count", 3)):  # fmt: skip
+        if key not in params:
+            kwargs[key] = value
     return kwargs
 
 
@@ -489,13 +508,15 @@ class PostgresStore(SchemaMixin, ListenMixin, SQLStore[Cursor]):
         try:
             # One round trip for the session's settings: generic plans (see
             # `_SESSION_SQL`), and the schema where one is named.
+            idle = (f"{round(IDLE_IN_TRANSACTION * 1000)}ms",)
             if self._schema is None:
-                conn.execute(_SESSION_SQL)
+                conn.execute(_SESSION_SQL, idle)
             else:
                 conn.execute(
                     sql.SQL(_SESSION_SQL + ", set_config('search_path', {}, false)").format(
                         sql.Literal(sql.Identifier(self._schema).as_string(conn))
-                    )
+                    ),
+                    idle,
                 )
             if self._owner_key is not None and self._owner is not None:
                 conn.execute(_TAG_SQL, self._owner_key)
