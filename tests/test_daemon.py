@@ -376,3 +376,29 @@ def test_a_job_back_in_the_file_while_its_run_goes_on_keeps_its_enabled(
     d.jobs.apply(parse_config(back + other))
     state = store.get("jobs/a")
     assert state is not None and state.paused is (not enabled)
+
+
+def test_a_stop_signal_while_the_jobs_are_taken_stops_the_daemon_cleanly(
+    store: SQLiteStore, caplog: pytest.LogCaptureFixture
+) -> None:
+    """SIGTERM between the start of `tickwork run` and its serving: a clean stop.
+
+    The signals are caught before the jobs are taken (`Daemon.signals`), so the signal
+    is kept and `serve` stops at once: nothing is started, the status is 0. Before,
+    the handlers came with `serve`, and a SIGTERM while the state was taken (a second
+    daemon told to stop as it started, under load) killed the process (status -15).
+    """
+    import logging
+    import signal
+
+    d = daemon(store)
+    caplog.set_level(logging.INFO, logger="tickwork")
+    before = signal.getsignal(signal.SIGTERM)
+    with d.signals():
+        d.jobs.take(parse_config(FILE))
+        signal.raise_signal(signal.SIGTERM)  # caught: this process goes on
+        status = d.serve(run_for=600)
+    assert status == 0
+    assert d.scheduler._thread is None  # never started: nothing ran
+    assert "got SIGTERM: shutting down" in caplog.text and "stopped" in caplog.text
+    assert signal.getsignal(signal.SIGTERM) is before  # given back as it was

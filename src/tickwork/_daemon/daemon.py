@@ -30,7 +30,7 @@ import signal
 import sys
 import threading
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from types import FrameType
 from typing import Final
 
@@ -289,10 +289,34 @@ class Daemon:
 
     # -- the main thread ------------------------------------------------------------------
 
+    @contextlib.contextmanager
+    def signals(self) -> Iterator[None]:
+        """Catch SIGTERM, SIGINT and SIGHUP for this daemon until the block ends.
+
+        From the main thread, before the jobs are taken: a stop signal that comes while
+        the daemon starts is kept, and `serve` then stops at once and cleanly (no job
+        started, status 0) instead of the process dying of it. `serve` enters it itself
+        when it was not entered.
+        """
+        self._wake_r, self._wake_w = os.pipe()
+        os.set_blocking(self._wake_r, False)
+        os.set_blocking(self._wake_w, False)
+        previous = {
+            sig: signal.signal(sig, self._on_signal) for sig in (*STOP_SIGNALS, signal.SIGHUP)
+        }
+        try:
+            yield
+        finally:
+            for sig, handler in previous.items():
+                signal.signal(sig, handler)
+            os.close(self._wake_r)
+            os.close(self._wake_w)
+            self._wake_r = self._wake_w = -1
+
     def serve(self, *, run_for: float | None = None) -> int:
         """Run until SIGTERM/SIGINT (or ``run_for`` seconds), then shut down; the exit status.
 
-        Must be called from the main thread (it installs signal handlers). SIGHUP
+        Must be called from the main thread (it catches signals: `signals`). SIGHUP
         reloads the file. The store is closed on return. The status is 0, or 1 when
         the end of a run could not be recorded before exiting (the store failed
         throughout the shutdown; the log names each such job and slot).
@@ -302,34 +326,34 @@ class Daemon:
             if _active is not None:
                 raise RuntimeError("a tickwork daemon is already running in this process")
             _active = self
-        self._wake_r, self._wake_w = os.pipe()
-        os.set_blocking(self._wake_r, False)
-        os.set_blocking(self._wake_w, False)
-        previous = {
-            sig: signal.signal(sig, self._on_signal) for sig in (*STOP_SIGNALS, signal.SIGHUP)
-        }
-        try:
-            _trace_runs(self)
-            self.alerts.start()
-            self.scheduler.start()
-            self.dead_man.start()
-            self.liveness.ready(f"running the jobs of {self.config_path}")
-            why = self._loop(run_for)
-            self._shutdown(why)
-            self.alerts.close()
-        finally:
-            self.liveness.close()
-            for sig, handler in previous.items():
-                signal.signal(sig, handler)
-            os.close(self._wake_r)
-            os.close(self._wake_w)
-            with _active_lock:
-                _active = None
-            if isinstance(self.store, NamespaceHolders):
-                with contextlib.suppress(Exception):  # else it is forgotten once gone
-                    self.store.release_namespace(self.namespace, self.scheduler.owner)
-            self.store.close()
+        with contextlib.ExitStack() as caught:
+            if self._wake_r < 0:
+                caught.enter_context(self.signals())
+            try:
+                why = self._stopped()  # a stop signal while the jobs were taken
+                if why is None:
+                    _trace_runs(self)
+                    self.alerts.start()
+                    self.scheduler.start()
+                    self.dead_man.start()
+                    self.liveness.ready(f"running the jobs of {self.config_path}")
+                    why = self._loop(run_for)
+                self._shutdown(why)
+                self.alerts.close()
+            finally:
+                self.liveness.close()
+                with _active_lock:
+                    _active = None
+                if isinstance(self.store, NamespaceHolders):
+                    with contextlib.suppress(Exception):  # else it is forgotten once gone
+                        self.store.release_namespace(self.namespace, self.scheduler.owner)
+                self.store.close()
         return self.exit_status
+
+    def _stopped(self) -> str | None:
+        """Why to stop now: a stop signal has come (SIGHUPs are left for the loop)."""
+        sig = next((s for s in self._signals if s in STOP_SIGNALS), None)
+        return None if sig is None else f"got {signal.Signals(sig).name}"
 
     def _on_signal(self, signum: int, frame: FrameType | None) -> None:
         # Only record it and wake the main loop: the work happens in _loop.

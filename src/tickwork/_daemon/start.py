@@ -297,13 +297,15 @@ def _serve(
                 store.close()
                 raise _NotStarted(1) from exc
         try:
-            try:
-                taking: FileJobs = daemon.jobs
-                taking.take(checked.jobs, also=said)
-            except TickworkError as exc:  # a DaemonError, or a StoreError reading the state
-                store.close()
-                raise _NotStarted(1) from exc
-            return daemon.serve(run_for=None if end is None else max(0.0, end - time.monotonic()))
+            with daemon.signals():  # a stop signal while the jobs are taken: a clean stop
+                try:
+                    taking: FileJobs = daemon.jobs
+                    taking.take(checked.jobs, also=said)
+                except TickworkError as exc:  # a DaemonError, or a StoreError reading it
+                    store.close()
+                    raise _NotStarted(1) from exc
+                left = None if end is None else max(0.0, end - time.monotonic())
+                return daemon.serve(run_for=left)
         finally:
             if server is not None:
                 server.close()
