@@ -483,17 +483,23 @@ def test_the_overview_draws_each_jobs_durations_and_the_runs_per_minute(
     assert '<rect class="bar ok"' in rate and '<rect class="bar failed"' in rate
 
 
+def drawn(browser: Browser, selector: str) -> list[tuple[str, float, float]]:
+    """Each element ``selector`` finds on the page shown: its class, width and height."""
+    boxes: list[tuple[str, float, float]] = browser.evaluate(
+        f"[...document.querySelectorAll({json.dumps(selector)})].map(e => {{"
+        " const r = e.getBoundingClientRect();"
+        " return [e.getAttribute('class'), r.width, r.height]; })"
+    )
+    return boxes
+
+
 @needs_browser
 def test_a_browser_draws_the_charts(
     daemon: tuple[Run, str], tmp_path: Path, browser: Browser
 ) -> None:
     _, base = daemon
     browser.open(base + "/jobs/probe-api?token=t0ken", loaded="!!document.querySelector('svg')")
-    boxes = browser.evaluate(
-        "[...document.querySelectorAll('svg.chart, svg.rate, svg rect.bar')].map(e => {"
-        " const r = e.getBoundingClientRect();"
-        " return [e.getAttribute('class'), r.width, r.height]; })"
-    )
+    boxes = drawn(browser, "svg.chart, svg.rate, svg rect.bar")
     kinds = [k for k, _, _ in boxes]
     assert kinds.count("chart") == 2 and kinds.count("rate") == 1
     assert "bar failed" in kinds
@@ -505,11 +511,7 @@ def test_a_browser_draws_the_charts(
     browser.screenshot(shot)
     assert shot.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n" and shot.stat().st_size > 5000
     browser.open(base + "/?token=t0ken", loaded="!!document.querySelector('svg.spark')")
-    boxes = browser.evaluate(
-        "[...document.querySelectorAll('svg.spark, svg.chart, svg rect.bar')].map(e => {"
-        " const r = e.getBoundingClientRect(); return [e.getAttribute('class'), r.width,"
-        " r.height]; })"
-    )
+    boxes = drawn(browser, "svg.spark, svg.chart, svg rect.bar")
     kinds = [k for k, _, _ in boxes]
     assert kinds.count("spark") == 2 and kinds.count("chart") == 1 and "bar ok" in kinds
     assert all(w > 0 and h > 0 for _, w, h in boxes), boxes

@@ -1259,17 +1259,12 @@ def test_a_start_that_commits_while_its_expired_claim_is_recovered_is_seen_by_th
         start.execute(sql.SQL("SET search_path TO {}").format(sql.Identifier(pg_schema)))
         start.execute("BEGIN")
         start.execute("UPDATE tickwork_claims SET started = 100.5 WHERE token = %s", (c.token,))
-        thread = threading.Thread(
-            target=lambda: recovered.extend(recoverer.recover_expired(100.0 + LEASE + 1))
+        _meanwhile(
+            start,
+            lambda: recovered.extend(recoverer.recover_expired(100.0 + LEASE + 1)),
+            pg_dsn,
+            pg_schema,
         )
-        thread.start()
-        wait_until(
-            "the recovery to pass the claim or wait for the start's lock",
-            lambda: not thread.is_alive() or _lock_waited_on(pg_dsn, pg_schema),
-        )
-        start.execute("COMMIT")
-        thread.join(timeout=60)
-    assert not thread.is_alive()
     recovered.extend(recoverer.recover_expired(100.0 + LEASE + 2))  # the next look
     want = "abandoned" if delivery == "at_most_once" else "requeued"
     assert [(r.claim.job_id, r.action) for r in recovered] == [("job", want)]
@@ -1287,6 +1282,25 @@ def _lock_waited_on(pg_dsn: str, pg_schema: str) -> list[tuple[Any, ...]]:
         "SELECT 1 FROM pg_stat_activity WHERE wait_event_type = 'Lock'"
         " AND datname = current_database()",
     )
+
+
+def _meanwhile(
+    holder: psycopg.Connection[Any], act: Callable[[], object], pg_dsn: str, pg_schema: str
+) -> None:
+    """Run ``act`` on a thread while ``holder``'s open transaction holds its rows.
+
+    Once ``act`` waits for a row lock (or has passed the held rows and ended),
+    ``holder`` commits; then ``act`` must end.
+    """
+    thread = threading.Thread(target=act)
+    thread.start()
+    wait_until(
+        "the other transaction to wait for the held rows, or to pass them",
+        lambda: not thread.is_alive() or _lock_waited_on(pg_dsn, pg_schema),
+    )
+    holder.execute("COMMIT")
+    thread.join(timeout=60)
+    assert not thread.is_alive()
 
 
 def test_a_cancel_that_waits_for_a_claim_of_its_one_off_cancels_nothing(
@@ -1314,14 +1328,12 @@ def test_a_cancel_that_waits_for_a_claim_of_its_one_off_cancels_nothing(
         )
         claim_tx.execute("UPDATE tickwork_jobs SET next_run = NULL WHERE id = '~x'")
         other = open_pg()
-        thread = threading.Thread(
-            target=lambda: done.append(other.cancel_oneoff("~x", at=101.0, by="op"))
+        _meanwhile(
+            claim_tx,
+            lambda: done.append(other.cancel_oneoff("~x", at=101.0, by="op")),
+            pg_dsn,
+            pg_schema,
         )
-        thread.start()
-        wait_until("the cancel to wait for the claim", lambda: _lock_waited_on(pg_dsn, pg_schema))
-        claim_tx.execute("COMMIT")
-        thread.join(timeout=60)
-    assert not thread.is_alive()
     assert done == [False]
     assert rows(pg_dsn, pg_schema, "SELECT token, owner FROM tickwork_claims") == [("t", "A")]
     assert rows(pg_dsn, pg_schema, "SELECT id FROM tickwork_jobs") == [("~x",)]
@@ -1384,15 +1396,7 @@ def test_a_pause_ending_on_two_nodes_at_once_resumes_once_and_keeps_a_new_pause(
         operator.execute(
             "UPDATE tickwork_jobs SET paused = true, paused_until = 10000 WHERE id = 'job'"
         )
-        thread = threading.Thread(target=lambda: claim(node, 200.0, owner="B"))
-        thread.start()
-        wait_until(
-            "the node's claim to wait for the row",
-            lambda: not thread.is_alive() or _lock_waited_on(pg_dsn, pg_schema),
-        )
-        operator.execute("COMMIT")
-        thread.join(timeout=60)
-    assert not thread.is_alive()
+        _meanwhile(operator, lambda: claim(node, 200.0, owner="B"), pg_dsn, pg_schema)
     state = store.get("job")
     assert state is not None and state.paused
     assert rows(pg_dsn, pg_schema, "SELECT paused_until FROM tickwork_jobs") == [(10000.0,)]
