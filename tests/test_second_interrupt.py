@@ -151,21 +151,27 @@ def group_gone(pgid: int) -> bool:
     return False
 
 
-@pytest.mark.parametrize("second", [signal.SIGINT, signal.SIGTERM])
-def test_second_stop_signal_kills_a_stuck_command_and_exits(
-    tmp_path: Path, procs: list[Proc], second: signal.Signals
-) -> None:
+def start_stuck(tmp_path: Path, procs: list[Proc], jobs_text: str, grace: str) -> tuple[Proc, int]:
+    """A daemon running ``jobs_text`` (`STUCK_JOBS`' form) with ``grace``; it and its job's pid."""
     pid_file = tmp_path / "pid"
     jobs = tmp_path / "jobs.toml"
-    jobs.write_text(textwrap.dedent(STUCK_JOBS.format(pid=pid_file)))
+    jobs.write_text(textwrap.dedent(jobs_text.format(pid=pid_file)))
     p = Proc(
         [sys.executable, "-m", "tickwork", "run", str(jobs), "--state", str(tmp_path / "s.db"),
-         "--shutdown-grace", "5m"],
+         "--shutdown-grace", grace],
         tmp_path,
     )  # fmt: skip
     procs.append(p)
     p.wait_line("stuck started")
     pid = int(wait_until("the job's pid", lambda: pid_file.exists() and pid_file.read_text()))
+    return p, pid
+
+
+@pytest.mark.parametrize("second", [signal.SIGINT, signal.SIGTERM])
+def test_second_stop_signal_kills_a_stuck_command_and_exits(
+    tmp_path: Path, procs: list[Proc], second: signal.Signals
+) -> None:
+    p, pid = start_stuck(tmp_path, procs, STUCK_JOBS, grace="5m")
     pgid = os.getpgid(pid)
     p.proc.send_signal(signal.SIGTERM)
     p.wait_line("waiting up to 300s for 1 running job(s)")
@@ -185,24 +191,11 @@ def test_a_sighup_during_the_shutdown_is_no_second_stop_signal(
     # A reload asked for while the daemon stops changes nothing: at the end of the grace
     # the command gets SIGTERM, as without it (it once counted as a second stop signal,
     # and every group got SIGKILL instead).
-    pid_file = tmp_path / "pid"
-    jobs = tmp_path / "jobs.toml"
-    jobs.write_text(
-        textwrap.dedent(
-            STUCK_JOBS.format(pid=pid_file).replace(
-                "trap '' TERM INT; while :; do sleep 1; done",
-                "trap 'exit 0' TERM; while :; do sleep 0.1; done",
-            )
-        )
+    obliging = STUCK_JOBS.replace(
+        "trap '' TERM INT; while :; do sleep 1; done",
+        "trap 'exit 0' TERM; while :; do sleep 0.1; done",
     )
-    p = Proc(
-        [sys.executable, "-m", "tickwork", "run", str(jobs), "--state", str(tmp_path / "s.db"),
-         "--shutdown-grace", "2s"],
-        tmp_path,
-    )  # fmt: skip
-    procs.append(p)
-    p.wait_line("stuck started")
-    wait_until("the job's pid", lambda: pid_file.exists() and pid_file.read_text())
+    p, _ = start_stuck(tmp_path, procs, obliging, grace="2s")
     p.proc.send_signal(signal.SIGTERM)
     p.wait_line("waiting up to 2s for 1 running job(s)")
     p.proc.send_signal(signal.SIGHUP)
