@@ -102,13 +102,16 @@ class FileJobs:
         self._config: Config | None = None
         self.watch = watch
         self._stamp = self._stat()
-        self.kill_graces: dict[str, float] = {}
-        """Each job's ``kill_grace``, by name (the file applied last)."""
 
     @property
     def config(self) -> Config | None:
         """The configuration being run (``None`` before the first `apply`)."""
         return self._config
+
+    @property
+    def kill_graces(self) -> dict[str, float]:
+        """Each job's ``kill_grace``, by name (the file applied last)."""
+        return {job.name: job.kill_grace for job in self._jobs.values()}
 
     def job_config(self, name: str) -> JobConfig | None:
         """The running file's job ``name`` (``None``: none of that name)."""
@@ -260,7 +263,6 @@ class FileJobs:
         stored = {s.id: s for s in self.store.jobs() if owned(s, self.namespace)}
         self._jobs = {job.name: job for job in config.jobs}
         self._config = config
-        self.kill_graces = {job.name: job.kill_grace for job in config.jobs}
         declared = declare_file(
             self.scheduler,
             config.jobs,
