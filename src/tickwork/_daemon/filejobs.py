@@ -5,14 +5,13 @@ holds nothing foreign, holds the namespace, declares every job of the file (pool
 first, upstream jobs before their chains) and queues the ``at_start`` runs (`take`);
 on SIGHUP or a changed file it reads the file again and applies it (`reload`): the
 jobs declared again, the ones gone from the file removed, or paused until a run of
-theirs that is still going has ended (`remove_left`). What a file's job becomes in the
-state is `tickwork._daemon.declare`'s; the `Daemon` runs the jobs and asks this for
-their current options (`job_config`).
+theirs that is still going has ended (`tickwork._daemon.leaving`). What a file's job
+becomes in the state is `tickwork._daemon.declare`'s; the `Daemon` runs the jobs and
+asks this for their current options (`job_config`).
 """
 
 from __future__ import annotations
 
-import contextlib
 import json
 import logging
 import os
@@ -24,11 +23,12 @@ from tickwork._daemon.deadman import DeadMan
 from tickwork._daemon.declare import declare_file, job_id, owned, owner_label
 from tickwork._daemon.jobsfile.config import Config, JobConfig, load_config
 from tickwork._daemon.jobsfile.pools import declare_pools
+from tickwork._daemon.leaving import Leaving
 from tickwork._daemon.process.stopping import end_left_behind
 from tickwork._daemon.skips import SKIP_CHECK
 from tickwork._daemon.state import DaemonError, Place
 from tickwork._durable.scheduler import DurableScheduler
-from tickwork.stores import JobState, OutcomeRetention, Upsert
+from tickwork.stores import OutcomeRetention, Upsert
 from tickwork.stores.contract import NamespaceHolders, SessionLiveness
 
 __all__ = ["FileJobs", "Reload"]
@@ -98,7 +98,7 @@ class FileJobs:
         self._dead_man = dead_man
         self._load = load
         self._jobs: dict[str, JobConfig] = {}
-        self._leaving: set[str] = set()  # ids of jobs gone from the file, a run still going
+        self._leaving = Leaving()  # jobs gone from the file, a run of theirs still going
         self._config: Config | None = None
         self.watch = watch
         self._stamp = self._stat()
@@ -127,19 +127,17 @@ class FileJobs:
         Returns:
             How soon this wants the next turn (``None``: only when something happens).
         """
-        if signalled:
-            _log.info("got SIGHUP: reloading %s", self.path)
+        stamp = self._stat()  # before the file is read: a change while it is, is seen next
+        changed = self.watch and stamp is not None and stamp != self._stamp
+        if signalled or changed:
+            _log.info(
+                "got SIGHUP: reloading %s" if signalled else "%s changed: reloading", self.path
+            )
+            self._stamp = stamp
             self.reload()
-            self._stamp = self._stat()
-        elif self.watch:
-            stamp = self._stat()
-            if stamp is not None and stamp != self._stamp:
-                self._stamp = stamp
-                _log.info("%s changed: reloading", self.path)
-                self.reload()
         waits = [1.0] if self.watch else []
         if self._leaving:
-            self.remove_left()
+            self._leaving.remove_ended(self.scheduler)
             waits.append(SKIP_CHECK)
         return min(waits, default=None)
 
@@ -157,9 +155,10 @@ class FileJobs:
         """Take the state for ``config`` at the start, and log what runs from where.
 
         The state checked (`check_store`), the namespace held (`hold`), the file
-        applied (`apply`), the ``at_start`` runs queued (`queue_start_runs`), and the
-        runs a killed daemon of this state left behind ended (`end_left_behind`: before
-        any run starts). ``also``: a line to log after that one (where the ``--http``
+        applied (`apply`), one run of each enabled ``at_start`` job queued (as
+        ``tickwork trigger`` queues one, under the job's overlap policy), and the runs
+        a killed daemon of this state left behind ended (`end_left_behind`: before any
+        run starts). ``also``: a line to log after that one (where the ``--http``
         server serves).
 
         Raises:
@@ -168,7 +167,13 @@ class FileJobs:
         self.check_store()
         self.hold(config)
         result = self.apply(config)
-        self.queue_start_runs()
+        for job in config.jobs:  # at_start: this daemon has just started (a reload queues none)
+            if job.at_start and job.enabled:
+                done = self.scheduler.trigger(
+                    job_id(self.namespace, job.name), by="at_start", note="the daemon started"
+                )
+                why = "" if done == "queued" else ": skipped, a run of it is going or waiting"
+                _log.info("%s", f"job {job.name!r}: its at_start run is {done}{why}")
         end_left_behind(self.place.key, self.kill_graces)
         enabled = sum(job.enabled for job in config.jobs)
         _log.info(
@@ -234,21 +239,6 @@ class FileJobs:
                 " first (this one then takes the namespace over)"
             )
 
-    def queue_start_runs(self) -> None:
-        """Queue one run of each enabled ``at_start`` job: this daemon has just started.
-
-        Called once, after the first `apply` (a reload queues none). The run is queued in
-        the state as ``tickwork trigger`` queues one, under the job's overlap policy.
-        """
-        for job in self._jobs.values():
-            if not (job.at_start and job.enabled):
-                continue
-            done = self.scheduler.trigger(
-                job_id(self.namespace, job.name), by="at_start", note="the daemon started"
-            )
-            why = "" if done == "queued" else ": skipped, a run of it is going or waiting"
-            _log.info("%s", f"job {job.name!r}: its at_start run is {done}{why}")
-
     # -- applying a file ----------------------------------------------------------------
 
     def apply(self, config: Config) -> Reload:
@@ -284,18 +274,15 @@ class FileJobs:
                     keep_failed=job.keep_failed,
                 )
         self._dead_man.apply(self.namespace, config.jobs)
-        wanted = {job_id(self.namespace, job.name) for job in config.jobs}
-        removed = self._remove_gone([stored[jid] for jid in sorted(set(stored) - wanted)])
-        for jid in wanted & self._leaving:  # back in the file before its run ended
-            self._leaving.discard(jid)
-            if self._jobs[jid.partition("/")[2]].enabled:  # else declared paused: it stays
-                with contextlib.suppress(Exception):
-                    self.scheduler.resume(jid)
+        wanted = {job_id(self.namespace, job.name): job.enabled for job in config.jobs}
+        gone = [stored[jid] for jid in sorted(stored.keys() - wanted.keys())]
+        self._leaving.remove_gone(self.scheduler, gone, path=self.path)
+        self._leaving.keep_back(self.scheduler, wanted)  # back in the file before its run ended
         return Reload(
             created=tuple(done[Upsert.CREATED]),
             updated=tuple(done[Upsert.UPDATED]),
             unchanged=tuple(done[Upsert.UNCHANGED]),
-            removed=tuple(removed),
+            removed=tuple(state.id.partition("/")[2] for state in gone),
             failed=tuple(done[None]),
         )
 
@@ -330,44 +317,6 @@ class FileJobs:
             return False
         _log.info("reloaded %s: %s", self.path, result.summary())
         return True
-
-    def _remove_gone(self, gone: list[JobState]) -> list[str]:
-        """Remove jobs gone from the file; one with a run going goes when that run ends.
-
-        Such a job is paused meanwhile, so nothing new starts, and the run finishes and
-        is recorded like any other (`remove_left` removes the job after that).
-        """
-        for state in gone:
-            name = state.id.partition("/")[2]
-            if state.id not in self._leaving and any(c.started is not None for c in state.claims):
-                with contextlib.suppress(Exception):
-                    self.scheduler.pause(state.id, note=f"removed from {self.path}")
-                self._leaving.add(state.id)
-                _log.info(
-                    "job %r is gone from %s but a run of it goes on: it runs to its end"
-                    " and is recorded, then the job is removed",
-                    name,
-                    self.path,
-                )
-                continue
-            with contextlib.suppress(Exception):  # JobNotFoundError: another host did it
-                self.scheduler.remove(state.id)
-        return [state.id.partition("/")[2] for state in gone]
-
-    def remove_left(self) -> None:
-        """Remove the jobs gone from the file whose last run has ended (`_remove_gone`)."""
-        for jid in sorted(self._leaving):
-            try:
-                state = self.store.get(jid)
-                if state is not None and any(c.started is not None for c in state.claims):
-                    continue
-                if state is not None:
-                    self.scheduler.remove(jid)
-            except Exception:  # the state is unreachable: the next turn tries again
-                _log.debug("removing job %r failed", jid, exc_info=True)
-                continue
-            self._leaving.discard(jid)
-            _log.info("job %r removed: its last run has ended", jid.partition("/")[2])
 
 
 def _clash(holder: str, names: set[str]) -> bool:
