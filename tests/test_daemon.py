@@ -18,6 +18,7 @@ from tickwork import At, Cron, DurableScheduler, Every
 from tickwork.__main__ import main
 from tickwork._daemon.daemon import Daemon, run_configured_job
 from tickwork._daemon.declare import ENTRY_POINT, fingerprint, spec_for
+from tickwork._daemon.filejobs import FileJobs
 from tickwork._daemon.jobsfile.config import parse_config
 from tickwork._daemon.runlog import RunLog
 from tickwork._daemon.state import (
@@ -77,6 +78,11 @@ def daemon(store: SQLiteStore, namespace: str = "jobs", now: float = NOW) -> Dae
     )
 
 
+def file_jobs(d: Daemon) -> FileJobs:
+    """The file's jobs over ``d``, as `run_daemon` builds them where it takes them."""
+    return FileJobs(d.config_path, d.scheduler, place=d.place, dead_man=d.dead_man)
+
+
 def test_each_job_maps_to_one_durable_spec() -> None:
     config = parse_config(FILE)
     a, b, c, d = (spec_for(j, namespace="ns", now=NOW) for j in config.jobs)
@@ -102,23 +108,23 @@ def test_fingerprint_changes_with_any_option_and_not_with_the_line() -> None:
 
 def test_apply_is_idempotent_and_a_restart_keeps_a_one_shots_time(store: SQLiteStore) -> None:
     config = parse_config(FILE)
-    first = daemon(store).jobs.apply(config)
+    first = file_jobs(daemon(store)).apply(config)
     assert first.created == ("a", "b", "c", "d") and first.summary() == "4 created"
     c_time = store.get("jobs/c")
     assert c_time is not None and c_time.next_run == NOW + 10
     # A restart 5 s later with the same file: nothing changes, `in` is not re-anchored.
-    again = daemon(store, now=NOW + 5).jobs.apply(config)
+    again = file_jobs(daemon(store, now=NOW + 5)).apply(config)
     assert again.unchanged == ("a", "b", "c", "d") and again.summary() == "4 unchanged"
     c_again = store.get("jobs/c")
     assert c_again is not None and c_again.next_run == NOW + 10
 
 
 def test_apply_updates_changed_jobs_and_removes_only_its_own(store: SQLiteStore) -> None:
-    daemon(store).jobs.apply(parse_config(FILE))
+    file_jobs(daemon(store)).apply(parse_config(FILE))
     store.upsert(JobSpec("other/a", ENTRY_POINT, Every(1)), NOW)  # another namespace
     store.upsert(JobSpec("lib-job", "os:getcwd", Every(1)), NOW)  # not a daemon job
     changed = FILE.replace('every = "30s"', 'every = "45s"').split('[[job]]\nname = "c"')[0]
-    result = daemon(store, now=NOW + 1).jobs.apply(parse_config(changed))
+    result = file_jobs(daemon(store, now=NOW + 1)).apply(parse_config(changed))
     assert (result.updated, result.unchanged, result.removed) == (("a",), ("b",), ("c", "d"))
     assert sorted(s.id for s in store.jobs()) == ["jobs/a", "jobs/b", "lib-job", "other/a"]
     a = store.get("jobs/a")
@@ -126,13 +132,13 @@ def test_apply_updates_changed_jobs_and_removes_only_its_own(store: SQLiteStore)
 
 
 def test_a_state_with_foreign_jobs_is_refused(store: SQLiteStore) -> None:
-    d = daemon(store)
-    d.jobs.check_store()  # empty: fine
-    d.jobs.apply(parse_config(FILE))
-    d.jobs.check_store()  # its own jobs: fine
+    taken = file_jobs(daemon(store))
+    taken.check_store()  # empty: fine
+    taken.apply(parse_config(FILE))
+    taken.check_store()  # its own jobs: fine
     store.upsert(JobSpec("other/x", ENTRY_POINT, Every(1)), NOW)
     with pytest.raises(DaemonError, match=r"not this file's \(namespace 'jobs'\): 'other/x'\."):
-        d.jobs.check_store()
+        taken.check_store()
 
 
 def test_bad_namespace_is_refused(store: SQLiteStore) -> None:
@@ -239,7 +245,7 @@ def test_jobs_lists_file_jobs_not_in_the_state_yet(
 ) -> None:
     jobs = tmp_path / "jobs.toml"
     jobs.write_text(FILE)
-    daemon(store).jobs.apply(parse_config(FILE.split('[[job]]\nname = "d"')[0]))
+    file_jobs(daemon(store)).apply(parse_config(FILE.split('[[job]]\nname = "d"')[0]))
     state = str(tmp_path / "s.sqlite3")
     assert main(["jobs", str(jobs), "--state", state, "--long"]) == 0
     out = capsys.readouterr().out
@@ -263,12 +269,13 @@ def test_reload_keeps_the_old_config_when_the_file_or_the_state_fails(
     jobs.write_text(FILE)
     scheduler = DurableScheduler(store, wall_clock=lambda: NOW)
     d = Daemon(str(jobs), scheduler, place=place_of(str(jobs)), log=RunLog(sys.stderr))
-    assert d.jobs.reload()
-    old = d.jobs.config
+    taken = file_jobs(d)
+    assert taken.reload()
+    old = taken.config
     jobs.write_text(FILE.replace('every = "30s"', 'every = "soon"'))
     with caplog.at_level("ERROR", logger="tickwork.daemon"):
-        assert not d.jobs.reload()
-    assert d.jobs.config is old
+        assert not taken.reload()
+    assert taken.config is old
     assert "still running the previous configuration" in caplog.text
     assert f'{jobs}:4: job "a": every:' in caplog.text
 
@@ -280,8 +287,8 @@ def test_reload_keeps_the_old_config_when_the_file_or_the_state_fails(
     monkeypatch.setattr(store, "jobs", broken)
     caplog.clear()
     with caplog.at_level("ERROR", logger="tickwork.daemon"):
-        assert not d.jobs.reload()
-    assert d.jobs.config is old
+        assert not taken.reload()
+    assert taken.config is old
     assert "the state cannot be read: database is down" in caplog.text
 
 
@@ -363,17 +370,17 @@ def test_a_job_back_in_the_file_while_its_run_goes_on_keeps_its_enabled(
     keeps it paused: resuming it would run a job the file disables)."""
     one = '[[job]]\nname = "a"\nevery = "30s"\ncommand = ["true"]\n'
     other = '[[job]]\nname = "o"\nevery = "1h"\ncommand = ["true"]\n'
-    d = daemon(store)
-    d.jobs.apply(parse_config(one + other))
+    taken = file_jobs(daemon(store))
+    taken.apply(parse_config(one + other))
     (claim,) = [c for c in store.claim_due(NOW + 60, owner="n", lease_seconds=60, limit=10,
                                            advance=lambda s, now: NOW + 90)
                 if c.job_id == "jobs/a"]  # fmt: skip
     assert store.start(claim, started=NOW + 60)
-    d.jobs.apply(parse_config(other))  # gone, its run goes on: paused, not removed
+    taken.apply(parse_config(other))  # gone, its run goes on: paused, not removed
     state = store.get("jobs/a")
     assert state is not None and state.paused
     back = one if enabled else one.replace("every", "enabled = false\nevery")
-    d.jobs.apply(parse_config(back + other))
+    taken.apply(parse_config(back + other))
     state = store.get("jobs/a")
     assert state is not None and state.paused is (not enabled)
 
@@ -395,9 +402,10 @@ def test_a_stop_signal_while_the_jobs_are_taken_stops_the_daemon_cleanly(
     caplog.set_level(logging.INFO, logger="tickwork")
     before = signal.getsignal(signal.SIGTERM)
     with d.signals():
-        d.jobs.take(parse_config(FILE))
+        taken = file_jobs(d)
+        taken.take(parse_config(FILE))
         signal.raise_signal(signal.SIGTERM)  # caught: this process goes on
-        status = d.serve(run_for=600)
+        status = d.serve(taken, run_for=600)
     assert status == 0
     assert d.scheduler._thread is None  # never started: nothing ran
     assert "got SIGTERM: shutting down" in caplog.text and "stopped" in caplog.text

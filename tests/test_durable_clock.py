@@ -312,6 +312,7 @@ def test_the_daemon_path_recovers_from_a_wall_step(tmp_path: Path) -> None:
     show when the runs came.
     """
     from tickwork._daemon.daemon import Daemon
+    from tickwork._daemon.filejobs import FileJobs
     from tickwork._daemon.jobsfile.config import parse_config
     from tickwork._daemon.runlog import RunLog
     from tickwork._daemon.state import place_of
@@ -324,7 +325,7 @@ def test_the_daemon_path_recovers_from_a_wall_step(tmp_path: Path) -> None:
         place=place_of("jobs.toml"),
         log=RunLog(sys.stderr),
     )
-    d.jobs.apply(
+    FileJobs(d.config_path, d.scheduler, place=d.place, dead_man=d.dead_man).apply(
         parse_config(
             '[[job]]\nname = "m"\ncron = "* * * * *"\ncommand = ["true"]\n'
             '[[job]]\nname = "e"\nevery = "5s"\ncommand = ["true"]\n'

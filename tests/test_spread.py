@@ -202,6 +202,7 @@ def test_a_durable_h_job_persists_and_fires_at_its_minute(
 
 def test_the_daemon_declares_h_and_calendar_jobs_seeded_by_name(tmp_path: Path) -> None:
     from tickwork._daemon.daemon import Daemon
+    from tickwork._daemon.filejobs import FileJobs
     from tickwork._daemon.runlog import RunLog
     from tickwork._daemon.state import place_of
     from tickwork.stores.sqlite import SQLiteStore
@@ -227,7 +228,8 @@ def test_the_daemon_declares_h_and_calendar_jobs_seeded_by_name(tmp_path: Path) 
                 place=place_of("jobs.toml", namespace="ns"),
                 log=RunLog(sys.stderr),
             )
-            assert expected in daemon.jobs.apply(parse_config(text)).summary()
+            jobs = FileJobs("jobs.toml", scheduler, place=daemon.place, dead_man=daemon.dead_man)
+            assert expected in jobs.apply(parse_config(text)).summary()
         state = store.get("ns/sync")
         assert state is not None and isinstance(state.spec.schedule, Cron)
         assert state.spec.schedule.seed == "sync"

@@ -41,18 +41,17 @@ from tickwork._core.errors import (
 )
 from tickwork._core.events import EventKind, RunEvent
 from tickwork._core.text import iso_due
-from tickwork._core.text import plain_seconds as _seconds_text
 from tickwork._daemon.alerts import AlertSender
 from tickwork._daemon.deadman import DeadMan
 from tickwork._daemon.declare import ENTRY_POINT, fingerprint
 from tickwork._daemon.filejobs import FileJobs, Reload
-from tickwork._daemon.jobsfile.config import Config, JobConfig, load_config
+from tickwork._daemon.jobsfile.config import JobConfig
 from tickwork._daemon.liveness import Liveness
 from tickwork._daemon.mail import Mail
 from tickwork._daemon.process.replacing import Replacing
 from tickwork._daemon.process.runner import ProcessGroups, RunResult, daemon_marker, run_job
 from tickwork._daemon.process.stopping import STOP_SIGNALS, Stopping
-from tickwork._daemon.runlog import OneOffLines, RunLog, RunOutput, iso
+from tickwork._daemon.runlog import OneOffLines, RunLog, RunOutput
 from tickwork._daemon.skips import SKIP_CHECK, HeldSlots
 from tickwork._daemon.state import Place
 from tickwork._daemon.web.status_page import failure_summary
@@ -99,12 +98,11 @@ def run_configured_job(job: str, fingerprint: str = "") -> None:
 class Daemon:
     """The jobs of one file on a `DurableScheduler`, with signals, reload and shutdown.
 
-    Create it, take the file's jobs (``daemon.jobs.take(config)``: `FileJobs`), then
-    `serve` until a signal or the ``run_for`` time ends. One per process (the entry
-    point finds it).
+    Create it, take the file's jobs over it (`FileJobs.take`), then `serve` them until
+    a signal or the ``run_for`` time ends. One per process (the entry point finds it).
 
     Args:
-        config_path: The jobs file (read again on SIGHUP).
+        config_path: The jobs file (its jobs, read and followed: `FileJobs`).
         scheduler: The `DurableScheduler` that claims and runs the file's jobs, built
             with the daemon's settings (lease, poll, workers, clocks, the modules its
             one-offs may come from); its store is closed by `serve` when it returns.
@@ -114,9 +112,6 @@ class Daemon:
             one left behind.
         log: The run log.
         shutdown_grace: Seconds to let running jobs finish after SIGTERM/SIGINT.
-        watch: Also reload when the file changes (checked every second).
-        load: Reads ``config_path`` into a `Config` on reload (default: `load_config`;
-            ``tickwork run --crontab`` passes one that translates a crontab).
     """
 
     def __init__(
@@ -127,8 +122,6 @@ class Daemon:
         place: Place,
         log: RunLog,
         shutdown_grace: float = 30.0,
-        watch: bool = False,
-        load: Callable[[str], Config] = load_config,
     ) -> None:
         self.config_path = config_path
         self.scheduler = scheduler
@@ -137,7 +130,6 @@ class Daemon:
         self.namespace = place.namespace
         self.log = log
         self.shutdown_grace = shutdown_grace
-        self.watch = watch
         self.state_key = place.key
         self._groups = ProcessGroups(marker=daemon_marker(place.key), owner=scheduler.owner)
         self._stop = threading.Event()
@@ -155,14 +147,12 @@ class Daemon:
         self.exit_status = 0
         """What `serve` returns: 1 when run ends were left unrecorded at shutdown."""
         self._wake_r = self._wake_w = -1
-        self.jobs = FileJobs(
-            config_path, scheduler, place=place, dead_man=self.dead_man, load=load, watch=watch
-        )
-        """The file's jobs in the state: `FileJobs.take` them before `serve`."""
+        self.jobs: FileJobs | None = None
+        """The file's jobs in the state, as `serve` was given them (taken before)."""
 
     def job_config(self, name: str) -> JobConfig | None:
-        """The running file's job ``name`` (``None``: none of that name)."""
-        return self.jobs.job_config(name)
+        """The served file's job ``name`` (``None``: none of that name, or not served yet)."""
+        return None if self.jobs is None else self.jobs.job_config(name)
 
     # -- running one job (worker threads) -------------------------------------------------
 
@@ -200,7 +190,7 @@ class Daemon:
 
     def _job_to_run(self, name: str, declared: str) -> JobConfig:
         """The running file's job ``name``; refused (`JobCancelled`) if it has none."""
-        job = self.jobs.job_config(name)
+        job = self.job_config(name)
         if job is None:  # another file's (a newer version of it?): not a failure of it
             text = (
                 f"job {name!r} is not in {self.config_path}: not run by this daemon (pid"
@@ -313,32 +303,38 @@ class Daemon:
             os.close(self._wake_w)
             self._wake_r = self._wake_w = -1
 
-    def serve(self, *, run_for: float | None = None) -> int:
-        """Run until SIGTERM/SIGINT (or ``run_for`` seconds), then shut down; the exit status.
+    def serve(self, jobs: FileJobs, *, run_for: float | None = None) -> int:
+        """Run ``jobs`` until SIGTERM/SIGINT (or ``run_for`` seconds), shut down; the exit status.
 
-        Must be called from the main thread (it catches signals: `signals`). SIGHUP
-        reloads the file. The store is closed on return. The status is 0, or 1 when
-        the end of a run could not be recorded before exiting (the store failed
-        throughout the shutdown; the log names each such job and slot).
+        ``jobs``: the file's jobs, taken over this daemon (`FileJobs.take`); each turn
+        follows the file with them (SIGHUP reloads it). Must be called from the main
+        thread (it catches signals: `signals`). The store is closed on return. The
+        status is 0, or 1 when the end of a run could not be recorded before exiting
+        (the store failed throughout the shutdown; the log names each such job and slot).
         """
         global _active
         with _active_lock:
             if _active is not None:
                 raise RuntimeError("a tickwork daemon is already running in this process")
             _active = self
+        self.jobs = jobs
         with contextlib.ExitStack() as caught:
             if self._wake_r < 0:
                 caught.enter_context(self.signals())
             try:
-                why = self._stopped()  # a stop signal while the jobs were taken
-                if why is None:
-                    _trace_runs(self)
-                    self.alerts.start()
-                    self.scheduler.start()
-                    self.dead_man.start()
-                    self.liveness.ready(f"running the jobs of {self.config_path}")
-                    why = self._loop(run_for)
-                self._shutdown(why)
+                why = self._stopped() or self._loop(jobs, run_for)  # stopped while taken: no start
+                # The shutdown. No run starts after this; claims not yet started are handed back.
+                self.liveness.stopping()
+                self.dead_man.stop()
+                self.scheduler.stop(wait=False)
+                self._stop.set()  # no retry starts, a backoff or a jitter wait ends now
+                self._replacing.halt_all()
+                self._signals.clear()
+                stopping = Stopping(self._groups, self.scheduler, self._wait, self._signals)
+                kill_grace = max(jobs.kill_graces.values(), default=10.0)
+                self.exit_status = stopping.shut_down(
+                    why, lambda: self._announced.count, self.shutdown_grace, kill_grace
+                )
                 self.alerts.close()
             finally:
                 self.liveness.close()
@@ -371,8 +367,13 @@ class Daemon:
             while os.read(self._wake_r, 512):
                 pass
 
-    def _loop(self, run_for: float | None) -> str:
-        """Serve until a stop signal or ``run_for`` ends; why it stopped."""
+    def _loop(self, jobs: FileJobs, run_for: float | None) -> str:
+        """Start the runs, serve until a stop signal or ``run_for`` ends; why it stopped."""
+        _trace_runs(self)
+        self.alerts.start()
+        self.scheduler.start()
+        self.dead_man.start()
+        self.liveness.ready(f"running the jobs of {self.config_path}")
         end = None if run_for is None else time.monotonic() + run_for
         while True:
             signalled = False
@@ -383,7 +384,7 @@ class Daemon:
                 signalled = True  # SIGHUP: several before a turn read the file once
             if end is not None and time.monotonic() >= end:
                 return "--for time is up"
-            waits = [self.jobs.follow(signalled=signalled)]
+            waits = [jobs.follow(signalled=signalled)]
             if self.scheduler.running():
                 try:
                     self.skips.check()
@@ -397,46 +398,6 @@ class Daemon:
             if end is not None:
                 waits.append(end - time.monotonic())
             self._wait(min((w for w in waits if w is not None), default=None))
-
-    def _shutdown(self, why: str) -> None:
-        # No run starts after this; claims not yet started are handed back.
-        self.liveness.stopping()
-        self.dead_man.stop()
-        self.scheduler.stop(wait=False)
-        self._stop.set()  # no retry starts, a backoff or a jitter wait ends now
-        self._replacing.halt_all()
-        self._signals.clear()
-        # A run begun before the stop (its claim recorded it started) logs its start
-        # before the line that says no run starts any more, however slow its thread.
-        give_up = time.monotonic() + self.shutdown_grace
-        while sum(self.scheduler.running().values()) > self._announced.count:
-            if time.monotonic() >= give_up or self._signals:
-                break
-            self._wait(0.02)
-        _log.info("%s: shutting down", why)
-        running = sum(self.scheduler.running().values())
-        if running:
-            _log.info(
-                "waiting up to %s for %d running job(s); a second SIGTERM/SIGINT ends them at once",
-                _seconds_text(self.shutdown_grace),
-                running,
-            )
-        kill_grace = max(self.jobs.kill_graces.values(), default=10.0)
-        stopping = Stopping(self._groups, self.scheduler.running, self._wait, self._signals)
-        stopping.end_runs(self.shutdown_grace, kill_grace)
-        # The ends of runs the store failed to record are retried for up to the
-        # shutdown grace (at least 5 s); what is still unwritten makes the exit non-zero.
-        self.scheduler.stop(wait=True, timeout=max(5.0, self.shutdown_grace))
-        unwritten = self.scheduler.unrecorded()
-        if unwritten:
-            self.exit_status = 1
-            _log.error(
-                "stopped without recording the end of %d run(s): %s; exiting with status 1",
-                len(unwritten),
-                ", ".join(f"{job!r} (scheduled {iso(slot)})" for job, slot in unwritten),
-            )
-            return
-        _log.info("stopped")
 
 
 def _trace_runs(daemon: Daemon) -> None:

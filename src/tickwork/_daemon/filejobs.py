@@ -6,8 +6,9 @@ first, upstream jobs before their chains) and queues the ``at_start`` runs (`tak
 on SIGHUP or a changed file it reads the file again and applies it (`reload`): the
 jobs declared again, the ones gone from the file removed, or paused until a run of
 theirs that is still going has ended (`tickwork._daemon.leaving`). What a file's job
-becomes in the state is `tickwork._daemon.declare`'s; the `Daemon` runs the jobs and
-asks this for their current options (`job_config`).
+becomes in the state is `tickwork._daemon.declare`'s. It is built where the jobs are
+taken, after the `Daemon` (whose dead-man checks it is given); `Daemon.serve` follows
+the file with it and asks it for the jobs' current options (`job_config`).
 """
 
 from __future__ import annotations

@@ -12,11 +12,14 @@ part is built once, in the step that names it, by the room that owns it:
 4. the `DurableScheduler` built on it, and the `Daemon` over that (its parts: the
    runner's process groups, alerts, dead-man alerts, liveness, skips);
 5. the HTTP server, if asked, built over the daemon and started
-   (`web.endpoint.serve_http`);
-6. the jobs taken (`FileJobs.take`: the state checked, the namespace held, the file
-   applied, ``at_start`` runs queued, a killed daemon's runs ended, what runs from
-   where logged);
-7. `Daemon.serve` until a stop signal or ``run_for``.
+   (`web.endpoint.serve_http`): an address that cannot be bound stops the start
+   before anything is declared;
+6. the jobs built over the daemon and taken (`FileJobs`, then `FileJobs.take`: the
+   state checked, the namespace held, the file applied, ``at_start`` runs queued, a
+   killed daemon's runs ended, what runs from where logged), the daemon's signals
+   caught meanwhile;
+7. `Daemon.serve` those jobs until a stop signal or ``run_for``: each turn follows the
+   file (`FileJobs.follow`), and the shutdown ends the runs (`process.stopping`).
 
 A step that stops the start raises `_NotStarted` from its cause; `run_daemon` says why,
 once.
@@ -285,8 +288,6 @@ def _serve(
             place=checked.place,
             log=RunLog(err, format=config.log_format),
             shutdown_grace=config.shutdown_grace,
-            watch=config.watch,
-            load=checked.load,
         )
         server, said = None, ""
         if checked.http is not None:
@@ -298,14 +299,21 @@ def _serve(
                 raise _NotStarted(1) from exc
         try:
             with daemon.signals():  # a stop signal while the jobs are taken: a clean stop
+                jobs = FileJobs(
+                    config.jobs_file,
+                    daemon.scheduler,
+                    place=checked.place,
+                    dead_man=daemon.dead_man,
+                    load=checked.load,
+                    watch=config.watch,
+                )
                 try:
-                    taking: FileJobs = daemon.jobs
-                    taking.take(checked.jobs, also=said)
+                    jobs.take(checked.jobs, also=said)
                 except TickworkError as exc:  # a DaemonError, or a StoreError reading it
                     store.close()
                     raise _NotStarted(1) from exc
                 left = None if end is None else max(0.0, end - time.monotonic())
-                return daemon.serve(run_for=left)
+                return daemon.serve(jobs, run_for=left)
         finally:
             if server is not None:
                 server.close()

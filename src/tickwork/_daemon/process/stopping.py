@@ -1,5 +1,8 @@
 """How a daemon's commands end when it stops, and what a killed daemon left behind.
 
+`Stopping.shut_down` is a daemon's shutdown once no run starts any more: the runs
+begun write their start lines, the runs are ended (`Stopping.end_runs`), the scheduler
+stops and their ends are recorded, or the exit status says they could not be.
 `Stopping.end_runs` ends the runs at a shutdown, one step after another: it waits up
 to the shutdown grace for them to end by themselves; then sends SIGTERM to every
 command's process group and waits the longest ``kill_grace`` (and `SETTLE` more); then
@@ -20,10 +23,15 @@ import time
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Final
+from typing import TYPE_CHECKING, Final
 
+from tickwork._core.text import iso
+from tickwork._core.text import plain_seconds as _seconds_text
 from tickwork._daemon.process.runner import MARKER_ENV, ProcessGroups
 from tickwork.stores.contract import proc_stat, process_alive
+
+if TYPE_CHECKING:
+    from tickwork._durable.scheduler import DurableScheduler
 
 __all__ = [
     "SETTLE",
@@ -48,7 +56,8 @@ class Stopping:
 
     Args:
         groups: The process groups of the daemon's commands.
-        running: How many runs of each job go on now (`DurableScheduler.running`).
+        scheduler: The daemon's scheduler, already told to start no run
+            (``stop(wait=False)``): what runs now, and what records their ends.
         wait: Sleeps up to the given seconds, or until a signal arrives.
         signals: The signals received and not yet handled (the daemon's list: a stop
             signal there cuts a wait short).
@@ -57,14 +66,53 @@ class Stopping:
     def __init__(
         self,
         groups: ProcessGroups,
-        running: Callable[[], Mapping[str, int]],
+        scheduler: DurableScheduler,
         wait: Callable[[float], None],
         signals: list[int],
     ) -> None:
         self._groups = groups
-        self._running = running
+        self._scheduler = scheduler
+        self._running: Callable[[], Mapping[str, int]] = scheduler.running
         self._wait = wait
         self._signals = signals
+
+    def shut_down(
+        self, why: str, announced: Callable[[], int], grace: float, kill_grace: float
+    ) -> int:
+        """Log ``why`` the daemon shuts down, end its runs and record them; the exit status.
+
+        ``announced``: how many runs going on have logged their start. ``grace``: the
+        shutdown grace (`end_runs`), also how long (at least 5 s) the ends of runs the
+        store failed to record are retried. The status is 0, or 1 when some end is
+        still unwritten (the log names each such job and slot).
+        """
+        # A run begun before the stop (its claim recorded it started) logs its start
+        # before the line that says no run starts any more, however slow its thread.
+        give_up = time.monotonic() + grace
+        while sum(self._running().values()) > announced():
+            if time.monotonic() >= give_up or self._signals:
+                break
+            self._wait(0.02)
+        _log.info("%s: shutting down", why)
+        running = sum(self._running().values())
+        if running:
+            _log.info(
+                "waiting up to %s for %d running job(s); a second SIGTERM/SIGINT ends them at once",
+                _seconds_text(grace),
+                running,
+            )
+        self.end_runs(grace, kill_grace)
+        self._scheduler.stop(wait=True, timeout=max(5.0, grace))
+        unwritten = self._scheduler.unrecorded()
+        if unwritten:
+            _log.error(
+                "stopped without recording the end of %d run(s): %s; exiting with status 1",
+                len(unwritten),
+                ", ".join(f"{job!r} (scheduled {iso(slot)})" for job, slot in unwritten),
+            )
+            return 1
+        _log.info("stopped")
+        return 0
 
     def end_runs(self, grace: float, kill_grace: float) -> None:
         """Wait up to ``grace`` for the runs; then SIGTERM, ``kill_grace``, exit.
