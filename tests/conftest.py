@@ -237,7 +237,6 @@ SOAK_FILES = (
     "test_daemon_kills.py",
     "test_oneoff_kills.py",
     "test_durable_crash.py",
-    "test_store_postgres_nodes.py",
     "test_pg_failover.py",
     "test_pg_clock.py",
     "test_thread_soak.py",
