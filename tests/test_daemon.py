@@ -19,7 +19,7 @@ from tickwork.__main__ import main
 from tickwork._daemon.daemon import Daemon, run_configured_job
 from tickwork._daemon.declare import ENTRY_POINT, fingerprint, spec_for
 from tickwork._daemon.filejobs import FileJobs
-from tickwork._daemon.jobsfile.config import parse_config
+from tickwork._daemon.jobsfile.config import Config, parse_config
 from tickwork._daemon.runlog import RunLog
 from tickwork._daemon.state import (
     DaemonError,
@@ -290,6 +290,39 @@ def test_reload_keeps_the_old_config_when_the_file_or_the_state_fails(
         assert not taken.reload()
     assert taken.config is old
     assert "the state cannot be read: database is down" in caplog.text
+
+
+def test_a_change_made_while_the_file_is_read_is_read_at_the_next_watch_turn(
+    tmp_path: Path, store: SQLiteStore
+) -> None:
+    # The stamp is taken before the file is read: a write that lands while a reload
+    # reads the file changes the stamp after it, and the next turn reads it again. (Taken
+    # after the read, as before, the stamp already matched the new file: never read.)
+    jobs = tmp_path / "jobs.toml"
+    jobs.write_text(FILE)
+    scheduler = DurableScheduler(store, wall_clock=lambda: NOW)
+    d = Daemon(str(jobs), scheduler, place=place_of(str(jobs)), log=RunLog(sys.stderr))
+    reads: list[str] = []
+
+    def load(path: str) -> Config:
+        text = Path(path).read_text()
+        reads.append(text)
+        if len(reads) == 2:  # the reload's read: the file is written meanwhile
+            jobs.write_text(FILE.replace('every = "30s"', 'every = "45s"'))
+        return parse_config(text, path=path)
+
+    taken = FileJobs(
+        str(jobs), scheduler, place=d.place, dead_man=d.dead_man, load=load, watch=True
+    )
+    taken.take(load(str(jobs)))
+    jobs.write_text(FILE.replace('every = "30s"', 'every = "40s"'))
+    os.utime(jobs, ns=(1, 1))  # a stamp of its own, however coarse the file system's clock
+    taken.follow(signalled=False)  # reads the "40s" file; "45s" is written meanwhile
+    assert len(reads) == 2 and 'every = "40s"' in reads[1]
+    taken.follow(signalled=False)
+    assert len(reads) == 3 and 'every = "45s"' in reads[2]
+    state = store.get("jobs/a")
+    assert state is not None and state.spec.schedule == Every(45.0)
 
 
 def test_a_skip_event_counting_more_slots_than_were_logged_logs_the_rest(
