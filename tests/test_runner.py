@@ -275,9 +275,16 @@ def test_a_supervised_timeout_kills_the_whole_group(tmp_path: Path) -> None:
     assert pids.exists(), f"the hanging job never got going: {r}"
     assert r.timed_out and r.signal == signal.SIGKILL and "ready" in r.output
     assert wait_gone(list(map(int, pids.read_text().split()))) == []
+    # The timeout must come once the command runs (3 s, as above): one that comes while
+    # the supervisor itself starts (0.2 s was not enough at a load near 20) ends the group
+    # before the command obeys a SIGTERM.
     r = run_command(
-        ["sh", "-c", "sleep 100 & sleep 100"], timeout=0.2, kill_grace=30, groups=groups
+        ["sh", "-c", "echo started; sleep 100 & sleep 100"],
+        timeout=3.0,
+        kill_grace=30,
+        groups=groups,
     )
+    assert "started" in r.output, r
     assert r.timed_out and r.signal == signal.SIGTERM and r.duration < 10
     pidfile = tmp_path / "pid"
     r = run_command(["sh", "-c", f"sleep 100 >/dev/null 2>&1 & echo $! > {pidfile}"], groups=groups)

@@ -88,9 +88,16 @@ class Tour:
             )
 
     def open(self, path: str, shown: str) -> None:
-        """Load ``path`` (under the root) and wait for the element ``shown``."""
+        """Load ``path`` (under the root) and wait for the element ``shown`` on it.
+
+        The page shown before is marked first (as `press` does): its own ``shown``
+        element must not pass for the new page's while the navigation is under way.
+        """
+        self.browser.evaluate("window.tourLeft = 1")
         self.browser.open(
-            self.base + self.root + path, loaded=f"!!document.querySelector({shown!r})"
+            self.base + self.root + path,
+            loaded=f"!window.tourLeft && document.readyState === 'complete'"
+            f" && !!document.querySelector({shown!r})",
         )
 
     def inventory(self, page: str) -> None:
