@@ -690,7 +690,7 @@ def test_a_sparse_claim_reads_only_what_can_find_something(db: Path) -> None:
             "SELECT id, spec,",  # the due jobs, once: fewer than asked for (no pool limits)
             "INSERT INTO claims",
             "UPDATE jobs SET",
-            "SELECT (SELECT min(j.next_run)",  # the next wake-up, found by the claim
+            "SELECT (SELECT j.next_run",  # the next wake-up, found by the claim
             "COMMIT",
         ]
         # Each chore runs when the read says it can find something: a pause that

@@ -42,9 +42,12 @@ __all__ = [
 ]
 
 #: The earliest claimable due time, lease end, waiting run and pause end, and whether
-#: other listed owners hold claims (``?{watched}``: see `SQLStore._watched`).
+#: other listed owners hold claims (``?{watched}``: see `SQLStore._watched`). The first is
+#: ``ORDER BY ... LIMIT 1``, not ``min()``: a claimable test that is a join (PostgreSQL's
+#: anti-join) would make ``min()`` read every job, where the order walks the due index.
 NEXT_WAKEUP: Final = (
-    "SELECT (SELECT min(j.next_run) FROM {jobs} j WHERE {claimable} AND {runnable}),"
+    "SELECT (SELECT j.next_run FROM {jobs} j WHERE {claimable} AND {runnable}"
+    " ORDER BY j.next_run LIMIT 1),"
     " (SELECT min(lease_until) FROM {claims} WHERE owner <> ''),"
     " (SELECT min(c.scheduled) FROM {claims} c"
     " JOIN {jobs} j ON j.id = c.job_id WHERE c.owner = '' AND {unpaused}"

@@ -78,10 +78,14 @@ def _ledger_json(entries: list[tuple[Any, ...]]) -> str:
     return json.dumps(entries, ensure_ascii=False, allow_nan=False)
 
 
-# A job is claimable when due, not paused and not claimed, unless it allows overlap.
+# A job is claimable when due, not paused and not claimed, unless it allows overlap. The
+# overlap test is inside the NOT EXISTS (overlap is NOT NULL: the same rows as
+# "overlap = 'allow' OR NOT EXISTS (...)"): outside it, in an OR, PostgreSQL ran the
+# NOT EXISTS as a hashed subplan, a scan of every claim at every look (1.7-11.8 ms with
+# 3,000 claims held, against 0.15-0.27 ms for this anti-join's index probe per job).
 _CLAIMABLE: Final = (
-    "j.next_run IS NOT NULL AND NOT j.paused AND (j.overlap = 'allow'"
-    " OR NOT EXISTS (SELECT 1 FROM tickwork_claims c WHERE c.job_id = j.id))"
+    "j.next_run IS NOT NULL AND NOT j.paused AND NOT EXISTS (SELECT 1 FROM tickwork_claims c"
+    " WHERE c.job_id = j.id AND j.overlap <> 'allow')"
 )
 # A job row j is a declared job's or a one-off's this node allows (stores/_oneoffs.py):
 # parameters the allowed functions and the LIKE patterns of the allowed modules.
