@@ -129,3 +129,31 @@ def test_other_payloads_are_read_safely(mono: Mono) -> None:
     board.heard("me", "y inf covers=oops")
     assert board.latest() == (4, 0.0, None)
     assert board.covered("me") == pytest.approx(COVER_FOR)  # only "with space" holds one
+
+
+def test_a_promise_covers_the_changes_heard_only_for_a_node_that_runs_the_same_work(
+    mono: Mono,
+) -> None:
+    taker, alike, other = LookBoard(), LookBoard(), LookBoard()
+    mine, theirs = looks_mod.runs_key((["app:send"], [])), looks_mod.runs_key((["app:x"], []))
+    assert mine != theirs and " " not in mine
+    assert looks_mod.runs_key((["app:send"], [])) == mine  # the same work, the same key
+    taker.cover("a", True)
+    payload = taker.announcement("a", 5.0, mine)
+    assert payload == f"a 5.0 covers={COVER_FOR!r} runs={mine}"
+    alike.heard("b", payload)
+    other.heard("c", payload)
+    assert alike.covered("b") == pytest.approx(COVER_FOR)  # its due times: any promise
+    assert alike.covered("b", mine) == pytest.approx(COVER_FOR)  # its changes too
+    assert other.covered("c") == pytest.approx(COVER_FOR)
+    assert other.covered("c", theirs) == 0.0  # another's work: it looks at its changes
+    # A promise that names no work (a release before this one) covers no change.
+    alike.heard("b", f"d 5.0 covers={COVER_FOR!r}")
+    mono.now += COVER_FOR / 2
+    alike.heard("b", "a 6.0 covers=0.0")  # a's promise ends; d's holds
+    assert alike.covered("b") == pytest.approx(COVER_FOR / 2)
+    assert alike.covered("b", mine) == 0.0
+    # With an owner with a space, and in an order nothing else writes: read safely.
+    alike.heard("b", f"with space 7.5 covers={COVER_FOR!r} runs={mine}")
+    assert alike.covered("b", mine) == pytest.approx(COVER_FOR)
+    assert alike.latest() == (4, 0.0, 7.5)  # a, d, a again, "with space"

@@ -399,7 +399,7 @@ class Claiming:
             return min(timeout, CARRY_FOR)
         return timeout
 
-    def deferred(self) -> float | None:
+    def deferred(self, *, heard: bool = False) -> float | None:
         """Seconds to sleep on instead of looking now; None: look now.
 
         Another scheduler promised to look at every due time (`LookCover`), and the
@@ -411,16 +411,21 @@ class Claiming:
         waiting or owed) and at least every `LOOK_AT_LEAST` seconds (the others' claims
         are recovered if they die, and a job only this one can run is not left out).
         One whose own promise holds never sleeps on.
+
+        ``heard``: a change another process announced woke this one (an enqueue, a
+        trigger). It sleeps on then only while a promise of a scheduler that runs the
+        same work holds (``LookCover.covered(alike=True)``): that one heard the change
+        too, and looks for it.
         """
         if self._covering:
             return None  # it promised to look at every due time itself
         now = self._wall()
-        until = 0.0 if self._cover is None else self._cover.covered()
-        if until <= 0.0:
-            heard = None if self._notices is None else self._notices()
-            if heard is None or heard[0] == self._heard:
+        until = 0.0 if self._cover is None else self._cover.covered(alike=heard)
+        if until <= 0.0 and not heard:
+            news = None if self._notices is None else self._notices()
+            if news is None or news[0] == self._heard:
                 return None
-            _, age, wake = heard
+            _, age, wake = news
             until = DEFER - age
             if wake is not None:
                 until = max(until, wake - now + DEFER)

@@ -119,6 +119,9 @@ class RunTable:
             made room to claim (stale, and so passed over, once a look has filled
             the pool again), or ``poked``.
         poked: `poke` asked for a look, whether or not there is room to claim.
+        heard: `hear` asked for a look: another process announced a change, which a
+            scheduler promising to look at every due time may look at instead
+            (`Claiming.deferred`). It does not set ``wake``.
         refill: The end of a run that held the last busy worker of a full pool woke
             the timing thread: the look it brings on is coming, so a finish may wait
             for it (`TimingLoop.look_near`), and that wake is never passed over. It
@@ -136,6 +139,7 @@ class RunTable:
         "capacity",
         "cond",
         "ending",
+        "heard",
         "idle",
         "in_job",
         "lock",
@@ -159,6 +163,7 @@ class RunTable:
         self.ending = 0
         self.wake = False
         self.poked = False
+        self.heard = False
         self.refill = False
         self.stopping = False
         self.lost_claims = 0
@@ -170,6 +175,18 @@ class RunTable:
         with self.lock:
             self.wake = self.poked = True
             self.cond.notify()
+
+    def hear(self) -> None:
+        """Make the timing thread look again: a change another process announced (`heard`)."""
+        with self.lock:
+            self.heard = True
+            self.cond.notify()
+
+    def take_wakes(self) -> tuple[bool, bool]:
+        """``(wake, heard)``, both cleared with ``poked`` (lock held): what ended a sleep."""
+        wake, heard = self.wake, self.heard
+        self.wake = self.poked = self.heard = False
+        return wake, heard
 
     def woken(self) -> bool:
         """Whether the timing thread should look again at once; clears the wake (lock held).

@@ -865,7 +865,7 @@ class DurableScheduler(Declaring, ScheduleDecorators, Enqueuing, Operating):
 
     def _listen(self, notifier: ChangeNotifier) -> None:
         """The listener thread: wake the timing thread when the store announces a change."""
-        _listen_for_changes(notifier, self._halt, self._poll, self._owner, self._poke)
+        _listen_for_changes(notifier, self._halt, self._poll, self._owner, self._table.hear)
 
 
 def _listen_for_changes(
@@ -873,14 +873,16 @@ def _listen_for_changes(
     halt: threading.Event,
     poll: float,
     owner: str,
-    poke: Callable[[], None],
+    hear: Callable[[], None],
 ) -> None:
     """The listener thread: wake the timing thread when the store announces a change.
 
     Waits in ``notifier.wait_for_change`` (on its own connection, for PostgreSQL),
     ``poll`` seconds at a time; `stop` ends the wait with ``interrupt_wait``. A True
     result (a change, or possibly missed notifications) makes the timing thread look
-    at the store at once. An error is logged and retried with backoff.
+    at the store at once (`RunTable.hear`), unless another scheduler that runs the
+    same work promised to look at every due time. An error is logged and retried with
+    backoff.
     """
     failures = 0
     while not halt.is_set():
@@ -905,4 +907,4 @@ def _listen_for_changes(
             continue
         failures = 0
         if changed and not halt.is_set():
-            poke()
+            hear()

@@ -12,7 +12,9 @@ Two things happen around the sleep, both for cost:
 - when it wakes on its own, it may sleep on instead of looking, when another
   scheduler on the store announced a look since its own and nothing is left for it to
   do yet (`Claiming.deferred`): several nodes sharing a store then do not all look at
-  every due time, only the one that is taking the runs.
+  every due time, only the one that is taking the runs; and when a change another
+  process announced wakes it (`RunTable.hear`), while one that runs the same work
+  promised to look at every due time: that one heard the change too.
 
 The words look, poke, carry, defer mean what docs/architecture.md, "Glossary", says.
 """
@@ -76,38 +78,53 @@ class TimingLoop:
                 # A finish carried after the look checked (before ``looking`` fell)
                 # still gets its look within CARRY_FOR: checked again, under its lock.
                 timeout = self._claiming.carry_wait(timeout)
-                while self._sleep_until_look(timeout):
-                    more = self._claiming.deferred()
+                while (slept := self._sleep_until_look(timeout)) is not None:
+                    heard, left = slept
+                    more = self._claiming.deferred(heard=heard)
                     if more is None:
                         break
-                    timeout = more  # another node is taking the runs: sleep on
+                    # Another node is taking the runs: sleep on (after a change heard,
+                    # no longer than this look's own time).
+                    timeout = min(more, left) if heard else more
                 if table.stopping:
                     return
         finally:
             table.next_look = math.inf  # no finish waits for a look that will not come
 
-    def _sleep_until_look(self, timeout: float) -> bool:
-        """Sleep up to ``timeout``; True if it ran out (no poke), so a look may be deferred."""
+    def _sleep_until_look(self, timeout: float) -> tuple[bool, float] | None:
+        """Sleep up to ``timeout``; then whether a look may be deferred.
+
+        None: look now (a poke, room to claim, a store failure's back-off over, `stop`).
+        ``(False, 0.0)``: the time ran out. ``(True, left)``: a change another process
+        announced (`RunTable.hear`) ended it ``left`` seconds early.
+        """
         table = self._table
         with table.cond:
             if table.stopping:
-                return False
+                return None
             if self._recovery.failures:
                 # Back off: wake-ups do not shorten the wait, only stop() does.
                 until = time.monotonic() + timeout
                 while not table.stopping and (left := until - time.monotonic()) > 0:
                     self._sleep(left)
-                table.wake = table.poked = table.refill = False
-                return False
+                table.wake = table.poked = table.refill = table.heard = False
+                return None
             # A wake for room that the last look used up is passed over (`RunTable.woken`).
             if table.woken() or timeout <= 0.0:
-                return False
-            table.next_look = self._mono() + timeout  # finishes may wait for it
+                table.heard = False
+                return None
+            if table.heard:  # announced during the look: it may not have seen it
+                table.heard = False
+                return True, timeout
+            until = self._mono() + timeout
+            table.next_look = until  # finishes may wait for it
             self._sleep(timeout)
             table.next_look = math.inf
-            woken = table.wake
-            table.wake = table.poked = False
-            return not woken and not table.stopping
+            woken, heard = table.take_wakes()
+            if woken or table.stopping:
+                return None
+            left = until - self._mono()
+            return (True, left) if heard and left > 0.0 else (False, 0.0)
 
     def _sleep(self, timeout: float) -> None:
         """`wait`, and a warning when it ended much later than meant (a stall)."""

@@ -23,7 +23,7 @@ from psycopg import sql
 from tickwork.stores._errors import StoreError
 
 from ._checks import check_time
-from ._looks import LookBoard
+from ._looks import LookBoard, runs_key
 
 __all__ = ["ListenMixin"]
 
@@ -47,6 +47,7 @@ class ListenMixin:
     _owner_key: tuple[int, int] | None
     _run: Callable[..., Any]
     _scrub: Callable[[str], str]
+    _runnable: Callable[[], tuple[Any, ...]]
 
     def _init_listener(self) -> None:
         """The listener's state: its connection (opened on first use), the looks heard."""
@@ -178,7 +179,7 @@ class ListenMixin:
         Each announcement costs every listening session a short transaction, so they
         are spaced, and carry this scheduler's promise when it makes one (`LookBoard`).
         """
-        payload = self._board.announcement(owner, wake)
+        payload = self._board.announcement(owner, wake, runs_key(self._runnable()))
         if payload is not None:
             cur.execute("SELECT pg_notify(%s, %s)", (self._looks_channel, payload))
 
@@ -204,9 +205,10 @@ class ListenMixin:
                 _log.debug("could not withdraw the promise to look: %s", exc)
         return self._board.covering()
 
-    def covered(self) -> float:
+    def covered(self, *, alike: bool = False) -> float:
         """Seconds left of another scheduler's promise this one defers to (`LookCover`)."""
-        return self._board.covered(self._owner)
+        runs = runs_key(self._runnable()) if alike else None
+        return self._board.covered(self._owner, runs)
 
     def _drop_listener(self) -> None:
         self._board.forget()  # a withdrawal may be missed until the next connection

@@ -134,8 +134,9 @@ class LookCover(Protocol):
     the one taking runs, while a worker of its own is free, also promises to look at
     every due time for a short while, renewed with its announcements and withdrawn the
     moment its workers are all busy; the others sleep on while a promise holds (they
-    still look for their own work, and at least once a second). `PostgresStore`
-    implements it (see ``stores/_looks.py``).
+    still look for their own work, and at least once a second), and leave it the
+    changes they hear when it runs what they run. `PostgresStore` implements it (see
+    ``stores/_looks.py``).
     """
 
     def cover(self, able: bool) -> bool:
@@ -148,8 +149,13 @@ class LookCover(Protocol):
         """
         ...
 
-    def covered(self) -> float:
-        """Seconds left of another scheduler's promise that this one defers to (0.0: none)."""
+    def covered(self, *, alike: bool = False) -> float:
+        """Seconds left of another scheduler's promise that this one defers to (0.0: none).
+
+        ``alike``: only a promise of a scheduler that runs what this one runs (the same
+        functions and modules allowed) counts: it looks for the changes this one hears
+        (an enqueue, a trigger) as well, so this one may leave them to it.
+        """
         ...
 
 
