@@ -4,6 +4,7 @@
     .venv/bin/python bench/peers.py --quick                               # a smoke run
     .venv/bin/python bench/peers.py --systems tickwork pgboss --pgboss-batch 500 50
     .venv/bin/python bench/peers.py --delayed                             # issue 41 (9 min, loaded)
+    .venv/bin/python bench/peers.py --delayed --systems tickwork --baseline HEAD~1   # A/B
     .venv/bin/python bench/peers.py --soak 600 --nodes 1                  # tables over 10 min
 
 One throwaway PostgreSQL server (started as bench/postgres.py starts one: the test
@@ -77,6 +78,7 @@ from bench.peers_delayed import (  # noqa: E402
     steady_table,
 )
 from bench.postgres import (  # noqa: E402
+    Tree,
     _parent,
     backend_cpu,
     server_cpu,
@@ -598,6 +600,12 @@ def arguments() -> argparse.Namespace:
     parser.add_argument(
         "--warmup", type=int, help="jobs of each system's warm-up (1000; 500 with --delayed)"
     )
+    parser.add_argument(
+        "--baseline",
+        metavar="REF",
+        help="tickwork at this git ref too (a git worktree), a row of its own in every"
+        " table but the enqueue rates: this tree against it in the same rounds",
+    )
     parser.add_argument("--quick", action="store_true", help="a smoke run: everything small")
     parser.add_argument(
         "--delayed",
@@ -656,6 +664,11 @@ def main() -> None:
     args.tree = _tickwork_version()  # at the start: the tree the figures are of
     why: dict[str, str] = {}
     chosen = systems(args, why)
+    baseline = None if args.baseline is None else Tree.checkout("baseline", args.baseline)
+    if baseline is not None:
+        short = baseline.label.split()[0]
+        this = tickwork_system()
+        chosen.insert(1, System("tickwork", f"tickwork@{short}", this.command, baseline.env()))
     started_load = load_average()
     if os.environ.get("TICKWORK_PG_DSN"):
         log("bench/peers.py always starts its own server; TICKWORK_PG_DSN is ignored")
@@ -682,6 +695,8 @@ def main() -> None:
     finally:
         stop_server(keeper)
         shutil.rmtree(tmp, ignore_errors=True)
+        if baseline is not None:
+            baseline.remove()
     for line in report(
         args,
         chosen,

@@ -31,10 +31,10 @@ def mono(monkeypatch: pytest.MonkeyPatch) -> Mono:
     return clock
 
 
-def promised(board: LookBoard, me: str, wake: float | None = 5.0) -> str:
+def promised(board: LookBoard, me: str, wake: float | None = 5.0, runs: str = "") -> str:
     """An announcement ``me`` makes with a worker free (a promise)."""
     board.cover(me, True)
-    payload = board.announcement(me, wake)
+    payload = board.announcement(me, wake, runs)
     assert payload is not None
     return payload
 
@@ -157,3 +157,25 @@ def test_a_promise_covers_the_changes_heard_only_for_a_node_that_runs_the_same_w
     alike.heard("b", f"with space 7.5 covers={COVER_FOR!r} runs={mine}")
     assert alike.covered("b", mine) == pytest.approx(COVER_FOR)
     assert alike.latest() == (4, 0.0, 7.5)  # a, d, a again, "with space"
+
+
+def test_a_promise_counts_as_steady_once_it_has_held_unbroken_that_long(mono: Mono) -> None:
+    taker, other = LookBoard(), LookBoard()
+    runs = looks_mod.runs_key(([], []))
+    steady = looks_mod.MUTE_AFTER
+    other.heard("b", promised(taker, "a", runs=runs))
+    assert other.covered("b", runs) == pytest.approx(COVER_FOR)
+    assert other.covered("b", runs, steady) == 0.0  # just made
+    mono.now += steady
+    assert other.covered("b", runs, steady) == 0.0  # not renewed: it may lapse soon
+    other.heard("b", promised(taker, "a", runs=runs))  # renewed before it lapsed
+    assert other.covered("b", runs, steady) == pytest.approx(COVER_FOR)
+    assert other.covered("b", "other work", steady) == 0.0
+    mono.now += COVER_FOR  # lapsed: a later promise starts afresh
+    other.heard("b", promised(taker, "a", runs=runs))
+    assert other.covered("b", runs, steady) == 0.0
+    mono.now += steady
+    other.heard("b", promised(taker, "a", runs=runs))
+    assert other.covered("b", runs, steady) > 0.0
+    other.heard("b", taker.withdrawal("a"))  # withdrawn: gone at once
+    assert other.covered("b", runs) == 0.0

@@ -9,6 +9,7 @@ import subprocess
 import sys
 import threading
 import time
+import types
 from collections.abc import Callable, Iterator
 from typing import Any
 
@@ -1066,6 +1067,65 @@ def test_a_promise_to_look_is_heard_held_and_withdrawn_as_a_change(
     while not other.wait_for_change(0.1):  # the withdrawal wakes it: a change
         assert time.monotonic() < deadline, "the withdrawal was not heard"
     assert other.covered() == 0.0
+
+
+def test_a_node_under_a_steady_promise_stops_hearing_changes_until_it_ends(
+    open_pg: Callable[..., PostgresStore], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Each notification costs every listening session a transaction (three per enqueue
+    on three nodes), and a node that a steady promise covers only sleeps on at it: it
+    stops listening on the changes' channel, and listens again, and looks (a change),
+    when the promise is withdrawn or lapses. The promise's clock is the test's."""
+    mono = [1000.0]
+    monkeypatch.setattr(looks_mod, "time", types.SimpleNamespace(monotonic=lambda: mono[0]))
+    taker, other = two_listening_nodes(open_pg)
+
+    def channels(store: PostgresStore) -> set[str]:
+        conn = store._listen_conn
+        assert conn is not None
+        return {r[0] for r in conn.execute("SELECT pg_listening_channels()").fetchall()}
+
+    def promise(at: float) -> None:  # the taker takes a run with a worker free
+        mono[0] += looks_mod.ANNOUNCE_GAP  # announcements are spaced
+        taker.upsert(spec(f"at{at}", At(at)), at)
+        taker.cover(True)
+        assert f"at{at}" in [c.job_id for c in claim(taker, at, "taker", advance=once)]
+        assert taker.cover(True) is True
+
+    def hear_all(store: PostgresStore) -> bool:
+        woken = False
+        while store.wait_for_change(0.3):  # until nothing more comes
+            woken = True
+        return woken
+
+    promise(100.1)
+    hear_all(other)
+    assert other.covered() > 0.0 and not other._muted  # held, but not for long yet
+    assert other.channel in channels(other)
+    mono[0] += looks_mod.MUTE_AFTER  # renewed after that long: a steady promise
+    promise(100.2)
+    hear_all(other)
+    assert other._muted and other.channel not in channels(other)
+    assert other._looks_channel in channels(other)  # it still hears the looks
+    taker.upsert(spec("unheard", At(100.3)), 100.3)  # a change: the taker looks for it
+    assert not other.wait_for_change(0.3)
+    mono[0] += looks_mod.COVER_FOR  # lapsed (the taker died or found nothing)
+    assert other.wait_for_change(5.0)  # listens again, and looks for what it missed
+    assert not other._muted and other.channel in channels(other)
+    assert not hear_all(other)
+    taker.upsert(spec("heard", At(100.4)), 100.4)
+    assert other.wait_for_change(5.0)  # changes are heard again
+    hear_all(other)
+    # A withdrawal (every worker of the taker busy) ends it at once, the same way.
+    promise(100.5)
+    hear_all(other)
+    mono[0] += looks_mod.MUTE_AFTER
+    promise(100.6)
+    hear_all(other)
+    assert other._muted
+    assert taker.cover(False) is False  # withdrawn
+    assert other.wait_for_change(5.0)
+    assert not other._muted and other.channel in channels(other)
 
 
 def test_a_finish_that_frees_a_held_job_is_announced_even_with_no_new_next_run(

@@ -25,7 +25,11 @@ that hears one while a promise holds leaves it to the promising one, which hears
 well and looks at once, but only when the two run the same work (`runs`: the same
 functions and modules allowed, a fingerprint of them in the announcement). On three nodes
 at 400 enqueues a second, each enqueue used to bring on a look on every node, two of
-which found nothing.
+which found nothing. Once such a promise has held without a break for `MUTE_AFTER`
+seconds, the others stop hearing the changes at all (``UNLISTEN``, `ListenMixin._mute`):
+PostgreSQL runs a transaction in every listening session for each notification, three
+per enqueue on three nodes. When the promise ends they listen again and look once, for
+the changes made meanwhile.
 
 The payload of an announcement is ``"<owner> <wake> covers=<seconds> runs=<fingerprint>"``
 (``wake``: the ``repr`` of the next wake-up the look found, a POSIX time, or ``None``), and
@@ -49,6 +53,7 @@ __all__ = [
     "ANNOUNCE_GAP",
     "COVER_FOR",
     "COVER_RENEW",
+    "MUTE_AFTER",
     "LookBoard",
     "runs_key",
 ]
@@ -64,6 +69,12 @@ COVER_FOR: Final = 0.8
 #: ...and a scheduler that keeps it announces a look at least this often while it
 #: takes runs, renewing it.
 COVER_RENEW: Final = 0.5
+
+#: A scheduler stops hearing the store's changes while a promise that covers them (of a
+#: scheduler that runs the same work) holds, once renewed this long after it was made.
+#: At sparse rates a promise lapses between runs, and muting would cost more (a LISTEN
+#: and an UNLISTEN per promise) than the notifications it saves.
+MUTE_AFTER: Final = COVER_RENEW
 
 _COVERS = "covers="
 _RUNS = "runs="
@@ -101,8 +112,9 @@ class LookBoard:
         self._announced = -math.inf  # time.monotonic() of our last announced look
         self._able = False  # a worker was free at our last look: we may promise
         self._promised = -math.inf  # time.monotonic() until which our promise holds
-        # another owner -> until when its promise holds, and what it runs ("": unknown)
-        self._promises: dict[str, tuple[float, str]] = {}
+        # another owner -> until when its promise holds, what it runs ("": unknown), since
+        # when it has held without a break, and when it was last renewed
+        self._promises: dict[str, tuple[float, str, float, float]] = {}
 
     def heard(self, me: str | None, payload: str) -> bool:
         """Note one announcement; True when it withdrew the last promise ``me`` deferred to.
@@ -133,7 +145,9 @@ class LookBoard:
         with self._lock:
             self._looks = (self._looks[0] + 1, mono, _wake_of(last))
             if cover > 0.0:
-                self._promises[head] = (mono + cover, runs)
+                held = self._promises.get(head)
+                since = held[2] if held and held[0] > mono and held[1] == runs else mono
+                self._promises[head] = (mono + cover, runs, since, mono)
             else:
                 self._promises.pop(head, None)  # it looked, and promised nothing
         return False
@@ -202,25 +216,30 @@ class LookBoard:
         with self._lock:
             return self._promised > time.monotonic()
 
-    def covered(self, me: str | None, runs: str | None = None) -> float:
+    def covered(self, me: str | None, runs: str | None = None, steady: float = 0.0) -> float:
         """Seconds left of the promise of another scheduler that ``me`` defers to (0.0: none).
 
         ``runs``: only a promise of a scheduler that announced this fingerprint counts
         (one that runs what ``me`` runs, and so covers the changes ``me`` hears).
+        ``steady``: only one renewed this many seconds or more after it was made, and
+        held without a break since (a promise made once may lapse any moment: a node
+        taking one run a second promises for 0.8 s at each).
         """
         with self._lock:
-            return self._deferred_to(me, time.monotonic(), runs)
+            return self._deferred_to(me, time.monotonic(), runs, steady)
 
     def withdrawal(self, me: str) -> str:
         """The payload withdrawing ``me``'s promise."""
         return f"{me} {_WITHDRAWS}"
 
-    def _deferred_to(self, me: str | None, mono: float, runs: str | None = None) -> float:
+    def _deferred_to(
+        self, me: str | None, mono: float, runs: str | None = None, steady: float = 0.0
+    ) -> float:
         """`covered`, with the lock held: while ``me`` promises, only a lesser owner's counts."""
         mine = self._promised > mono
         left = 0.0
-        for owner, (until, theirs) in self._promises.items():
-            if runs is not None and theirs != runs:
+        for owner, (until, theirs, since, renewed) in self._promises.items():
+            if (runs is not None and theirs != runs) or renewed - since < steady:
                 continue
             if until > mono and owner != me and (not mine or me is None or owner < me):
                 left = max(left, until - mono)
