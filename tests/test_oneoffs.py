@@ -12,6 +12,7 @@
 from __future__ import annotations
 
 import random
+import re
 from collections.abc import Callable
 from datetime import UTC, datetime, timedelta
 from typing import Any
@@ -74,7 +75,7 @@ def _rows(store: Any) -> int:
 def test_a_one_off_runs_once_at_its_time_and_leaves(made: Made) -> None:
     ds, pool, clock, store = made
     ref = ds.enqueue(note, 1, "a", delay=10, kwargs={"k": 2})
-    assert ref.id.startswith("~") and len(ref.id) == 21 and ref.created
+    assert re.fullmatch("~[0-9a-f]{28}", ref.id) and ref.created
     assert ref.run_at == START + 10
     drain(ds, pool)
     assert CALLS == []  # not due yet
@@ -90,6 +91,24 @@ def test_a_one_off_runs_once_at_its_time_and_leaves(made: Made) -> None:
     clock.advance(100)
     drain(ds, pool)
     assert len(CALLS) == 1  # once
+
+
+def test_ids_grow_with_the_enqueue_time_and_differ_within_one_instant(made: Made) -> None:
+    """The first 12 hex digits are the enqueue's milliseconds (the scheduler's clock).
+
+    Ids that grow with time go to the right edge of the stores' B-trees; ids made in
+    one millisecond, in one call or many, still differ (16 random digits).
+    """
+    ds, _pool, clock, _store = made
+    first = ds.enqueue_many([OneOff(note) for _ in range(50)])
+    clock.advance(0.001)
+    later = [ds.enqueue(note) for _ in range(3)]
+    clock.advance(3600)
+    last = ds.enqueue(note, at=START)  # due before the others: its id is still later
+    ids = [r.id for r in [*first, *later, last]]
+    assert len(set(ids)) == len(ids)
+    assert {i[1:13] for i in ids[:50]} == {f"{int(START * 1000):012x}"}
+    assert max(ids[:50]) < min(ids[50:53]) and max(ids[50:53]) < last.id
 
 
 def test_at_takes_an_aware_datetime_and_refuses_both_or_naive(made: Made) -> None:

@@ -323,7 +323,7 @@ class OneOffLines:
     A one-off (enqueued by the app, ``tickwork enqueue`` or ``POST /api/enqueue``) is
     run by the scheduler itself, not as one of the jobs file's jobs: its STARTED event
     is its `RunLog.started` line, its FINISHED or FAILED one its `RunLog.finished`
-    line, named by its id (``~key:KEY``, or ``~`` and 20 hex digits) and function.
+    line, named by its id (``~key:KEY``, or ``~`` and 28 hex digits) and function.
     Each attempt of a retried one-off is a STARTED event: they are counted per run,
     and the counts of runs that no longer run here (`running`) are dropped once
     `_PRUNE_AT` are held as another one-off starts. The jobs' events are left alone.

@@ -148,7 +148,7 @@ class Enqueued:
     """What an enqueue did: the one-off's id, and whether this call added it."""
 
     id: str
-    """Its job id: ``"~"`` and 20 hex digits, or ``"~key:"`` and its key. `cancel` and
+    """Its job id: ``"~"`` and 28 hex digits, or ``"~key:"`` and its key. `cancel` and
     `DurableScheduler.get` take it; its ledger entry is under it."""
     run_at: float
     """When it is due (UTC POSIX seconds): as asked, even when the key existed."""
@@ -432,7 +432,8 @@ def _rows(items: list[OneOff], now: float, *, awaits: bool | None) -> list[OneOf
         form = _form(path, options, items[members[0]].options, now)
         runs = []
         fits: dict[tuple[int, tuple[str, ...]], str | None] = {}
-        hexes = secrets.token_hex(10 * len(members))
+        hexes = secrets.token_hex(8 * len(members))
+        stamp = f"{_id_clock(now):012x}"
         for n, i in enumerate(members):
             item = items[i]
             # A call fits a signature or not by its shape alone (how many positional
@@ -447,11 +448,25 @@ def _rows(items: list[OneOff], now: float, *, awaits: bool | None) -> list[OneOf
                     f" and kwargs={dict(item.kwargs)!r}: {why}"
                 )
             key = item.key
-            job_id = ONEOFF_MARK + hexes[20 * n : 20 * n + 20] if key is None else KEYED + key
+            job_id = (
+                ONEOFF_MARK + stamp + hexes[16 * n : 16 * n + 16] if key is None else KEYED + key
+            )
             runs.append((job_id, item.due(now), item.args, item.kwargs))
         for i, row in zip(members, form.rows(runs), strict=True):
             rows[i] = row
     return [r for r in rows if r is not None]
+
+
+def _id_clock(now: float) -> int:
+    """The milliseconds that lead a one-off's id: its first 12 of 28 hex digits.
+
+    Ids that grow with time go to the right edge of the primary key's B-tree (and of
+    every index that ends in the id), where random ids would touch a page anywhere in
+    it: with 150,000 rows pending a SQLite bulk enqueue runs at 2.3x the rate
+    (``bench/enqueue_depth.py``). A clock
+    before 1970 or past the year 10889 still gives a valid id (the 12 digits wrap).
+    """
+    return int(now * 1000) % (1 << 48)
 
 
 # The forms of the templates enqueued lately, by function and options (`_form`).

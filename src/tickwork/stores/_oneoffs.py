@@ -3,7 +3,7 @@
 A one-off is a job row like any other (so the claim, the run, retries, time limits,
 pools, leases, recovery and the ledger are the ones every job has), with three marks:
 
-- its id starts with `ONEOFF_MARK` (``~``): ``~`` and 20 hex digits, or ``~key:`` and
+- its id starts with `ONEOFF_MARK` (``~``): ``~`` and 28 hex digits, or ``~key:`` and
   the key the app gave, so that enqueueing the same key again finds the row and adds
   nothing while it is pending or running;
 - its ``queue`` column names its function (NULL for every declared job), which keeps
@@ -105,7 +105,7 @@ class OneOffRow:
     """One one-off as a store inserts it: its job row's values, encoded already."""
 
     id: str
-    """``~`` and 20 hex digits, or ``~key:`` and the app's key."""
+    """``~`` and 28 hex digits, or ``~key:`` and the app's key."""
     spec: str
     """The `JobSpec` as stored (`spec_to_json`)."""
     schedule: str

@@ -134,7 +134,7 @@ _COUNT = {"type": "integer", "minimum": 0}
 _SCHEMAS |= {
     "Enqueued": _obj(
         {
-            "id": {"type": "string", "description": "~ and 20 hex digits, or ~key: and the key"},
+            "id": {"type": "string", "description": "~ and 28 hex digits, or ~key: and the key"},
             "run_at": _TIME,
             "created": {"type": "boolean", "description": "false: its key was pending already"},
             "key": {"type": ["string", "null"]},
