@@ -136,10 +136,18 @@ def record() -> None:
         _ran += 1
         if doomed and least and {"held", "held_recurring"} <= set(_doom):
             _doom["ran"] = key
-            held = [] if _scheduler is None else _scheduler.held()
-            dying = {**_doom, "claims": held}
-            Path(f"{_config['stop']}.{_config['owner']}.dying").write_text(json.dumps(dying))
-            os.kill(os.getpid(), signal.SIGKILL)
+            if _scheduler is None:
+                _die([])
+            # The run table's lock held from the snapshot to the SIGKILL: no run is
+            # claimed here (and started) that the snapshot does not list.
+            with _scheduler._table.lock:
+                _die(_scheduler.held())
+
+
+def _die(held: list[tuple[str, float, bool]]) -> None:
+    dying = {**_doom, "claims": held}
+    Path(f"{_config['stop']}.{_config['owner']}.dying").write_text(json.dumps(dying))
+    os.kill(os.getpid(), signal.SIGKILL)
 
 
 def hang_on(owner: str) -> None:

@@ -300,8 +300,9 @@ def test_a_scheduler_sigkilled_mid_run_loses_nothing_and_repeats_only_at_least_o
     expected = cluster.expected()
     assert {k[0] for k in set(runs) - expected} <= {f"r{i:02}" for i in range(RECURRING)}
     assert cluster.given_up() == set(), "the policy gave up slots it should have run"
-    # Held by the doomed node just before it died (a worker may start one more of
-    # them between this snapshot and the SIGKILL).
+    # Held by the doomed node when it died: the snapshot is taken under the run table's
+    # lock, kept until the SIGKILL, so nothing is claimed after it (a worker may still
+    # start one of the runs it lists).
     held = {(job_id, at) for job_id, at, _ in dying["claims"]}
     missing = []
     for key in expected | set(runs):  # later slots too: none may run twice
