@@ -462,7 +462,7 @@ def _id_clock(now: float) -> int:
 
     Ids that grow with time go to the right edge of the primary key's B-tree (and of
     every index that ends in the id), where random ids would touch a page anywhere in
-    it: with 150,000 rows pending a SQLite bulk enqueue runs at 2.3x the rate
+    it: with 150,000 rows pending a SQLite bulk enqueue runs at 2.1x the rate
     (``bench/enqueue_depth.py``). A clock
     before 1970 or past the year 10889 still gives a valid id (the 12 digits wrap).
     """
