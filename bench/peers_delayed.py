@@ -63,6 +63,7 @@ ENQUEUE_WAYS: tuple[tuple[str, str, int | None, int], ...] = (
     ("PostgreSQL", "single", None, 1),
     ("SQLite", "bulk", 1, 1000),
     ("SQLite", "single", 1, 1),
+    ("SQLite", "single", None, 1),
 )
 #: Each system's documented APIs, as the tables name them.
 APIS = {

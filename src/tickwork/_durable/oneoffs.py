@@ -431,17 +431,13 @@ def _rows(items: list[OneOff], now: float, *, awaits: bool | None) -> list[OneOf
             )
         form = _form(path, options, items[members[0]].options, now)
         runs = []
-        fits: dict[tuple[int, tuple[str, ...]], str | None] = {}
         hexes = secrets.token_hex(8 * len(members))
         stamp = f"{_id_clock(now):012x}"
         for n, i in enumerate(members):
             item = items[i]
             # A call fits a signature or not by its shape alone (how many positional
             # arguments, which names), so items of one shape are checked once.
-            shape = (len(item.args), tuple(item.kwargs))
-            if fn is not None and shape not in fits:
-                fits[shape] = misfit(fn, tuple(item.args), item.kwargs)
-            why = fits.get(shape)
+            why = None if fn is None else _misfit_of(fn, item)
             if why is not None:
                 raise JobSpecError(
                     f"items[{i}]: func {path!r} cannot be called with args={list(item.args)!r}"
@@ -467,6 +463,29 @@ def _id_clock(now: float) -> int:
     before 1970 or past the year 10889 still gives a valid id (the 12 digits wrap).
     """
     return int(now * 1000) % (1 << 48)
+
+
+# Why a call of each shape misfits its function (None: it fits), by function and shape.
+_FITS: Final[dict[tuple[object, int, tuple[str, ...]], str | None]] = {}
+
+
+def _misfit_of(fn: Callable[..., object], item: OneOff) -> str | None:
+    """`misfit` of the item's call, remembered by the function and the call's shape.
+
+    A signature takes a call or not by its shape alone (how many positional arguments,
+    which names), and an app enqueues a few shapes of a few functions again and again: a
+    single enqueue then skips `inspect.Signature.bind`. Bounded: cleared when full.
+    """
+    shape = (fn, len(item.args), tuple(item.kwargs))
+    try:
+        return _FITS[shape]
+    except KeyError:
+        why = _FITS[shape] = misfit(fn, tuple(item.args), item.kwargs)
+        if len(_FITS) > 1024:
+            _FITS.clear()
+        return why
+    except TypeError:  # an unhashable callable: checked each time
+        return misfit(fn, tuple(item.args), item.kwargs)
 
 
 # The forms of the templates enqueued lately, by function and options (`_form`).
