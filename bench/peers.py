@@ -767,11 +767,14 @@ def enqueue_rates(
     for store, kind, producers, batch in ENQUEUE_WAYS:
         done: set[str] = set()
         for system in order:
-            if system.failed or system.name in done or system.name not in DELAYED_SYSTEMS:
+            # One row a system (pg-boss's work batches enqueue alike), a tickwork
+            # baseline (`--baseline`) a row of its own.
+            row = system.label if system.name == "tickwork" else system.name
+            if system.failed or row in done or system.name not in DELAYED_SYSTEMS:
                 continue
             if store == "SQLite" and system.name != "tickwork":
                 continue
-            done.add(system.name)
+            done.add(row)
             n = producers or args.producers
             what = f"{store} {kind} enqueue, {n} producer(s)"
             try:

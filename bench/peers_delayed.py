@@ -200,7 +200,8 @@ def enqueue_rate(
         finally:
             lab.drop(name)
     jobs, spent = int(out["enqueued"]), float(out["end"]) - float(out["start"])
-    return Enqueue(system.name, store, kind, producers, jobs, spent, APIS[system.name][kind])
+    row = system.label if system.name == "tickwork" else system.name  # a baseline's own row
+    return Enqueue(row, store, kind, producers, jobs, spent, APIS[system.name][kind])
 
 
 def steady(
