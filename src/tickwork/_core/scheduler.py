@@ -284,9 +284,10 @@ def _task_info(entry: list[Any], now: float, offset: float) -> TaskInfo:
     )
 
 
-#: `misfit` answers for calls without arguments, by callable: reading a signature costs
-#: microseconds, and the same few functions are added again and again. Bounded.
-_NO_ARGS: dict[object, str | None] = {}
+#: `misfit`'s answers by callable and call shape (how many positional arguments, which
+#: names): a signature takes a call or not by its shape alone, and the same few
+#: functions are added and enqueued with the same few shapes again and again. Bounded.
+_FITS: dict[tuple[object, int, tuple[str, ...]], str | None] = {}
 #: Signatures read by `_misfit` (reading one costs more than binding to it). Bounded.
 _SIGNATURES: dict[object, inspect.Signature] = {}
 
@@ -298,18 +299,17 @@ def misfit(
 
     A callable whose signature cannot be read (some built-ins) passes: its call tells.
     """
-    if not args and not kwargs:
-        try:
-            return _NO_ARGS[fn]
-        except KeyError:
-            why = _misfit(fn, args, kwargs)
-            if len(_NO_ARGS) >= 1024:
-                _NO_ARGS.clear()
-            _NO_ARGS[fn] = why
-            return why
-        except TypeError:  # an unhashable callable: not remembered
-            pass
-    return _misfit(fn, args, kwargs)
+    shape = (fn, len(args), tuple(kwargs))
+    try:
+        return _FITS[shape]
+    except KeyError:
+        why = _misfit(fn, args, kwargs)
+        if len(_FITS) >= 1024:
+            _FITS.clear()
+        _FITS[shape] = why
+        return why
+    except TypeError:  # an unhashable callable: not remembered
+        return _misfit(fn, args, kwargs)
 
 
 def _misfit(

@@ -435,9 +435,8 @@ def _rows(items: list[OneOff], now: float, *, awaits: bool | None) -> list[OneOf
         stamp = f"{_id_clock(now):012x}"
         for n, i in enumerate(members):
             item = items[i]
-            # A call fits a signature or not by its shape alone (how many positional
-            # arguments, which names), so items of one shape are checked once.
-            why = None if fn is None else _misfit_of(fn, item)
+            # `misfit` remembers its answer by function and call shape.
+            why = None if fn is None else misfit(fn, tuple(item.args), item.kwargs)
             if why is not None:
                 raise JobSpecError(
                     f"items[{i}]: func {path!r} cannot be called with args={list(item.args)!r}"
@@ -459,33 +458,10 @@ def _id_clock(now: float) -> int:
     Ids that grow with time go to the right edge of the primary key's B-tree (and of
     every index that ends in the id), where random ids would touch a page anywhere in
     it: with 150,000 rows pending a SQLite bulk enqueue runs at 2.1x the rate
-    (``bench/enqueue_depth.py``). A clock
-    before 1970 or past the year 10889 still gives a valid id (the 12 digits wrap).
+    (``bench/enqueue_depth.py``). A clock before 1970 or past the year 10889 still
+    gives a valid id (the 12 digits wrap).
     """
     return int(now * 1000) % (1 << 48)
-
-
-# Why a call of each shape misfits its function (None: it fits), by function and shape.
-_FITS: Final[dict[tuple[object, int, tuple[str, ...]], str | None]] = {}
-
-
-def _misfit_of(fn: Callable[..., object], item: OneOff) -> str | None:
-    """`misfit` of the item's call, remembered by the function and the call's shape.
-
-    A signature takes a call or not by its shape alone (how many positional arguments,
-    which names), and an app enqueues a few shapes of a few functions again and again: a
-    single enqueue then skips `inspect.Signature.bind`. Bounded: cleared when full.
-    """
-    shape = (fn, len(item.args), tuple(item.kwargs))
-    try:
-        return _FITS[shape]
-    except KeyError:
-        why = _FITS[shape] = misfit(fn, tuple(item.args), item.kwargs)
-        if len(_FITS) > 1024:
-            _FITS.clear()
-        return why
-    except TypeError:  # an unhashable callable: checked each time
-        return misfit(fn, tuple(item.args), item.kwargs)
 
 
 # The forms of the templates enqueued lately, by function and options (`_form`).
